@@ -1,0 +1,51 @@
+# Sluice. The two commands that matter: `make demo` and `make test`.
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+GO ?= go
+GOLANGCI_LINT_VERSION ?= v2.15.0
+
+.PHONY: all build test test-short generate manifests lint bench demo control-plane redis
+
+all: build
+
+build:
+	$(GO) build ./...
+
+## test: every test (unit, Redis, envtest, end-to-end); installs Redis and builds the control plane first.
+test: redis control-plane
+	KUBEBUILDER_ASSETS="$$(hack/build-control-plane.sh)" $(GO) test -count=1 -timeout 45m ./...
+
+## test-short: the fast loop; needs neither Redis nor the control plane.
+test-short:
+	$(GO) test -short ./...
+
+## generate: deepcopy functions for the API types.
+generate:
+	$(GO) tool controller-gen object paths=./api/...
+
+## manifests: CRDs and RBAC from the API types and the controllers' markers.
+manifests:
+	$(GO) tool controller-gen crd rbac:roleName=sluice-manager paths=./api/... $(if $(wildcard controllers),paths=./controllers/...) \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+## lint: gofmt, go vet and golangci-lint (built from the Go module proxy on first use).
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change: $$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
+
+## bench: every benchmark, against a real Redis where one is needed.
+bench: redis
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## demo: the main job on an embedded default.
+demo:
+	@hack/demo.sh
+
+control-plane:
+	@hack/build-control-plane.sh >/dev/null
+
+redis:
+	@hack/ensure-redis.sh

@@ -1,0 +1,101 @@
+// Package proc runs the processes a test needs (servers, simulators, control-plane parts) and
+// stops them, by process group, when the test ends.
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// stopGrace is how long a process has to exit after SIGTERM before it is killed.
+const stopGrace = 10 * time.Second
+
+// Process is a running child process. Its output goes to a log file that the test prints when it
+// fails. A Process is safe for concurrent use.
+type Process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	err     error // the result of Wait; read only after done is closed
+	once    sync.Once
+}
+
+// Start starts cmd in a process group of its own, sends its output to a log file in a temporary
+// directory, and stops it when the test ends.
+func Start(t testing.TB, name string, cmd *exec.Cmd) *Process {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatalf("proc: create log for %s: %v", name, err)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		t.Fatalf("proc: start %s: %v", name, err)
+	}
+	p := &Process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("proc: output of %s:\n%s", name, p.Log())
+		}
+	})
+	return p
+}
+
+// Pid returns the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited returns a channel that is closed when the process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.done }
+
+// Log returns what the process has written so far.
+func (p *Process) Log() string {
+	out, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	return string(out)
+}
+
+// Stop sends SIGTERM to the process group, waits up to stopGrace, then kills it. It returns the
+// process's exit error, if any, other than the signal it was stopped with. Stop may be called more
+// than once.
+func (p *Process) Stop() error {
+	p.once.Do(func() {
+		signalGroup(p.cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(stopGrace):
+			signalGroup(p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	})
+	var exit *exec.ExitError
+	if errors.As(p.err, &exit) && !exit.Exited() {
+		return nil // ended by our signal
+	}
+	return p.err
+}
+
+func signalGroup(pid int, sig syscall.Signal) {
+	// A negative pid signals the whole group, so children of the process stop too.
+	if err := syscall.Kill(-pid, sig); err != nil {
+		_ = syscall.Kill(pid, sig)
+	}
+}
