@@ -1,0 +1,372 @@
+package v1
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Config is one gateway configuration file. Parse and Load return it
+// defaulted and validated; a Config built in code must go through Default and
+// Validate before a gateway uses it. A Config is plain data: it is safe for
+// concurrent reads, and the gateway treats a loaded one as read-only, swapping
+// in a new one on reload.
+type Config struct {
+	// apiVersion must be APIVersion.
+	APIVersion string `json:"apiVersion"`
+	// kind must be Kind.
+	Kind string `json:"kind"`
+	// server holds the gateway's HTTP settings.
+	Server Server `json:"server,omitzero"`
+	// store says where the limiter's state lives.
+	Store Store `json:"store,omitzero"`
+	// global limits apply to all tenants together. Calendar windows here
+	// reset in UTC.
+	Global []Limit `json:"global,omitempty"`
+	// providers are the upstream accounts the gateway calls.
+	Providers []Provider `json:"providers,omitempty"`
+	// tenants are the customers whose keys the gateway accepts.
+	Tenants []Tenant `json:"tenants,omitempty"`
+}
+
+// Server holds the gateway's HTTP settings.
+type Server struct {
+	// maxBodyBytes caps a request body. Zero means 4 MiB.
+	MaxBodyBytes int64 `json:"maxBodyBytes,omitempty"`
+}
+
+// StoreType says where the limiter's state lives.
+type StoreType string
+
+// The store types.
+const (
+	// StoreMemory keeps state in the gateway's memory: one replica, no
+	// dependency.
+	StoreMemory StoreType = "memory"
+	// StoreRedis keeps state in Redis, shared by every replica.
+	StoreRedis StoreType = "redis"
+)
+
+// Store says where the limiter's state lives.
+type Store struct {
+	// type is "memory" (the default) or "redis".
+	Type StoreType `json:"type,omitempty"`
+	// redis is required when type is "redis" and must be absent otherwise.
+	Redis *RedisStore `json:"redis,omitempty"`
+}
+
+// FailMode says what the gateway does while Redis is unreachable.
+type FailMode string
+
+// The fail modes.
+const (
+	// FailClosed refuses requests with 503 while Redis is unreachable.
+	FailClosed FailMode = "closed"
+	// FailOpen limits locally at 1/N of each budget for N known replicas.
+	FailOpen FailMode = "open"
+)
+
+// RedisStore locates the Redis that holds the shared limiter state.
+type RedisStore struct {
+	// address is Redis's host:port.
+	Address string `json:"address"`
+	// passwordFile is the path of a file holding the Redis password. A
+	// relative path resolves against the configuration file's directory.
+	// Empty means no password.
+	PasswordFile string `json:"passwordFile,omitempty"`
+	// db is the Redis database number. Zero is database 0.
+	DB int32 `json:"db,omitempty"`
+	// failMode is "closed" (the default) or "open".
+	FailMode FailMode `json:"failMode,omitempty"`
+	// replicas is the known number of gateway replicas; failMode "open"
+	// limits locally at 1/replicas of each budget. Zero means 1.
+	Replicas int32 `json:"replicas,omitempty"`
+}
+
+// Provider is one upstream account: where to call it, which models it
+// serves, and the limits and prices that apply to it.
+type Provider struct {
+	// name identifies the provider: lower-case letters, digits and '-', at
+	// most 63 characters, unique.
+	Name string `json:"name"`
+	// baseURL is the absolute http or https URL the OpenAI paths are appended
+	// to, such as https://api.openai.com/v1.
+	BaseURL string `json:"baseURL"`
+	// apiKeyFile is the path of a file holding the provider's API key. A
+	// relative path resolves against the configuration file's directory.
+	// Empty means the provider needs no key.
+	APIKeyFile string `json:"apiKeyFile,omitempty"`
+	// models are the models this provider serves: at least one, and each
+	// name unique across all providers, since a request's model picks its
+	// provider.
+	Models []Model `json:"models"`
+	// requestsPerMinute is the provider's published request rate. Zero
+	// means unlimited.
+	RequestsPerMinute int64 `json:"requestsPerMinute,omitempty"`
+	// tokensPerMinute is the provider's published token rate. Zero means
+	// unlimited.
+	TokensPerMinute int64 `json:"tokensPerMinute,omitempty"`
+	// maxInFlight caps concurrent calls. Zero means unlimited.
+	MaxInFlight int64 `json:"maxInFlight,omitempty"`
+	// headroomPercent is the share of the published limits the gateway uses,
+	// 1 to 100. Zero means 100.
+	HeadroomPercent int32 `json:"headroomPercent,omitempty"`
+	// prices are what the provider charges per million tokens.
+	Prices Prices `json:"prices,omitzero"`
+	// spendPerMinute caps spend on this provider per minute. Empty means
+	// no cap.
+	SpendPerMinute Money `json:"spendPerMinute,omitempty"`
+	// spendPerMonth caps spend on this provider per calendar month (UTC).
+	// Empty means no cap.
+	SpendPerMonth Money `json:"spendPerMonth,omitempty"`
+	// retry says how failed calls are retried.
+	Retry Retry `json:"retry,omitzero"`
+	// timeout bounds each attempt. Zero means 60s.
+	Timeout metav1.Duration `json:"timeout,omitzero"`
+}
+
+// WithHeadroom returns the share of a published limit the gateway may use:
+// limit × headroomPercent / 100, rounded down but at least 1 when limit is
+// positive. Zero (unlimited) stays zero.
+func (p *Provider) WithHeadroom(limit int64) int64 {
+	if limit <= 0 || p.HeadroomPercent <= 0 || p.HeadroomPercent >= 100 {
+		return limit
+	}
+	n := limit / 100 * int64(p.HeadroomPercent)
+	n += limit % 100 * int64(p.HeadroomPercent) / 100
+	return max(n, 1)
+}
+
+// Model is one model a provider serves.
+type Model struct {
+	// name is the model as clients name it in requests, unique across all
+	// providers.
+	Name string `json:"name"`
+	// encoding is the tiktoken encoding that counts the model's prompt
+	// tokens: "cl100k_base", "o200k_base", "p50k_base" or "r50k_base".
+	// Empty means the gateway estimates with its documented proxy.
+	Encoding string `json:"encoding,omitempty"`
+	// defaultMaxTokens is the completion the gateway expects when a request
+	// sets no max_tokens. Zero means 256.
+	DefaultMaxTokens int64 `json:"defaultMaxTokens,omitempty"`
+}
+
+// Prices are what a provider charges, in dollars per million tokens. Empty
+// means free.
+type Prices struct {
+	// inputPerMillion is the price of a million prompt tokens.
+	InputPerMillion Money `json:"inputPerMillion,omitempty"`
+	// outputPerMillion is the price of a million completion tokens.
+	OutputPerMillion Money `json:"outputPerMillion,omitempty"`
+}
+
+// Retry says how calls that failed with 429, 5xx or a connection error are
+// retried: exponential backoff with full jitter between baseDelay and
+// maxDelay, unless the provider's retry-after says otherwise.
+type Retry struct {
+	// maxAttempts counts the first call, 1 to 10. Zero means 3.
+	MaxAttempts int32 `json:"maxAttempts,omitempty"`
+	// baseDelay is the first backoff ceiling. Zero means 500ms.
+	BaseDelay metav1.Duration `json:"baseDelay,omitzero"`
+	// maxDelay caps the backoff ceiling, at least baseDelay. Zero means 30s.
+	MaxDelay metav1.Duration `json:"maxDelay,omitzero"`
+}
+
+// Priority is a tenant's class in the queue.
+type Priority string
+
+// The priority classes.
+const (
+	// PriorityInteractive lanes are served first.
+	PriorityInteractive Priority = "Interactive"
+	// PriorityBatch lanes get what interactive lanes leave, and a small
+	// guaranteed share.
+	PriorityBatch Priority = "Batch"
+)
+
+// Tenant is one customer: its keys, the providers it may use, and the limits
+// that apply to it.
+type Tenant struct {
+	// name identifies the tenant, unique.
+	Name string `json:"name"`
+	// keys are the tenant's API keys, at least one.
+	Keys []Key `json:"keys"`
+	// providers name the providers the tenant may use, at least one.
+	Providers []string `json:"providers"`
+	// priority is "Interactive" (the default) or "Batch".
+	Priority Priority `json:"priority,omitempty"`
+	// weight is the tenant's share in its priority class, 1 to 1000. Zero
+	// means 1.
+	Weight int32 `json:"weight,omitempty"`
+	// perUser limits apply to each user of the tenant separately.
+	PerUser []Limit `json:"perUser,omitempty"`
+	// perTenant limits apply to all the tenant's users together.
+	PerTenant []Limit `json:"perTenant,omitempty"`
+	// endpoints hold limits for one endpoint each, over all the tenant's
+	// users.
+	Endpoints []EndpointLimits `json:"endpoints,omitempty"`
+	// budget caps the tenant's spend per day or month. Nil means no budget.
+	Budget *Budget `json:"budget,omitempty"`
+	// timeZone is the IANA time zone in which the tenant's calendar windows
+	// reset, such as "Europe/Berlin". Empty means "UTC".
+	TimeZone string `json:"timeZone,omitempty"`
+	// maxWait is the longest a request may expect to wait in the queue; past
+	// it the gateway answers busy at once. At most 10m. Zero means 60s.
+	MaxWait metav1.Duration `json:"maxWait,omitzero"`
+	// degrade sends requests for an expensive model to a cheaper one when
+	// the budget runs low. Nil means never; it requires a budget.
+	Degrade *Degrade `json:"degrade,omitempty"`
+}
+
+// Key is one tenant API key, by hash.
+type Key struct {
+	// sha256 is the lower-case hex SHA-256 of the key (see HashKey), unique
+	// across all tenants.
+	SHA256 string `json:"sha256"`
+	// user names the person or service the key belongs to; perUser limits
+	// count per user.
+	User string `json:"user"`
+}
+
+// HashKey returns the lower-case hex SHA-256 of an API key: what Key.SHA256
+// holds and what the gateway compares a request's key against.
+func HashKey(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:])
+}
+
+// Endpoint names an OpenAI-compatible endpoint.
+type Endpoint string
+
+// The endpoints a tenant's limits can name.
+const (
+	// EndpointChat is /v1/chat/completions.
+	EndpointChat Endpoint = "chat"
+	// EndpointCompletions is /v1/completions.
+	EndpointCompletions Endpoint = "completions"
+	// EndpointEmbeddings is /v1/embeddings.
+	EndpointEmbeddings Endpoint = "embeddings"
+)
+
+// EndpointLimits are a tenant's limits on one endpoint.
+type EndpointLimits struct {
+	// endpoint is "chat", "completions" or "embeddings", unique within a
+	// tenant.
+	Endpoint Endpoint `json:"endpoint"`
+	// limits apply to the endpoint, at least one.
+	Limits []Limit `json:"limits"`
+}
+
+// Dimension is what a limit counts.
+type Dimension string
+
+// The dimensions.
+const (
+	// DimensionRequests counts requests.
+	DimensionRequests Dimension = "requests"
+	// DimensionTokens counts prompt plus expected completion tokens,
+	// settled from the provider's usage.
+	DimensionTokens Dimension = "tokens"
+	// DimensionDollars counts spend at the provider's prices.
+	DimensionDollars Dimension = "dollars"
+)
+
+// Period is the span a limit's amount covers.
+type Period string
+
+// The periods. Second, minute and hour are token-bucket rates; day and month
+// are calendar windows.
+const (
+	PeriodSecond Period = "second"
+	PeriodMinute Period = "minute"
+	PeriodHour   Period = "hour"
+	// PeriodDay resets at midnight in the tenant's time zone.
+	PeriodDay Period = "day"
+	// PeriodMonth resets at midnight on the first of the month in the
+	// tenant's time zone.
+	PeriodMonth Period = "month"
+)
+
+// IsCalendar reports whether p is a calendar window (day or month) rather
+// than a rate.
+func (p Period) IsCalendar() bool {
+	return p == PeriodDay || p == PeriodMonth
+}
+
+// Duration returns the span of a rate's period, or 0 for a calendar window,
+// whose length depends on the date.
+func (p Period) Duration() time.Duration {
+	switch p {
+	case PeriodSecond:
+		return time.Second
+	case PeriodMinute:
+		return time.Minute
+	case PeriodHour:
+		return time.Hour
+	}
+	return 0
+}
+
+// Behavior is what the gateway does with a request over a limit.
+type Behavior string
+
+// The behaviors at a limit.
+const (
+	// BehaviorReject answers 429 at once, with Retry-After.
+	BehaviorReject Behavior = "Reject"
+	// BehaviorQueue holds the request until every budget allows it, or
+	// answers busy at once when the expected wait passes the tenant's
+	// maxWait.
+	BehaviorQueue Behavior = "Queue"
+)
+
+// Limit is one limit on one dimension.
+type Limit struct {
+	// dimension is "requests", "tokens" or "dollars".
+	Dimension Dimension `json:"dimension"`
+	// amount is the number of requests or tokens per period, more than 0.
+	// It must be 0 for dollars.
+	Amount int64 `json:"amount,omitempty"`
+	// dollars is the spend per period, more than 0; for dollars only.
+	Dollars Money `json:"dollars,omitempty"`
+	// per is "second", "minute" or "hour" for a token-bucket rate, or "day"
+	// or "month" for a calendar window.
+	Per Period `json:"per"`
+	// burst is a rate's bucket capacity, at least 1. Zero means the amount.
+	// It must be 0 for calendar windows and for dollars, whose bucket holds
+	// the dollars amount.
+	Burst int64 `json:"burst,omitempty"`
+	// onLimit is "Reject" or "Queue". Empty means "Queue" for rates and
+	// "Reject" for calendar windows; "Queue" on a calendar window is an
+	// error, since waiting until midnight is not a queue.
+	OnLimit Behavior `json:"onLimit,omitempty"`
+}
+
+// Budget caps a tenant's spend per calendar day or month. It acts as a
+// dollars limit on a calendar window with onLimit Reject (see Limit).
+type Budget struct {
+	// amount is the spend allowed per period, more than 0.
+	Amount Money `json:"amount"`
+	// period is "day" or "month".
+	Period Period `json:"period"`
+}
+
+// Limit returns the budget as the dollars limit the gateway enforces.
+func (b *Budget) Limit() Limit {
+	return Limit{Dimension: DimensionDollars, Dollars: b.Amount, Per: b.Period, OnLimit: BehaviorReject}
+}
+
+// Degrade sends requests for an expensive model to a cheaper one when the
+// tenant's budget runs low, and the response says so in a header.
+type Degrade struct {
+	// model is the expensive model, served by one of the tenant's providers.
+	Model string `json:"model"`
+	// fallback is the model requests go to instead, served by one of the
+	// tenant's providers.
+	Fallback string `json:"fallback"`
+	// belowPercent is the share of the budget left, 1 to 99, below which
+	// requests are degraded.
+	BelowPercent int32 `json:"belowPercent"`
+}

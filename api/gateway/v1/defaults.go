@@ -1,0 +1,104 @@
+package v1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The defaults of fields whose zero value means "the default", as their
+// comments say.
+const (
+	defaultMaxBodyBytes     = 4 << 20
+	defaultReplicas         = 1
+	defaultHeadroomPercent  = 100
+	defaultMaxTokens        = 256
+	defaultMaxAttempts      = 3
+	defaultBaseDelay        = 500 * time.Millisecond
+	defaultMaxDelay         = 30 * time.Second
+	defaultTimeout          = 60 * time.Second
+	defaultWeight           = 1
+	defaultTimeZone         = "UTC"
+	defaultMaxWait          = 60 * time.Second
+	defaultStoreType        = StoreMemory
+	defaultFailMode         = FailClosed
+	defaultPriority         = PriorityInteractive
+	defaultRateBehavior     = BehaviorQueue
+	defaultCalendarBehavior = BehaviorReject
+)
+
+// Default fills every unset field that has a default, as documented on the
+// field. It leaves set fields alone, so it is safe to call twice.
+func (c *Config) Default() {
+	setDefault(&c.Server.MaxBodyBytes, defaultMaxBodyBytes)
+	c.Store.defaults()
+	defaultLimits(c.Global)
+	for i := range c.Providers {
+		c.Providers[i].defaults()
+	}
+	for i := range c.Tenants {
+		c.Tenants[i].defaults()
+	}
+}
+
+func (s *Store) defaults() {
+	setDefault(&s.Type, defaultStoreType)
+	if s.Redis != nil {
+		setDefault(&s.Redis.FailMode, defaultFailMode)
+		setDefault(&s.Redis.Replicas, defaultReplicas)
+	}
+}
+
+func (p *Provider) defaults() {
+	for i := range p.Models {
+		setDefault(&p.Models[i].DefaultMaxTokens, defaultMaxTokens)
+	}
+	setDefault(&p.HeadroomPercent, defaultHeadroomPercent)
+	setDefault(&p.Retry.MaxAttempts, defaultMaxAttempts)
+	setDefaultDuration(&p.Retry.BaseDelay, defaultBaseDelay)
+	setDefaultDuration(&p.Retry.MaxDelay, defaultMaxDelay)
+	setDefaultDuration(&p.Timeout, defaultTimeout)
+}
+
+func (t *Tenant) defaults() {
+	setDefault(&t.Priority, defaultPriority)
+	setDefault(&t.Weight, defaultWeight)
+	setDefault(&t.TimeZone, defaultTimeZone)
+	setDefaultDuration(&t.MaxWait, defaultMaxWait)
+	defaultLimits(t.PerUser)
+	defaultLimits(t.PerTenant)
+	for i := range t.Endpoints {
+		defaultLimits(t.Endpoints[i].Limits)
+	}
+}
+
+func defaultLimits(limits []Limit) {
+	for i := range limits {
+		limits[i].defaults()
+	}
+}
+
+// defaults sets a rate's burst to its amount and the behavior by the kind of
+// period. A dollars limit keeps burst 0: its bucket holds the dollars amount.
+func (l *Limit) defaults() {
+	if l.Per.IsCalendar() {
+		setDefault(&l.OnLimit, defaultCalendarBehavior)
+		return
+	}
+	setDefault(&l.OnLimit, defaultRateBehavior)
+	if l.Dimension != DimensionDollars {
+		setDefault(&l.Burst, l.Amount)
+	}
+}
+
+// setDefault sets *v to def if *v is the zero value.
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+func setDefaultDuration(d *metav1.Duration, def time.Duration) {
+	setDefault(&d.Duration, def)
+}

@@ -1,0 +1,60 @@
+package v1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// Usage is the snapshot one gateway serves at GET /admin/usage: what each
+// provider and tenant used lately, as the operator writes into status and
+// the metrics adapter reads for the queues.
+type Usage struct {
+	// gateway identifies the gateway replica that took the snapshot.
+	Gateway string `json:"gateway"`
+	// time is when the snapshot was taken.
+	Time metav1.Time `json:"time"`
+	// providers hold one entry per configured provider.
+	Providers []ProviderUsage `json:"providers,omitempty"`
+	// tenants hold one entry per configured tenant.
+	Tenants []TenantUsage `json:"tenants,omitempty"`
+}
+
+// Traffic counts the requests of one provider or one tenant through one
+// gateway. Its fields appear inline in ProviderUsage and TenantUsage, so
+// that the snapshots of several gateways add up the same way for both.
+type Traffic struct {
+	// requestsLastMinute counts requests sent to a provider in the last
+	// minute.
+	RequestsLastMinute int64 `json:"requestsLastMinute"`
+	// tokensLastMinute counts tokens charged in the last minute.
+	TokensLastMinute int64 `json:"tokensLastMinute"`
+	// inFlight counts calls waiting for a provider's answer now.
+	InFlight int64 `json:"inFlight"`
+	// queued counts requests waiting in the gateway now.
+	Queued int64 `json:"queued"`
+	// refused counts requests the gateway refused, by reason.
+	Refused map[string]int64 `json:"refused,omitempty"`
+}
+
+// ProviderUsage is one provider's recent usage through one gateway.
+type ProviderUsage struct {
+	// name is the provider's name in the configuration.
+	Name string `json:"name"`
+	Traffic
+	// throttles counts 429 and 503 answers from the provider.
+	Throttles int64 `json:"throttles"`
+	// spendThisMonth is what calls cost this calendar month (UTC).
+	SpendThisMonth Money `json:"spendThisMonth,omitempty"`
+}
+
+// TenantUsage is one tenant's recent usage through one gateway.
+type TenantUsage struct {
+	// name is the tenant's name in the configuration.
+	Name string `json:"name"`
+	Traffic
+	// spendThisPeriod is what the tenant spent in its budget's current
+	// period, or this calendar month (UTC) when it has no budget.
+	SpendThisPeriod Money `json:"spendThisPeriod,omitempty"`
+	// budgetRemaining is what is left of the budget this period. Empty means
+	// the tenant has no budget.
+	BudgetRemaining Money `json:"budgetRemaining,omitempty"`
+	// resetsAt is when the budget's period ends. Nil means no budget.
+	ResetsAt *metav1.Time `json:"resetsAt,omitempty"`
+}

@@ -1,0 +1,467 @@
+package v1
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	_ "time/tzdata" // a time zone validates the same on every machine, with or without a zoneinfo database
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// The values the enumerations and ranges accept.
+var (
+	storeTypes       = []StoreType{StoreMemory, StoreRedis}
+	failModes        = []FailMode{FailClosed, FailOpen}
+	priorities       = []Priority{PriorityInteractive, PriorityBatch}
+	endpoints        = []Endpoint{EndpointChat, EndpointCompletions, EndpointEmbeddings}
+	dimensions       = []Dimension{DimensionRequests, DimensionTokens, DimensionDollars}
+	periods          = []Period{PeriodSecond, PeriodMinute, PeriodHour, PeriodDay, PeriodMonth}
+	calendarPeriods  = []Period{PeriodDay, PeriodMonth}
+	behaviors        = []Behavior{BehaviorReject, BehaviorQueue}
+	encodings        = []string{"cl100k_base", "o200k_base", "p50k_base", "r50k_base"}
+	keyHashPattern   = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	maxMaxWait       = 10 * time.Minute
+	maxRetryAttempts = int64(10)
+	maxWeight        = int64(1000)
+)
+
+// Validate checks a defaulted Config (see Default) and returns every problem
+// at once, each naming its field path and the value at fault, as a
+// k8s.io/apimachinery aggregate of *field.Error. It never quotes key hashes
+// or anything that may hold a credential.
+func (c *Config) Validate() error {
+	errs := validateTypeMeta(c.APIVersion, c.Kind)
+	errs = append(errs, validatePositive(field.NewPath("server", "maxBodyBytes"), c.Server.MaxBodyBytes)...)
+	errs = append(errs, c.Store.validate(field.NewPath("store"))...)
+	errs = append(errs, validateLimits(field.NewPath("global"), c.Global)...)
+	errs = append(errs, validateProviders(field.NewPath("providers"), c.Providers)...)
+	errs = append(errs, c.validateTenants(field.NewPath("tenants"))...)
+	return errs.ToAggregate()
+}
+
+func validateTypeMeta(apiVersion, kind string) field.ErrorList {
+	errs := validateEnum(field.NewPath("apiVersion"), apiVersion, []string{APIVersion})
+	return append(errs, validateEnum(field.NewPath("kind"), kind, []string{Kind})...)
+}
+
+func (s *Store) validate(p *field.Path) field.ErrorList {
+	switch {
+	case s.Type == StoreMemory && s.Redis != nil:
+		return field.ErrorList{field.Forbidden(p.Child("redis"), `must be absent when type is "memory"`)}
+	case s.Type == StoreRedis && s.Redis == nil:
+		return field.ErrorList{field.Required(p.Child("redis"), `required when type is "redis"`)}
+	case s.Type == StoreRedis:
+		return s.Redis.validate(p.Child("redis"))
+	case s.Type != StoreMemory:
+		return field.ErrorList{field.NotSupported(p.Child("type"), s.Type, storeTypes)}
+	}
+	return nil
+}
+
+func (r *RedisStore) validate(p *field.Path) field.ErrorList {
+	errs := validateHostPort(p.Child("address"), r.Address)
+	errs = append(errs, validateNonNegative(p.Child("db"), int64(r.DB))...)
+	errs = append(errs, validateEnum(p.Child("failMode"), r.FailMode, failModes)...)
+	return append(errs, validatePositive(p.Child("replicas"), int64(r.Replicas))...)
+}
+
+func validateHostPort(p *field.Path, addr string) field.ErrorList {
+	if addr == "" {
+		return field.ErrorList{field.Required(p, "must be host:port")}
+	}
+	if strings.ContainsAny(addr, "@/") { // a URL, perhaps with a password in it
+		return field.ErrorList{field.Invalid(p, field.OmitValueType{}, "must be host:port, not a URL; put a password in passwordFile")}
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+		return field.ErrorList{field.Invalid(p, addr, "must be host:port with a port from 1 to 65535")}
+	}
+	return nil
+}
+
+func validateProviders(p *field.Path, providers []Provider) field.ErrorList {
+	var errs field.ErrorList
+	names, models := map[string]bool{}, map[string]bool{}
+	for i := range providers {
+		pp := p.Index(i)
+		errs = append(errs, providers[i].validate(pp)...)
+		errs = append(errs, validateUnique(pp.Child("name"), providers[i].Name, names)...)
+		for j, m := range providers[i].Models {
+			errs = append(errs, validateUnique(pp.Child("models").Index(j).Child("name"), m.Name, models)...)
+		}
+	}
+	return errs
+}
+
+func (pr *Provider) validate(p *field.Path) field.ErrorList {
+	errs := validateDNSLabel(p.Child("name"), pr.Name)
+	errs = append(errs, validateBaseURL(p.Child("baseURL"), pr.BaseURL)...)
+	errs = append(errs, validateModels(p.Child("models"), pr.Models)...)
+	errs = append(errs, validateNonNegative(p.Child("requestsPerMinute"), pr.RequestsPerMinute)...)
+	errs = append(errs, validateNonNegative(p.Child("tokensPerMinute"), pr.TokensPerMinute)...)
+	errs = append(errs, validateNonNegative(p.Child("maxInFlight"), pr.MaxInFlight)...)
+	errs = append(errs, validateRange(p.Child("headroomPercent"), int64(pr.HeadroomPercent), 1, 100)...)
+	errs = append(errs, validateMoney(p.Child("prices", "inputPerMillion"), pr.Prices.InputPerMillion, false)...)
+	errs = append(errs, validateMoney(p.Child("prices", "outputPerMillion"), pr.Prices.OutputPerMillion, false)...)
+	errs = append(errs, validateMoney(p.Child("spendPerMinute"), pr.SpendPerMinute, false)...)
+	errs = append(errs, validateMoney(p.Child("spendPerMonth"), pr.SpendPerMonth, false)...)
+	errs = append(errs, pr.Retry.validate(p.Child("retry"))...)
+	return append(errs, validatePositiveDuration(p.Child("timeout"), pr.Timeout)...)
+}
+
+func validateDNSLabel(p *field.Path, name string) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(p, "")}
+	}
+	if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
+		return field.ErrorList{field.Invalid(p, name, strings.Join(msgs, "; "))}
+	}
+	return nil
+}
+
+func validateBaseURL(p *field.Path, s string) field.ErrorList {
+	const want = "must be an absolute http or https URL"
+	if s == "" {
+		return field.ErrorList{field.Required(p, want)}
+	}
+	u, err := url.Parse(s)
+	switch {
+	case strings.Contains(s, "@") && (err != nil || u.User != nil):
+		return field.ErrorList{field.Invalid(p, field.OmitValueType{}, "must not hold credentials; put the key in apiKeyFile")}
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return field.ErrorList{field.Invalid(p, s, want)}
+	case u.RawQuery != "" || u.Fragment != "": // a query may carry a key
+		return field.ErrorList{field.Invalid(p, field.OmitValueType{}, "must have no query or fragment")}
+	}
+	return nil
+}
+
+func validateModels(p *field.Path, models []Model) field.ErrorList {
+	if len(models) == 0 {
+		return field.ErrorList{field.Required(p, "at least one model")}
+	}
+	var errs field.ErrorList
+	for i, m := range models {
+		mp := p.Index(i)
+		if m.Name == "" {
+			errs = append(errs, field.Required(mp.Child("name"), ""))
+		}
+		if m.Encoding != "" {
+			errs = append(errs, validateEnum(mp.Child("encoding"), m.Encoding, encodings)...)
+		}
+		errs = append(errs, validatePositive(mp.Child("defaultMaxTokens"), m.DefaultMaxTokens)...)
+	}
+	return errs
+}
+
+func (r *Retry) validate(p *field.Path) field.ErrorList {
+	errs := validateRange(p.Child("maxAttempts"), int64(r.MaxAttempts), 1, maxRetryAttempts)
+	errs = append(errs, validatePositiveDuration(p.Child("baseDelay"), r.BaseDelay)...)
+	errs = append(errs, validatePositiveDuration(p.Child("maxDelay"), r.MaxDelay)...)
+	if r.MaxDelay.Duration < r.BaseDelay.Duration {
+		errs = append(errs, field.Invalid(p.Child("maxDelay"), r.MaxDelay.Duration.String(),
+			fmt.Sprintf("must be at least baseDelay (%s)", r.BaseDelay.Duration)))
+	}
+	return errs
+}
+
+func (c *Config) validateTenants(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	names, keys := map[string]bool{}, map[string]*field.Path{}
+	for i := range c.Tenants {
+		tp := p.Index(i)
+		errs = append(errs, c.validateTenant(tp, &c.Tenants[i])...)
+		errs = append(errs, validateUnique(tp.Child("name"), c.Tenants[i].Name, names)...)
+		errs = append(errs, validateUniqueKeys(tp.Child("keys"), c.Tenants[i].Keys, keys)...)
+	}
+	return errs
+}
+
+func (c *Config) validateTenant(p *field.Path, t *Tenant) field.ErrorList {
+	var errs field.ErrorList
+	if t.Name == "" {
+		errs = append(errs, field.Required(p.Child("name"), ""))
+	}
+	errs = append(errs, validateKeys(p.Child("keys"), t.Keys)...)
+	errs = append(errs, c.validateTenantProviders(p.Child("providers"), t.Providers)...)
+	errs = append(errs, validateEnum(p.Child("priority"), t.Priority, priorities)...)
+	errs = append(errs, validateRange(p.Child("weight"), int64(t.Weight), 1, maxWeight)...)
+	errs = append(errs, validateLimits(p.Child("perUser"), t.PerUser)...)
+	errs = append(errs, validateLimits(p.Child("perTenant"), t.PerTenant)...)
+	errs = append(errs, validateEndpoints(p.Child("endpoints"), t.Endpoints)...)
+	errs = append(errs, validateBudget(p.Child("budget"), t.Budget)...)
+	errs = append(errs, validateTimeZone(p.Child("timeZone"), t.TimeZone)...)
+	errs = append(errs, validateMaxWait(p.Child("maxWait"), t.MaxWait)...)
+	return append(errs, c.validateDegrade(p, t)...)
+}
+
+// validateKeys checks each key's form. It never quotes a hash: a person may
+// have pasted the key itself where its hash belongs.
+func validateKeys(p *field.Path, keys []Key) field.ErrorList {
+	if len(keys) == 0 {
+		return field.ErrorList{field.Required(p, "at least one key")}
+	}
+	var errs field.ErrorList
+	for i, k := range keys {
+		if !keyHashPattern.MatchString(k.SHA256) {
+			errs = append(errs, field.Invalid(p.Index(i).Child("sha256"), field.OmitValueType{},
+				"must be the lower-case hex SHA-256 of the key (64 characters 0-9a-f); the value is not shown"))
+		}
+		if k.User == "" {
+			errs = append(errs, field.Required(p.Index(i).Child("user"), ""))
+		}
+	}
+	return errs
+}
+
+// validateUniqueKeys refuses a hash that an earlier key has, naming the
+// earlier key by its path only.
+func validateUniqueKeys(p *field.Path, keys []Key, seen map[string]*field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for i, k := range keys {
+		kp := p.Index(i).Child("sha256")
+		if first, ok := seen[k.SHA256]; ok {
+			errs = append(errs, field.Invalid(kp, field.OmitValueType{}, fmt.Sprintf("must be unique, but equals %s", first)))
+			continue
+		}
+		seen[k.SHA256] = kp
+	}
+	return errs
+}
+
+func (c *Config) validateTenantProviders(p *field.Path, names []string) field.ErrorList {
+	if len(names) == 0 {
+		return field.ErrorList{field.Required(p, "at least one provider")}
+	}
+	var errs field.ErrorList
+	known := c.providerNames()
+	seen := map[string]bool{}
+	for i, name := range names {
+		if c.Provider(name) == nil {
+			errs = append(errs, field.NotSupported(p.Index(i), name, known))
+		}
+		errs = append(errs, validateUnique(p.Index(i), name, seen)...)
+	}
+	return errs
+}
+
+func (c *Config) providerNames() []string {
+	names := make([]string, 0, len(c.Providers))
+	for _, pr := range c.Providers {
+		names = append(names, pr.Name)
+	}
+	return names
+}
+
+func validateEndpoints(p *field.Path, eps []EndpointLimits) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, ep := range eps {
+		ip := p.Index(i)
+		errs = append(errs, validateEnum(ip.Child("endpoint"), ep.Endpoint, endpoints)...)
+		errs = append(errs, validateUnique(ip.Child("endpoint"), string(ep.Endpoint), seen)...)
+		if len(ep.Limits) == 0 {
+			errs = append(errs, field.Required(ip.Child("limits"), "at least one limit"))
+		}
+		errs = append(errs, validateLimits(ip.Child("limits"), ep.Limits)...)
+	}
+	return errs
+}
+
+func validateLimits(p *field.Path, limits []Limit) field.ErrorList {
+	var errs field.ErrorList
+	for i := range limits {
+		errs = append(errs, limits[i].validate(p.Index(i))...)
+	}
+	return errs
+}
+
+func (l *Limit) validate(p *field.Path) field.ErrorList {
+	errs := validateEnum(p.Child("dimension"), l.Dimension, dimensions)
+	errs = append(errs, validateEnum(p.Child("per"), l.Per, periods)...)
+	errs = append(errs, l.validateAmount(p)...)
+	errs = append(errs, l.validateBurst(p.Child("burst"))...)
+	errs = append(errs, validateEnum(p.Child("onLimit"), l.OnLimit, behaviors)...)
+	if l.Per.IsCalendar() && l.OnLimit == BehaviorQueue {
+		errs = append(errs, field.Invalid(p.Child("onLimit"), l.OnLimit,
+			"must be Reject on a calendar window: waiting until midnight is not a queue"))
+	}
+	return errs
+}
+
+// validateAmount checks that requests and tokens are counted in amount and
+// dollars in dollars, never both.
+func (l *Limit) validateAmount(p *field.Path) field.ErrorList {
+	switch l.Dimension {
+	case DimensionDollars:
+		errs := validateMoney(p.Child("dollars"), l.Dollars, true)
+		if l.Amount != 0 {
+			errs = append(errs, field.Invalid(p.Child("amount"), l.Amount, "must be 0 for dollars; set dollars instead"))
+		}
+		return errs
+	case DimensionRequests, DimensionTokens:
+		errs := validatePositive(p.Child("amount"), l.Amount)
+		if l.Dollars != "" {
+			errs = append(errs, field.Invalid(p.Child("dollars"), l.Dollars, fmt.Sprintf("must be empty for %s; set amount instead", l.Dimension)))
+		}
+		return errs
+	}
+	return nil
+}
+
+func (l *Limit) validateBurst(p *field.Path) field.ErrorList {
+	switch {
+	case l.Burst == 0:
+		return nil
+	case l.Per.IsCalendar():
+		return field.ErrorList{field.Invalid(p, l.Burst, "must be 0 on a calendar window, which has no bucket")}
+	case l.Dimension == DimensionDollars:
+		return field.ErrorList{field.Invalid(p, l.Burst, "must be 0 for dollars: the bucket holds the dollars amount")}
+	}
+	return validatePositive(p, l.Burst)
+}
+
+func validateBudget(p *field.Path, b *Budget) field.ErrorList {
+	if b == nil {
+		return nil
+	}
+	errs := validateMoney(p.Child("amount"), b.Amount, true)
+	return append(errs, validateEnum(p.Child("period"), b.Period, calendarPeriods)...)
+}
+
+func validateTimeZone(p *field.Path, tz string) field.ErrorList {
+	const want = `must be an IANA time zone such as "Europe/Berlin"`
+	if tz == "Local" { // the machine's zone: two gateways could disagree
+		return field.ErrorList{field.Invalid(p, tz, want)}
+	}
+	if _, err := time.LoadLocation(tz); err != nil {
+		return field.ErrorList{field.Invalid(p, tz, want)}
+	}
+	return nil
+}
+
+func validateMaxWait(p *field.Path, d metav1.Duration) field.ErrorList {
+	if d.Duration <= 0 || d.Duration > maxMaxWait {
+		return field.ErrorList{field.Invalid(p, d.Duration.String(), fmt.Sprintf("must be more than 0s and at most %s", maxMaxWait))}
+	}
+	return nil
+}
+
+// validateDegrade checks that both models are ones the tenant may use, so
+// that degrading never sends a request where the tenant may not go.
+func (c *Config) validateDegrade(p *field.Path, t *Tenant) field.ErrorList {
+	d := t.Degrade
+	if d == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if t.Budget == nil {
+		errs = append(errs, field.Required(p.Child("budget"), "required when degrade is set"))
+	}
+	dp := p.Child("degrade")
+	errs = append(errs, c.validateTenantModel(dp.Child("model"), d.Model, t)...)
+	errs = append(errs, c.validateTenantModel(dp.Child("fallback"), d.Fallback, t)...)
+	if d.Model != "" && d.Fallback == d.Model {
+		errs = append(errs, field.Invalid(dp.Child("fallback"), d.Fallback, "must differ from model"))
+	}
+	return append(errs, validateRange(dp.Child("belowPercent"), int64(d.BelowPercent), 1, 99)...)
+}
+
+func (c *Config) validateTenantModel(p *field.Path, model string, t *Tenant) field.ErrorList {
+	if model == "" {
+		return field.ErrorList{field.Required(p, "")}
+	}
+	pr, _ := c.ProviderForModel(model)
+	if pr == nil || !contains(t.Providers, pr.Name) {
+		return field.ErrorList{field.Invalid(p, model, "must be a model of one of the tenant's providers")}
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// validateUnique refuses a name seen before; an empty name is left to the
+// field's own check.
+func validateUnique(p *field.Path, name string, seen map[string]bool) field.ErrorList {
+	if name == "" {
+		return nil
+	}
+	if seen[name] {
+		return field.ErrorList{field.Duplicate(p, name)}
+	}
+	seen[name] = true
+	return nil
+}
+
+// validateEnum refuses a value outside valid, or an empty one.
+func validateEnum[T ~string](p *field.Path, v T, valid []T) field.ErrorList {
+	if v == "" {
+		return field.ErrorList{field.Required(p, fmt.Sprintf("must be one of %q", valid))}
+	}
+	for _, ok := range valid {
+		if v == ok {
+			return nil
+		}
+	}
+	return field.ErrorList{field.NotSupported(p, v, valid)}
+}
+
+func validateMoney(p *field.Path, m Money, positive bool) field.ErrorList {
+	if m == "" && !positive {
+		return nil
+	}
+	n, err := m.MicroDollars()
+	switch {
+	case m == "":
+		return field.ErrorList{field.Required(p, `must be a dollar amount more than 0, such as "5.00"`)}
+	case !moneyPattern.MatchString(string(m)):
+		return field.ErrorList{field.Invalid(p, string(m), `must be a decimal dollar amount such as "0.50", with at most 6 decimals`)}
+	case err != nil:
+		return field.ErrorList{field.Invalid(p, string(m), "must be at most 9223372036854.775807")}
+	case positive && n == 0:
+		return field.ErrorList{field.Invalid(p, string(m), "must be more than 0")}
+	}
+	return nil
+}
+
+func validatePositive(p *field.Path, v int64) field.ErrorList {
+	if v <= 0 {
+		return field.ErrorList{field.Invalid(p, v, "must be more than 0")}
+	}
+	return nil
+}
+
+func validateNonNegative(p *field.Path, v int64) field.ErrorList {
+	if v < 0 {
+		return field.ErrorList{field.Invalid(p, v, "must be 0 or more")}
+	}
+	return nil
+}
+
+func validateRange(p *field.Path, v, lo, hi int64) field.ErrorList {
+	if v < lo || v > hi {
+		return field.ErrorList{field.Invalid(p, v, fmt.Sprintf("must be from %d to %d", lo, hi))}
+	}
+	return nil
+}
+
+func validatePositiveDuration(p *field.Path, d metav1.Duration) field.ErrorList {
+	if d.Duration <= 0 {
+		return field.ErrorList{field.Invalid(p, d.Duration.String(), "must be more than 0s")}
+	}
+	return nil
+}

@@ -1,0 +1,542 @@
+package v1_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+)
+
+// validConfig returns a configuration, not yet defaulted, that every rule
+// accepts: a hosted and a self-hosted provider, a tenant with a budget that
+// degrades, and a tenant on both providers.
+func validConfig() *gatewayv1.Config {
+	return &gatewayv1.Config{
+		APIVersion: gatewayv1.APIVersion,
+		Kind:       gatewayv1.Kind,
+		Providers: []gatewayv1.Provider{{
+			Name:              "openai",
+			BaseURL:           "https://api.openai.example/v1",
+			APIKeyFile:        "openai.key",
+			Models:            []gatewayv1.Model{{Name: "gpt-4o", Encoding: "o200k_base"}, {Name: "gpt-4o-mini"}},
+			RequestsPerMinute: 1500,
+			Prices:            gatewayv1.Prices{InputPerMillion: "2.50", OutputPerMillion: "10"},
+		}, {
+			Name:    "local",
+			BaseURL: "http://127.0.0.1:8000/v1",
+			Models:  []gatewayv1.Model{{Name: "llama"}},
+		}},
+		Tenants: []gatewayv1.Tenant{{
+			Name:      "acme",
+			Keys:      []gatewayv1.Key{{SHA256: gatewayv1.HashKey("sk-acme-alice"), User: "alice"}},
+			Providers: []string{"openai"},
+			PerUser:   []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 1000, Per: gatewayv1.PeriodDay}},
+			PerTenant: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionTokens, Amount: 200000, Per: gatewayv1.PeriodMinute}},
+			Endpoints: []gatewayv1.EndpointLimits{{
+				Endpoint: gatewayv1.EndpointChat,
+				Limits:   []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 60, Per: gatewayv1.PeriodMinute}},
+			}},
+			Budget:   &gatewayv1.Budget{Amount: "5000", Period: gatewayv1.PeriodMonth},
+			TimeZone: "Europe/Berlin",
+			Degrade:  &gatewayv1.Degrade{Model: "gpt-4o", Fallback: "gpt-4o-mini", BelowPercent: 20},
+		}, {
+			Name:      "globex",
+			Keys:      []gatewayv1.Key{{SHA256: gatewayv1.HashKey("sk-globex-bob"), User: "bob"}},
+			Providers: []string{"openai", "local"},
+			Priority:  gatewayv1.PriorityBatch,
+		}},
+	}
+}
+
+// redis switches c to a valid Redis store.
+func redis(c *gatewayv1.Config) {
+	c.Store = gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{Address: "redis:6379"}}
+}
+
+// Helpers to reach the parts of validConfig the cases change.
+func openai(c *gatewayv1.Config) *gatewayv1.Provider { return &c.Providers[0] }
+func acme(c *gatewayv1.Config) *gatewayv1.Tenant     { return &c.Tenants[0] }
+func perUser(c *gatewayv1.Config) *gatewayv1.Limit   { return &c.Tenants[0].PerUser[0] }
+func perTenant(c *gatewayv1.Config) *gatewayv1.Limit { return &c.Tenants[0].PerTenant[0] }
+
+func dollarsPerMinute(l *gatewayv1.Limit) {
+	*l = gatewayv1.Limit{Dimension: gatewayv1.DimensionDollars, Dollars: "0.50", Per: gatewayv1.PeriodMinute}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		mutate  func(c *gatewayv1.Config)
+		want    []string // substrings of the error; none means valid
+		notWant []string // what the error must never show
+	}{
+		{name: "valid", mutate: func(c *gatewayv1.Config) {}},
+		{name: "valid redis", mutate: redis},
+		{name: "valid rates of every kind", mutate: func(c *gatewayv1.Config) {
+			c.Global = []gatewayv1.Limit{
+				{Dimension: gatewayv1.DimensionRequests, Amount: 10, Per: gatewayv1.PeriodSecond, Burst: 5},
+				{Dimension: gatewayv1.DimensionTokens, Amount: 10, Per: gatewayv1.PeriodHour, OnLimit: gatewayv1.BehaviorReject},
+				{Dimension: gatewayv1.DimensionDollars, Dollars: "1000", Per: gatewayv1.PeriodMonth},
+			}
+		}},
+
+		{
+			name:   "apiVersion",
+			mutate: func(c *gatewayv1.Config) { c.APIVersion = "gateway.sluice.dev/v2" },
+			want:   []string{`apiVersion: Unsupported value: "gateway.sluice.dev/v2"`},
+		},
+		{
+			name:   "server.maxBodyBytes",
+			mutate: func(c *gatewayv1.Config) { c.Server.MaxBodyBytes = -1 },
+			want:   []string{"server.maxBodyBytes: Invalid value: -1"},
+		},
+
+		{
+			name:   "store.type",
+			mutate: func(c *gatewayv1.Config) { c.Store.Type = "etcd" },
+			want:   []string{`store.type: Unsupported value: "etcd"`, `"memory", "redis"`},
+		},
+		{
+			name: "store.redis with memory",
+			mutate: func(c *gatewayv1.Config) {
+				c.Store = gatewayv1.Store{Type: gatewayv1.StoreMemory, Redis: &gatewayv1.RedisStore{Address: "redis:6379"}}
+			},
+			want: []string{"store.redis: Forbidden", `type is "memory"`},
+		},
+		{
+			name:   "store.redis missing",
+			mutate: func(c *gatewayv1.Config) { c.Store.Type = gatewayv1.StoreRedis },
+			want:   []string{"store.redis: Required value"},
+		},
+		{
+			name:   "store.redis.address without port",
+			mutate: func(c *gatewayv1.Config) { redis(c); c.Store.Redis.Address = "redis" },
+			want:   []string{`store.redis.address: Invalid value: "redis"`},
+		},
+		{
+			name:   "store.redis.address with a bad port",
+			mutate: func(c *gatewayv1.Config) { redis(c); c.Store.Redis.Address = "redis:70000" },
+			want:   []string{`store.redis.address: Invalid value: "redis:70000"`},
+		},
+		{
+			name:    "store.redis.address as a URL with a password",
+			mutate:  func(c *gatewayv1.Config) { redis(c); c.Store.Redis.Address = "redis://:hunter2@redis:6379" },
+			want:    []string{"store.redis.address: Invalid value", "passwordFile"},
+			notWant: []string{"hunter2"},
+		},
+		{
+			name:   "store.redis.db",
+			mutate: func(c *gatewayv1.Config) { redis(c); c.Store.Redis.DB = -1 },
+			want:   []string{"store.redis.db: Invalid value: -1"},
+		},
+		{
+			name:   "store.redis.failMode",
+			mutate: func(c *gatewayv1.Config) { redis(c); c.Store.Redis.FailMode = "maybe" },
+			want:   []string{`store.redis.failMode: Unsupported value: "maybe"`},
+		},
+		{
+			name:   "store.redis.replicas",
+			mutate: func(c *gatewayv1.Config) { redis(c); c.Store.Redis.Replicas = -2 },
+			want:   []string{"store.redis.replicas: Invalid value: -2"},
+		},
+
+		{
+			name: "global limit",
+			mutate: func(c *gatewayv1.Config) {
+				c.Global = []gatewayv1.Limit{{Dimension: "bytes", Amount: 1, Per: gatewayv1.PeriodSecond}}
+			},
+			want: []string{`global[0].dimension: Unsupported value: "bytes"`},
+		},
+
+		{
+			name:   "providers[].name format",
+			mutate: func(c *gatewayv1.Config) { openai(c).Name = "OpenAI" },
+			want:   []string{`providers[0].name: Invalid value: "OpenAI"`},
+		},
+		{
+			name:   "providers[].name missing",
+			mutate: func(c *gatewayv1.Config) { openai(c).Name = "" },
+			want:   []string{"providers[0].name: Required value"},
+		},
+		{
+			name:   "providers[].name repeated",
+			mutate: func(c *gatewayv1.Config) { c.Providers[1].Name = "openai" },
+			want:   []string{`providers[1].name: Duplicate value: "openai"`},
+		},
+		{
+			name:   "providers[].baseURL scheme",
+			mutate: func(c *gatewayv1.Config) { openai(c).BaseURL = "ftp://files.example/v1" },
+			want:   []string{`providers[0].baseURL: Invalid value: "ftp://files.example/v1"`},
+		},
+		{
+			name:   "providers[].baseURL relative",
+			mutate: func(c *gatewayv1.Config) { openai(c).BaseURL = "/v1" },
+			want:   []string{`providers[0].baseURL: Invalid value: "/v1"`},
+		},
+		{
+			name:   "providers[].baseURL missing",
+			mutate: func(c *gatewayv1.Config) { openai(c).BaseURL = "" },
+			want:   []string{"providers[0].baseURL: Required value"},
+		},
+		{
+			name:    "providers[].baseURL with credentials",
+			mutate:  func(c *gatewayv1.Config) { openai(c).BaseURL = "https://me:sk-secret@api.openai.example/v1" },
+			want:    []string{"providers[0].baseURL: Invalid value", "apiKeyFile"},
+			notWant: []string{"sk-secret"},
+		},
+		{
+			name:    "providers[].baseURL with a query",
+			mutate:  func(c *gatewayv1.Config) { openai(c).BaseURL = "https://api.example/v1?key=sk-secret" },
+			want:    []string{"providers[0].baseURL: Invalid value", "no query"},
+			notWant: []string{"sk-secret"},
+		},
+		{
+			name:   "providers[].models empty",
+			mutate: func(c *gatewayv1.Config) { c.Providers[1].Models = nil },
+			want:   []string{"providers[1].models: Required value"},
+		},
+		{
+			name:   "providers[].models[].name missing",
+			mutate: func(c *gatewayv1.Config) { c.Providers[1].Models[0].Name = "" },
+			want:   []string{"providers[1].models[0].name: Required value"},
+		},
+		{
+			name:   "providers[].models[].name repeated across providers",
+			mutate: func(c *gatewayv1.Config) { c.Providers[1].Models[0].Name = "gpt-4o-mini" },
+			want:   []string{`providers[1].models[0].name: Duplicate value: "gpt-4o-mini"`},
+		},
+		{
+			name:   "providers[].models[].encoding",
+			mutate: func(c *gatewayv1.Config) { openai(c).Models[0].Encoding = "gpt2" },
+			want:   []string{`providers[0].models[0].encoding: Unsupported value: "gpt2"`, `"o200k_base"`},
+		},
+		{
+			name:   "providers[].models[].defaultMaxTokens",
+			mutate: func(c *gatewayv1.Config) { openai(c).Models[1].DefaultMaxTokens = -5 },
+			want:   []string{"providers[0].models[1].defaultMaxTokens: Invalid value: -5"},
+		},
+		{
+			name:   "providers[].requestsPerMinute",
+			mutate: func(c *gatewayv1.Config) { openai(c).RequestsPerMinute = -1 },
+			want:   []string{"providers[0].requestsPerMinute: Invalid value: -1"},
+		},
+		{
+			name:   "providers[].tokensPerMinute",
+			mutate: func(c *gatewayv1.Config) { openai(c).TokensPerMinute = -2 },
+			want:   []string{"providers[0].tokensPerMinute: Invalid value: -2"},
+		},
+		{
+			name:   "providers[].maxInFlight",
+			mutate: func(c *gatewayv1.Config) { openai(c).MaxInFlight = -3 },
+			want:   []string{"providers[0].maxInFlight: Invalid value: -3"},
+		},
+		{
+			name:   "providers[].headroomPercent",
+			mutate: func(c *gatewayv1.Config) { openai(c).HeadroomPercent = 101 },
+			want:   []string{"providers[0].headroomPercent: Invalid value: 101", "from 1 to 100"},
+		},
+		{
+			name:   "providers[].prices.inputPerMillion as a float",
+			mutate: func(c *gatewayv1.Config) { openai(c).Prices.InputPerMillion = "1e3" },
+			want:   []string{`providers[0].prices.inputPerMillion: Invalid value: "1e3"`},
+		},
+		{
+			name:   "providers[].prices.outputPerMillion negative",
+			mutate: func(c *gatewayv1.Config) { openai(c).Prices.OutputPerMillion = "-1" },
+			want:   []string{`providers[0].prices.outputPerMillion: Invalid value: "-1"`},
+		},
+		{
+			name:   "providers[].spendPerMinute too precise",
+			mutate: func(c *gatewayv1.Config) { openai(c).SpendPerMinute = "0.0000001" },
+			want:   []string{`providers[0].spendPerMinute: Invalid value: "0.0000001"`},
+		},
+		{
+			name:   "providers[].spendPerMonth too large",
+			mutate: func(c *gatewayv1.Config) { openai(c).SpendPerMonth = "99999999999999999999" },
+			want:   []string{`providers[0].spendPerMonth: Invalid value: "99999999999999999999"`, "at most"},
+		},
+		{
+			name:   "providers[].retry.maxAttempts",
+			mutate: func(c *gatewayv1.Config) { openai(c).Retry.MaxAttempts = 11 },
+			want:   []string{"providers[0].retry.maxAttempts: Invalid value: 11", "from 1 to 10"},
+		},
+		{
+			name:   "providers[].retry.baseDelay",
+			mutate: func(c *gatewayv1.Config) { openai(c).Retry.BaseDelay = duration(-time.Second) },
+			want:   []string{`providers[0].retry.baseDelay: Invalid value: "-1s"`},
+		},
+		{
+			name:   "providers[].retry.maxDelay below baseDelay",
+			mutate: func(c *gatewayv1.Config) { openai(c).Retry.MaxDelay = duration(100 * time.Millisecond) },
+			want:   []string{`providers[0].retry.maxDelay: Invalid value: "100ms"`, "baseDelay (500ms)"},
+		},
+		{
+			name:   "providers[].timeout",
+			mutate: func(c *gatewayv1.Config) { openai(c).Timeout = duration(-time.Second) },
+			want:   []string{`providers[0].timeout: Invalid value: "-1s"`},
+		},
+
+		{
+			name:   "tenants[].name missing",
+			mutate: func(c *gatewayv1.Config) { acme(c).Name = "" },
+			want:   []string{"tenants[0].name: Required value"},
+		},
+		{
+			name:   "tenants[].name repeated",
+			mutate: func(c *gatewayv1.Config) { c.Tenants[1].Name = "acme" },
+			want:   []string{`tenants[1].name: Duplicate value: "acme"`},
+		},
+		{
+			name:   "tenants[].keys empty",
+			mutate: func(c *gatewayv1.Config) { acme(c).Keys = nil },
+			want:   []string{"tenants[0].keys: Required value"},
+		},
+		{
+			name:    "tenants[].keys[].sha256 holding the key itself",
+			mutate:  func(c *gatewayv1.Config) { acme(c).Keys[0].SHA256 = "sk-acme-alice" },
+			want:    []string{"tenants[0].keys[0].sha256: Invalid value", "64 characters"},
+			notWant: []string{"sk-acme-alice"},
+		},
+		{
+			name: "tenants[].keys[].sha256 in upper case",
+			mutate: func(c *gatewayv1.Config) {
+				acme(c).Keys[0].SHA256 = "860EDB4DFAA237CB0C5019E8A1137FECBEAF4A7EF0DD63819E62A6DE82EAE7FB"
+			},
+			want:    []string{"tenants[0].keys[0].sha256: Invalid value", "lower-case"},
+			notWant: []string{"860EDB4D"},
+		},
+		{
+			name:   "tenants[].keys[].user missing",
+			mutate: func(c *gatewayv1.Config) { acme(c).Keys[0].User = "" },
+			want:   []string{"tenants[0].keys[0].user: Required value"},
+		},
+		{
+			name:    "tenants[].keys[].sha256 repeated across tenants",
+			mutate:  func(c *gatewayv1.Config) { c.Tenants[1].Keys[0].SHA256 = acme(c).Keys[0].SHA256 },
+			want:    []string{"tenants[1].keys[0].sha256: Invalid value", "equals tenants[0].keys[0].sha256"},
+			notWant: []string{gatewayv1.HashKey("sk-acme-alice")},
+		},
+		{
+			name:   "tenants[].providers empty",
+			mutate: func(c *gatewayv1.Config) { acme(c).Providers = nil },
+			want:   []string{"tenants[0].providers: Required value"},
+		},
+		{
+			name:   "tenants[].providers unknown",
+			mutate: func(c *gatewayv1.Config) { c.Tenants[1].Providers[1] = "anthropic" },
+			want:   []string{`tenants[1].providers[1]: Unsupported value: "anthropic"`, `"openai", "local"`},
+		},
+		{
+			name:   "tenants[].providers repeated",
+			mutate: func(c *gatewayv1.Config) { c.Tenants[1].Providers[1] = "openai" },
+			want:   []string{`tenants[1].providers[1]: Duplicate value: "openai"`},
+		},
+		{
+			name:   "tenants[].priority",
+			mutate: func(c *gatewayv1.Config) { acme(c).Priority = "Urgent" },
+			want:   []string{`tenants[0].priority: Unsupported value: "Urgent"`},
+		},
+		{
+			name:   "tenants[].weight",
+			mutate: func(c *gatewayv1.Config) { acme(c).Weight = 1001 },
+			want:   []string{"tenants[0].weight: Invalid value: 1001", "from 1 to 1000"},
+		},
+		{
+			name:   "limit dimension missing",
+			mutate: func(c *gatewayv1.Config) { perUser(c).Dimension = "" },
+			want:   []string{"tenants[0].perUser[0].dimension: Required value"},
+		},
+		{
+			name:   "limit per unknown",
+			mutate: func(c *gatewayv1.Config) { perTenant(c).Per = "week" },
+			want:   []string{`tenants[0].perTenant[0].per: Unsupported value: "week"`},
+		},
+		{
+			name:   "limit amount missing",
+			mutate: func(c *gatewayv1.Config) { perUser(c).Amount = 0 },
+			want:   []string{"tenants[0].perUser[0].amount: Invalid value: 0"},
+		},
+		{
+			name:   "limit amount negative",
+			mutate: func(c *gatewayv1.Config) { perTenant(c).Amount = -10 },
+			want:   []string{"tenants[0].perTenant[0].amount: Invalid value: -10"},
+		},
+		{
+			name:   "limit amount on dollars",
+			mutate: func(c *gatewayv1.Config) { dollarsPerMinute(perTenant(c)); perTenant(c).Amount = 5 },
+			want:   []string{"tenants[0].perTenant[0].amount: Invalid value: 5", "set dollars"},
+		},
+		{
+			name:   "limit dollars missing",
+			mutate: func(c *gatewayv1.Config) { dollarsPerMinute(perTenant(c)); perTenant(c).Dollars = "" },
+			want:   []string{"tenants[0].perTenant[0].dollars: Required value"},
+		},
+		{
+			name:   "limit dollars zero",
+			mutate: func(c *gatewayv1.Config) { dollarsPerMinute(perTenant(c)); perTenant(c).Dollars = "0.00" },
+			want:   []string{`tenants[0].perTenant[0].dollars: Invalid value: "0.00"`, "more than 0"},
+		},
+		{
+			name:   "limit dollars on requests",
+			mutate: func(c *gatewayv1.Config) { perTenant(c).Dollars = "5" },
+			want:   []string{`tenants[0].perTenant[0].dollars: Invalid value: "5"`, "set amount"},
+		},
+		{
+			name:   "limit burst negative",
+			mutate: func(c *gatewayv1.Config) { perTenant(c).Burst = -1 },
+			want:   []string{"tenants[0].perTenant[0].burst: Invalid value: -1"},
+		},
+		{
+			name:   "limit burst on a calendar window",
+			mutate: func(c *gatewayv1.Config) { perUser(c).Burst = 10 },
+			want:   []string{"tenants[0].perUser[0].burst: Invalid value: 10", "calendar window"},
+		},
+		{
+			name:   "limit burst on dollars",
+			mutate: func(c *gatewayv1.Config) { dollarsPerMinute(perTenant(c)); perTenant(c).Burst = 2 },
+			want:   []string{"tenants[0].perTenant[0].burst: Invalid value: 2", "dollars amount"},
+		},
+		{
+			name:   "limit onLimit unknown",
+			mutate: func(c *gatewayv1.Config) { perTenant(c).OnLimit = "Drop" },
+			want:   []string{`tenants[0].perTenant[0].onLimit: Unsupported value: "Drop"`, `"Reject", "Queue"`},
+		},
+		{
+			name:   "limit onLimit Queue on a calendar window",
+			mutate: func(c *gatewayv1.Config) { perUser(c).OnLimit = gatewayv1.BehaviorQueue },
+			want:   []string{`tenants[0].perUser[0].onLimit: Invalid value: "Queue"`, "midnight"},
+		},
+		{
+			name:   "tenants[].endpoints[].endpoint unknown",
+			mutate: func(c *gatewayv1.Config) { acme(c).Endpoints[0].Endpoint = "images" },
+			want:   []string{`tenants[0].endpoints[0].endpoint: Unsupported value: "images"`},
+		},
+		{
+			name: "tenants[].endpoints[].endpoint repeated",
+			mutate: func(c *gatewayv1.Config) {
+				acme(c).Endpoints = append(acme(c).Endpoints, acme(c).Endpoints[0])
+			},
+			want: []string{`tenants[0].endpoints[1].endpoint: Duplicate value: "chat"`},
+		},
+		{
+			name:   "tenants[].endpoints[].limits empty",
+			mutate: func(c *gatewayv1.Config) { acme(c).Endpoints[0].Limits = nil },
+			want:   []string{"tenants[0].endpoints[0].limits: Required value"},
+		},
+		{
+			name:   "tenants[].endpoints[].limits[] invalid",
+			mutate: func(c *gatewayv1.Config) { acme(c).Endpoints[0].Limits[0].Amount = -60 },
+			want:   []string{"tenants[0].endpoints[0].limits[0].amount: Invalid value: -60"},
+		},
+		{
+			name:   "tenants[].budget.amount missing",
+			mutate: func(c *gatewayv1.Config) { acme(c).Budget.Amount = "" },
+			want:   []string{"tenants[0].budget.amount: Required value"},
+		},
+		{
+			name:   "tenants[].budget.amount zero",
+			mutate: func(c *gatewayv1.Config) { acme(c).Budget.Amount = "0" },
+			want:   []string{`tenants[0].budget.amount: Invalid value: "0"`},
+		},
+		{
+			name:   "tenants[].budget.amount a float",
+			mutate: func(c *gatewayv1.Config) { acme(c).Budget.Amount = "5e3" },
+			want:   []string{`tenants[0].budget.amount: Invalid value: "5e3"`},
+		},
+		{
+			name:   "tenants[].budget.period a rate",
+			mutate: func(c *gatewayv1.Config) { acme(c).Budget.Period = gatewayv1.PeriodMinute },
+			want:   []string{`tenants[0].budget.period: Unsupported value: "minute"`, `"day", "month"`},
+		},
+		{
+			name:   "tenants[].timeZone unknown",
+			mutate: func(c *gatewayv1.Config) { acme(c).TimeZone = "Mars/Olympus_Mons" },
+			want:   []string{`tenants[0].timeZone: Invalid value: "Mars/Olympus_Mons"`},
+		},
+		{
+			name:   "tenants[].timeZone Local",
+			mutate: func(c *gatewayv1.Config) { acme(c).TimeZone = "Local" },
+			want:   []string{`tenants[0].timeZone: Invalid value: "Local"`},
+		},
+		{
+			name:   "tenants[].maxWait too long",
+			mutate: func(c *gatewayv1.Config) { acme(c).MaxWait = duration(11 * time.Minute) },
+			want:   []string{`tenants[0].maxWait: Invalid value: "11m0s"`, "at most 10m0s"},
+		},
+		{
+			name:   "tenants[].maxWait negative",
+			mutate: func(c *gatewayv1.Config) { acme(c).MaxWait = duration(-time.Second) },
+			want:   []string{`tenants[0].maxWait: Invalid value: "-1s"`},
+		},
+		{
+			name: "tenants[].degrade without a budget",
+			mutate: func(c *gatewayv1.Config) {
+				c.Tenants[1].Degrade = &gatewayv1.Degrade{Model: "gpt-4o", Fallback: "llama", BelowPercent: 10}
+			},
+			want: []string{"tenants[1].budget: Required value", "degrade"},
+		},
+		{
+			name:   "tenants[].degrade.model unknown",
+			mutate: func(c *gatewayv1.Config) { acme(c).Degrade.Model = "gpt-5" },
+			want:   []string{`tenants[0].degrade.model: Invalid value: "gpt-5"`},
+		},
+		{
+			name:   "tenants[].degrade.model missing",
+			mutate: func(c *gatewayv1.Config) { acme(c).Degrade.Model = "" },
+			want:   []string{"tenants[0].degrade.model: Required value"},
+		},
+		{
+			name:   "tenants[].degrade.fallback on a provider the tenant may not use",
+			mutate: func(c *gatewayv1.Config) { acme(c).Degrade.Fallback = "llama" },
+			want:   []string{`tenants[0].degrade.fallback: Invalid value: "llama"`, "tenant's providers"},
+		},
+		{
+			name:   "tenants[].degrade.fallback the same model",
+			mutate: func(c *gatewayv1.Config) { acme(c).Degrade.Fallback = "gpt-4o" },
+			want:   []string{`tenants[0].degrade.fallback: Invalid value: "gpt-4o"`, "must differ"},
+		},
+		{
+			name:   "tenants[].degrade.belowPercent",
+			mutate: func(c *gatewayv1.Config) { acme(c).Degrade.BelowPercent = 100 },
+			want:   []string{"tenants[0].degrade.belowPercent: Invalid value: 100", "from 1 to 99"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validConfig()
+			tc.mutate(c)
+			data, err := json.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = gatewayv1.Parse(data)
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("Parse() error = %v, want nil", err)
+				}
+				return
+			}
+			checkError(t, err, tc.want, tc.notWant)
+		})
+	}
+}
+
+func TestValidateOneErrorPerProblem(t *testing.T) {
+	c := validConfig()
+	c.Default()
+	c.Tenants[1].Weight = 0
+	c.Providers[1].RequestsPerMinute = -1
+	err := c.Validate()
+	checkError(t, err, []string{"tenants[1].weight", "providers[1].requestsPerMinute"}, nil)
+	var agg utilerrors.Aggregate
+	if !errors.As(err, &agg) {
+		t.Fatalf("Validate() error = %T, want a utilerrors.Aggregate", err)
+	}
+	if got, want := len(agg.Errors()), 2; got != want {
+		t.Errorf("Validate() returned %d errors, want %d: %v", got, want, err)
+	}
+}

@@ -1,0 +1,193 @@
+// Package configwatch keeps the gateway's configuration in step with its
+// file. It loads the file at start, where a bad file is an error, and again
+// whenever the file changes, where a bad file is refused and the
+// configuration in force stays.
+//
+// It watches the file's directory rather than the file, so that it sees
+// every way a file gets replaced: Kubernetes swapping the "..data" symlink
+// of a mounted Secret or ConfigMap, an editor writing a temporary file and
+// renaming it over the old one, and a file removed and written anew. Changes
+// are debounced, so one update read as several events loads the file once.
+package configwatch
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+)
+
+// dataLink is the symlink that Kubernetes swaps atomically when it updates
+// a mounted Secret or ConfigMap; the files are symlinks through it.
+const dataLink = "..data"
+
+// defaultDebounce is how long the directory must stay quiet after a change
+// before the file is read: long enough for a swap or a save to finish, short
+// enough that nobody waits for it.
+const defaultDebounce = 100 * time.Millisecond
+
+// Options configures a Watcher. The zero value is usable: nobody is called
+// on reload, logs go to slog.Default() and the metrics are not registered.
+type Options struct {
+	// OnReload is called from Run's goroutine with each configuration that
+	// a change brought in, after it loaded and validated; Config already
+	// returns it. It is not called for the load in New. It may be called
+	// with a configuration equal to the one in force (a file saved
+	// unchanged, or swapped with a Secret whose other files changed), so it
+	// must be idempotent. Nil means nobody is called.
+	OnReload func(*gatewayv1.Config)
+	// Logger receives reloads and refusals. Nil means slog.Default().
+	Logger *slog.Logger
+	// Registerer receives sluice_config_reloads_total and
+	// sluice_config_last_reload_success_timestamp_seconds. Nil means they
+	// are not registered.
+	Registerer prometheus.Registerer
+	// Debounce is how long the directory must stay quiet after a change
+	// before the file is read again. Zero means 100ms.
+	Debounce time.Duration
+}
+
+// Watcher holds the gateway's configuration and reloads it when its file
+// changes. Config is safe for concurrent use; Run is called once.
+type Watcher struct {
+	path      string
+	opts      Options
+	log       *slog.Logger
+	metrics   *metrics
+	current   atomic.Pointer[gatewayv1.Config]
+	loadedSum [sha256.Size]byte // the file's hash when New loaded it
+}
+
+// New loads the configuration file at path and returns a Watcher holding
+// it. A file that does not load or validate is an error: the gateway refuses
+// to start on a bad file. Call Run to follow the file's changes.
+//
+// For a mounted Secret or ConfigMap, path is the file as mounted (such as
+// /etc/sluice/config.yaml), not a path through "..data", whose directory
+// Kubernetes replaces on every update.
+func New(path string, opts Options) (*Watcher, error) {
+	// Hash before loading: a change in between then looks like a change to
+	// Run, which loads the file again, rather than being missed.
+	sum := fingerprint(path)
+	cfg, err := gatewayv1.Load(path)
+	if err != nil {
+		return nil, fmt.Errorf("configwatch: %w", err)
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	w := &Watcher{path: path, opts: opts, log: opts.Logger, metrics: m, loadedSum: sum}
+	if w.log == nil {
+		w.log = slog.Default()
+	}
+	if w.opts.Debounce <= 0 {
+		w.opts.Debounce = defaultDebounce
+	}
+	w.current.Store(cfg)
+	m.succeeded()
+	return w, nil
+}
+
+// Config returns the configuration in force: the last one that loaded. It
+// is never nil.
+func (w *Watcher) Config() *gatewayv1.Config {
+	return w.current.Load()
+}
+
+// Run watches the file's directory and reloads the file after each change
+// until ctx is done, when it returns nil. It returns an error if the
+// directory cannot be watched.
+func (w *Watcher) Run(ctx context.Context) error {
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("configwatch: %w", err)
+	}
+	defer fw.Close()
+	dir := filepath.Dir(w.path)
+	if err := fw.Add(dir); err != nil {
+		return fmt.Errorf("configwatch: watch %s: %w", dir, err)
+	}
+	return w.loop(ctx, fw)
+}
+
+// loop handles the watch's events until ctx is done. Each relevant event
+// restarts the debounce timer; the file is loaded when it fires.
+func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher) error {
+	debounce := time.NewTimer(w.opts.Debounce)
+	defer debounce.Stop()
+	if fingerprint(w.path) == w.loadedSum { // else it changed before the watch began
+		debounce.Stop()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-fw.Events:
+			if !ok {
+				return errors.New("configwatch: watch closed")
+			}
+			if w.relevant(ev) {
+				debounce.Reset(w.opts.Debounce)
+			}
+		case err, ok := <-fw.Errors:
+			if !ok {
+				return errors.New("configwatch: watch closed")
+			}
+			// Events may have been lost (fsnotify.ErrEventOverflow): look again.
+			w.log.Warn("config watch error; reloading to be safe", "path", w.path, "err", err)
+			debounce.Reset(w.opts.Debounce)
+		case <-debounce.C:
+			w.reload()
+		}
+	}
+}
+
+// relevant reports whether ev may have changed what path reads: the file
+// itself was written, created, renamed or removed, or Kubernetes swapped
+// the directory's data.
+func (w *Watcher) relevant(ev fsnotify.Event) bool {
+	if ev.Op == fsnotify.Chmod {
+		return false
+	}
+	name := filepath.Base(ev.Name)
+	return name == filepath.Base(w.path) || name == dataLink
+}
+
+// reload loads the file and puts it in force, or refuses it and keeps the
+// configuration in force. The log names the file and the validation error,
+// never the file's contents.
+func (w *Watcher) reload() {
+	cfg, err := gatewayv1.Load(w.path)
+	if err != nil {
+		w.log.Error("config reload refused; the previous config stays in force", "path", w.path, "err", err)
+		w.metrics.failed()
+		return
+	}
+	w.current.Store(cfg)
+	w.log.Info("config reloaded", "path", w.path)
+	w.metrics.succeeded()
+	if w.opts.OnReload != nil {
+		w.opts.OnReload(cfg)
+	}
+}
+
+// fingerprint returns the hash of the file at path, or zero if it cannot be
+// read.
+func fingerprint(path string) [sha256.Size]byte {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return [sha256.Size]byte{}
+	}
+	return sha256.Sum256(data)
+}

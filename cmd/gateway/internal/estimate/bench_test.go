@@ -1,0 +1,57 @@
+package estimate
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// typicalChat returns a chat request of about 800 prompt tokens: a system
+// prompt, a short exchange and a long question.
+func typicalChat(tb testing.TB) []byte {
+	tb.Helper()
+	paragraph := "The gateway admits a request only when every level it passes has room for it, " +
+		"and settles the difference once the provider reports what the call really cost. "
+	body := map[string]any{
+		"model":      "gpt-4o",
+		"max_tokens": 512,
+		"stream":     true,
+		"messages": []map[string]any{
+			{"role": "system", "content": "You are a careful assistant. Answer briefly and cite the design document."},
+			{"role": "user", "content": "What happens when Redis is unreachable?"},
+			{"role": "assistant", "content": "The gateway does what failMode says: closed refuses with 503, open limits locally."},
+			{"role": "user", "content": []map[string]any{
+				{"type": "text", "text": strings.Repeat(paragraph, 25)},
+			}},
+		},
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+func BenchmarkParseEstimate(b *testing.B) {
+	body := typicalChat(b)
+	for _, enc := range []string{"o200k_base", "cl100k_base", ""} {
+		name := enc
+		if name == "" {
+			name = "proxy"
+		}
+		b.Run(name, func(b *testing.B) {
+			counter.Count(enc, "warm up") // load the encoding outside the timer
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			var est Estimate
+			for b.Loop() {
+				r, err := Parse(Chat, body)
+				if err != nil {
+					b.Fatal(err)
+				}
+				est = r.Estimate(counter, enc, 4096)
+			}
+			b.ReportMetric(float64(est.PromptTokens), "prompt-tokens")
+		})
+	}
+}

@@ -1,0 +1,66 @@
+package estimate
+
+import "math"
+
+// Estimate is the token cost of a request before the call. Both counts are
+// zero or more; the zero Estimate costs nothing.
+type Estimate struct {
+	// PromptTokens is the prompt as counted by the encoding, plus fixed costs.
+	PromptTokens int64
+	// CompletionTokens is the most the provider may generate for the request.
+	CompletionTokens int64
+}
+
+// Total returns the prompt and completion tokens together.
+func (e Estimate) Total() int64 {
+	return addSat(e.PromptTokens, e.CompletionTokens)
+}
+
+// Estimate returns the cost of r, counting its prompt with c under encoding
+// (see [Counter.Count]). Completion tokens are r.MaxTokens, or
+// defaultMaxTokens when the request sets none, times r.N; embeddings have
+// none. A nil c counts with the proxy. Counts that would overflow stop at
+// math.MaxInt64.
+func (r *Request) Estimate(c *Counter, encoding string, defaultMaxTokens int64) Estimate {
+	return Estimate{
+		PromptTokens:     r.Prompt.count(c, encoding),
+		CompletionTokens: r.completionTokens(defaultMaxTokens),
+	}
+}
+
+// count returns the prompt tokens.
+func (p Prompt) count(c *Counter, encoding string) int64 {
+	n := max(p.Tokens, 0)
+	for _, text := range p.Texts {
+		n = addSat(n, c.Count(encoding, text))
+	}
+	return n
+}
+
+// completionTokens returns the most the provider may generate.
+func (r *Request) completionTokens(defaultMaxTokens int64) int64 {
+	if r.Endpoint == Embeddings {
+		return 0
+	}
+	limit := r.MaxTokens
+	if limit <= 0 {
+		limit = defaultMaxTokens
+	}
+	return mulSat(max(limit, 0), max(r.N, 1))
+}
+
+// addSat adds two counts, stopping at math.MaxInt64.
+func addSat(a, b int64) int64 {
+	if b > 0 && a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// mulSat multiplies two counts of zero or more, stopping at math.MaxInt64.
+func mulSat(a, b int64) int64 {
+	if a != 0 && b > math.MaxInt64/a {
+		return math.MaxInt64
+	}
+	return a * b
+}

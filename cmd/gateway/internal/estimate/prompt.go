@@ -1,0 +1,163 @@
+package estimate
+
+import (
+	"encoding/json"
+)
+
+// completionsBody is what Parse reads from a completions request.
+type completionsBody struct {
+	options
+	Prompt json.RawMessage `json:"prompt"`
+	Suffix string          `json:"suffix"`
+	BestOf *int64          `json:"best_of"`
+}
+
+// embeddingsBody is what Parse reads from an embeddings request.
+type embeddingsBody struct {
+	Model string          `json:"model"`
+	Input json.RawMessage `json:"input"`
+}
+
+func parseCompletions(body []byte) (*Request, error) {
+	var b completionsBody
+	if err := decode(body, &b); err != nil {
+		return nil, err
+	}
+	r, err := b.request(Completions)
+	if err != nil {
+		return nil, err
+	}
+	bestOf, err := atLeastOne("best_of", b.BestOf)
+	if err != nil {
+		return nil, err
+	}
+	prompts, err := r.Prompt.addInputs(b.Prompt)
+	if err != nil {
+		return nil, within("prompt", err)
+	}
+	r.Prompt.addText(b.Suffix)
+	r.N = mulSat(max(r.N, bestOf), prompts)
+	return r, nil
+}
+
+func parseEmbeddings(body []byte) (*Request, error) {
+	var b embeddingsBody
+	if err := decode(body, &b); err != nil {
+		return nil, err
+	}
+	if b.Model == "" {
+		return nil, &RequestError{Err: ErrMissingModel, Param: "model"}
+	}
+	r := &Request{Endpoint: Embeddings, Model: b.Model, N: 1}
+	if _, err := r.Prompt.addInputs(b.Input); err != nil {
+		return nil, within("input", err)
+	}
+	return r, nil
+}
+
+// addInputs adds a prompt or an input: a string, an array of strings, an
+// array of token ids or an array of arrays of token ids. It returns how many
+// prompts it held, at least 1.
+func (p *Prompt) addInputs(raw json.RawMessage) (int64, error) {
+	switch firstByte(raw) {
+	case 0, 'n':
+		return 1, nil
+	case '"':
+		return 1, p.addString(raw)
+	case '[':
+		return p.addInputArray(raw)
+	}
+	return 0, wrongType("a string or an array")
+}
+
+// addInputArray adds an array that is either one prompt of token ids or a
+// batch of prompts.
+func (p *Prompt) addInputArray(raw json.RawMessage) (int64, error) {
+	var elems []json.RawMessage
+	if err := decode(raw, &elems); err != nil {
+		return 0, err
+	}
+	if len(elems) > 0 && isNumber(elems[0]) {
+		return 1, p.addTokenIDs(raw)
+	}
+	for i, elem := range elems {
+		if err := p.addInput(elem); err != nil {
+			return 0, within(index(i), err)
+		}
+	}
+	return max(int64(len(elems)), 1), nil
+}
+
+// addInput adds one prompt of a batch: a string or an array of token ids.
+func (p *Prompt) addInput(raw json.RawMessage) error {
+	switch firstByte(raw) {
+	case '"':
+		return p.addString(raw)
+	case '[':
+		return p.addTokenIDs(raw)
+	}
+	return wrongType("a string or an array of integers")
+}
+
+// addTokenIDs adds an array of token ids, one token each.
+func (p *Prompt) addTokenIDs(raw json.RawMessage) error {
+	var ids []int64
+	if err := decode(raw, &ids); err != nil {
+		return err
+	}
+	p.addTokens(int64(len(ids)))
+	return nil
+}
+
+// addString adds a JSON string.
+func (p *Prompt) addString(raw json.RawMessage) error {
+	var s string
+	if err := decode(raw, &s); err != nil {
+		return err
+	}
+	p.addText(s)
+	return nil
+}
+
+// addText adds text to count; empty text adds nothing.
+func (p *Prompt) addText(text string) {
+	if text != "" {
+		p.Texts = append(p.Texts, text)
+	}
+}
+
+// addTokens adds tokens known without counting.
+func (p *Prompt) addTokens(n int64) {
+	p.Tokens = addSat(p.Tokens, n)
+}
+
+// eachElement calls add with each element of a JSON array, and places what
+// add refuses under the element's index.
+func eachElement(raw json.RawMessage, add func(json.RawMessage) error) error {
+	var elems []json.RawMessage
+	if err := decode(raw, &elems); err != nil {
+		return err
+	}
+	for i, elem := range elems {
+		if err := add(elem); err != nil {
+			return within(index(i), err)
+		}
+	}
+	return nil
+}
+
+// firstByte returns the first byte of a JSON value, which tells its type, or
+// 0 for an absent one. Values that encoding/json hands to a RawMessage start
+// with no space.
+func firstByte(raw json.RawMessage) byte {
+	if len(raw) == 0 {
+		return 0
+	}
+	return raw[0]
+}
+
+// isNumber reports whether a JSON value is a number.
+func isNumber(raw json.RawMessage) bool {
+	b := firstByte(raw)
+	return b == '-' || (b >= '0' && b <= '9')
+}

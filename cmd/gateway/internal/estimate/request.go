@@ -1,0 +1,138 @@
+package estimate
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Endpoint names the OpenAI API a request body is for.
+type Endpoint string
+
+// The endpoints Parse reads.
+const (
+	// Chat is /v1/chat/completions.
+	Chat Endpoint = "chat"
+	// Completions is /v1/completions.
+	Completions Endpoint = "completions"
+	// Embeddings is /v1/embeddings.
+	Embeddings Endpoint = "embeddings"
+)
+
+// Request is what the estimate needs from a request body, as Parse read it.
+// The zero Request has no prompt and one completion of the default size.
+// Estimate does not change a Request, so one may be estimated from several
+// goroutines.
+type Request struct {
+	// Endpoint is the API the body was parsed for.
+	Endpoint Endpoint
+	// Model is the model the body names; never empty after Parse.
+	Model string
+	// Stream reports whether the client asked for a streamed response.
+	Stream bool
+	// MaxTokens is max_completion_tokens, else max_tokens; 0 when the body
+	// sets neither.
+	MaxTokens int64
+	// N is the number of completions the provider generates and bills: n
+	// (default 1); for completions, best_of when larger, times the number of
+	// prompts in a batch. At least 1 after Parse.
+	N int64
+	// Prompt is what counts as prompt tokens.
+	Prompt Prompt
+}
+
+// Prompt is the part of a request that counts as prompt tokens: texts to
+// count with an encoding, and tokens known without one.
+//
+// Texts hold the client's prompt: log Prompt only through its String method,
+// which reports sizes.
+type Prompt struct {
+	// Texts are counted with the encoding, each on its own.
+	Texts []string `json:"-"`
+	// Tokens are counted already: per-message overhead, images, token ids.
+	Tokens int64
+}
+
+// String reports the size of the prompt, never its text.
+func (p Prompt) String() string {
+	var bytes int
+	for _, t := range p.Texts {
+		bytes += len(t)
+	}
+	return fmt.Sprintf("{%d texts, %d bytes, %d tokens}", len(p.Texts), bytes, p.Tokens)
+}
+
+// Parse reads the fields of body that the estimate needs, for endpoint. It
+// refuses a body with a [*RequestError] when the body is not valid JSON, names
+// no model, or gives a field it reads the wrong type or a value out of range.
+// Fields it does not read are not checked.
+func Parse(endpoint Endpoint, body []byte) (*Request, error) {
+	switch endpoint {
+	case Chat:
+		return parseChat(body)
+	case Completions:
+		return parseCompletions(body)
+	case Embeddings:
+		return parseEmbeddings(body)
+	}
+	return nil, fmt.Errorf("estimate: unknown endpoint %q", endpoint)
+}
+
+// options are the fields that chat and completions share.
+type options struct {
+	Model               string `json:"model"`
+	Stream              bool   `json:"stream"`
+	MaxCompletionTokens *int64 `json:"max_completion_tokens"`
+	MaxTokens           *int64 `json:"max_tokens"`
+	N                   *int64 `json:"n"`
+}
+
+// request checks the options and returns a Request with them.
+func (o *options) request(endpoint Endpoint) (*Request, error) {
+	if o.Model == "" {
+		return nil, &RequestError{Err: ErrMissingModel, Param: "model"}
+	}
+	maxTokens, err := o.maxTokens()
+	if err != nil {
+		return nil, err
+	}
+	n, err := atLeastOne("n", o.N)
+	if err != nil {
+		return nil, err
+	}
+	r := &Request{Endpoint: endpoint, Model: o.Model, Stream: o.Stream, MaxTokens: maxTokens, N: n}
+	return r, nil
+}
+
+// maxTokens returns max_completion_tokens, else max_tokens, else 0.
+func (o *options) maxTokens() (int64, error) {
+	param, v := "max_completion_tokens", o.MaxCompletionTokens
+	if v == nil {
+		param, v = "max_tokens", o.MaxTokens
+	}
+	if v == nil {
+		return 0, nil
+	}
+	if *v < 0 {
+		return 0, &RequestError{Err: ErrInvalidValue, Param: param, Want: "zero or more"}
+	}
+	return *v, nil
+}
+
+// atLeastOne returns v, 1 when v is absent, and refuses v below 1.
+func atLeastOne(param string, v *int64) (int64, error) {
+	if v == nil {
+		return 1, nil
+	}
+	if *v < 1 {
+		return 0, &RequestError{Err: ErrInvalidValue, Param: param, Want: "1 or more"}
+	}
+	return *v, nil
+}
+
+// decode unmarshals body into v, refusing what encoding/json refuses.
+func decode(body []byte, v any) error {
+	if err := json.Unmarshal(body, v); err != nil {
+		return fromJSON(err)
+	}
+	return nil
+}

@@ -1,0 +1,313 @@
+package estimate
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func TestParseChat(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want *Request
+	}{{
+		name: "minimal",
+		body: `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`,
+		want: &Request{Endpoint: Chat, Model: "gpt-4o", N: 1, Prompt: Prompt{Texts: []string{"user", "hi"}, Tokens: 6}},
+	}, {
+		name: "stream, max_tokens and n",
+		body: `{"model":"m","stream":true,"max_tokens":100,"n":2,"messages":[]}`,
+		want: &Request{Endpoint: Chat, Model: "m", Stream: true, MaxTokens: 100, N: 2, Prompt: Prompt{Tokens: 3}},
+	}, {
+		name: "max_completion_tokens wins over max_tokens",
+		body: `{"model":"m","max_tokens":100,"max_completion_tokens":50}`,
+		want: &Request{Endpoint: Chat, Model: "m", MaxTokens: 50, N: 1, Prompt: Prompt{Tokens: 3}},
+	}, {
+		name: "null max_completion_tokens falls back to max_tokens",
+		body: `{"model":"m","max_tokens":100,"max_completion_tokens":null,"n":null,"stream":null}`,
+		want: &Request{Endpoint: Chat, Model: "m", MaxTokens: 100, N: 1, Prompt: Prompt{Tokens: 3}},
+	}, {
+		name: "zero max_tokens",
+		body: `{"model":"m","max_tokens":0}`,
+		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Tokens: 3}},
+	}, {
+		name: "name counts one token more",
+		body: `{"model":"m","messages":[{"role":"system","name":"example_user","content":"New synergies."}]}`,
+		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{
+			Texts: []string{"system", "example_user", "New synergies."}, Tokens: 3 + 1 + 3,
+		}},
+	}, {
+		name: "content parts",
+		body: `{"model":"m","messages":[{"role":"user","content":[
+			{"type":"text","text":"What is in these images?"},
+			{"type":"image_url","image_url":{"url":"https://example.com/a.png"}},
+			{"type":"image_url","image_url":{"url":"https://example.com/b.png","detail":"low"}},
+			{"type":"image_url","image_url":{"url":"https://example.com/c.png","detail":"high"}},
+			{"type":"image_url","image_url":"https://example.com/d.png"},
+			{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}},
+			{"type":"file","file":{"file_id":"file-1"}}
+		]},{"role":"assistant","content":[{"type":"refusal","refusal":"I can't."}]}]}`,
+		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{
+			Texts:  []string{"user", "What is in these images?", "assistant", "I can't."},
+			Tokens: 3 + 765 + 85 + 765 + 765 + 3 + 3,
+		}},
+	}, {
+		name: "tool calls and tool results",
+		body: `{"model":"m","messages":[
+			{"role":"assistant","content":null,"tool_calls":[ {"id":"call_1","type":"function",
+				"function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}} ]},
+			{"role":"tool","tool_call_id":"call_1","content":"18C"},
+			{"role":"assistant","function_call":{"name":"f","arguments":"{}"}}
+		]}`,
+		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{
+			Texts: []string{
+				"assistant", `[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]`,
+				"tool", "call_1", "18C",
+				"assistant", `{"name":"f","arguments":"{}"}`,
+			},
+			Tokens: 3*3 + 3,
+		}},
+	}, {
+		name: "tools and functions as compact JSON",
+		body: `{"model":"m","tools":[ { "type": "function", "function": { "name": "f" } } ],
+			"functions":[{"name":"g"}],"tool_choice":"auto"}`,
+		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{
+			Texts:  []string{`[{"type":"function","function":{"name":"f"}}]`, `[{"name":"g"}]`},
+			Tokens: 3,
+		}},
+	}, {
+		name: "space around values",
+		body: " { \"model\" : \"m\" , \"messages\" : [ { \"role\" : \"user\" , \"content\" : [ { \"type\" : \"text\" , \"text\" : \"x\" } ] } ] } \n",
+		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "x"}, Tokens: 6}},
+	}, {
+		name: "unknown fields are ignored",
+		body: `{"model":"m","temperature":"not read","x-vendor":{"a":[1,{"b":null}]},"messages":[{"role":"user","content":"hi","extra":5}]}`,
+		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "hi"}, Tokens: 6}},
+	}, {
+		name: "null messages and empty content",
+		body: `{"model":"m","messages":[{"role":"user","content":""},{"role":"user"}]}`,
+		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "user"}, Tokens: 9}},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse(Chat, []byte(tc.body))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if diff := cmp.Diff(got, tc.want); diff != "" {
+				t.Errorf("Parse (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseCompletions(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want *Request
+	}{{
+		name: "string prompt",
+		body: `{"model":"gpt-3.5-turbo-instruct","prompt":"Say this is a test","max_tokens":7,"stream":true}`,
+		want: &Request{Endpoint: Completions, Model: "gpt-3.5-turbo-instruct", Stream: true, MaxTokens: 7, N: 1,
+			Prompt: Prompt{Texts: []string{"Say this is a test"}}},
+	}, {
+		name: "array of strings is a batch",
+		body: `{"model":"m","prompt":["a","b","c"],"n":2}`,
+		want: &Request{Endpoint: Completions, Model: "m", N: 6, Prompt: Prompt{Texts: []string{"a", "b", "c"}}},
+	}, {
+		name: "token ids count exactly",
+		body: `{"model":"m","prompt":[1212, 318, 257, 1332]}`,
+		want: &Request{Endpoint: Completions, Model: "m", N: 1, Prompt: Prompt{Tokens: 4}},
+	}, {
+		name: "array of token arrays is a batch",
+		body: `{"model":"m","prompt":[[1,2],[3]]}`,
+		want: &Request{Endpoint: Completions, Model: "m", N: 2, Prompt: Prompt{Tokens: 3}},
+	}, {
+		name: "strings and token arrays in one batch",
+		body: `{"model":"m","prompt":["a",[1,2]]}`,
+		want: &Request{Endpoint: Completions, Model: "m", N: 2, Prompt: Prompt{Texts: []string{"a"}, Tokens: 2}},
+	}, {
+		name: "best_of is billed when larger than n",
+		body: `{"model":"m","prompt":"p","n":2,"best_of":5}`,
+		want: &Request{Endpoint: Completions, Model: "m", N: 5, Prompt: Prompt{Texts: []string{"p"}}},
+	}, {
+		name: "suffix counts as prompt",
+		body: `{"model":"m","prompt":"def f(","suffix":"return x"}`,
+		want: &Request{Endpoint: Completions, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"def f(", "return x"}}},
+	}, {
+		name: "absent prompt",
+		body: `{"model":"m"}`,
+		want: &Request{Endpoint: Completions, Model: "m", N: 1},
+	}, {
+		name: "empty array",
+		body: `{"model":"m","prompt":[]}`,
+		want: &Request{Endpoint: Completions, Model: "m", N: 1},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse(Completions, []byte(tc.body))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if diff := cmp.Diff(got, tc.want); diff != "" {
+				t.Errorf("Parse (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseEmbeddings(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want *Request
+	}{{
+		name: "string input",
+		body: `{"model":"text-embedding-3-small","input":"The food was delicious","encoding_format":"float"}`,
+		want: &Request{Endpoint: Embeddings, Model: "text-embedding-3-small", N: 1,
+			Prompt: Prompt{Texts: []string{"The food was delicious"}}},
+	}, {
+		name: "array of strings",
+		body: `{"model":"m","input":["a","b"]}`,
+		want: &Request{Endpoint: Embeddings, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"a", "b"}}},
+	}, {
+		name: "token ids",
+		body: `{"model":"m","input":[1,2,3]}`,
+		want: &Request{Endpoint: Embeddings, Model: "m", N: 1, Prompt: Prompt{Tokens: 3}},
+	}, {
+		name: "array of token arrays",
+		body: `{"model":"m","input":[[1,2],[3,4,5]]}`,
+		want: &Request{Endpoint: Embeddings, Model: "m", N: 1, Prompt: Prompt{Tokens: 5}},
+	}, {
+		name: "completion fields are not read",
+		body: `{"model":"m","input":"x","max_tokens":"not read","stream":"not read","n":-1}`,
+		want: &Request{Endpoint: Embeddings, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"x"}}},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse(Embeddings, []byte(tc.body))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if diff := cmp.Diff(got, tc.want); diff != "" {
+				t.Errorf("Parse (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+// secret is in bodies that are refused, to check that errors do not echo them.
+const secret = "hunter2"
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		endpoint Endpoint
+		body     string
+		want     *RequestError
+	}{
+		{"empty body", Chat, ``, &RequestError{Err: ErrMalformedJSON}},
+		{"truncated", Chat, `{"model":"hunter2"`, &RequestError{Err: ErrMalformedJSON, Offset: 18}},
+		{"trailing garbage", Completions, `{"model":"m"} hunter2`, &RequestError{Err: ErrMalformedJSON, Offset: 15}},
+		{"bad literal", Embeddings, `{"model":"m","input":hunter2}`, &RequestError{Err: ErrMalformedJSON, Offset: 22}},
+
+		{"no model", Chat, `{"messages":[{"role":"user","content":"hunter2"}]}`, &RequestError{Err: ErrMissingModel, Param: "model"}},
+		{"empty model", Completions, `{"model":""}`, &RequestError{Err: ErrMissingModel, Param: "model"}},
+		{"null model", Embeddings, `{"model":null,"input":"x"}`, &RequestError{Err: ErrMissingModel, Param: "model"}},
+		{"null body", Chat, `null`, &RequestError{Err: ErrMissingModel, Param: "model"}},
+
+		{"body is an array", Chat, `["hunter2"]`, &RequestError{Err: ErrWrongType, Want: "an object"}},
+		{"model is a number", Chat, `{"model":5}`, &RequestError{Err: ErrWrongType, Param: "model", Want: "a string"}},
+		{"stream is a string", Chat, `{"model":"m","stream":"yes"}`, &RequestError{Err: ErrWrongType, Param: "stream", Want: "a boolean"}},
+		{"max_tokens is a string", Chat, `{"model":"m","max_tokens":"10"}`, &RequestError{Err: ErrWrongType, Param: "max_tokens", Want: "an integer"}},
+		{"max_tokens is a fraction", Completions, `{"model":"m","max_tokens":1.5}`, &RequestError{Err: ErrWrongType, Param: "max_tokens", Want: "an integer"}},
+		{"max_tokens overflows", Chat, `{"model":"m","max_tokens":1e30}`, &RequestError{Err: ErrWrongType, Param: "max_tokens", Want: "an integer"}},
+		{"n is a string", Chat, `{"model":"m","n":"2"}`, &RequestError{Err: ErrWrongType, Param: "n", Want: "an integer"}},
+		{"messages is an object", Chat, `{"model":"m","messages":{"role":"user"}}`, &RequestError{Err: ErrWrongType, Param: "messages", Want: "an array"}},
+		{"message is a string", Chat, `{"model":"m","messages":["hunter2"]}`, &RequestError{Err: ErrWrongType, Param: "messages[0]", Want: "an object"}},
+		{"role is a number", Chat, `{"model":"m","messages":[{"role":"user"},{"role":1}]}`, &RequestError{Err: ErrWrongType, Param: "messages[1].role", Want: "a string"}},
+		{"name is a number", Chat, `{"model":"m","messages":[{"role":"user","name":1}]}`, &RequestError{Err: ErrWrongType, Param: "messages[0].name", Want: "a string"}},
+		{"content is a number", Chat, `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"user","content":5}]}`, &RequestError{Err: ErrWrongType, Param: "messages[1].content", Want: "a string or an array"}},
+		{"content is an object", Chat, `{"model":"m","messages":[{"role":"user","content":{"text":"hunter2"}}]}`, &RequestError{Err: ErrWrongType, Param: "messages[0].content", Want: "a string or an array"}},
+		{"part is a string", Chat, `{"model":"m","messages":[{"role":"user","content":["hunter2"]}]}`, &RequestError{Err: ErrWrongType, Param: "messages[0].content[0]", Want: "an object"}},
+		{"part text is a number", Chat, `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":7}]}]}`, &RequestError{Err: ErrWrongType, Param: "messages[0].content[1].text", Want: "a string"}},
+		{"prompt is a number", Completions, `{"model":"m","prompt":5}`, &RequestError{Err: ErrWrongType, Param: "prompt", Want: "a string or an array"}},
+		{"token ids with a string", Completions, `{"model":"m","prompt":[1,"hunter2"]}`, &RequestError{Err: ErrWrongType, Param: "prompt", Want: "an integer"}},
+		{"batch with a number", Completions, `{"model":"m","prompt":["a",5]}`, &RequestError{Err: ErrWrongType, Param: "prompt[1]", Want: "a string or an array of integers"}},
+		{"token array with a string", Completions, `{"model":"m","prompt":[[1],[2,"hunter2"]]}`, &RequestError{Err: ErrWrongType, Param: "prompt[1]", Want: "an integer"}},
+		{"best_of is a string", Completions, `{"model":"m","best_of":"3"}`, &RequestError{Err: ErrWrongType, Param: "best_of", Want: "an integer"}},
+		{"input is an object", Embeddings, `{"model":"m","input":{"text":"hunter2"}}`, &RequestError{Err: ErrWrongType, Param: "input", Want: "a string or an array"}},
+		{"input token ids with a fraction", Embeddings, `{"model":"m","input":[1,2.5]}`, &RequestError{Err: ErrWrongType, Param: "input", Want: "an integer"}},
+
+		{"negative max_tokens", Chat, `{"model":"m","max_tokens":-1}`, &RequestError{Err: ErrInvalidValue, Param: "max_tokens", Want: "zero or more"}},
+		{"negative max_completion_tokens", Chat, `{"model":"m","max_completion_tokens":-5,"max_tokens":5}`, &RequestError{Err: ErrInvalidValue, Param: "max_completion_tokens", Want: "zero or more"}},
+		{"negative max_tokens for completions", Completions, `{"model":"m","max_tokens":-1}`, &RequestError{Err: ErrInvalidValue, Param: "max_tokens", Want: "zero or more"}},
+		{"zero n", Chat, `{"model":"m","n":0}`, &RequestError{Err: ErrInvalidValue, Param: "n", Want: "1 or more"}},
+		{"zero best_of", Completions, `{"model":"m","best_of":0}`, &RequestError{Err: ErrInvalidValue, Param: "best_of", Want: "1 or more"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse(tc.endpoint, []byte(tc.body))
+			if got != nil {
+				t.Errorf("Parse returned %+v, want nil", got)
+			}
+			var re *RequestError
+			if !errors.As(err, &re) {
+				t.Fatalf("Parse error = %v (%T), want a *RequestError", err, err)
+			}
+			if diff := cmp.Diff(*re, *tc.want, cmpopts.EquateErrors()); diff != "" {
+				t.Errorf("Parse error (-got +want):\n%s", diff)
+			}
+			if !errors.Is(err, tc.want.Err) {
+				t.Errorf("errors.Is(%v, %v) = false, want true", err, tc.want.Err)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("error %q quotes the body", err)
+			}
+		})
+	}
+}
+
+func TestParseUnknownEndpoint(t *testing.T) {
+	_, err := Parse("images", []byte(`{"model":"m"}`))
+	var re *RequestError
+	if err == nil || errors.As(err, &re) {
+		t.Errorf("Parse error = %v, want an error that is not a *RequestError", err)
+	}
+}
+
+func TestRequestErrorMessage(t *testing.T) {
+	tests := []struct {
+		name string
+		err  *RequestError
+		want string
+	}{
+		{"malformed", &RequestError{Err: ErrMalformedJSON, Offset: 12}, "estimate: malformed JSON at offset 12"},
+		{"missing model", &RequestError{Err: ErrMissingModel, Param: "model"}, "estimate: missing model"},
+		{"wrong type", &RequestError{Err: ErrWrongType, Param: "messages[1].content", Want: "a string or an array"},
+			"estimate: wrong type for messages[1].content: must be a string or an array"},
+		{"wrong type of body", &RequestError{Err: ErrWrongType, Want: "an object"}, "estimate: wrong type for the body: must be an object"},
+		{"invalid value", &RequestError{Err: ErrInvalidValue, Param: "max_tokens", Want: "zero or more"},
+			"estimate: invalid value for max_tokens: must be zero or more"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.err.Error(); got != tc.want {
+				t.Errorf("Error() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPromptString(t *testing.T) {
+	p := Prompt{Texts: []string{secret, "abc"}, Tokens: 7}
+	got := p.String()
+	if want := "{2 texts, 10 bytes, 7 tokens}"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}

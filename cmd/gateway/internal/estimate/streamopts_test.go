@@ -1,0 +1,86 @@
+package estimate
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func TestWithStreamUsage(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want string
+	}{{
+		name: "adds stream_options and keeps unknown fields",
+		body: `{"model":"m","stream":true,"x-vendor":{"b":[1, 2.50, 12345678901234567890],"a":"\u00e9<&>"},
+			"messages":[{"role":"user","content":"<b>Tom & Jerry</b>","cache_control":{"type":"ephemeral"}}],"seed":null}`,
+		want: `{"messages":[{"role":"user","content":"<b>Tom & Jerry</b>","cache_control":{"type":"ephemeral"}}],"model":"m","seed":null,` +
+			`"stream":true,"stream_options":{"include_usage":true},"x-vendor":{"b":[1,2.50,12345678901234567890],"a":"\u00e9<&>"}}`,
+	}, {
+		name: "keeps other stream options",
+		body: `{"stream":true,"stream_options":{"include_obfuscation":false}}`,
+		want: `{"stream":true,"stream_options":{"include_obfuscation":false,"include_usage":true}}`,
+	}, {
+		name: "turns include_usage on",
+		body: `{"stream":true,"stream_options":{"include_usage":false}}`,
+		want: `{"stream":true,"stream_options":{"include_usage":true}}`,
+	}, {
+		name: "null stream_options",
+		body: `{"stream":true,"stream_options":null}`,
+		want: `{"stream":true,"stream_options":{"include_usage":true}}`,
+	}, {
+		name: "already on: body unchanged",
+		body: `{ "stream" : true , "stream_options" : { "include_usage" : true } }`,
+		want: `{ "stream" : true , "stream_options" : { "include_usage" : true } }`,
+	}, {
+		name: "not streamed: body unchanged",
+		body: `{ "model" : "m", "stream" : false }`,
+		want: `{ "model" : "m", "stream" : false }`,
+	}, {
+		name: "stream absent: body unchanged",
+		body: `{"model":"m"}`,
+		want: `{"model":"m"}`,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := WithStreamUsage([]byte(tc.body))
+			if err != nil {
+				t.Fatalf("WithStreamUsage: %v", err)
+			}
+			if diff := cmp.Diff(string(got), tc.want); diff != "" {
+				t.Errorf("WithStreamUsage (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestWithStreamUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want RequestError
+	}{
+		{"malformed", `{"stream":true,`, RequestError{Err: ErrMalformedJSON, Offset: 15}},
+		{"not an object", `[1]`, RequestError{Err: ErrWrongType, Want: "an object"}},
+		{"stream_options is a string", `{"stream":true,"stream_options":"usage"}`,
+			RequestError{Err: ErrWrongType, Param: "stream_options", Want: "an object"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := WithStreamUsage([]byte(tc.body))
+			if got != nil {
+				t.Errorf("WithStreamUsage = %q, want nil", got)
+			}
+			var re *RequestError
+			if !errors.As(err, &re) {
+				t.Fatalf("WithStreamUsage error = %v (%T), want a *RequestError", err, err)
+			}
+			if diff := cmp.Diff(*re, tc.want, cmpopts.EquateErrors()); diff != "" {
+				t.Errorf("WithStreamUsage error (-got +want):\n%s", diff)
+			}
+		})
+	}
+}

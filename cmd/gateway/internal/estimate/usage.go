@@ -1,0 +1,140 @@
+package estimate
+
+import (
+	"bytes"
+	"encoding/json"
+)
+
+// Usage is the token cost of a call as the provider reported it, or as
+// StreamUsage counted it when the provider did not. The zero Usage costs
+// nothing.
+type Usage struct {
+	// PromptTokens is usage.prompt_tokens.
+	PromptTokens int64 `json:"prompt_tokens"`
+	// CompletionTokens is usage.completion_tokens; 0 for embeddings.
+	CompletionTokens int64 `json:"completion_tokens"`
+	// TotalTokens is usage.total_tokens, or the sum of the other two when
+	// the provider left it out.
+	TotalTokens int64 `json:"total_tokens"`
+}
+
+// ParseUsage reads the usage of a response that was not streamed. It reports
+// false when the body has no usage, or one that is not three counts of zero
+// or more.
+func ParseUsage(body []byte) (Usage, bool) {
+	var resp struct {
+		Usage *Usage `json:"usage"`
+	}
+	if json.Unmarshal(body, &resp) != nil || resp.Usage == nil {
+		return Usage{}, false
+	}
+	return resp.Usage.checked()
+}
+
+// checked fills in the total and reports whether u is plausible.
+func (u Usage) checked() (Usage, bool) {
+	if u.PromptTokens < 0 || u.CompletionTokens < 0 || u.TotalTokens < 0 {
+		return Usage{}, false
+	}
+	if u.TotalTokens == 0 {
+		u.TotalTokens = addSat(u.PromptTokens, u.CompletionTokens)
+	}
+	return u, true
+}
+
+// StreamUsage follows a streamed response to settle it. It remembers the last
+// usage the provider sends (the final chunk, when the request asked for it
+// with stream_options.include_usage) and counts the completion text of every
+// chunk, so the call can be settled by counting when no usage arrives.
+//
+// Feed it with Observe. A StreamUsage follows one stream and is not safe for
+// concurrent use. The zero StreamUsage counts with the proxy and assumes no
+// prompt tokens.
+type StreamUsage struct {
+	counter    *Counter
+	encoding   string
+	prompt     int64
+	completion int64
+	reported   Usage
+	isReported bool
+}
+
+// NewStreamUsage returns a StreamUsage that counts completion text with c
+// under encoding, and reports promptTokens (the estimate's) as the prompt
+// when the provider reports no usage.
+func NewStreamUsage(c *Counter, encoding string, promptTokens int64) *StreamUsage {
+	return &StreamUsage{counter: c, encoding: encoding, prompt: max(promptTokens, 0)}
+}
+
+// streamChunk is what a chunk of a streamed chat or completions response
+// carries that counts.
+type streamChunk struct {
+	Choices []struct {
+		Text  string `json:"text"`
+		Delta struct {
+			Content   string `json:"content"`
+			Refusal   string `json:"refusal"`
+			ToolCalls []struct {
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+	} `json:"choices"`
+	Usage *Usage `json:"usage"`
+}
+
+// doneEvent is the payload that ends an OpenAI stream.
+var doneEvent = []byte("[DONE]")
+
+// Observe takes the payload of one server-sent event, the text after
+// "data:". It ignores the closing [DONE] and payloads it cannot read.
+func (s *StreamUsage) Observe(data []byte) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || bytes.Equal(data, doneEvent) {
+		return
+	}
+	var chunk streamChunk
+	if json.Unmarshal(data, &chunk) != nil {
+		return
+	}
+	if chunk.Usage != nil {
+		if u, ok := chunk.Usage.checked(); ok {
+			s.reported, s.isReported = u, true
+		}
+	}
+	s.countChoices(&chunk)
+}
+
+// countChoices counts the completion text of a chunk, each delta on its own.
+func (s *StreamUsage) countChoices(chunk *streamChunk) {
+	for _, c := range chunk.Choices {
+		s.count(c.Text)
+		s.count(c.Delta.Content)
+		s.count(c.Delta.Refusal)
+		for _, call := range c.Delta.ToolCalls {
+			s.count(call.Function.Name)
+			s.count(call.Function.Arguments)
+		}
+	}
+}
+
+// count adds the tokens of one piece of completion text.
+func (s *StreamUsage) count(text string) {
+	if text != "" {
+		s.completion = addSat(s.completion, s.counter.Count(s.encoding, text))
+	}
+}
+
+// Usage returns the usage to settle with, and true when the provider reported
+// it. Otherwise it is the prompt tokens given to NewStreamUsage and the
+// completion tokens counted so far.
+func (s *StreamUsage) Usage() (Usage, bool) {
+	if s.isReported {
+		return s.reported, true
+	}
+	u := Usage{PromptTokens: s.prompt, CompletionTokens: s.completion}
+	u.TotalTokens = addSat(u.PromptTokens, u.CompletionTokens)
+	return u, false
+}

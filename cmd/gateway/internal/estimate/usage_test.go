@@ -1,0 +1,150 @@
+package estimate
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParseUsage(t *testing.T) {
+	tests := []struct {
+		name   string
+		body   string
+		want   Usage
+		wantOK bool
+	}{{
+		name: "chat completion",
+		body: `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"}}],
+			"usage":{"prompt_tokens":9,"completion_tokens":12,"total_tokens":21,"completion_tokens_details":{"reasoning_tokens":0}}}`,
+		want: Usage{PromptTokens: 9, CompletionTokens: 12, TotalTokens: 21}, wantOK: true,
+	}, {
+		name: "embeddings have no completion tokens",
+		body: `{"object":"list","data":[],"usage":{"prompt_tokens":8,"total_tokens":8}}`,
+		want: Usage{PromptTokens: 8, TotalTokens: 8}, wantOK: true,
+	}, {
+		name: "missing total is the sum",
+		body: `{"usage":{"prompt_tokens":9,"completion_tokens":12}}`,
+		want: Usage{PromptTokens: 9, CompletionTokens: 12, TotalTokens: 21}, wantOK: true,
+	}, {
+		name: "no usage",
+		body: `{"choices":[]}`,
+	}, {
+		name: "null usage",
+		body: `{"usage":null}`,
+	}, {
+		name: "negative count",
+		body: `{"usage":{"prompt_tokens":-1,"completion_tokens":12,"total_tokens":11}}`,
+	}, {
+		name: "count of the wrong type",
+		body: `{"usage":{"prompt_tokens":"9"}}`,
+	}, {
+		name: "malformed",
+		body: `{"usage":{"prompt_tokens":9`,
+	}, {
+		name: "empty",
+		body: ``,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := ParseUsage([]byte(tc.body))
+			if ok != tc.wantOK {
+				t.Errorf("ParseUsage ok = %v, want %v", ok, tc.wantOK)
+			}
+			if diff := cmp.Diff(got, tc.want); diff != "" {
+				t.Errorf("ParseUsage (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestStreamUsage(t *testing.T) {
+	tests := []struct {
+		name         string
+		encoding     string
+		prompt       int64
+		events       []string
+		want         Usage
+		wantReported bool
+	}{{
+		name:     "final usage chunk",
+		encoding: "cl100k_base",
+		prompt:   100,
+		events: []string{
+			`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":null}`,
+			`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hello"}}],"usage":null}`,
+			`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" world"}}],"usage":null}`,
+			`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}`,
+			`{"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2,"total_tokens":11}}`,
+			`[DONE]`,
+		},
+		want:         Usage{PromptTokens: 9, CompletionTokens: 2, TotalTokens: 11},
+		wantReported: true,
+	}, {
+		name:     "chat without usage counts the deltas",
+		encoding: "cl100k_base",
+		prompt:   9,
+		events: []string{
+			`{"choices":[{"index":0,"delta":{"role":"assistant"}}]}`,
+			` {"choices":[{"index":0,"delta":{"content":"hello"}}]} `,
+			`{"choices":[{"index":0,"delta":{"content":" world"}}]}`,
+			`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+			`[DONE]`,
+		},
+		want: Usage{PromptTokens: 9, CompletionTokens: 2, TotalTokens: 11},
+	}, {
+		name:     "completions without usage count the text",
+		encoding: "o200k_base",
+		prompt:   4,
+		events: []string{
+			`{"object":"text_completion","choices":[{"index":0,"text":"tiktoken is great!"}]}`,
+			`{"object":"text_completion","choices":[{"index":0,"text":"","finish_reason":"length"}]}`,
+			`[DONE]`,
+		},
+		want: Usage{PromptTokens: 4, CompletionTokens: 6, TotalTokens: 10},
+	}, {
+		name: "tool calls and refusals count, with the proxy",
+		events: []string{
+			`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","function":{"name":"get_weather","arguments":""}}]}}]}`,
+			`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":\"Paris\"}"}}]}}]}`,
+			`{"choices":[{"index":1,"delta":{"refusal":"No."}}]}`,
+		},
+		want: Usage{CompletionTokens: 3 + 4 + 1, TotalTokens: 8},
+	}, {
+		name:     "unreadable payloads are ignored",
+		encoding: "cl100k_base",
+		events:   []string{``, `{"choices":`, `: keep-alive`, `{"choices":[{"delta":{"content":"hello"}}]}`, `{"usage":{"prompt_tokens":-3}}`},
+		want:     Usage{CompletionTokens: 1, TotalTokens: 1},
+	}, {
+		name:         "the last usage wins",
+		events:       []string{`{"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`, `{"usage":{"prompt_tokens":5,"completion_tokens":3}}`},
+		want:         Usage{PromptTokens: 5, CompletionTokens: 3, TotalTokens: 8},
+		wantReported: true,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewStreamUsage(counter, tc.encoding, tc.prompt)
+			for _, event := range tc.events {
+				s.Observe([]byte(event))
+			}
+			got, reported := s.Usage()
+			if reported != tc.wantReported {
+				t.Errorf("Usage reported = %v, want %v", reported, tc.wantReported)
+			}
+			if diff := cmp.Diff(got, tc.want); diff != "" {
+				t.Errorf("Usage (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestStreamUsageZero(t *testing.T) {
+	var s StreamUsage
+	s.Observe([]byte(`{"choices":[{"delta":{"content":"hello world"}}]}`))
+	got, reported := s.Usage()
+	if reported {
+		t.Error("Usage reported = true, want false")
+	}
+	if diff := cmp.Diff(got, Usage{CompletionTokens: 3, TotalTokens: 3}); diff != "" {
+		t.Errorf("Usage (-got +want):\n%s", diff)
+	}
+}

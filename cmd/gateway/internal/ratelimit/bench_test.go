@@ -1,0 +1,78 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/sluicehq/sluice/test/redisserver"
+)
+
+// fiveLevels is a request's checks at every level: a user's daily quota, a tenant's tokens per
+// minute, an endpoint's requests per minute, the global requests per minute and the provider's
+// tokens per minute, with capacities no benchmark exhausts.
+func fiveLevels(b *testing.B) []Check {
+	const huge = 1 << 50
+	limits := []*Limit{
+		mustLimit(NewWindow("{openai}:user:acme:alice:requests:day", LevelUser, Requests, huge, Calendar{Period: Day})),
+		mustLimit(NewBucket("{openai}:tenant:acme:tokens:minute", LevelTenant, Tokens, 1_000_000, time.Second, huge)),
+		mustLimit(NewBucket("{openai}:endpoint:acme:chat:requests:minute", LevelEndpoint, Requests, 1_000_000, time.Second, huge)),
+		mustLimit(NewBucket("{openai}:global:requests:minute", LevelGlobal, Requests, 1_000_000, time.Second, huge)),
+		mustLimit(NewBucket("{openai}:provider:openai:tokens:minute", LevelProvider, Tokens, 1_000_000, time.Second, huge)),
+	}
+	checks := make([]Check, len(limits))
+	for i, l := range limits {
+		checks[i] = Check{Limit: l, Cost: 1}
+	}
+	checks[1].Cost, checks[4].Cost = 800, 800
+	return checks
+}
+
+func BenchmarkDecideMemory(b *testing.B) {
+	m, checks, ctx := NewMemory(), fiveLevels(b), context.Background()
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		if d, _ := m.Decide(ctx, checks, now); !d.Allowed {
+			b.Fatal("refused")
+		}
+	}
+}
+
+// BenchmarkXTimeRateAllowN is the yardstick for BenchmarkDecideMemory: one level of
+// golang.org/x/time/rate.
+func BenchmarkXTimeRateAllowN(b *testing.B) {
+	l := rate.NewLimiter(rate.Inf, 1)
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		if !l.AllowN(now, 1) {
+			b.Fatal("refused")
+		}
+	}
+}
+
+// BenchmarkDecideRedis measures decisions per second from 8 concurrent callers, for levels 1 and 5.
+func BenchmarkDecideRedis(b *testing.B) {
+	client := redisserver.Start(b).Client(b)
+	for _, levels := range []int{1, 5} {
+		b.Run(fmt.Sprintf("levels=%d", levels), func(b *testing.B) {
+			r, checks, ctx := NewRedis(client), fiveLevels(b)[:levels], context.Background()
+			b.SetParallelism(8)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := r.Decide(ctx, checks, time.Now()); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+		})
+	}
+}

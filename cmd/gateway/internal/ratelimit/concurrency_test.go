@@ -1,0 +1,74 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/test/redisserver"
+)
+
+// TestRedisSharedByReplicas runs 100 goroutines spread over four gateway replicas, each with its
+// own client of one Redis on Redis's own clock, and checks that together they never take more
+// than a level allows: not more than the bucket's burst (which refills once an hour), not more
+// than the day's quota, and never more than the concurrency limit in flight at once.
+func TestRedisSharedByReplicas(t *testing.T) {
+	server := redisserver.Start(t)
+	const replicas, goroutines, attempts = 4, 100, 20
+	const burst, quota, inFlight = 900, 600, 5
+	checks := []Check{
+		{Limit: mustLimit(NewBucket("{p}:tenant", LevelTenant, Requests, 1, time.Hour, burst)), Cost: 1},
+		{Limit: mustLimit(NewWindow("{p}:user", LevelUser, Requests, quota, Calendar{Period: Day})), Cost: 1},
+		{Limit: mustLimit(NewConcurrency("{p}:inflight", LevelProvider, inFlight, time.Minute)), Cost: 1},
+	}
+	stores := make([]*Redis, replicas)
+	for i := range stores {
+		stores[i] = NewRedis(redis.NewClient(&redis.Options{Addr: server.Addr}))
+	}
+
+	var allowed, running, mostRunning atomic.Int64
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			store := stores[g%replicas]
+			for a := range attempts {
+				mine := append([]Check(nil), checks...)
+				mine[2].Lease = fmt.Sprintf("g%d-a%d", g, a)
+				d, err := store.Decide(context.Background(), mine, time.Now())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !d.Allowed {
+					continue
+				}
+				allowed.Add(1)
+				n := running.Add(1)
+				for cur := mostRunning.Load(); n > cur && !mostRunning.CompareAndSwap(cur, n); cur = mostRunning.Load() {
+				}
+				running.Add(-1)
+				release := []Check{{Limit: mine[2].Limit, Cost: -1, Lease: mine[2].Lease}}
+				if err := store.Settle(context.Background(), release, time.Now()); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	if got := allowed.Load(); got > quota {
+		t.Errorf("allowed %d requests; the day's quota is %d", got, quota)
+	}
+	if got := mostRunning.Load(); got > inFlight {
+		t.Errorf("%d requests were in flight at once; the limit is %d", got, inFlight)
+	}
+	used, err := server.Client(t).HGet(context.Background(), "{p}:user", "used").Int64()
+	if err != nil || used != allowed.Load() {
+		t.Errorf("the quota counted %d, %v; want the %d allowed", used, err, allowed.Load())
+	}
+}

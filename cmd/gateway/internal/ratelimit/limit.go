@@ -1,0 +1,211 @@
+// Package ratelimit decides whether a request may go now, over every level that applies to it
+// (user, tenant, endpoint, global, provider) and every dimension (requests, tokens, dollars, calls
+// in flight), and takes from all of them or from none.
+//
+// Rates are token buckets with variable cost, kept as one number per key (GCRA: the theoretical
+// arrival time). Plan quotas and budgets are calendar windows that reset at midnight or on the
+// first of the month in the plan's time zone. Calls in flight are counters. A refusal is a
+// Decision, not an error; it says which level refused and how long until the request would pass,
+// so a queue can wait exactly that long.
+//
+// State lives in a Memory store (one process) or in Redis (every replica shares one budget).
+package ratelimit
+
+import (
+	"fmt"
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Level is where a limit applies. It is reported when that limit refuses.
+type Level uint8
+
+// The levels, in the order a decision checks them.
+const (
+	LevelUser Level = iota
+	LevelTenant
+	LevelEndpoint
+	LevelGlobal
+	LevelProvider
+)
+
+var levelNames = [...]string{"user", "tenant", "endpoint", "global", "provider"}
+
+func (l Level) String() string {
+	if int(l) < len(levelNames) {
+		return levelNames[l]
+	}
+	return fmt.Sprintf("Level(%d)", l)
+}
+
+// Dimension is what a limit counts.
+type Dimension uint8
+
+// The dimensions. Dollars are counted in micro-dollars.
+const (
+	Requests Dimension = iota
+	Tokens
+	MicroDollars
+	InFlight
+)
+
+var dimensionNames = [...]string{"requests", "tokens", "microdollars", "inflight"}
+
+func (d Dimension) String() string {
+	if int(d) < len(dimensionNames) {
+		return dimensionNames[d]
+	}
+	return fmt.Sprintf("Dimension(%d)", d)
+}
+
+// kind is how a limit counts.
+type kind uint8
+
+const (
+	bucket kind = iota + 1
+	window
+	concurrency
+)
+
+// Period is the length of a calendar window.
+type Period uint8
+
+// The calendar periods.
+const (
+	Day Period = iota + 1
+	Month
+)
+
+// Calendar says when a window resets: at midnight (Day) or on the first of the month (Month), in
+// Location. A nil Location is UTC.
+type Calendar struct {
+	Period   Period
+	Location *time.Location
+}
+
+// Bounds returns the start and end of the window that holds now.
+func (c Calendar) Bounds(now time.Time) (start, end time.Time) {
+	loc := c.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	y, m, d := now.In(loc).Date()
+	if c.Period == Month {
+		return time.Date(y, m, 1, 0, 0, 0, 0, loc), time.Date(y, m+1, 1, 0, 0, 0, 0, loc)
+	}
+	return time.Date(y, m, d, 0, 0, 0, 0, loc), time.Date(y, m, d+1, 0, 0, 0, 0, loc)
+}
+
+// Limit is one limit on one key, made by NewBucket, NewWindow or NewConcurrency. A Limit is
+// immutable and safe to share between goroutines; build it once (when the configuration loads),
+// not per request.
+type Limit struct {
+	// Key names the limit's state in the store. Keys of one decision must differ. In Redis
+	// Cluster, every key of one decision must carry the same hash tag, like "{openai}:...".
+	Key string
+	// Level is where the limit applies, for reporting.
+	Level Level
+	// Dimension is what the limit counts, for reporting.
+	Dimension Dimension
+
+	kind        kind
+	capacity    int64         // bucket: burst; window: quota; concurrency: most at once
+	interval    time.Duration // bucket: the time to earn one unit back
+	perInterval float64       // bucket: 1/interval, to count units without a division
+	calendar    Calendar      // window: when it resets
+	leaseTTL    time.Duration // concurrency: how long an unreleased slot is held in Redis
+
+	// cell is the Memory store's state for Key, bound at first use so that a decision finds its
+	// state without a map lookup.
+	cell atomic.Pointer[cell]
+}
+
+// NewBucket returns a token bucket that earns rate units every per, up to burst units. A request
+// may take up to burst units at once.
+func NewBucket(key string, level Level, dim Dimension, rate int64, per time.Duration, burst int64) (*Limit, error) {
+	if rate <= 0 || per <= 0 || burst <= 0 {
+		return nil, fmt.Errorf("ratelimit: bucket %q: rate %d per %s with burst %d must all be positive", key, rate, per, burst)
+	}
+	interval := per / time.Duration(rate)
+	if interval <= 0 {
+		return nil, fmt.Errorf("ratelimit: bucket %q: rate %d per %s is finer than a nanosecond", key, rate, per)
+	}
+	if burst > math.MaxInt64/4/int64(interval) {
+		return nil, fmt.Errorf("ratelimit: bucket %q: burst %d at %s a unit takes too long to refill", key, burst, interval)
+	}
+	return newLimit(key, level, dim, bucket, burst, func(l *Limit) {
+		l.interval, l.perInterval = interval, 1/float64(interval)
+	}), nil
+}
+
+// NewWindow returns a calendar window that allows quota units between two resets.
+func NewWindow(key string, level Level, dim Dimension, quota int64, cal Calendar) (*Limit, error) {
+	if quota <= 0 || (cal.Period != Day && cal.Period != Month) {
+		return nil, fmt.Errorf("ratelimit: window %q: quota %d must be positive and the period a day or a month", key, quota)
+	}
+	return newLimit(key, level, dim, window, quota, func(l *Limit) { l.calendar = cal }), nil
+}
+
+// NewConcurrency returns a limit of max calls in flight. In Redis, a slot that is never released
+// (its gateway died) is freed after leaseTTL; make it longer than the longest call.
+func NewConcurrency(key string, level Level, max int64, leaseTTL time.Duration) (*Limit, error) {
+	if max <= 0 || leaseTTL <= 0 {
+		return nil, fmt.Errorf("ratelimit: concurrency %q: max %d and lease %s must be positive", key, max, leaseTTL)
+	}
+	return newLimit(key, level, InFlight, concurrency, max, func(l *Limit) { l.leaseTTL = leaseTTL }), nil
+}
+
+func newLimit(key string, level Level, dim Dimension, k kind, capacity int64, set func(*Limit)) *Limit {
+	l := &Limit{Key: key, Level: level, Dimension: dim, kind: k, capacity: capacity}
+	set(l)
+	return l
+}
+
+// Capacity returns the most the limit allows at once: a bucket's burst, a window's quota, or the
+// most calls in flight.
+func (l *Limit) Capacity() int64 { return l.capacity }
+
+// Check is one limit a request must pass and what the request costs on it. In Settle, Cost is
+// the difference to add (negative to refund).
+type Check struct {
+	Limit *Limit
+	Cost  int64
+	// Lease names the request's slot on a concurrency limit, so that Redis can free it if the
+	// gateway dies. Other limits ignore it.
+	Lease string
+}
+
+// MaxChecks is the most checks one decision may hold.
+const MaxChecks = 16
+
+// Decision is the answer to one request over all its checks.
+type Decision struct {
+	// Allowed is true when every check passed and every cost was taken.
+	Allowed bool
+	// Refused is the index of the first check that refused, or -1.
+	Refused int
+	// RetryAfter is how long until every refusing check would pass with the same costs, if nothing
+	// else takes from them. A refusal by calls in flight alone has RetryAfter 0: it passes when a
+	// call ends.
+	RetryAfter time.Duration
+	// Never is true when a cost is larger than its limit's capacity: waiting will not help.
+	Never bool
+	// Remaining holds, for each check, the units left after this decision.
+	Remaining [MaxChecks]int64
+	// Reset holds, for each check, the time until its limit is whole again: a bucket full, a
+	// window reset.
+	Reset [MaxChecks]time.Duration
+}
+
+// RefusedBy returns the limit that refused, or nil when the decision allowed.
+func (d *Decision) RefusedBy(checks []Check) *Limit {
+	if d.Refused < 0 || d.Refused >= len(checks) {
+		return nil
+	}
+	return checks[d.Refused].Limit
+}
+
+func errTooManyChecks(n int) error {
+	return fmt.Errorf("ratelimit: %d checks in one decision; at most %d", n, MaxChecks)
+}

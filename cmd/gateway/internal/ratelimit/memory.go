@@ -1,0 +1,117 @@
+package ratelimit
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Memory keeps limiter state in this process. It is the default store for one replica.
+//
+// Each key's state is a cell of about 70 bytes, found through a map only the first time a Limit
+// is used; after that the Limit points at its cell, so a decision costs no lookup. Sweep drops
+// the cells whose state has returned to what no state means (a full bucket, an ended window,
+// nothing in flight), so nothing is lost by dropping them, and a Limit whose cell was dropped
+// binds to a new one at its next use.
+//
+// The zero value is not usable; call NewMemory. Memory is safe for concurrent use. A Limit may be
+// used with one Memory store at a time.
+type Memory struct {
+	mu    sync.Mutex
+	cells map[string]*cell
+}
+
+// cell is one key's state in one Memory store.
+type cell struct {
+	owner   *Memory
+	limit   *Limit // the Limit that last bound the cell, for Sweep
+	dropped bool   // Sweep removed the cell from owner.cells
+	state
+}
+
+// NewMemory returns an empty memory store.
+func NewMemory() *Memory {
+	return &Memory{cells: map[string]*cell{}}
+}
+
+// Decide checks every check at now and, when all pass, takes every cost; otherwise it takes
+// nothing. It does not allocate once each Limit has been used.
+func (m *Memory) Decide(_ context.Context, checks []Check, now time.Time) (Decision, error) {
+	if len(checks) > MaxChecks {
+		return Decision{Refused: -1}, errTooManyChecks(len(checks))
+	}
+	t := now.UnixNano()
+	d := Decision{Allowed: true, Refused: -1}
+	var (
+		cells  [MaxChecks]*cell
+		next   [MaxChecks]state
+		passed uint32
+	)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, c := range checks {
+		cells[i] = m.bind(c.Limit)
+		o := evaluate(c.Limit, cells[i].state, c.Cost, t)
+		d.record(i, o)
+		if o.ok {
+			passed |= 1 << i
+			next[i] = o.next
+		}
+	}
+	if !d.Allowed {
+		d.undo(checks, passed)
+		return d, nil
+	}
+	for i := range checks {
+		cells[i].state = next[i]
+	}
+	return d, nil
+}
+
+// Settle adds each check's Cost (negative to refund) to its limit, without checking it.
+func (m *Memory) Settle(_ context.Context, checks []Check, now time.Time) error {
+	t := now.UnixNano()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range checks {
+		cl := m.bind(c.Limit)
+		cl.state = settle(c.Limit, cl.state, c.Cost, t)
+	}
+	return nil
+}
+
+// Sweep drops the keys that are idle at now. Call it every minute or so.
+func (m *Memory) Sweep(now time.Time) {
+	t := now.UnixNano()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for key, cl := range m.cells {
+		if idle(cl.limit, cl.state, t) {
+			cl.dropped = true
+			delete(m.cells, key)
+		}
+	}
+}
+
+// Len returns how many keys hold state.
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.cells)
+}
+
+// bind returns l's cell in m, creating it at l's first use. The caller holds m.mu.
+func (m *Memory) bind(l *Limit) *cell {
+	if cl := l.cell.Load(); cl != nil && cl.owner == m && !cl.dropped {
+		return cl
+	}
+	cl := m.cells[l.Key]
+	if cl == nil {
+		cl = &cell{owner: m}
+		m.cells[l.Key] = cl
+	}
+	// A new Limit for a known key (a configuration reload) keeps the key's state.
+	cl.limit = l
+	l.cell.Store(cl)
+	return cl
+}

@@ -1,0 +1,115 @@
+package ratelimit
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed decide.lua
+var decideSource string
+
+var decideScript = redis.NewScript(decideSource)
+
+// Redis keeps limiter state in Redis, so that every gateway replica draws from the same budgets.
+// Each decision is one script run, one round trip, evaluated and taken atomically on Redis's own
+// clock. Keys expire when idle. Redis is safe for concurrent use.
+type Redis struct {
+	client       redis.Scripter
+	trustCallers bool
+}
+
+// RedisOption configures a Redis store.
+type RedisOption func(*Redis)
+
+// WithCallerClock makes the store use the now passed to Decide and Settle instead of Redis's own
+// clock. It exists so tests can drive the Redis store on fake time; production never uses it.
+func WithCallerClock() RedisOption { return func(r *Redis) { r.trustCallers = true } }
+
+// NewRedis returns a store that keeps its state in the Redis behind client.
+func NewRedis(client redis.Scripter, opts ...RedisOption) *Redis {
+	r := &Redis{client: client}
+	for _, opt := range opts {
+		opt(r)
+	}
+	return r
+}
+
+// Decide checks every check and, when all pass, takes every cost; otherwise it takes nothing.
+// now is used only for the ends of calendar windows, unless WithCallerClock was given.
+func (r *Redis) Decide(ctx context.Context, checks []Check, now time.Time) (Decision, error) {
+	if len(checks) > MaxChecks {
+		return Decision{Refused: -1}, errTooManyChecks(len(checks))
+	}
+	reply, err := r.run(ctx, "decide", checks, now)
+	if err != nil {
+		return Decision{Refused: -1}, err
+	}
+	return parseReply(reply, len(checks))
+}
+
+// Settle adds each check's Cost (negative to refund) to its limit without checking it; a
+// negative Cost on a concurrency limit releases the check's Lease.
+func (r *Redis) Settle(ctx context.Context, checks []Check, now time.Time) error {
+	_, err := r.run(ctx, "settle", checks, now)
+	return err
+}
+
+func (r *Redis) run(ctx context.Context, mode string, checks []Check, now time.Time) ([]int64, error) {
+	keys := make([]string, len(checks))
+	args := make([]any, 0, 2+5*len(checks))
+	clock := ""
+	if r.trustCallers {
+		clock = strconv.FormatInt(now.UnixMicro(), 10)
+	}
+	args = append(args, clock, mode)
+	for i, c := range checks {
+		keys[i] = c.Limit.Key
+		a, err := scriptArgs(c, now)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, a...)
+	}
+	reply, err := decideScript.Run(ctx, r.client, keys, args...).Int64Slice()
+	if err != nil {
+		return nil, fmt.Errorf("ratelimit: run the decision script on %d keys: %w", len(keys), err)
+	}
+	return reply, nil
+}
+
+// scriptArgs returns a check's five script arguments: kind, capacity, p1, p2 and cost.
+func scriptArgs(c Check, now time.Time) ([]any, error) {
+	l := c.Limit
+	switch l.kind {
+	case bucket:
+		perUnit := strconv.FormatFloat(float64(l.interval)/float64(time.Microsecond), 'f', -1, 64)
+		return []any{"b", l.capacity, perUnit, "", c.Cost}, nil
+	case window:
+		_, end := l.calendar.Bounds(now)
+		_, next := l.calendar.Bounds(end)
+		return []any{"w", l.capacity, end.UnixMicro(), next.UnixMicro(), c.Cost}, nil
+	default:
+		if c.Lease == "" {
+			return nil, fmt.Errorf("ratelimit: concurrency check on %q has no lease", l.Key)
+		}
+		return []any{"c", l.capacity, l.leaseTTL.Microseconds(), c.Lease, c.Cost}, nil
+	}
+}
+
+func parseReply(reply []int64, n int) (Decision, error) {
+	if len(reply) != 4+2*n {
+		return Decision{Refused: -1}, errors.New("ratelimit: the decision script answered in an unknown form")
+	}
+	d := Decision{Allowed: reply[0] == 1, Refused: int(reply[1]), RetryAfter: time.Duration(reply[2]) * time.Microsecond, Never: reply[3] == 1}
+	for i := range n {
+		d.Remaining[i] = reply[4+2*i]
+		d.Reset[i] = time.Duration(reply[5+2*i]) * time.Microsecond
+	}
+	return d, nil
+}
