@@ -1,0 +1,63 @@
+package policy
+
+import (
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+)
+
+// Cost is what a call costs: estimated before it, or the difference found when it is settled.
+type Cost struct {
+	Tokens       int64
+	MicroDollars int64
+}
+
+// Checks appends to dst every check a call must pass: the caller's user limits, the tenant's
+// limits and budget, the endpoint's limits, then the global and provider limits of the route's
+// provider. local picks each limit's share for this replica (the store failed open). lease names
+// the call's in-flight slot.
+func Checks(dst []ratelimit.Check, c *Caller, r *Route, ep gatewayv1.Endpoint, cost Cost, local bool, lease string) []ratelimit.Check {
+	p := r.Provider.Name
+	levels := [...][]rule{c.limits[p], c.Tenant.limits[p], c.Tenant.endpoints[p][ep], r.Provider.limits}
+	for _, rules := range levels {
+		for _, rl := range rules {
+			l := rl.shared
+			if local {
+				l = rl.local
+			}
+			dst = append(dst, ratelimit.Check{Limit: l, Cost: charge(l.Dimension, cost), Lease: lease})
+		}
+	}
+	return dst
+}
+
+// charge is what cost takes from a limit of dimension d: one request, its tokens, its dollars
+// or one call in flight.
+func charge(d ratelimit.Dimension, cost Cost) int64 {
+	switch d {
+	case ratelimit.Tokens:
+		return cost.Tokens
+	case ratelimit.MicroDollars:
+		return cost.MicroDollars
+	default:
+		return 1
+	}
+}
+
+// Settlement appends to dst what settles a call that passed checks: the difference between its
+// real cost and its estimate on every token and dollar limit (delta), and, when the call has
+// ended, its in-flight slot back.
+func Settlement(dst []ratelimit.Check, checks []ratelimit.Check, delta Cost, ended bool) []ratelimit.Check {
+	for _, c := range checks {
+		switch c.Limit.Dimension {
+		case ratelimit.Tokens, ratelimit.MicroDollars:
+			if d := charge(c.Limit.Dimension, delta); d != 0 {
+				dst = append(dst, ratelimit.Check{Limit: c.Limit, Cost: d})
+			}
+		case ratelimit.InFlight:
+			if ended {
+				dst = append(dst, ratelimit.Check{Limit: c.Limit, Cost: -1, Lease: c.Lease})
+			}
+		}
+	}
+	return dst
+}

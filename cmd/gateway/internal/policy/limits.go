@@ -1,0 +1,198 @@
+package policy
+
+import (
+	"fmt"
+	"time"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+)
+
+// rule is one limit in its two forms: shared (in the configured store, the whole budget) and
+// local (this replica's share, used only when Redis is unreachable and the store fails open).
+type rule struct {
+	shared, local *ratelimit.Limit
+}
+
+// builder makes rules, keeping every (tenant, user) caller once.
+type builder struct {
+	replicas int64
+	callers  map[string]*Caller
+}
+
+// tag starts a key with its provider as a Redis Cluster hash tag.
+func tag(provider, rest string) string { return "{" + provider + "}:" + rest }
+
+// rules builds one level's limits under a key prefix; calendar windows reset in loc.
+func (b *builder) rules(prefix string, level ratelimit.Level, limits []gatewayv1.Limit, loc *time.Location) ([]rule, error) {
+	out := make([]rule, 0, len(limits))
+	seen := map[string]int{}
+	for _, l := range limits {
+		key := prefix + ":" + string(l.Dimension) + ":" + string(l.Per)
+		if seen[key]++; seen[key] > 1 {
+			key = fmt.Sprintf("%s:%d", key, seen[key])
+		}
+		r, err := b.rule(key, level, l, loc)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (b *builder) rule(key string, level ratelimit.Level, l gatewayv1.Limit, loc *time.Location) (rule, error) {
+	dim, amount, err := dimension(l)
+	if err != nil {
+		return rule{}, fmt.Errorf("policy: limit %s: %w", key, err)
+	}
+	if l.Per.IsCalendar() {
+		cal := ratelimit.Calendar{Period: ratelimit.Day, Location: loc}
+		if l.Per == gatewayv1.PeriodMonth {
+			cal.Period = ratelimit.Month
+		}
+		return b.pair(func(share func(int64) int64) (*ratelimit.Limit, error) {
+			return ratelimit.NewWindow(key, level, dim, share(amount), cal)
+		})
+	}
+	burst := amount
+	if l.Burst > 0 {
+		burst = l.Burst
+	}
+	return b.bucket(key, level, dim, amount, l.Per.Duration(), burst)
+}
+
+func (b *builder) bucket(key string, level ratelimit.Level, dim ratelimit.Dimension, rate int64, per time.Duration, burst int64) (rule, error) {
+	return b.pair(func(share func(int64) int64) (*ratelimit.Limit, error) {
+		return ratelimit.NewBucket(key, level, dim, share(rate), per, share(burst))
+	})
+}
+
+// pair builds a limit for the whole budget and for one replica's share of it.
+func (b *builder) pair(build func(share func(int64) int64) (*ratelimit.Limit, error)) (rule, error) {
+	shared, err := build(func(n int64) int64 { return n })
+	if err != nil {
+		return rule{}, err
+	}
+	local, err := build(func(n int64) int64 { return max(n/b.replicas, 1) })
+	if err != nil {
+		return rule{}, err
+	}
+	return rule{shared: shared, local: local}, nil
+}
+
+// dimension maps a configured limit to what the limiter counts and how much it allows.
+func dimension(l gatewayv1.Limit) (ratelimit.Dimension, int64, error) {
+	switch l.Dimension {
+	case gatewayv1.DimensionRequests:
+		return ratelimit.Requests, l.Amount, nil
+	case gatewayv1.DimensionTokens:
+		return ratelimit.Tokens, l.Amount, nil
+	default:
+		micros, err := l.Dollars.MicroDollars()
+		return ratelimit.MicroDollars, micros, err
+	}
+}
+
+// providerRules builds a provider's own limits, each at its headroom share of the published one.
+func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
+	var out []rule
+	add := func(r rule, err error) error {
+		if err == nil {
+			out = append(out, r)
+		}
+		return err
+	}
+	prefix := tag(p.Name, "provider")
+	level := ratelimit.LevelProvider
+	if n := p.WithHeadroom(p.RequestsPerMinute); n > 0 {
+		if err := add(b.bucket(prefix+":requests:minute", level, ratelimit.Requests, n, time.Minute, n)); err != nil {
+			return nil, err
+		}
+	}
+	if n := p.WithHeadroom(p.TokensPerMinute); n > 0 {
+		if err := add(b.bucket(prefix+":tokens:minute", level, ratelimit.Tokens, n, time.Minute, n)); err != nil {
+			return nil, err
+		}
+	}
+	if n := p.WithHeadroom(p.MaxInFlight); n > 0 {
+		lease := leaseTTL(p)
+		if err := add(b.pair(func(share func(int64) int64) (*ratelimit.Limit, error) {
+			return ratelimit.NewConcurrency(prefix+":inflight", level, share(n), lease)
+		})); err != nil {
+			return nil, err
+		}
+	}
+	spend, err := b.rules(prefix, level, spendLimits(p), time.UTC)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, spend...), nil
+}
+
+// spendLimits are a provider's spend ceilings as dollar limits.
+func spendLimits(p *gatewayv1.Provider) []gatewayv1.Limit {
+	var out []gatewayv1.Limit
+	if !p.SpendPerMinute.IsZero() {
+		out = append(out, gatewayv1.Limit{Dimension: gatewayv1.DimensionDollars, Dollars: p.SpendPerMinute, Per: gatewayv1.PeriodMinute})
+	}
+	if !p.SpendPerMonth.IsZero() {
+		out = append(out, gatewayv1.Limit{Dimension: gatewayv1.DimensionDollars, Dollars: p.SpendPerMonth, Per: gatewayv1.PeriodMonth})
+	}
+	return out
+}
+
+// leaseTTL is how long Redis holds a call's in-flight slot if its gateway dies: longer than every
+// attempt and backoff of the longest call.
+func leaseTTL(p *gatewayv1.Provider) time.Duration {
+	attempts := time.Duration(p.Retry.MaxAttempts)
+	return attempts*(p.Timeout.Duration+p.Retry.MaxDelay.Duration) + time.Minute
+}
+
+// tenantRules builds a tenant's own, budget and endpoint limits on one provider.
+func (b *builder) tenantRules(t *Tenant, provider string) error {
+	prefix := tag(provider, "tenant:"+t.Name)
+	limits, err := b.rules(prefix, ratelimit.LevelTenant, t.Config.PerTenant, t.Location)
+	if err != nil {
+		return err
+	}
+	if budget := t.Config.Budget; budget != nil {
+		r, err := b.rule(prefix+":budget", ratelimit.LevelTenant, budget.Limit(), t.Location)
+		if err != nil {
+			return err
+		}
+		limits = append(limits, r)
+		t.budget[provider] = r.shared
+	}
+	t.limits[provider] = limits
+	t.endpoints[provider] = map[gatewayv1.Endpoint][]rule{}
+	for _, e := range t.Config.Endpoints {
+		rules, err := b.rules(tag(provider, "endpoint:"+t.Name+":"+string(e.Endpoint)), ratelimit.LevelEndpoint, e.Limits, t.Location)
+		if err != nil {
+			return err
+		}
+		t.endpoints[provider][e.Endpoint] = rules
+	}
+	return nil
+}
+
+// caller returns the tenant's user, with the per-user limits on each of its providers.
+func (b *builder) caller(t *Tenant, user string) (*Caller, error) {
+	id := t.Name + "\x00" + user
+	if c, ok := b.callers[id]; ok {
+		return c, nil
+	}
+	c := &Caller{Tenant: t, User: user, limits: map[string][]rule{}}
+	for provider := range t.providers {
+		rules, err := b.rules(tag(provider, "user:"+t.Name+":"+user), ratelimit.LevelUser, t.Config.PerUser, t.Location)
+		if err != nil {
+			return nil, err
+		}
+		c.limits[provider] = rules
+	}
+	if b.callers == nil {
+		b.callers = map[string]*Caller{}
+	}
+	b.callers[id] = c
+	return c, nil
+}

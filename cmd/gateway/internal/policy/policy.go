@@ -1,0 +1,202 @@
+// Package policy compiles a gateway configuration for the request path: tenants' keys by hash,
+// models by name, and every limit built once as a ratelimit.Limit, so that a request only looks
+// things up and adds up its checks.
+//
+// Every key carries its provider as a Redis Cluster hash tag ("{openai}:tenant:acme:..."), so
+// that one decision never spans two slots. It follows that user, tenant, endpoint and global
+// limits are counted per provider: a tenant that uses two providers has each limit once on each.
+package policy
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+)
+
+// Policy is one configuration, compiled. It is immutable and safe for concurrent use; a reload
+// compiles a new one.
+type Policy struct {
+	// Config is the configuration the policy was compiled from.
+	Config *gatewayv1.Config
+
+	callers   map[string]*Caller   // by the key's SHA-256, hex
+	routes    map[string]*Route    // by model name
+	providers map[string]*Provider // by name
+	tenants   []*Tenant
+}
+
+// Caller is the tenant and user an API key belongs to.
+type Caller struct {
+	Tenant *Tenant
+	User   string
+	limits map[string][]rule // per provider
+}
+
+// Tenant is one tenant's plan, compiled.
+type Tenant struct {
+	Name     string
+	Config   *gatewayv1.Tenant
+	Location *time.Location
+
+	providers map[string]bool
+	limits    map[string][]rule                       // per provider: perTenant and the budget
+	endpoints map[string]map[gatewayv1.Endpoint][]rule // per provider, per endpoint
+	budget    map[string]*ratelimit.Limit             // per provider; nil without a budget
+}
+
+// Provider is one upstream account, compiled.
+type Provider struct {
+	Name   string
+	Config *gatewayv1.Provider
+	// BaseURL is where calls go: the path after /v1 is appended to it.
+	BaseURL *url.URL
+	// APIKey is the provider's key, read from the configured file; empty when none is configured.
+	APIKey string
+
+	limits []rule // the provider's own limits and the global ones
+}
+
+// Route is where a model's calls go.
+type Route struct {
+	Provider *Provider
+	Model    *gatewayv1.Model
+}
+
+// Compile builds the policy of a validated configuration, reading the providers' key files.
+// replicas is the number of gateway replicas that share the configuration's budgets; it sizes
+// the local limits used when Redis is unreachable and the store fails open.
+func Compile(cfg *gatewayv1.Config, replicas int64) (*Policy, error) {
+	p := &Policy{
+		Config:    cfg,
+		callers:   map[string]*Caller{},
+		routes:    map[string]*Route{},
+		providers: map[string]*Provider{},
+	}
+	b := builder{replicas: max(replicas, 1)}
+	for i := range cfg.Providers {
+		if err := p.addProvider(&b, &cfg.Providers[i], cfg.Global); err != nil {
+			return nil, err
+		}
+	}
+	for i := range cfg.Tenants {
+		if err := p.addTenant(&b, &cfg.Tenants[i]); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, global []gatewayv1.Limit) error {
+	base, err := url.Parse(strings.TrimSuffix(cfg.BaseURL, "/"))
+	if err != nil {
+		return fmt.Errorf("policy: provider %q: base URL: %w", cfg.Name, err)
+	}
+	key, err := readKey(cfg.APIKeyFile)
+	if err != nil {
+		return fmt.Errorf("policy: provider %q: %w", cfg.Name, err)
+	}
+	limits, err := b.providerRules(cfg)
+	if err != nil {
+		return err
+	}
+	globals, err := b.rules(tag(cfg.Name, "global"), ratelimit.LevelGlobal, global, time.UTC)
+	if err != nil {
+		return err
+	}
+	pr := &Provider{Name: cfg.Name, Config: cfg, BaseURL: base, APIKey: key, limits: append(globals, limits...)}
+	p.providers[cfg.Name] = pr
+	for i := range cfg.Models {
+		p.routes[cfg.Models[i].Name] = &Route{Provider: pr, Model: &cfg.Models[i]}
+	}
+	return nil
+}
+
+// readKey reads a provider's API key. The error names the file, never its content.
+func readKey(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read the API key file: %w", err)
+	}
+	key := strings.TrimSpace(string(data))
+	if key == "" {
+		return "", fmt.Errorf("the API key file %s is empty", path)
+	}
+	return key, nil
+}
+
+func (p *Policy) addTenant(b *builder, cfg *gatewayv1.Tenant) error {
+	loc, err := time.LoadLocation(cfg.TimeZone)
+	if err != nil {
+		return fmt.Errorf("policy: tenant %q: %w", cfg.Name, err)
+	}
+	t := &Tenant{
+		Name: cfg.Name, Config: cfg, Location: loc,
+		providers: map[string]bool{},
+		limits:    map[string][]rule{},
+		endpoints: map[string]map[gatewayv1.Endpoint][]rule{},
+		budget:    map[string]*ratelimit.Limit{},
+	}
+	for _, name := range cfg.Providers {
+		t.providers[name] = true
+		if err := b.tenantRules(t, name); err != nil {
+			return err
+		}
+	}
+	p.tenants = append(p.tenants, t)
+	for _, k := range cfg.Keys {
+		c, err := b.caller(t, k.User)
+		if err != nil {
+			return err
+		}
+		p.callers[k.SHA256] = c
+	}
+	return nil
+}
+
+// Caller returns whose key this is, or nil for an unknown key.
+func (p *Policy) Caller(apiKey string) *Caller {
+	return p.callers[gatewayv1.HashKey(apiKey)]
+}
+
+// Route returns where a model's calls go, or nil for an unknown model.
+func (p *Policy) Route(model string) *Route { return p.routes[model] }
+
+// Tenants returns every tenant, in the configuration's order.
+func (p *Policy) Tenants() []*Tenant { return p.tenants }
+
+// Providers returns every provider, in the configuration's order.
+func (p *Policy) Providers() []*Provider {
+	out := make([]*Provider, 0, len(p.providers))
+	for i := range p.Config.Providers {
+		out = append(out, p.providers[p.Config.Providers[i].Name])
+	}
+	return out
+}
+
+// Uses reports whether the tenant may call the provider.
+func (t *Tenant) Uses(provider string) bool { return t.providers[provider] }
+
+// Models returns the models a tenant may use, in the configuration's order.
+func (p *Policy) Models(t *Tenant) []string {
+	var models []string
+	for i := range p.Config.Providers {
+		pr := &p.Config.Providers[i]
+		if t.Uses(pr.Name) {
+			for _, m := range pr.Models {
+				models = append(models, m.Name)
+			}
+		}
+	}
+	return models
+}
+
+// Budget returns the tenant's budget limit on a provider, or nil if the tenant has no budget.
+func (t *Tenant) Budget(provider string) *ratelimit.Limit { return t.budget[provider] }

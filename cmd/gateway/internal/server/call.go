@@ -1,0 +1,243 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+)
+
+// call is one request on its way through the gateway.
+type call struct {
+	endpoint estimate.Endpoint
+	caller   *policy.Caller
+	route    *policy.Route
+	request  *estimate.Request
+	body     []byte // as sent upstream
+	estimate estimate.Estimate
+	cost     policy.Cost
+	checks   []ratelimit.Check
+	decision ratelimit.Decision
+	limiter  Limiter // the store that took the decision, which settles it too
+	// usageAdded is true when the gateway asked for the stream's usage chunk itself, so the
+	// client, which did not ask, does not receive it.
+	usageAdded bool
+	settleOnce sync.Once
+}
+
+func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p := s.policy.Load()
+		c, apiErr := s.admit(p, endpoint, w, r)
+		if apiErr != nil {
+			tenant, provider := "", ""
+			if c != nil {
+				tenant, provider = c.tenant(), c.provider()
+			}
+			s.metrics.requests.WithLabelValues(tenant, provider, outcomeOf(apiErr)).Inc()
+			apiErr.write(w)
+			return
+		}
+		s.proxy(c.route.Provider).ServeHTTP(w, r.WithContext(withCall(r.Context(), c)))
+	}
+}
+
+// admit takes a request from the door to the provider: who calls, what, where to, and whether
+// every limit lets it go now. On success every limit has been charged the estimate.
+func (s *Server) admit(p *policy.Policy, endpoint estimate.Endpoint, w http.ResponseWriter, r *http.Request) (*call, *apiError) {
+	caller, apiErr := s.authenticate(p, r)
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	c := &call{endpoint: endpoint, caller: caller}
+	if apiErr := s.read(p, c, r); apiErr != nil {
+		return c, apiErr
+	}
+	if apiErr := s.decide(r.Context(), c, w); apiErr != nil {
+		return c, apiErr
+	}
+	return c, nil
+}
+
+func (s *Server) authenticate(p *policy.Policy, r *http.Request) (*policy.Caller, *apiError) {
+	if p == nil {
+		return nil, &apiError{status: http.StatusServiceUnavailable, Type: typeServer, Code: "not_ready", Message: "The gateway has no configuration yet."}
+	}
+	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || key == "" {
+		return nil, &apiError{status: http.StatusUnauthorized, Type: typeInvalidRequest, Code: "missing_api_key",
+			Message: "You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY'."}
+	}
+	caller := p.Caller(key)
+	if caller == nil {
+		return nil, &apiError{status: http.StatusUnauthorized, Type: typeInvalidRequest, Code: "invalid_api_key",
+			Message: "Incorrect API key provided."}
+	}
+	return caller, nil
+}
+
+// read reads and parses the body, finds the model's provider and estimates the call.
+func (s *Server) read(p *policy.Policy, c *call, r *http.Request) *apiError {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, p.Config.Server.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return &apiError{status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large",
+				Message: fmt.Sprintf("The request body is larger than %d bytes.", tooLarge.Limit)}
+		}
+		return badRequest("unreadable_body", "The request body could not be read.")
+	}
+	if c.request, err = estimate.Parse(c.endpoint, body); err != nil {
+		return requestError(err)
+	}
+	if c.route = p.Route(c.request.Model); c.route == nil {
+		return &apiError{status: http.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found",
+			Message: fmt.Sprintf("The model %q does not exist or you do not have access to it.", c.request.Model)}
+	}
+	if !c.caller.Tenant.Uses(c.route.Provider.Name) {
+		return &apiError{status: http.StatusForbidden, Type: typeInvalidRequest, Code: "provider_not_allowed",
+			Message: fmt.Sprintf("Your plan does not include the provider of the model %q.", c.request.Model)}
+	}
+	return s.prepare(c, body)
+}
+
+// prepare estimates the call and makes the body to send upstream.
+func (s *Server) prepare(c *call, body []byte) *apiError {
+	m := c.route.Model
+	c.estimate = c.request.Estimate(s.counter, m.Encoding, m.DefaultMaxTokens)
+	c.cost = policy.Cost{
+		Tokens:       c.estimate.Total(),
+		MicroDollars: c.route.Provider.Config.Prices.CostMicros(c.estimate.PromptTokens, c.estimate.CompletionTokens),
+	}
+	c.body = body
+	if c.request.Stream {
+		withUsage, err := estimate.WithStreamUsage(body)
+		if err != nil {
+			return requestError(err)
+		}
+		c.usageAdded = len(withUsage) != len(body) || string(withUsage) != string(body)
+		c.body = withUsage
+	}
+	return nil
+}
+
+func requestError(err error) *apiError {
+	var re *estimate.RequestError
+	if errors.As(err, &re) {
+		e := badRequest("invalid_request", re.Error())
+		if re.Param != "" {
+			e.Param = &re.Param
+		}
+		return e
+	}
+	return badRequest("invalid_request", "The request body is not valid.")
+}
+
+// decide checks every limit and takes the estimate from all of them, or answers why not.
+func (s *Server) decide(ctx context.Context, c *call, w http.ResponseWriter) *apiError {
+	lease := rand.Text()
+	c.limiter = s.opts.Limiter
+	c.checks = policy.Checks(make([]ratelimit.Check, 0, ratelimit.MaxChecks), c.caller, c.route, gatewayv1.Endpoint(c.endpoint), c.cost, false, lease)
+	d, err := s.timedDecide(ctx, "shared", c.limiter, c.checks)
+	if err != nil {
+		s.metrics.storeUp.Set(0)
+		if s.opts.Fallback == nil {
+			s.metrics.storeErrors.WithLabelValues("refused").Inc()
+			s.log.Error("limiter store failed; refusing (failMode: closed)", "err", err)
+			return &apiError{status: http.StatusServiceUnavailable, Type: typeServer, Code: "limiter_unavailable",
+				Message: "The gateway cannot check your limits right now. Try again shortly."}
+		}
+		s.metrics.storeErrors.WithLabelValues("local").Inc()
+		c.limiter = s.opts.Fallback
+		c.checks = policy.Checks(c.checks[:0], c.caller, c.route, gatewayv1.Endpoint(c.endpoint), c.cost, true, lease)
+		if d, err = s.timedDecide(ctx, "local", c.limiter, c.checks); err != nil {
+			return &apiError{status: http.StatusInternalServerError, Type: typeServer, Code: "limiter_error", Message: "The gateway failed to check your limits."}
+		}
+	} else {
+		s.metrics.storeUp.Set(1)
+	}
+	c.decision = d
+	setLimitHeaders(w.Header(), c)
+	if !d.Allowed {
+		return s.refuse(c, w)
+	}
+	s.usage.started(c, s.now())
+	return nil
+}
+
+func (s *Server) timedDecide(ctx context.Context, store string, l Limiter, checks []ratelimit.Check) (ratelimit.Decision, error) {
+	start := time.Now()
+	d, err := l.Decide(ctx, checks, s.now())
+	s.metrics.decisions.WithLabelValues(store).Observe(time.Since(start).Seconds())
+	return d, err
+}
+
+// refuse answers 429 for a refused decision, saying which limit and when to come back.
+func (s *Server) refuse(c *call, w http.ResponseWriter) *apiError {
+	limit := c.decision.RefusedBy(c.checks)
+	check := c.checks[c.decision.Refused]
+	s.metrics.refusals.WithLabelValues(limit.Level.String(), limit.Dimension.String()).Inc()
+	s.usage.refused(c, limit)
+	e := &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "rate_limit_exceeded"}
+	what := fmt.Sprintf("the %s limit on %s: limit %d, remaining %d, requested %d", limit.Level, limit.Dimension,
+		limit.Capacity(), c.decision.Remaining[c.decision.Refused], check.Cost)
+	if c.decision.Never {
+		e.Code = "request_too_large"
+		e.Message = "This request is larger than " + what + ". Waiting will not help; make the request smaller."
+		return e
+	}
+	retry := retryAfter(c.decision.RetryAfter)
+	w.Header().Set("Retry-After", fmt.Sprint(int64(retry/time.Second)))
+	w.Header().Set("Retry-After-Ms", fmt.Sprint(c.decision.RetryAfter.Milliseconds()))
+	e.Message = fmt.Sprintf("Rate limit reached: %s. Try again in %s.", what, c.decision.RetryAfter.Round(time.Millisecond))
+	return e
+}
+
+// retryAfter rounds a wait up to whole seconds, at least one: a client told 0 retries at once.
+func retryAfter(d time.Duration) time.Duration {
+	return max(((d+time.Second-1)/time.Second)*time.Second, time.Second)
+}
+
+func (c *call) tenant() string {
+	if c.caller == nil {
+		return ""
+	}
+	return c.caller.Tenant.Name
+}
+
+func (c *call) provider() string {
+	if c.route == nil {
+		return ""
+	}
+	return c.route.Provider.Name
+}
+
+func outcomeOf(e *apiError) string {
+	switch e.status {
+	case http.StatusTooManyRequests:
+		return outcomeRefused
+	case http.StatusUnauthorized:
+		return outcomeUnauthorized
+	case http.StatusForbidden:
+		return outcomeForbidden
+	case http.StatusServiceUnavailable, http.StatusInternalServerError:
+		return outcomeStoreDown
+	}
+	return outcomeBadRequest
+}
+
+type callKey struct{}
+
+func withCall(ctx context.Context, c *call) context.Context { return context.WithValue(ctx, callKey{}, c) }
+
+func callFrom(ctx context.Context) *call { return ctx.Value(callKey{}).(*call) }

@@ -1,0 +1,51 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+)
+
+// The headers Sluice adds to every answer of a call, besides the providers' own rate-limit names.
+const (
+	headerBudgetRemaining = "X-Sluice-Budget-Remaining"
+	headerBudgetReset     = "X-Sluice-Budget-Reset"
+)
+
+// setLimitHeaders writes the rate-limit headers a provider would send, for the tightest of the
+// caller's limits on requests and on tokens, and the tenant's budget left with its reset time.
+func setLimitHeaders(h http.Header, c *call) {
+	setDimensionHeaders(h, c, ratelimit.Requests, "requests")
+	setDimensionHeaders(h, c, ratelimit.Tokens, "tokens")
+	budget := c.caller.Tenant.Budget(c.route.Provider.Name)
+	if budget == nil {
+		return
+	}
+	for i, check := range c.checks {
+		if check.Limit.Key == budget.Key {
+			h.Set(headerBudgetRemaining, string(gatewayv1.MoneyFromMicro(c.decision.Remaining[i])))
+			h.Set(headerBudgetReset, time.Now().Add(c.decision.Reset[i]).UTC().Format(time.RFC3339))
+			return
+		}
+	}
+}
+
+// setDimensionHeaders writes x-ratelimit-{limit,remaining,reset}-<name> for the check of
+// dimension d with the least left.
+func setDimensionHeaders(h http.Header, c *call, d ratelimit.Dimension, name string) {
+	tightest := -1
+	for i, check := range c.checks {
+		if check.Limit.Dimension == d && (tightest < 0 || c.decision.Remaining[i] < c.decision.Remaining[tightest]) {
+			tightest = i
+		}
+	}
+	if tightest < 0 {
+		return
+	}
+	h.Set("X-Ratelimit-Limit-"+name, strconv.FormatInt(c.checks[tightest].Limit.Capacity(), 10))
+	h.Set("X-Ratelimit-Remaining-"+name, strconv.FormatInt(c.decision.Remaining[tightest], 10))
+	h.Set("X-Ratelimit-Reset-"+name, c.decision.Reset[tightest].Round(time.Millisecond).String())
+}

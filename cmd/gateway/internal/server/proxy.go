@@ -1,0 +1,240 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
+)
+
+// maxResponseBytes bounds how much of a JSON answer the gateway reads to settle it; a larger one
+// is passed on as it is and settled at the estimate.
+const maxResponseBytes = 32 << 20
+
+// settleTimeout bounds settling a call, which happens after the client has its answer.
+const settleTimeout = 5 * time.Second
+
+// proxy returns the reverse proxy for a provider's calls, one per provider and timeout.
+func (s *Server) proxy(p *policy.Provider) *httputil.ReverseProxy {
+	key := p.Name + "|" + p.Config.Timeout.Duration.String()
+	if rp, ok := s.proxies.Load(key); ok {
+		return rp.(*httputil.ReverseProxy)
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.ResponseHeaderTimeout = p.Config.Timeout.Duration
+	transport.MaxIdleConnsPerHost = 256
+	rp := &httputil.ReverseProxy{
+		Rewrite:        rewrite,
+		Transport:      transport,
+		FlushInterval:  -1,
+		ModifyResponse: s.modifyResponse,
+		ErrorHandler:   s.proxyError,
+		ErrorLog:       nil,
+	}
+	actual, _ := s.proxies.LoadOrStore(key, rp)
+	return actual.(*httputil.ReverseProxy)
+}
+
+// rewrite sends the call to its provider with the provider's key. The client's key and its
+// account headers never go upstream.
+func rewrite(pr *httputil.ProxyRequest) {
+	c := callFrom(pr.In.Context())
+	base := c.route.Provider.BaseURL
+	pr.Out.URL = &url.URL{Scheme: base.Scheme, Host: base.Host, Path: base.Path + strings.TrimPrefix(pr.In.URL.Path, "/v1")}
+	pr.Out.Host = ""
+	h := pr.Out.Header
+	for _, name := range []string{"Authorization", "Cookie", "Openai-Organization", "Openai-Project", "Accept-Encoding"} {
+		h.Del(name)
+	}
+	if key := c.route.Provider.APIKey; key != "" {
+		h.Set("Authorization", "Bearer "+key)
+	}
+	pr.Out.Body = io.NopCloser(bytes.NewReader(c.body))
+	pr.Out.ContentLength = int64(len(c.body))
+	pr.Out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(c.body)), nil }
+}
+
+// modifyResponse settles the call from the provider's answer: at once for JSON and errors, as
+// the stream ends for SSE.
+func (s *Server) modifyResponse(resp *http.Response) error {
+	c := callFrom(resp.Request.Context())
+	for name := range resp.Header {
+		if strings.HasPrefix(name, "X-Ratelimit-") {
+			resp.Header.Del(name) // the caller sees its own limits, set before the call
+		}
+	}
+	status := resp.StatusCode
+	switch {
+	case status >= 400:
+		s.providerFailed(c, status)
+		s.settle(c, estimate.Usage{}, false)
+	case strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
+		resp.Body = s.newStreamBody(resp.Body, c)
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = -1
+	default:
+		return s.settleJSON(resp, c)
+	}
+	return nil
+}
+
+func (s *Server) settleJSON(resp *http.Response, c *call) error {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	resp.Body.Close()
+	if err != nil {
+		s.settle(c, estimate.Usage{}, false)
+		return err
+	}
+	usage, ok := estimate.ParseUsage(body)
+	if !ok || len(body) > maxResponseBytes {
+		usage, ok = c.estimatedUsage(), true
+	}
+	s.settle(c, usage, ok)
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	return nil
+}
+
+// providerFailed counts a provider's error answer; 429 and 503 say our model of its limits is wrong.
+func (s *Server) providerFailed(c *call, status int) {
+	s.metrics.providerErrors.WithLabelValues(c.provider(), strconv.Itoa(status)).Inc()
+	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeProviderError).Inc()
+	if status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable {
+		s.usage.throttled(c)
+	}
+}
+
+// proxyError answers a call whose provider could not be reached, and refunds it: nothing was
+// billed.
+func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	c := callFrom(r.Context())
+	s.settle(c, estimate.Usage{}, false)
+	if r.Context().Err() != nil {
+		return // the client left; nobody reads an answer
+	}
+	s.metrics.providerErrors.WithLabelValues(c.provider(), "0").Inc()
+	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeUnreachable).Inc()
+	s.log.Warn("provider unreachable", "provider", c.provider(), "err", err)
+	e := &apiError{status: http.StatusBadGateway, Type: typeServer, Code: "provider_unreachable",
+		Message: "The provider of this model could not be reached. Nothing was charged."}
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		e.status, e.Code = http.StatusGatewayTimeout, "provider_timeout"
+		e.Message = "The provider of this model did not answer in time. Nothing was charged."
+	}
+	e.write(w)
+}
+
+// settle charges or refunds, on every limit the call was charged, the difference between its real
+// cost and its estimate, and frees its in-flight slot. Without a real usage (ok false) the call
+// is refunded whole: the provider did not serve it. It runs once per call.
+func (s *Server) settle(c *call, u estimate.Usage, ok bool) {
+	c.settleOnce.Do(func() {
+		var actual policy.Cost
+		if ok {
+			actual = policy.Cost{
+				Tokens:       u.PromptTokens + u.CompletionTokens,
+				MicroDollars: c.route.Provider.Config.Prices.CostMicros(u.PromptTokens, u.CompletionTokens),
+			}
+			s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOK).Inc()
+		}
+		delta := policy.Cost{Tokens: actual.Tokens - c.cost.Tokens, MicroDollars: actual.MicroDollars - c.cost.MicroDollars}
+		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		defer cancel()
+		if err := c.limiter.Settle(ctx, policy.Settlement(nil, c.checks, delta, true), s.now()); err != nil {
+			s.metrics.storeErrors.WithLabelValues("settle").Inc()
+			s.log.Error("settle a call", "tenant", c.tenant(), "provider", c.provider(), "err", err)
+		}
+		s.metrics.tokens.WithLabelValues(c.tenant(), c.provider(), "estimated").Add(float64(c.cost.Tokens))
+		s.metrics.tokens.WithLabelValues(c.tenant(), c.provider(), "actual").Add(float64(actual.Tokens))
+		s.metrics.spend.WithLabelValues(c.tenant(), c.provider()).Add(float64(actual.MicroDollars))
+		s.usage.finished(c, delta.Tokens, actual.MicroDollars, s.now())
+	})
+}
+
+// estimatedUsage is the usage to settle at when the provider reported none.
+func (c *call) estimatedUsage() estimate.Usage {
+	return estimate.Usage{PromptTokens: c.estimate.PromptTokens, CompletionTokens: c.estimate.CompletionTokens, TotalTokens: c.estimate.Total()}
+}
+
+// streamBody passes an SSE answer through line by line, as it arrives, watching for the final
+// usage chunk; the call is settled when the stream ends or the client leaves.
+type streamBody struct {
+	s       *Server
+	c       *call
+	src     io.ReadCloser
+	lines   *bufio.Reader
+	usage   *estimate.StreamUsage
+	pending []byte
+}
+
+func (s *Server) newStreamBody(src io.ReadCloser, c *call) *streamBody {
+	return &streamBody{s: s, c: c, src: src, lines: bufio.NewReader(src),
+		usage: estimate.NewStreamUsage(s.counter, c.route.Model.Encoding, c.estimate.PromptTokens)}
+}
+
+func (b *streamBody) Read(p []byte) (int, error) {
+	for len(b.pending) == 0 {
+		line, err := b.lines.ReadBytes('\n')
+		b.pending = b.observe(line)
+		if err != nil {
+			if len(b.pending) > 0 {
+				break
+			}
+			b.finish()
+			return 0, err
+		}
+	}
+	n := copy(p, b.pending)
+	b.pending = b.pending[n:]
+	return n, nil
+}
+
+// observe feeds a data line to the usage counter and returns what the client receives of it.
+func (b *streamBody) observe(line []byte) []byte {
+	data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:"))
+	if !ok {
+		return line
+	}
+	data = bytes.TrimSpace(data)
+	if string(data) == "[DONE]" {
+		return line
+	}
+	b.usage.Observe(data)
+	if b.c.usageAdded && isUsageChunk(data) {
+		return nil // the client did not ask for it
+	}
+	return line
+}
+
+func (b *streamBody) finish() {
+	u, _ := b.usage.Usage()
+	b.s.settle(b.c, u, true)
+}
+
+func (b *streamBody) Close() error {
+	b.finish()
+	return b.src.Close()
+}
+
+// isUsageChunk reports whether a stream chunk is the final one that only carries usage.
+func isUsageChunk(data []byte) bool {
+	var chunk struct {
+		Choices []json.RawMessage `json:"choices"`
+		Usage   json.RawMessage   `json:"usage"`
+	}
+	return json.Unmarshal(data, &chunk) == nil && len(chunk.Choices) == 0 && len(chunk.Usage) > 0 && string(chunk.Usage) != "null"
+}

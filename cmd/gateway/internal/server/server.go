@@ -1,0 +1,166 @@
+// Package server is the gateway's HTTP side: the OpenAI-compatible API that authenticates a
+// tenant's key, estimates the call, checks every limit, forwards the call with the provider's
+// key and settles what it really cost; and the admin endpoints (health, readiness, metrics and the
+// usage snapshot).
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+)
+
+// Limiter keeps the limits' state: ratelimit.Memory or ratelimit.Redis.
+type Limiter interface {
+	Decide(ctx context.Context, checks []ratelimit.Check, now time.Time) (ratelimit.Decision, error)
+	Settle(ctx context.Context, checks []ratelimit.Check, now time.Time) error
+}
+
+// Options configures a Server.
+type Options struct {
+	// Limiter keeps the limits. Required.
+	Limiter Limiter
+	// Fallback, when set, takes decisions on each limit's local share whenever Limiter fails
+	// (Redis unreachable, failMode: open). Nil refuses with 503 instead (failMode: closed).
+	Fallback Limiter
+	// Ping reports whether the limiter's store is reachable, for /readyz. Nil means always.
+	Ping func(context.Context) error
+	// Registerer receives the gateway's metrics; Gatherer serves them at /metrics. Nil means a
+	// new registry of the server's own.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	// Logger receives the request log. Nil means slog.Default().
+	Logger *slog.Logger
+	// Name identifies this gateway in the usage snapshot (the pod name in a cluster).
+	Name string
+	// Now returns the time. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Server serves the gateway. It is safe for concurrent use; SetPolicy swaps the configuration
+// in force without stopping requests.
+type Server struct {
+	opts    Options
+	log     *slog.Logger
+	now     func() time.Time
+	policy  atomic.Pointer[policy.Policy]
+	counter *estimate.Counter
+	metrics *metrics
+	usage   *usage
+	proxies sync.Map // provider name -> *providerProxy
+}
+
+// New returns a server. Call SetPolicy before it serves requests.
+func New(opts Options) *Server {
+	if opts.Registerer == nil {
+		reg := prometheus.NewRegistry()
+		opts.Registerer, opts.Gatherer = reg, reg
+	}
+	s := &Server{opts: opts, log: opts.Logger, now: opts.Now, counter: estimate.NewCounter()}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	s.metrics = newMetrics(opts.Registerer)
+	s.usage = newUsage()
+	return s
+}
+
+// SetPolicy puts a compiled configuration in force. Calls in progress finish under the one they
+// started with.
+func (s *Server) SetPolicy(p *policy.Policy) {
+	s.policy.Store(p)
+	for _, pr := range p.Providers() {
+		if enc := modelEncoding(pr); enc != "" {
+			s.counter.Count(enc, "") // load the encoding now, not on a caller's request
+		}
+	}
+}
+
+func modelEncoding(p *policy.Provider) string {
+	for _, m := range p.Config.Models {
+		if m.Encoding != "" {
+			return m.Encoding
+		}
+	}
+	return ""
+}
+
+// Handler returns the OpenAI-compatible API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", s.serveCall(estimate.Chat))
+	mux.HandleFunc("POST /v1/completions", s.serveCall(estimate.Completions))
+	mux.HandleFunc("POST /v1/embeddings", s.serveCall(estimate.Embeddings))
+	mux.HandleFunc("GET /v1/models", s.serveModels)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		(&apiError{status: http.StatusNotFound, Type: typeInvalidRequest, Code: "unknown_url",
+			Message: "Unknown request URL: " + r.Method + " " + r.URL.Path + "."}).write(w)
+	})
+	return mux
+}
+
+// AdminHandler returns the endpoints for operators and Kubernetes: /healthz, /readyz, /metrics
+// and /admin/usage. Serve it on its own port: the usage snapshot names every tenant.
+func (s *Server) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", s.serveReady)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /admin/usage", s.serveUsage)
+	return mux
+}
+
+// serveReady is ready once a configuration is in force and, unless the store fails open, while
+// the store answers.
+func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
+	if s.policy.Load() == nil {
+		http.Error(w, "no configuration in force", http.StatusServiceUnavailable)
+		return
+	}
+	if s.opts.Ping != nil && s.opts.Fallback == nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.opts.Ping(ctx); err != nil {
+			http.Error(w, "limiter store unreachable", http.StatusServiceUnavailable)
+			return
+		}
+	}
+	w.Write([]byte("ok\n"))
+}
+
+func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
+	p := s.policy.Load()
+	caller, apiErr := s.authenticate(p, r)
+	if apiErr != nil {
+		apiErr.write(w)
+		return
+	}
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		OwnedBy string `json:"owned_by"`
+	}
+	list := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	for _, name := range p.Models(caller.Tenant) {
+		list.Data = append(list.Data, model{ID: name, Object: "model", OwnedBy: p.Route(name).Provider.Name})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(list)
+}

@@ -1,0 +1,213 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+)
+
+// usage counts this replica's traffic per provider and per tenant for the usage snapshot. It is
+// safe for concurrent use.
+type usage struct {
+	mu        sync.Mutex
+	providers map[string]*meter
+	tenants   map[string]*meter
+}
+
+// meter is one provider's or tenant's traffic.
+type meter struct {
+	requests, tokens lastMinute
+	inFlight         int64
+	refused          map[string]int64
+	throttles        int64
+	spend            int64     // micro-dollars since spendStart
+	spendEnd         time.Time // when the spend period ends
+}
+
+// lastMinute sums what was added in the last 60 seconds, in one-second slots.
+type lastMinute struct {
+	second [60]int64
+	count  [60]int64
+}
+
+func (l *lastMinute) add(now time.Time, n int64) {
+	sec := now.Unix()
+	i := sec % 60
+	if l.second[i] != sec {
+		l.second[i], l.count[i] = sec, 0
+	}
+	l.count[i] += n
+}
+
+func (l *lastMinute) sum(now time.Time) int64 {
+	var total int64
+	for i, sec := range l.second {
+		if now.Unix()-sec < 60 {
+			total += l.count[i]
+		}
+	}
+	return total
+}
+
+func newUsage() *usage {
+	return &usage{providers: map[string]*meter{}, tenants: map[string]*meter{}}
+}
+
+// meters returns the call's provider and tenant meters. The caller holds u.mu.
+func (u *usage) meters(c *call) [2]*meter {
+	return [2]*meter{get(u.providers, c.provider()), get(u.tenants, c.tenant())}
+}
+
+func get(m map[string]*meter, name string) *meter {
+	if m[name] == nil {
+		m[name] = &meter{refused: map[string]int64{}}
+	}
+	return m[name]
+}
+
+func (u *usage) started(c *call, now time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, m := range u.meters(c) {
+		m.requests.add(now, 1)
+		m.tokens.add(now, c.cost.Tokens)
+		m.inFlight++
+	}
+}
+
+func (u *usage) finished(c *call, tokenDelta, microDollars int64, now time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for i, m := range u.meters(c) {
+		m.tokens.add(now, tokenDelta)
+		m.inFlight--
+		if !now.Before(m.spendEnd) {
+			m.spend, m.spendEnd = 0, spendPeriodEnd(c, i == 1, now)
+		}
+		m.spend += microDollars
+	}
+}
+
+// spendPeriodEnd is when spend restarts: a provider's month in UTC, a tenant's budget period in
+// its time zone (a month without a budget).
+func spendPeriodEnd(c *call, tenant bool, now time.Time) time.Time {
+	cal := ratelimit.Calendar{Period: ratelimit.Month}
+	if tenant {
+		cal.Location = c.caller.Tenant.Location
+		if b := c.caller.Tenant.Config.Budget; b != nil && b.Period == gatewayv1.PeriodDay {
+			cal.Period = ratelimit.Day
+		}
+	}
+	_, end := cal.Bounds(now)
+	return end
+}
+
+func (u *usage) refused(c *call, l *ratelimit.Limit) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	reason := l.Level.String() + "_" + l.Dimension.String()
+	for _, m := range u.meters(c) {
+		m.refused[reason]++
+	}
+}
+
+func (u *usage) throttled(c *call) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	get(u.providers, c.provider()).throttles++
+}
+
+func (m *meter) traffic(now time.Time) gatewayv1.Traffic {
+	refused := make(map[string]int64, len(m.refused))
+	for k, v := range m.refused {
+		refused[k] = v
+	}
+	return gatewayv1.Traffic{
+		RequestsLastMinute: m.requests.sum(now), TokensLastMinute: m.tokens.sum(now),
+		InFlight: m.inFlight, Refused: refused,
+	}
+}
+
+// spendNow is the spend of the period that holds now.
+func (m *meter) spendNow(now time.Time) int64 {
+	if now.Before(m.spendEnd) {
+		return m.spend
+	}
+	return 0
+}
+
+// snapshot returns this replica's usage. A tenant with a budget reports its spend and what is
+// left from the limiter's store, which every replica shares.
+func (s *Server) snapshot(ctx context.Context, p *policy.Policy) gatewayv1.Usage {
+	now := s.now()
+	out := s.usage.snapshot(p, now)
+	out.Gateway = s.opts.Name
+	for i, t := range p.Tenants() {
+		s.budgetUsage(ctx, p, t, &out.Tenants[i], now)
+	}
+	return out
+}
+
+func (u *usage) snapshot(p *policy.Policy, now time.Time) gatewayv1.Usage {
+	out := gatewayv1.Usage{Time: metav1.NewTime(now)}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, pr := range p.Providers() {
+		m := get(u.providers, pr.Name)
+		out.Providers = append(out.Providers, gatewayv1.ProviderUsage{
+			Name: pr.Name, Traffic: m.traffic(now), Throttles: m.throttles,
+			SpendThisMonth: gatewayv1.MoneyFromMicro(m.spendNow(now)),
+		})
+	}
+	for _, t := range p.Tenants() {
+		m := get(u.tenants, t.Name)
+		out.Tenants = append(out.Tenants, gatewayv1.TenantUsage{
+			Name: t.Name, Traffic: m.traffic(now), SpendThisPeriod: gatewayv1.MoneyFromMicro(m.spendNow(now)),
+		})
+	}
+	return out
+}
+
+// budgetUsage fills a tenant's budget left and spend from the store: a decision of cost zero on
+// each provider's budget reads it without taking anything.
+func (s *Server) budgetUsage(ctx context.Context, p *policy.Policy, t *policy.Tenant, tu *gatewayv1.TenantUsage, now time.Time) {
+	var remaining, spent int64
+	var reset time.Duration
+	found := false
+	for _, pr := range p.Providers() {
+		b := t.Budget(pr.Name)
+		if b == nil {
+			continue
+		}
+		d, err := s.opts.Limiter.Decide(ctx, []ratelimit.Check{{Limit: b}}, now)
+		if err != nil {
+			return
+		}
+		found = true
+		remaining += d.Remaining[0]
+		spent += b.Capacity() - d.Remaining[0]
+		reset = d.Reset[0]
+	}
+	if found {
+		at := metav1.NewTime(now.Add(reset))
+		tu.BudgetRemaining, tu.SpendThisPeriod, tu.ResetsAt = gatewayv1.MoneyFromMicro(remaining), gatewayv1.MoneyFromMicro(spent), &at
+	}
+}
+
+func (s *Server) serveUsage(w http.ResponseWriter, r *http.Request) {
+	p := s.policy.Load()
+	if p == nil {
+		http.Error(w, "no configuration in force", http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(s.snapshot(r.Context(), p))
+}

@@ -1,0 +1,176 @@
+// Command gateway is Sluice's OpenAI-compatible gateway. It needs no Kubernetes: it reads one
+// configuration file (see api/gateway/v1), follows its changes, and serves the API on --listen
+// and health, readiness, metrics and the usage snapshot on --admin-listen.
+//
+//	gateway --config sluice.yaml
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/configwatch"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/server"
+)
+
+// shutdownGrace is how long calls in progress have to finish after SIGTERM.
+const shutdownGrace = 30 * time.Second
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	configPath := flag.String("config", "", "path of the gateway configuration file (YAML or JSON); required")
+	listen := flag.String("listen", ":8080", "address of the OpenAI-compatible API")
+	adminListen := flag.String("admin-listen", ":9090", "address of /healthz, /readyz, /metrics and /admin/usage")
+	name := flag.String("name", hostname(), "this gateway's name in the usage snapshot")
+	flag.Parse()
+	if *configPath == "" {
+		return errors.New("--config is required")
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var srv *server.Server
+	var replicas int64
+	watcher, err := configwatch.New(*configPath, configwatch.Options{
+		Logger: log, Registerer: reg,
+		OnReload: func(cfg *gatewayv1.Config) { apply(srv, cfg, replicas, log) },
+	})
+	if err != nil {
+		return err
+	}
+	cfg := watcher.Config()
+	opts, closeStore, err := storeOptions(cfg.Store)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	opts.Registerer, opts.Gatherer, opts.Logger, opts.Name = reg, reg, log, *name
+	srv = server.New(opts)
+	replicas = 1
+	if cfg.Store.Redis != nil {
+		replicas = int64(cfg.Store.Redis.Replicas)
+	}
+	p, err := policy.Compile(cfg, replicas)
+	if err != nil {
+		return err
+	}
+	srv.SetPolicy(p)
+	go watcher.Run(ctx)
+	if memory, ok := opts.Limiter.(*ratelimit.Memory); ok {
+		go sweep(ctx, memory)
+	}
+	log.Info("gateway serving", "listen", *listen, "admin", *adminListen, "providers", len(cfg.Providers), "tenants", len(cfg.Tenants), "store", cfg.Store.Type)
+	return serve(ctx, log, &http.Server{Addr: *listen, Handler: srv.Handler()}, &http.Server{Addr: *adminListen, Handler: srv.AdminHandler()})
+}
+
+// apply puts a reloaded configuration in force. The store is chosen at start; a change of store
+// takes a restart.
+func apply(srv *server.Server, cfg *gatewayv1.Config, replicas int64, log *slog.Logger) {
+	p, err := policy.Compile(cfg, replicas)
+	if err != nil {
+		log.Error("configuration refused; the previous one stays in force", "err", err)
+		return
+	}
+	srv.SetPolicy(p)
+	log.Info("configuration reloaded", "providers", len(cfg.Providers), "tenants", len(cfg.Tenants))
+}
+
+// storeOptions connects the limiter's store: memory, or Redis with its fail mode.
+func storeOptions(store gatewayv1.Store) (server.Options, func(), error) {
+	if store.Type != gatewayv1.StoreRedis {
+		return server.Options{Limiter: ratelimit.NewMemory()}, func() {}, nil
+	}
+	cfg := store.Redis
+	password, err := readSecret(cfg.PasswordFile)
+	if err != nil {
+		return server.Options{}, nil, err
+	}
+	client := redis.NewClient(&redis.Options{
+		Addr: cfg.Address, Password: password, DB: int(cfg.DB),
+		DialTimeout: time.Second, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, MaxRetries: 1,
+	})
+	opts := server.Options{Limiter: ratelimit.NewRedis(client), Ping: func(ctx context.Context) error { return client.Ping(ctx).Err() }}
+	if cfg.FailMode == gatewayv1.FailOpen {
+		opts.Fallback = ratelimit.NewMemory()
+	}
+	return opts, func() { client.Close() }, nil
+}
+
+func readSecret(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read the Redis password file: %w", err)
+	}
+	return strings.TrimSpace(string(data)), nil
+}
+
+// sweep drops idle keys from the memory store once a minute.
+func sweep(ctx context.Context, m *ratelimit.Memory) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			m.Sweep(now)
+		}
+	}
+}
+
+// serve runs both servers until ctx ends, then gives calls in progress time to finish.
+func serve(ctx context.Context, log *slog.Logger, servers ...*http.Server) error {
+	errs := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() {
+			if err := s.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+				errs <- fmt.Errorf("serve %s: %w", s.Addr, err)
+			}
+		}()
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errs:
+	}
+	log.Info("gateway stopping")
+	shutdown, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	for _, s := range servers {
+		s.Shutdown(shutdown)
+	}
+	return err
+}
+
+func hostname() string {
+	name, _ := os.Hostname()
+	return name
+}

@@ -1,0 +1,494 @@
+// Package e2e runs Sluice's binaries as processes, the way a cluster or a person would, against
+// real servers on loopback.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/test/proc"
+)
+
+// gatewayBin is the gateway built once for the package's tests.
+var gatewayBin string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := func() int {
+		if !testing.Short() {
+			dir, err := os.MkdirTemp("", "sluice-e2e")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			defer os.RemoveAll(dir)
+			gatewayBin = filepath.Join(dir, "gateway")
+			build := exec.Command("go", "build", "-o", gatewayBin, "github.com/sluicehq/sluice/cmd/gateway")
+			build.Stdout, build.Stderr = os.Stderr, os.Stderr
+			if err := build.Run(); err != nil {
+				fmt.Fprintln(os.Stderr, "build the gateway:", err)
+				return 1
+			}
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// upstream is a small OpenAI-style provider: JSON and SSE answers with a fixed usage of 7 prompt
+// and 3 completion tokens, whatever was asked.
+type upstream struct {
+	*httptest.Server
+	calls    atomic.Int64
+	mu       sync.Mutex
+	lastAuth string
+	lastBody map[string]any
+}
+
+const upstreamPrompt, upstreamCompletion = 7, 3
+
+func newUpstream(t *testing.T) *upstream {
+	u := &upstream{}
+	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
+	t.Cleanup(u.Close)
+	return u
+}
+
+func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
+	u.calls.Add(1)
+	var body map[string]any
+	json.NewDecoder(r.Body).Decode(&body)
+	u.mu.Lock()
+	u.lastAuth, u.lastBody = r.Header.Get("Authorization"), body
+	u.mu.Unlock()
+	w.Header().Set("X-Ratelimit-Remaining-Requests", "999") // the provider's own view; the gateway replaces it
+	usage := map[string]int{"prompt_tokens": upstreamPrompt, "completion_tokens": upstreamCompletion, "total_tokens": upstreamPrompt + upstreamCompletion}
+	if stream, _ := body["stream"].(bool); stream {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, word := range []string{"Hello", " there", "!"} {
+			fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", word)
+			w.(http.Flusher).Flush()
+		}
+		if opts, _ := body["stream_options"].(map[string]any); opts["include_usage"] == true {
+			u, _ := json.Marshal(usage)
+			fmt.Fprintf(w, "data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-4o-mini\",\"choices\":[],\"usage\":%s}\n\n", u)
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{
+		"id": "c1", "object": "chat.completion", "created": 1, "model": body["model"],
+		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": "Hello there!"}}},
+		"usage":   usage,
+	})
+}
+
+func (u *upstream) last() (string, map[string]any) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.lastAuth, u.lastBody
+}
+
+// The keys of the test configuration's users.
+const (
+	keyAlice    = "sk-acme-alice"
+	keyCarol    = "sk-acme-carol"
+	keyBob      = "sk-globex-bob"
+	keyDave     = "sk-acme-dave"
+	providerKey = "sk-provider-secret"
+)
+
+// writeConfig writes the gateway configuration: tenant acme on provider "stub" (and the
+// unreachable "down"), tenant globex on provider "other" only.
+func writeConfig(t *testing.T, dir, upstreamURL string, extraUsers ...string) string {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "provider.key"), []byte(providerKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	acmeKeys := fmt.Sprintf("      - {sha256: %s, user: alice}\n      - {sha256: %s, user: carol}\n", gatewayv1.HashKey(keyAlice), gatewayv1.HashKey(keyCarol))
+	for _, u := range extraUsers {
+		acmeKeys += fmt.Sprintf("      - {sha256: %s, user: %s}\n", gatewayv1.HashKey("sk-acme-"+u), u)
+	}
+	cfg := fmt.Sprintf(`apiVersion: gateway.sluice.dev/v1
+kind: GatewayConfig
+server:
+  maxBodyBytes: 4096
+providers:
+  - name: stub
+    baseURL: %[1]s/v1
+    apiKeyFile: provider.key
+    models:
+      - {name: gpt-4o-mini, encoding: o200k_base, defaultMaxTokens: 50}
+    requestsPerMinute: 1000
+    tokensPerMinute: 1000000
+    maxInFlight: 10
+    prices: {inputPerMillion: "3.00", outputPerMillion: "15.00"}
+  - name: down
+    baseURL: http://127.0.0.1:1/v1
+    models:
+      - {name: down-model}
+  - name: other
+    baseURL: %[1]s/v1
+    models:
+      - {name: other-model}
+tenants:
+  - name: acme
+    keys:
+%[2]s    providers: [stub, down]
+    perUser:
+      - {dimension: requests, amount: 5, per: day}
+    perTenant:
+      - {dimension: tokens, amount: 100000, per: day}
+    budget: {amount: "10", period: month}
+  - name: globex
+    keys:
+      - {sha256: %[3]s, user: bob}
+    providers: [other]
+`, upstreamURL, acmeKeys, gatewayv1.HashKey(keyBob))
+	path := filepath.Join(dir, "sluice.yaml")
+	writeAtomically(t, path, cfg)
+	return path
+}
+
+// writeAtomically replaces a file the way an editor or Kubernetes does: write aside, rename.
+func writeAtomically(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gateway is a running gateway process.
+type gateway struct {
+	api, admin string
+	proc       *proc.Process
+}
+
+func startGateway(t *testing.T, config string) *gateway {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the gateway binary; skipped with -short")
+	}
+	g := &gateway{api: "http://" + freeAddr(t), admin: "http://" + freeAddr(t)}
+	cmd := exec.Command(gatewayBin, "--config", config, "--name", "gw-test",
+		"--listen", strings.TrimPrefix(g.api, "http://"), "--admin-listen", strings.TrimPrefix(g.admin, "http://"))
+	g.proc = proc.Start(t, "gateway", cmd)
+	waitFor(t, "the gateway to be ready", func() bool {
+		resp, err := http.Get(g.admin + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return g
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// answer is a gateway's answer, read whole.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (g *gateway) post(t *testing.T, path, key, body string) answer {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, g.api+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return answer{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+func (a answer) int(t *testing.T, header string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(a.header.Get(header), 10, 64)
+	if err != nil {
+		t.Fatalf("header %s = %q: %v (status %d, body %s)", header, a.header.Get(header), err, a.status, a.body)
+	}
+	return n
+}
+
+// errorCode returns the code of an OpenAI error body, failing the test for any other body.
+func (a answer) errorCode(t *testing.T) string {
+	t.Helper()
+	var e struct {
+		Error struct {
+			Message, Type, Code string
+		}
+	}
+	if err := json.Unmarshal(a.body, &e); err != nil || e.Error.Message == "" || e.Error.Type == "" {
+		t.Fatalf("answer %d is not an OpenAI error body: %s", a.status, a.body)
+	}
+	return e.Error.Code
+}
+
+const chatBody = `{"model":"gpt-4o-mini","max_tokens":100,"messages":[{"role":"user","content":"Say hello."}]}`
+
+func TestGatewayForwardsAndSettles(t *testing.T) {
+	up := newUpstream(t)
+	g := startGateway(t, writeConfig(t, t.TempDir(), up.URL))
+
+	first := g.post(t, "/v1/chat/completions", keyAlice, chatBody)
+	if first.status != http.StatusOK {
+		t.Fatalf("chat completion: %d %s", first.status, first.body)
+	}
+	auth, sent := up.last()
+	if auth != "Bearer "+providerKey {
+		t.Errorf("the provider received Authorization %q; want the provider's key", auth)
+	}
+	if sent["model"] != "gpt-4o-mini" {
+		t.Errorf("the provider received %v; want the client's body", sent)
+	}
+	if got := first.header.Get("X-Ratelimit-Remaining-Requests"); got != "4" {
+		t.Errorf("x-ratelimit-remaining-requests = %q; want the user's 4 left of 5, not the provider's own", got)
+	}
+	for _, h := range []string{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Reset-Requests", "X-Ratelimit-Limit-Tokens", "X-Ratelimit-Reset-Tokens", "X-Sluice-Budget-Remaining", "X-Sluice-Budget-Reset"} {
+		if first.header.Get(h) == "" {
+			t.Errorf("the answer has no %s header", h)
+		}
+	}
+
+	// The first call was charged its estimate (prompt + 100 completion tokens) and settled at the
+	// provider's usage: the second, identical call sees what the first really cost.
+	estimate := 100000 - first.int(t, "X-Ratelimit-Remaining-Tokens")
+	if estimate <= upstreamPrompt+upstreamCompletion {
+		t.Fatalf("estimated %d tokens; want more than the %d the provider reports, so settling shows", estimate, upstreamPrompt+upstreamCompletion)
+	}
+	second := g.post(t, "/v1/chat/completions", keyAlice, chatBody)
+	if got, want := second.int(t, "X-Ratelimit-Remaining-Tokens"), 100000-(upstreamPrompt+upstreamCompletion)-estimate; got != want {
+		t.Errorf("after settling, x-ratelimit-remaining-tokens = %d; want %d (100000 - %d actual - %d estimated)", got, want, upstreamPrompt+upstreamCompletion, estimate)
+	}
+
+	// Spend is settled at the provider's prices: 7 x $3/M + 3 x $15/M = $0.000066 a call.
+	waitFor(t, "the usage snapshot to show two settled calls", func() bool {
+		return g.usage(t).Tenants[0].SpendThisPeriod == "0.000132"
+	})
+}
+
+func TestGatewayStreamsWithUsage(t *testing.T) {
+	up := newUpstream(t)
+	g := startGateway(t, writeConfig(t, t.TempDir(), up.URL))
+
+	before := g.post(t, "/v1/chat/completions", keyAlice, chatBody).int(t, "X-Ratelimit-Remaining-Tokens")
+	stream := g.post(t, "/v1/chat/completions", keyAlice, `{"model":"gpt-4o-mini","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"Say hello."}]}`)
+	if stream.status != http.StatusOK || !strings.HasPrefix(stream.header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("stream: %d %s %s", stream.status, stream.header.Get("Content-Type"), stream.body)
+	}
+	_, sent := up.last()
+	if opts, _ := sent["stream_options"].(map[string]any); opts["include_usage"] != true {
+		t.Errorf("the provider was not asked for the final usage chunk: stream_options = %v", sent["stream_options"])
+	}
+	var content strings.Builder
+	events := 0
+	for line := range strings.Lines(string(stream.body)) {
+		data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
+		if !ok || data == "[DONE]" {
+			continue
+		}
+		events++
+		var chunk struct {
+			Choices []struct{ Delta struct{ Content string } }
+			Usage   any
+		}
+		if err := json.Unmarshal([]byte(data), &chunk); err != nil {
+			t.Fatalf("chunk %q: %v", data, err)
+		}
+		if chunk.Usage != nil || len(chunk.Choices) == 0 {
+			t.Errorf("the client received the usage chunk it did not ask for: %s", data)
+		}
+		for _, c := range chunk.Choices {
+			content.WriteString(c.Delta.Content)
+		}
+	}
+	if content.String() != "Hello there!" || events != 3 {
+		t.Errorf("streamed %d events saying %q; want 3 saying %q", events, content.String(), "Hello there!")
+	}
+	after := g.post(t, "/v1/chat/completions", keyAlice, chatBody).int(t, "X-Ratelimit-Remaining-Tokens")
+	// Between the two plain calls: the first settled (-10 relative to its estimate) and the stream
+	// settled from its usage chunk (-10); the last call's own estimate is the same as the first's.
+	if got, want := before-after, int64(2*(upstreamPrompt+upstreamCompletion)); got != want {
+		t.Errorf("tokens taken between the calls = %d; want %d (two calls settled at %d each)", got, want, upstreamPrompt+upstreamCompletion)
+	}
+}
+
+func TestGatewayRefusesHonestly(t *testing.T) {
+	up := newUpstream(t)
+	g := startGateway(t, writeConfig(t, t.TempDir(), up.URL))
+	for i := range 5 {
+		if a := g.post(t, "/v1/chat/completions", keyCarol, chatBody); a.status != http.StatusOK {
+			t.Fatalf("call %d of 5 allowed a day: %d %s", i+1, a.status, a.body)
+		}
+	}
+	calls := up.calls.Load()
+	refused := g.post(t, "/v1/chat/completions", keyCarol, chatBody)
+	if refused.status != http.StatusTooManyRequests || refused.errorCode(t) != "rate_limit_exceeded" {
+		t.Fatalf("sixth call: %d %s; want 429 rate_limit_exceeded", refused.status, refused.body)
+	}
+	if retry := refused.int(t, "Retry-After"); retry < 1 || retry > 24*3600 {
+		t.Errorf("Retry-After = %d s; want the time until the day's quota resets", retry)
+	}
+	if got := refused.header.Get("X-Ratelimit-Remaining-Requests"); got != "0" {
+		t.Errorf("x-ratelimit-remaining-requests = %q on a refusal; want 0", got)
+	}
+	if up.calls.Load() != calls {
+		t.Error("a refused call reached the provider")
+	}
+	// Another user of the same tenant is not affected by carol's quota.
+	if a := g.post(t, "/v1/chat/completions", keyAlice, chatBody); a.status != http.StatusOK {
+		t.Errorf("alice after carol's refusal: %d %s", a.status, a.body)
+	}
+}
+
+func TestGatewayRefusesBadInputForFree(t *testing.T) {
+	up := newUpstream(t)
+	g := startGateway(t, writeConfig(t, t.TempDir(), up.URL))
+	cases := []struct {
+		name, path, key, body string
+		status                int
+		code                  string
+	}{
+		{"malformed JSON", "/v1/chat/completions", keyAlice, `{"model":`, 400, "invalid_request"},
+		{"missing model", "/v1/chat/completions", keyAlice, `{"messages":[]}`, 400, "invalid_request"},
+		{"unknown model", "/v1/chat/completions", keyAlice, `{"model":"gpt-9","messages":[]}`, 404, "model_not_found"},
+		{"body over the limit", "/v1/chat/completions", keyAlice, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, "request_too_large"},
+		{"missing key", "/v1/chat/completions", "", chatBody, 401, "missing_api_key"},
+		{"unknown key", "/v1/chat/completions", "sk-nobody", chatBody, 401, "invalid_api_key"},
+		{"provider the tenant may not use", "/v1/chat/completions", keyBob, chatBody, 403, "provider_not_allowed"},
+		{"unknown path", "/v1/images/generations", keyAlice, `{}`, 404, "unknown_url"},
+	}
+	before := g.post(t, "/v1/chat/completions", keyAlice, chatBody)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := g.post(t, tc.path, tc.key, tc.body)
+			if a.status != tc.status || a.errorCode(t) != tc.code {
+				t.Errorf("got %d %s; want %d with code %s", a.status, a.body, tc.status, tc.code)
+			}
+		})
+	}
+	if got := up.calls.Load(); got != 1 {
+		t.Errorf("the provider got %d calls; want only the one good call", got)
+	}
+	after := g.post(t, "/v1/chat/completions", keyAlice, chatBody)
+	if got, want := after.int(t, "X-Ratelimit-Remaining-Requests"), before.int(t, "X-Ratelimit-Remaining-Requests")-1; got != want {
+		t.Errorf("remaining requests after the bad ones = %d; want %d: bad input must cost nothing", got, want)
+	}
+}
+
+func TestGatewayRefundsWhenTheProviderIsUnreachable(t *testing.T) {
+	up := newUpstream(t)
+	g := startGateway(t, writeConfig(t, t.TempDir(), up.URL))
+	down := g.post(t, "/v1/chat/completions", keyAlice, `{"model":"down-model","max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`)
+	if down.status != http.StatusBadGateway || down.errorCode(t) != "provider_unreachable" {
+		t.Fatalf("unreachable provider: %d %s; want 502 provider_unreachable", down.status, down.body)
+	}
+	waitFor(t, "the refund", func() bool {
+		return g.usage(t).Tenants[0].SpendThisPeriod == "0"
+	})
+}
+
+func TestGatewayReloadsItsConfiguration(t *testing.T) {
+	up := newUpstream(t)
+	dir := t.TempDir()
+	config := writeConfig(t, dir, up.URL)
+	g := startGateway(t, config)
+	if a := g.post(t, "/v1/chat/completions", keyDave, chatBody); a.status != http.StatusUnauthorized {
+		t.Fatalf("dave before the reload: %d; want 401", a.status)
+	}
+	writeConfig(t, dir, up.URL, "dave")
+	waitFor(t, "dave's key to work after the reload", func() bool {
+		return g.post(t, "/v1/chat/completions", keyDave, chatBody).status == http.StatusOK
+	})
+
+	writeAtomically(t, config, "apiVersion: gateway.sluice.dev/v1\nkind: GatewayConfig\nproviders: [{name: \"Not A Name\"}]\n")
+	waitFor(t, "the bad file to be refused", func() bool {
+		return strings.Contains(g.metrics(t), `sluice_config_reloads_total{result="failure"} 1`)
+	})
+	if a := g.post(t, "/v1/chat/completions", keyDave, chatBody); a.status != http.StatusOK {
+		t.Errorf("dave after a bad file: %d %s; want the previous configuration still in force", a.status, a.body)
+	}
+}
+
+func (g *gateway) usage(t *testing.T) gatewayv1.Usage {
+	t.Helper()
+	var u gatewayv1.Usage
+	resp, err := http.Get(g.admin + "/admin/usage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&u); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func (g *gateway) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get(g.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out bytes.Buffer
+	s := bufio.NewScanner(resp.Body)
+	for s.Scan() {
+		out.WriteString(s.Text() + "\n")
+	}
+	return out.String()
+}
