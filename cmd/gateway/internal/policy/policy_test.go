@@ -1,0 +1,108 @@
+package policy
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+)
+
+func compileExample(t *testing.T, replicas int64) *Policy {
+	t.Helper()
+	cfg, err := gatewayv1.Load("../../../../api/gateway/v1/testdata/two-tenants.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(cfg, replicas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// check is the part of a ratelimit.Check a test compares.
+type check struct {
+	Key      string
+	Level    string
+	Capacity int64
+	Cost     int64
+}
+
+func summarize(checks []ratelimit.Check) []check {
+	var out []check
+	for _, c := range checks {
+		out = append(out, check{Key: c.Limit.Key, Level: c.Limit.Level.String(), Capacity: c.Limit.Capacity(), Cost: c.Cost})
+	}
+	return out
+}
+
+func TestChecksCoverEveryLevelInOrder(t *testing.T) {
+	p := compileExample(t, 1)
+	alice := p.Caller("sk-acme-alice")
+	if alice == nil || alice.Tenant.Name != "acme" || alice.User != "alice" {
+		t.Fatalf("Caller(alice's key) = %+v; want acme's alice", alice)
+	}
+	route := p.Route("gpt-4o-mini")
+	cost := Cost{Tokens: 900, MicroDollars: 2700}
+	got := summarize(Checks(nil, alice, route, gatewayv1.EndpointChat, cost, false, "lease"))
+	// 95% headroom on 1,500 RPM, 300,000 TPM and 200 in flight; $5,000 a month in micro-dollars.
+	want := []check{
+		{Key: "{openai}:user:acme:alice:requests:day", Level: "user", Capacity: 1000, Cost: 1},
+		{Key: "{openai}:tenant:acme:tokens:minute", Level: "tenant", Capacity: 200000, Cost: 900},
+		{Key: "{openai}:tenant:acme:budget", Level: "tenant", Capacity: 5_000_000_000, Cost: 2700},
+		{Key: "{openai}:endpoint:acme:chat:requests:minute", Level: "endpoint", Capacity: 60, Cost: 1},
+		{Key: "{openai}:provider:requests:minute", Level: "provider", Capacity: 1425, Cost: 1},
+		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 285000, Cost: 900},
+		{Key: "{openai}:provider:inflight", Level: "provider", Capacity: 190, Cost: 1},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("checks (-want +got):\n%s", diff)
+	}
+	embeddings := summarize(Checks(nil, alice, route, gatewayv1.EndpointEmbeddings, cost, false, "lease"))
+	if len(embeddings) != len(want)-1 {
+		t.Errorf("embeddings checks = %d; want %d: the chat endpoint's limit applies to chat only", len(embeddings), len(want)-1)
+	}
+}
+
+func TestLocalChecksTakeOneReplicasShare(t *testing.T) {
+	p := compileExample(t, 4)
+	alice, route := p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini")
+	shared := summarize(Checks(nil, alice, route, gatewayv1.EndpointChat, Cost{}, false, "l"))
+	local := summarize(Checks(nil, alice, route, gatewayv1.EndpointChat, Cost{}, true, "l"))
+	for i := range shared {
+		if want := max(shared[i].Capacity/4, 1); local[i].Capacity != want {
+			t.Errorf("%s: local capacity %d; want a quarter of %d", shared[i].Key, local[i].Capacity, shared[i].Capacity)
+		}
+	}
+}
+
+func TestSettlementChargesTheDifferenceAndFreesTheSlot(t *testing.T) {
+	p := compileExample(t, 1)
+	checks := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{Tokens: 900, MicroDollars: 2700}, false, "lease-1")
+	got := Settlement(nil, checks, Cost{Tokens: -850, MicroDollars: -2550}, true)
+	want := []check{
+		{Key: "{openai}:tenant:acme:tokens:minute", Level: "tenant", Capacity: 200000, Cost: -850},
+		{Key: "{openai}:tenant:acme:budget", Level: "tenant", Capacity: 5_000_000_000, Cost: -2550},
+		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 285000, Cost: -850},
+		{Key: "{openai}:provider:inflight", Level: "provider", Capacity: 190, Cost: -1},
+	}
+	if diff := cmp.Diff(want, summarize(got)); diff != "" {
+		t.Errorf("settlement (-want +got):\n%s", diff)
+	}
+	if lease := got[len(got)-1].Lease; lease != "lease-1" {
+		t.Errorf("the released slot's lease = %q; want the call's", lease)
+	}
+}
+
+func TestCompileRefusesAMissingKeyFile(t *testing.T) {
+	cfg, err := gatewayv1.Load("../../../../api/gateway/v1/testdata/two-tenants.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Providers[0].APIKeyFile = "/nonexistent/openai.key"
+	if _, err := Compile(cfg, 1); err == nil {
+		t.Fatal("Compile with a missing key file succeeded; want an error")
+	}
+}
