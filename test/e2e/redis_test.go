@@ -3,6 +3,7 @@ package e2e
 import (
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -56,5 +57,44 @@ func TestGatewaysShareRedis(t *testing.T) {
 	}
 	if !strings.Contains(a.metrics(t), "sluice_gateway_store_up 0") {
 		t.Error("sluice_gateway_store_up does not say the store is down")
+	}
+}
+
+// TestGatewayFailsOpen checks that a gateway whose Redis goes away, with failMode open, keeps
+// serving on its own share of each limit: a quota of 5 a day over 2 replicas leaves it 2.
+func TestGatewayFailsOpen(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Redis and the gateway binary; skipped with -short")
+	}
+	up := newUpstream(t)
+	redis := redisserver.Start(t)
+	config := writeConfig(t, t.TempDir(), up.URL)
+	data, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAtomically(t, config, strings.Replace(string(data), "server:\n", "store:\n  type: redis\n  redis: {address: \""+redis.Addr+"\", failMode: open, replicas: 2}\nserver:\n", 1))
+	g := startGateway(t, config)
+	if err := redis.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	var statuses []int
+	for range 3 {
+		statuses = append(statuses, g.post(t, "/v1/chat/completions", keyCarol, chatBody).status)
+	}
+	if want := []int{200, 200, 429}; !slices.Equal(statuses, want) {
+		t.Errorf("carol's calls with Redis gone = %v; want %v (her own share: 5 a day / 2 replicas)", statuses, want)
+	}
+	resp, err := http.Get(g.admin + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/readyz failing open = %d; want 200: the gateway still serves", resp.StatusCode)
+	}
+	if m := g.metrics(t); !strings.Contains(m, "sluice_gateway_store_up 0") || !strings.Contains(m, `sluice_gateway_store_errors_total{action="local"} 3`) {
+		t.Error("the metrics do not say the store is down and decisions were taken locally")
 	}
 }

@@ -44,9 +44,9 @@ type Tenant struct {
 	Location *time.Location
 
 	providers map[string]bool
-	limits    map[string][]rule                       // per provider: perTenant and the budget
+	limits    map[string][]rule                        // per provider: perTenant and the budget
 	endpoints map[string]map[gatewayv1.Endpoint][]rule // per provider, per endpoint
-	budget    map[string]*ratelimit.Limit             // per provider; nil without a budget
+	budget    map[string]*ratelimit.Limit              // per provider; nil without a budget
 }
 
 // Provider is one upstream account, compiled.

@@ -8,45 +8,35 @@ import "time"
 //   - concurrency: b is the count in flight.
 type state struct{ a, b int64 }
 
-// outcome is one check's result against one state.
-type outcome struct {
-	ok        bool
-	never     bool
-	wait      int64 // ns until it would pass, when not ok
-	remaining int64
-	reset     int64 // ns until the limit is whole again
-	next      state // the state to store when the decision allows
-}
-
-// evaluate is the pure core: the check of cost on l, in state s, at now (ns).
-func evaluate(l *Limit, s state, cost, now int64) outcome {
+// evaluate checks cost on l, in state s, at now (ns): the pure core. It records the result as
+// check i of d and returns the state to store if the whole decision allows, and whether this
+// check passed. (Writing into d, rather than returning a result struct, keeps the hot path in
+// registers.)
+func (d *Decision) evaluate(i int, l *Limit, s state, cost, now int64) (state, bool) {
 	switch l.kind {
 	case bucket:
-		return evaluateBucket(l, s, cost, now)
+		return d.evaluateBucket(i, l, s, cost, now)
 	case window:
-		return evaluateWindow(l, rollWindow(l, s, now), cost, now)
+		return d.evaluateWindow(i, l, rollWindow(l, s, now), cost, now)
 	default:
-		return evaluateConcurrency(l, s, cost)
+		return d.evaluateConcurrency(i, l, s, cost)
 	}
 }
 
-func evaluateBucket(l *Limit, s state, cost, now int64) outcome {
+func (d *Decision) evaluateBucket(i int, l *Limit, s state, cost, now int64) (state, bool) {
 	interval := int64(l.interval)
 	tolerance := l.capacity * interval
 	tat := max(s.a, now)
 	next := tat + cost*interval
-	o := outcome{never: cost > l.capacity}
 	if earliest := next - tolerance; earliest > now {
-		o.wait = earliest - now
-		o.remaining = l.units(max(tolerance-(tat-now), 0))
-		o.reset = tat - now
-		return o
+		d.Remaining[i] = l.units(max(tolerance-(tat-now), 0))
+		d.Reset[i] = time.Duration(tat - now)
+		d.refuse(i, earliest-now, cost > l.capacity)
+		return s, false
 	}
-	o.ok = true
-	o.remaining = l.units(tolerance - (next - now))
-	o.reset = next - now
-	o.next = state{a: next}
-	return o
+	d.Remaining[i] = l.units(tolerance - (next - now))
+	d.Reset[i] = time.Duration(next - now)
+	return state{a: next}, true
 }
 
 // rollWindow starts a new window when now has passed the stored one's end.
@@ -58,29 +48,35 @@ func rollWindow(l *Limit, s state, now int64) state {
 	return state{a: end.UnixNano()}
 }
 
-func evaluateWindow(l *Limit, s state, cost, now int64) outcome {
-	o := outcome{never: cost > l.capacity, reset: s.a - now}
+func (d *Decision) evaluateWindow(i int, l *Limit, s state, cost, now int64) (state, bool) {
+	d.Reset[i] = time.Duration(s.a - now)
 	if s.b+cost > l.capacity {
-		o.wait = s.a - now
-		o.remaining = max(l.capacity-s.b, 0)
-		return o
+		d.Remaining[i] = max(l.capacity-s.b, 0)
+		d.refuse(i, s.a-now, cost > l.capacity)
+		return s, false
 	}
-	o.ok = true
-	o.remaining = l.capacity - s.b - cost
-	o.next = state{a: s.a, b: s.b + cost}
-	return o
+	d.Remaining[i] = l.capacity - s.b - cost
+	return state{a: s.a, b: s.b + cost}, true
 }
 
-func evaluateConcurrency(l *Limit, s state, cost int64) outcome {
-	o := outcome{never: cost > l.capacity}
+func (d *Decision) evaluateConcurrency(i int, l *Limit, s state, cost int64) (state, bool) {
 	if s.b+cost > l.capacity {
-		o.remaining = max(l.capacity-s.b, 0)
-		return o
+		d.Remaining[i] = max(l.capacity-s.b, 0)
+		d.refuse(i, 0, cost > l.capacity)
+		return s, false
 	}
-	o.ok = true
-	o.remaining = l.capacity - s.b - cost
-	o.next = state{b: s.b + cost}
-	return o
+	d.Remaining[i] = l.capacity - s.b - cost
+	return state{b: s.b + cost}, true
+}
+
+// refuse records that check i refused and would pass after wait ns (never, if its cost is over
+// its capacity). The decision reports the first refusing check and the longest wait.
+func (d *Decision) refuse(i int, wait int64, never bool) {
+	if d.Allowed {
+		d.Allowed, d.Refused = false, i
+	}
+	d.RetryAfter = max(d.RetryAfter, time.Duration(wait))
+	d.Never = d.Never || never
 }
 
 // units returns how many whole units a bucket earns in ns nanoseconds: ns / interval, without a
@@ -121,20 +117,6 @@ func idle(l *Limit, s state, now int64) bool {
 	default:
 		return s.b == 0
 	}
-}
-
-// record adds check i's outcome to the decision.
-func (d *Decision) record(i int, o outcome) {
-	d.Remaining[i] = o.remaining
-	d.Reset[i] = time.Duration(o.reset)
-	if o.ok {
-		return
-	}
-	if d.Allowed {
-		d.Allowed, d.Refused = false, i
-	}
-	d.RetryAfter = max(d.RetryAfter, time.Duration(o.wait))
-	d.Never = d.Never || o.never
 }
 
 // undo makes a refused decision report, for each check that passed, what it has left before

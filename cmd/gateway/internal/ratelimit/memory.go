@@ -51,11 +51,10 @@ func (m *Memory) Decide(_ context.Context, checks []Check, now time.Time) (Decis
 	defer m.mu.Unlock()
 	for i, c := range checks {
 		cells[i] = m.bind(c.Limit)
-		o := evaluate(c.Limit, cells[i].state, c.Cost, t)
-		d.record(i, o)
-		if o.ok {
+		s, ok := d.evaluate(i, c.Limit, cells[i].state, c.Cost, t)
+		if ok {
 			passed |= 1 << i
-			next[i] = o.next
+			next[i] = s
 		}
 	}
 	if !d.Allowed {

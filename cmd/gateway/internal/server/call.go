@@ -238,6 +238,8 @@ func outcomeOf(e *apiError) string {
 
 type callKey struct{}
 
-func withCall(ctx context.Context, c *call) context.Context { return context.WithValue(ctx, callKey{}, c) }
+func withCall(ctx context.Context, c *call) context.Context {
+	return context.WithValue(ctx, callKey{}, c)
+}
 
 func callFrom(ctx context.Context) *call { return ctx.Value(callKey{}).(*call) }

@@ -1,0 +1,141 @@
+package openai
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestWriteReply(t *testing.T) {
+	tests := []struct {
+		name string
+		req  Request
+		want string
+	}{{
+		name: "chat",
+		req:  Request{Endpoint: Chat, Model: "m", PromptTokens: 3, CompletionTokens: 2, Capped: true},
+		want: `{"id":"chatcmpl-7","object":"chat.completion","created":1700000000,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"the lab "},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`,
+	}, {
+		name: "completions",
+		req:  Request{Endpoint: Completions, Model: "m", PromptTokens: 3, CompletionTokens: 1},
+		want: `{"id":"cmpl-7","object":"text_completion","created":1700000000,"model":"m","choices":[{"index":0,"text":"the ","finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`,
+	}, {
+		name: "embeddings",
+		req:  Request{Endpoint: Embeddings, Model: "e", PromptTokens: 3, Inputs: 1},
+		want: `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.25,0.25,0.25,0.25,0.25,0.25,0.25,0.25,0.25,0.25,0.25,0.25,0.25,0.25,0.25,0.25]}],"model":"e","usage":{"prompt_tokens":3,"total_tokens":3}}`,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			WriteReply(w, tc.req.Endpoint, NewReply(tc.req, 7, 1_700_000_000))
+			got := []string{w.Header().Get("Content-Type"), strings.TrimSpace(w.Body.String())}
+			if diff := cmp.Diff(got, []string{"application/json", tc.want}); diff != "" {
+				t.Errorf("answer mismatch (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestWriteStream(t *testing.T) {
+	const envelope = `{"id":"chatcmpl-7","object":"chat.completion.chunk","created":1700000000,"model":"m",`
+	const completion = `{"id":"cmpl-7","object":"text_completion","created":1700000000,"model":"m",`
+	tests := []struct {
+		name string
+		req  Request
+		want []string
+	}{{
+		name: "chat with the usage chunk, in two chunks of text",
+		req:  Request{Endpoint: Chat, Model: "m", Stream: true, IncludeUsage: true, PromptTokens: 3, CompletionTokens: 17},
+		want: []string{
+			envelope + `"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`,
+			envelope + `"choices":[{"index":0,"delta":{"content":"` + Filler(16) + `"},"finish_reason":null}]}`,
+			envelope + `"choices":[{"index":0,"delta":{"content":"the "},"finish_reason":null}]}`,
+			envelope + `"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+			envelope + `"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":17,"total_tokens":20}}`,
+			`[DONE]`,
+		},
+	}, {
+		name: "chat without the usage chunk unless asked",
+		req:  Request{Endpoint: Chat, Model: "m", Stream: true, PromptTokens: 3, CompletionTokens: 1, Capped: true},
+		want: []string{
+			envelope + `"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`,
+			envelope + `"choices":[{"index":0,"delta":{"content":"the "},"finish_reason":null}]}`,
+			envelope + `"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}`,
+			`[DONE]`,
+		},
+	}, {
+		name: "completions",
+		req:  Request{Endpoint: Completions, Model: "m", Stream: true, IncludeUsage: true, PromptTokens: 3, CompletionTokens: 1},
+		want: []string{
+			completion + `"choices":[{"index":0,"text":"the ","finish_reason":null}]}`,
+			completion + `"choices":[{"index":0,"text":"","finish_reason":"stop"}]}`,
+			completion + `"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`,
+			`[DONE]`,
+		},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			if err := WriteStream(w, tc.req, NewReply(tc.req, 7, 1_700_000_000), nil); err != nil {
+				t.Fatalf("WriteStream() error = %v", err)
+			}
+			if got := w.Header().Get("Content-Type"); got != "text/event-stream" {
+				t.Errorf("Content-Type = %q; want text/event-stream", got)
+			}
+			if diff := cmp.Diff(events(t, w.Body.String()), tc.want); diff != "" {
+				t.Errorf("events mismatch (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestWriteStreamPauses(t *testing.T) {
+	req := Request{Endpoint: Chat, Model: "m", Stream: true, CompletionTokens: 40}
+	stop := errors.New("client left")
+	var got [][2]int
+	pause := func(i, n int) error {
+		got = append(got, [2]int{i, n})
+		if i == 1 {
+			return stop
+		}
+		return nil
+	}
+	w := httptest.NewRecorder()
+	if err := WriteStream(w, req, NewReply(req, 1, 0), pause); !errors.Is(err, stop) {
+		t.Errorf("WriteStream() error = %v; want %v", err, stop)
+	}
+	if diff := cmp.Diff(got, [][2]int{{0, 3}, {1, 3}}); diff != "" {
+		t.Errorf("pauses mismatch (-got +want):\n%s", diff)
+	}
+	if n := len(events(t, w.Body.String())); n != 2 {
+		t.Errorf("%d events before the stop; want 2 (the role and one chunk of text)", n)
+	}
+}
+
+// events splits a body of server-sent events into their data.
+func events(t *testing.T, body string) []string {
+	t.Helper()
+	var data []string
+	for ev := range strings.SplitSeq(strings.TrimSuffix(body, "\n\n"), "\n\n") {
+		d, ok := strings.CutPrefix(ev, "data: ")
+		if !ok {
+			t.Fatalf("event %q has no data", ev)
+		}
+		data = append(data, d)
+	}
+	return data
+}
+
+func TestErrorBody(t *testing.T) {
+	w := httptest.NewRecorder()
+	UnknownModel("gpt-9").Write(w)
+	got := []any{w.Code, strings.TrimSpace(w.Body.String())}
+	want := []any{http.StatusBadRequest, `{"error":{"message":"The model ` + "`gpt-9`" + ` does not exist or you do not have access to it.","type":"invalid_request_error","param":"model","code":"model_not_found"}}`}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("answer mismatch (-got +want):\n%s", diff)
+	}
+}

@@ -1,0 +1,256 @@
+package provider
+
+import (
+	"context"
+	"crypto/subtle"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/utils/clock"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/openai"
+)
+
+// Server is a simulated hosted provider: an http.Handler speaking OpenAI's
+// API under one account's limits. Create it with New. It is safe for
+// concurrent use.
+type Server struct {
+	opts    Options
+	clock   clock.PassiveClock
+	sleep   func(context.Context, time.Duration) error
+	mux     *http.ServeMux
+	seq     atomic.Uint64
+	mu      sync.Mutex
+	account account
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// New returns a provider with the account opts describes.
+func New(opts Options) (*Server, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	opts.Models = slices.Clone(opts.Models)
+	s := &Server{opts: opts, clock: opts.Clock, sleep: opts.Sleep, mux: http.NewServeMux()}
+	if s.clock == nil {
+		s.clock = clock.RealClock{}
+	}
+	if s.sleep == nil {
+		s.sleep = sleep
+	}
+	s.account.limits = limits{requests: opts.RequestsPerMinute, tokens: opts.TokensPerMinute, inFlight: opts.MaxInFlight}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(collector{s}); err != nil {
+		return nil, fmt.Errorf("provider: register metrics: %w", err)
+	}
+	s.routes(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return s, nil
+}
+
+func (s *Server) routes(metrics http.Handler) {
+	for _, e := range []openai.Endpoint{openai.Chat, openai.Completions, openai.Embeddings} {
+		s.mux.Handle("POST "+e.Path(), s.api(s.call(e)))
+	}
+	s.mux.Handle("GET /v1/models", s.api(func(w http.ResponseWriter, _ *http.Request) {
+		openai.WriteModels(w, "sluice-lab", s.opts.Models)
+	}))
+	s.mux.Handle("/", s.api(func(w http.ResponseWriter, r *http.Request) { openai.InvalidURL(r).Write(w) }))
+	s.mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
+		openai.WriteJSON(w, http.StatusOK, s.Stats())
+	})
+	s.mux.Handle("GET /metrics", metrics)
+}
+
+// ServeHTTP serves the API under /v1/, the counts at /stats and the
+// metrics at /metrics.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Stats returns the provider's counts.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.account.stats
+}
+
+// api wraps an API handler: every answer carries the rate-limit headers,
+// and only callers with the key get past.
+func (s *Server) api(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		q := s.account.quotaAt(s.clock.Now())
+		s.mu.Unlock()
+		setQuota(w.Header(), q)
+		if !s.authorized(r) {
+			openai.InvalidAPIKey().Write(w)
+			return
+		}
+		h(w, r)
+	})
+}
+
+func (s *Server) authorized(r *http.Request) bool {
+	want := "Bearer " + s.opts.APIKey
+	got := r.Header.Get("Authorization")
+	return s.opts.APIKey == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// call handles a call to e: it reads the request, admits it or answers
+// why not, and answers it after the call's latency.
+func (s *Server) call(e openai.Endpoint) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		req, err := openai.Read(r, e, s.opts.DefaultMaxTokens, s.opts.Models)
+		if err != nil {
+			err.Write(w)
+			return
+		}
+		d := s.admit(req.Tokens())
+		setQuota(w.Header(), d.quota)
+		if d.outcome != admitted {
+			setRetry(w.Header(), d.retryAfter)
+			refusal(d, req).Write(w)
+			return
+		}
+		rep := openai.NewReply(req, s.seq.Add(1), s.clock.Now().Unix())
+		latency := jitter(s.opts.Latency, s.opts.LatencyStdDev, rand.NormFloat64())
+		if req.Stream {
+			s.stream(r.Context(), w, req, rep, latency)
+		} else {
+			s.answer(r.Context(), w, req, rep, latency)
+		}
+	}
+}
+
+func (s *Server) admit(tokens int64) decision {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.account.admit(s.clock.Now(), tokens)
+}
+
+// answer answers an admitted call as JSON after d, or ends it unserved if
+// the client leaves first. The call ends before the answer is written, so
+// a client that has read its answer finds the call in Stats.
+func (s *Server) answer(ctx context.Context, w http.ResponseWriter, req openai.Request, rep openai.Reply, d time.Duration) {
+	err := s.sleep(ctx, d)
+	s.finish(err == nil, req)
+	if err == nil {
+		openai.WriteReply(w, req.Endpoint, rep)
+	}
+}
+
+// stream streams an admitted call, spreading d over its chunks of text. The
+// call is served, and ends, when its last chunk is due; it ends unserved if
+// the client leaves before.
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req openai.Request, rep openai.Reply, d time.Duration) {
+	served := false
+	pause := func(i, n int) error {
+		if err := s.sleep(ctx, part(d, i, n)); err != nil {
+			return err
+		}
+		if i == n-1 {
+			served = true
+			s.finish(true, req)
+		}
+		return nil
+	}
+	if openai.WriteStream(w, req, rep, pause) != nil && !served {
+		s.finish(false, req)
+	}
+}
+
+// finish frees the call's slot and bills it if it was served.
+func (s *Server) finish(served bool, req openai.Request) {
+	micros := cost(s.opts, req.PromptTokens, req.CompletionTokens)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.account.finish(served, req.PromptTokens, req.CompletionTokens, micros)
+}
+
+// cost is what a call costs at o's prices, in micro-dollars, rounded up.
+func cost(o Options, prompt, completion int64) int64 {
+	const million = 1_000_000
+	return (prompt*o.InputMicrosPerMillion + completion*o.OutputMicrosPerMillion + million - 1) / million
+}
+
+// jitter is a call's latency: mean plus sd times z, a standard normal
+// draw, never below zero.
+func jitter(mean, sd time.Duration, z float64) time.Duration {
+	return max(mean+time.Duration(float64(sd)*z), 0)
+}
+
+// part is the share of d to wait before the i-th of n chunks; the n shares
+// add up to d exactly.
+func part(d time.Duration, i, n int) time.Duration {
+	return d*time.Duration(i+1)/time.Duration(n) - d*time.Duration(i)/time.Duration(n)
+}
+
+// sleep waits for d on a real timer, or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// refusal is the error answer to a call the account did not admit.
+func refusal(d decision, req openai.Request) *openai.Error {
+	q := d.quota
+	switch {
+	case d.outcome == requestsExhausted:
+		return rateLimited("requests", fmt.Sprintf("Rate limit reached for %s in organization org-lab on requests per min (RPM): Limit %d, Used %d, Requested 1. Please try again in %s.",
+			req.Model, q.limitRequests, q.limitRequests-q.remainingRequests, resetString(d.retryAfter)))
+	case d.tooLarge:
+		return rateLimited("tokens", fmt.Sprintf("Request too large for %s in organization org-lab on tokens per min (TPM): Limit %d, Requested %d. The input or output tokens must be reduced in order to run successfully.",
+			req.Model, q.limitTokens, req.Tokens()))
+	case d.outcome == tokensExhausted:
+		return rateLimited("tokens", fmt.Sprintf("Rate limit reached for %s in organization org-lab on tokens per min (TPM): Limit %d, Used %d, Requested %d. Please try again in %s.",
+			req.Model, q.limitTokens, q.limitTokens-q.remainingTokens, req.Tokens(), resetString(d.retryAfter)))
+	}
+	return &openai.Error{Status: http.StatusServiceUnavailable, Type: "overloaded_error", Code: "overloaded",
+		Message: "The server is overloaded: too many calls in flight. Please try again shortly."}
+}
+
+func rateLimited(typ, msg string) *openai.Error {
+	return &openai.Error{Status: http.StatusTooManyRequests, Type: typ, Code: "rate_limit_exceeded", Message: msg}
+}
+
+// setQuota writes q as OpenAI's rate-limit headers.
+func setQuota(h http.Header, q quota) {
+	h.Set("x-ratelimit-limit-requests", strconv.FormatInt(q.limitRequests, 10))
+	h.Set("x-ratelimit-remaining-requests", strconv.FormatInt(q.remainingRequests, 10))
+	h.Set("x-ratelimit-reset-requests", resetString(q.reset))
+	h.Set("x-ratelimit-limit-tokens", strconv.FormatInt(q.limitTokens, 10))
+	h.Set("x-ratelimit-remaining-tokens", strconv.FormatInt(q.remainingTokens, 10))
+	h.Set("x-ratelimit-reset-tokens", resetString(q.reset))
+}
+
+// setRetry writes retry-after (whole seconds) and retry-after-ms, both
+// rounded up; nothing for a zero d.
+func setRetry(h http.Header, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	h.Set("retry-after", strconv.FormatInt(ceilDiv(d, time.Second), 10))
+	h.Set("retry-after-ms", strconv.FormatInt(ceilDiv(d, time.Millisecond), 10))
+}
+
+// resetString writes d as OpenAI does, a Go duration rounded up to the
+// millisecond: "1m0s", "1.5s", "20ms", "0s".
+func resetString(d time.Duration) string {
+	return (time.Duration(ceilDiv(max(d, 0), time.Millisecond)) * time.Millisecond).String()
+}
+
+// ceilDiv is d / unit rounded up, for a d of zero or more.
+func ceilDiv(d, unit time.Duration) int64 { return int64((d + unit - 1) / unit) }
