@@ -1,0 +1,76 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+)
+
+func TestSweepDropsOnlyIdleKeys(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory()
+	busy := mustLimit(NewBucket("{p}:busy", LevelUser, Requests, 1, time.Minute, 10))
+	idle := mustLimit(NewBucket("{p}:idle", LevelUser, Requests, 1, time.Second, 10))
+	day := mustLimit(NewWindow("{p}:day", LevelUser, Requests, 10, Calendar{Period: Day}))
+	for _, l := range []*Limit{busy, idle, day} {
+		if _, err := m.Decide(ctx, []Check{{Limit: l, Cost: 1}}, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	m.Sweep(t0.Add(2 * time.Second)) // idle's bucket is full again; busy's is not; the day goes on
+	if got := m.Len(); got != 2 {
+		t.Errorf("after sweeping at +2s, %d keys hold state; want 2 (busy and day)", got)
+	}
+	m.Sweep(t0.Add(2 * time.Hour)) // past midnight and a full minute's refill
+	if got := m.Len(); got != 0 {
+		t.Errorf("after sweeping at +2h, %d keys hold state; want 0", got)
+	}
+
+	// A Limit whose state was swept starts afresh, as if it had never been used.
+	d, err := m.Decide(ctx, []Check{{Limit: day, Cost: 10}}, t0.Add(2*time.Hour))
+	if err != nil || !d.Allowed || d.Remaining[0] != 0 {
+		t.Errorf("a swept window's decision = %+v, %v; want its whole quota", d, err)
+	}
+}
+
+func TestANewLimitForAKnownKeyKeepsItsState(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory()
+	before := mustLimit(NewWindow("{p}:quota", LevelUser, Requests, 10, Calendar{Period: Day}))
+	if _, err := m.Decide(ctx, []Check{{Limit: before, Cost: 4}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	// A reloaded configuration raises the quota: the 4 already used still count.
+	after := mustLimit(NewWindow("{p}:quota", LevelUser, Requests, 20, Calendar{Period: Day}))
+	d, err := m.Decide(ctx, []Check{{Limit: after, Cost: 1}}, t0)
+	if err != nil || d.Remaining[0] != 15 {
+		t.Errorf("remaining after a reload = %d, %v; want 15", d.Remaining[0], err)
+	}
+}
+
+// BenchmarkMemoryBytesPerKey reports what one key with state costs the memory store: its cell
+// and its map entry (the Limit and its key string belong to the configuration).
+func BenchmarkMemoryBytesPerKey(b *testing.B) {
+	const keys = 100_000
+	var before, after runtime.MemStats
+	for b.Loop() {
+		limits := make([]*Limit, keys)
+		for i := range limits {
+			limits[i] = mustLimit(NewBucket(fmt.Sprintf("{openai}:user:acme:user-%06d:requests:minute", i), LevelUser, Requests, 60, time.Minute, 60))
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		m := NewMemory()
+		for _, l := range limits {
+			m.Decide(context.Background(), []Check{{Limit: l, Cost: 1}}, t0)
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric((float64(after.HeapAlloc)-float64(before.HeapAlloc))/keys, "bytes/key")
+		runtime.KeepAlive(m)
+		runtime.KeepAlive(limits)
+	}
+}
