@@ -12,8 +12,7 @@ import (
 // found through a map only the first time a Limit is used; after that the Limit points at its
 // cell, so a decision costs no lookup. Sweep drops the cells whose state has returned to what no
 // state means (a full bucket, an ended window, nothing in flight), so nothing is lost by dropping
-// them, and a Limit whose cell was dropped
-// binds to a new one at its next use.
+// them, and a Limit whose cell was dropped binds to a new one at its next use.
 //
 // The zero value is not usable; call NewMemory. Memory is safe for concurrent use. A Limit may be
 // used with one Memory store at a time.
