@@ -1,0 +1,196 @@
+// Package fairqueue holds the requests that may not go yet and says which goes next: lanes per
+// tenant, and per user inside a tenant, served by deficit round-robin weighted by the tenant's
+// plan weight, with cost counted in estimated tokens. A tenant's wait is proportional to what it
+// asked for, not to what others asked for: a tenant with thousands of requests queued delays
+// another's single request by at most one round.
+//
+// Interactive lanes are served before Batch lanes, but Batch keeps a guaranteed share of what is
+// served so it never starves.
+//
+// The Queue is the pure core: it takes the time as an argument, never waits and never looks at
+// what it holds. The gateway's dispatcher asks it for the next request, asks the limiter whether
+// that request may go, and tells the queue what happened.
+package fairqueue
+
+import (
+	"container/list"
+	"time"
+)
+
+// Class is a priority class.
+type Class uint8
+
+// The classes, served in this order.
+const (
+	Interactive Class = iota
+	Batch
+)
+
+// Options configures a Queue. The zero value is usable.
+type Options struct {
+	// Quantum is the tokens a tenant of weight 1 may be served per round. Zero means 8192: a few
+	// typical requests, so a round is short and a request rarely waits several rounds for its
+	// tenant's deficit to cover it.
+	Quantum int64
+	// BatchShare is the share of served tokens that Batch lanes get while Interactive lanes are
+	// busy. Zero means 0.1.
+	BatchShare float64
+}
+
+// Item is one waiting request.
+type Item struct {
+	Tenant string
+	User   string
+	// Weight is the tenant's weight; at least 1.
+	Weight int32
+	Class  Class
+	// Cost is the request's estimated tokens.
+	Cost int64
+	// Value is the caller's; the queue never looks at it.
+	Value any
+	// Enqueued is when the item joined the queue.
+	Enqueued time.Time
+
+	user *userLane
+	elem *list.Element
+}
+
+// Queue is a set of fair lanes. The zero value is not usable; call New. A Queue is not safe for
+// concurrent use: its owner (one dispatcher per provider) serializes calls.
+type Queue struct {
+	opts    Options
+	classes [2]*rounds
+	served  [2]int64 // tokens served per class since the queue was last empty
+	items   int
+	cost    int64
+}
+
+// New returns an empty queue.
+func New(opts Options) *Queue {
+	if opts.Quantum <= 0 {
+		opts.Quantum = 8192
+	}
+	if opts.BatchShare <= 0 {
+		opts.BatchShare = 0.1
+	}
+	return &Queue{opts: opts, classes: [2]*rounds{newRounds(), newRounds()}}
+}
+
+// Len returns the number of waiting items.
+func (q *Queue) Len() int { return q.items }
+
+// Cost returns the waiting items' total cost.
+func (q *Queue) Cost() int64 { return q.cost }
+
+// Push adds an item at the back of its lane.
+func (q *Queue) Push(it *Item) {
+	it.Weight = max(it.Weight, 1)
+	q.classes[it.Class].push(it)
+	q.items++
+	q.cost += it.Cost
+}
+
+// Next returns the item to send next, without removing it: call Pop when it goes, Remove when it
+// leaves, or Block when a limit of its own lane holds it. It returns nil when nothing may go at
+// now, with the earliest time a blocked lane opens (zero if none is blocked).
+func (q *Queue) Next(now time.Time) (*Item, time.Time) {
+	first, second := q.order()
+	it, opensA := q.classes[first].next(now, q.opts.Quantum)
+	if it != nil {
+		return it, time.Time{}
+	}
+	it, opensB := q.classes[second].next(now, q.opts.Quantum)
+	if it != nil {
+		return it, time.Time{}
+	}
+	return nil, earliest(opensA, opensB)
+}
+
+// order returns the class to serve first: Interactive, unless Batch has waited and has had less
+// than its share.
+func (q *Queue) order() (Class, Class) {
+	total := q.served[Interactive] + q.served[Batch]
+	if q.classes[Batch].items > 0 && float64(q.served[Batch]) < q.opts.BatchShare*float64(total) {
+		return Batch, Interactive
+	}
+	return Interactive, Batch
+}
+
+// Pop removes an item that Next returned and is going now, charging its cost to its tenant's
+// round.
+func (q *Queue) Pop(it *Item) {
+	q.served[it.Class] += it.Cost
+	it.user.tenant.deficit -= it.Cost
+	q.remove(it)
+}
+
+// Remove takes an item out without serving it: its client left, or it was refused.
+func (q *Queue) Remove(it *Item) {
+	if it.elem != nil {
+		q.remove(it)
+	}
+}
+
+func (q *Queue) remove(it *Item) {
+	q.classes[it.Class].remove(it)
+	q.items--
+	q.cost -= it.Cost
+	if q.items == 0 {
+		q.served = [2]int64{}
+	}
+}
+
+// Block holds an item's lane until a time: its user's lane, or its whole tenant when tenantWide
+// (a limit of the tenant's own refused it). Other lanes go on.
+func (q *Queue) Block(it *Item, until time.Time, tenantWide bool) {
+	if tenantWide {
+		it.user.tenant.blockedUntil = until
+		return
+	}
+	it.user.blockedUntil = until
+}
+
+// Ahead returns how many items of a tenant wait, and their cost.
+func (q *Queue) Ahead(class Class, tenant string) (items int, cost int64) {
+	if t := q.classes[class].tenants[tenant]; t != nil {
+		return t.items, t.cost
+	}
+	return 0, 0
+}
+
+// EstimateWait returns how long a new item would wait under fair sharing when the queue drains
+// tokensPerSecond: the tenant's work ahead plus the item, at the tenant's weighted share of its
+// class's share of the drain. It returns -1 when nothing drains.
+func (q *Queue) EstimateWait(it *Item, tokensPerSecond float64) time.Duration {
+	r := q.classes[it.Class]
+	weights := r.weights
+	_, ahead := q.Ahead(it.Class, it.Tenant)
+	if r.tenants[it.Tenant] == nil {
+		weights += int64(max(it.Weight, 1))
+	}
+	rate := tokensPerSecond * q.classShare(it.Class) * float64(max(it.Weight, 1)) / float64(weights)
+	if rate <= 0 {
+		return -1
+	}
+	return time.Duration(float64(ahead+it.Cost) / rate * float64(time.Second))
+}
+
+// classShare is the share of the drain a class gets while the other class also waits.
+func (q *Queue) classShare(c Class) float64 {
+	other := q.classes[1-c].items > 0
+	switch {
+	case !other:
+		return 1
+	case c == Batch:
+		return q.opts.BatchShare
+	default:
+		return 1 - q.opts.BatchShare
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,216 @@
+package fairqueue
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func item(tenant, user string, weight int32, class Class, cost int64) *Item {
+	return &Item{Tenant: tenant, User: user, Weight: weight, Class: class, Cost: cost}
+}
+
+// drain serves n items, or until nothing may go, and returns their tenants in order.
+func drain(q *Queue, n int, now time.Time) []string {
+	var served []string
+	for range n {
+		it, _ := q.Next(now)
+		if it == nil {
+			break
+		}
+		q.Pop(it)
+		served = append(served, it.Tenant)
+	}
+	return served
+}
+
+func TestASmallTenantWaitsAtMostOneRound(t *testing.T) {
+	q := New(Options{Quantum: 1000})
+	for i := range 9000 {
+		q.Push(item("importer", fmt.Sprint("u", i%3), 1, Interactive, 800))
+	}
+	drain(q, 5, t0) // the importer is being served
+	q.Push(item("small", "s", 1, Interactive, 800))
+	served := drain(q, 10, t0)
+	pos := -1
+	for i, tenant := range served {
+		if tenant == "small" {
+			pos = i
+			break
+		}
+	}
+	// A round gives the importer at most one quantum (1000 tokens: one 800-token page, two with
+	// what it had left), then the small tenant is served.
+	if pos < 0 || pos > 2 {
+		t.Errorf("the small tenant was served at position %d of %v; want within the importer's round", pos, served)
+	}
+}
+
+func TestTokensServedFollowWeights(t *testing.T) {
+	cases := []struct {
+		name    string
+		weights map[string]int32
+		costs   map[string]int64
+		want    map[string]float64 // share of tokens served
+	}{
+		{"equal weights, equal costs", map[string]int32{"a": 1, "b": 1, "c": 1}, map[string]int64{"a": 800, "b": 800, "c": 800}, map[string]float64{"a": 1.0 / 3, "b": 1.0 / 3, "c": 1.0 / 3}},
+		{"equal weights, one tenant with big requests", map[string]int32{"a": 1, "b": 1}, map[string]int64{"a": 4000, "b": 100}, map[string]float64{"a": 0.5, "b": 0.5}},
+		{"weights 2:1", map[string]int32{"a": 2, "b": 1}, map[string]int64{"a": 800, "b": 800}, map[string]float64{"a": 2.0 / 3, "b": 1.0 / 3}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			q := New(Options{Quantum: 1000})
+			for tenant, w := range tc.weights {
+				for range 2000 {
+					q.Push(item(tenant, "u", w, Interactive, tc.costs[tenant]))
+				}
+			}
+			served := map[string]int64{}
+			var total int64
+			for range 1000 { // every tenant stays backlogged throughout
+				it, _ := q.Next(t0)
+				q.Pop(it)
+				served[it.Tenant] += it.Cost
+				total += it.Cost
+			}
+			for tenant, want := range tc.want {
+				if got := float64(served[tenant]) / float64(total); got < want-0.03 || got > want+0.03 {
+					t.Errorf("tenant %s got %.3f of the tokens; want %.3f", tenant, got, want)
+				}
+			}
+			if len(tc.weights) == 3 {
+				if j := jain(served); j < 0.99 {
+					t.Errorf("Jain's fairness index over tokens served = %.4f; want at least 0.99", j)
+				}
+			}
+		})
+	}
+}
+
+// jain is Jain's fairness index: 1 when every value is equal, 1/n when one takes everything.
+func jain(served map[string]int64) float64 {
+	var sum, squares float64
+	for _, v := range served {
+		sum += float64(v)
+		squares += float64(v) * float64(v)
+	}
+	return sum * sum / (float64(len(served)) * squares)
+}
+
+func TestUsersOfATenantTakeTurns(t *testing.T) {
+	q := New(Options{Quantum: 100_000})
+	for range 3 {
+		q.Push(item("acme", "alice", 1, Interactive, 10))
+	}
+	q.Push(item("acme", "bob", 1, Interactive, 10))
+	var users []string
+	for range 4 {
+		it, _ := q.Next(t0)
+		q.Pop(it)
+		users = append(users, it.User)
+	}
+	if diff := cmp.Diff([]string{"alice", "bob", "alice", "alice"}, users); diff != "" {
+		t.Errorf("users served (-want +got):\n%s", diff)
+	}
+}
+
+func TestBatchWaitsForInteractiveButKeepsItsShare(t *testing.T) {
+	q := New(Options{Quantum: 1000, BatchShare: 0.1})
+	for range 100 {
+		q.Push(item("web", "u", 1, Interactive, 100))
+		q.Push(item("jobs", "u", 1, Batch, 100))
+	}
+	served := drain(q, 50, t0)
+	batch := 0
+	for _, tenant := range served {
+		if tenant == "jobs" {
+			batch++
+		}
+	}
+	if served[0] != "web" || batch < 4 || batch > 6 {
+		t.Errorf("batch got %d of 50 while interactive was busy (first served: %s); want about 10%%, interactive first", batch, served[0])
+	}
+	if rest := drain(q, 200, t0); len(rest) != 150 {
+		t.Errorf("drained %d more; want every remaining item", len(rest))
+	}
+}
+
+func TestBlockedLanesStepAside(t *testing.T) {
+	q := New(Options{Quantum: 1000})
+	alice := item("acme", "alice", 1, Interactive, 100)
+	q.Push(alice)
+	q.Push(item("acme", "bob", 1, Interactive, 100))
+	q.Push(item("globex", "carol", 1, Interactive, 100))
+
+	q.Block(alice, t0.Add(time.Second), false)
+	if it, _ := q.Next(t0); it.User != "bob" {
+		t.Errorf("with alice's lane blocked, next = %s; want bob", it.User)
+	}
+	q.Block(alice, t0.Add(2*time.Second), true)
+	if it, _ := q.Next(t0); it.Tenant != "globex" {
+		t.Errorf("with acme blocked, next = %s; want globex", it.Tenant)
+	}
+	q.Pop(q.mustNext(t, t0))
+	if it, opens := q.Next(t0); it != nil || !opens.Equal(t0.Add(2*time.Second)) {
+		t.Errorf("with only acme left, blocked: Next = %v, opens %v; want nil until +2s", it, opens)
+	}
+	if it, _ := q.Next(t0.Add(2 * time.Second)); it != alice {
+		t.Errorf("after the block, next = %v; want alice's item", it)
+	}
+}
+
+func (q *Queue) mustNext(t *testing.T, now time.Time) *Item {
+	t.Helper()
+	it, _ := q.Next(now)
+	if it == nil {
+		t.Fatal("Next = nil; want an item")
+	}
+	return it
+}
+
+func TestRemoveLeavesNoTrace(t *testing.T) {
+	q := New(Options{})
+	gone := item("acme", "alice", 1, Interactive, 500)
+	q.Push(gone)
+	q.Push(item("acme", "alice", 1, Interactive, 300))
+	q.Remove(gone)
+	q.Remove(gone) // a second Remove is harmless
+	if q.Len() != 1 || q.Cost() != 300 {
+		t.Errorf("after Remove: %d items costing %d; want 1 costing 300", q.Len(), q.Cost())
+	}
+	if it := q.mustNext(t, t0); it == gone {
+		t.Error("a removed item was offered")
+	}
+}
+
+func TestEstimateWaitUnderFairSharing(t *testing.T) {
+	cases := []struct {
+		name  string
+		queue []*Item
+		item  *Item
+		rate  float64
+		want  time.Duration
+	}{
+		{"empty queue", nil, item("a", "u", 1, Interactive, 1000), 1000, time.Second},
+		{"own work ahead", []*Item{item("a", "u", 1, Interactive, 3000)}, item("a", "u", 1, Interactive, 1000), 1000, 4 * time.Second},
+		{"another tenant's backlog halves the rate, not more", []*Item{item("big", "u", 1, Interactive, 1_000_000)}, item("a", "u", 1, Interactive, 1000), 1000, 2 * time.Second},
+		{"weight 3 against weight 1", []*Item{item("big", "u", 1, Interactive, 1_000_000)}, item("a", "u", 3, Interactive, 3000), 1000, 4 * time.Second},
+		{"batch behind interactive gets its share", []*Item{item("web", "u", 1, Interactive, 1_000_000)}, item("jobs", "u", 1, Batch, 1000), 1000, 10 * time.Second},
+		{"nothing drains", nil, item("a", "u", 1, Interactive, 1000), 0, -1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			q := New(Options{BatchShare: 0.1})
+			for _, it := range tc.queue {
+				q.Push(it)
+			}
+			if got := q.EstimateWait(tc.item, tc.rate); got != tc.want {
+				t.Errorf("EstimateWait = %v; want %v", got, tc.want)
+			}
+		})
+	}
+}

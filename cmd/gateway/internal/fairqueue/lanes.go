@@ -1,0 +1,131 @@
+package fairqueue
+
+import (
+	"container/list"
+	"time"
+)
+
+// rounds is deficit round-robin over the tenants of one class.
+type rounds struct {
+	active  *list.List // of *tenantLane with waiting items, in round order
+	tenants map[string]*tenantLane
+	weights int64 // the sum of the active tenants' weights
+	items   int
+}
+
+// tenantLane is a tenant's place in the rounds, with its users' lanes served in turn.
+type tenantLane struct {
+	name         string
+	weight       int64
+	deficit      int64 // tokens the tenant may still be served this round
+	visited      bool  // the tenant has had this round's quantum
+	blockedUntil time.Time
+	users        *list.List // of *userLane with waiting items, in turn order
+	byUser       map[string]*userLane
+	items        int
+	cost         int64
+	elem         *list.Element
+}
+
+// userLane is one user's waiting items, oldest first.
+type userLane struct {
+	tenant       *tenantLane
+	name         string
+	items        *list.List // of *Item
+	blockedUntil time.Time
+	elem         *list.Element
+}
+
+func newRounds() *rounds {
+	return &rounds{active: list.New(), tenants: map[string]*tenantLane{}}
+}
+
+func (r *rounds) push(it *Item) {
+	t := r.tenants[it.Tenant]
+	if t == nil {
+		t = &tenantLane{name: it.Tenant, weight: int64(it.Weight), users: list.New(), byUser: map[string]*userLane{}}
+		t.elem = r.active.PushBack(t)
+		r.tenants[it.Tenant] = t
+		r.weights += t.weight
+	}
+	u := t.byUser[it.User]
+	if u == nil {
+		u = &userLane{tenant: t, name: it.User, items: list.New()}
+		u.elem = t.users.PushBack(u)
+		t.byUser[it.User] = u
+	}
+	it.user = u
+	it.elem = u.items.PushBack(it)
+	t.items++
+	t.cost += it.Cost
+	r.items++
+}
+
+func (r *rounds) remove(it *Item) {
+	u, t := it.user, it.user.tenant
+	u.items.Remove(it.elem)
+	it.elem = nil
+	t.items--
+	t.cost -= it.Cost
+	r.items--
+	if u.items.Len() == 0 {
+		t.users.Remove(u.elem)
+		delete(t.byUser, u.name)
+	} else if u.elem == t.users.Front() {
+		t.users.MoveToBack(u.elem) // users of a tenant take turns
+	}
+	if t.items == 0 {
+		r.active.Remove(t.elem)
+		delete(r.tenants, t.name)
+		r.weights -= t.weight
+	}
+}
+
+// next walks the rounds until a tenant's deficit covers the head of one of its open lanes. A
+// tenant gets quantum × weight when its turn starts and keeps what it does not spend while it
+// has items waiting; its turn ends when its next item costs more than it has left.
+func (r *rounds) next(now time.Time, quantum int64) (*Item, time.Time) {
+	var opens time.Time
+	passes := 0
+	for e := r.active.Front(); e != nil; e = r.active.Front() {
+		t := e.Value.(*tenantLane)
+		it, until := t.head(now)
+		if it == nil {
+			opens = earliest(opens, until)
+			if passes++; passes > r.active.Len() {
+				return nil, opens // every tenant is blocked
+			}
+			r.active.MoveToBack(e)
+			continue
+		}
+		passes = 0
+		if !t.visited {
+			t.deficit += quantum * t.weight
+			t.visited = true
+		}
+		if it.Cost <= t.deficit {
+			return it, time.Time{}
+		}
+		t.visited = false
+		r.active.MoveToBack(e)
+	}
+	return nil, opens
+}
+
+// head returns the first item of the tenant's first open user lane, or when every lane is
+// blocked, the earliest time one opens.
+func (t *tenantLane) head(now time.Time) (*Item, time.Time) {
+	if now.Before(t.blockedUntil) {
+		return nil, t.blockedUntil
+	}
+	var opens time.Time
+	for e := t.users.Front(); e != nil; e = e.Next() {
+		u := e.Value.(*userLane)
+		if now.Before(u.blockedUntil) {
+			opens = earliest(opens, u.blockedUntil)
+			continue
+		}
+		return u.items.Front().Value.(*Item), time.Time{}
+	}
+	return nil, opens
+}
