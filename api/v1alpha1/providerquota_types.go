@@ -1,0 +1,378 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ProviderQuota is one provider account and the models it serves: where the
+// gateways call it, the limits and prices that apply to it, and, in status,
+// what the gateways use of it now. The operator compiles every ProviderQuota
+// into a provider of the gateway configuration, named after the object.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=pq,categories=sluice
+// +kubebuilder:printcolumn:name="RPM",type=integer,JSONPath=`.status.effectiveLimits.requestsPerMinute`,description="Requests per minute the gateways allow now; empty means unlimited."
+// +kubebuilder:printcolumn:name="RPM-Used",type=integer,JSONPath=`.status.usage.requestsLastMinute`,description="Requests sent in the last minute."
+// +kubebuilder:printcolumn:name="TPM",type=integer,JSONPath=`.status.effectiveLimits.tokensPerMinute`,description="Tokens per minute the gateways allow now; empty means unlimited."
+// +kubebuilder:printcolumn:name="TPM-Used",type=integer,JSONPath=`.status.usage.tokensLastMinute`,description="Tokens charged in the last minute."
+// +kubebuilder:printcolumn:name="In-Flight",type=integer,JSONPath=`.status.usage.inFlight`,description="Calls waiting for the provider's answer now."
+// +kubebuilder:printcolumn:name="Max-In-Flight",type=integer,JSONPath=`.status.effectiveLimits.maxInFlight`,priority=1,description="Concurrent calls the gateways allow now; empty means unlimited."
+// +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=`.status.usage.queued`,description="Requests waiting in the gateways now."
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label (lower-case letters, digits and '-', at most 63 characters): it names the provider in the gateway configuration"
+type ProviderQuota struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the provider account, its models, limits and prices.
+	// +required
+	Spec ProviderQuotaSpec `json:"spec"`
+	// status is the provider's readiness, effective limits and live usage,
+	// written by the operator.
+	// +optional
+	Status ProviderQuotaStatus `json:"status,omitempty"`
+}
+
+// ProviderQuotaSpec is one provider account: hosted at a URL, or served by
+// inference Pods in the cluster.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.baseURL) != has(self.selfHosted)",message="exactly one of baseURL and selfHosted must be set"
+type ProviderQuotaSpec struct {
+	// baseURL is the absolute http or https URL of a hosted provider, to
+	// which the OpenAI paths are appended, such as https://api.openai.com/v1.
+	// It holds no credentials, query or fragment; the key comes from
+	// apiKeySecretRef. Exactly one of baseURL and selfHosted is set.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && url(self).getScheme() in ['http', 'https'] && url(self).getHostname() != ''",message="baseURL must be an absolute http or https URL, such as https://api.openai.com/v1"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('@')",message="baseURL must not hold credentials: reference the key with apiKeySecretRef"
+	// +kubebuilder:validation:XValidation:rule="!self.contains('?') && !self.contains('#')",message="baseURL must have no query or fragment"
+	BaseURL string `json:"baseURL,omitempty"`
+	// selfHosted describes inference Pods in this namespace that serve the
+	// models. Exactly one of baseURL and selfHosted is set.
+	// +optional
+	SelfHosted *SelfHosted `json:"selfHosted,omitempty"`
+	// models are the models this provider serves, 1 to 64, each name unique
+	// here and across every ProviderQuota the gateways load, since a
+	// request's model picks its provider.
+	// +required
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="size(self) >= 1",message="models must list at least one model"
+	Models []Model `json:"models"`
+	// limits are the provider's published limits. Absent means unlimited.
+	// +optional
+	Limits *ProviderLimits `json:"limits,omitempty"`
+	// headroomPercent is the share of the published limits the gateways use,
+	// 1 to 100: 95 keeps 5% spare for other clients of the same account and
+	// for estimates that settle higher. Defaults to 100.
+	// +optional
+	// +kubebuilder:default=100
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	HeadroomPercent int32 `json:"headroomPercent,omitempty"`
+	// prices are what the provider charges, in dollars per million tokens.
+	// Absent means free, which leaves spend ceilings and budgets nothing to
+	// count.
+	// +optional
+	Prices *Prices `json:"prices,omitempty"`
+	// spend caps what calls to this provider may cost. Absent means no cap.
+	// +optional
+	Spend *Spend `json:"spend,omitempty"`
+	// retry says how calls that failed with 429, 5xx or a connection error
+	// are retried. Defaults to 3 attempts with backoff from 500ms to 30s.
+	// +optional
+	// +kubebuilder:default={}
+	Retry *Retry `json:"retry,omitempty"`
+	// timeout bounds each attempt, such as 60s or 2m. Defaults to 60s.
+	// +optional
+	// +kubebuilder:default="60s"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="timeout must be a positive duration such as 60s or 2m"
+	Timeout metav1.Duration `json:"timeout,omitzero"`
+	// apiKeySecretRef names the Secret, in this namespace, that holds the
+	// provider's API key. The operator copies the key into the gateways'
+	// configuration Secret; it never appears in a status, log or event.
+	// Absent means the provider needs no key, as a self-hosted one may not.
+	// +optional
+	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
+}
+
+// Engine names the inference server that self-hosted Pods run. It tells the
+// metrics adapter which of the Pods' own metrics count waiting and running
+// requests.
+//
+// +kubebuilder:validation:Enum=vllm;tgi;sglang;triton;llamacpp
+type Engine string
+
+// The inference engines.
+const (
+	EngineVLLM     Engine = "vllm"
+	EngineTGI      Engine = "tgi"
+	EngineSGLang   Engine = "sglang"
+	EngineTriton   Engine = "triton"
+	EngineLlamaCpp Engine = "llamacpp"
+)
+
+// SelfHosted describes the inference Pods that serve a self-hosted
+// provider. The gateways cap calls in flight at ready Pods × gpusPerPod ×
+// maxConcurrencyPerGPU, so the excess waits in the gateways, where it is
+// counted and can drive an autoscaler.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.selector.matchLabels) && size(self.selector.matchLabels) > 0) || (has(self.selector.matchExpressions) && size(self.selector.matchExpressions) > 0)",message="selector must not be empty: an empty selector selects every Pod in the namespace",fieldPath=".selector"
+// +kubebuilder:validation:XValidation:rule="!has(self.gpuQuota) || !has(self.gpusPerPod) || self.gpuQuota >= self.gpusPerPod",message="gpuQuota must be at least gpusPerPod: one Pod needs gpusPerPod GPUs",fieldPath=".gpuQuota"
+type SelfHosted struct {
+	// selector selects the inference Pods in this namespace. It must not be
+	// empty.
+	// +required
+	Selector metav1.LabelSelector `json:"selector"`
+	// port is the Pods' port that serves the OpenAI-compatible API and
+	// /metrics, 1 to 65535.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	Port int32 `json:"port"`
+	// engine is the inference server the Pods run: vllm, tgi, sglang, triton
+	// or llamacpp.
+	// +required
+	Engine Engine `json:"engine"`
+	// gpusPerPod is the number of GPUs each Pod holds, at least 1. Defaults
+	// to 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	GPUsPerPod int32 `json:"gpusPerPod,omitempty"`
+	// maxConcurrencyPerGPU is the most requests one GPU serves at once, at
+	// least 1; past it latency grows without throughput.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	MaxConcurrencyPerGPU int32 `json:"maxConcurrencyPerGPU"`
+	// gpuQuota is the most GPUs the Pods may hold together, at least
+	// gpusPerPod; an autoscaler's maxReplicas is gpuQuota / gpusPerPod.
+	// Absent means no quota.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	GPUQuota *int32 `json:"gpuQuota,omitempty"`
+}
+
+// Encoding names the tiktoken encoding that counts a model's prompt tokens.
+//
+// +kubebuilder:validation:Enum=cl100k_base;o200k_base;p50k_base;r50k_base
+type Encoding string
+
+// The encodings.
+const (
+	EncodingCL100kBase Encoding = "cl100k_base"
+	EncodingO200kBase  Encoding = "o200k_base"
+	EncodingP50kBase   Encoding = "p50k_base"
+	EncodingR50kBase   Encoding = "r50k_base"
+)
+
+// Model is one model a provider serves.
+type Model struct {
+	// name is the model as clients name it in requests, such as gpt-4o-mini.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+	// encoding is the tiktoken encoding that counts the model's prompt
+	// tokens: cl100k_base, o200k_base, p50k_base or r50k_base. Absent means
+	// the gateways estimate with their documented proxy, about four
+	// characters a token.
+	// +optional
+	Encoding Encoding `json:"encoding,omitempty"`
+	// defaultMaxTokens is the completion, in tokens, the gateways expect
+	// when a request sets no max_tokens, at least 1. Absent means 256.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	DefaultMaxTokens int64 `json:"defaultMaxTokens,omitempty"`
+}
+
+// ProviderLimits are limits on calls to one provider. Zero or absent means
+// unlimited.
+type ProviderLimits struct {
+	// requestsPerMinute caps requests per minute. Zero or absent means
+	// unlimited.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	RequestsPerMinute int64 `json:"requestsPerMinute,omitempty"`
+	// tokensPerMinute caps prompt plus completion tokens per minute. Zero or
+	// absent means unlimited.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TokensPerMinute int64 `json:"tokensPerMinute,omitempty"`
+	// maxInFlight caps concurrent calls. Zero or absent means unlimited.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxInFlight int64 `json:"maxInFlight,omitempty"`
+}
+
+// Prices are what a provider charges, in dollars per million tokens.
+type Prices struct {
+	// inputPerMillion is the price of a million prompt tokens in dollars, a
+	// decimal string such as "2.50". Absent means free.
+	// +optional
+	InputPerMillion Money `json:"inputPerMillion,omitempty"`
+	// outputPerMillion is the price of a million completion tokens in
+	// dollars, a decimal string such as "10". Absent means free.
+	// +optional
+	OutputPerMillion Money `json:"outputPerMillion,omitempty"`
+}
+
+// Spend caps what calls to one provider may cost, at its prices, over all
+// tenants.
+type Spend struct {
+	// perMinute caps spend per minute in dollars, a decimal string such as
+	// "0.50", more than 0; calls wait in the queue past it. Absent means no
+	// cap.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.matches('[1-9]')",message="perMinute must be more than 0; omit it for no cap"
+	PerMinute Money `json:"perMinute,omitempty"`
+	// perMonth caps spend per calendar month (UTC) in dollars, a decimal
+	// string such as "5000", more than 0; calls are refused past it until
+	// the month ends. Absent means no cap.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.matches('[1-9]')",message="perMonth must be more than 0; omit it for no cap"
+	PerMonth Money `json:"perMonth,omitempty"`
+}
+
+// Retry says how calls that failed with 429, 5xx or a connection error are
+// retried: exponential backoff with full jitter between baseDelay and
+// maxDelay, unless the provider's retry-after says otherwise. 400, 401, 403
+// and 404 are never retried.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.baseDelay) || !has(self.maxDelay) || duration(self.maxDelay) >= duration(self.baseDelay)",message="maxDelay must be at least baseDelay",fieldPath=".maxDelay"
+type Retry struct {
+	// maxAttempts counts the first call too, 1 to 10; 1 means no retry.
+	// Defaults to 3.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	MaxAttempts int32 `json:"maxAttempts,omitempty"`
+	// baseDelay is the first backoff ceiling, such as 500ms. Defaults to
+	// 500ms.
+	// +optional
+	// +kubebuilder:default="500ms"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="baseDelay must be a positive duration such as 500ms"
+	BaseDelay metav1.Duration `json:"baseDelay,omitzero"`
+	// maxDelay caps the backoff ceiling, at least baseDelay, such as 30s.
+	// Defaults to 30s.
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="maxDelay must be a positive duration such as 30s"
+	MaxDelay metav1.Duration `json:"maxDelay,omitzero"`
+}
+
+// SecretKeyRef names one item of a Secret in the referring object's
+// namespace.
+type SecretKeyRef struct {
+	// name is the Secret's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// key is the item of the Secret's data that holds the value. Defaults to
+	// apiKey.
+	// +optional
+	// +kubebuilder:default=apiKey
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	Key string `json:"key,omitempty"`
+}
+
+// ProviderQuotaStatus is what the operator last saw of a provider.
+type ProviderQuotaStatus struct {
+	// conditions hold the Ready condition: True when the provider is in the
+	// configuration the gateways load, else False with a reason (see the
+	// Reason constants) and a message that says what to fix.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the metadata.generation the status describes.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// effectiveLimits are the limits the gateways enforce now: the published
+	// limits × headroomPercent / 100, lowered while the provider answers 429
+	// or 503, and for a self-hosted provider maxInFlight = ready Pods ×
+	// gpusPerPod × maxConcurrencyPerGPU (no more than limits.maxInFlight).
+	// Zero or absent means unlimited.
+	// +optional
+	EffectiveLimits *ProviderLimits `json:"effectiveLimits,omitempty"`
+	// usage is the provider's recent usage, summed over every gateway's last
+	// report. Absent means no gateway has reported yet.
+	// +optional
+	Usage *ProviderUsage `json:"usage,omitempty"`
+	// readyPods counts the self-hosted Pods that are ready. Absent for a
+	// hosted provider.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ReadyPods *int32 `json:"readyPods,omitempty"`
+	// readyGPUs counts the GPUs of the ready self-hosted Pods: readyPods ×
+	// gpusPerPod. Absent for a hosted provider.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ReadyGPUs *int32 `json:"readyGPUs,omitempty"`
+	// lastUsageTime is when the oldest of the gateways' reports in usage was
+	// taken. Absent means no gateway has reported yet.
+	// +optional
+	LastUsageTime *metav1.Time `json:"lastUsageTime,omitempty"`
+}
+
+// ProviderUsage is one provider's recent usage, summed over the gateways.
+type ProviderUsage struct {
+	// requestsLastMinute counts requests sent to the provider in the last
+	// minute.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	RequestsLastMinute int64 `json:"requestsLastMinute"`
+	// tokensLastMinute counts tokens charged in the last minute.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	TokensLastMinute int64 `json:"tokensLastMinute"`
+	// inFlight counts calls waiting for the provider's answer now.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	InFlight int64 `json:"inFlight"`
+	// queued counts requests waiting in the gateways now.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Queued int64 `json:"queued"`
+	// refused counts requests the gateways refused, by reason, since each
+	// gateway started. Absent means none.
+	// +optional
+	// +listType=map
+	// +listMapKey=reason
+	// +kubebuilder:validation:MaxItems=32
+	Refused []RefusedCount `json:"refused,omitempty"`
+	// throttles counts the provider's 429 and 503 answers since each gateway
+	// started.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Throttles int64 `json:"throttles"`
+	// spendThisMonth is what calls cost this calendar month (UTC), in
+	// dollars.
+	// +optional
+	SpendThisMonth Money `json:"spendThisMonth,omitempty"`
+}
+
+// ProviderQuotaList is a list of ProviderQuota.
+//
+// +kubebuilder:object:root=true
+type ProviderQuotaList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the ProviderQuotas.
+	Items []ProviderQuota `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ProviderQuota{}, &ProviderQuotaList{})
+}

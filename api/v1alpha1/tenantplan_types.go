@@ -1,0 +1,408 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The labels and data item that make a Secret a tenant's API key (see
+// TenantPlanSpec.KeySecretSelector).
+const (
+	// LabelTenant on a key Secret names the tenant the key belongs to.
+	LabelTenant = "sluice.dev/tenant"
+	// LabelUser on a key Secret names the person or service the key belongs
+	// to; perUser limits count per user. A Secret without it belongs to a
+	// user named after the Secret.
+	LabelUser = "sluice.dev/user"
+	// KeySecretItem is the item of a key Secret's data that holds the key.
+	KeySecretItem = "apiKey"
+)
+
+// TenantPlan is a plan some tenants share: the providers they may use, their
+// place in the queue, their limits and their budget. Each tenant gets the
+// plan's limits and budget for itself; the plan is a template, not a pool.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=tp,categories=sluice
+// +kubebuilder:printcolumn:name="Tenants",type=integer,JSONPath=`.status.tenantCount`,description="Tenants in the gateways' configuration, with at least one key."
+// +kubebuilder:printcolumn:name="Priority",type=string,JSONPath=`.spec.priority`,priority=1
+// +kubebuilder:printcolumn:name="Budget",type=string,JSONPath=`.spec.budget.amount`,description="Each tenant's budget per period, in dollars."
+// +kubebuilder:printcolumn:name="Period",type=string,JSONPath=`.spec.budget.period`,priority=1
+// +kubebuilder:printcolumn:name="Spent",type=string,JSONPath=`.status.spentThisPeriod`,description="The most one tenant spent this period, in dollars."
+// +kubebuilder:printcolumn:name="Resets",type=string,JSONPath=`.status.resetsAt`,description="When the budget's period ends."
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type TenantPlan struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the plan: its tenants, providers, limits and budget.
+	// +required
+	Spec TenantPlanSpec `json:"spec"`
+	// status is the plan's readiness, spend and queue, written by the
+	// operator.
+	// +optional
+	Status TenantPlanStatus `json:"status,omitempty"`
+}
+
+// TenantPlanSpec is a plan: who it covers and what they may do.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.degrade) || has(self.budget)",message="budget must be set when degrade is: degrade acts when the budget runs low",fieldPath=".budget"
+type TenantPlanSpec struct {
+	// tenants name the customers this plan covers, 1 to 100 unique names,
+	// each a DNS label (lower-case letters, digits and '-', at most 63
+	// characters). A tenant belongs to at most one plan.
+	//
+	// A tenant's API keys are the Secrets in this namespace labelled
+	// sluice.dev/tenant=<tenant> (and matching keySecretSelector, when set),
+	// each holding one key in its apiKey item. Label a Secret
+	// sluice.dev/user=<user> to say whose key it is; without the label the
+	// user is the Secret's name.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="size(self) >= 1",message="tenants must name at least one tenant"
+	Tenants []string `json:"tenants"`
+	// keySecretSelector narrows which Secrets hold the tenants' keys: a key
+	// Secret must match it as well as carry the sluice.dev/tenant label.
+	// Use it to keep keys apart that the same namespace holds for other
+	// purposes. Absent means the sluice.dev/tenant label alone decides.
+	// The gateways only ever see a key's SHA-256.
+	// +optional
+	KeySecretSelector *metav1.LabelSelector `json:"keySecretSelector,omitempty"`
+	// providers name the ProviderQuotas in this namespace the tenants may
+	// use, 1 to 16 unique names; a request's model picks one of them.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="size(self) >= 1",message="providers must name at least one ProviderQuota"
+	Providers []string `json:"providers"`
+	// priority is the tenants' class in the queue: Interactive lanes are
+	// served first; Batch lanes get what they leave, and a small guaranteed
+	// share. Defaults to Interactive.
+	// +optional
+	// +kubebuilder:default=Interactive
+	Priority Priority `json:"priority,omitempty"`
+	// weight is each tenant's share within its priority class, 1 to 1000: a
+	// tenant of weight 2 is served twice the tokens of one of weight 1 when
+	// both wait. Defaults to 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	Weight int32 `json:"weight,omitempty"`
+	// perUser limits apply to each user of each tenant separately, at most
+	// 16. Absent means none.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	PerUser []Limit `json:"perUser,omitempty"`
+	// perTenant limits apply to all the users of one tenant together, at
+	// most 16. Absent means none.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	PerTenant []Limit `json:"perTenant,omitempty"`
+	// endpoints hold limits for one endpoint each, over all the users of one
+	// tenant; each endpoint appears once. Absent means none.
+	// +optional
+	// +listType=map
+	// +listMapKey=endpoint
+	// +kubebuilder:validation:MaxItems=3
+	Endpoints []EndpointLimits `json:"endpoints,omitempty"`
+	// budget caps each tenant's spend per calendar day or month, refusing
+	// requests past it until the period ends. Absent means no budget.
+	// +optional
+	Budget *Budget `json:"budget,omitempty"`
+	// timeZone is the IANA time zone in which the tenants' calendar windows
+	// (day and month limits, the budget) reset, such as Europe/Berlin.
+	// Defaults to UTC.
+	// +optional
+	// +kubebuilder:default=UTC
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self != 'Local' && self.matches('^[A-Za-z][-+_A-Za-z0-9]*(/[-+_A-Za-z0-9]+)*$')",message="timeZone must be an IANA time zone such as Europe/Berlin or UTC"
+	TimeZone string `json:"timeZone,omitempty"`
+	// maxWait is the longest a request may expect to wait in the queue,
+	// more than 0s and at most 10m; past it the gateways answer busy at
+	// once, before anything is spent. Defaults to 60s.
+	// +optional
+	// +kubebuilder:default="60s"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s') && duration(self) <= duration('10m')",message="maxWait must be a duration more than 0s and at most 10m, such as 60s"
+	MaxWait metav1.Duration `json:"maxWait,omitzero"`
+	// degrade sends requests for an expensive model to a cheaper one when a
+	// tenant's budget runs low. It requires a budget. Absent means never.
+	// +optional
+	Degrade *Degrade `json:"degrade,omitempty"`
+}
+
+// Priority is a tenant's class in the queue.
+//
+// +kubebuilder:validation:Enum=Interactive;Batch
+type Priority string
+
+// The priority classes.
+const (
+	// PriorityInteractive lanes are served first.
+	PriorityInteractive Priority = "Interactive"
+	// PriorityBatch lanes get what interactive lanes leave, and a small
+	// guaranteed share.
+	PriorityBatch Priority = "Batch"
+)
+
+// Endpoint names an OpenAI-compatible endpoint.
+//
+// +kubebuilder:validation:Enum=chat;completions;embeddings
+type Endpoint string
+
+// The endpoints a plan's limits can name.
+const (
+	// EndpointChat is /v1/chat/completions.
+	EndpointChat Endpoint = "chat"
+	// EndpointCompletions is /v1/completions.
+	EndpointCompletions Endpoint = "completions"
+	// EndpointEmbeddings is /v1/embeddings.
+	EndpointEmbeddings Endpoint = "embeddings"
+)
+
+// EndpointLimits are limits on one endpoint.
+type EndpointLimits struct {
+	// endpoint is chat (/v1/chat/completions), completions (/v1/completions)
+	// or embeddings (/v1/embeddings).
+	// +required
+	Endpoint Endpoint `json:"endpoint"`
+	// limits apply to the endpoint, 1 to 16.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="size(self) >= 1",message="limits must hold at least one limit"
+	Limits []Limit `json:"limits"`
+}
+
+// Dimension is what a limit counts.
+//
+// +kubebuilder:validation:Enum=requests;tokens;dollars
+type Dimension string
+
+// The dimensions.
+const (
+	// DimensionRequests counts requests.
+	DimensionRequests Dimension = "requests"
+	// DimensionTokens counts prompt plus expected completion tokens, settled
+	// from the provider's usage.
+	DimensionTokens Dimension = "tokens"
+	// DimensionDollars counts spend at the provider's prices.
+	DimensionDollars Dimension = "dollars"
+)
+
+// Period is the span a limit's amount covers. Second, minute and hour are
+// token-bucket rates; day and month are calendar windows that reset at
+// midnight in the plan's time zone.
+//
+// +kubebuilder:validation:Enum=second;minute;hour;day;month
+type Period string
+
+// The periods.
+const (
+	PeriodSecond Period = "second"
+	PeriodMinute Period = "minute"
+	PeriodHour   Period = "hour"
+	PeriodDay    Period = "day"
+	PeriodMonth  Period = "month"
+)
+
+// Behavior is what the gateways do with a request over a limit.
+//
+// +kubebuilder:validation:Enum=Reject;Queue
+type Behavior string
+
+// The behaviors at a limit.
+const (
+	// BehaviorReject answers 429 at once, with Retry-After.
+	BehaviorReject Behavior = "Reject"
+	// BehaviorQueue holds the request until every budget allows it, or
+	// answers busy at once when the expected wait passes maxWait.
+	BehaviorQueue Behavior = "Queue"
+)
+
+// Limit is one limit on one dimension: an amount of requests or tokens, or
+// of dollars, per period.
+//
+// +kubebuilder:validation:XValidation:rule="self.dimension != 'dollars' || (has(self.dollars) && !has(self.amount))",message="a dollars limit must set dollars and not amount"
+// +kubebuilder:validation:XValidation:rule="self.dimension == 'dollars' || (has(self.amount) && !has(self.dollars))",message="a requests or tokens limit must set amount and not dollars"
+// +kubebuilder:validation:XValidation:rule="!has(self.burst) || (self.per in ['second', 'minute', 'hour'] && self.dimension != 'dollars')",message="burst must be omitted on a calendar window (day or month) and for dollars",fieldPath=".burst"
+// +kubebuilder:validation:XValidation:rule="!has(self.onLimit) || self.onLimit != 'Queue' || !(self.per in ['day', 'month'])",message="onLimit must be Reject on a calendar window (day or month): waiting until midnight is not a queue",fieldPath=".onLimit"
+type Limit struct {
+	// dimension is what the limit counts: requests, tokens (prompt plus
+	// expected completion, settled from the provider's usage) or dollars.
+	// +required
+	Dimension Dimension `json:"dimension"`
+	// amount is the number of requests or tokens per period, at least 1.
+	// Set for requests and tokens only.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	Amount int64 `json:"amount,omitempty"`
+	// dollars is the spend per period in dollars, a decimal string such as
+	// "5.00", more than 0. Set for dollars only.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self.matches('[1-9]')",message="dollars must be more than 0"
+	Dollars Money `json:"dollars,omitempty"`
+	// per is the period: second, minute or hour for a token-bucket rate, or
+	// day or month for a calendar window.
+	// +required
+	Per Period `json:"per"`
+	// burst is a rate's bucket capacity, at least 1, in the amount's unit:
+	// how much may go at once after a quiet spell. Absent means the amount.
+	// Omit it on calendar windows and for dollars.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self >= 1",message="burst must be at least 1; omit it to mean the amount"
+	Burst int64 `json:"burst,omitempty"`
+	// onLimit is what happens to a request over the limit: Reject answers
+	// 429 at once; Queue waits until the limit allows, up to the plan's
+	// maxWait. Absent means Queue for a rate and Reject for a calendar
+	// window, on which Queue is not allowed.
+	// +optional
+	OnLimit Behavior `json:"onLimit,omitempty"`
+}
+
+// Budget caps a tenant's spend per calendar day or month. It acts as a
+// dollars limit on a calendar window with onLimit Reject.
+type Budget struct {
+	// amount is the spend allowed per period in dollars, a decimal string
+	// such as "5000", more than 0.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self.matches('[1-9]')",message="amount must be more than 0"
+	Amount Money `json:"amount"`
+	// period is day or month: the budget resets at midnight, or at midnight
+	// on the first of the month, in the plan's time zone.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self in ['day', 'month']",message="period must be day or month: a budget is a calendar window"
+	Period Period `json:"period"`
+}
+
+// Degrade sends requests for an expensive model to a cheaper one when a
+// tenant's budget runs low; the response says so in a header.
+//
+// +kubebuilder:validation:XValidation:rule="self.model != self.fallback",message="fallback must differ from model",fieldPath=".fallback"
+type Degrade struct {
+	// model is the expensive model, served by one of the plan's providers.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Model string `json:"model"`
+	// fallback is the model requests go to instead, served by one of the
+	// plan's providers.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Fallback string `json:"fallback"`
+	// belowPercent is the share of the budget left, 1 to 99, below which
+	// requests for model go to fallback.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=99
+	BelowPercent int32 `json:"belowPercent"`
+}
+
+// TenantPlanStatus is what the operator last saw of a plan. The summary
+// fields answer "is any tenant near its budget?"; tenants has the detail.
+type TenantPlanStatus struct {
+	// conditions hold the Ready condition: True when every tenant is in the
+	// configuration the gateways load, else False with a reason (see the
+	// Reason constants) and a message that says what to fix.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// observedGeneration is the metadata.generation the status describes.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// tenantCount counts the plan's tenants in the gateways' configuration:
+	// those with at least one key Secret. Fewer than spec.tenants means some
+	// have no key yet; the Ready condition names them.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TenantCount *int32 `json:"tenantCount,omitempty"`
+	// spentThisPeriod is the most one tenant spent in the current period, in
+	// dollars: the budget's day or month, or the calendar month when there
+	// is no budget.
+	// +optional
+	SpentThisPeriod Money `json:"spentThisPeriod,omitempty"`
+	// budgetRemaining is the least one tenant has left of its budget this
+	// period, in dollars. Absent means no budget.
+	// +optional
+	BudgetRemaining Money `json:"budgetRemaining,omitempty"`
+	// resetsAt is when the current period ends. Absent means no budget.
+	// +optional
+	ResetsAt *metav1.Time `json:"resetsAt,omitempty"`
+	// queued counts the tenants' requests waiting in the gateways now.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Queued int64 `json:"queued,omitempty"`
+	// refused counts the tenants' requests the gateways refused, by reason,
+	// since each gateway started. Absent means none.
+	// +optional
+	// +listType=map
+	// +listMapKey=reason
+	// +kubebuilder:validation:MaxItems=32
+	Refused []RefusedCount `json:"refused,omitempty"`
+	// tenants hold each tenant's keys, spend and queue.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=100
+	Tenants []TenantStatus `json:"tenants,omitempty"`
+}
+
+// TenantStatus is what the operator last saw of one tenant of a plan.
+type TenantStatus struct {
+	// name is the tenant's name from spec.tenants.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+	// keys counts the tenant's key Secrets; with none, the tenant's requests
+	// are refused as unauthenticated.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Keys int32 `json:"keys"`
+	// spentThisPeriod is what the tenant spent in the current period, in
+	// dollars.
+	// +optional
+	SpentThisPeriod Money `json:"spentThisPeriod,omitempty"`
+	// budgetRemaining is what the tenant has left of its budget this period,
+	// in dollars. Absent means no budget.
+	// +optional
+	BudgetRemaining Money `json:"budgetRemaining,omitempty"`
+	// queued counts the tenant's requests waiting in the gateways now.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Queued int64 `json:"queued,omitempty"`
+	// refused counts the tenant's requests the gateways refused, by reason,
+	// since each gateway started. Absent means none.
+	// +optional
+	// +listType=map
+	// +listMapKey=reason
+	// +kubebuilder:validation:MaxItems=32
+	Refused []RefusedCount `json:"refused,omitempty"`
+}
+
+// TenantPlanList is a list of TenantPlan.
+//
+// +kubebuilder:object:root=true
+type TenantPlanList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// items are the TenantPlans.
+	Items []TenantPlan `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&TenantPlan{}, &TenantPlanList{})
+}
