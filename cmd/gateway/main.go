@@ -71,6 +71,7 @@ func run() error {
 	defer closeStore()
 	opts.Registerer, opts.Gatherer, opts.Logger, opts.Name = reg, reg, log, *name
 	srv = server.New(opts)
+	defer srv.Close()
 	replicas = 1
 	if cfg.Store.Redis != nil {
 		replicas = int64(cfg.Store.Redis.Replicas)

@@ -26,8 +26,8 @@ import (
 	"github.com/sluicehq/sluice/test/proc"
 )
 
-// gatewayBin is the gateway built once for the package's tests.
-var gatewayBin string
+// gatewayBin and labBin are the binaries built once for the package's tests.
+var gatewayBin, labBin string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -39,11 +39,11 @@ func TestMain(m *testing.M) {
 				return 1
 			}
 			defer os.RemoveAll(dir)
-			gatewayBin = filepath.Join(dir, "gateway")
-			build := exec.Command("go", "build", "-o", gatewayBin, "github.com/sluicehq/sluice/cmd/gateway")
+			gatewayBin, labBin = filepath.Join(dir, "gateway"), filepath.Join(dir, "lab")
+			build := exec.Command("go", "build", "-o", dir+"/", "github.com/sluicehq/sluice/cmd/gateway", "github.com/sluicehq/sluice/cmd/lab")
 			build.Stdout, build.Stderr = os.Stderr, os.Stderr
 			if err := build.Run(); err != nil {
-				fmt.Fprintln(os.Stderr, "build the gateway:", err)
+				fmt.Fprintln(os.Stderr, "build the gateway and the lab:", err)
 				return 1
 			}
 		}

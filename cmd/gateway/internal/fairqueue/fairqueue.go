@@ -82,6 +82,9 @@ func (q *Queue) Len() int { return q.items }
 // Cost returns the waiting items' total cost.
 func (q *Queue) Cost() int64 { return q.cost }
 
+// Queued reports whether the item is in a queue.
+func (it *Item) Queued() bool { return it.elem != nil }
+
 // Push adds an item at the back of its lane.
 func (q *Queue) Push(it *Item) {
 	it.Weight = max(it.Weight, 1)

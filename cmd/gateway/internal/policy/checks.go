@@ -11,23 +11,34 @@ type Cost struct {
 	MicroDollars int64
 }
 
+// Queueing says, bit i for check i of a call, whether a refusal by that check waits in the queue
+// (onLimit: Queue) rather than being answered 429 at once.
+type Queueing uint32
+
+// Queues reports whether a refusal by check i waits in the queue.
+func (q Queueing) Queues(i int) bool { return i >= 0 && q&(1<<i) != 0 }
+
 // Checks appends to dst every check a call must pass: the caller's user limits, the tenant's
 // limits and budget, the endpoint's limits, then the global and provider limits of the route's
 // provider. local picks each limit's share for this replica (the store failed open). lease names
 // the call's in-flight slot.
-func Checks(dst []ratelimit.Check, c *Caller, r *Route, ep gatewayv1.Endpoint, cost Cost, local bool, lease string) []ratelimit.Check {
+func Checks(dst []ratelimit.Check, c *Caller, r *Route, ep gatewayv1.Endpoint, cost Cost, local bool, lease string) ([]ratelimit.Check, Queueing) {
 	p := r.Provider.Name
 	levels := [...][]rule{c.limits[p], c.Tenant.limits[p], c.Tenant.endpoints[p][ep], r.Provider.limits}
+	var queueing Queueing
 	for _, rules := range levels {
 		for _, rl := range rules {
 			l := rl.shared
 			if local {
 				l = rl.local
 			}
+			if rl.queue {
+				queueing |= 1 << len(dst)
+			}
 			dst = append(dst, ratelimit.Check{Limit: l, Cost: charge(l.Dimension, cost), Lease: lease})
 		}
 	}
-	return dst
+	return dst, queueing
 }
 
 // charge is what cost takes from a limit of dimension d: one request, its tokens, its dollars

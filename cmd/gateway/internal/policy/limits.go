@@ -12,6 +12,9 @@ import (
 // local (this replica's share, used only when Redis is unreachable and the store fails open).
 type rule struct {
 	shared, local *ratelimit.Limit
+	// queue is true when a request this limit refuses waits in the queue (onLimit: Queue) rather
+	// than being answered 429 at once.
+	queue bool
 }
 
 // builder makes rules, keeping every (tenant, user) caller once.
@@ -51,15 +54,19 @@ func (b *builder) rule(key string, level ratelimit.Level, l gatewayv1.Limit, loc
 		if l.Per == gatewayv1.PeriodMonth {
 			cal.Period = ratelimit.Month
 		}
-		return b.pair(func(share func(int64) int64) (*ratelimit.Limit, error) {
+		r, err := b.pair(func(share func(int64) int64) (*ratelimit.Limit, error) {
 			return ratelimit.NewWindow(key, level, dim, share(amount), cal)
 		})
+		r.queue = l.OnLimit == gatewayv1.BehaviorQueue
+		return r, err
 	}
 	burst := amount
 	if l.Burst > 0 {
 		burst = l.Burst
 	}
-	return b.bucket(key, level, dim, amount, l.Per.Duration(), burst)
+	r, err := b.bucket(key, level, dim, amount, l.Per.Duration(), burst)
+	r.queue = l.OnLimit == gatewayv1.BehaviorQueue
+	return r, err
 }
 
 func (b *builder) bucket(key string, level ratelimit.Level, dim ratelimit.Dimension, rate int64, per time.Duration, burst int64) (rule, error) {
@@ -95,10 +102,16 @@ func dimension(l gatewayv1.Limit) (ratelimit.Dimension, int64, error) {
 }
 
 // providerRules builds a provider's own limits, each at its headroom share of the published one.
+//
+// A provider counts its per-minute limits on a rolling minute, so a bucket that allowed a full
+// minute at once and then refilled would pass the limit within the minute. A provider's bucket
+// therefore holds a small burst (one second of requests, six seconds of tokens and dollars) and
+// refills at the limit less that burst: no rolling minute ever sees more than the limit.
 func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 	var out []rule
 	add := func(r rule, err error) error {
 		if err == nil {
+			r.queue = true // a provider's own limits always queue: its capacity comes back
 			out = append(out, r)
 		}
 		return err
@@ -106,12 +119,12 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 	prefix := tag(p.Name, "provider")
 	level := ratelimit.LevelProvider
 	if n := p.WithHeadroom(p.RequestsPerMinute); n > 0 {
-		if err := add(b.bucket(prefix+":requests:minute", level, ratelimit.Requests, n, time.Minute, n)); err != nil {
+		if err := add(b.perMinute(prefix+":requests:minute", ratelimit.Requests, n, 60)); err != nil {
 			return nil, err
 		}
 	}
 	if n := p.WithHeadroom(p.TokensPerMinute); n > 0 {
-		if err := add(b.bucket(prefix+":tokens:minute", level, ratelimit.Tokens, n, time.Minute, n)); err != nil {
+		if err := add(b.perMinute(prefix+":tokens:minute", ratelimit.Tokens, n, 10)); err != nil {
 			return nil, err
 		}
 	}
@@ -123,23 +136,25 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 			return nil, err
 		}
 	}
-	spend, err := b.rules(prefix, level, spendLimits(p), time.UTC)
-	if err != nil {
-		return nil, err
-	}
-	return append(out, spend...), nil
-}
-
-// spendLimits are a provider's spend ceilings as dollar limits.
-func spendLimits(p *gatewayv1.Provider) []gatewayv1.Limit {
-	var out []gatewayv1.Limit
-	if !p.SpendPerMinute.IsZero() {
-		out = append(out, gatewayv1.Limit{Dimension: gatewayv1.DimensionDollars, Dollars: p.SpendPerMinute, Per: gatewayv1.PeriodMinute})
+	if n, err := p.SpendPerMinute.MicroDollars(); err != nil || n > 0 {
+		if err := add(b.perMinute(prefix+":microdollars:minute", ratelimit.MicroDollars, n, 10)); err != nil {
+			return nil, err
+		}
 	}
 	if !p.SpendPerMonth.IsZero() {
-		out = append(out, gatewayv1.Limit{Dimension: gatewayv1.DimensionDollars, Dollars: p.SpendPerMonth, Per: gatewayv1.PeriodMonth})
+		perMonth := gatewayv1.Limit{Dimension: gatewayv1.DimensionDollars, Dollars: p.SpendPerMonth, Per: gatewayv1.PeriodMonth}
+		if err := add(b.rule(prefix+":microdollars:month", level, perMonth, time.UTC)); err != nil {
+			return nil, err
+		}
 	}
-	return out
+	return out, nil
+}
+
+// perMinute is a provider's per-minute limit n as a bucket with a burst of n/fraction that
+// refills at n less the burst, so no rolling minute passes n.
+func (b *builder) perMinute(key string, dim ratelimit.Dimension, n, fraction int64) (rule, error) {
+	burst := max(n/fraction, 1)
+	return b.bucket(key, ratelimit.LevelProvider, dim, max(n-burst, 1), time.Minute, burst)
 }
 
 // leaseTTL is how long Redis holds a call's in-flight slot if its gateway dies: longer than every

@@ -169,6 +169,9 @@ func (p *Policy) Caller(apiKey string) *Caller {
 // Route returns where a model's calls go, or nil for an unknown model.
 func (p *Policy) Route(model string) *Route { return p.routes[model] }
 
+// Provider returns a provider by name, or nil.
+func (p *Policy) Provider(name string) *Provider { return p.providers[name] }
+
 // Tenants returns every tenant, in the configuration's order.
 func (p *Policy) Tenants() []*Tenant { return p.tenants }
 

@@ -46,21 +46,22 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 	}
 	route := p.Route("gpt-4o-mini")
 	cost := Cost{Tokens: 900, MicroDollars: 2700}
-	got := summarize(Checks(nil, alice, route, gatewayv1.EndpointChat, cost, false, "lease"))
-	// 95% headroom on 1,500 RPM, 300,000 TPM and 200 in flight; $5,000 a month in micro-dollars.
+	got := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, cost, false, "lease")))
+	// 95% headroom on 1,500 RPM, 300,000 TPM and 200 in flight (the provider buckets hold one
+	// second of requests and six of tokens); $5,000 a month in micro-dollars.
 	want := []check{
 		{Key: "{openai}:user:acme:alice:requests:day", Level: "user", Capacity: 1000, Cost: 1},
 		{Key: "{openai}:tenant:acme:tokens:minute", Level: "tenant", Capacity: 200000, Cost: 900},
 		{Key: "{openai}:tenant:acme:budget", Level: "tenant", Capacity: 5_000_000_000, Cost: 2700},
 		{Key: "{openai}:endpoint:acme:chat:requests:minute", Level: "endpoint", Capacity: 60, Cost: 1},
-		{Key: "{openai}:provider:requests:minute", Level: "provider", Capacity: 1425, Cost: 1},
-		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 285000, Cost: 900},
+		{Key: "{openai}:provider:requests:minute", Level: "provider", Capacity: 23, Cost: 1},
+		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 28500, Cost: 900},
 		{Key: "{openai}:provider:inflight", Level: "provider", Capacity: 190, Cost: 1},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("checks (-want +got):\n%s", diff)
 	}
-	embeddings := summarize(Checks(nil, alice, route, gatewayv1.EndpointEmbeddings, cost, false, "lease"))
+	embeddings := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointEmbeddings, cost, false, "lease")))
 	if len(embeddings) != len(want)-1 {
 		t.Errorf("embeddings checks = %d; want %d: the chat endpoint's limit applies to chat only", len(embeddings), len(want)-1)
 	}
@@ -69,8 +70,8 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 func TestLocalChecksTakeOneReplicasShare(t *testing.T) {
 	p := compileExample(t, 4)
 	alice, route := p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini")
-	shared := summarize(Checks(nil, alice, route, gatewayv1.EndpointChat, Cost{}, false, "l"))
-	local := summarize(Checks(nil, alice, route, gatewayv1.EndpointChat, Cost{}, true, "l"))
+	shared := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, Cost{}, false, "l")))
+	local := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, Cost{}, true, "l")))
 	for i := range shared {
 		if want := max(shared[i].Capacity/4, 1); local[i].Capacity != want {
 			t.Errorf("%s: local capacity %d; want a quarter of %d", shared[i].Key, local[i].Capacity, shared[i].Capacity)
@@ -80,12 +81,12 @@ func TestLocalChecksTakeOneReplicasShare(t *testing.T) {
 
 func TestSettlementChargesTheDifferenceAndFreesTheSlot(t *testing.T) {
 	p := compileExample(t, 1)
-	checks := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{Tokens: 900, MicroDollars: 2700}, false, "lease-1")
+	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{Tokens: 900, MicroDollars: 2700}, false, "lease-1")
 	got := Settlement(nil, checks, Cost{Tokens: -850, MicroDollars: -2550}, true)
 	want := []check{
 		{Key: "{openai}:tenant:acme:tokens:minute", Level: "tenant", Capacity: 200000, Cost: -850},
 		{Key: "{openai}:tenant:acme:budget", Level: "tenant", Capacity: 5_000_000_000, Cost: -2550},
-		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 285000, Cost: -850},
+		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 28500, Cost: -850},
 		{Key: "{openai}:provider:inflight", Level: "provider", Capacity: 190, Cost: -1},
 	}
 	if diff := cmp.Diff(want, summarize(got)); diff != "" {
@@ -104,5 +105,20 @@ func TestCompileRefusesAMissingKeyFile(t *testing.T) {
 	cfg.Providers[0].APIKeyFile = "/nonexistent/openai.key"
 	if _, err := Compile(cfg, 1); err == nil {
 		t.Fatal("Compile with a missing key file succeeded; want an error")
+	}
+}
+
+func first[A, B any](a A, _ B) A { return a }
+
+func TestQueueingFollowsEachLimitsBehaviour(t *testing.T) {
+	p := compileExample(t, 1)
+	_, queueing := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{}, false, "l")
+	// user requests/day and the budget reject; the tenant's tokens/minute, the endpoint's
+	// requests/minute and the provider's limits queue.
+	want := []bool{false, true, false, true, true, true, true}
+	for i, w := range want {
+		if got := queueing.Queues(i); got != w {
+			t.Errorf("check %d queues = %v; want %v", i, got, w)
+		}
 	}
 }

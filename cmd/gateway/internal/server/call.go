@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,8 +28,12 @@ type call struct {
 	estimate estimate.Estimate
 	cost     policy.Cost
 	checks   []ratelimit.Check
+	queueing policy.Queueing
 	decision ratelimit.Decision
-	limiter  Limiter // the store that took the decision, which settles it too
+	lease    string
+	waited   time.Duration // in the queue
+	started  time.Time     // when the call went upstream
+	limiter  Limiter       // the store that took the decision, which settles it too
 	// usageAdded is true when the gateway asked for the stream's usage chunk itself, so the
 	// client, which did not ask, does not receive it.
 	usageAdded bool
@@ -38,13 +43,14 @@ type call struct {
 func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := s.policy.Load()
-		c, apiErr := s.admit(p, endpoint, w, r)
+		c, apiErr := s.identify(p, endpoint, r)
+		if apiErr == nil {
+			s.metrics.arrivals.WithLabelValues(c.provider()).Inc()
+			apiErr = s.admit(r.Context(), c, w)
+		}
+		w.Header().Set(headerQueueWait, strconv.FormatInt(c.waited.Milliseconds(), 10))
 		if apiErr != nil {
-			tenant, provider := "", ""
-			if c != nil {
-				tenant, provider = c.tenant(), c.provider()
-			}
-			s.metrics.requests.WithLabelValues(tenant, provider, outcomeOf(apiErr)).Inc()
+			s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOf(apiErr)).Inc()
 			apiErr.write(w)
 			return
 		}
@@ -52,21 +58,37 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 	}
 }
 
-// admit takes a request from the door to the provider: who calls, what, where to, and whether
-// every limit lets it go now. On success every limit has been charged the estimate.
-func (s *Server) admit(p *policy.Policy, endpoint estimate.Endpoint, w http.ResponseWriter, r *http.Request) (*call, *apiError) {
+// identify finds who calls, what and where to, and estimates the call. The call it returns is
+// never nil, so that a refusal can be counted under its tenant and provider when they are known.
+func (s *Server) identify(p *policy.Policy, endpoint estimate.Endpoint, r *http.Request) (*call, *apiError) {
+	c := &call{endpoint: endpoint}
 	caller, apiErr := s.authenticate(p, r)
 	if apiErr != nil {
-		return nil, apiErr
-	}
-	c := &call{endpoint: endpoint, caller: caller}
-	if apiErr := s.read(p, c, r); apiErr != nil {
 		return c, apiErr
 	}
-	if apiErr := s.decide(r.Context(), c, w); apiErr != nil {
-		return c, apiErr
+	c.caller = caller
+	return c, s.read(p, c, r)
+}
+
+// admit lets a call go now when every limit allows it and nobody waits before it; otherwise a
+// refusal by a limit that queues puts it in its provider's queue, and any other refusal is
+// answered at once. On success every limit has been charged the estimate.
+func (s *Server) admit(ctx context.Context, c *call, w http.ResponseWriter) *apiError {
+	d := s.dispatcher(c.route.Provider.Name)
+	if d.idle() {
+		if apiErr := s.take(ctx, c); apiErr != nil {
+			return apiErr
+		}
+		if c.decision.Allowed {
+			setLimitHeaders(w.Header(), c)
+			return nil
+		}
+		if !c.queues() {
+			setLimitHeaders(w.Header(), c)
+			return s.refuse(c, w)
+		}
 	}
-	return c, nil
+	return d.wait(ctx, c, w)
 }
 
 func (s *Server) authenticate(p *policy.Policy, r *http.Request) (*policy.Caller, *apiError) {
@@ -143,11 +165,14 @@ func requestError(err error) *apiError {
 	return badRequest("invalid_request", "The request body is not valid.")
 }
 
-// decide checks every limit and takes the estimate from all of them, or answers why not.
-func (s *Server) decide(ctx context.Context, c *call, w http.ResponseWriter) *apiError {
-	lease := rand.Text()
+// take checks every limit and takes the estimate from all of them, or from none; c.decision says
+// which. It fails only when no store can decide.
+func (s *Server) take(ctx context.Context, c *call) *apiError {
+	if c.lease == "" {
+		c.lease = rand.Text()
+	}
 	c.limiter = s.opts.Limiter
-	c.checks = policy.Checks(make([]ratelimit.Check, 0, ratelimit.MaxChecks), c.caller, c.route, gatewayv1.Endpoint(c.endpoint), c.cost, false, lease)
+	c.checks, c.queueing = policy.Checks(c.checks[:0], c.caller, c.route, gatewayv1.Endpoint(c.endpoint), c.cost, false, c.lease)
 	d, err := s.timedDecide(ctx, "shared", c.limiter, c.checks)
 	if err != nil {
 		s.metrics.storeUp.Set(0)
@@ -159,7 +184,7 @@ func (s *Server) decide(ctx context.Context, c *call, w http.ResponseWriter) *ap
 		}
 		s.metrics.storeErrors.WithLabelValues("local").Inc()
 		c.limiter = s.opts.Fallback
-		c.checks = policy.Checks(c.checks[:0], c.caller, c.route, gatewayv1.Endpoint(c.endpoint), c.cost, true, lease)
+		c.checks, c.queueing = policy.Checks(c.checks[:0], c.caller, c.route, gatewayv1.Endpoint(c.endpoint), c.cost, true, c.lease)
 		if d, err = s.timedDecide(ctx, "local", c.limiter, c.checks); err != nil {
 			return &apiError{status: http.StatusInternalServerError, Type: typeServer, Code: "limiter_error", Message: "The gateway failed to check your limits."}
 		}
@@ -167,12 +192,16 @@ func (s *Server) decide(ctx context.Context, c *call, w http.ResponseWriter) *ap
 		s.metrics.storeUp.Set(1)
 	}
 	c.decision = d
-	setLimitHeaders(w.Header(), c)
-	if !d.Allowed {
-		return s.refuse(c, w)
+	if d.Allowed {
+		c.started = s.now()
+		s.usage.started(c, c.started)
 	}
-	s.usage.started(c, s.now())
 	return nil
+}
+
+// queues reports whether the call's refusal waits in the queue rather than being answered now.
+func (c *call) queues() bool {
+	return !c.decision.Never && c.queueing.Queues(c.decision.Refused)
 }
 
 func (s *Server) timedDecide(ctx context.Context, store string, l Limiter, checks []ratelimit.Check) (ratelimit.Decision, error) {

@@ -14,6 +14,12 @@ type metrics struct {
 	decisions      *prometheus.HistogramVec
 	storeErrors    *prometheus.CounterVec
 	storeUp        prometheus.Gauge
+	arrivals       *prometheus.CounterVec
+	callDuration   *prometheus.HistogramVec
+	queueDepth     *prometheus.GaugeVec
+	queueTokens    *prometheus.GaugeVec
+	queueWait      *prometheus.HistogramVec
+	doorRefusals   *prometheus.CounterVec
 }
 
 // The outcomes a request is counted under.
@@ -56,7 +62,34 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "sluice_gateway_store_up", Help: "1 when the limiter store answered its last call, 0 when it failed.",
 		}),
 	}
-	reg.MustRegister(m.requests, m.refusals, m.tokens, m.spend, m.providerErrors, m.decisions, m.storeErrors, m.storeUp)
+	m.addQueueMetrics()
+	reg.MustRegister(m.requests, m.refusals, m.tokens, m.spend, m.providerErrors, m.decisions, m.storeErrors, m.storeUp,
+		m.arrivals, m.callDuration, m.queueDepth, m.queueTokens, m.queueWait, m.doorRefusals)
 	m.storeUp.Set(1)
 	return m
+}
+
+// addQueueMetrics makes the queue's series. Arrivals and call durations give Little's law:
+// calls in flight = rate(arrivals) × mean duration, so an operator sees why a queue grows.
+func (m *metrics) addQueueMetrics() {
+	m.arrivals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_gateway_arrivals_total", Help: "Calls that arrived for a provider (their rate is the arrival rate).",
+	}, []string{"provider"})
+	m.callDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "sluice_gateway_call_duration_seconds", Help: "Time from sending a call upstream to settling it (the service time).",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+	}, []string{"provider"})
+	m.queueDepth = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_gateway_queue_depth", Help: "Calls waiting, by provider, priority class and tenant.",
+	}, []string{"provider", "priority", "tenant"})
+	m.queueTokens = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_gateway_queue_tokens", Help: "Estimated tokens of the calls waiting, by provider, priority class and tenant.",
+	}, []string{"provider", "priority", "tenant"})
+	m.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "sluice_gateway_queue_wait_seconds", Help: "Time calls waited in the queue before they were decided.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
+	}, []string{"provider"})
+	m.doorRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_gateway_door_refusals_total", Help: "Calls turned away at the door because their estimated wait passed maxWait.",
+	}, []string{"provider", "tenant"})
 }

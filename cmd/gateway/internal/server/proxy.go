@@ -162,6 +162,8 @@ func (s *Server) settle(c *call, u estimate.Usage, ok bool) {
 		s.metrics.tokens.WithLabelValues(c.tenant(), c.provider(), "actual").Add(float64(actual.Tokens))
 		s.metrics.spend.WithLabelValues(c.tenant(), c.provider()).Add(float64(actual.MicroDollars))
 		s.usage.finished(c, delta.Tokens, actual.MicroDollars, s.now())
+		s.metrics.callDuration.WithLabelValues(c.provider()).Observe(s.now().Sub(c.started).Seconds())
+		s.dispatcher(c.provider()).kick() // what the call held is back
 	})
 }
 

@@ -58,7 +58,11 @@ type Server struct {
 	counter *estimate.Counter
 	metrics *metrics
 	usage   *usage
-	proxies sync.Map // provider name -> *providerProxy
+	proxies sync.Map // provider name and timeout -> *httputil.ReverseProxy
+
+	ctx         context.Context // ends with Close, stopping the dispatchers
+	cancel      context.CancelFunc
+	dispatchers sync.Map // provider name -> *dispatcher
 }
 
 // New returns a server. Call SetPolicy before it serves requests.
@@ -76,8 +80,12 @@ func New(opts Options) *Server {
 	}
 	s.metrics = newMetrics(opts.Registerer)
 	s.usage = newUsage()
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
 }
+
+// Close stops the queues' dispatchers. Calls still waiting are not dispatched.
+func (s *Server) Close() { s.cancel() }
 
 // SetPolicy puts a compiled configuration in force. Calls in progress finish under the one they
 // started with.

@@ -26,6 +26,7 @@ type usage struct {
 type meter struct {
 	requests, tokens lastMinute
 	inFlight         int64
+	queued           int64
 	refused          map[string]int64
 	throttles        int64
 	spend            int64     // micro-dollars since spendStart
@@ -47,10 +48,13 @@ func (l *lastMinute) add(now time.Time, n int64) {
 	l.count[i] += n
 }
 
-func (l *lastMinute) sum(now time.Time) int64 {
+func (l *lastMinute) sum(now time.Time) int64 { return l.sumWithin(now, time.Minute) }
+
+// sumWithin sums what was added in the last window, in whole seconds, at most a minute.
+func (l *lastMinute) sumWithin(now time.Time, window time.Duration) int64 {
 	var total int64
 	for i, sec := range l.second {
-		if now.Unix()-sec < 60 {
+		if now.Unix()-sec < int64(window/time.Second) {
 			total += l.count[i]
 		}
 	}
@@ -110,6 +114,14 @@ func spendPeriodEnd(c *call, tenant bool, now time.Time) time.Time {
 	return end
 }
 
+func (u *usage) queued(c *call, delta int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, m := range u.meters(c) {
+		m.queued += delta
+	}
+}
+
 func (u *usage) refused(c *call, l *ratelimit.Limit) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -132,7 +144,7 @@ func (m *meter) traffic(now time.Time) gatewayv1.Traffic {
 	}
 	return gatewayv1.Traffic{
 		RequestsLastMinute: m.requests.sum(now), TokensLastMinute: m.tokens.sum(now),
-		InFlight: m.inFlight, Refused: refused,
+		InFlight: m.inFlight, Queued: m.queued, Refused: refused,
 	}
 }
 

@@ -1,0 +1,259 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/test/proc"
+)
+
+// simulated is the lab's provider, run as a process, behind a recorder of which tenant's calls
+// reached it, in order.
+type simulated struct {
+	url, direct string
+	mu          sync.Mutex
+	order       []string
+}
+
+func newSimulated(t *testing.T, rpm, inFlight int64) *simulated {
+	addr := freeAddr(t)
+	proc.Start(t, "lab-provider", exec.Command(labBin, "provider", "-listen", addr,
+		"-requests-per-minute", fmt.Sprint(rpm), "-tokens-per-minute", "10000000", "-max-in-flight", fmt.Sprint(inFlight),
+		"-latency", "100ms", "-latency-stddev", "0"))
+	s := &simulated{direct: "http://" + addr}
+	waitFor(t, "the lab provider", func() bool {
+		resp, err := http.Get(s.direct + "/stats")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+	target, _ := url.Parse(s.direct)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var req struct{ User string }
+		json.Unmarshal(body, &req)
+		s.mu.Lock()
+		s.order = append(s.order, req.User)
+		s.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	s.url = srv.URL
+	return s
+}
+
+// stats is the provider's count of what it accepted and refused.
+type stats struct {
+	Accepted, Rejected429Requests, Rejected429Tokens, Rejected503 int64
+}
+
+func (s *simulated) Stats(t *testing.T) stats {
+	t.Helper()
+	resp, err := http.Get(s.direct + "/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st stats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func (s *simulated) arrivals() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.order...)
+}
+
+// queueConfig writes a configuration whose tenants all queue at the provider's limits: 600
+// requests a minute, tokensPerMinute tokens and inFlight calls at once.
+func queueConfig(t *testing.T, sim *simulated, tokensPerMinute, inFlight int64, tenants ...string) string {
+	dir := t.TempDir()
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: gateway.sluice.dev/v1
+kind: GatewayConfig
+providers:
+  - name: sim
+    baseURL: %s/v1
+    models: [{name: gpt-4o-mini, encoding: o200k_base}]
+    requestsPerMinute: 600
+    tokensPerMinute: %d
+    maxInFlight: %d
+    prices: {inputPerMillion: "3", outputPerMillion: "3"}
+tenants:
+`, sim.url, tokensPerMinute, inFlight)
+	for _, tenant := range tenants {
+		name, maxWait, _ := strings.Cut(tenant, ":")
+		if maxWait == "" {
+			maxWait = "60s"
+		}
+		fmt.Fprintf(&b, "  - {name: %s, keys: [{sha256: %s, user: u}], providers: [sim], maxWait: %s}\n", name, gatewayv1.HashKey("sk-"+name), maxWait)
+	}
+	path := filepath.Join(dir, "sluice.yaml")
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// page is a chat call tagged with its tenant, asking for maxTokens.
+func page(tenant string, maxTokens int) string {
+	return fmt.Sprintf(`{"model":"gpt-4o-mini","user":%q,"max_tokens":%d,"messages":[{"role":"user","content":"A page of a book."}]}`, tenant, maxTokens)
+}
+
+// burst sends n calls of a tenant at once and returns their answers.
+func (g *gateway) burst(t *testing.T, tenant string, n, maxTokens int) []answer {
+	answers := make([]answer, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { answers[i] = g.post(t, "/v1/chat/completions", "sk-"+tenant, page(tenant, maxTokens)) })
+	}
+	wg.Wait()
+	return answers
+}
+
+func TestQueueKeepsTheProviderClean(t *testing.T) {
+	sim := newSimulated(t, 600, 4)
+	g := startGateway(t, queueConfig(t, sim, 10_000_000, 4, "acme", "globex"))
+	var answers []answer
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, tenant := range []string{"acme", "globex"} {
+		wg.Go(func() {
+			a := g.burst(t, tenant, 25, 50)
+			mu.Lock()
+			answers = append(answers, a...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	waited := 0
+	for _, a := range answers {
+		if a.status != http.StatusOK {
+			t.Errorf("a queued call was answered %d %s; want every accepted call answered", a.status, a.body)
+		}
+		if a.header.Get(headerQueueWait) == "" {
+			t.Errorf("an answer has no %s header", headerQueueWait)
+		}
+		if a.header.Get(headerQueueWait) != "0" {
+			waited++
+		}
+	}
+	if waited == 0 {
+		t.Error("no call waited: the bursts did not reach the limits, so nothing was tested")
+	}
+	st := sim.Stats(t)
+	if st.Rejected429Requests+st.Rejected429Tokens+st.Rejected503 != 0 || st.Accepted != 50 {
+		t.Errorf("the provider saw %+v; want 50 accepted and no 429 or 503", st)
+	}
+}
+
+const headerQueueWait = "X-Sluice-Queue-Wait-Ms"
+
+func TestQueueServesASmallTenantWithinOneRound(t *testing.T) {
+	sim := newSimulated(t, 600, 2)
+	g := startGateway(t, queueConfig(t, sim, 10_000_000, 2, "big", "small"))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.burst(t, "big", 30, 3000) // about 3,000 tokens each: two and a half per 8,192-token round
+	}()
+	waitFor(t, "big's calls to queue", func() bool { return g.usage(t).Tenants[0].Queued >= 20 })
+	before := len(sim.arrivals())
+	if a := g.post(t, "/v1/chat/completions", "sk-small", page("small", 3000)); a.status != http.StatusOK {
+		t.Fatalf("small's call: %d %s", a.status, a.body)
+	}
+	<-done
+	order := sim.arrivals()
+	pos := -1
+	for i, tenant := range order {
+		if tenant == "small" {
+			pos = i
+		}
+	}
+	t.Logf("small reached the provider at %d; %d calls had when it arrived; %d in all", pos, before, len(order))
+	// When small arrived, `before` calls had reached the provider and up to two were being
+	// decided; big's round then holds at most three more.
+	if pos < 0 || pos > before+5 {
+		t.Errorf("small's call reached the provider %dth, %d after it queued behind big's backlog; want within one round:\n%v", pos+1, pos-before, order)
+	}
+}
+
+func TestQueueDoorRefusesWithAPosition(t *testing.T) {
+	sim := newSimulated(t, 600, 4)
+	// 60,000 tokens a minute: a 3,000-token call drains in about 3 s, past tight's 1 s.
+	g := startGateway(t, queueConfig(t, sim, 60_000, 4, "tight:1s"))
+	answers := g.burst(t, "tight", 6, 3000)
+	busy := 0
+	for _, a := range answers {
+		if a.status == http.StatusTooManyRequests && a.errorCode(t) == "queue_busy" {
+			busy++
+			if a.header.Get("X-Sluice-Queue-Position") == "" || a.header.Get("Retry-After") == "" {
+				t.Errorf("a busy answer lacks its position or Retry-After: %v", a.header)
+			}
+		}
+	}
+	if busy == 0 {
+		t.Errorf("no call was turned away at the door; answers: %v", statuses(answers))
+	}
+	if st := sim.Stats(t); st.Rejected429Tokens+st.Rejected429Requests+st.Rejected503 != 0 {
+		t.Errorf("the provider refused calls: %+v", st)
+	}
+}
+
+func TestQueueForgetsAClientThatLeft(t *testing.T) {
+	sim := newSimulated(t, 600, 2)
+	g := startGateway(t, queueConfig(t, sim, 10_000_000, 2, "big", "gone"))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.burst(t, "big", 20, 3000)
+	}()
+	waitFor(t, "big's calls to queue", func() bool { return g.usage(t).Tenants[0].Queued >= 10 })
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.api+"/v1/chat/completions", strings.NewReader(page("gone", 3000)))
+	req.Header.Set("Authorization", "Bearer sk-gone")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the call that should have waited was answered %d", resp.StatusCode)
+	}
+	<-done
+	for _, tenant := range sim.arrivals() {
+		if tenant == "gone" {
+			t.Error("the provider received the call of a client that had left")
+		}
+	}
+	gone := g.usage(t).Tenants[1]
+	if gone.Queued != 0 || gone.SpendThisPeriod != "0" || gone.RequestsLastMinute != 0 {
+		t.Errorf("the tenant that left shows %+v; want nothing queued, spent or sent", gone)
+	}
+}
+
+func statuses(answers []answer) []int {
+	var out []int
+	for _, a := range answers {
+		out = append(out, a.status)
+	}
+	return out
+}
