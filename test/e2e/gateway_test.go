@@ -26,6 +26,9 @@ import (
 	"github.com/sluicehq/sluice/test/proc"
 )
 
+// client bounds every call a test makes, so a stuck gateway fails the test instead of hanging it.
+var client = &http.Client{Timeout: time.Minute}
+
 // gatewayBin and labBin are the binaries built once for the package's tests.
 var gatewayBin, labBin string
 
@@ -243,7 +246,7 @@ func (g *gateway) post(t *testing.T, path, key, body string) answer {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("POST %s: %v", path, err)
 	}

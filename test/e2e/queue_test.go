@@ -31,6 +31,9 @@ type simulated struct {
 }
 
 func newSimulated(t *testing.T, rpm, inFlight int64) *simulated {
+	if testing.Short() {
+		t.Skip("runs the lab and the gateway binaries; skipped with -short")
+	}
 	addr := freeAddr(t)
 	proc.Start(t, "lab-provider", exec.Command(labBin, "provider", "-listen", addr,
 		"-requests-per-minute", fmt.Sprint(rpm), "-tokens-per-minute", "10000000", "-max-in-flight", fmt.Sprint(inFlight),

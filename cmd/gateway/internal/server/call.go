@@ -80,6 +80,7 @@ func (s *Server) admit(ctx context.Context, c *call, w http.ResponseWriter) *api
 			return apiErr
 		}
 		if c.decision.Allowed {
+			d.started()
 			setLimitHeaders(w.Header(), c)
 			return nil
 		}

@@ -43,7 +43,26 @@ type dispatcher struct {
 	q            *fairqueue.Queue
 	drained      lastMinute // tokens dispatched from the queue
 	backlogSince time.Time  // when the queue last became non-empty
+	feedback                // what the provider's throttles taught
 }
+
+// feedback is what a provider's 429s and 503s say: our model of its limits is wrong. Dispatch
+// pauses for the time it asked, and the calls this replica keeps in flight to it are cut by half
+// at each throttle and grow back by a step at each success (AIMD).
+type feedback struct {
+	pausedUntil time.Time
+	share       float64 // of the in-flight cap; 1 when the provider is happy
+	inFlight    int64   // this replica's calls to the provider
+}
+
+const (
+	// minShare is the least share of the in-flight cap throttles leave.
+	minShare = 1.0 / 32
+	// shareStep is what each successful call gives back.
+	shareStep = 1.0 / 64
+	// minPause is the pause after a throttle that named no retry-after.
+	minPause = time.Second
+)
 
 // waiter is a call in the queue.
 type waiter struct {
@@ -59,7 +78,7 @@ func (s *Server) dispatcher(provider string) *dispatcher {
 	if d, ok := s.dispatchers.Load(provider); ok {
 		return d.(*dispatcher)
 	}
-	d := &dispatcher{s: s, provider: provider, wake: make(chan struct{}, 1), q: fairqueue.New(fairqueue.Options{})}
+	d := &dispatcher{s: s, provider: provider, wake: make(chan struct{}, 1), q: fairqueue.New(fairqueue.Options{}), feedback: feedback{share: 1}}
 	actual, loaded := s.dispatchers.LoadOrStore(provider, d)
 	if !loaded {
 		go d.run(s.ctx)
@@ -67,11 +86,65 @@ func (s *Server) dispatcher(provider string) *dispatcher {
 	return actual.(*dispatcher)
 }
 
-// idle reports whether nobody waits, so a new call may try to go at once.
+// idle reports whether nobody waits and the provider is open, so a new call may try to go at once.
 func (d *dispatcher) idle() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.q.Len() == 0
+	_, open := d.open(d.s.now())
+	return d.q.Len() == 0 && open
+}
+
+// open reports whether a call may go to the provider at now, as far as its feedback goes, and if
+// not, how long to wait before looking again.
+func (d *dispatcher) open(now time.Time) (time.Duration, bool) {
+	if now.Before(d.pausedUntil) {
+		return d.pausedUntil.Sub(now), false
+	}
+	if max := d.maxInFlight(); max > 0 && d.inFlight >= max {
+		return inFlightPoll, false
+	}
+	return 0, true
+}
+
+// maxInFlight is this replica's share of the provider's in-flight cap, after throttles; zero
+// means no cap.
+func (d *dispatcher) maxInFlight() int64 {
+	p := d.s.policy.Load().Provider(d.provider)
+	if p == nil || p.Config.MaxInFlight == 0 || d.share >= 1 {
+		return 0
+	}
+	return max(int64(d.share*float64(p.Config.WithHeadroom(p.Config.MaxInFlight))), 1)
+}
+
+// throttled takes in a 429 or 503 from the provider.
+func (d *dispatcher) throttled(retryAfter time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	until := d.s.now().Add(max(retryAfter, minPause))
+	if until.After(d.pausedUntil) {
+		d.pausedUntil = until
+	}
+	d.share = max(d.share/2, minShare)
+	d.s.metrics.providerShare.WithLabelValues(d.provider).Set(d.share)
+}
+
+// started counts a call going to the provider.
+func (d *dispatcher) started() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.inFlight++
+}
+
+// ended counts a call back from the provider, and grows the share after a success.
+func (d *dispatcher) ended(ok bool) {
+	d.mu.Lock()
+	d.inFlight--
+	if ok && d.share < 1 {
+		d.share = min(d.share+shareStep, 1)
+		d.s.metrics.providerShare.WithLabelValues(d.provider).Set(d.share)
+	}
+	d.mu.Unlock()
+	d.kick()
 }
 
 // kick wakes the dispatcher: a call arrived, or one ended and gave back what it held.
@@ -202,6 +275,9 @@ func (d *dispatcher) step() time.Duration {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.s.now()
+	if wait, open := d.open(now); !open {
+		return wait
+	}
 	it, opens := d.q.Next(now)
 	if it == nil {
 		if opens.IsZero() {
@@ -217,6 +293,7 @@ func (d *dispatcher) step() time.Duration {
 		return 0
 	}
 	if wt.c.decision.Allowed {
+		d.inFlight++
 		d.drained.add(now, it.Cost)
 		d.finish(wt, nil, true)
 		return 0

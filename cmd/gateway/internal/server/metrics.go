@@ -20,6 +20,8 @@ type metrics struct {
 	queueTokens    *prometheus.GaugeVec
 	queueWait      *prometheus.HistogramVec
 	doorRefusals   *prometheus.CounterVec
+	attempts       *prometheus.CounterVec
+	providerShare  *prometheus.GaugeVec
 }
 
 // The outcomes a request is counted under.
@@ -64,7 +66,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.addQueueMetrics()
 	reg.MustRegister(m.requests, m.refusals, m.tokens, m.spend, m.providerErrors, m.decisions, m.storeErrors, m.storeUp,
-		m.arrivals, m.callDuration, m.queueDepth, m.queueTokens, m.queueWait, m.doorRefusals)
+		m.arrivals, m.callDuration, m.queueDepth, m.queueTokens, m.queueWait, m.doorRefusals, m.attempts, m.providerShare)
 	m.storeUp.Set(1)
 	return m
 }
@@ -88,6 +90,12 @@ func (m *metrics) addQueueMetrics() {
 	m.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "sluice_gateway_queue_wait_seconds", Help: "Time calls waited in the queue before they were decided.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
+	}, []string{"provider"})
+	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_gateway_upstream_attempts_total", Help: "Attempts sent to providers, retries included, by answer status (0: no answer).",
+	}, []string{"provider", "status"})
+	m.providerShare = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_gateway_provider_effective_share", Help: "The share of a provider's in-flight cap this replica uses: 1 until the provider throttles, halved at each throttle, regained call by call.",
 	}, []string{"provider"})
 	m.doorRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_gateway_door_refusals_total", Help: "Calls turned away at the door because their estimated wait passed maxWait.",

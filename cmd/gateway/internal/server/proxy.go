@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/upstream"
 )
 
 // maxResponseBytes bounds how much of a JSON answer the gateway reads to settle it; a larger one
@@ -28,13 +30,21 @@ const settleTimeout = 5 * time.Second
 
 // proxy returns the reverse proxy for a provider's calls, one per provider and timeout.
 func (s *Server) proxy(p *policy.Provider) *httputil.ReverseProxy {
-	key := p.Name + "|" + p.Config.Timeout.Duration.String()
+	cfg := p.Config
+	key := fmt.Sprint(p.Name, cfg.Timeout.Duration, cfg.Retry)
 	if rp, ok := s.proxies.Load(key); ok {
 		return rp.(*httputil.ReverseProxy)
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.ResponseHeaderTimeout = p.Config.Timeout.Duration
-	transport.MaxIdleConnsPerHost = 256
+	// Each attempt has the provider's timeout to answer; a stream may take longer once it has.
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.ResponseHeaderTimeout = cfg.Timeout.Duration
+	base.MaxIdleConnsPerHost = 256
+	d := s.dispatcher(p.Name)
+	transport := upstream.New(base, upstream.Options{
+		MaxAttempts: int(cfg.Retry.MaxAttempts), BaseDelay: cfg.Retry.BaseDelay.Duration, MaxDelay: cfg.Retry.MaxDelay.Duration,
+		Throttled: func(_ int, retryAfter time.Duration) { d.throttled(retryAfter) },
+		Attempted: func(status int) { s.metrics.attempts.WithLabelValues(p.Name, strconv.Itoa(status)).Inc() },
+	})
 	rp := &httputil.ReverseProxy{
 		Rewrite:        rewrite,
 		Transport:      transport,
@@ -163,7 +173,7 @@ func (s *Server) settle(c *call, u estimate.Usage, ok bool) {
 		s.metrics.spend.WithLabelValues(c.tenant(), c.provider()).Add(float64(actual.MicroDollars))
 		s.usage.finished(c, delta.Tokens, actual.MicroDollars, s.now())
 		s.metrics.callDuration.WithLabelValues(c.provider()).Observe(s.now().Sub(c.started).Seconds())
-		s.dispatcher(c.provider()).kick() // what the call held is back
+		s.dispatcher(c.provider()).ended(ok) // what the call held is back
 	})
 }
 
