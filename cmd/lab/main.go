@@ -1,11 +1,14 @@
-// Command lab runs the lab's simulators: a hosted model provider with a real
-// account's limits, and a self-hosted inference server that batches like
-// vLLM. Each serves until SIGINT or SIGTERM, then shuts down gracefully.
+// Command lab runs the lab's simulators, a hosted model provider with a real
+// account's limits and a self-hosted inference server that batches like
+// vLLM, each until SIGINT or SIGTERM, then shuts down gracefully; and the
+// load ramp, which runs its cases against the simulated provider and
+// reports where each way of calling it breaks.
 //
 // Usage:
 //
 //	lab provider [flags]    # see package provider
 //	lab inference [flags]   # see package inference
+//	lab ramp [flags]        # see package ramp
 //
 // "lab <command> -h" lists a command's flags.
 package main
@@ -27,6 +30,7 @@ import (
 
 	"github.com/sluicehq/sluice/cmd/lab/internal/inference"
 	"github.com/sluicehq/sluice/cmd/lab/internal/provider"
+	"github.com/sluicehq/sluice/cmd/lab/internal/ramp"
 )
 
 // shutdownTimeout bounds how long calls in progress may finish after a
@@ -38,25 +42,28 @@ const usage = `usage: lab <command> [flags]
 commands:
   provider   a simulated hosted model provider: OpenAI's API under an account's limits
   inference  a simulated self-hosted inference server: vLLM-style continuous batching
+  ramp       the load ramp: where each way of calling a provider breaks
 
 Run "lab <command> -h" for a command's flags.
 `
 
-// cli is where a command reports: flag errors and help on stderr, logs
-// through log.
+// cli is where a command reports: results on stdout, flag errors, help and
+// progress on stderr, logs through log.
 type cli struct {
-	stderr io.Writer
-	log    *slog.Logger
+	stdout, stderr io.Writer
+	log            *slog.Logger
 }
 
-// command is the command called name, which runs one simulator with its
-// arguments until ctx is done; nil if there is none.
+// command is the command called name, which runs with its arguments until
+// it is done or ctx is; nil if there is none.
 func (c cli) command(name string) func(ctx context.Context, args []string) error {
 	switch name {
 	case "provider":
 		return c.provider
 	case "inference":
 		return c.inference
+	case "ramp":
+		return c.ramp
 	}
 	return nil
 }
@@ -79,7 +86,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 0
 	}
-	c := cli{stderr: stderr, log: slog.New(slog.NewTextHandler(stderr, nil)).With("simulator", args[0])}
+	c := cli{stdout: os.Stdout, stderr: stderr, log: slog.New(slog.NewTextHandler(stderr, nil)).With("simulator", args[0])}
 	cmd := c.command(args[0])
 	if cmd == nil {
 		fmt.Fprint(stderr, usage)
@@ -164,6 +171,31 @@ func (c cli) inference(ctx context.Context, args []string) error {
 	c.log.Info("engine", "engine", opts.Engine, "model", opts.Model, "gpus", opts.GPUs,
 		"maxNumSeqs", opts.MaxNumSeqs, "tokenLatency", opts.TokenLatency)
 	return serve(ctx, *listen, s, c.log)
+}
+
+// ramp runs the load ramp, with its progress on stderr, and writes its
+// report: the table on stdout, report.json and the charts into --out. A ramp
+// interrupted by a signal still reports the cases it ran.
+func (c cli) ramp(ctx context.Context, args []string) error {
+	fs := c.flags("ramp")
+	out := fs.String("out", "ramp-report", "directory for report.json and a chart of each case, <case>.png")
+	opts := ramp.DefaultOptions()
+	opts.AddFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	rep, err := ramp.Run(ctx, opts, c.stderr)
+	if len(rep.Cases) == 0 {
+		return err
+	}
+	if err := rep.WriteTable(c.stdout); err != nil {
+		return err
+	}
+	if err := rep.WriteFiles(*out); err != nil {
+		return err
+	}
+	c.log.Info("report written", "dir", *out)
+	return err
 }
 
 // serve serves h on addr until ctx is done, then shuts down, letting the

@@ -1,0 +1,42 @@
+// Package ramp is the lab's load ramp: it adds users on a schedule, each
+// uploading one book of pages (one chat completion a page), and shows where
+// each way of calling a hosted provider breaks.
+//
+// Users are added every [Options.Step] until there are 1, 2, 3, 5, 8, 12, 20,
+// 30, 50, then 80 of them ([Options.Users]). Each case runs against a fresh
+// simulated provider (package provider) on a loopback port, so its limits
+// start clean, and ends when every book has finished or after
+// [Options.Duration]. The cases:
+//
+//   - sequential: each user sends one page after another.
+//   - burst: each user sends all its pages at once, nothing in front; the
+//     HTTP client's pool is unbounded.
+//   - reject: all at once through the gateway binary, which limits each user
+//     to a token bucket (burst 5, 2 a second) and everyone together to the
+//     provider's requests per minute, and refuses what is over (onLimit
+//     Reject). The client does not retry a 429: the page dies.
+//   - queue: the same through a gateway told to queue (onLimit Queue, maxWait
+//     60s), which also paces on the provider's published requests, tokens and
+//     calls in flight. Until the gateway has its queue, it refuses instead,
+//     and the report says so.
+//   - pool: all at once through one HTTP client whose transport holds at
+//     most 200 connections to the provider: the pool becomes the queue.
+//
+// A gateway case writes the gateway's configuration into a temporary
+// directory: one tenant, "ramp", with one key and user per simulated user, so
+// the per-user bucket applies to each user and the queue can give each user a
+// lane of its own, while the configuration stays one tenant however many users
+// there are. The gateway runs on free loopback ports until the case ends.
+//
+// For each case the report gives the first failure (how many users had
+// started, when, and why), the pages that died at the provider and those the
+// gateway refused, the books that came out clean, what the provider billed
+// and how much of it went to pages of broken books, the wait of the pages
+// served (p50 and p95, from submit to answer), and the provider's peak tokens
+// over a rolling minute as a share of its limit. Why a page failed is read
+// from its answer alone: the status, the OpenAI error body's type, code and
+// message, and the headers (see [Cause]).
+//
+// The accounting is a pure function of what happened to each page and what
+// the provider saw (summarize); the driver that makes it happen is separate.
+package ramp

@@ -1,0 +1,175 @@
+package ramp
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/lab/internal/provider"
+)
+
+// providerShutdown bounds how long the provider waits for calls still in
+// progress when a case ends.
+const providerShutdown = 5 * time.Second
+
+// Run runs the cases opts names, one after another, each against a fresh
+// provider on a loopback port, and returns what they found. It writes a
+// line to progress at each step of each case, and one when a case ends.
+//
+// When ctx ends, the case in progress stops as if its Duration had passed
+// and Run returns the report so far with ctx's error.
+func Run(ctx context.Context, opts Options, progress io.Writer) (Report, error) {
+	if err := opts.validate(); err != nil {
+		return Report{}, err
+	}
+	if err := checkGateway(opts); err != nil {
+		return Report{}, err
+	}
+	rep := Report{Settings: settingsOf(opts)}
+	for _, name := range opts.Cases {
+		c, _ := caseNamed(name) // validated
+		cr, err := runCase(ctx, opts, c, progress)
+		if err != nil {
+			return rep, err
+		}
+		rep.Cases = append(rep.Cases, cr)
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// checkGateway fails early, before any case has run, when a case needs
+// the gateway binary and it is not there.
+func checkGateway(opts Options) error {
+	for _, name := range opts.Cases {
+		if c, _ := caseNamed(name); c.gateway != "" {
+			if _, err := os.Stat(opts.Gateway); err != nil {
+				return fmt.Errorf("ramp: the %s case needs the gateway binary (go build -o bin/gateway ./cmd/gateway, or --gateway): %w", name, err)
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+func settingsOf(o Options) Settings {
+	p := o.Provider
+	return Settings{
+		Users:                 o.Users,
+		StepSeconds:           o.Step.Seconds(),
+		PagesPerBook:          o.Pages,
+		PromptTokens:          o.PromptTokens,
+		MaxTokens:             o.MaxTokens,
+		DurationSeconds:       o.Duration.Seconds(),
+		RequestsPerMinute:     p.RequestsPerMinute,
+		TokensPerMinute:       p.TokensPerMinute,
+		MaxInFlight:           p.MaxInFlight,
+		LatencySeconds:        p.Latency.Seconds(),
+		InputPricePerMillion:  pricesOf(p).InputPerMillion,
+		OutputPricePerMillion: pricesOf(p).OutputPerMillion,
+		PoolConns:             o.PoolConns,
+		UserBurst:             o.UserBurst,
+		UserRequestsPerSecond: o.UserRate,
+		QueueMaxWaitSeconds:   o.MaxWait.Seconds(),
+	}
+}
+
+// runCase runs one case against a provider of its own, and the gateway if
+// the case has one.
+func runCase(ctx context.Context, opts Options, c kase, progress io.Writer) (CaseReport, error) {
+	p, err := provider.New(opts.Provider)
+	if err != nil {
+		return CaseReport{}, err
+	}
+	rec := &recorder{next: p, defaultMaxTokens: opts.Provider.DefaultMaxTokens}
+	srv, providerURL, err := serveLocal(rec)
+	if err != nil {
+		return CaseReport{}, err
+	}
+	defer shutdown(srv)
+	t, stopGateway, err := targetOf(ctx, opts, c, providerURL)
+	if err != nil {
+		return CaseReport{}, err
+	}
+	l, elapsed := drive(ctx, opts, c, t, progress)
+	stopGateway()
+	shutdown(srv)
+	run := caseRun{
+		name: c.name, queued: c.gateway == gatewayv1.BehaviorQueue,
+		schedule: schedule{users: opts.Users, step: opts.Step}, elapsed: elapsed,
+		pages: l.recorded(), calls: rec.calls(l.start), stats: p.Stats(),
+		tokensPerMinute: opts.Provider.TokensPerMinute,
+		prices:          pricesOf(opts.Provider),
+	}
+	cr := summarize(run)
+	fmt.Fprintf(progress, "%-10s done in %.1fs: %d of %d books clean\n", c.name, elapsed.Seconds(), cr.CleanBooks, cr.Books)
+	return cr, nil
+}
+
+// drive runs the case's users against t for at most Duration and returns
+// what they did and how long it took.
+func drive(ctx context.Context, opts Options, c kase, t target, progress io.Writer) (*load, time.Duration) {
+	client := c.client(opts)
+	defer client.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(ctx, opts.Duration)
+	defer cancel()
+	l := &load{
+		kase: c, opts: opts, client: client, target: t,
+		body:  pageBody(opts.Provider.Models[0], opts.PromptTokens, opts.MaxTokens),
+		start: time.Now(),
+	}
+	l.run(ctx, progress)
+	return l, time.Since(l.start)
+}
+
+// targetOf is where the case's pages go: the provider, or a gateway in
+// front of it, which the returned function stops.
+func targetOf(ctx context.Context, opts Options, c kase, providerURL string) (target, func(), error) {
+	if c.gateway == "" {
+		key := opts.Provider.APIKey
+		return target{url: providerURL, key: func(int) string { return key }}, func() {}, nil
+	}
+	cfg := gatewayConfig(opts, c.gateway, providerURL, opts.Users[len(opts.Users)-1])
+	g, err := startGateway(ctx, opts.Gateway, cfg, opts.Provider.APIKey)
+	if err != nil {
+		return target{}, nil, err
+	}
+	return target{url: g.url, key: userKey}, g.stop, nil
+}
+
+// serveLocal serves h on a free loopback port and returns its base URL.
+func serveLocal(h http.Handler) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", fmt.Errorf("ramp: listen for the provider: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln) // returns ErrServerClosed at shutdown
+	return srv, "http://" + ln.Addr().String(), nil
+}
+
+// shutdown stops srv, letting calls in progress finish for up to
+// providerShutdown. It may be called more than once.
+func shutdown(srv *http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), providerShutdown)
+	defer cancel()
+	if srv.Shutdown(ctx) != nil {
+		srv.Close()
+	}
+}
+
+// pricesOf are the provider's prices as the gateway's configuration writes
+// them.
+func pricesOf(p provider.Options) gatewayv1.Prices {
+	return gatewayv1.Prices{
+		InputPerMillion:  gatewayv1.MoneyFromMicro(p.InputMicrosPerMillion),
+		OutputPerMillion: gatewayv1.MoneyFromMicro(p.OutputMicrosPerMillion),
+	}
+}

@@ -1,0 +1,198 @@
+package ramp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/openai"
+)
+
+// maxAnswerBytes bounds how much of an answer a page reads.
+const maxAnswerBytes = 1 << 20
+
+// target is where a case's pages go.
+type target struct {
+	// url is the base URL, without /v1.
+	url string
+	// key is the API key user sends; empty sends none.
+	key func(user int) string
+}
+
+// load is one case's users uploading their books. It is safe for
+// concurrent use once started.
+type load struct {
+	kase   kase
+	opts   Options
+	client *http.Client
+	target target
+	body   []byte // every page's request
+	start  time.Time
+
+	mu    sync.Mutex
+	pages []page
+
+	// For the progress lines.
+	served, diedAtProvider, refused, inFlight atomic.Int64
+}
+
+// run adds users on the schedule until every count is reached or ctx
+// ends, writing a line to progress at each step, and returns when every
+// book started has finished.
+func (l *load) run(ctx context.Context, progress io.Writer) {
+	var books sync.WaitGroup
+	started := 0
+	for k, n := range l.opts.Users {
+		if !sleepUntil(ctx, l.start.Add(time.Duration(k)*l.opts.Step)) {
+			break
+		}
+		for ; started < n; started++ {
+			user := started
+			books.Go(func() { l.book(ctx, user) })
+		}
+		l.progress(progress, k, n)
+	}
+	books.Wait()
+}
+
+// sleepUntil waits until t and reports whether ctx was still going then.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return ctx.Err() == nil
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// book uploads one user's book, page after page or all at once.
+func (l *load) book(ctx context.Context, user int) {
+	if !l.kase.allAtOnce {
+		for i := range l.opts.Pages {
+			l.record(l.page(ctx, user, i))
+		}
+		return
+	}
+	var pages sync.WaitGroup
+	for i := range l.opts.Pages {
+		pages.Go(func() { l.record(l.page(ctx, user, i)) })
+	}
+	pages.Wait()
+}
+
+// page sends one page and tells how it ended. A page whose case has ended
+// is not sent: it is cut off.
+func (l *load) page(ctx context.Context, user, index int) page {
+	p := page{user: user, index: index, sent: time.Since(l.start)}
+	if ctx.Err() != nil {
+		p.answered, p.cause = p.sent, CutOff
+		return p
+	}
+	l.inFlight.Add(1)
+	defer l.inFlight.Add(-1)
+	a, err := l.post(ctx, user)
+	p.answered = time.Since(l.start)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		p.cause = CutOff
+	case err != nil:
+		p.cause = NoAnswer
+	default:
+		p.cause = classify(a.status, a.header, a.body)
+		p.promptTokens, p.completionTokens = a.usage()
+	}
+	return p
+}
+
+// answer is an answer, read whole.
+type answer struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// post sends the page's request as user.
+func (l *load) post(ctx context.Context, user int) (answer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.target.url+openai.Chat.Path(), bytes.NewReader(l.body))
+	if err != nil {
+		return answer{}, fmt.Errorf("ramp: new request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key := l.target.key(user); key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return answer{}, fmt.Errorf("ramp: post a page: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBytes))
+	if err != nil {
+		return answer{}, fmt.Errorf("ramp: read an answer: %w", err)
+	}
+	return answer{status: resp.StatusCode, header: resp.Header, body: body}, nil
+}
+
+// usage is the prompt and completion tokens of a served answer; zero for
+// any other.
+func (a answer) usage() (prompt, completion int64) {
+	var body struct {
+		Usage openai.Usage `json:"usage"`
+	}
+	if a.status != http.StatusOK || json.Unmarshal(a.body, &body) != nil {
+		return 0, 0
+	}
+	return body.Usage.PromptTokens, body.Usage.CompletionTokens
+}
+
+// record keeps how a page ended.
+func (l *load) record(p page) {
+	switch {
+	case p.cause == Served:
+		l.served.Add(1)
+	case p.cause.diedAtProvider():
+		l.diedAtProvider.Add(1)
+	case p.cause.refused():
+		l.refused.Add(1)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pages = append(l.pages, p)
+}
+
+// recorded are the pages recorded so far.
+func (l *load) recorded() []page {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]page(nil), l.pages...)
+}
+
+// progress writes the line of step k, at which the ramp reached users.
+func (l *load) progress(w io.Writer, k, users int) {
+	fmt.Fprintf(w, "%-10s step %2d/%d %7.1fs  users %4d  served %6d  died at provider %6d  refused %6d  in flight %5d\n",
+		l.kase.name, k+1, len(l.opts.Users), time.Since(l.start).Seconds(), users,
+		l.served.Load(), l.diedAtProvider.Load(), l.refused.Load(), l.inFlight.Load())
+}
+
+// pageBody is every page's request: a chat completion whose prompt is
+// promptTokens of text, as the provider counts them, asking for maxTokens.
+func pageBody(model string, promptTokens, maxTokens int64) []byte {
+	type message struct {
+		Role    string `json:"role"`
+		Content string `json:"content"`
+	}
+	body, _ := json.Marshal(struct { // strings and an int: it cannot fail
+		Model     string    `json:"model"`
+		MaxTokens int64     `json:"max_tokens"`
+		Messages  []message `json:"messages"`
+	}{model, maxTokens, []message{{Role: "user", Content: openai.Filler(promptTokens)}}})
+	return body
+}

@@ -1,0 +1,184 @@
+package ramp
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/provider"
+)
+
+// maxMaxWait is the longest maxWait the gateway's configuration accepts.
+const maxMaxWait = 10 * time.Minute
+
+// Options configure a ramp. Start from DefaultOptions: in the zero Options
+// every count is zero, which Run refuses.
+type Options struct {
+	// Provider is the simulated provider's account, started afresh for
+	// each case.
+	Provider provider.Options
+	// Users are how many users there are after each step, increasing: the
+	// first are there at the start, the next one step later, and so on.
+	Users []int
+	// Step is the time between two counts of Users; must be positive.
+	Step time.Duration
+	// Pages is the pages in each user's book; must be positive.
+	Pages int
+	// PromptTokens is a page's prompt, in the provider's tokens; must be
+	// positive.
+	PromptTokens int64
+	// MaxTokens is a page's max_tokens, the answer's length; must be
+	// positive.
+	MaxTokens int64
+	// Duration caps each case; a case ends sooner when every book has
+	// finished. Must be positive.
+	Duration time.Duration
+	// Cases name the cases to run, in order: some of sequential, burst,
+	// reject, queue and pool.
+	Cases []string
+	// Gateway is the path of the gateway binary, for the reject and queue
+	// cases.
+	Gateway string
+	// PoolConns caps the pool case's connections to the provider; must be
+	// positive.
+	PoolConns int
+	// UserBurst is the gateway's per-user bucket: its capacity; must be
+	// positive.
+	UserBurst int64
+	// UserRate is the gateway's per-user bucket: requests a second; must be
+	// positive.
+	UserRate int64
+	// MaxWait is the queue's door: the longest wait the gateway accepts
+	// before it answers busy. More than zero and at most 10m.
+	MaxWait time.Duration
+}
+
+// The cases, in the order Run runs them by default.
+const (
+	CaseSequential = "sequential"
+	CaseBurst      = "burst"
+	CaseReject     = "reject"
+	CaseQueue      = "queue"
+	CasePool       = "pool"
+)
+
+// DefaultOptions is the reference ramp: the lab's reference provider
+// (1,500 RPM, 300,000 TPM, 200 in flight, $3 per million tokens, about 2 s a
+// call), users 1 to 80 every 3 s, books of 100 pages of 600 prompt tokens and
+// 200 completion tokens, every case for at most 5 minutes, the gateway at
+// bin/gateway.
+func DefaultOptions() Options {
+	return Options{
+		Provider:     provider.DefaultOptions(),
+		Users:        []int{1, 2, 3, 5, 8, 12, 20, 30, 50, 80},
+		Step:         3 * time.Second,
+		Pages:        100,
+		PromptTokens: 600,
+		MaxTokens:    200,
+		Duration:     5 * time.Minute,
+		Cases:        []string{CaseSequential, CaseBurst, CaseReject, CaseQueue, CasePool},
+		Gateway:      "bin/gateway",
+		PoolConns:    200,
+		UserBurst:    5,
+		UserRate:     2,
+		MaxWait:      time.Minute,
+	}
+}
+
+// AddFlags registers a flag for every field of o on fs, the provider's
+// included (see provider.Options.AddFlags), with o's values as defaults.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	o.Provider.AddFlags(fs)
+	fs.Func("users", "comma-separated user counts, one per step, increasing (default "+joinInts(o.Users)+")", o.setUsers)
+	fs.DurationVar(&o.Step, "step", o.Step, "time between two user counts")
+	fs.IntVar(&o.Pages, "pages", o.Pages, "pages in each user's book, one chat completion each")
+	fs.Int64Var(&o.PromptTokens, "prompt-tokens", o.PromptTokens, "tokens of a page's prompt")
+	fs.Int64Var(&o.MaxTokens, "max-tokens", o.MaxTokens, "a page's max_tokens: the answer's length")
+	fs.DurationVar(&o.Duration, "duration", o.Duration, "the longest a case runs; it ends sooner when every book has finished")
+	fs.Func("cases", "comma-separated cases to run, in order (default "+strings.Join(o.Cases, ",")+")", o.setCases)
+	fs.StringVar(&o.Gateway, "gateway", o.Gateway, "path of the gateway binary, for the reject and queue cases")
+	fs.IntVar(&o.PoolConns, "pool-conns", o.PoolConns, "the pool case's cap on connections to the provider")
+	fs.Int64Var(&o.UserBurst, "user-burst", o.UserBurst, "the gateway's per-user bucket: its capacity")
+	fs.Int64Var(&o.UserRate, "user-rate", o.UserRate, "the gateway's per-user bucket: requests a second")
+	fs.DurationVar(&o.MaxWait, "max-wait", o.MaxWait, "the queue case's door: the longest wait the gateway accepts")
+}
+
+func (o *Options) setUsers(s string) error {
+	o.Users = nil
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("ramp: users: %w", err)
+		}
+		o.Users = append(o.Users, n)
+	}
+	return nil
+}
+
+func (o *Options) setCases(s string) error {
+	o.Cases = nil
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			o.Cases = append(o.Cases, f)
+		}
+	}
+	return nil
+}
+
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+// validate reports the first option Run cannot run with.
+func (o Options) validate() error {
+	switch {
+	case !increasing(o.Users):
+		return errors.New("ramp: options: Users must be positive and increasing")
+	case o.Step <= 0, o.Duration <= 0:
+		return errors.New("ramp: options: Step and Duration must be positive")
+	case o.Pages <= 0, o.PromptTokens <= 0, o.MaxTokens <= 0:
+		return errors.New("ramp: options: Pages, PromptTokens and MaxTokens must be positive")
+	case o.PoolConns <= 0, o.UserBurst <= 0, o.UserRate <= 0:
+		return errors.New("ramp: options: PoolConns, UserBurst and UserRate must be positive")
+	case o.MaxWait <= 0 || o.MaxWait > maxMaxWait:
+		return fmt.Errorf("ramp: options: MaxWait must be more than 0s and at most %s", maxMaxWait)
+	case len(o.Provider.Models) == 0:
+		return errors.New("ramp: options: the provider must serve a model")
+	}
+	return validateCases(o.Cases)
+}
+
+func increasing(ns []int) bool {
+	if len(ns) == 0 || ns[0] <= 0 {
+		return false
+	}
+	for i := 1; i < len(ns); i++ {
+		if ns[i] <= ns[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
+func validateCases(names []string) error {
+	if len(names) == 0 {
+		return errors.New("ramp: options: Cases must name at least one case")
+	}
+	for i, n := range names {
+		if _, ok := caseNamed(n); !ok {
+			return fmt.Errorf("ramp: options: unknown case %q: must be one of %s", n, strings.Join(caseNames(), ", "))
+		}
+		if slices.Contains(names[:i], n) {
+			return fmt.Errorf("ramp: options: case %q is named twice", n)
+		}
+	}
+	return nil
+}

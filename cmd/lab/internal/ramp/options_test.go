@@ -1,0 +1,66 @@
+package ramp
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestAddFlags(t *testing.T) {
+	opts := DefaultOptions()
+	fs := flag.NewFlagSet("ramp", flag.ContinueOnError)
+	opts.AddFlags(fs)
+	err := fs.Parse([]string{"-users", "1, 3,9", "-step", "200ms", "-pages", "10", "-cases", "burst,sequential",
+		"-latency", "50ms", "-max-in-flight", "14", "-gateway", "/tmp/gw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := DefaultOptions()
+	want.Users, want.Step, want.Pages, want.Cases, want.Gateway = []int{1, 3, 9}, 200*time.Millisecond, 10, []string{"burst", "sequential"}, "/tmp/gw"
+	want.Provider.Latency, want.Provider.MaxInFlight = 50*time.Millisecond, 14
+	if diff := cmp.Diff(opts, want); diff != "" {
+		t.Errorf("options mismatch (-got +want):\n%s", diff)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(*Options)
+		want   string // in the error; empty for none
+	}{
+		{name: "the defaults", change: func(*Options) {}},
+		{name: "users that do not increase", change: func(o *Options) { o.Users = []int{1, 3, 3} }, want: "Users must be positive and increasing"},
+		{name: "no users", change: func(o *Options) { o.Users = nil }, want: "Users must be positive and increasing"},
+		{name: "zero users first", change: func(o *Options) { o.Users = []int{0, 1} }, want: "Users must be positive and increasing"},
+		{name: "no step", change: func(o *Options) { o.Step = 0 }, want: "Step and Duration must be positive"},
+		{name: "an empty book", change: func(o *Options) { o.Pages = 0 }, want: "Pages, PromptTokens and MaxTokens must be positive"},
+		{name: "a door past 10 minutes", change: func(o *Options) { o.MaxWait = time.Hour }, want: "MaxWait must be more than 0s and at most 10m0s"},
+		{name: "an unknown case", change: func(o *Options) { o.Cases = []string{"burst", "retry"} }, want: `unknown case "retry": must be one of sequential, burst, reject, queue, pool`},
+		{name: "a case twice", change: func(o *Options) { o.Cases = []string{"burst", "burst"} }, want: `case "burst" is named twice`},
+		{name: "no case", change: func(o *Options) { o.Cases = nil }, want: "Cases must name at least one case"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := DefaultOptions()
+			tc.change(&opts)
+			err := opts.validate()
+			if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("validate() = %v; want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRunRefusesAMissingGateway(t *testing.T) {
+	opts := DefaultOptions()
+	opts.Cases, opts.Gateway = []string{CaseSequential, CaseReject}, "/nonexistent/gateway"
+	_, err := Run(t.Context(), opts, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "the reject case needs the gateway binary") {
+		t.Errorf("Run without the gateway = %v; want it refused before any case runs", err)
+	}
+}

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package ramp
+
+import "syscall"
+
+// sysProcAttr is nothing special: only Linux stops a child when its
+// parent dies.
+func sysProcAttr() *syscall.SysProcAttr { return nil }

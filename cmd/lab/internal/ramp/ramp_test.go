@@ -1,0 +1,123 @@
+package ramp
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// gatewayBin is the gateway built once for the package's tests; empty
+// with -short.
+var gatewayBin string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	os.Exit(func() int {
+		if !testing.Short() {
+			dir, err := os.MkdirTemp("", "lab-ramp-test-")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			defer os.RemoveAll(dir)
+			gatewayBin = filepath.Join(dir, "gateway")
+			build := exec.Command("go", "build", "-o", gatewayBin, "github.com/sluicehq/sluice/cmd/gateway")
+			build.Stdout, build.Stderr = os.Stderr, os.Stderr
+			if err := build.Run(); err != nil {
+				fmt.Fprintln(os.Stderr, "build the gateway:", err)
+				return 1
+			}
+		}
+		return m.Run()
+	}())
+}
+
+// smallRamp is the reference ramp scaled down to a few seconds: calls of
+// 50 ms, 6 users in steps of 300 ms, books of 10 pages of 80 tokens. The
+// provider takes 14 calls at once, so two users adding their books at once
+// (20 pages) break it, while the gateway's buckets of 5 let only 10 through.
+// Its minute has room for every page of every case.
+func smallRamp() Options {
+	opts := DefaultOptions()
+	opts.Provider.Latency, opts.Provider.LatencyStdDev = 50*time.Millisecond, 0
+	opts.Provider.RequestsPerMinute, opts.Provider.TokensPerMinute, opts.Provider.MaxInFlight = 600, 20_000, 14
+	opts.Users, opts.Step = []int{1, 2, 4, 6}, 300*time.Millisecond
+	opts.Pages, opts.PromptTokens, opts.MaxTokens = 10, 60, 20
+	opts.Duration = 20 * time.Second
+	opts.Cases = []string{CaseSequential, CaseBurst}
+	if !testing.Short() {
+		opts.Cases = append(opts.Cases, CaseReject)
+		opts.Gateway = gatewayBin
+	}
+	return opts
+}
+
+func TestRamp(t *testing.T) {
+	var progress bytes.Buffer
+	rep, err := Run(t.Context(), smallRamp(), &progress)
+	if err != nil {
+		t.Fatalf("Run: %v\n%s", err, &progress)
+	}
+	var table bytes.Buffer
+	rep.WriteTable(&table)
+	t.Logf("progress:\n%s\n%s", &progress, &table)
+	cases := map[string]CaseReport{}
+	for _, c := range rep.Cases {
+		cases[c.Case] = c
+		checkAccounting(t, c)
+	}
+
+	seq := cases[CaseSequential]
+	if seq.DiedAtProvider != 0 || seq.Refused != 0 || seq.CleanBooks != seq.Books || seq.FirstFailure != nil || providerErrors(seq) != 0 {
+		t.Errorf("sequential: %d died at the provider, %d refused, %d of %d books clean, first failure %v, provider errors %d; want no failure at all",
+			seq.DiedAtProvider, seq.Refused, seq.CleanBooks, seq.Books, seq.FirstFailure, providerErrors(seq))
+	}
+
+	burst := cases[CaseBurst]
+	if burst.DiedAtProvider == 0 || providerErrors(burst) == 0 || burst.CleanBooks == burst.Books || burst.FirstFailure == nil {
+		t.Errorf("burst: %d died at the provider (provider errors %d), %d of %d books clean, first failure %v; want pages dead at the provider and broken books",
+			burst.DiedAtProvider, providerErrors(burst), burst.CleanBooks, burst.Books, burst.FirstFailure)
+	}
+
+	if testing.Short() {
+		t.Log("the reject case runs the gateway binary: skipped with -short")
+		return
+	}
+	reject := cases[CaseReject]
+	if reject.DiedAtProvider != 0 || providerErrors(reject) != 0 || reject.Outcomes[Refused] == 0 || reject.CleanBooks == reject.Books {
+		t.Errorf("reject: %d died at the provider (provider errors %d), %d refused by the gateway, %d of %d books clean; want a clean provider and books broken by our own 429s",
+			reject.DiedAtProvider, providerErrors(reject), reject.Outcomes[Refused], reject.CleanBooks, reject.Books)
+	}
+	if f := reject.FirstFailure; f == nil || f.Cause != Refused {
+		t.Errorf("reject: first failure %v; want our own 429", f)
+	}
+}
+
+// checkAccounting checks that every page of every book is accounted for
+// once, and that the client's count of pages served is the provider's.
+func checkAccounting(t *testing.T, c CaseReport) {
+	t.Helper()
+	sum := 0
+	for _, n := range c.Outcomes {
+		sum += n
+	}
+	if want := c.Books * 10; c.Pages != want || sum != want {
+		t.Errorf("%s: %d pages, outcomes add up to %d; want %d, the pages of %d books", c.Case, c.Pages, sum, want, c.Books)
+	}
+	if c.Books != 6 {
+		t.Errorf("%s: %d books; want one for each of the 6 users", c.Case, c.Books)
+	}
+	if got, want := int64(c.Outcomes[Served]), c.Provider.Accepted-c.Provider.Canceled; got != want {
+		t.Errorf("%s: %d pages served; the provider served %d", c.Case, got, want)
+	}
+}
+
+// providerErrors is what the provider itself refused.
+func providerErrors(c CaseReport) int64 {
+	return c.Provider.Rejected429Requests + c.Provider.Rejected429Tokens + c.Provider.Rejected503
+}

@@ -1,0 +1,256 @@
+package ramp
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/lab/internal/provider"
+)
+
+// Report is what a ramp found: its settings and a result for each case, in
+// the order they ran.
+type Report struct {
+	Settings Settings     `json:"settings"`
+	Cases    []CaseReport `json:"cases"`
+}
+
+// Settings are the ramp's parameters (see Options), kept with its results:
+// times in seconds, prices in dollars per million tokens.
+type Settings struct {
+	Users                 []int           `json:"users"`
+	StepSeconds           float64         `json:"stepSeconds"`
+	PagesPerBook          int             `json:"pagesPerBook"`
+	PromptTokens          int64           `json:"promptTokens"`
+	MaxTokens             int64           `json:"maxTokens"`
+	DurationSeconds       float64         `json:"durationSeconds"`
+	RequestsPerMinute     int64           `json:"requestsPerMinute"`
+	TokensPerMinute       int64           `json:"tokensPerMinute"`
+	MaxInFlight           int64           `json:"maxInFlight"`
+	LatencySeconds        float64         `json:"latencySeconds"`
+	InputPricePerMillion  gatewayv1.Money `json:"inputPricePerMillion"`
+	OutputPricePerMillion gatewayv1.Money `json:"outputPricePerMillion"`
+	PoolConns             int             `json:"poolConns"`
+	UserBurst             int64           `json:"userBurst"`
+	UserRequestsPerSecond int64           `json:"userRequestsPerSecond"`
+	QueueMaxWaitSeconds   float64         `json:"queueMaxWaitSeconds"`
+}
+
+// CaseReport is what one case found.
+type CaseReport struct {
+	// Case is the case's name.
+	Case string `json:"case"`
+	// ElapsedSeconds is how long the case ran.
+	ElapsedSeconds float64 `json:"elapsedSeconds"`
+	// Books counts the books started, one per user; CleanBooks those whose
+	// every page was served.
+	Books      int `json:"books"`
+	CleanBooks int `json:"cleanBooks"`
+	// Pages counts the pages of the books started, and Outcomes them by
+	// cause.
+	Pages    int           `json:"pages"`
+	Outcomes map[Cause]int `json:"outcomes"`
+	// DiedAtProvider counts the pages the provider refused (429 or 503).
+	DiedAtProvider int `json:"diedAtProvider"`
+	// Refused counts the pages the gateway refused (its 429, or busy).
+	Refused int `json:"refused"`
+	// FirstFailure is the first page that failed; nil if none did.
+	FirstFailure *Failure `json:"firstFailure,omitempty"`
+	// Billed is what the provider billed; BilledForBrokenBooks the part of
+	// it for pages of books that did not come out clean.
+	Billed               gatewayv1.Money `json:"billed"`
+	BilledForBrokenBooks gatewayv1.Money `json:"billedForBrokenBooks"`
+	// WaitP50Seconds and WaitP95Seconds are percentiles of the pages
+	// served, from submit to answer.
+	WaitP50Seconds float64 `json:"waitP50Seconds"`
+	WaitP95Seconds float64 `json:"waitP95Seconds"`
+	// PeakTokensPerMinute is the most tokens the provider admitted in a
+	// rolling minute; PeakTokensShare is that over its limit.
+	PeakTokensPerMinute int64   `json:"peakTokensPerMinute"`
+	PeakTokensShare     float64 `json:"peakTokensShare"`
+	// Provider is the provider's own counts at the end of the case.
+	Provider provider.Stats `json:"provider"`
+	// Series is the case over time, for the charts.
+	Series Series `json:"series"`
+	// Notes say what a reader must know to read the numbers right.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Failure is the first page that failed.
+type Failure struct {
+	// Users is how many users the ramp had started when it failed.
+	Users int `json:"users"`
+	// AtSeconds is when it was answered, from the case's start.
+	AtSeconds float64 `json:"atSeconds"`
+	Cause     Cause   `json:"cause"`
+}
+
+// page is what happened to one page, as its client saw it.
+type page struct {
+	user, index int
+	// sent and answered are from the case's start; answered is when the
+	// client gave up for a page without an answer.
+	sent, answered time.Duration
+	cause          Cause
+	// usage of a served page.
+	promptTokens, completionTokens int64
+}
+
+// call is one call as the provider saw it.
+type call struct {
+	at time.Duration // arrival, from the case's start
+	// status answered; 0 when the client left before the answer.
+	status int
+	tokens int64 // prompt and expected completion, as the provider counts them
+}
+
+// admitted reports whether the provider let the call in, so that its
+// tokens count in the minute.
+func (c call) admitted() bool { return c.status == 200 || c.status == 0 }
+
+// refusedByProvider reports whether the provider refused the call.
+func (c call) refusedByProvider() bool { return c.status == 429 || c.status == 503 }
+
+// caseRun is everything one case recorded: the input of summarize.
+type caseRun struct {
+	name string
+	// queued says the case asked the gateway to queue.
+	queued   bool
+	schedule schedule
+	elapsed  time.Duration
+	pages    []page // every page of every book started
+	calls    []call
+	stats    provider.Stats
+	// tokensPerMinute is the provider's limit.
+	tokensPerMinute int64
+	prices          gatewayv1.Prices
+}
+
+// summarize turns what a case recorded into its report.
+func summarize(r caseRun) CaseReport {
+	books, clean, wasted := booksOf(r.pages, r.prices)
+	waits := servedWaits(r.pages)
+	peak := peakPerMinute(r.calls)
+	cr := CaseReport{
+		Case:                 r.name,
+		ElapsedSeconds:       r.elapsed.Seconds(),
+		Books:                books,
+		CleanBooks:           clean,
+		Pages:                len(r.pages),
+		Outcomes:             outcomes(r.pages),
+		FirstFailure:         firstFailure(r.pages, r.schedule),
+		Billed:               gatewayv1.MoneyFromMicro(r.stats.MicroDollars),
+		BilledForBrokenBooks: gatewayv1.MoneyFromMicro(wasted),
+		WaitP50Seconds:       percentile(waits, 50).Seconds(),
+		WaitP95Seconds:       percentile(waits, 95).Seconds(),
+		PeakTokensPerMinute:  peak,
+		PeakTokensShare:      share(peak, r.tokensPerMinute),
+		Provider:             r.stats,
+		Series:               seriesOf(r),
+	}
+	for c, n := range cr.Outcomes {
+		if c.diedAtProvider() {
+			cr.DiedAtProvider += n
+		}
+		if c.refused() {
+			cr.Refused += n
+		}
+	}
+	cr.Notes = notes(r, cr.Outcomes)
+	return cr
+}
+
+func outcomes(pages []page) map[Cause]int {
+	out := map[Cause]int{}
+	for _, p := range pages {
+		out[p.cause]++
+	}
+	return out
+}
+
+// booksOf counts the books (one per user), the clean ones, and what the
+// pages served of the broken ones cost, in micro-dollars, at the provider's
+// prices and with its rounding: up, per call.
+func booksOf(pages []page, prices gatewayv1.Prices) (books, clean int, wasted int64) {
+	broken := map[int]bool{}
+	for _, p := range pages {
+		broken[p.user] = broken[p.user] || p.cause != Served
+	}
+	for _, p := range pages {
+		if broken[p.user] && p.cause == Served {
+			wasted += prices.CostMicros(p.promptTokens, p.completionTokens)
+		}
+	}
+	for _, b := range broken {
+		if !b {
+			clean++
+		}
+	}
+	return len(broken), clean, wasted
+}
+
+// firstFailure is the page that failed first, by its answer; ties go to
+// the lower user, then page.
+func firstFailure(pages []page, s schedule) *Failure {
+	var first *page
+	for i := range pages {
+		p := &pages[i]
+		if p.cause.failed() && (first == nil || earlier(p, first)) {
+			first = p
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	return &Failure{Users: s.usersAt(first.answered), AtSeconds: first.answered.Seconds(), Cause: first.cause}
+}
+
+func earlier(a, b *page) bool {
+	return cmp.Or(cmp.Compare(a.answered, b.answered), cmp.Compare(a.user, b.user), cmp.Compare(a.index, b.index)) < 0
+}
+
+// servedWaits are the waits of the pages served, sorted.
+func servedWaits(pages []page) []time.Duration {
+	var waits []time.Duration
+	for _, p := range pages {
+		if p.cause == Served {
+			waits = append(waits, p.answered-p.sent)
+		}
+	}
+	slices.Sort(waits)
+	return waits
+}
+
+// share is n over limit; 0 without a limit.
+func share(n, limit int64) float64 {
+	if limit <= 0 {
+		return 0
+	}
+	return float64(n) / float64(limit)
+}
+
+// notes say what the numbers alone would hide.
+func notes(r caseRun, out map[Cause]int) []string {
+	var ns []string
+	if n := out[Refused]; r.queued && n > 0 {
+		ns = append(ns, fmt.Sprintf("the gateway, told to queue, refused %s with its own 429 (rate_limit_exceeded) instead: "+
+			"for those pages this case measured refusal, not a queue", countPages(n)))
+	}
+	if n := out[CutOff]; n > 0 {
+		ns = append(ns, fmt.Sprintf("%s had no answer when the case stopped at %s (--duration)", countPages(n), r.elapsed.Round(time.Millisecond)))
+	}
+	if n := out[NoAnswer]; n > 0 {
+		ns = append(ns, fmt.Sprintf("%s got no answer: the connection failed", countPages(n)))
+	}
+	return ns
+}
+
+// countPages is "1 page" or "n pages".
+func countPages(n int) string {
+	if n == 1 {
+		return "1 page"
+	}
+	return fmt.Sprintf("%d pages", n)
+}
