@@ -31,4 +31,26 @@ const (
 	// ReasonTenantConflict: a TenantPlan names a tenant that another plan
 	// already covers.
 	ReasonTenantConflict = "TenantConflict"
+	// ReasonKeyConflict: a tenant's key Secret holds the same key as another
+	// key Secret already in the configuration; a key must name one tenant
+	// and user.
+	ReasonKeyConflict = "KeyConflict"
+)
+
+// ConditionUsageReported says whether the usage in status is current: True
+// when every gateway answered the operator's latest poll, False when one did
+// not (its last report, if any, is still counted, and one that never
+// answered is never read as zero) or when no gateway was found. The operator
+// sets it only when it polls the gateways.
+const ConditionUsageReported = "UsageReported"
+
+// The reasons of the UsageReported condition.
+const (
+	// ReasonGatewaysReported: every gateway answered the latest poll.
+	ReasonGatewaysReported = "GatewaysReported"
+	// ReasonGatewayUnreachable: a gateway did not answer the latest poll;
+	// the message names it and the error.
+	ReasonGatewayUnreachable = "GatewayUnreachable"
+	// ReasonNoGateways: the operator found no gateway to poll.
+	ReasonNoGateways = "NoGateways"
 )

@@ -289,7 +289,9 @@ type SecretKeyRef struct {
 type ProviderQuotaStatus struct {
 	// conditions hold the Ready condition: True when the provider is in the
 	// configuration the gateways load, else False with a reason (see the
-	// Reason constants) and a message that says what to fix.
+	// Reason constants) and a message that says what to fix. While the
+	// operator polls the gateways, UsageReported says whether every gateway
+	// answered the latest poll.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

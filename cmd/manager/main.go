@@ -1,0 +1,179 @@
+// Command manager is Sluice's operator. It compiles the ProviderQuotas and
+// TenantPlans of the gateways' namespace into the configuration Secret the
+// gateways mount, and writes the gateways' usage into their status.
+//
+//	manager --namespace sluice --gateway-selector app.kubernetes.io/name=sluice-gateway
+//
+// It is wiring only; the work is in package controllers.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/api/v1alpha1"
+	"github.com/sluicehq/sluice/controllers"
+)
+
+// name names the manager in events and in its leader-election lease.
+const name = "sluice-manager"
+
+// options are the command line's.
+type options struct {
+	namespace, secretName, baseConfig string
+	gatewaySelector, gatewayURLs      string
+	gatewayAdminPort                  int
+	usageInterval                     time.Duration
+	metricsAddr, probeAddr            string
+	leaderElect                       bool
+}
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	o := parseFlags()
+	ctrl.SetLogger(logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, nil)))
+	ctx := ctrl.SetupSignalHandler()
+	mgr, err := newManager(o)
+	if err != nil {
+		return err
+	}
+	if err := setup(ctx, mgr, o); err != nil {
+		return err
+	}
+	ctrl.Log.Info("manager starting", "namespace", o.namespace, "secret", o.secretName)
+	return mgr.Start(ctx)
+}
+
+func parseFlags() *options {
+	o := &options{}
+	flag.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "default"), "the gateways' namespace, whose ProviderQuotas and TenantPlans are compiled")
+	flag.StringVar(&o.secretName, "config-secret", "sluice-gateway-config", "the configuration Secret the gateways mount, in --namespace")
+	flag.StringVar(&o.baseConfig, "base-config", "", "a gateway configuration file whose server, store and global limits the compiled configuration carries; empty means an in-memory store")
+	flag.StringVar(&o.gatewaySelector, "gateway-selector", "", "label selector of the gateway Pods to poll for usage, such as app.kubernetes.io/name=sluice-gateway")
+	flag.IntVar(&o.gatewayAdminPort, "gateway-admin-port", 9090, "the gateway Pods' admin port, which serves "+controllers.UsagePath)
+	flag.StringVar(&o.gatewayURLs, "gateway-usage-urls", "", "comma-separated usage URLs of gateways to poll besides, or instead of, --gateway-selector")
+	flag.DurationVar(&o.usageInterval, "usage-interval", controllers.DefaultUsageInterval, "time between polls of the gateways' usage")
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 turns it off")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	flag.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that one of several replicas works at a time")
+	flag.Parse()
+	return o
+}
+
+func newManager(o *options) (ctrl.Manager, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   cache.Options{DefaultNamespaces: map[string]cache.Config{o.namespace: {}}},
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        name,
+		LeaderElectionNamespace: o.namespace,
+	})
+}
+
+// setup adds the reconciler, the usage poller if there are gateways to
+// poll, and the probes.
+func setup(ctx context.Context, mgr ctrl.Manager, o *options) error {
+	base, err := loadBase(o.baseConfig)
+	if err != nil {
+		return err
+	}
+	r := &controllers.GatewayConfigReconciler{
+		Client:     mgr.GetClient(),
+		Recorder:   mgr.GetEventRecorder(name),
+		SecretName: o.secretName,
+		Base:       base,
+	}
+	gateways, err := gatewayLister(mgr, o)
+	if err != nil {
+		return err
+	}
+	if gateways != nil {
+		updates := make(chan event.GenericEvent)
+		poller := &controllers.UsagePoller{Namespace: o.namespace, Gateways: gateways, Interval: o.usageInterval, Updates: updates}
+		if err := mgr.Add(poller); err != nil {
+			return err
+		}
+		r.Usage, r.UsageUpdates = poller, updates
+	}
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.AddReadyzCheck("readyz", healthz.Ping)
+}
+
+// loadBase reads the base configuration, if any.
+func loadBase(path string) (*gatewayv1.Config, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read --base-config: %w", err)
+	}
+	return gatewayv1.Parse(data)
+}
+
+// gatewayLister lists the gateways the flags name, or returns nil if they
+// name none.
+func gatewayLister(mgr ctrl.Manager, o *options) (controllers.GatewayLister, error) {
+	var listers controllers.AllGateways
+	if o.gatewaySelector != "" {
+		sel, err := labels.Parse(o.gatewaySelector)
+		if err != nil {
+			return nil, fmt.Errorf("--gateway-selector: %w", err)
+		}
+		if sel.Empty() {
+			return nil, errors.New("--gateway-selector: must select something: an empty selector selects every Pod")
+		}
+		listers = append(listers, &controllers.PodGateways{Reader: mgr.GetClient(), Namespace: o.namespace, Selector: sel, Port: int32(o.gatewayAdminPort)})
+	}
+	if o.gatewayURLs != "" {
+		listers = append(listers, controllers.StaticGateways(strings.Split(o.gatewayURLs, ",")))
+	}
+	if len(listers) == 0 {
+		return nil, nil
+	}
+	return listers, nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

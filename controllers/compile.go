@@ -1,0 +1,556 @@
+package controllers
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/api/v1alpha1"
+)
+
+// ConfigFile is the item of the configuration Secret that holds the gateway
+// configuration; the gateways read it with --config.
+const ConfigFile = "config.yaml"
+
+// maxMessage caps a condition's message: a plan of a hundred tenants without
+// keys says so a hundred times.
+const maxMessage = 1024
+
+// placeholderKey stands in for a tenant's keys while a plan's spec is
+// validated on its own, before its tenants' keys are looked up.
+var placeholderKey = gatewayv1.Key{SHA256: gatewayv1.HashKey("placeholder"), User: "placeholder"}
+
+// placeholderTenant names the tenant a plan's spec is validated as.
+const placeholderTenant = "placeholder"
+
+// KeyFile returns the item of the configuration Secret, and so the file
+// beside config.yaml, that holds a provider's API key.
+func KeyFile(provider string) string {
+	return provider + ".key"
+}
+
+// Inputs are what one gateway configuration is compiled from: the objects of
+// one namespace.
+type Inputs struct {
+	// Base carries what no object holds: the server settings, the store and
+	// the global limits. Its providers and tenants are ignored. Nil means the
+	// defaults: an in-memory store and no global limits.
+	Base *gatewayv1.Config
+	// ProviderQuotas are every ProviderQuota of the namespace.
+	ProviderQuotas []v1alpha1.ProviderQuota
+	// TenantPlans are every TenantPlan of the namespace.
+	TenantPlans []v1alpha1.TenantPlan
+	// Secrets are the namespace's Secrets: the tenants' key Secrets (labelled
+	// v1alpha1.LabelTenant) and those the ProviderQuotas reference. Others
+	// are ignored.
+	Secrets []corev1.Secret
+}
+
+// Output is a compiled gateway configuration and what became of each object.
+type Output struct {
+	// Config is defaulted and valid. It holds tenants' keys only as hashes.
+	Config *gatewayv1.Config
+	// KeyFiles are the providers' API keys by file name (see KeyFile), to
+	// be written beside config.yaml. They are secrets.
+	KeyFiles map[string][]byte
+	// ProviderQuotas hold a result for every ProviderQuota, by name.
+	ProviderQuotas map[string]ProviderResult
+	// TenantPlans hold a result for every TenantPlan, by name.
+	TenantPlans map[string]PlanResult
+}
+
+// Result is what compiling did with one object: the reason of its Ready
+// condition, and a message for a person that never quotes a secret.
+type Result struct {
+	// Reason is v1alpha1.ReasonCompiled or one of the other Reason
+	// constants.
+	Reason string
+	// Message says what was compiled, or what to fix.
+	Message string
+}
+
+// Ready reports whether the object is wholly in the configuration.
+func (r Result) Ready() bool {
+	return r.Reason == v1alpha1.ReasonCompiled
+}
+
+// ProviderResult is what compiling did with one ProviderQuota.
+type ProviderResult struct {
+	Result
+	// EffectiveLimits are the limits the gateways enforce, after headroom.
+	// Nil means the provider is not in the configuration.
+	EffectiveLimits *v1alpha1.ProviderLimits
+}
+
+// PlanResult is what compiling did with one TenantPlan. A plan whose own
+// spec cannot be compiled is left out whole; a tenant without keys, or
+// covered by an older plan, is left out alone.
+type PlanResult struct {
+	Result
+	// Tenants hold one entry per spec.tenants, in its order.
+	Tenants []TenantResult
+}
+
+// TenantResult is what compiling did with one tenant of a plan.
+type TenantResult struct {
+	// Name is the tenant's name.
+	Name string
+	// Keys counts the tenant's usable key Secrets.
+	Keys int32
+	// Compiled reports whether the tenant is in the configuration.
+	Compiled bool
+}
+
+// TenantCount counts the plan's tenants in the configuration.
+func (r PlanResult) TenantCount() int32 {
+	var n int32
+	for _, t := range r.Tenants {
+		if t.Compiled {
+			n++
+		}
+	}
+	return n
+}
+
+// problem is why an object, or part of one, is not in the configuration.
+type problem struct {
+	reason, message string
+}
+
+func (p *problem) result() Result {
+	return Result{Reason: p.reason, Message: p.message}
+}
+
+// Compile turns the objects of one namespace into one gateway configuration.
+// Each object that cannot be compiled is left out with a reason, and the rest
+// compile without it. Where two objects claim the same model, tenant or key,
+// the older one keeps it (the name breaks ties), whether or not it compiles,
+// so that the answer does not flip as objects come and go. The error is for a
+// configuration that fails validation all the same, which means an invalid
+// Base or a bug here.
+func Compile(in Inputs) (*Output, error) {
+	c := newCompiler(in)
+	for _, pq := range olderFirst(in.ProviderQuotas) {
+		c.addProvider(pq)
+	}
+	for _, tp := range olderFirst(in.TenantPlans) {
+		c.addPlan(tp)
+	}
+	return c.finish()
+}
+
+// compiler holds the state of one Compile.
+type compiler struct {
+	secrets     map[string]*corev1.Secret
+	quotas      map[string]bool               // every ProviderQuota's name
+	providers   map[string]gatewayv1.Provider // the compiled ones
+	modelOwner  map[string]string             // model → the ProviderQuota that claimed it
+	tenantOwner map[string]string             // tenant → the TenantPlan that claimed it
+	keyOwner    map[string]string             // key hash → the Secret that holds it
+	cfg         *gatewayv1.Config
+	out         *Output
+}
+
+func newCompiler(in Inputs) *compiler {
+	c := &compiler{
+		secrets: map[string]*corev1.Secret{}, quotas: map[string]bool{}, providers: map[string]gatewayv1.Provider{},
+		modelOwner: map[string]string{}, tenantOwner: map[string]string{}, keyOwner: map[string]string{},
+		cfg: baseConfig(in.Base),
+		out: &Output{
+			KeyFiles:       map[string][]byte{},
+			ProviderQuotas: map[string]ProviderResult{},
+			TenantPlans:    map[string]PlanResult{},
+		},
+	}
+	for i := range in.Secrets {
+		c.secrets[in.Secrets[i].Name] = &in.Secrets[i]
+	}
+	for _, pq := range in.ProviderQuotas {
+		c.quotas[pq.Name] = true
+	}
+	return c
+}
+
+// baseConfig copies what Base carries, so that defaulting never writes
+// into the caller's Config.
+func baseConfig(base *gatewayv1.Config) *gatewayv1.Config {
+	cfg := &gatewayv1.Config{APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind}
+	if base == nil {
+		return cfg
+	}
+	cfg.Server, cfg.Store, cfg.Global = base.Server, base.Store, slices.Clone(base.Global)
+	if base.Store.Redis != nil {
+		redis := *base.Store.Redis
+		cfg.Store.Redis = &redis
+	}
+	return cfg
+}
+
+// olderFirst returns pointers to the objects, the oldest first and then by
+// name: the order in which they claim models, tenants and keys.
+func olderFirst[T any, PT interface {
+	*T
+	metav1.Object
+}](objs []T) []PT {
+	out := make([]PT, len(objs))
+	for i := range objs {
+		out[i] = PT(&objs[i])
+	}
+	slices.SortFunc(out, func(a, b PT) int {
+		ta, tb := a.GetCreationTimestamp(), b.GetCreationTimestamp()
+		if c := ta.Time.Compare(tb.Time); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.GetName(), b.GetName())
+	})
+	return out
+}
+
+func (c *compiler) finish() (*Output, error) {
+	c.cfg.Providers = sortedValues(c.providers)
+	slices.SortFunc(c.cfg.Tenants, func(a, b gatewayv1.Tenant) int { return cmp.Compare(a.Name, b.Name) })
+	c.cfg.Default()
+	if err := c.cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("controllers: compiled configuration is invalid: %w", err)
+	}
+	c.out.Config = c.cfg
+	return c.out, nil
+}
+
+func sortedValues(m map[string]gatewayv1.Provider) []gatewayv1.Provider {
+	out := make([]gatewayv1.Provider, 0, len(m))
+	for _, p := range m {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b gatewayv1.Provider) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// addProvider compiles one ProviderQuota, or records why it cannot be.
+func (c *compiler) addProvider(pq *v1alpha1.ProviderQuota) {
+	conflict := c.claimModels(pq)
+	p := toProvider(pq)
+	key, prob := c.checkProvider(pq, &p, conflict)
+	if prob != nil {
+		c.out.ProviderQuotas[pq.Name] = ProviderResult{Result: prob.result()}
+		return
+	}
+	if key != nil {
+		c.out.KeyFiles[p.APIKeyFile] = key
+	}
+	c.providers[p.Name] = p
+	c.out.ProviderQuotas[pq.Name] = ProviderResult{
+		Result: Result{
+			Reason:  v1alpha1.ReasonCompiled,
+			Message: fmt.Sprintf("In the gateway configuration, serving %s.", countOf(len(p.Models), "model")),
+		},
+		EffectiveLimits: effectiveLimits(&p),
+	}
+}
+
+// claimModels gives the ProviderQuota every model no older one claimed, and
+// returns a problem naming the models an older one did.
+func (c *compiler) claimModels(pq *v1alpha1.ProviderQuota) *problem {
+	var taken []string
+	for _, m := range pq.Spec.Models {
+		owner, ok := c.modelOwner[m.Name]
+		if ok && owner != pq.Name {
+			taken = append(taken, fmt.Sprintf("%q (served by ProviderQuota %q)", m.Name, owner))
+			continue
+		}
+		c.modelOwner[m.Name] = pq.Name
+	}
+	if len(taken) == 0 {
+		return nil
+	}
+	return &problem{v1alpha1.ReasonModelConflict,
+		fmt.Sprintf("Models already served by an older ProviderQuota: %s. A request's model must pick one provider.", strings.Join(taken, ", "))}
+}
+
+// checkProvider returns the provider's API key, or the first reason it cannot
+// be compiled: its spec, then a model conflict, then its key.
+func (c *compiler) checkProvider(pq *v1alpha1.ProviderQuota, p *gatewayv1.Provider, conflict *problem) ([]byte, *problem) {
+	if prob := validateProvider(*p); prob != nil {
+		return nil, prob
+	}
+	if conflict != nil {
+		return nil, conflict
+	}
+	ref := pq.Spec.APIKeySecretRef
+	if ref == nil {
+		return nil, nil
+	}
+	return c.secretItem(ref.Name, cmp.Or(ref.Key, v1alpha1.KeySecretItem))
+}
+
+// secretItem returns an item of a Secret, or a problem that names what is
+// missing and never what is there.
+func (c *compiler) secretItem(name, item string) ([]byte, *problem) {
+	s, ok := c.secrets[name]
+	if !ok {
+		return nil, &problem{v1alpha1.ReasonKeySecretMissing, fmt.Sprintf("Secret %q not found.", name)}
+	}
+	v, ok := s.Data[item]
+	if !ok {
+		return nil, &problem{v1alpha1.ReasonKeySecretMissing, fmt.Sprintf("Secret %q has no item %q.", name, item)}
+	}
+	if len(strings.TrimSpace(string(v))) == 0 {
+		return nil, &problem{v1alpha1.ReasonKeySecretMissing, fmt.Sprintf("Item %q of Secret %q is empty.", item, name)}
+	}
+	return v, nil
+}
+
+// validateProvider validates the provider alone, as the gateways would, so
+// that what passed admission but not the gateways' rules is caught here.
+func validateProvider(p gatewayv1.Provider) *problem {
+	p.Models = slices.Clone(p.Models)
+	cfg := gatewayv1.Config{APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind, Providers: []gatewayv1.Provider{p}}
+	return invalidSpec(&cfg, "providers[0].")
+}
+
+// invalidSpec defaults and validates a configuration of one object and
+// returns its errors as an InvalidSpec problem, with the path prefix of
+// that object removed.
+func invalidSpec(cfg *gatewayv1.Config, prefix string) *problem {
+	cfg.Default()
+	err := cfg.Validate()
+	if err == nil {
+		return nil
+	}
+	msg := strings.ReplaceAll(err.Error(), prefix, "")
+	return &problem{v1alpha1.ReasonInvalidSpec, "The spec cannot be compiled: " + msg}
+}
+
+// effectiveLimits returns the limits the gateways enforce on p, after
+// headroom.
+func effectiveLimits(p *gatewayv1.Provider) *v1alpha1.ProviderLimits {
+	return &v1alpha1.ProviderLimits{
+		RequestsPerMinute: p.WithHeadroom(p.RequestsPerMinute),
+		TokensPerMinute:   p.WithHeadroom(p.TokensPerMinute),
+		MaxInFlight:       p.WithHeadroom(p.MaxInFlight),
+	}
+}
+
+// addPlan compiles one TenantPlan's tenants, or records why it cannot.
+func (c *compiler) addPlan(tp *v1alpha1.TenantPlan) {
+	owners := c.claimTenants(tp)
+	selector, prob := keySelector(tp)
+	if prob == nil {
+		prob = c.checkPlan(tp)
+	}
+	var probs []*problem
+	if prob != nil {
+		probs = append(probs, prob)
+	}
+	res := PlanResult{}
+	for _, name := range tp.Spec.Tenants {
+		tr, tprobs := c.addTenant(tp, name, owners[name], selector, prob == nil)
+		res.Tenants = append(res.Tenants, tr)
+		probs = append(probs, tprobs...)
+	}
+	res.Result = planResult(&res, probs)
+	c.out.TenantPlans[tp.Name] = res
+}
+
+// claimTenants gives the plan every tenant no older plan claimed, and
+// returns each tenant's owner.
+func (c *compiler) claimTenants(tp *v1alpha1.TenantPlan) map[string]string {
+	owners := map[string]string{}
+	for _, t := range tp.Spec.Tenants {
+		if _, ok := c.tenantOwner[t]; !ok {
+			c.tenantOwner[t] = tp.Name
+		}
+		owners[t] = c.tenantOwner[t]
+	}
+	return owners
+}
+
+// keySelector returns the selector the plan's key Secrets must match
+// besides the tenant label.
+func keySelector(tp *v1alpha1.TenantPlan) (labels.Selector, *problem) {
+	if tp.Spec.KeySecretSelector == nil {
+		return labels.Everything(), nil
+	}
+	selector, err := metav1.LabelSelectorAsSelector(tp.Spec.KeySecretSelector)
+	if err != nil {
+		return labels.Nothing(), &problem{v1alpha1.ReasonInvalidSpec, fmt.Sprintf("The spec cannot be compiled: keySecretSelector: %v", err)}
+	}
+	return selector, nil
+}
+
+// checkPlan returns why the plan cannot be compiled at all, if it cannot.
+func (c *compiler) checkPlan(tp *v1alpha1.TenantPlan) *problem {
+	if prob := c.checkPlanProviders(tp); prob != nil {
+		return prob
+	}
+	if prob := c.checkDegrade(tp); prob != nil {
+		return prob
+	}
+	return c.validateTenant(toTenant(tp))
+}
+
+// checkPlanProviders refuses a plan naming a provider that is not in the
+// configuration.
+func (c *compiler) checkPlanProviders(tp *v1alpha1.TenantPlan) *problem {
+	var missing []string
+	for _, name := range tp.Spec.Providers {
+		switch {
+		case !c.quotas[name]:
+			missing = append(missing, fmt.Sprintf("ProviderQuota %q not found", name))
+		case !c.out.ProviderQuotas[name].Ready():
+			missing = append(missing, fmt.Sprintf("ProviderQuota %q is not Ready", name))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return &problem{v1alpha1.ReasonUnknownProvider, strings.Join(missing, "; ") + "."}
+}
+
+// checkDegrade refuses a plan whose degrade names a model none of its
+// providers serves.
+func (c *compiler) checkDegrade(tp *v1alpha1.TenantPlan) *problem {
+	d := tp.Spec.Degrade
+	if d == nil {
+		return nil
+	}
+	for _, model := range []string{d.Model, d.Fallback} {
+		if !slices.Contains(tp.Spec.Providers, c.modelOwner[model]) {
+			return &problem{v1alpha1.ReasonUnknownModel, fmt.Sprintf("Degrade names model %q, which none of the plan's providers serves.", model)}
+		}
+	}
+	return nil
+}
+
+// validateTenant validates the plan's template alone, with its providers, as
+// the gateways would.
+func (c *compiler) validateTenant(t gatewayv1.Tenant) *problem {
+	cfg := gatewayv1.Config{APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind}
+	for _, name := range t.Providers {
+		p := c.providers[name]
+		p.Models = slices.Clone(p.Models)
+		cfg.Providers = append(cfg.Providers, p)
+	}
+	t.Name, t.Keys = placeholderTenant, []gatewayv1.Key{placeholderKey}
+	cfg.Tenants = []gatewayv1.Tenant{t}
+	return invalidSpec(&cfg, "tenants[0].")
+}
+
+// addTenant compiles one tenant of a plan, if planOK. The tenant's keys are
+// counted either way.
+func (c *compiler) addTenant(tp *v1alpha1.TenantPlan, name, owner string, selector labels.Selector, planOK bool) (TenantResult, []*problem) {
+	if owner != tp.Name {
+		return TenantResult{Name: name}, []*problem{{v1alpha1.ReasonTenantConflict,
+			fmt.Sprintf("Tenant %q is covered by the older TenantPlan %q.", name, owner)}}
+	}
+	keys, probs := c.tenantKeys(name, selector)
+	tr := TenantResult{Name: name, Keys: int32(len(keys))}
+	if !planOK {
+		return tr, nil
+	}
+	keys, dups := c.claimKeys(keys)
+	probs = append(probs, dups...)
+	if len(keys) == 0 {
+		return tr, append(probs, &problem{v1alpha1.ReasonKeySecretMissing,
+			fmt.Sprintf("Tenant %q has no key Secret (a Secret labelled %s=%s with an %s item).", name, v1alpha1.LabelTenant, name, v1alpha1.KeySecretItem)})
+	}
+	t := toTenant(tp)
+	t.Name, t.Keys = name, hashes(keys)
+	c.cfg.Tenants = append(c.cfg.Tenants, t)
+	tr.Compiled = true
+	return tr, probs
+}
+
+// tenantKey is one tenant key read from its Secret.
+type tenantKey struct {
+	secret, user, hash string
+}
+
+// tenantKeys returns the keys of a tenant's key Secrets, by Secret name,
+// and a problem for each such Secret without a key.
+func (c *compiler) tenantKeys(tenant string, selector labels.Selector) ([]tenantKey, []*problem) {
+	var keys []tenantKey
+	var probs []*problem
+	for _, s := range c.keySecrets(tenant, selector) {
+		v, prob := c.secretItem(s.Name, v1alpha1.KeySecretItem)
+		if prob != nil {
+			probs = append(probs, prob)
+			continue
+		}
+		user := cmp.Or(s.Labels[v1alpha1.LabelUser], s.Name)
+		keys = append(keys, tenantKey{secret: s.Name, user: user, hash: gatewayv1.HashKey(strings.TrimSpace(string(v)))})
+	}
+	return keys, probs
+}
+
+// keySecrets returns a tenant's key Secrets by name.
+func (c *compiler) keySecrets(tenant string, selector labels.Selector) []*corev1.Secret {
+	var out []*corev1.Secret
+	for _, s := range c.secrets {
+		if s.Labels[v1alpha1.LabelTenant] == tenant && selector.Matches(labels.Set(s.Labels)) {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b *corev1.Secret) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// claimKeys keeps the keys no compiled tenant holds yet, and returns a
+// problem for each it drops. A key must name one tenant and user.
+func (c *compiler) claimKeys(keys []tenantKey) ([]tenantKey, []*problem) {
+	var kept []tenantKey
+	var probs []*problem
+	for _, k := range keys {
+		if first, ok := c.keyOwner[k.hash]; ok {
+			probs = append(probs, &problem{v1alpha1.ReasonKeyConflict,
+				fmt.Sprintf("Secret %q holds the same key as Secret %q; it is left out.", k.secret, first)})
+			continue
+		}
+		c.keyOwner[k.hash] = k.secret
+		kept = append(kept, k)
+	}
+	return kept, probs
+}
+
+func hashes(keys []tenantKey) []gatewayv1.Key {
+	out := make([]gatewayv1.Key, len(keys))
+	for i, k := range keys {
+		out[i] = gatewayv1.Key{SHA256: k.hash, User: k.user}
+	}
+	return out
+}
+
+// planResult sums up a plan: Compiled when nothing went wrong, else the
+// first problem's reason and every problem's message.
+func planResult(res *PlanResult, probs []*problem) Result {
+	if len(probs) == 0 {
+		return Result{Reason: v1alpha1.ReasonCompiled,
+			Message: fmt.Sprintf("All %s in the gateway configuration.", countOf(len(res.Tenants), "tenant"))}
+	}
+	msgs := make([]string, len(probs))
+	for i, p := range probs {
+		msgs[i] = p.message
+	}
+	msg := fmt.Sprintf("%d of %s in the gateway configuration. %s", res.TenantCount(), countOf(len(res.Tenants), "tenant"), strings.Join(msgs, " "))
+	return Result{Reason: probs[0].reason, Message: msg}
+}
+
+func countOf(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n-3], "") + "..."
+}

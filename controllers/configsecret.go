@@ -1,0 +1,109 @@
+package controllers
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sluicehq/sluice/api/v1alpha1"
+)
+
+const (
+	// ConfigHashAnnotation on the configuration Secret is the SHA-256 of its
+	// data. A gateway Pod template that copies it rolls out when the
+	// configuration changes.
+	ConfigHashAnnotation = "sluice.dev/config-hash"
+	// managedByLabel marks the configuration Secret as the operator's.
+	managedByLabel = "app.kubernetes.io/managed-by"
+	managedBy      = "sluice-manager"
+)
+
+// configSecret returns the configuration Secret for a compile: config.yaml
+// and the providers' key files, a hash of them, and an owner reference to
+// every ProviderQuota and TenantPlan of the namespace, so that the Secret
+// goes when the last of them does.
+func configSecret(key types.NamespacedName, in *Inputs, out *Output) (*corev1.Secret, error) {
+	cfg, err := yaml.Marshal(out.Config)
+	if err != nil {
+		return nil, fmt.Errorf("controllers: encode configuration: %w", err)
+	}
+	header := fmt.Sprintf("# Compiled by %s from the ProviderQuotas and TenantPlans of namespace %s.\n# Edits are overwritten.\n", managedBy, key.Namespace)
+	data := map[string][]byte{ConfigFile: append([]byte(header), cfg...)}
+	maps.Copy(data, out.KeyFiles)
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: key.Name, Namespace: key.Namespace,
+			Labels:          map[string]string{managedByLabel: managedBy},
+			Annotations:     map[string]string{ConfigHashAnnotation: dataHash(data)},
+			OwnerReferences: ownerReferences(in),
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: data,
+	}, nil
+}
+
+// ownerReferences refers to every object of in, ProviderQuotas first, each
+// kind by name, so that the list does not change order between compiles.
+func ownerReferences(in *Inputs) []metav1.OwnerReference {
+	var refs []metav1.OwnerReference
+	for _, pq := range in.ProviderQuotas {
+		refs = append(refs, ownerReference("ProviderQuota", pq.ObjectMeta))
+	}
+	for _, tp := range in.TenantPlans {
+		refs = append(refs, ownerReference("TenantPlan", tp.ObjectMeta))
+	}
+	slices.SortFunc(refs, func(a, b metav1.OwnerReference) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name))
+	})
+	return refs
+}
+
+func ownerReference(kind string, m metav1.ObjectMeta) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: kind, Name: m.Name, UID: m.UID}
+}
+
+// dataHash is the hex SHA-256 of a Secret's items, in name order, each
+// name and value length-prefixed so that no two sets of items collide.
+func dataHash(data map[string][]byte) string {
+	h := sha256.New()
+	for _, name := range slices.Sorted(maps.Keys(data)) {
+		fmt.Fprintf(h, "%d:%s%d:", len(name), name, len(data[name]))
+		h.Write(data[name])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// secretUpToDate reports whether existing already holds what desired does:
+// the same items, hash, label and owners. Other labels and annotations are
+// someone else's and do not count.
+func secretUpToDate(existing, desired *corev1.Secret) bool {
+	return maps.EqualFunc(existing.Data, desired.Data, bytes.Equal) &&
+		existing.Annotations[ConfigHashAnnotation] == desired.Annotations[ConfigHashAnnotation] &&
+		existing.Labels[managedByLabel] == managedBy &&
+		equality.Semantic.DeepEqual(existing.OwnerReferences, desired.OwnerReferences)
+}
+
+// updateSecret writes desired's items, hash, label and owners into
+// existing, keeping everyone else's labels and annotations.
+func updateSecret(existing, desired *corev1.Secret) {
+	existing.Data, existing.StringData = desired.Data, nil
+	existing.OwnerReferences = desired.OwnerReferences
+	if existing.Labels == nil {
+		existing.Labels = map[string]string{}
+	}
+	maps.Copy(existing.Labels, desired.Labels)
+	if existing.Annotations == nil {
+		existing.Annotations = map[string]string{}
+	}
+	maps.Copy(existing.Annotations, desired.Annotations)
+}

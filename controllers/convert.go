@@ -1,0 +1,97 @@
+package controllers
+
+import (
+	"fmt"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/api/v1alpha1"
+)
+
+// toProvider converts a ProviderQuota's spec into the gateway's provider of
+// the same name. The key is named by file (see KeyFile), never copied here.
+func toProvider(pq *v1alpha1.ProviderQuota) gatewayv1.Provider {
+	s := &pq.Spec
+	p := gatewayv1.Provider{
+		Name:            pq.Name,
+		BaseURL:         baseURL(pq),
+		Models:          toModels(s.Models),
+		HeadroomPercent: s.HeadroomPercent,
+		Timeout:         s.Timeout,
+	}
+	if s.APIKeySecretRef != nil {
+		p.APIKeyFile = KeyFile(pq.Name)
+	}
+	if l := s.Limits; l != nil {
+		p.RequestsPerMinute, p.TokensPerMinute, p.MaxInFlight = l.RequestsPerMinute, l.TokensPerMinute, l.MaxInFlight
+	}
+	if pr := s.Prices; pr != nil {
+		p.Prices = gatewayv1.Prices{InputPerMillion: gatewayv1.Money(pr.InputPerMillion), OutputPerMillion: gatewayv1.Money(pr.OutputPerMillion)}
+	}
+	if sp := s.Spend; sp != nil {
+		p.SpendPerMinute, p.SpendPerMonth = gatewayv1.Money(sp.PerMinute), gatewayv1.Money(sp.PerMonth)
+	}
+	if r := s.Retry; r != nil {
+		p.Retry = gatewayv1.Retry{MaxAttempts: r.MaxAttempts, BaseDelay: r.BaseDelay, MaxDelay: r.MaxDelay}
+	}
+	return p
+}
+
+// baseURL is a hosted provider's URL, or for a self-hosted one the Service
+// named after the ProviderQuota, in its namespace, on the Pods' port.
+func baseURL(pq *v1alpha1.ProviderQuota) string {
+	if sh := pq.Spec.SelfHosted; sh != nil {
+		return fmt.Sprintf("http://%s.%s.svc:%d/v1", pq.Name, pq.Namespace, sh.Port)
+	}
+	return pq.Spec.BaseURL
+}
+
+func toModels(models []v1alpha1.Model) []gatewayv1.Model {
+	out := make([]gatewayv1.Model, len(models))
+	for i, m := range models {
+		out[i] = gatewayv1.Model{Name: m.Name, Encoding: string(m.Encoding), DefaultMaxTokens: m.DefaultMaxTokens}
+	}
+	return out
+}
+
+// toTenant converts what a plan gives each of its tenants; the caller sets
+// the name and keys.
+func toTenant(tp *v1alpha1.TenantPlan) gatewayv1.Tenant {
+	s := &tp.Spec
+	t := gatewayv1.Tenant{
+		Providers: append([]string(nil), s.Providers...),
+		Priority:  gatewayv1.Priority(s.Priority),
+		Weight:    s.Weight,
+		PerUser:   toLimits(s.PerUser),
+		PerTenant: toLimits(s.PerTenant),
+		TimeZone:  s.TimeZone,
+		MaxWait:   s.MaxWait,
+	}
+	for _, ep := range s.Endpoints {
+		t.Endpoints = append(t.Endpoints, gatewayv1.EndpointLimits{Endpoint: gatewayv1.Endpoint(ep.Endpoint), Limits: toLimits(ep.Limits)})
+	}
+	if b := s.Budget; b != nil {
+		t.Budget = &gatewayv1.Budget{Amount: gatewayv1.Money(b.Amount), Period: gatewayv1.Period(b.Period)}
+	}
+	if d := s.Degrade; d != nil {
+		t.Degrade = &gatewayv1.Degrade{Model: d.Model, Fallback: d.Fallback, BelowPercent: d.BelowPercent}
+	}
+	return t
+}
+
+func toLimits(limits []v1alpha1.Limit) []gatewayv1.Limit {
+	if limits == nil {
+		return nil
+	}
+	out := make([]gatewayv1.Limit, len(limits))
+	for i, l := range limits {
+		out[i] = gatewayv1.Limit{
+			Dimension: gatewayv1.Dimension(l.Dimension),
+			Amount:    l.Amount,
+			Dollars:   gatewayv1.Money(l.Dollars),
+			Per:       gatewayv1.Period(l.Per),
+			Burst:     l.Burst,
+			OnLimit:   gatewayv1.Behavior(l.OnLimit),
+		}
+	}
+	return out
+}

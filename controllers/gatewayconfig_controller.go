@@ -1,0 +1,260 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/api/v1alpha1"
+)
+
+// The reconciler's permissions, for make manifests. The Secrets it reads
+// and writes are those of the gateways' namespace; bind the role there.
+//
+// +kubebuilder:rbac:groups=sluice.dev,resources=providerquotas;tenantplans,verbs=get;list;watch
+// +kubebuilder:rbac:groups=sluice.dev,resources=providerquotas/status;tenantplans/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// apiKeySecretIndex indexes ProviderQuotas by the Secret their API key is
+// in, so that a change of that Secret finds its namespace's configuration.
+const apiKeySecretIndex = "spec.apiKeySecretRef.name"
+
+// UsageSource gives the gateways' latest usage in a namespace, or nil when
+// none is known yet. UsagePoller is one.
+type UsageSource interface {
+	Usage(namespace string) *UsageTotals
+}
+
+// GatewayConfigReconciler compiles the ProviderQuotas and TenantPlans of a
+// namespace, with their key Secrets, into the one configuration Secret the
+// gateways of that namespace mount, and writes each object's status. Its
+// requests name that Secret: one per namespace, whatever changed in it.
+type GatewayConfigReconciler struct {
+	// Client reads and writes the objects. In a manager, reads come from
+	// its cache.
+	Client client.Client
+	// Recorder emits events about the objects. Nil means no events.
+	Recorder events.EventRecorder
+	// Clock gives the conditions' transition times. Nil means the real clock.
+	Clock clock.PassiveClock
+	// SecretName names the configuration Secret in each namespace.
+	SecretName string
+	// Base carries the configuration no object holds: the store and the
+	// global limits. Nil means an in-memory store and no global limits.
+	Base *gatewayv1.Config
+	// Usage gives the gateways' usage for status. Nil leaves the usage in
+	// status as it is.
+	Usage UsageSource
+	// UsageUpdates, when set, receives an event after each poll of the
+	// gateways, naming the namespace polled, so that status follows.
+	UsageUpdates <-chan event.GenericEvent
+}
+
+// SetupWithManager registers the reconciler and its watches: ProviderQuotas
+// and TenantPlans whose spec changed, the Secrets they draw on, the
+// configuration Secret itself, and the usage poller's updates.
+func (r *GatewayConfigReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ProviderQuota{}, apiKeySecretIndex, func(o client.Object) []string {
+		if ref := o.(*v1alpha1.ProviderQuota).Spec.APIKeySecretRef; ref != nil {
+			return []string{ref.Name}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("controllers: index ProviderQuotas by key Secret: %w", err)
+	}
+	toConfig := handler.EnqueueRequestsFromMapFunc(r.configOf)
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("gatewayconfig").
+		Watches(&v1alpha1.ProviderQuota{}, toConfig, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&v1alpha1.TenantPlan{}, toConfig, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.configOfSecret))
+	if r.UsageUpdates != nil {
+		b = b.WatchesRawSource(source.Channel(r.UsageUpdates, toConfig))
+	}
+	return b.Complete(r)
+}
+
+// configOf maps an object to its namespace's configuration Secret.
+func (r *GatewayConfigReconciler) configOf(_ context.Context, o client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: r.SecretName}}}
+}
+
+// configOfSecret maps a Secret to its namespace's configuration Secret if it
+// is that Secret, a tenant's key, or a provider's key; other Secrets are no
+// concern of the configuration.
+func (r *GatewayConfigReconciler) configOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
+	if o.GetName() == r.SecretName || o.GetLabels()[v1alpha1.LabelTenant] != "" {
+		return r.configOf(ctx, o)
+	}
+	var refs v1alpha1.ProviderQuotaList
+	err := r.Client.List(ctx, &refs, client.InNamespace(o.GetNamespace()), client.MatchingFields{apiKeySecretIndex: o.GetName()})
+	if err == nil && len(refs.Items) == 0 {
+		return nil
+	}
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "List ProviderQuotas by key Secret; compiling anyway", "secret", o.GetName())
+	}
+	return r.configOf(ctx, o)
+}
+
+// Reconcile gathers the namespace's objects, compiles them, writes the
+// configuration Secret when it changed, and then each object's status when
+// it changed. A status is written only once the Secret holds what it
+// reports.
+func (r *GatewayConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	in, err := r.gather(ctx, req.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	out, err := Compile(*in)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.writeSecret(ctx, req.NamespacedName, in, out); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, r.writeStatuses(ctx, req.Namespace, in, out)
+}
+
+// gather lists the namespace's ProviderQuotas, TenantPlans and Secrets, but
+// the configuration Secret, which is no input.
+func (r *GatewayConfigReconciler) gather(ctx context.Context, namespace string) (*Inputs, error) {
+	var pqs v1alpha1.ProviderQuotaList
+	var tps v1alpha1.TenantPlanList
+	var secrets corev1.SecretList
+	for what, list := range map[string]client.ObjectList{"ProviderQuotas": &pqs, "TenantPlans": &tps, "Secrets": &secrets} {
+		if err := r.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+			return nil, fmt.Errorf("controllers: list %s in %s: %w", what, namespace, err)
+		}
+	}
+	in := &Inputs{Base: r.Base, ProviderQuotas: pqs.Items, TenantPlans: tps.Items}
+	for _, s := range secrets.Items {
+		if s.Name != r.SecretName {
+			in.Secrets = append(in.Secrets, s)
+		}
+	}
+	return in, nil
+}
+
+// writeSecret creates or updates the configuration Secret in one write, or
+// leaves it when it already holds the compile. With no objects left it
+// writes nothing: the garbage collector removes the Secret they owned, and
+// an ownerless Secret rewritten here would stay for ever.
+func (r *GatewayConfigReconciler) writeSecret(ctx context.Context, key types.NamespacedName, in *Inputs, out *Output) error {
+	desired, err := configSecret(key, in, out)
+	if err != nil || len(desired.OwnerReferences) == 0 {
+		return err
+	}
+	var existing corev1.Secret
+	err = r.Client.Get(ctx, key, &existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := r.Client.Create(ctx, desired); err != nil {
+			return fmt.Errorf("controllers: create Secret %s: %w", key, err)
+		}
+		r.secretWritten(ctx, desired, out, "Created")
+		return nil
+	case err != nil:
+		return fmt.Errorf("controllers: get Secret %s: %w", key, err)
+	case secretUpToDate(&existing, desired):
+		return nil
+	}
+	updateSecret(&existing, desired)
+	if err := r.Client.Update(ctx, &existing); err != nil {
+		return fmt.Errorf("controllers: update Secret %s: %w", key, err)
+	}
+	r.secretWritten(ctx, &existing, out, "Updated")
+	return nil
+}
+
+// secretWritten logs and records a write of the configuration Secret by
+// its counts: never its contents, nor their hash.
+func (r *GatewayConfigReconciler) secretWritten(ctx context.Context, s *corev1.Secret, out *Output, verb string) {
+	ctrl.LoggerFrom(ctx).Info(verb+" the gateway configuration", "secret", s.Name,
+		"providers", len(out.Config.Providers), "tenants", len(out.Config.Tenants))
+	r.event(s, "Normal", "ConfigurationWritten", "Compile",
+		fmt.Sprintf("%s with %s and %s.", verb, countOf(len(out.Config.Providers), "provider"), countOf(len(out.Config.Tenants), "tenant")))
+}
+
+// writeStatuses writes the status of every object whose status changed, and
+// goes on past an object it cannot write.
+func (r *GatewayConfigReconciler) writeStatuses(ctx context.Context, namespace string, in *Inputs, out *Output) error {
+	var u *UsageTotals
+	if r.Usage != nil {
+		u = r.Usage.Usage(namespace)
+	}
+	now := r.now()
+	var errs []error
+	for i := range in.ProviderQuotas {
+		pq := &in.ProviderQuotas[i]
+		st := providerQuotaStatus(pq, out.ProviderQuotas[pq.Name], u, now)
+		if equality.Semantic.DeepEqual(pq.Status, st) {
+			continue
+		}
+		before := pq.DeepCopy()
+		pq.Status = st
+		errs = append(errs, r.patchStatus(ctx, "ProviderQuota", pq, before, before.Status.Conditions, st.Conditions))
+	}
+	for i := range in.TenantPlans {
+		tp := &in.TenantPlans[i]
+		st := tenantPlanStatus(tp, out.TenantPlans[tp.Name], u, now)
+		if equality.Semantic.DeepEqual(tp.Status, st) {
+			continue
+		}
+		before := tp.DeepCopy()
+		tp.Status = st
+		errs = append(errs, r.patchStatus(ctx, "TenantPlan", tp, before, before.Status.Conditions, st.Conditions))
+	}
+	return errors.Join(errs...)
+}
+
+// patchStatus patches obj's status from before's, and records a change of
+// readiness from the conditions was to now. An object deleted meanwhile is
+// no error.
+func (r *GatewayConfigReconciler) patchStatus(ctx context.Context, kind string, obj, before client.Object, was, now []metav1.Condition) error {
+	if err := r.Client.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("controllers: patch status of %s %s/%s: %w", kind, obj.GetNamespace(), obj.GetName(), err)
+	}
+	if eventType, reason, note, ok := readyEvent(was, now); ok {
+		r.event(obj, eventType, reason, "Compile", note)
+	}
+	return nil
+}
+
+func (r *GatewayConfigReconciler) event(regarding client.Object, eventType, reason, action, note string) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(regarding, nil, eventType, reason, action, "%s", note)
+	}
+}
+
+// now is the clock's time to the second, as the API server stores it.
+func (r *GatewayConfigReconciler) now() time.Time {
+	c := r.Clock
+	if c == nil {
+		c = clock.RealClock{}
+	}
+	return c.Now().Truncate(time.Second)
+}

@@ -1,0 +1,215 @@
+package controllers
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/sluicehq/sluice/api/v1alpha1"
+)
+
+func TestProviderQuotaStatus(t *testing.T) {
+	now := epoch.Add(time.Hour)
+	compiled := ProviderResult{
+		Result:          Result{Reason: v1alpha1.ReasonCompiled, Message: "In."},
+		EffectiveLimits: &v1alpha1.ProviderLimits{RequestsPerMinute: 95},
+	}
+	missing := ProviderResult{Result: Result{Reason: v1alpha1.ReasonKeySecretMissing, Message: `Secret "k" not found.`}}
+	readySince := func(status metav1.ConditionStatus, reason, msg string, at time.Time) metav1.Condition {
+		return metav1.Condition{Type: v1alpha1.ConditionReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(at)}
+	}
+	withStatus := func(st v1alpha1.ProviderQuotaStatus) *v1alpha1.ProviderQuota {
+		pq := quota("openai", 0, "gpt-4o")
+		pq.Generation, pq.Status = 3, st
+		return &pq
+	}
+	usage := &UsageTotals{
+		Providers: map[string]v1alpha1.ProviderUsage{"openai": {RequestsLastMinute: 7}},
+		Oldest:    now.Add(-1500 * time.Millisecond), Gateways: 2,
+	}
+	usageCond := metav1.Condition{Type: v1alpha1.ConditionUsageReported, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonGatewaysReported,
+		Message: "Usage summed over 2 gateways.", ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(now)}
+
+	tests := []struct {
+		name  string
+		pq    *v1alpha1.ProviderQuota
+		res   ProviderResult
+		usage *UsageTotals
+		want  v1alpha1.ProviderQuotaStatus
+	}{{
+		name: "first compile",
+		pq:   withStatus(v1alpha1.ProviderQuotaStatus{}),
+		res:  compiled,
+		want: v1alpha1.ProviderQuotaStatus{
+			ObservedGeneration: 3,
+			Conditions:         []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", now)},
+			EffectiveLimits:    &v1alpha1.ProviderLimits{RequestsPerMinute: 95},
+		},
+	}, {
+		name: "still Ready keeps its transition time",
+		pq: withStatus(v1alpha1.ProviderQuotaStatus{ObservedGeneration: 2,
+			Conditions: []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", epoch)}}),
+		res: compiled,
+		want: v1alpha1.ProviderQuotaStatus{
+			ObservedGeneration: 3,
+			Conditions:         []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", epoch)},
+			EffectiveLimits:    &v1alpha1.ProviderLimits{RequestsPerMinute: 95},
+		},
+	}, {
+		name: "a lost key drops the effective limits",
+		pq: withStatus(v1alpha1.ProviderQuotaStatus{ObservedGeneration: 3, EffectiveLimits: &v1alpha1.ProviderLimits{RequestsPerMinute: 95},
+			Conditions: []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", epoch)}}),
+		res: missing,
+		want: v1alpha1.ProviderQuotaStatus{
+			ObservedGeneration: 3,
+			Conditions:         []metav1.Condition{readySince(metav1.ConditionFalse, v1alpha1.ReasonKeySecretMissing, `Secret "k" not found.`, now)},
+		},
+	}, {
+		name:  "usage from the gateways, to the second",
+		pq:    withStatus(v1alpha1.ProviderQuotaStatus{}),
+		res:   compiled,
+		usage: usage,
+		want: v1alpha1.ProviderQuotaStatus{
+			ObservedGeneration: 3,
+			Conditions:         []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", now), usageCond},
+			EffectiveLimits:    &v1alpha1.ProviderLimits{RequestsPerMinute: 95},
+			Usage:              &v1alpha1.ProviderUsage{RequestsLastMinute: 7},
+			LastUsageTime:      &metav1.Time{Time: now.Add(-2 * time.Second)},
+		},
+	}, {
+		name: "no gateway reports the provider: its old usage goes",
+		pq: withStatus(v1alpha1.ProviderQuotaStatus{
+			Usage: &v1alpha1.ProviderUsage{RequestsLastMinute: 3}, LastUsageTime: &metav1.Time{Time: epoch}}),
+		res:   compiled,
+		usage: &UsageTotals{Gateways: 2, Oldest: now},
+		want: v1alpha1.ProviderQuotaStatus{
+			ObservedGeneration: 3,
+			Conditions:         []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", now), usageCond},
+			EffectiveLimits:    &v1alpha1.ProviderLimits{RequestsPerMinute: 95},
+		},
+	}, {
+		name: "without a poller the usage stays",
+		pq: withStatus(v1alpha1.ProviderQuotaStatus{
+			Usage: &v1alpha1.ProviderUsage{RequestsLastMinute: 3}, LastUsageTime: &metav1.Time{Time: epoch}}),
+		res: compiled,
+		want: v1alpha1.ProviderQuotaStatus{
+			ObservedGeneration: 3,
+			Conditions:         []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", now)},
+			EffectiveLimits:    &v1alpha1.ProviderLimits{RequestsPerMinute: 95},
+			Usage:              &v1alpha1.ProviderUsage{RequestsLastMinute: 3}, LastUsageTime: &metav1.Time{Time: epoch},
+		},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := tc.pq.DeepCopy()
+			got := providerQuotaStatus(tc.pq, tc.res, tc.usage, now)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("status (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(before, tc.pq); diff != "" {
+				t.Errorf("providerQuotaStatus changed its argument (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTenantPlanStatus(t *testing.T) {
+	now := epoch.Add(time.Hour)
+	resets := epoch.Add(24 * time.Hour)
+	res := PlanResult{
+		Result: Result{Reason: v1alpha1.ReasonKeySecretMissing, Message: "1 of 3 tenants..."},
+		Tenants: []TenantResult{
+			{Name: "acme", Keys: 2, Compiled: true},
+			{Name: "globex", Keys: 1, Compiled: true},
+			{Name: "initech"},
+		},
+	}
+	tp := plan("pro", 0, []string{"acme", "globex", "initech"}, []string{"openai"})
+	tp.Generation = 2
+	tp.Status.Tenants = []v1alpha1.TenantStatus{{Name: "acme", Keys: 1, Queued: 9}}
+	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonKeySecretMissing,
+		Message: "1 of 3 tenants...", ObservedGeneration: 2, LastTransitionTime: metav1.NewTime(now)}
+
+	tests := []struct {
+		name  string
+		usage *UsageTotals
+		want  v1alpha1.TenantPlanStatus
+	}{{
+		name: "without a poller: the key counts, and the usage as it was",
+		want: v1alpha1.TenantPlanStatus{
+			ObservedGeneration: 2, Conditions: []metav1.Condition{ready}, TenantCount: ptrTo[int32](2),
+			Tenants: []v1alpha1.TenantStatus{{Name: "acme", Keys: 2, Queued: 9}, {Name: "globex", Keys: 1}, {Name: "initech"}},
+		},
+	}, {
+		name: "the tenants' usage and its summary",
+		usage: &UsageTotals{Gateways: 1, Unanswered: []string{"gw-2: connection refused"}, Tenants: map[string]TenantTotals{
+			"acme":   {Queued: 2, Refused: map[string]int64{"user_requests": 1}, SpentMicros: 40_000_000, RemainingMicros: ptrTo[int64](60_000_000), ResetsAt: resets},
+			"globex": {Queued: 1, Refused: map[string]int64{"user_requests": 2}, SpentMicros: 90_500_000, RemainingMicros: ptrTo[int64](9_500_000), ResetsAt: resets},
+		}},
+		want: v1alpha1.TenantPlanStatus{
+			ObservedGeneration: 2, TenantCount: ptrTo[int32](2),
+			Conditions: []metav1.Condition{ready, {
+				Type: v1alpha1.ConditionUsageReported, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonGatewayUnreachable,
+				Message:            "1 of 1 gateway did not answer; usage counts their last reports, if any: gw-2: connection refused",
+				ObservedGeneration: 2, LastTransitionTime: metav1.NewTime(now),
+			}},
+			SpentThisPeriod: "90.5", BudgetRemaining: "9.5", ResetsAt: &metav1.Time{Time: resets}, Queued: 3,
+			Refused: []v1alpha1.RefusedCount{{Reason: "user_requests", Count: 3}},
+			Tenants: []v1alpha1.TenantStatus{
+				{Name: "acme", Keys: 2, Queued: 2, SpentThisPeriod: "40", BudgetRemaining: "60", Refused: []v1alpha1.RefusedCount{{Reason: "user_requests", Count: 1}}},
+				{Name: "globex", Keys: 1, Queued: 1, SpentThisPeriod: "90.5", BudgetRemaining: "9.5", Refused: []v1alpha1.RefusedCount{{Reason: "user_requests", Count: 2}}},
+				{Name: "initech"},
+			},
+		},
+	}, {
+		name:  "no gateway found",
+		usage: &UsageTotals{},
+		want: v1alpha1.TenantPlanStatus{
+			ObservedGeneration: 2, TenantCount: ptrTo[int32](2),
+			Conditions: []metav1.Condition{ready, {
+				Type: v1alpha1.ConditionUsageReported, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonNoGateways,
+				Message: "No gateway found to poll for usage.", ObservedGeneration: 2, LastTransitionTime: metav1.NewTime(now),
+			}},
+			Tenants: []v1alpha1.TenantStatus{{Name: "acme", Keys: 2}, {Name: "globex", Keys: 1}, {Name: "initech"}},
+		},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tenantPlanStatus(&tp, res, tc.usage, now)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("status (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestReadyEvent(t *testing.T) {
+	cond := func(status metav1.ConditionStatus, reason string) []metav1.Condition {
+		return []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: status, Reason: reason, Message: "m"}}
+	}
+	tests := []struct {
+		name          string
+		before, after []metav1.Condition
+		want          string // type and reason; empty for no event
+	}{
+		{"first Ready", nil, cond(metav1.ConditionTrue, v1alpha1.ReasonCompiled), "Normal Compiled"},
+		{"first not Ready", nil, cond(metav1.ConditionFalse, v1alpha1.ReasonKeySecretMissing), "Warning KeySecretMissing"},
+		{"still Ready", cond(metav1.ConditionTrue, v1alpha1.ReasonCompiled), cond(metav1.ConditionTrue, v1alpha1.ReasonCompiled), ""},
+		{"a new reason", cond(metav1.ConditionFalse, v1alpha1.ReasonKeySecretMissing), cond(metav1.ConditionFalse, v1alpha1.ReasonUnknownProvider), "Warning UnknownProvider"},
+		{"mended", cond(metav1.ConditionFalse, v1alpha1.ReasonKeySecretMissing), cond(metav1.ConditionTrue, v1alpha1.ReasonCompiled), "Normal Compiled"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			eventType, reason, _, ok := readyEvent(tc.before, tc.after)
+			got := ""
+			if ok {
+				got = eventType + " " + reason
+			}
+			if got != tc.want {
+				t.Errorf("readyEvent = %q; want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,120 @@
+package controllers
+
+import (
+	"context"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/api/v1alpha1"
+)
+
+// TestManager runs the reconciler and the usage poller in a manager, as
+// cmd/manager does, against a stub gateway served over HTTP: the watches
+// bring the configuration Secret and the statuses, a rotated tenant key
+// reaches the Secret, and the gateway's usage reaches status.
+func TestManager(t *testing.T) {
+	c, ns := newNamespace(t)
+	resets := metav1.NewTime(time.Now().Add(24 * time.Hour).Truncate(time.Second))
+	gw := &fakeGateway{usage: gatewayv1.Usage{
+		Gateway: "gw-1", Time: metav1.Now(),
+		Providers: []gatewayv1.ProviderUsage{{Name: "openai", Traffic: traffic(42, 33600, 3, 7, map[string]int64{"provider_tokens": 2}), Throttles: 1, SpendThisMonth: "0.10"}},
+		Tenants:   []gatewayv1.TenantUsage{{Name: "acme", Traffic: traffic(42, 33600, 3, 7, nil), SpendThisPeriod: "12.5", BudgetRemaining: "87.5", ResetsAt: &resets}},
+	}}
+	stub := httptest.NewServer(gw)
+	defer stub.Close()
+
+	mgr, err := ctrl.NewManager(startAPIServer(t), ctrl.Options{
+		Scheme:                 testScheme(t),
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptrTo(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates := make(chan event.GenericEvent)
+	poller := &UsagePoller{Namespace: ns, Gateways: StaticGateways{stub.URL + UsagePath}, Interval: 200 * time.Millisecond, Updates: updates}
+	events := &recorder{}
+	r := &GatewayConfigReconciler{Client: mgr.GetClient(), Recorder: events, SecretName: configSecretName, Usage: poller, UsageUpdates: updates}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := mgr.Add(poller); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { done <- mgr.Start(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+
+	pq := quota("openai", 0, "gpt-4o")
+	tp := plan("pro", 0, []string{"acme"}, []string{"openai"})
+	tp.Spec.Budget = &v1alpha1.Budget{Amount: "100", Period: v1alpha1.PeriodMonth}
+	create(t, c, ns, &pq, &tp, ptrTo(providerSecret("openai", openaiKey)), ptrTo(keySecret("acme-alice", "acme", "alice", aliceKey)))
+
+	eventually(t, "the gateway's usage in the ProviderQuota's status", func() bool {
+		var got v1alpha1.ProviderQuota
+		get(t, c, ns, "openai", &got)
+		u := got.Status.Usage
+		return meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionReady) &&
+			meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionUsageReported) &&
+			u != nil && u.RequestsLastMinute == 42 && u.Queued == 7 && u.Throttles == 1 && u.SpendThisMonth == "0.1" &&
+			got.Status.LastUsageTime != nil
+	})
+	eventually(t, "the tenant's spend in the TenantPlan's status", func() bool {
+		var got v1alpha1.TenantPlan
+		get(t, c, ns, "pro", &got)
+		st := got.Status
+		return meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionReady) &&
+			st.SpentThisPeriod == "12.5" && st.BudgetRemaining == "87.5" && st.Queued == 7 &&
+			st.ResetsAt != nil && st.ResetsAt.Equal(&resets)
+	})
+
+	updateSecretData(t, c, ns, "acme-alice", "sk-acme-alice-rotated-0123456789")
+	eventually(t, "the rotated tenant key's hash in config.yaml", func() bool {
+		var s corev1.Secret
+		get(t, c, ns, configSecretName, &s)
+		cfg, err := gatewayv1.Parse(s.Data[ConfigFile])
+		return err == nil && len(cfg.Tenants) == 1 && cfg.Tenants[0].Keys[0].SHA256 == gatewayv1.HashKey("sk-acme-alice-rotated-0123456789")
+	})
+
+	gw.failing.Store(true)
+	eventually(t, "UsageReported=False once the gateway stops answering", func() bool {
+		var got v1alpha1.ProviderQuota
+		get(t, c, ns, "openai", &got)
+		cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionUsageReported)
+		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == v1alpha1.ReasonGatewayUnreachable &&
+			got.Status.Usage != nil && got.Status.Usage.RequestsLastMinute == 42
+	})
+	assertNoSecretsOutside(t, c, ns, events.all())
+}
+
+// eventually fails the test if cond does not hold within 30 seconds.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

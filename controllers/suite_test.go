@@ -1,0 +1,127 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/sluicehq/sluice/api/v1alpha1"
+	"github.com/sluicehq/sluice/test/cluster"
+)
+
+// apiServer is the kube-apiserver, with the CRDs installed, that every test
+// of this package shares; each test works in a namespace of its own. The
+// first test that needs it starts it; TestMain stops it.
+var apiServer struct {
+	once sync.Once
+	env  *envtest.Environment
+	cfg  *rest.Config
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if apiServer.env != nil {
+		if err := apiServer.env.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "controllers: stop kube-apiserver: %v\n", err)
+		}
+	}
+	os.Exit(code)
+}
+
+// startAPIServer returns the shared API server's configuration, starting it
+// on first use, or skips the test under -short.
+func startAPIServer(t *testing.T) *rest.Config {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("controllers: reconciling needs a real kube-apiserver; skipped with -short")
+	}
+	apiServer.once.Do(func() {
+		dir, err := cluster.AssetsDir()
+		if err != nil {
+			apiServer.err = err
+			return
+		}
+		apiServer.env = &envtest.Environment{
+			BinaryAssetsDirectory: dir,
+			CRDDirectoryPaths:     []string{"../config/crd/bases"},
+			ErrorIfCRDPathMissing: true,
+		}
+		if apiServer.cfg, err = apiServer.env.Start(); err != nil {
+			apiServer.err = fmt.Errorf("controllers: start kube-apiserver from %s with the CRDs: %w", dir, err)
+		}
+	})
+	if apiServer.err != nil {
+		t.Fatal(apiServer.err)
+	}
+	return apiServer.cfg
+}
+
+// testScheme knows the core types and Sluice's.
+func testScheme(t *testing.T) *runtime.Scheme {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return scheme
+}
+
+// notDNS matches what a namespace's name may not hold.
+var notDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// newNamespace starts the shared API server if need be and returns an
+// uncached client of it and a new namespace for the test.
+func newNamespace(t *testing.T) (client.Client, string) {
+	t.Helper()
+	cfg := startAPIServer(t)
+	c, err := client.New(cfg, client.Options{Scheme: testScheme(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.Trim(notDNS.ReplaceAllString(strings.ToLower(t.Name()), "-"), "-")
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name[:min(len(name), 63)]}}
+	if err := c.Create(context.Background(), ns); err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	return c, ns.Name
+}
+
+// recorder is an events.EventRecorder that keeps what it is told. It is safe
+// for concurrent use.
+type recorder struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (r *recorder) Eventf(regarding, _ runtime.Object, eventType, reason, action, note string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	name := ""
+	if o, ok := regarding.(client.Object); ok {
+		name = fmt.Sprintf("%T %s", o, o.GetName())
+	}
+	r.events = append(r.events, fmt.Sprintf("%s: %s %s %s: %s", name, eventType, reason, action, fmt.Sprintf(note, args...)))
+}
+
+// all returns the events so far, one a line.
+func (r *recorder) all() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.events, "\n")
+}

@@ -1,0 +1,169 @@
+package controllers
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/api/v1alpha1"
+)
+
+// maxRefused is the most refusal reasons a status lists (the CRDs' MaxItems).
+const maxRefused = 32
+
+// GatewayReport is what the operator knows of one gateway: its last usage
+// snapshot and whether the latest poll got an answer.
+type GatewayReport struct {
+	// Gateway names the gateway: its Pod, or its usage URL.
+	Gateway string
+	// Usage is the last snapshot the gateway served. Nil means it never
+	// answered.
+	Usage *gatewayv1.Usage
+	// Err is why the latest poll got no answer. Nil means it did.
+	Err error
+}
+
+// UsageTotals is the gateways' usage, summed. The zero value means no
+// gateway reported anything.
+type UsageTotals struct {
+	// Providers hold each provider's usage by name.
+	Providers map[string]v1alpha1.ProviderUsage
+	// Tenants hold each tenant's usage by name.
+	Tenants map[string]TenantTotals
+	// Oldest is when the oldest snapshot counted was taken. Zero means none
+	// was.
+	Oldest time.Time
+	// Gateways counts the gateways polled.
+	Gateways int
+	// Unanswered say which gateways did not answer the latest poll, and why.
+	// Their last snapshots are counted; a gateway that never answered is
+	// not, and is never read as zero.
+	Unanswered []string
+}
+
+// TenantTotals is one tenant's usage, summed over the gateways.
+type TenantTotals struct {
+	// Queued counts the tenant's requests waiting now.
+	Queued int64
+	// Refused counts the tenant's refused requests, by reason.
+	Refused map[string]int64
+	// SpentMicros is what the tenant spent this period, in micro-dollars.
+	SpentMicros int64
+	// RemainingMicros is what is left of the tenant's budget this period,
+	// in micro-dollars. Nil means no budget.
+	RemainingMicros *int64
+	// ResetsAt is when the budget's period ends. Zero means no budget.
+	ResetsAt time.Time
+}
+
+// SumUsage adds up the gateways' reports. Traffic (requests, tokens, in
+// flight, queued, refused, throttles) and a provider's spend are each
+// gateway's own, so they are summed. A tenant's budget lives in the limiter
+// store the gateways share, so each gateway reports the same figures: the
+// largest spend, the least left and the earliest reset are taken, not sums.
+// A tenant without a budget reports what it spent through that gateway,
+// which is summed.
+func SumUsage(reports []GatewayReport) UsageTotals {
+	t := UsageTotals{Providers: map[string]v1alpha1.ProviderUsage{}, Tenants: map[string]TenantTotals{}, Gateways: len(reports)}
+	for _, r := range reports {
+		if r.Err != nil {
+			t.Unanswered = append(t.Unanswered, fmt.Sprintf("%s: %v", r.Gateway, r.Err))
+		}
+		if r.Usage == nil {
+			continue
+		}
+		if at := r.Usage.Time.Time; t.Oldest.IsZero() || at.Before(t.Oldest) {
+			t.Oldest = at
+		}
+		for _, p := range r.Usage.Providers {
+			t.Providers[p.Name] = addProvider(t.Providers[p.Name], p)
+		}
+		for _, tu := range r.Usage.Tenants {
+			t.Tenants[tu.Name] = addTenant(t.Tenants[tu.Name], tu)
+		}
+	}
+	slices.Sort(t.Unanswered)
+	return t
+}
+
+func addProvider(sum v1alpha1.ProviderUsage, p gatewayv1.ProviderUsage) v1alpha1.ProviderUsage {
+	sum.RequestsLastMinute += p.RequestsLastMinute
+	sum.TokensLastMinute += p.TokensLastMinute
+	sum.InFlight += p.InFlight
+	sum.Queued += p.Queued
+	sum.Throttles += p.Throttles
+	sum.Refused = refusedCounts(addRefused(refusedMap(sum.Refused), p.Refused))
+	spent := micros(gatewayv1.Money(sum.SpendThisMonth)) + micros(p.SpendThisMonth)
+	sum.SpendThisMonth = v1alpha1.Money(gatewayv1.MoneyFromMicro(spent))
+	return sum
+}
+
+func addTenant(sum TenantTotals, tu gatewayv1.TenantUsage) TenantTotals {
+	sum.Queued += tu.Queued
+	sum.Refused = addRefused(sum.Refused, tu.Refused)
+	spent := micros(tu.SpendThisPeriod)
+	if tu.BudgetRemaining == "" {
+		if sum.RemainingMicros == nil {
+			sum.SpentMicros += spent
+		}
+		return sum
+	}
+	left := micros(tu.BudgetRemaining)
+	if sum.RemainingMicros == nil { // the first report from the shared store replaces local sums
+		sum.SpentMicros, sum.RemainingMicros = spent, &left
+	}
+	sum.SpentMicros, *sum.RemainingMicros = max(sum.SpentMicros, spent), min(*sum.RemainingMicros, left)
+	if at := tu.ResetsAt; at != nil && (sum.ResetsAt.IsZero() || at.Time.Before(sum.ResetsAt)) {
+		sum.ResetsAt = at.Time
+	}
+	return sum
+}
+
+// micros reads a gateway's amount; the gateways write valid Money, and a
+// malformed one counts as nothing rather than failing the whole sum.
+func micros(m gatewayv1.Money) int64 {
+	n, _ := m.MicroDollars()
+	return n
+}
+
+func addRefused(sum, more map[string]int64) map[string]int64 {
+	if len(more) == 0 {
+		return sum
+	}
+	if sum == nil {
+		sum = map[string]int64{}
+	}
+	for reason, n := range more {
+		sum[reason] += n
+	}
+	return sum
+}
+
+func refusedMap(counts []v1alpha1.RefusedCount) map[string]int64 {
+	m := map[string]int64{}
+	for _, c := range counts {
+		m[c.Reason] = c.Count
+	}
+	return m
+}
+
+// refusedCounts lists refusals by reason, the most frequent first, no more
+// than a status holds.
+func refusedCounts(m map[string]int64) []v1alpha1.RefusedCount {
+	var out []v1alpha1.RefusedCount
+	for _, reason := range slices.Sorted(maps.Keys(m)) {
+		if m[reason] > 0 {
+			out = append(out, v1alpha1.RefusedCount{Reason: reason, Count: m[reason]})
+		}
+	}
+	slices.SortStableFunc(out, func(a, b v1alpha1.RefusedCount) int { return cmp.Compare(b.Count, a.Count) })
+	if len(out) > maxRefused {
+		out = out[:maxRefused]
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.RefusedCount) int { return strings.Compare(a.Reason, b.Reason) })
+	return out
+}

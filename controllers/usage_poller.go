@@ -1,0 +1,271 @@
+package controllers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	neturl "net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+)
+
+const (
+	// DefaultUsageInterval is how often the gateways are polled by default.
+	DefaultUsageInterval = 15 * time.Second
+	// defaultUsageTimeout bounds one gateway's answer.
+	defaultUsageTimeout = 5 * time.Second
+	// maxUsageBytes caps a usage snapshot: one entry per provider and tenant.
+	maxUsageBytes = 8 << 20
+	// UsagePath is where a gateway's admin port serves its usage snapshot.
+	UsagePath = "/admin/usage"
+)
+
+// PodGateways lists the gateway Pods; the manager's leader election takes a
+// lease and records its changes in core events.
+//
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+
+// Gateway is one gateway to poll.
+type Gateway struct {
+	// Name identifies the gateway in status: its Pod's name, or its URL.
+	Name string
+	// URL is the gateway's usage endpoint.
+	URL string
+}
+
+// GatewayLister lists the gateways to poll now.
+type GatewayLister interface {
+	Gateways(ctx context.Context) ([]Gateway, error)
+}
+
+// StaticGateways are gateways at fixed usage URLs, each named by its URL.
+type StaticGateways []string
+
+// Gateways returns the URLs as gateways.
+func (s StaticGateways) Gateways(context.Context) ([]Gateway, error) {
+	out := make([]Gateway, len(s))
+	for i, u := range s {
+		out[i] = Gateway{Name: u, URL: u}
+	}
+	return out, nil
+}
+
+// AllGateways are the gateways of every lister in it.
+type AllGateways []GatewayLister
+
+// Gateways lists the gateways of each lister in turn, and fails if one fails.
+func (a AllGateways) Gateways(ctx context.Context) ([]Gateway, error) {
+	var out []Gateway
+	for _, l := range a {
+		g, err := l.Gateways(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, g...)
+	}
+	return out, nil
+}
+
+// PodGateways are the running gateway Pods of a namespace that match a
+// selector, polled on their admin port.
+type PodGateways struct {
+	// Reader lists the Pods; in a manager, its cache.
+	Reader client.Reader
+	// Namespace is the Pods' namespace.
+	Namespace string
+	// Selector selects the gateway Pods.
+	Selector labels.Selector
+	// Port is the gateways' admin port.
+	Port int32
+}
+
+// Gateways returns the Pods that run and have an address. A Pod that is
+// starting or stopping is no gateway to count yet, or any more.
+func (p *PodGateways) Gateways(ctx context.Context) ([]Gateway, error) {
+	var pods corev1.PodList
+	if err := p.Reader.List(ctx, &pods, client.InNamespace(p.Namespace), client.MatchingLabelsSelector{Selector: p.Selector}); err != nil {
+		return nil, fmt.Errorf("controllers: list gateway Pods in %s: %w", p.Namespace, err)
+	}
+	var out []Gateway
+	for _, pod := range pods.Items {
+		if pod.Status.Phase != corev1.PodRunning || pod.Status.PodIP == "" || pod.DeletionTimestamp != nil {
+			continue
+		}
+		host := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(p.Port)))
+		out = append(out, Gateway{Name: pod.Name, URL: "http://" + host + UsagePath})
+	}
+	return out, nil
+}
+
+// UsagePoller polls every gateway's usage snapshot, keeps the sum for
+// status, and tells the reconciler after each poll. It is a manager
+// Runnable that runs on the leader only. It is safe for concurrent use.
+type UsagePoller struct {
+	// Namespace is the gateways' namespace, whose objects the usage
+	// describes.
+	Namespace string
+	// Gateways lists the gateways to poll.
+	Gateways GatewayLister
+	// Client makes the requests. Nil means a client with a 5s timeout.
+	Client *http.Client
+	// Interval is the time between polls. Zero means DefaultUsageInterval.
+	Interval time.Duration
+	// Clock ticks the polls. Nil means the real clock.
+	Clock clock.WithTicker
+	// Updates receives an event naming Namespace after each poll. Nil means
+	// none.
+	Updates chan<- event.GenericEvent
+
+	mu     sync.Mutex
+	last   map[string]*gatewayv1.Usage // each gateway's last snapshot, by name
+	totals *UsageTotals
+}
+
+var (
+	_ manager.Runnable               = (*UsagePoller)(nil)
+	_ manager.LeaderElectionRunnable = (*UsagePoller)(nil)
+	_ UsageSource                    = (*UsagePoller)(nil)
+)
+
+// NeedLeaderElection reports true: only the leader writes status.
+func (p *UsagePoller) NeedLeaderElection() bool { return true }
+
+// Start polls at once and then every Interval, until ctx is done.
+func (p *UsagePoller) Start(ctx context.Context) error {
+	clk, interval := p.Clock, p.Interval
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	if interval <= 0 {
+		interval = DefaultUsageInterval
+	}
+	ticker := clk.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		p.Poll(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C():
+		}
+	}
+}
+
+// Usage returns the sum of the last poll, or nil before the first poll or
+// for another namespace.
+func (p *UsagePoller) Usage(namespace string) *UsageTotals {
+	if namespace != p.Namespace {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.totals
+}
+
+// Poll polls every gateway once, concurrently, and sums what they and the
+// silent ones last said. When the gateways cannot be listed, the last sum
+// stands.
+func (p *UsagePoller) Poll(ctx context.Context) {
+	gateways, err := p.Gateways.Gateways(ctx)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Cannot list the gateways; usage in status stays as it was")
+		return
+	}
+	reports := p.fetchAll(ctx, gateways)
+	last := map[string]*gatewayv1.Usage{}
+	for _, r := range reports {
+		if r.Usage != nil {
+			last[r.Gateway] = r.Usage
+		}
+	}
+	totals := SumUsage(reports)
+	p.mu.Lock()
+	p.last, p.totals = last, &totals
+	p.mu.Unlock()
+	p.notify(ctx)
+}
+
+// fetchAll asks every gateway at once. A gateway that does not answer keeps
+// its last snapshot, with the error.
+func (p *UsagePoller) fetchAll(ctx context.Context, gateways []Gateway) []GatewayReport {
+	p.mu.Lock()
+	last := p.last
+	p.mu.Unlock()
+	reports := make([]GatewayReport, len(gateways))
+	var wg sync.WaitGroup
+	for i, g := range gateways {
+		wg.Go(func() {
+			u, err := p.fetch(ctx, g.URL)
+			if err != nil {
+				u = last[g.Name]
+			}
+			reports[i] = GatewayReport{Gateway: g.Name, Usage: u, Err: err}
+		})
+	}
+	wg.Wait()
+	return reports
+}
+
+// fetch reads one gateway's usage snapshot.
+func (p *UsagePoller) fetch(ctx context.Context, url string) (*gatewayv1.Usage, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.client().Do(req)
+	if err != nil {
+		var ue *neturl.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // the report names the gateway; the URL again is noise
+		}
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, maxUsageBytes))
+		return nil, fmt.Errorf("answered %s", resp.Status)
+	}
+	var u gatewayv1.Usage
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxUsageBytes)).Decode(&u); err != nil {
+		return nil, fmt.Errorf("decode usage: %w", err)
+	}
+	return &u, nil
+}
+
+func (p *UsagePoller) client() *http.Client {
+	if p.Client != nil {
+		return p.Client
+	}
+	return &http.Client{Timeout: defaultUsageTimeout}
+}
+
+// notify tells the reconciler that the namespace's usage changed, unless
+// the manager is stopping.
+func (p *UsagePoller) notify(ctx context.Context) {
+	if p.Updates == nil {
+		return
+	}
+	obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace}}
+	select {
+	case p.Updates <- event.GenericEvent{Object: obj}:
+	case <-ctx.Done():
+	}
+}
