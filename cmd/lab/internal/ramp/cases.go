@@ -25,6 +25,10 @@ type kase struct {
 	// pooled caps the client's connections at Options.PoolConns; otherwise
 	// they are unbounded.
 	pooled bool
+	// honoursDoor makes a page that the queue's door turned away wait the
+	// Retry-After it was given and come back, as a client of an honest door
+	// does: "busy" means "later", not "never".
+	honoursDoor bool
 }
 
 // cases are every case, in their default order.
@@ -32,7 +36,7 @@ var cases = []kase{
 	{name: CaseSequential},
 	{name: CaseBurst, allAtOnce: true},
 	{name: CaseReject, allAtOnce: true, gateway: gatewayv1.BehaviorReject},
-	{name: CaseQueue, allAtOnce: true, gateway: gatewayv1.BehaviorQueue},
+	{name: CaseQueue, allAtOnce: true, gateway: gatewayv1.BehaviorQueue, honoursDoor: true},
 	{name: CasePool, allAtOnce: true, pooled: true},
 }
 

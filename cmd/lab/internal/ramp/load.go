@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,7 +40,7 @@ type load struct {
 	pages []page
 
 	// For the progress lines.
-	served, diedAtProvider, refused, inFlight atomic.Int64
+	served, diedAtProvider, refused, busy, inFlight atomic.Int64
 }
 
 // run adds users on the schedule until every count is reached or ctx
@@ -98,18 +99,37 @@ func (l *load) page(ctx context.Context, user, index int) page {
 	}
 	l.inFlight.Add(1)
 	defer l.inFlight.Add(-1)
-	a, err := l.post(ctx, user)
-	p.answered = time.Since(l.start)
-	switch {
-	case err != nil && ctx.Err() != nil:
-		p.cause = CutOff
-	case err != nil:
-		p.cause = NoAnswer
-	default:
-		p.cause = classify(a.status, a.header, a.body)
-		p.promptTokens, p.completionTokens = a.usage()
+	for {
+		a, err := l.post(ctx, user)
+		p.answered = time.Since(l.start)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			p.cause = CutOff
+		case err != nil:
+			p.cause = NoAnswer
+		default:
+			p.cause = classify(a.status, a.header, a.body)
+			p.promptTokens, p.completionTokens = a.usage()
+		}
+		if p.cause != Busy || !l.kase.honoursDoor {
+			return p
+		}
+		p.busy++
+		l.busy.Add(1)
+		if !sleepUntil(ctx, time.Now().Add(retryAfter(a.header))) {
+			p.answered, p.cause = time.Since(l.start), CutOff
+			return p
+		}
 	}
-	return p
+}
+
+// retryAfter is the wait a busy answer asked for, at least a second.
+func retryAfter(h http.Header) time.Duration {
+	secs, err := strconv.Atoi(h.Get("Retry-After"))
+	if err != nil || secs < 1 {
+		return time.Second
+	}
+	return time.Duration(secs) * time.Second
 }
 
 // answer is an answer, read whole.
@@ -177,9 +197,9 @@ func (l *load) recorded() []page {
 
 // progress writes the line of step k, at which the ramp reached users.
 func (l *load) progress(w io.Writer, k, users int) {
-	fmt.Fprintf(w, "%-10s step %2d/%d %7.1fs  users %4d  served %6d  died at provider %6d  refused %6d  in flight %5d\n",
+	fmt.Fprintf(w, "%-10s step %2d/%d %7.1fs  users %4d  served %6d  died at provider %6d  refused %6d  busy %6d  in flight %5d\n",
 		l.kase.name, k+1, len(l.opts.Users), time.Since(l.start).Seconds(), users,
-		l.served.Load(), l.diedAtProvider.Load(), l.refused.Load(), l.inFlight.Load())
+		l.served.Load(), l.diedAtProvider.Load(), l.refused.Load(), l.busy.Load(), l.inFlight.Load())
 }
 
 // pageBody is every page's request: a chat completion whose prompt is

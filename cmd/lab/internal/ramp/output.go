@@ -13,10 +13,10 @@ import (
 // notes under it.
 func (r Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "case\tfirst failure\tdied at provider\trefused by us\tclean books\tbilled\tfor broken books\twait p50\twait p95\tpeak tokens/min")
+	fmt.Fprintln(tw, "case\tfirst failure\tdied at provider\trefused by us\tbusy, came back\tclean books\tunfinished\tbilled\tfor broken books\twait p50\twait p95\tpeak tokens/min")
 	for _, c := range r.Cases {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d/%d\t$%s\t$%s\t%.2fs\t%.2fs\t%.0f%% of limit\n",
-			c.Case, c.FirstFailure.String(), c.DiedAtProvider, c.Refused, c.CleanBooks, c.Books,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d/%d\t%d\t$%s\t$%s\t%.2fs\t%.2fs\t%.0f%% of limit\n",
+			c.Case, c.FirstFailure.String(), c.DiedAtProvider, c.Refused, c.BusyAnswers, c.CleanBooks, c.Books, c.UnfinishedBooks,
 			c.Billed, c.BilledForBrokenBooks, c.WaitP50Seconds, c.WaitP95Seconds, 100*c.PeakTokensShare)
 	}
 	if err := tw.Flush(); err != nil {

@@ -33,9 +33,9 @@ func TestWriteTable(t *testing.T) {
 	if err := twoCases().WriteTable(&out); err != nil {
 		t.Fatal(err)
 	}
-	want := `case        first failure                died at provider  refused by us  clean books  billed   for broken books  wait p50  wait p95  peak tokens/min
-sequential  none                         0                 0              2/2          $0.0096  $0                2.00s     2.40s     32% of limit
-queue       1 user at 0.2s: our own 429  0                 2              0/2          $0.0048  $0.0048           2.00s     2.00s     16% of limit
+	want := `case        first failure                died at provider  refused by us  busy, came back  clean books  unfinished  billed   for broken books  wait p50  wait p95  peak tokens/min
+sequential  none                         0                 0              0                2/2          0           $0.0096  $0                2.00s     2.40s     32% of limit
+queue       1 user at 0.2s: our own 429  0                 2              0                0/2          0           $0.0048  $0.0048           2.00s     2.00s     16% of limit
 queue: the gateway refused 2 pages
 `
 	if diff := cmp.Diff(out.String(), want); diff != "" {

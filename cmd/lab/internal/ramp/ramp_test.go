@@ -48,10 +48,13 @@ func smallRamp() Options {
 	opts.Provider.RequestsPerMinute, opts.Provider.TokensPerMinute, opts.Provider.MaxInFlight = 600, 20_000, 14
 	opts.Users, opts.Step = []int{1, 2, 4, 6}, 300*time.Millisecond
 	opts.Pages, opts.PromptTokens, opts.MaxTokens = 10, 60, 20
-	opts.Duration = 20 * time.Second
+	opts.Duration = time.Minute // a bound, not an expectation: the queue case ends in about 15 s
 	opts.Cases = []string{CaseSequential, CaseBurst}
 	if !testing.Short() {
-		opts.Cases = append(opts.Cases, CaseReject)
+		// The door at 3 s: the queue's 60 pages take about 15 s at the provider's 20,000 tokens a
+		// minute, so it turns pages away, and they come back when they were told to.
+		opts.MaxWait = 3 * time.Second
+		opts.Cases = append(opts.Cases, CaseReject, CaseQueue)
 		opts.Gateway = gatewayBin
 	}
 	return opts
@@ -95,6 +98,12 @@ func TestRamp(t *testing.T) {
 	}
 	if f := reject.FirstFailure; f == nil || f.Cause != Refused {
 		t.Errorf("reject: first failure %v; want our own 429", f)
+	}
+
+	queue := cases[CaseQueue]
+	if queue.DiedAtProvider != 0 || providerErrors(queue) != 0 || queue.CleanBooks != queue.Books || queue.BusyAnswers == 0 {
+		t.Errorf("queue: %d died at the provider (provider errors %d), %d of %d books clean, %d busy answers; want a clean provider, every book whole, and the door saying busy",
+			queue.DiedAtProvider, providerErrors(queue), queue.CleanBooks, queue.Books, queue.BusyAnswers)
 	}
 }
 

@@ -48,6 +48,9 @@ type CaseReport struct {
 	// every page was served.
 	Books      int `json:"books"`
 	CleanBooks int `json:"cleanBooks"`
+	// UnfinishedBooks counts the books that nothing broke but that were not
+	// done when the case ended.
+	UnfinishedBooks int `json:"unfinishedBooks"`
 	// Pages counts the pages of the books started, and Outcomes them by
 	// cause.
 	Pages    int           `json:"pages"`
@@ -56,6 +59,9 @@ type CaseReport struct {
 	DiedAtProvider int `json:"diedAtProvider"`
 	// Refused counts the pages the gateway refused (its 429, or busy).
 	Refused int `json:"refused"`
+	// BusyAnswers counts the door's busy answers that pages waited out and
+	// came back from.
+	BusyAnswers int `json:"busyAnswers"`
 	// FirstFailure is the first page that failed; nil if none did.
 	FirstFailure *Failure `json:"firstFailure,omitempty"`
 	// Billed is what the provider billed; BilledForBrokenBooks the part of
@@ -94,6 +100,8 @@ type page struct {
 	// client gave up for a page without an answer.
 	sent, answered time.Duration
 	cause          Cause
+	// busy counts the door's busy answers that the page waited out.
+	busy int
 	// usage of a served page.
 	promptTokens, completionTokens int64
 }
@@ -130,7 +138,7 @@ type caseRun struct {
 
 // summarize turns what a case recorded into its report.
 func summarize(r caseRun) CaseReport {
-	books, clean, wasted := booksOf(r.pages, r.prices)
+	books, clean, unfinished, wasted := booksOf(r.pages, r.prices)
 	waits := servedWaits(r.pages)
 	peak := peakPerMinute(r.calls)
 	cr := CaseReport{
@@ -138,6 +146,7 @@ func summarize(r caseRun) CaseReport {
 		ElapsedSeconds:       r.elapsed.Seconds(),
 		Books:                books,
 		CleanBooks:           clean,
+		UnfinishedBooks:      unfinished,
 		Pages:                len(r.pages),
 		Outcomes:             outcomes(r.pages),
 		FirstFailure:         firstFailure(r.pages, r.schedule),
@@ -158,6 +167,9 @@ func summarize(r caseRun) CaseReport {
 			cr.Refused += n
 		}
 	}
+	for _, p := range r.pages {
+		cr.BusyAnswers += p.busy
+	}
 	cr.Notes = notes(r, cr.Outcomes)
 	return cr
 }
@@ -173,22 +185,32 @@ func outcomes(pages []page) map[Cause]int {
 // booksOf counts the books (one per user), the clean ones, and what the
 // pages served of the broken ones cost, in micro-dollars, at the provider's
 // prices and with its rounding: up, per call.
-func booksOf(pages []page, prices gatewayv1.Prices) (books, clean int, wasted int64) {
-	broken := map[int]bool{}
+//
+// A book is broken when a page failed, unfinished when none failed but some
+// had no answer yet when the case ended, and clean when every page was
+// served. Only broken books' pages are wasted: an unfinished book is still
+// on its way.
+func booksOf(pages []page, prices gatewayv1.Prices) (books, clean, unfinished int, wasted int64) {
+	broken, open := map[int]bool{}, map[int]bool{}
 	for _, p := range pages {
-		broken[p.user] = broken[p.user] || p.cause != Served
+		broken[p.user] = broken[p.user] || p.cause.failed()
+		open[p.user] = open[p.user] || p.cause == CutOff
 	}
 	for _, p := range pages {
 		if broken[p.user] && p.cause == Served {
 			wasted += prices.CostMicros(p.promptTokens, p.completionTokens)
 		}
 	}
-	for _, b := range broken {
-		if !b {
+	for user, b := range broken {
+		switch {
+		case b:
+		case open[user]:
+			unfinished++
+		default:
 			clean++
 		}
 	}
-	return len(broken), clean, wasted
+	return len(broken), clean, unfinished, wasted
 }
 
 // firstFailure is the page that failed first, by its answer; ties go to

@@ -97,7 +97,7 @@ func TestSummarize(t *testing.T) {
 				"for those pages this case measured refusal, not a queue"},
 		},
 	}, {
-		name: "pages cut off by the case's end break books but are no failure",
+		name: "pages cut off by the case's end leave books unfinished, not broken",
 		run: caseRun{
 			name: "pool", schedule: ramp, elapsed: 300 * s, tokensPerMinute: 10_000, prices: threeDollars,
 			pages: []page{served(0, 0, 0, 200*s), failed(0, 1, 300*s, CutOff), failed(1, 0, 300*s, NoAnswer)},
@@ -105,10 +105,10 @@ func TestSummarize(t *testing.T) {
 			stats: provider.Stats{Accepted: 2, Canceled: 1, MicroDollars: 2400},
 		},
 		want: CaseReport{
-			Case: "pool", ElapsedSeconds: 300, Books: 2, Pages: 3,
+			Case: "pool", ElapsedSeconds: 300, Books: 2, UnfinishedBooks: 1, Pages: 3,
 			Outcomes:     map[Cause]int{Served: 1, CutOff: 1, NoAnswer: 1},
 			FirstFailure: &Failure{Users: 3, AtSeconds: 300, Cause: NoAnswer},
-			Billed:       "0.0024", BilledForBrokenBooks: "0.0024",
+			Billed:       "0.0024", BilledForBrokenBooks: "0",
 			WaitP50Seconds: 200, WaitP95Seconds: 200,
 			PeakTokensPerMinute: 800, PeakTokensShare: 0.08,
 			Provider: provider.Stats{Accepted: 2, Canceled: 1, MicroDollars: 2400},
