@@ -109,9 +109,10 @@ func (s *Server) settleJSON(resp *http.Response, c *call) error {
 	}
 	usage, ok := estimate.ParseUsage(body)
 	if !ok || len(body) > maxResponseBytes {
-		usage, ok = c.estimatedUsage(), true
+		usage = c.estimatedUsage()
 	}
-	s.settle(c, usage, ok)
+	s.settle(c, usage, true)
+	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOK).Inc()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	resp.ContentLength = int64(len(body))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
@@ -131,10 +132,13 @@ func (s *Server) providerFailed(c *call, status int) {
 // billed.
 func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	c := callFrom(r.Context())
-	s.settle(c, estimate.Usage{}, false)
 	if r.Context().Err() != nil {
-		return // the client left; nobody reads an answer
+		// The client left after the call went out: the provider has counted it against its
+		// limits, so it stays charged at the estimate. Nobody reads an answer.
+		s.settle(c, c.estimatedUsage(), true)
+		return
 	}
+	s.settle(c, estimate.Usage{}, false)
 	s.metrics.providerErrors.WithLabelValues(c.provider(), "0").Inc()
 	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeUnreachable).Inc()
 	s.log.Warn("provider unreachable", "provider", c.provider(), "err", err)
@@ -159,7 +163,6 @@ func (s *Server) settle(c *call, u estimate.Usage, ok bool) {
 				Tokens:       u.PromptTokens + u.CompletionTokens,
 				MicroDollars: c.route.Provider.Config.Prices.CostMicros(u.PromptTokens, u.CompletionTokens),
 			}
-			s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOK).Inc()
 		}
 		delta := policy.Cost{Tokens: actual.Tokens - c.cost.Tokens, MicroDollars: actual.MicroDollars - c.cost.MicroDollars}
 		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
@@ -185,12 +188,13 @@ func (c *call) estimatedUsage() estimate.Usage {
 // streamBody passes an SSE answer through line by line, as it arrives, watching for the final
 // usage chunk; the call is settled when the stream ends or the client leaves.
 type streamBody struct {
-	s       *Server
-	c       *call
-	src     io.ReadCloser
-	lines   *bufio.Reader
-	usage   *estimate.StreamUsage
-	pending []byte
+	s        *Server
+	c        *call
+	src      io.ReadCloser
+	lines    *bufio.Reader
+	usage    *estimate.StreamUsage
+	pending  []byte
+	finished bool
 }
 
 func (s *Server) newStreamBody(src io.ReadCloser, c *call) *streamBody {
@@ -233,8 +237,13 @@ func (b *streamBody) observe(line []byte) []byte {
 }
 
 func (b *streamBody) finish() {
+	if b.finished {
+		return
+	}
+	b.finished = true
 	u, _ := b.usage.Usage()
 	b.s.settle(b.c, u, true)
+	b.s.metrics.requests.WithLabelValues(b.c.tenant(), b.c.provider(), outcomeOK).Inc()
 }
 
 func (b *streamBody) Close() error {
