@@ -6,7 +6,7 @@
 -- Then five values per check: kind, capacity, p1, p2, cost.
 --   'b' bucket:      p1 = microseconds to earn one unit; the value is the theoretical arrival time.
 --   'w' window:      p1 = end of the current window by the caller's clock, p2 = end of the next
---                    (microseconds); the value is a hash {end, used}.
+--                    (microseconds); the value is "end used".
 --   'c' concurrency: p1 = lease time to live (microseconds), p2 = lease id; the value is a sorted
 --                    set of leases scored by expiry, so a dead gateway's slots free themselves.
 -- Returns {allowed, refused index (0-based, -1 for none), wait, never, remaining..., reset...},
@@ -21,6 +21,8 @@ else
 end
 local settling = ARGV[2] == 'settle'
 local n = #KEYS
+-- Every bucket's and window's value in one call (a sorted set reads as nil here).
+local values = redis.call('MGET', unpack(KEYS))
 
 local function ms(us)
   return math.max(math.ceil(us / 1000), 1)
@@ -30,10 +32,14 @@ end
 local function load(i, kind, p1, p2)
   local key = KEYS[i]
   if kind == 'b' then
-    return tonumber(redis.call('GET', key) or 0), 0
+    return tonumber(values[i] or 0), 0
   elseif kind == 'w' then
-    local v = redis.call('HMGET', key, 'end', 'used')
-    local e, u = tonumber(v[1] or 0), tonumber(v[2] or 0)
+    local e, u = 0, 0
+    local v = values[i]
+    if v then
+      local sep = string.find(v, ' ', 1, true)
+      e, u = tonumber(string.sub(v, 1, sep - 1)), tonumber(string.sub(v, sep + 1))
+    end
     if now >= e then
       e, u = tonumber(p1), 0
       if now >= e then e = tonumber(p2) end
@@ -49,8 +55,7 @@ local function store(i, kind, a, b, p1, p2, delta)
   if kind == 'b' then
     if a > now then redis.call('SET', key, a, 'PX', ms(a - now)) else redis.call('DEL', key) end
   elseif kind == 'w' then
-    redis.call('HSET', key, 'end', a, 'used', b)
-    redis.call('PEXPIRE', key, ms(a - now))
+    redis.call('SET', key, string.format('%.0f %.0f', a, b), 'PX', ms(a - now))
   elseif delta > 0 then
     redis.call('ZADD', key, now + tonumber(p1), p2)
     redis.call('PEXPIRE', key, ms(tonumber(p1)))

@@ -119,6 +119,9 @@ type Limit struct {
 	// cell is the Memory store's state for Key, bound at first use so that a decision finds its
 	// state without a map lookup.
 	cell atomic.Pointer[cell]
+	// script holds the Redis script's arguments that never change (kind, capacity and, for a
+	// bucket or a concurrency limit, p1), boxed once rather than at every decision.
+	script [3]any
 }
 
 // NewBucket returns a token bucket that earns rate units every per, up to burst units. A request
@@ -159,6 +162,7 @@ func NewConcurrency(key string, level Level, max int64, leaseTTL time.Duration) 
 func newLimit(key string, level Level, dim Dimension, k kind, capacity int64, set func(*Limit)) *Limit {
 	l := &Limit{Key: key, Level: level, Dimension: dim, kind: k, capacity: capacity}
 	set(l)
+	l.script = scriptConstants(l)
 	return l
 }
 

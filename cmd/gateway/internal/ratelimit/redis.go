@@ -70,11 +70,10 @@ func (r *Redis) run(ctx context.Context, mode string, checks []Check, now time.T
 	args = append(args, clock, mode)
 	for i, c := range checks {
 		keys[i] = c.Limit.Key
-		a, err := scriptArgs(c, now)
-		if err != nil {
+		var err error
+		if args, err = appendScriptArgs(args, c, now); err != nil {
 			return nil, err
 		}
-		args = append(args, a...)
 	}
 	reply, err := decideScript.Run(ctx, r.client, keys, args...).Int64Slice()
 	if err != nil {
@@ -83,22 +82,34 @@ func (r *Redis) run(ctx context.Context, mode string, checks []Check, now time.T
 	return reply, nil
 }
 
-// scriptArgs returns a check's five script arguments: kind, capacity, p1, p2 and cost.
-func scriptArgs(c Check, now time.Time) ([]any, error) {
+// scriptConstants are a limit's script arguments that never change: kind, capacity and, for a
+// bucket or a concurrency limit, p1.
+func scriptConstants(l *Limit) [3]any {
+	switch l.kind {
+	case bucket:
+		return [3]any{"b", l.capacity, strconv.FormatFloat(float64(l.interval)/float64(time.Microsecond), 'f', -1, 64)}
+	case window:
+		return [3]any{"w", l.capacity, nil}
+	default:
+		return [3]any{"c", l.capacity, l.leaseTTL.Microseconds()}
+	}
+}
+
+// appendScriptArgs appends a check's five script arguments: kind, capacity, p1, p2 and cost.
+func appendScriptArgs(args []any, c Check, now time.Time) ([]any, error) {
 	l := c.Limit
 	switch l.kind {
 	case bucket:
-		perUnit := strconv.FormatFloat(float64(l.interval)/float64(time.Microsecond), 'f', -1, 64)
-		return []any{"b", l.capacity, perUnit, "", c.Cost}, nil
+		return append(args, l.script[0], l.script[1], l.script[2], "", c.Cost), nil
 	case window:
 		_, end := l.calendar.Bounds(now)
 		_, next := l.calendar.Bounds(end)
-		return []any{"w", l.capacity, end.UnixMicro(), next.UnixMicro(), c.Cost}, nil
+		return append(args, l.script[0], l.script[1], end.UnixMicro(), next.UnixMicro(), c.Cost), nil
 	default:
 		if c.Lease == "" {
 			return nil, fmt.Errorf("ratelimit: concurrency check on %q has no lease", l.Key)
 		}
-		return []any{"c", l.capacity, l.leaseTTL.Microseconds(), c.Lease, c.Cost}, nil
+		return append(args, l.script[0], l.script[1], l.script[2], c.Lease, c.Cost), nil
 	}
 }
 
