@@ -29,8 +29,8 @@ import (
 // client bounds every call a test makes, so a stuck gateway fails the test instead of hanging it.
 var client = &http.Client{Timeout: time.Minute}
 
-// gatewayBin and labBin are the binaries built once for the package's tests.
-var gatewayBin, labBin string
+// gatewayBin, labBin and adapterBin are the binaries built once for the package's tests.
+var gatewayBin, labBin, adapterBin string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -42,11 +42,12 @@ func TestMain(m *testing.M) {
 				return 1
 			}
 			defer os.RemoveAll(dir)
-			gatewayBin, labBin = filepath.Join(dir, "gateway"), filepath.Join(dir, "lab")
-			build := exec.Command("go", "build", "-o", dir+"/", "github.com/sluicehq/sluice/cmd/gateway", "github.com/sluicehq/sluice/cmd/lab")
+			gatewayBin, labBin, adapterBin = filepath.Join(dir, "gateway"), filepath.Join(dir, "lab"), filepath.Join(dir, "metrics-adapter")
+			build := exec.Command("go", "build", "-o", dir+"/", "github.com/sluicehq/sluice/cmd/gateway", "github.com/sluicehq/sluice/cmd/lab",
+				"github.com/sluicehq/sluice/cmd/metrics-adapter")
 			build.Stdout, build.Stderr = os.Stderr, os.Stderr
 			if err := build.Run(); err != nil {
-				fmt.Fprintln(os.Stderr, "build the gateway and the lab:", err)
+				fmt.Fprintln(os.Stderr, "build the gateway, the lab and the metrics adapter:", err)
 				return 1
 			}
 		}

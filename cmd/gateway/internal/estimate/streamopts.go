@@ -64,3 +64,18 @@ func encode(v any) ([]byte, error) {
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
+
+// WithModel returns body with its model replaced, every other field kept as WithStreamUsage keeps
+// them. It refuses a body that is not a JSON object with a [*RequestError].
+func WithModel(body []byte, model string) ([]byte, error) {
+	var fields map[string]json.RawMessage
+	if err := decode(body, &fields); err != nil {
+		return nil, err
+	}
+	raw, err := encode(model)
+	if err != nil {
+		return nil, err
+	}
+	fields["model"] = raw
+	return encode(fields)
+}

@@ -84,3 +84,16 @@ func TestWithStreamUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestWithModel(t *testing.T) {
+	got, err := WithModel([]byte(`{"model":"gpt-4o","messages":[],"x_unknown":{"a":1}}`), "gpt-4o-mini")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"messages":[],"model":"gpt-4o-mini","x_unknown":{"a":1}}`; string(got) != want {
+		t.Errorf("WithModel = %s; want %s", got, want)
+	}
+	if _, err := WithModel([]byte(`[1]`), "m"); err == nil {
+		t.Error("WithModel of a non-object succeeded; want an error")
+	}
+}

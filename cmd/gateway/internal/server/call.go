@@ -32,6 +32,8 @@ type call struct {
 	decision ratelimit.Decision
 	lease    string
 	waited   time.Duration // in the queue
+	// degradedFrom is the model the client asked for when the call went to the plan's fallback.
+	degradedFrom string
 	started  time.Time     // when the call went upstream
 	limiter  Limiter       // the store that took the decision, which settles it too
 	// usageAdded is true when the gateway asked for the stream's usage chunk itself, so the
@@ -49,6 +51,9 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 			apiErr = s.admit(r.Context(), c, w)
 		}
 		w.Header().Set(headerQueueWait, strconv.FormatInt(c.waited.Milliseconds(), 10))
+		if c.degradedFrom != "" {
+			w.Header().Set(headerDegradedModel, c.request.Model)
+		}
 		if apiErr != nil {
 			s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOf(apiErr)).Inc()
 			apiErr.write(w)
@@ -131,7 +136,38 @@ func (s *Server) read(p *policy.Policy, c *call, r *http.Request) *apiError {
 		return &apiError{status: http.StatusForbidden, Type: typeInvalidRequest, Code: "provider_not_allowed",
 			Message: fmt.Sprintf("Your plan does not include the provider of the model %q.", c.request.Model)}
 	}
+	body, apiErr := s.degrade(r.Context(), p, c, body)
+	if apiErr != nil {
+		return apiErr
+	}
 	return s.prepare(c, body)
+}
+
+// degrade sends a call for the plan's expensive model to its cheaper fallback while the tenant's
+// budget left is below the plan's threshold, and returns the body to send.
+func (s *Server) degrade(ctx context.Context, p *policy.Policy, c *call, body []byte) ([]byte, *apiError) {
+	d := c.caller.Tenant.Config.Degrade
+	if d == nil || c.request.Model != d.Model || !s.budgetLow(ctx, c, d.BelowPercent) {
+		return body, nil
+	}
+	body, err := estimate.WithModel(body, d.Fallback)
+	if err != nil {
+		return nil, requestError(err)
+	}
+	c.route, c.request.Model, c.degradedFrom = p.Route(d.Fallback), d.Fallback, d.Model
+	return body, nil
+}
+
+// budgetLow reports whether the tenant's budget on the call's provider has less than percent
+// left. A decision of cost zero reads it without taking anything; a store that cannot answer
+// leaves the call as it is.
+func (s *Server) budgetLow(ctx context.Context, c *call, percent int32) bool {
+	b := c.caller.Tenant.Budget(c.route.Provider.Name)
+	if b == nil {
+		return false
+	}
+	d, err := s.opts.Limiter.Decide(ctx, []ratelimit.Check{{Limit: b}}, s.now())
+	return err == nil && d.Remaining[0]*100 < int64(percent)*b.Capacity()
 }
 
 // prepare estimates the call and makes the body to send upstream.

@@ -13,6 +13,9 @@ import (
 const (
 	headerBudgetRemaining = "X-Sluice-Budget-Remaining"
 	headerBudgetReset     = "X-Sluice-Budget-Reset"
+	// headerDegradedModel names the cheaper model a call was sent to because the tenant's budget
+	// ran low.
+	headerDegradedModel = "X-Sluice-Degraded-Model"
 )
 
 // setLimitHeaders writes the rate-limit headers a provider would send, for the tightest of the
