@@ -1,7 +1,8 @@
 // Package cluster starts a real, local Kubernetes control plane for a test: etcd and
 // kube-apiserver (through controller-runtime's envtest, with RBAC, service-account keys and an
-// admin user authenticated by client certificate), optionally kube-controller-manager, and a fake
-// kubelet that runs a process for each Pod on its own loopback address.
+// admin user authenticated by client certificate), optionally kube-controller-manager and the
+// aggregator's front-proxy credentials, and a fake kubelet that runs a process for each Pod on its
+// own loopback address.
 //
 // The binaries come from hack/build-control-plane.sh, found through KUBEBUILDER_ASSETS or, when
 // that is unset, in the repository's bin/k8s/<version>/.
@@ -44,6 +45,12 @@ type Options struct {
 	// serviceaccount, garbage-collector and horizontal-pod-autoscaler controllers. False starts none:
 	// nothing then acts on Deployments or HorizontalPodAutoscalers.
 	ControllerManager bool
+	// Aggregator gives kube-apiserver a front-proxy CA and client certificate
+	// (the requestheader and proxy-client flags), so that an APIService can
+	// route to an extension API server, such as the metrics adapter, that
+	// delegates authentication to it. False leaves the aggregator without
+	// them: it cannot prove to an extension server who is asking.
+	Aggregator bool
 }
 
 // Cluster is a running local control plane owned by one test.
@@ -75,6 +82,11 @@ func Start(t testing.TB, opts Options) *Cluster {
 		// envtest turns off the ServiceAccount admission plugin because nothing would create the
 		// default ServiceAccount; here the serviceaccount controller does.
 		env.ControlPlane.GetAPIServer().Configure().Disable("disable-admission-plugins")
+	}
+	if opts.Aggregator {
+		if err := configureFrontProxy(env, t.TempDir()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cfg, err := env.Start()
 	if err != nil {

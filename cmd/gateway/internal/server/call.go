@@ -34,8 +34,8 @@ type call struct {
 	waited   time.Duration // in the queue
 	// degradedFrom is the model the client asked for when the call went to the plan's fallback.
 	degradedFrom string
-	started  time.Time     // when the call went upstream
-	limiter  Limiter       // the store that took the decision, which settles it too
+	started      time.Time // when the call went upstream
+	limiter      Limiter   // the store that took the decision, which settles it too
 	// usageAdded is true when the gateway asked for the stream's usage chunk itself, so the
 	// client, which did not ask, does not receive it.
 	usageAdded bool
