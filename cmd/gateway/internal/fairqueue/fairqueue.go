@@ -138,8 +138,8 @@ func (q *Queue) remove(it *Item) {
 	q.classes[it.Class].remove(it)
 	q.items--
 	q.cost -= it.Cost
-	if q.items == 0 {
-		q.served = [2]int64{}
+	if q.classes[Interactive].items == 0 || q.classes[Batch].items == 0 {
+		q.served = [2]int64{} // the share counts only while both classes wait
 	}
 }
 
@@ -175,7 +175,7 @@ func (q *Queue) EstimateWait(it *Item, tokensPerSecond float64) time.Duration {
 	if rate <= 0 {
 		return -1
 	}
-	return time.Duration(float64(ahead+it.Cost) / rate * float64(time.Second))
+	return time.Duration((float64(ahead) + float64(it.Cost)) / rate * float64(time.Second))
 }
 
 // classShare is the share of the drain a class gets while the other class also waits.

@@ -8,6 +8,10 @@ import (
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
 
+// minTokenBurst is the least burst of a provider's tokens-per-minute bucket, so that a small
+// account still takes a long prompt.
+const minTokenBurst = 16384
+
 // rule is one limit in its two forms: shared (in the configured store, the whole budget) and
 // local (this replica's share, used only when Redis is unreachable and the store fails open).
 type rule struct {
@@ -136,24 +140,31 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 			return nil, err
 		}
 	}
-	if n, err := p.SpendPerMinute.MicroDollars(); err != nil || n > 0 {
+	if n, _ := p.SpendPerMinute.MicroDollars(); n > 0 { // validated already
 		if err := add(b.perMinute(prefix+":microdollars:minute", ratelimit.MicroDollars, n, 10)); err != nil {
 			return nil, err
 		}
 	}
 	if !p.SpendPerMonth.IsZero() {
+		// A month's spend cap rejects: nobody waits for the next month in a queue.
 		perMonth := gatewayv1.Limit{Dimension: gatewayv1.DimensionDollars, Dollars: p.SpendPerMonth, Per: gatewayv1.PeriodMonth}
-		if err := add(b.rule(prefix+":microdollars:month", level, perMonth, time.UTC)); err != nil {
+		r, err := b.rule(prefix+":microdollars:month", level, perMonth, time.UTC)
+		if err != nil {
 			return nil, err
 		}
+		out = append(out, r)
 	}
 	return out, nil
 }
 
 // perMinute is a provider's per-minute limit n as a bucket with a burst of n/fraction that
-// refills at n less the burst, so no rolling minute passes n.
+// refills at n less the burst, so no rolling minute passes n. Tokens get a burst of at least
+// minTokenBurst (at most half the minute): the burst is also the largest call that can pass.
 func (b *builder) perMinute(key string, dim ratelimit.Dimension, n, fraction int64) (rule, error) {
 	burst := max(n/fraction, 1)
+	if dim == ratelimit.Tokens {
+		burst = max(burst, min(n/2, minTokenBurst))
+	}
 	return b.bucket(key, ratelimit.LevelProvider, dim, max(n-burst, 1), time.Minute, burst)
 }
 

@@ -156,7 +156,25 @@ func (p *Policy) addTenant(b *builder, cfg *gatewayv1.Tenant) error {
 		if err != nil {
 			return err
 		}
+		if err := p.checkCount(c); err != nil {
+			return err
+		}
 		p.callers[k.SHA256] = c
+	}
+	return nil
+}
+
+// checkCount refuses a plan whose calls would need more checks than one decision holds.
+func (p *Policy) checkCount(c *Caller) error {
+	for name := range c.Tenant.providers {
+		n := len(c.limits[name]) + len(c.Tenant.limits[name]) + len(p.providers[name].limits)
+		most := 0
+		for _, rules := range c.Tenant.endpoints[name] {
+			most = max(most, len(rules))
+		}
+		if n+most > ratelimit.MaxChecks {
+			return fmt.Errorf("policy: tenant %q: a call to %q would pass %d limits; at most %d fit in one decision", c.Tenant.Name, name, n+most, ratelimit.MaxChecks)
+		}
 	}
 	return nil
 }

@@ -13,6 +13,12 @@ type state struct{ a, b int64 }
 // check passed. (Writing into d, rather than returning a result struct, keeps the hot path in
 // registers.)
 func (d *Decision) evaluate(i int, l *Limit, s state, cost, now int64) (state, bool) {
+	if cost > l.capacity {
+		// Refused before any arithmetic, which a huge cost would overflow.
+		d.Remaining[i] = 0
+		d.refuse(i, 0, true)
+		return s, false
+	}
 	switch l.kind {
 	case bucket:
 		return d.evaluateBucket(i, l, s, cost, now)
@@ -96,6 +102,9 @@ func (l *Limit) units(ns int64) int64 {
 // settle adds delta (negative to refund) to s without checking the limit: the request already
 // went, and what it really cost is owed. Nothing goes below empty.
 func settle(l *Limit, s state, delta, now int64) state {
+	// No real call is worth more than a few bursts; a larger delta is a bug or a lie, and would
+	// overflow the arithmetic below.
+	delta = min(max(delta, -4*l.capacity), 4*l.capacity)
 	switch l.kind {
 	case bucket:
 		return state{a: max(max(s.a, now)+delta*int64(l.interval), now)}

@@ -66,6 +66,9 @@ end
 
 -- evaluate returns ok, never, wait, remaining, reset and the new state (a, b).
 local function evaluate(kind, cap, p1, a, b, cost)
+  if cost > cap then
+    return false, true, 0, 0, 0, a, b -- waiting will not help
+  end
   if kind == 'b' then
     local interval = tonumber(p1)
     local tolerance = cap * interval
@@ -93,7 +96,8 @@ end
 
 if settling then
   for i = 1, n do
-    local kind, p1, p2, delta = arg(i, 1), arg(i, 3), arg(i, 4), tonumber(arg(i, 5))
+    local kind, cap, p1, p2 = arg(i, 1), tonumber(arg(i, 2)), arg(i, 3), arg(i, 4)
+    local delta = math.min(math.max(tonumber(arg(i, 5)), -4 * cap), 4 * cap)
     local a, b = load(i, kind, p1, p2)
     if kind == 'b' then
       a = math.max(math.max(a, now) + delta * tonumber(p1), now)

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -76,7 +77,8 @@ func limiterCases() []struct {
 			steps: []step{
 				{costs: []int64{60}, want: result{Allowed: true, Refused: -1, Remaining: []int64{40}}},
 				{costs: []int64{60}, want: result{Refused: 0, RetryAfter: 200 * time.Millisecond, Remaining: []int64{40}}},
-				{costs: []int64{101}, want: result{Refused: 0, RetryAfter: 610 * time.Millisecond, Never: true, Remaining: []int64{40}}},
+				{costs: []int64{101}, want: result{Refused: 0, Never: true, Remaining: []int64{0}}},
+				{costs: []int64{math.MaxInt64}, want: result{Refused: 0, Never: true, Remaining: []int64{0}}},
 				{at: 200 * time.Millisecond, costs: []int64{60}, want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
 			},
 		},

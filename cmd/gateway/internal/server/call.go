@@ -59,6 +59,10 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 			apiErr.write(w)
 			return
 		}
+		if r.Context().Err() != nil {
+			s.settle(c, estimate.Usage{}, false) // the client left before the call went out
+			return
+		}
 		s.proxy(c.route.Provider).ServeHTTP(w, r.WithContext(withCall(r.Context(), c)))
 	}
 }
@@ -80,6 +84,9 @@ func (s *Server) identify(p *policy.Policy, endpoint estimate.Endpoint, r *http.
 // answered at once. On success every limit has been charged the estimate.
 func (s *Server) admit(ctx context.Context, c *call, w http.ResponseWriter) *apiError {
 	d := s.dispatcher(c.route.Provider.Name)
+	if limit := c.exceeds(); limit != nil {
+		return s.tooLarge(c, limit)
+	}
 	if d.idle() {
 		if apiErr := s.take(ctx, c); apiErr != nil {
 			return apiErr
@@ -211,12 +218,15 @@ func (s *Server) take(ctx context.Context, c *call) *apiError {
 	c.limiter = s.opts.Limiter
 	c.checks, c.queueing = policy.Checks(c.checks[:0], c.caller, c.route, gatewayv1.Endpoint(c.endpoint), c.cost, false, c.lease)
 	d, err := s.timedDecide(ctx, "shared", c.limiter, c.checks)
+	if err != nil && ctx.Err() != nil {
+		return errClientClosed // the client left; the store did not fail
+	}
 	if err != nil {
 		s.metrics.storeUp.Set(0)
 		if s.opts.Fallback == nil {
 			s.metrics.storeErrors.WithLabelValues("refused").Inc()
 			s.log.Error("limiter store failed; refusing (failMode: closed)", "err", err)
-			return &apiError{status: http.StatusServiceUnavailable, Type: typeServer, Code: "limiter_unavailable",
+			return &apiError{status: http.StatusServiceUnavailable, Type: typeServer, Code: "limiter_unavailable", retryAfter: time.Second,
 				Message: "The gateway cannot check your limits right now. Try again shortly."}
 		}
 		s.metrics.storeErrors.WithLabelValues("local").Inc()
@@ -234,6 +244,27 @@ func (s *Server) take(ctx context.Context, c *call) *apiError {
 		s.usage.started(c, c.started)
 	}
 	return nil
+}
+
+// exceeds returns a limit the call costs more than it can ever hold, or nil. Such a call never
+// waits: no wait makes it fit.
+func (c *call) exceeds() *ratelimit.Limit {
+	checks, _ := policy.Checks(nil, c.caller, c.route, gatewayv1.Endpoint(c.endpoint), c.cost, false, "")
+	for _, check := range checks {
+		if check.Cost > check.Limit.Capacity() {
+			return check.Limit
+		}
+	}
+	return nil
+}
+
+// tooLarge answers a call that is larger than one of its limits.
+func (s *Server) tooLarge(c *call, limit *ratelimit.Limit) *apiError {
+	s.metrics.refusals.WithLabelValues(limit.Level.String(), limit.Dimension.String()).Inc()
+	s.usage.refused(c, limit)
+	return &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "request_too_large",
+		Message: fmt.Sprintf("This request is larger than the %s limit on %s (%d). Waiting will not help; make the request smaller.",
+			limit.Level, limit.Dimension, limit.Capacity())}
 }
 
 // queues reports whether the call's refusal waits in the queue rather than being answered now.
@@ -298,9 +329,15 @@ func outcomeOf(e *apiError) string {
 		return outcomeForbidden
 	case http.StatusServiceUnavailable, http.StatusInternalServerError:
 		return outcomeStoreDown
+	case statusClientClosed:
+		return outcomeClientClosed
 	}
 	return outcomeBadRequest
 }
+
+// errClientClosed is the answer to a client that left: it never sees it.
+var errClientClosed = &apiError{status: statusClientClosed, Type: typeInvalidRequest, Code: "client_closed",
+	Message: "The client closed the request."}
 
 type callKey struct{}
 

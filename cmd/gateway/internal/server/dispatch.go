@@ -30,6 +30,9 @@ const (
 	// drainWindow is how long a backlog must last before its measured drain replaces the
 	// configured one in the door's estimate.
 	drainWindow = 10 * time.Second
+	// maxUnestimated bounds a queue whose drain the door cannot estimate (a provider with no
+	// tokens per minute, before anything drained).
+	maxUnestimated = 10_000
 )
 
 // dispatcher owns one provider's queue: it sends the next call in fair order whenever every
@@ -185,9 +188,10 @@ func (d *dispatcher) push(wt *waiter, w http.ResponseWriter, now time.Time) *api
 	defer d.mu.Unlock()
 	it, c := wt.item, wt.c
 	estimate := d.q.EstimateWait(it, d.drainRate(now))
-	if maxWait := c.caller.Tenant.Config.MaxWait.Duration; estimate > maxWait {
+	maxWait := c.caller.Tenant.Config.MaxWait.Duration
+	if estimate > maxWait || (estimate < 0 && d.q.Len() >= maxUnestimated) {
 		ahead, _ := d.q.Ahead(it.Class, it.Tenant)
-		return d.s.busy(c, w, estimate, maxWait, ahead+1)
+		return d.s.busy(c, w, max(estimate, maxWait), maxWait, ahead+1)
 	}
 	if d.q.Len() == 0 {
 		d.backlogSince = now
@@ -214,7 +218,8 @@ func (d *dispatcher) abandon(wt *waiter) *apiError {
 		}
 	default:
 	}
-	return &apiError{status: statusClientClosed, Type: typeInvalidRequest, Code: "client_closed", Message: "The client closed the request while it waited."}
+	d.kick() // the head of the queue may have changed
+	return errClientClosed
 }
 
 // statusClientClosed is the status logged for a client that left: it never sees it.
@@ -298,8 +303,8 @@ func (d *dispatcher) step() time.Duration {
 		d.finish(wt, nil, true)
 		return 0
 	}
-	if !wt.c.queues() {
-		d.finish(wt, nil, false)
+	if !wt.c.queues() || wt.c.decision.RetryAfter > wt.c.caller.Tenant.Config.MaxWait.Duration {
+		d.finish(wt, nil, false) // refused: waiting would not help, or would take too long
 		return 0
 	}
 	return d.hold(wt, now)

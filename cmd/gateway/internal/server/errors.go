@@ -3,15 +3,19 @@ package server
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
+	"time"
 )
 
 // apiError is an answer in OpenAI's error body, {"error":{"message","type","param","code"}}.
 type apiError struct {
-	status  int
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    string  `json:"code"`
+	status int
+	// retryAfter, when set, goes out as the Retry-After header.
+	retryAfter time.Duration
+	Message    string  `json:"message"`
+	Type       string  `json:"type"`
+	Param      *string `json:"param"`
+	Code       string  `json:"code"`
 }
 
 // The error types clients branch on, as OpenAI names them.
@@ -27,6 +31,9 @@ func badRequest(code, message string) *apiError {
 
 // write sends the error. Headers already set on w (rate limits, Retry-After) go with it.
 func (e *apiError) write(w http.ResponseWriter) {
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(retryAfter(e.retryAfter)/time.Second), 10))
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.status)
 	json.NewEncoder(w).Encode(struct {

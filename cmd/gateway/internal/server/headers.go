@@ -36,11 +36,14 @@ func setLimitHeaders(h http.Header, c *call) {
 	}
 }
 
-// setDimensionHeaders writes x-ratelimit-{limit,remaining,reset}-<name> for the check of
-// dimension d with the least left.
+// setDimensionHeaders writes x-ratelimit-{limit,remaining,reset}-<name> for the caller's own
+// check (user, tenant or endpoint) of dimension d with the least left.
 func setDimensionHeaders(h http.Header, c *call, d ratelimit.Dimension, name string) {
 	tightest := -1
 	for i, check := range c.checks {
+		if check.Limit.Level >= ratelimit.LevelGlobal {
+			continue // shared with other tenants: not the caller's to see
+		}
 		if check.Limit.Dimension == d && (tightest < 0 || c.decision.Remaining[i] < c.decision.Remaining[tightest]) {
 			tightest = i
 		}

@@ -34,6 +34,7 @@ const (
 	outcomeProviderError = "provider_error"
 	outcomeUnreachable   = "provider_unreachable"
 	outcomeStoreDown     = "store_unavailable"
+	outcomeClientClosed  = "client_closed"
 )
 
 func newMetrics(reg prometheus.Registerer) *metrics {

@@ -81,12 +81,17 @@ func rewrite(pr *httputil.ProxyRequest) {
 func (s *Server) modifyResponse(resp *http.Response) error {
 	c := callFrom(resp.Request.Context())
 	for name := range resp.Header {
-		if strings.HasPrefix(name, "X-Ratelimit-") {
-			resp.Header.Del(name) // the caller sees its own limits, set before the call
+		// The caller sees its own limits, set before the call, not the gateway's account.
+		if strings.HasPrefix(name, "X-Ratelimit-") || strings.HasPrefix(name, "Openai-") {
+			resp.Header.Del(name)
 		}
 	}
 	status := resp.StatusCode
 	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		s.providerFailed(c, status)
+		s.settle(c, estimate.Usage{}, false)
+		return errProviderCredentials // its body may quote the gateway's own key
 	case status >= 400:
 		s.providerFailed(c, status)
 		s.settle(c, estimate.Usage{}, false)
@@ -102,22 +107,38 @@ func (s *Server) modifyResponse(resp *http.Response) error {
 
 func (s *Server) settleJSON(resp *http.Response, c *call) error {
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
-	resp.Body.Close()
 	if err != nil {
-		s.settle(c, estimate.Usage{}, false)
+		resp.Body.Close()
+		s.settle(c, c.estimatedUsage(), true) // the provider answered 200: it billed the call
 		return err
 	}
+	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOK).Inc()
+	if len(body) > maxResponseBytes {
+		// Too large to settle from: passed on whole, settled at the estimate.
+		s.settle(c, c.estimatedUsage(), true)
+		resp.Body = readCloser{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
+		return nil
+	}
+	resp.Body.Close()
 	usage, ok := estimate.ParseUsage(body)
-	if !ok || len(body) > maxResponseBytes {
+	if !ok {
 		usage = c.estimatedUsage()
 	}
 	s.settle(c, usage, true)
-	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOK).Inc()
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	resp.ContentLength = int64(len(body))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	return nil
 }
+
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
+
+// errProviderCredentials stands for a provider's 401 or 403: the gateway's key for it is wrong.
+var errProviderCredentials = errors.New("the provider refused the gateway's credentials")
 
 // providerFailed counts a provider's error answer; 429 and 503 say our model of its limits is wrong.
 func (s *Server) providerFailed(c *call, status int) {
@@ -128,17 +149,28 @@ func (s *Server) providerFailed(c *call, status int) {
 	}
 }
 
-// proxyError answers a call whose provider could not be reached, and refunds it: nothing was
-// billed.
+// proxyError answers a call that got no usable answer from its provider, and refunds it unless
+// the provider counted it.
 func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	c := callFrom(r.Context())
-	if r.Context().Err() != nil {
+	switch {
+	case r.Context().Err() != nil:
 		// The client left after the call went out: the provider has counted it against its
 		// limits, so it stays charged at the estimate. Nobody reads an answer.
 		s.settle(c, c.estimatedUsage(), true)
-		return
+	case errors.Is(err, errProviderCredentials):
+		s.log.Error("the provider refused the gateway's credentials: check its API key", "provider", c.provider())
+		(&apiError{status: http.StatusBadGateway, Type: typeServer, Code: "provider_auth_failed",
+			Message: "The gateway's credentials for this model's provider were refused. Nothing was charged."}).write(w)
+	default:
+		s.settle(c, estimate.Usage{}, false)
+		s.providerUnreachable(w, c, err)
 	}
-	s.settle(c, estimate.Usage{}, false)
+}
+
+// providerUnreachable answers a call whose provider did not answer: 504 if it timed out, 502
+// otherwise.
+func (s *Server) providerUnreachable(w http.ResponseWriter, c *call, err error) {
 	s.metrics.providerErrors.WithLabelValues(c.provider(), "0").Inc()
 	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeUnreachable).Inc()
 	s.log.Warn("provider unreachable", "provider", c.provider(), "err", err)
