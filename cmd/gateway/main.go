@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -82,8 +81,10 @@ func run() error {
 	}
 	srv.SetPolicy(p)
 	go watcher.Run(ctx)
-	if memory, ok := opts.Limiter.(*ratelimit.Memory); ok {
-		go sweep(ctx, memory)
+	for _, l := range []server.Limiter{opts.Limiter, opts.Fallback} {
+		if memory, ok := l.(*ratelimit.Memory); ok {
+			go sweep(ctx, memory)
+		}
 	}
 	log.Info("gateway serving", "listen", *listen, "admin", *adminListen, "providers", len(cfg.Providers), "tenants", len(cfg.Tenants), "store", cfg.Store.Type)
 	return serve(ctx, log, &http.Server{Addr: *listen, Handler: srv.Handler()}, &http.Server{Addr: *adminListen, Handler: srv.AdminHandler()})
@@ -107,9 +108,9 @@ func storeOptions(store gatewayv1.Store) (server.Options, func(), error) {
 		return server.Options{Limiter: ratelimit.NewMemory()}, func() {}, nil
 	}
 	cfg := store.Redis
-	password, err := readSecret(cfg.PasswordFile)
+	password, err := policy.ReadSecret(cfg.PasswordFile)
 	if err != nil {
-		return server.Options{}, nil, err
+		return server.Options{}, nil, fmt.Errorf("redis password: %w", err)
 	}
 	client := redis.NewClient(&redis.Options{
 		Addr: cfg.Address, Password: password, DB: int(cfg.DB),
@@ -120,17 +121,6 @@ func storeOptions(store gatewayv1.Store) (server.Options, func(), error) {
 		opts.Fallback = ratelimit.NewMemory()
 	}
 	return opts, func() { client.Close() }, nil
-}
-
-func readSecret(path string) (string, error) {
-	if path == "" {
-		return "", nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("read the Redis password file: %w", err)
-	}
-	return strings.TrimSpace(string(data)), nil
 }
 
 // sweep drops idle keys from the memory store once a minute.

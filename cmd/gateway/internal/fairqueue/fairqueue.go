@@ -48,8 +48,6 @@ type Item struct {
 	Cost int64
 	// Value is the caller's; the queue never looks at it.
 	Value any
-	// Enqueued is when the item joined the queue.
-	Enqueued time.Time
 
 	user *userLane
 	elem *list.Element

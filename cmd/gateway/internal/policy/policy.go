@@ -96,7 +96,7 @@ func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, global []gatew
 	if err != nil {
 		return fmt.Errorf("policy: provider %q: base URL: %w", cfg.Name, err)
 	}
-	key, err := readKey(cfg.APIKeyFile)
+	key, err := ReadSecret(cfg.APIKeyFile)
 	if err != nil {
 		return fmt.Errorf("policy: provider %q: %w", cfg.Name, err)
 	}
@@ -116,20 +116,21 @@ func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, global []gatew
 	return nil
 }
 
-// readKey reads a provider's API key. The error names the file, never its content.
-func readKey(path string) (string, error) {
+// ReadSecret reads a secret (an API key, a password) from a file of its own; an empty path is no
+// secret. The error names the file, never its content.
+func ReadSecret(path string) (string, error) {
 	if path == "" {
 		return "", nil
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return "", fmt.Errorf("read the API key file: %w", err)
+		return "", fmt.Errorf("read the secret file: %w", err)
 	}
-	key := strings.TrimSpace(string(data))
-	if key == "" {
-		return "", fmt.Errorf("the API key file %s is empty", path)
+	secret := strings.TrimSpace(string(data))
+	if secret == "" {
+		return "", fmt.Errorf("the secret file %s is empty", path)
 	}
-	return key, nil
+	return secret, nil
 }
 
 func (p *Policy) addTenant(b *builder, cfg *gatewayv1.Tenant) error {

@@ -165,7 +165,7 @@ func (d *dispatcher) wait(ctx context.Context, c *call, w http.ResponseWriter) *
 	wt := &waiter{c: c, done: make(chan *apiError, 1)}
 	wt.item = &fairqueue.Item{
 		Tenant: c.caller.Tenant.Name, User: c.caller.User, Weight: c.caller.Tenant.Config.Weight,
-		Class: class(c.caller.Tenant.Config.Priority), Cost: c.cost.Tokens, Value: wt, Enqueued: start,
+		Class: class(c.caller.Tenant.Config.Priority), Cost: c.cost.Tokens, Value: wt,
 	}
 	if apiErr := d.push(wt, w, start); apiErr != nil {
 		return apiErr

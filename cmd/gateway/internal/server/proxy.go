@@ -51,7 +51,6 @@ func (s *Server) proxy(p *policy.Provider) *httputil.ReverseProxy {
 		FlushInterval:  -1,
 		ModifyResponse: s.modifyResponse,
 		ErrorHandler:   s.proxyError,
-		ErrorLog:       nil,
 	}
 	actual, _ := s.proxies.LoadOrStore(key, rp)
 	return actual.(*httputil.ReverseProxy)
