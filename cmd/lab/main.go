@@ -1,14 +1,16 @@
 // Command lab runs the lab's simulators, a hosted model provider with a real
 // account's limits and a self-hosted inference server that batches like
-// vLLM, each until SIGINT or SIGTERM, then shuts down gracefully; and the
-// load ramp, which runs its cases against the simulated provider and
-// reports where each way of calling it breaks.
+// vLLM, each until SIGINT or SIGTERM, then shuts down gracefully; the load
+// ramp, which runs its cases against the simulated provider and reports
+// where each way of calling it breaks; and the overhead measurement, which
+// reports what the gateway adds to a call over a bare reverse proxy.
 //
 // Usage:
 //
 //	lab provider [flags]    # see package provider
 //	lab inference [flags]   # see package inference
 //	lab ramp [flags]        # see package ramp
+//	lab overhead [flags]    # see package overhead
 //
 // "lab <command> -h" lists a command's flags.
 package main
@@ -29,6 +31,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/lab/internal/inference"
+	"github.com/sluicehq/sluice/cmd/lab/internal/overhead"
 	"github.com/sluicehq/sluice/cmd/lab/internal/provider"
 	"github.com/sluicehq/sluice/cmd/lab/internal/ramp"
 )
@@ -43,6 +46,7 @@ commands:
   provider   a simulated hosted model provider: OpenAI's API under an account's limits
   inference  a simulated self-hosted inference server: vLLM-style continuous batching
   ramp       the load ramp: where each way of calling a provider breaks
+  overhead   what the gateway adds to a call, against a bare reverse proxy
 
 Run "lab <command> -h" for a command's flags.
 `
@@ -64,6 +68,10 @@ func (c cli) command(name string) func(ctx context.Context, args []string) error
 		return c.inference
 	case "ramp":
 		return c.ramp
+	case "overhead":
+		return c.overhead
+	case overhead.ProxyCommand:
+		return c.overheadProxy
 	}
 	return nil
 }
@@ -196,6 +204,37 @@ func (c cli) ramp(ctx context.Context, args []string) error {
 	}
 	c.log.Info("report written", "dir", *out)
 	return err
+}
+
+// overhead measures what the gateway adds to a call, with its progress on
+// stderr, and writes its report: the table on stdout and the JSON into
+// --out. A run interrupted by a signal still reports the steps it ran.
+func (c cli) overhead(ctx context.Context, args []string) error {
+	fs := c.flags("overhead")
+	out := fs.String("out", "overhead.json", "file for the JSON report")
+	opts := overhead.DefaultOptions()
+	opts.AddFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	rep, err := overhead.Run(ctx, opts, c.stderr)
+	if len(rep.Steps) == 0 {
+		return err
+	}
+	if err := rep.WriteTable(c.stdout); err != nil {
+		return err
+	}
+	if err := rep.WriteFile(*out); err != nil {
+		return err
+	}
+	c.log.Info("report written", "file", *out)
+	return err
+}
+
+// overheadProxy is the bare proxy that overhead starts in a process of its
+// own; it stops when its stdin closes.
+func (c cli) overheadProxy(ctx context.Context, args []string) error {
+	return overhead.RunProxy(ctx, args, os.Stdin, c.stdout)
 }
 
 // serve serves h on addr until ctx is done, then shuts down, letting the

@@ -1,0 +1,49 @@
+// Package overhead measures what the gateway costs a request, the way a
+// user would: the same requests sent straight to an upstream, through a bare
+// reverse proxy, and through the gateway, and the difference.
+//
+// Three targets run at once on loopback ports:
+//
+//   - stub: a zero-delay upstream in this process, which answers every chat
+//     completion at once in OpenAI's JSON with a usage block;
+//   - proxy: a bare [httputil.ReverseProxy] in front of the stub, in a process
+//     of its own ([ProxyCommand] of this program), keeping as many idle
+//     connections to the stub as the gateway does (256);
+//   - gateway: the gateway binary in front of the stub, with a limit at each
+//     of the five levels (user, tenant, endpoint, global, provider), each set
+//     to queue (onLimit Queue) and to ten times what the run needs, so every
+//     limit is checked and charged on every request but none refuses or
+//     holds one. The model names its encoding, as a user's would, so the
+//     gateway counts prompt tokens with it.
+//
+// The load is open-loop: at rate r the i-th request of a step is due at
+// start + i/r, whatever became of the ones before it, and its latency runs
+// from when it was due to when its answer had been read. A request that left
+// late, because the load generator or the target was slow, counts its wait:
+// coordinated omission is corrected. The generator holds at most
+// [Options.Workers] requests in flight, and connections, per target; a
+// request that finds them all busy when it is due is counted as late, and
+// the report says the generator fell behind.
+//
+// A run is [Options.Rounds] rounds; each round runs every rate against every
+// target in turn, stub, proxy, gateway, for [Options.Step] each, so that a
+// change in the machine's load touches every target alike. A warm-up step
+// per target, at the lowest rate, comes first and is not counted.
+//
+// For each rate and target the report gives p50 and p99 of all rounds'
+// latencies; for the proxy and the gateway, what each adds to the stub alone
+// (its percentile less the stub's), and CPU seconds per request: the growth
+// of its process's utime+stime in /proc/<pid>/stat over each step, summed,
+// over the requests answered. The stub and the load generator share this
+// process, which is not counted.
+//
+// The checks are made at the highest rate (2,000 requests a second by
+// default) against the target for two cores: the gateway's added p50 at most
+// 1.4 times the bare proxy's, its CPU per request at most 1.2 times the bare
+// proxy's, and its added p99 under 2 ms. The p99 a client sees through the
+// gateway, the stub's own time and the load generator's included, is in the
+// table beside it.
+//
+// The core, percentiles, the parsing of /proc and the checks, is pure; see
+// results, checks and parseStat.
+package overhead

@@ -1,0 +1,169 @@
+package overhead
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+)
+
+const (
+	// users is how many users the requests come from, in turn, each with
+	// its own key, so the per-user level has more than one bucket.
+	users = 10
+	// headroom is how many times what the run needs each of the gateway's
+	// limits allows.
+	headroom = 10
+	// requestTokens bounds a request's tokens as the gateway estimates
+	// them: a short prompt and max_tokens of maxTokens.
+	requestTokens = 100
+	// stubProvider and tenant name the gateway's one provider and tenant.
+	stubProvider = "stub"
+	tenant       = "lab"
+)
+
+// userKey is the API key of user.
+func userKey(user int) string { return fmt.Sprintf("sk-overhead-user-%02d", user) }
+
+// gatewayConfig is the gateway in front of the stub at stubURL, with a
+// limit at each of the five levels (user, tenant, endpoint, global,
+// provider), each set to queue and to allow headroom times the peak rate
+// and its tokens, and headroom times workers in flight.
+func gatewayConfig(stubURL string, peak, workers int) gatewayv1.Config {
+	perSecond := int64(headroom * peak)
+	perMinute := 60 * perSecond
+	return gatewayv1.Config{
+		APIVersion: gatewayv1.APIVersion,
+		Kind:       gatewayv1.Kind,
+		Global:     queue(gatewayv1.DimensionRequests, perSecond, gatewayv1.PeriodSecond),
+		Providers: []gatewayv1.Provider{{
+			Name:              stubProvider,
+			BaseURL:           stubURL + "/v1",
+			Models:            []gatewayv1.Model{{Name: model, Encoding: encoding}},
+			RequestsPerMinute: perMinute,
+			TokensPerMinute:   perMinute * requestTokens,
+			MaxInFlight:       int64(headroom * workers),
+			Prices:            gatewayv1.Prices{InputPerMillion: "3.00", OutputPerMillion: "3.00"},
+		}},
+		Tenants: []gatewayv1.Tenant{{
+			Name:      tenant,
+			Keys:      keys(),
+			Providers: []string{stubProvider},
+			PerUser:   queue(gatewayv1.DimensionRequests, perSecond, gatewayv1.PeriodSecond),
+			PerTenant: queue(gatewayv1.DimensionTokens, perMinute*requestTokens, gatewayv1.PeriodMinute),
+			Endpoints: []gatewayv1.EndpointLimits{{
+				Endpoint: gatewayv1.EndpointChat,
+				Limits:   queue(gatewayv1.DimensionRequests, perMinute, gatewayv1.PeriodMinute),
+			}},
+		}},
+	}
+}
+
+// queue is one limit of amount per period that queues what is over it.
+func queue(d gatewayv1.Dimension, amount int64, per gatewayv1.Period) []gatewayv1.Limit {
+	return []gatewayv1.Limit{{Dimension: d, Amount: amount, Per: per, OnLimit: gatewayv1.BehaviorQueue}}
+}
+
+// keys are the tenant's keys, one per user.
+func keys() []gatewayv1.Key {
+	out := make([]gatewayv1.Key, users)
+	for u := range out {
+		out[u] = gatewayv1.Key{SHA256: gatewayv1.HashKey(userKey(u)), User: fmt.Sprintf("user-%02d", u)}
+	}
+	return out
+}
+
+// writeGatewayConfig writes cfg into dir and returns its path. It refuses
+// a configuration the gateway would refuse.
+func writeGatewayConfig(dir string, cfg gatewayv1.Config) (string, error) {
+	data, err := yaml.Marshal(cfg)
+	if err == nil {
+		_, err = gatewayv1.Parse(data)
+	}
+	if err != nil {
+		return "", fmt.Errorf("overhead: gateway config: %w", err)
+	}
+	path := filepath.Join(dir, "gateway.yaml")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return "", fmt.Errorf("overhead: gateway config: %w", err)
+	}
+	return path, nil
+}
+
+// startGateway starts the gateway binary bin with cfg, its files in dir,
+// on free loopback ports, and returns it with its base URL once it is
+// ready.
+func startGateway(ctx context.Context, bin, dir string, cfg gatewayv1.Config) (*process, string, error) {
+	config, err := writeGatewayConfig(dir, cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	api, admin, err := freeAddrs()
+	if err != nil {
+		return nil, "", err
+	}
+	cmd := exec.Command(bin, "--config", config, "--listen", api, "--admin-listen", admin, "--name", "lab-overhead")
+	p, err := startProcess(cmd, filepath.Join(dir, "gateway.log"))
+	if err != nil {
+		return nil, "", err
+	}
+	if err := waitReady(ctx, p, "http://"+admin+"/readyz"); err != nil {
+		p.stop()
+		return nil, "", err
+	}
+	return p, "http://" + api, nil
+}
+
+// freeAddrs are two loopback addresses free a moment ago.
+func freeAddrs() (string, string, error) {
+	var addrs [2]string
+	for i := range addrs {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", "", fmt.Errorf("overhead: find a free port for the gateway: %w", err)
+		}
+		defer ln.Close()
+		addrs[i] = ln.Addr().String()
+	}
+	return addrs[0], addrs[1], nil
+}
+
+// waitReady polls readyz until it answers 200, p exits, ctx ends or
+// readyTimeout passes.
+func waitReady(ctx context.Context, p *process, readyz string) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for !ready(ctx, readyz) {
+		select {
+		case <-p.exited:
+			return fmt.Errorf("overhead: the gateway exited before it was ready:\n%s", p.log())
+		case <-ctx.Done():
+			return fmt.Errorf("overhead: the gateway was not ready in time: %w\n%s", ctx.Err(), p.log())
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+func ready(ctx context.Context, readyz string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, readyz, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}

@@ -1,0 +1,102 @@
+package overhead
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Options configure a run. Start from DefaultOptions: in the zero Options
+// every count is zero, which Run refuses.
+type Options struct {
+	// Rates are the requests a second of each step, increasing; the checks are
+	// made at the last. Each must be positive.
+	Rates []int
+	// Step is how long each target takes each rate in each round; must be
+	// positive.
+	Step time.Duration
+	// Rounds is how many times every rate runs against every target; must
+	// be positive.
+	Rounds int
+	// Warmup is the step, at the lowest rate, that each target takes
+	// before the rounds and that is not counted. Zero means none.
+	Warmup time.Duration
+	// Workers caps the requests in flight, and so the connections, to each
+	// target; must be positive.
+	Workers int
+	// Gateway is the path of the gateway binary.
+	Gateway string
+	// Self is the path of a binary whose command ProxyCommand serves the
+	// bare proxy (see RunProxy). Empty means this program.
+	Self string
+}
+
+// DefaultOptions is the reference run: 500 and 2,000 requests a second, 10 s
+// per step, 3 rounds after a 2 s warm-up, at most 128 requests in flight per
+// target, the gateway at bin/gateway.
+func DefaultOptions() Options {
+	return Options{
+		Rates:   []int{500, 2000},
+		Step:    10 * time.Second,
+		Rounds:  3,
+		Warmup:  2 * time.Second,
+		Workers: 128,
+		Gateway: "bin/gateway",
+	}
+}
+
+// AddFlags registers a flag for every field of o but Self on fs, with o's
+// values as defaults.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.Func("rates", "comma-separated requests per second, increasing; the checks are made at the last (default "+joinInts(o.Rates)+")", o.setRates)
+	fs.DurationVar(&o.Step, "step", o.Step, "how long each target takes each rate in each round")
+	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "how many times every rate runs against every target")
+	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "an uncounted step per target, at the lowest rate, before the rounds; 0 for none")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "the most requests in flight, and connections, to each target")
+	fs.StringVar(&o.Gateway, "gateway", o.Gateway, "path of the gateway binary")
+}
+
+func (o *Options) setRates(s string) error {
+	o.Rates = nil
+	for f := range strings.SplitSeq(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("overhead: rates: %w", err)
+		}
+		o.Rates = append(o.Rates, n)
+	}
+	return nil
+}
+
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+// validate reports the first option Run cannot run with.
+func (o Options) validate() error {
+	switch {
+	case len(o.Rates) == 0 || o.Rates[0] <= 0:
+		return errors.New("overhead: options: Rates must be positive and increasing")
+	case o.Step <= 0 || o.Warmup < 0:
+		return errors.New("overhead: options: Step must be positive and Warmup not negative")
+	case o.Rounds <= 0 || o.Workers <= 0:
+		return errors.New("overhead: options: Rounds and Workers must be positive")
+	}
+	for i := 1; i < len(o.Rates); i++ {
+		if o.Rates[i] <= o.Rates[i-1] {
+			return errors.New("overhead: options: Rates must be positive and increasing")
+		}
+	}
+	return nil
+}
+
+// peak is the highest rate: the checks' rate, and the one the gateway's
+// limits are sized for.
+func (o Options) peak() int { return o.Rates[len(o.Rates)-1] }

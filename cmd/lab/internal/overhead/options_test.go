@@ -1,0 +1,63 @@
+package overhead
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestAddFlags(t *testing.T) {
+	opts := DefaultOptions()
+	fs := flag.NewFlagSet("overhead", flag.ContinueOnError)
+	opts.AddFlags(fs)
+	err := fs.Parse([]string{"-rates", "100, 200", "-step", "1s", "-rounds", "1", "-warmup", "0", "-workers", "8", "-gateway", "/tmp/gw"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Options{Rates: []int{100, 200}, Step: time.Second, Rounds: 1, Warmup: 0, Workers: 8, Gateway: "/tmp/gw"}
+	if diff := cmp.Diff(opts, want); diff != "" {
+		t.Errorf("options (-got +want):\n%s", diff)
+	}
+}
+
+func TestAddFlagsRefusesARateThatIsNotANumber(t *testing.T) {
+	opts := DefaultOptions()
+	fs := flag.NewFlagSet("overhead", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	opts.AddFlags(fs)
+	if err := fs.Parse([]string{"-rates", "500,lots"}); err == nil || !strings.Contains(err.Error(), "overhead: rates") {
+		t.Errorf("Parse(-rates 500,lots) = %v; want the rates refused", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		change  func(*Options)
+		wantErr string
+	}{
+		{name: "the defaults", change: func(*Options) {}},
+		{name: "no warm-up", change: func(o *Options) { o.Warmup = 0 }},
+		{name: "no rates", change: func(o *Options) { o.Rates = nil }, wantErr: "Rates must be positive and increasing"},
+		{name: "a zero rate", change: func(o *Options) { o.Rates = []int{0, 100} }, wantErr: "Rates must be positive and increasing"},
+		{name: "rates not increasing", change: func(o *Options) { o.Rates = []int{500, 500} }, wantErr: "Rates must be positive and increasing"},
+		{name: "no step", change: func(o *Options) { o.Step = 0 }, wantErr: "Step must be positive"},
+		{name: "a negative warm-up", change: func(o *Options) { o.Warmup = -time.Second }, wantErr: "Warmup not negative"},
+		{name: "no rounds", change: func(o *Options) { o.Rounds = 0 }, wantErr: "Rounds and Workers must be positive"},
+		{name: "no workers", change: func(o *Options) { o.Workers = 0 }, wantErr: "Rounds and Workers must be positive"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := DefaultOptions()
+			tc.change(&opts)
+			err := opts.validate()
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("validate() = %v; want %q", err, tc.wantErr)
+			}
+		})
+	}
+}

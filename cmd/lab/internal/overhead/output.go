@@ -1,0 +1,124 @@
+package overhead
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+)
+
+// WriteTable writes the results as a table, one rate and target a row, then
+// the checks, and a note for every result whose requests were not all
+// answered in time.
+func (r Report) WriteTable(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "rate/s\ttarget\tanswered\tfailed\tlate\tp50\tp99\tadded p50\tadded p99\tCPU/request")
+	for _, res := range r.Results {
+		fmt.Fprintf(tw, "%d\t%s\t%d/%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n",
+			res.Rate, res.Target, res.Answered, res.Requests, res.Failed, res.Late, ms(res.P50Seconds), ms(res.P99Seconds),
+			added(res.AddedP50Seconds), added(res.AddedP99Seconds), micros(res.CPUSecondsPerRequest))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("overhead: write the table: %w", err)
+	}
+	_, err := io.WriteString(w, r.footer())
+	if err != nil {
+		return fmt.Errorf("overhead: write the table: %w", err)
+	}
+	return nil
+}
+
+// footer is what follows the table: the notes, the load and the checks.
+func (r Report) footer() string {
+	var s string
+	for _, res := range r.Results {
+		if n := note(res); n != "" {
+			s += fmt.Sprintf("note: %d/s %s: %s\n", res.Rate, res.Target, n)
+		}
+	}
+	s += fmt.Sprintf("load average %s at the start, %s at the end, on %d CPUs\n",
+		orUnknown(r.LoadAverage.Start), orUnknown(r.LoadAverage.End), r.Settings.CPUs)
+	for _, c := range r.Checks {
+		s += c.String() + "\n"
+	}
+	return s
+}
+
+// note says what went wrong with a result's requests; empty if nothing did.
+func note(r Result) string {
+	var s string
+	if r.Late > 0 {
+		s += fmt.Sprintf("the load generator fell behind: %d requests found every worker busy when due; ", r.Late)
+	}
+	if r.Failed > 0 || r.Unsent > 0 {
+		s += fmt.Sprintf("%d requests failed and %d were never sent; ", r.Failed, r.Unsent)
+	}
+	if r.Queued > 0 {
+		s += fmt.Sprintf("%d waited in the gateway's queue; ", r.Queued)
+	}
+	if s == "" {
+		return ""
+	}
+	return s[:len(s)-2]
+}
+
+// String is the check as the table writes it, such as
+//
+//	pass  at 2000/s, the gateway's added p50 0.310ms is at most 1.4 × the bare proxy's (0.250ms): 0.350ms
+func (c Check) String() string {
+	if !c.Measured {
+		return fmt.Sprintf("FAIL  at %d/s, the gateway's %s: not measured", c.Rate, c.Name)
+	}
+	verdict := "FAIL"
+	if c.Pass {
+		verdict = "pass"
+	}
+	format := ms
+	if c.Name == checkCPU {
+		format = func(s float64) string { return micros(&s) }
+	}
+	rule := c.Rule
+	if c.ProxySeconds != nil {
+		rule += fmt.Sprintf(" (%s): %s", format(*c.ProxySeconds), format(c.LimitSeconds))
+	}
+	return fmt.Sprintf("%s  at %d/s, the gateway's %s %s must be %s", verdict, c.Rate, c.Name, format(c.GatewaySeconds), rule)
+}
+
+// ms writes seconds in milliseconds.
+func ms(s float64) string { return fmt.Sprintf("%.3fms", s*1e3) }
+
+// added writes an added latency with its sign; "-" for none.
+func added(s *float64) string {
+	if s == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%+.3fms", *s*1e3)
+}
+
+// micros writes CPU seconds in microseconds; "-" for none.
+func micros(s *float64) string {
+	if s == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fµs", *s*1e6)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// WriteFile writes the report as JSON to path.
+func (r Report) WriteFile(path string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("overhead: encode the report: %w", err)
+	}
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("overhead: write the report: %w", err)
+	}
+	return nil
+}

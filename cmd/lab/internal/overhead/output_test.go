@@ -1,0 +1,71 @@
+package overhead
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// sampleReport is a run at one rate, whose gateway passes on latency and
+// fails on CPU, with a late request.
+func sampleReport() Report {
+	return Report{
+		Settings:    Settings{Rates: []int{2000}, StepSeconds: 10, Rounds: 3, WarmupSeconds: 2, Workers: 128, CPUs: 2},
+		LoadAverage: LoadAverage{Start: "0.50 0.40 0.30", End: "1.90 0.80 0.40"},
+		Results: []Result{
+			{Rate: 2000, Target: Stub, Counts: Counts{Requests: 60000, Answered: 60000}, P50Seconds: 0.000_200, P99Seconds: 0.000_900},
+			{Rate: 2000, Target: Proxy, Counts: Counts{Requests: 60000, Answered: 60000}, P50Seconds: 0.000_300, P99Seconds: 0.001_100,
+				AddedP50Seconds: new(0.000_100), AddedP99Seconds: new(0.000_200), CPUSecondsPerRequest: new(0.000_050)},
+			{Rate: 2000, Target: Gateway, Counts: Counts{Requests: 60000, Answered: 60000, Late: 3}, P50Seconds: 0.000_320, P99Seconds: 0.000_800,
+				AddedP50Seconds: new(0.000_120), AddedP99Seconds: new(-0.000_100), CPUSecondsPerRequest: new(0.000_070)},
+		},
+		Checks: []Check{
+			{Name: checkP50, Rule: "at most 1.4 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_120, ProxySeconds: new(0.000_100), LimitSeconds: 0.000_140, Pass: true},
+			{Name: checkCPU, Rule: "at most 1.2 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_070, ProxySeconds: new(0.000_050), LimitSeconds: 0.000_060},
+			{Name: checkP99, Rule: "under 2ms", Rate: 2000},
+		},
+	}
+}
+
+func TestWriteTable(t *testing.T) {
+	var out bytes.Buffer
+	if err := sampleReport().WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	want := `rate/s  target   answered     failed  late  p50      p99      added p50  added p99  CPU/request
+2000    stub     60000/60000  0       0     0.200ms  0.900ms  -          -          -
+2000    proxy    60000/60000  0       0     0.300ms  1.100ms  +0.100ms   +0.200ms   50.0µs
+2000    gateway  60000/60000  0       3     0.320ms  0.800ms  +0.120ms   -0.100ms   70.0µs
+note: 2000/s gateway: the load generator fell behind: 3 requests found every worker busy when due
+load average 0.50 0.40 0.30 at the start, 1.90 0.80 0.40 at the end, on 2 CPUs
+pass  at 2000/s, the gateway's added p50 0.120ms must be at most 1.4 × the bare proxy's (0.100ms): 0.140ms
+FAIL  at 2000/s, the gateway's CPU per request 70.0µs must be at most 1.2 × the bare proxy's (50.0µs): 60.0µs
+FAIL  at 2000/s, the gateway's added p99: not measured
+`
+	if diff := cmp.Diff(out.String(), want); diff != "" {
+		t.Errorf("table (-got +want):\n%s", diff)
+	}
+}
+
+func TestWriteFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "overhead.json")
+	rep := sampleReport()
+	if err := rep.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Report
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(got, rep, cmp.AllowUnexported(Step{})); diff != "" {
+		t.Errorf("report read back (-got +want):\n%s", diff)
+	}
+}

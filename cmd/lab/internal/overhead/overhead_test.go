@@ -1,0 +1,108 @@
+package overhead
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// gatewayBin is the gateway built once for the package's tests; empty
+// with -short.
+var gatewayBin string
+
+// TestMain builds the gateway, unless -short. Run starts this test binary
+// as the bare proxy (Options.Self is empty), so the binary serves it when
+// its first argument is ProxyCommand.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == ProxyCommand {
+		os.Exit(serveProxy(os.Args[2:]))
+	}
+	flag.Parse()
+	os.Exit(func() int {
+		if !testing.Short() {
+			dir, err := os.MkdirTemp("", "lab-overhead-test-")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			defer os.RemoveAll(dir)
+			gatewayBin = filepath.Join(dir, "gateway")
+			build := exec.Command("go", "build", "-o", gatewayBin, "github.com/sluicehq/sluice/cmd/gateway")
+			build.Stdout, build.Stderr = os.Stderr, os.Stderr
+			if err := build.Run(); err != nil {
+				fmt.Fprintln(os.Stderr, "build the gateway:", err)
+				return 1
+			}
+		}
+		return m.Run()
+	}())
+}
+
+// serveProxy is what lab overhead-proxy does.
+func serveProxy(args []string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := RunProxy(ctx, args, os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// TestRun runs the whole measurement, small: 100 requests a second for a
+// second per target, once. It asserts what a slow machine cannot change:
+// every target was measured, every request answered, every check made;
+// never the timings.
+func TestRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the gateway binary and a proxy process")
+	}
+	opts := DefaultOptions()
+	opts.Rates, opts.Step, opts.Rounds, opts.Warmup = []int{100}, time.Second, 1, 0
+	opts.Gateway = gatewayBin
+	var progress bytes.Buffer
+	rep, err := Run(t.Context(), opts, &progress)
+	if err != nil {
+		t.Fatalf("Run: %v\nprogress:\n%s", err, &progress)
+	}
+	var table bytes.Buffer
+	if err := rep.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("progress:\n%s\n%s", &progress, &table)
+	if len(rep.Steps) != len(targets) || len(rep.Results) != len(targets) {
+		t.Fatalf("%d steps and %d results; want one of each per target, %d", len(rep.Steps), len(rep.Results), len(targets))
+	}
+	for i, r := range rep.Results {
+		if r.Target != targets[i] || r.Answered != 100 || r.Requests != 100 {
+			t.Errorf("result %d: %s answered %d of %d; want %s answering all 100", i, r.Target, r.Answered, r.Requests, targets[i])
+		}
+		if r.Target != Stub && (r.AddedP50Seconds == nil || r.AddedP99Seconds == nil || r.CPUSecondsPerRequest == nil) {
+			t.Errorf("%s: added p50 %v, added p99 %v, CPU per request %v; want all measured", r.Target, r.AddedP50Seconds, r.AddedP99Seconds, r.CPUSecondsPerRequest)
+		}
+	}
+	if len(rep.Checks) != 3 {
+		t.Fatalf("%d checks; want 3", len(rep.Checks))
+	}
+	for _, c := range rep.Checks {
+		if !c.Measured || c.Rate != 100 {
+			t.Errorf("check %q at %d/s measured %t; want measured at 100/s", c.Name, c.Rate, c.Measured)
+		}
+	}
+}
+
+func TestRunRefusesAMissingGateway(t *testing.T) {
+	opts := DefaultOptions()
+	opts.Gateway = filepath.Join(t.TempDir(), "no-gateway")
+	if _, err := Run(t.Context(), opts, &bytes.Buffer{}); err == nil {
+		t.Error("Run with no gateway binary = nil error; want one")
+	}
+}

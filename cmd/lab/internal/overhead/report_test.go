@@ -1,0 +1,146 @@
+package overhead
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+const ms1 = time.Millisecond
+
+// approx compares the floats that percentiles and divisions make.
+var approx = cmpopts.EquateApprox(0, 1e-9)
+
+func TestPercentile(t *testing.T) {
+	hundred := make([]time.Duration, 100)
+	for i := range hundred {
+		hundred[i] = time.Duration(i+1) * ms1
+	}
+	tests := []struct {
+		name   string
+		sorted []time.Duration
+		p      float64
+		want   time.Duration
+	}{
+		{name: "none", sorted: nil, p: 50, want: 0},
+		{name: "one is every percentile", sorted: []time.Duration{7 * ms1}, p: 99, want: 7 * ms1},
+		{name: "p50 of four is the second", sorted: []time.Duration{1 * ms1, 2 * ms1, 3 * ms1, 4 * ms1}, p: 50, want: 2 * ms1},
+		{name: "p50 of a hundred", sorted: hundred, p: 50, want: 50 * ms1},
+		{name: "p99 of a hundred", sorted: hundred, p: 99, want: 99 * ms1},
+		{name: "p99 of four is the last", sorted: []time.Duration{1 * ms1, 2 * ms1, 3 * ms1, 4 * ms1}, p: 99, want: 4 * ms1},
+		{name: "p0 is the first", sorted: hundred, p: 0, want: 1 * ms1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := percentile(tc.sorted, tc.p); got != tc.want {
+				t.Errorf("percentile(p%v) = %s; want %s", tc.p, got, tc.want)
+			}
+		})
+	}
+}
+
+// stepOf is a step whose answered requests took latencies, with cpu
+// seconds of its target's process.
+func stepOf(round, rate int, t Target, cpu float64, latencies ...time.Duration) Step {
+	return Step{Round: round, Rate: rate, Target: t, Counts: Counts{Requests: len(latencies), Answered: len(latencies)}, CPUSeconds: cpu, latencies: latencies}
+}
+
+func TestResults(t *testing.T) {
+	steps := []Step{
+		stepOf(1, 500, Stub, 0, 1*ms1, 2*ms1),
+		stepOf(1, 500, Proxy, 0.002, 2*ms1, 4*ms1),
+		stepOf(1, 500, Gateway, 0.004, 3*ms1, 6*ms1),
+		// The second round: a failure, and a late request at the gateway.
+		stepOf(2, 500, Stub, 0, 3*ms1, 4*ms1),
+		stepOf(2, 500, Proxy, 0.002, 5*ms1, 6*ms1),
+		{Round: 2, Rate: 500, Target: Gateway, Counts: Counts{Requests: 3, Answered: 2, Failed: 1, Late: 1, Queued: 1}, CPUSeconds: 0.004, latencies: []time.Duration{7 * ms1, 9 * ms1}},
+	}
+	got := results(steps, []int{500, 2000})
+	want := []Result{
+		{Rate: 500, Target: Stub, Counts: Counts{Requests: 4, Answered: 4}, P50Seconds: 0.002, P99Seconds: 0.004},
+		{Rate: 500, Target: Proxy, Counts: Counts{Requests: 4, Answered: 4}, P50Seconds: 0.004, P99Seconds: 0.006,
+			AddedP50Seconds: new(0.002), AddedP99Seconds: new(0.002), CPUSecondsPerRequest: new(0.001)},
+		{Rate: 500, Target: Gateway, Counts: Counts{Requests: 5, Answered: 4, Failed: 1, Late: 1, Queued: 1}, P50Seconds: 0.006, P99Seconds: 0.009,
+			AddedP50Seconds: new(0.004), AddedP99Seconds: new(0.005), CPUSecondsPerRequest: new(0.002)},
+		// Not run: nothing measured, nothing added.
+		{Rate: 2000, Target: Stub},
+		{Rate: 2000, Target: Proxy},
+		{Rate: 2000, Target: Gateway},
+	}
+	if diff := cmp.Diff(got, want, approx); diff != "" {
+		t.Errorf("results (-got +want):\n%s", diff)
+	}
+}
+
+func TestResultsWithoutTheStub(t *testing.T) {
+	got := results([]Step{stepOf(1, 500, Gateway, 0.001, 1*ms1)}, []int{500})
+	if g := got[2]; g.AddedP50Seconds != nil || g.AddedP99Seconds != nil || g.CPUSecondsPerRequest == nil {
+		t.Errorf("the gateway's result without the stub's = %+v; want CPU per request, and nothing added", g)
+	}
+}
+
+func TestChecks(t *testing.T) {
+	// at is the results at 2000/s of a proxy and a gateway that added p50,
+	// p99 and CPU per request as given, in seconds.
+	at := func(proxyP50, proxyCPU, gatewayP50, gatewayP99, gatewayCPU float64) []Result {
+		return []Result{
+			{Rate: 2000, Target: Stub},
+			{Rate: 2000, Target: Proxy, AddedP50Seconds: new(proxyP50), AddedP99Seconds: new(0.0), CPUSecondsPerRequest: new(proxyCPU)},
+			{Rate: 2000, Target: Gateway, AddedP50Seconds: new(gatewayP50), AddedP99Seconds: new(gatewayP99), CPUSecondsPerRequest: new(gatewayCPU)},
+		}
+	}
+	tests := []struct {
+		name    string
+		results []Result
+		want    []Check
+	}{{
+		name:    "all within",
+		results: at(0.000_100, 0.000_050, 0.000_120, 0.001_500, 0.000_055),
+		want: []Check{
+			{Name: "added p50", Rule: "at most 1.4 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_120, ProxySeconds: new(0.000_100), LimitSeconds: 0.000_140, Pass: true},
+			{Name: "CPU per request", Rule: "at most 1.2 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_055, ProxySeconds: new(0.000_050), LimitSeconds: 0.000_060, Pass: true},
+			{Name: "added p99", Rule: "under 2ms", Rate: 2000, Measured: true, GatewaySeconds: 0.001_500, LimitSeconds: 0.002, Pass: true},
+		},
+	}, {
+		name:    "all over",
+		results: at(0.000_100, 0.000_050, 0.000_150, 0.002_500, 0.000_070),
+		want: []Check{
+			{Name: "added p50", Rule: "at most 1.4 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_150, ProxySeconds: new(0.000_100), LimitSeconds: 0.000_140},
+			{Name: "CPU per request", Rule: "at most 1.2 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_070, ProxySeconds: new(0.000_050), LimitSeconds: 0.000_060},
+			{Name: "added p99", Rule: "under 2ms", Rate: 2000, Measured: true, GatewaySeconds: 0.002_500, LimitSeconds: 0.002},
+		},
+	}, {
+		name:    "at the bounds: at most passes, under does not",
+		results: at(0.000_100, 0.000_050, 0.000_140, 0.002, 0.000_060),
+		want: []Check{
+			{Name: "added p50", Rule: "at most 1.4 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_140, ProxySeconds: new(0.000_100), LimitSeconds: 0.000_140, Pass: true},
+			{Name: "CPU per request", Rule: "at most 1.2 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_060, ProxySeconds: new(0.000_050), LimitSeconds: 0.000_060, Pass: true},
+			{Name: "added p99", Rule: "under 2ms", Rate: 2000, Measured: true, GatewaySeconds: 0.002, LimitSeconds: 0.002},
+		},
+	}, {
+		name:    "a bare proxy that added nothing holds the gateway to nothing",
+		results: at(0, 0.000_050, 0.000_010, 0.001, 0.000_050),
+		want: []Check{
+			{Name: "added p50", Rule: "at most 1.4 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_010, ProxySeconds: new(0.0), LimitSeconds: 0},
+			{Name: "CPU per request", Rule: "at most 1.2 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_050, ProxySeconds: new(0.000_050), LimitSeconds: 0.000_060, Pass: true},
+			{Name: "added p99", Rule: "under 2ms", Rate: 2000, Measured: true, GatewaySeconds: 0.001, LimitSeconds: 0.002, Pass: true},
+		},
+	}, {
+		name:    "not measured at that rate fails",
+		results: []Result{{Rate: 500, Target: Gateway, AddedP50Seconds: new(0.0)}},
+		want: []Check{
+			{Name: "added p50", Rule: "at most 1.4 × the bare proxy's", Rate: 2000},
+			{Name: "CPU per request", Rule: "at most 1.2 × the bare proxy's", Rate: 2000},
+			{Name: "added p99", Rule: "under 2ms", Rate: 2000, LimitSeconds: 0.002},
+		},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(checks(tc.results, 2000), tc.want, approx); diff != "" {
+				t.Errorf("checks (-got +want):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,144 @@
+package overhead
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+)
+
+// Run starts the stub, the bare proxy and the gateway, runs the warm-up and
+// the rounds, and reports what they found, writing a line to progress after
+// each step. Everything it starts listens on loopback and is stopped before
+// it returns.
+//
+// When ctx ends, Run returns the report of the steps that had finished,
+// with ctx's error.
+func Run(ctx context.Context, opts Options, progress io.Writer) (Report, error) {
+	if err := opts.validate(); err != nil {
+		return Report{}, err
+	}
+	if _, err := os.Stat(opts.Gateway); err != nil {
+		return Report{}, fmt.Errorf("overhead: the gateway binary (go build -o bin/gateway ./cmd/gateway, or --gateway): %w", err)
+	}
+	r, err := startRig(ctx, opts)
+	if err != nil {
+		return Report{}, err
+	}
+	defer r.stop()
+	rep := Report{Settings: settingsOf(opts), LoadAverage: LoadAverage{Start: loadAverage()}}
+	err = r.run(ctx, opts, &rep, progress)
+	rep.LoadAverage.End = loadAverage()
+	rep.Results = results(rep.Steps, opts.Rates)
+	rep.Checks = checks(rep.Results, opts.peak())
+	return rep, err
+}
+
+func settingsOf(o Options) Settings {
+	return Settings{
+		Rates:         o.Rates,
+		StepSeconds:   o.Step.Seconds(),
+		Rounds:        o.Rounds,
+		WarmupSeconds: o.Warmup.Seconds(),
+		Workers:       o.Workers,
+		CPUs:          runtime.NumCPU(),
+	}
+}
+
+// rig is the three targets, running, and a client of each, in the order
+// of targets.
+type rig struct {
+	dir     string
+	stub    *stub
+	procs   []*process
+	clients []*client
+}
+
+// startRig starts the targets, the processes' files in a temporary
+// directory.
+func startRig(ctx context.Context, opts Options) (_ *rig, err error) {
+	self := opts.Self
+	if self == "" {
+		if self, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("overhead: find this program, to run the proxy: %w", err)
+		}
+	}
+	dir, err := os.MkdirTemp("", "lab-overhead-")
+	if err != nil {
+		return nil, fmt.Errorf("overhead: a directory for the processes: %w", err)
+	}
+	r := &rig{dir: dir}
+	defer func() {
+		if err != nil {
+			r.stop()
+		}
+	}()
+	if r.stub, err = startStub(); err != nil {
+		return nil, err
+	}
+	proxy, proxyURL, err := startProxy(self, dir, r.stub.url)
+	if err != nil {
+		return nil, err
+	}
+	r.procs = append(r.procs, proxy)
+	gateway, gatewayURL, err := startGateway(ctx, opts.Gateway, dir, gatewayConfig(r.stub.url, opts.peak(), opts.Workers))
+	if err != nil {
+		return nil, err
+	}
+	r.procs = append(r.procs, gateway)
+	r.clients = []*client{
+		newClient(Stub, r.stub.url, nil, opts.Workers),
+		newClient(Proxy, proxyURL, proxy, opts.Workers),
+		newClient(Gateway, gatewayURL, gateway, opts.Workers),
+	}
+	return r, nil
+}
+
+// stop stops what startRig started and removes its directory.
+func (r *rig) stop() {
+	for _, c := range r.clients {
+		c.http.CloseIdleConnections()
+	}
+	for _, p := range r.procs {
+		p.stop()
+	}
+	if r.stub != nil {
+		r.stub.close()
+	}
+	os.RemoveAll(r.dir)
+}
+
+// run runs the warm-up, then the rounds, adding each counted step to rep.
+// A step that ctx's end cut short is left out.
+func (r *rig) run(ctx context.Context, opts Options, rep *Report, progress io.Writer) error {
+	if opts.Warmup > 0 {
+		for _, c := range r.clients {
+			s, err := c.step(ctx, opts.Rates[0], opts.Warmup, opts.Workers)
+			if err != nil {
+				return err
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			fmt.Fprint(progress, progressLine("warm-up", s))
+		}
+	}
+	for round := 1; round <= opts.Rounds; round++ {
+		for _, rate := range opts.Rates {
+			for _, c := range r.clients {
+				s, err := c.step(ctx, rate, opts.Step, opts.Workers)
+				if err != nil {
+					return err
+				}
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				s.Round = round
+				rep.Steps = append(rep.Steps, s)
+				fmt.Fprint(progress, progressLine(fmt.Sprintf("round %d", round), s))
+			}
+		}
+	}
+	return nil
+}
