@@ -1,0 +1,123 @@
+// Command metrics-adapter serves custom.metrics.k8s.io and
+// external.metrics.k8s.io so HorizontalPodAutoscalers can scale inference
+// Pods on the requests waiting in them, read from the Pods' own /metrics,
+// and on the requests queued in the gateways.
+//
+//	metrics-adapter --secure-port=6443 --gateway-usage=ai=http://sluice-gateway.ai:9090/admin/usage
+//
+// It serves TLS with authentication and authorization delegated to the API
+// server, as sigs.k8s.io/custom-metrics-apiserver provides. It is wiring
+// only; the work is in package metrics.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/component-base/logs"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	apimetrics "sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver/metrics"
+	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
+	"sigs.k8s.io/custom-metrics-apiserver/pkg/dynamicmapper"
+
+	"github.com/sluicehq/sluice/api/v1alpha1"
+	"github.com/sluicehq/sluice/metrics"
+)
+
+// adapter is the API server with Sluice's flags.
+type adapter struct {
+	basecmd.AdapterBase
+	opts     metrics.Options
+	gateways []string // NAMESPACE=URL
+}
+
+func main() {
+	logs.InitLogs()
+	defer logs.FlushLogs()
+	a := &adapter{}
+	a.Name = "sluice-metrics-adapter"
+	a.DiscoveryInterval = time.Minute // the flag's default
+	fs := a.Flags()
+	fs.DurationVar(&a.opts.Interval, "scrape-interval", metrics.DefaultInterval, "time between scrapes of the Pods' /metrics and polls of the gateways")
+	fs.DurationVar(&a.opts.Timeout, "scrape-timeout", metrics.DefaultTimeout, "time one Pod or gateway has to answer")
+	fs.IntVar(&a.opts.Workers, "scrape-workers", metrics.DefaultWorkers, "Pods scraped at once")
+	fs.StringArrayVar(&a.gateways, "gateway-usage", nil, "NAMESPACE=URL: a gateway's usage endpoint, queueing for the ProviderQuotas of NAMESPACE; repeat for each gateway")
+	logs.AddFlags(fs)
+	if err := fs.Parse(os.Args); err != nil {
+		klog.Fatalf("metrics-adapter: %v", err)
+	}
+	if err := a.run(genericapiserver.SetupSignalContext()); err != nil {
+		klog.Fatalf("metrics-adapter: %v", err)
+	}
+}
+
+func (a *adapter) run(ctx context.Context) error {
+	ctrllog.SetLogger(klog.NewKlogr())
+	gateways, err := parseGateways(a.gateways)
+	if err != nil {
+		return err
+	}
+	cfg, err := a.ClientConfig()
+	if err != nil {
+		return err
+	}
+	mapper, err := a.RESTMapper()
+	if err != nil {
+		return err
+	}
+	// The library builds the mapper from discovery once; ProviderQuota's
+	// CRD may come later, so keep it fresh.
+	if m, ok := mapper.(*dynamicmapper.RegeneratingDiscoveryRESTMapper); ok && a.DiscoveryInterval > 0 {
+		m.RunUntil(ctx.Done())
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	reader, err := cache.New(cfg, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
+	if err != nil {
+		return fmt.Errorf("informer cache: %w", err)
+	}
+	a.opts.Reader, a.opts.Mapper, a.opts.Gateways = reader, mapper, gateways
+	p := metrics.New(a.opts)
+	a.WithCustomMetrics(p)
+	a.WithExternalMetrics(p)
+	if err := apimetrics.RegisterMetrics(legacyregistry.Register); err != nil {
+		return err
+	}
+	if err := p.RegisterMetrics(legacyregistry.Register, legacyregistry.CustomRegister); err != nil {
+		return err
+	}
+	go func() {
+		if err := reader.Start(ctx); err != nil {
+			klog.ErrorS(err, "Informer cache stopped")
+		}
+	}()
+	go p.Run(ctx)
+	return a.Run(ctx)
+}
+
+// parseGateways reads --gateway-usage values into URLs by namespace.
+func parseGateways(values []string) (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, v := range values {
+		ns, url, ok := strings.Cut(v, "=")
+		if !ok || ns == "" || !strings.HasPrefix(url, "http") {
+			return nil, fmt.Errorf("--gateway-usage %q: want NAMESPACE=URL, such as ai=http://sluice-gateway.ai:9090/admin/usage", v)
+		}
+		out[ns] = append(out[ns], url)
+	}
+	return out, nil
+}

@@ -1,0 +1,31 @@
+// Package metrics is the custom metrics adapter's provider: it serves
+// custom.metrics.k8s.io and external.metrics.k8s.io (through
+// sigs.k8s.io/custom-metrics-apiserver) so a HorizontalPodAutoscaler can
+// scale inference Pods on the requests waiting in them, and on the requests
+// queued in the gateways before they reach a Pod.
+//
+// The adapter needs no Prometheus. Every interval (2 s by default) it scrapes
+// each inference Pod's /metrics itself, concurrently, through a bounded pool
+// of workers and with a timeout per Pod, parses the Prometheus text format
+// with github.com/prometheus/common/expfmt, and maps each engine's own names
+// to one vocabulary:
+//
+//	metric                               resource                   from
+//	inference_requests_waiting           pods                       the engine's waiting requests
+//	inference_requests_running           pods                       the engine's running requests
+//	inference_requests_waiting_per_gpu   pods                       waiting / the ProviderQuota's gpusPerPod
+//	inference_requests_queued            providerquotas.sluice.dev  the gateways' queue (/admin/usage)
+//
+// inference_requests_queued is also an external metric, labelled
+// providerquota=<name>, for an HPA that scales a workload it does not
+// describe, from zero replicas included.
+//
+// The Pods scraped are those that each self-hosted ProviderQuota selects, on
+// its port, plus any Pod annotated sluice.dev/scrape: "true" with
+// sluice.dev/port (and optionally sluice.dev/path and sluice.dev/engine).
+//
+// A Pod that fails to report, or whose last value is older than three
+// intervals, has no value: it is left out of lists and not found by name,
+// never served as 0, so the HPA does not mistake a broken Pod for an idle
+// one.
+package metrics

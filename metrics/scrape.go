@@ -1,0 +1,149 @@
+package metrics
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/utils/clock"
+)
+
+const (
+	// maxMetricsBytes caps one Pod's /metrics answer; vLLM's, histograms
+	// included, is a few hundred kilobytes.
+	maxMetricsBytes = 16 << 20
+	// acceptText asks for the Prometheus text format, which every engine
+	// serves.
+	acceptText = "text/plain;version=0.0.4"
+)
+
+// The reasons a scrape fails, as the scrape errors metric counts them.
+const (
+	reasonTimeout   = "timeout"
+	reasonConnect   = "connect"
+	reasonStatus    = "status"
+	reasonParse     = "parse"
+	reasonNoMetrics = "no_metrics"
+)
+
+// scrapeError is why one Pod gave no values.
+type scrapeError struct {
+	reason string
+	err    error
+}
+
+func (e *scrapeError) Error() string { return e.reason + ": " + e.err.Error() }
+func (e *scrapeError) Unwrap() error { return e.err }
+
+// sample is what one scrape of one Pod read.
+type sample struct {
+	target Target
+	// values are the vocabulary's metrics the Pod reported. Nil when err
+	// is set.
+	values map[string]float64
+	// at is when the scrape started.
+	at  time.Time
+	err error
+}
+
+// scraper reads the Pods' metrics. It is safe for concurrent use.
+type scraper struct {
+	client  *http.Client
+	workers int
+	timeout time.Duration
+	clock   clock.PassiveClock
+	inst    *instruments
+}
+
+// all scrapes every target, at most s.workers at once, and returns one
+// sample per target, in order.
+func (s *scraper) all(ctx context.Context, targets []Target) []sample {
+	samples := make([]sample, len(targets))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(s.workers, len(targets)) {
+		wg.Go(func() {
+			for i := range next {
+				samples[i] = s.one(ctx, targets[i])
+			}
+		})
+	}
+	for i := range targets {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return samples
+}
+
+// one scrapes one target within s.timeout.
+func (s *scraper) one(ctx context.Context, t Target) sample {
+	start := s.clock.Now()
+	values, err := s.read(ctx, t)
+	s.inst.observe(s.clock.Since(start), err)
+	if err != nil {
+		return sample{target: t, at: start, err: err}
+	}
+	return sample{target: t, values: values, at: start}
+}
+
+func (s *scraper) read(ctx context.Context, t Target) (map[string]float64, error) {
+	families, err := s.fetch(ctx, t.URL)
+	if err != nil {
+		return nil, err
+	}
+	values := podValues(t.Engine, families)
+	if len(values) == 0 {
+		return nil, &scrapeError{reasonNoMetrics, fmt.Errorf("none of the engine's metrics in %d families", len(families))}
+	}
+	if waiting, ok := values[RequestsWaiting]; ok && t.GPUs > 0 {
+		values[RequestsWaitingPerGPU] = waiting / float64(t.GPUs)
+	}
+	return values, nil
+}
+
+// fetch reads and parses one Pod's metrics.
+func (s *scraper) fetch(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, &scrapeError{reasonConnect, err}
+	}
+	req.Header.Set("Accept", acceptText)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, transportError(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetricsBytes+1))
+	switch {
+	case err != nil:
+		return nil, transportError(err)
+	case resp.StatusCode != http.StatusOK:
+		return nil, &scrapeError{reasonStatus, fmt.Errorf("answered %s", resp.Status)}
+	case len(body) > maxMetricsBytes:
+		return nil, &scrapeError{reasonParse, fmt.Errorf("answer longer than %d bytes", maxMetricsBytes)}
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return nil, &scrapeError{reasonParse, err}
+	}
+	return families, nil
+}
+
+func transportError(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &scrapeError{reasonTimeout, err}
+	}
+	return &scrapeError{reasonConnect, err}
+}

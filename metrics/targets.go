@@ -1,0 +1,147 @@
+package metrics
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/sluicehq/sluice/api/v1alpha1"
+)
+
+// The annotations that ask the adapter to scrape a Pod no ProviderQuota
+// selects.
+const (
+	// AnnotationScrape set to "true" asks for the Pod to be scraped.
+	AnnotationScrape = "sluice.dev/scrape"
+	// AnnotationPort is the port that serves the metrics; required.
+	AnnotationPort = "sluice.dev/port"
+	// AnnotationPath is the metrics' path. Absent means /metrics.
+	AnnotationPath = "sluice.dev/path"
+	// AnnotationEngine names the engine, as a ProviderQuota's engine does.
+	// Absent means the engine is told from the metrics' names.
+	AnnotationEngine = "sluice.dev/engine"
+)
+
+// defaultPath is where engines serve their metrics.
+const defaultPath = "/metrics"
+
+// Target is one Pod to scrape.
+type Target struct {
+	// Pod names the Pod.
+	Pod types.NamespacedName
+	// Labels are the Pod's labels, which HPA selectors match.
+	Labels labels.Set
+	// URL is the Pod's metrics endpoint.
+	URL string
+	// Engine is the inference server the Pod runs. Empty means the engine
+	// is told from the metrics' names.
+	Engine v1alpha1.Engine
+	// GPUs is the Pod's GPUs. Zero means unknown, and no per-GPU value.
+	GPUs int32
+}
+
+// Targets returns the Pods to scrape: those each self-hosted ProviderQuota
+// selects in its namespace, then those annotated for scraping that no
+// ProviderQuota selects. Only running Pods with an address count. It also
+// returns, for each ProviderQuota it could not use, why.
+func Targets(quotas []v1alpha1.ProviderQuota, pods []corev1.Pod) ([]Target, []error) {
+	var out []Target
+	var errs []error
+	seen := map[types.NamespacedName]bool{}
+	for i := range quotas {
+		targets, err := quotaTargets(&quotas[i], pods)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, t := range targets {
+			if !seen[t.Pod] {
+				seen[t.Pod] = true
+				out = append(out, t)
+			}
+		}
+	}
+	for i := range pods {
+		pod := &pods[i]
+		if seen[podName(pod)] || !scrapable(pod) || pod.Annotations[AnnotationScrape] != "true" {
+			continue
+		}
+		t, err := annotatedTarget(pod)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, t)
+	}
+	return out, errs
+}
+
+// quotaTargets returns the running Pods a self-hosted ProviderQuota selects.
+func quotaTargets(pq *v1alpha1.ProviderQuota, pods []corev1.Pod) ([]Target, error) {
+	sh := pq.Spec.SelfHosted
+	if sh == nil {
+		return nil, nil
+	}
+	selector, err := metav1.LabelSelectorAsSelector(&sh.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: ProviderQuota %s/%s: selector: %w", pq.Namespace, pq.Name, err)
+	}
+	if selector.Empty() { // the API refuses it; an empty selector would select every Pod
+		return nil, fmt.Errorf("metrics: ProviderQuota %s/%s: selector is empty", pq.Namespace, pq.Name)
+	}
+	gpus := max(sh.GPUsPerPod, 1) // the API's default
+	var out []Target
+	for i := range pods {
+		pod := &pods[i]
+		if pod.Namespace != pq.Namespace || !scrapable(pod) || !selector.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		out = append(out, newTarget(pod, sh.Port, defaultPath, sh.Engine, gpus))
+	}
+	return out, nil
+}
+
+// annotatedTarget reads a Pod's scrape annotations.
+func annotatedTarget(pod *corev1.Pod) (Target, error) {
+	port, err := strconv.ParseInt(pod.Annotations[AnnotationPort], 10, 32)
+	if err != nil || port < 1 || port > 65535 {
+		return Target{}, fmt.Errorf("metrics: Pod %s/%s: annotation %s must be a port number, 1 to 65535", pod.Namespace, pod.Name, AnnotationPort)
+	}
+	path := pod.Annotations[AnnotationPath]
+	if path == "" {
+		path = defaultPath
+	}
+	if !strings.HasPrefix(path, "/") {
+		return Target{}, fmt.Errorf("metrics: Pod %s/%s: annotation %s must be a path starting with /", pod.Namespace, pod.Name, AnnotationPath)
+	}
+	engine := v1alpha1.Engine(pod.Annotations[AnnotationEngine])
+	if _, ok := engineNames[engine]; engine != "" && !ok {
+		return Target{}, fmt.Errorf("metrics: Pod %s/%s: annotation %s names no known engine: %q", pod.Namespace, pod.Name, AnnotationEngine, engine)
+	}
+	return newTarget(pod, int32(port), path, engine, 0), nil
+}
+
+func newTarget(pod *corev1.Pod, port int32, path string, engine v1alpha1.Engine, gpus int32) Target {
+	return Target{
+		Pod:    podName(pod),
+		Labels: labels.Set(pod.Labels),
+		URL:    "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(port))) + path,
+		Engine: engine,
+		GPUs:   gpus,
+	}
+}
+
+// scrapable reports whether a Pod runs and has an address: a Pod that is
+// starting or stopping has nothing to report yet, or any more.
+func scrapable(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP != "" && pod.DeletionTimestamp == nil
+}
+
+func podName(pod *corev1.Pod) types.NamespacedName {
+	return types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
+}
