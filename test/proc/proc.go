@@ -38,7 +38,7 @@ func Start(t testing.TB, name string, cmd *exec.Cmd) *Process {
 		t.Fatalf("proc: create log for %s: %v", name, err)
 	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		t.Fatalf("proc: start %s: %v", name, err)
