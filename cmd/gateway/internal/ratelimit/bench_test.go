@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -61,7 +62,7 @@ func BenchmarkDecideRedis(b *testing.B) {
 	for _, levels := range []int{1, 5} {
 		b.Run(fmt.Sprintf("levels=%d", levels), func(b *testing.B) {
 			r, checks, ctx := NewRedis(client), fiveLevels(b)[:levels], context.Background()
-			b.SetParallelism(8)
+			b.SetParallelism(max(8/runtime.GOMAXPROCS(0), 1)) // RunParallel starts parallelism × GOMAXPROCS callers
 			b.ReportAllocs()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
