@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,7 +24,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluicehq/sluice/api/v1alpha1"
@@ -34,53 +32,23 @@ import (
 
 const namespace = "default"
 
-// apiServer is the kube-apiserver, with the CRDs installed, that every test in
-// this file shares. The first test that needs it starts it, so that the go
-// command sees the CRD files it reads and retests when they change; TestMain
-// stops it.
-var apiServer struct {
-	once sync.Once
-	env  *envtest.Environment
-	cfg  *rest.Config
-	err  error
-}
+// apiServer is the kube-apiserver, with the CRDs installed, that every test of this package
+// shares; each test works in a namespace of its own.
+var apiServer = &cluster.Shared{CRDs: "../../config/crd/bases"}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if apiServer.env != nil {
-		if err := apiServer.env.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "v1alpha1: stop kube-apiserver: %v\n", err)
-		}
+	if err := apiServer.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "v1alpha1: stop kube-apiserver: %v\n", err)
 	}
 	os.Exit(code)
 }
 
-// startAPIServer returns the shared API server's configuration, starting it
-// on first use, or skips the test under -short.
+// startAPIServer returns the shared API server's configuration, starting it on first use, or
+// skips the test under -short.
 func startAPIServer(t *testing.T) *rest.Config {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("v1alpha1: validation runs on a real kube-apiserver; skipped with -short")
-	}
-	apiServer.once.Do(func() {
-		dir, err := cluster.AssetsDir()
-		if err != nil {
-			apiServer.err = err
-			return
-		}
-		apiServer.env = &envtest.Environment{
-			BinaryAssetsDirectory: dir,
-			CRDDirectoryPaths:     []string{"../../config/crd/bases"},
-			ErrorIfCRDPathMissing: true,
-		}
-		if apiServer.cfg, err = apiServer.env.Start(); err != nil {
-			apiServer.err = fmt.Errorf("v1alpha1: start kube-apiserver from %s with the CRDs: %w", dir, err)
-		}
-	})
-	if apiServer.err != nil {
-		t.Fatal(apiServer.err)
-	}
-	return apiServer.cfg
+	return apiServer.Config(t)
 }
 
 // newClient returns a client of the shared API server.
