@@ -1,16 +1,7 @@
 package overhead
 
 import (
-	"context"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"time"
-
-	"sigs.k8s.io/yaml"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 )
@@ -79,91 +70,4 @@ func keys() []gatewayv1.Key {
 		out[u] = gatewayv1.Key{SHA256: gatewayv1.HashKey(userKey(u)), User: fmt.Sprintf("user-%02d", u)}
 	}
 	return out
-}
-
-// writeGatewayConfig writes cfg into dir and returns its path. It refuses
-// a configuration the gateway would refuse.
-func writeGatewayConfig(dir string, cfg gatewayv1.Config) (string, error) {
-	data, err := yaml.Marshal(cfg)
-	if err == nil {
-		_, err = gatewayv1.Parse(data)
-	}
-	if err != nil {
-		return "", fmt.Errorf("overhead: gateway config: %w", err)
-	}
-	path := filepath.Join(dir, "gateway.yaml")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		return "", fmt.Errorf("overhead: gateway config: %w", err)
-	}
-	return path, nil
-}
-
-// startGateway starts the gateway binary bin with cfg, its files in dir,
-// on free loopback ports, and returns it with its base URL once it is
-// ready.
-func startGateway(ctx context.Context, bin, dir string, cfg gatewayv1.Config) (*process, string, error) {
-	config, err := writeGatewayConfig(dir, cfg)
-	if err != nil {
-		return nil, "", err
-	}
-	api, admin, err := freeAddrs()
-	if err != nil {
-		return nil, "", err
-	}
-	cmd := exec.Command(bin, "--config", config, "--listen", api, "--admin-listen", admin, "--name", "lab-overhead")
-	p, err := startProcess(cmd, filepath.Join(dir, "gateway.log"))
-	if err != nil {
-		return nil, "", err
-	}
-	if err := waitReady(ctx, p, "http://"+admin+"/readyz"); err != nil {
-		p.stop()
-		return nil, "", err
-	}
-	return p, "http://" + api, nil
-}
-
-// freeAddrs are two loopback addresses free a moment ago.
-func freeAddrs() (string, string, error) {
-	var addrs [2]string
-	for i := range addrs {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return "", "", fmt.Errorf("overhead: find a free port for the gateway: %w", err)
-		}
-		defer ln.Close()
-		addrs[i] = ln.Addr().String()
-	}
-	return addrs[0], addrs[1], nil
-}
-
-// waitReady polls readyz until it answers 200, p exits, ctx ends or
-// readyTimeout passes.
-func waitReady(ctx context.Context, p *process, readyz string) error {
-	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
-	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for !ready(ctx, readyz) {
-		select {
-		case <-p.exited:
-			return fmt.Errorf("overhead: the gateway exited before it was ready:\n%s", p.log())
-		case <-ctx.Done():
-			return fmt.Errorf("overhead: the gateway was not ready in time: %w\n%s", ctx.Err(), p.log())
-		case <-tick.C:
-		}
-	}
-	return nil
-}
-
-func ready(ctx context.Context, readyz string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, readyz, nil)
-	if err != nil {
-		return false
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
 }

@@ -6,10 +6,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/lab/internal/gatewayproc"
 )
 
 func TestGatewayConfig(t *testing.T) {
-	path, err := writeGatewayConfig(t.TempDir(), gatewayConfig("http://127.0.0.1:9", 2000, 128))
+	path, err := gatewayproc.WriteConfig(t.TempDir(), gatewayConfig("http://127.0.0.1:9", 2000, 128), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

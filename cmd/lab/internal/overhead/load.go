@@ -39,12 +39,12 @@ type client struct {
 	http *http.Client
 	// proc is the target's process; nil for the stub, whose CPU time is
 	// not counted.
-	proc *process
+	proc child
 }
 
 // newClient is a client of the target at url, with at most workers
 // connections to it.
-func newClient(t Target, url string, proc *process, workers int) *client {
+func newClient(t Target, url string, proc child, workers int) *client {
 	transport := &http.Transport{
 		MaxIdleConns:        workers,
 		MaxIdleConnsPerHost: workers,
@@ -89,7 +89,7 @@ func (c *client) cpu() (time.Duration, error) {
 	if c.proc == nil {
 		return 0, nil
 	}
-	return c.proc.cpu()
+	return cpuOf(c.proc)
 }
 
 // drive sends rate×d requests, the i-th due at start + i/rate, from

@@ -10,7 +10,7 @@ import (
 )
 
 const (
-	// readyTimeout bounds the wait for a process to be ready.
+	// readyTimeout bounds the wait for the proxy to listen.
 	readyTimeout = 20 * time.Second
 	// stopTimeout is how long a process has to exit after SIGTERM before
 	// it is killed.
@@ -58,26 +58,34 @@ func startProcess(cmd *exec.Cmd, logPath string) (*process, error) {
 	return p, nil
 }
 
-// cpu is the CPU time the process has used so far.
-func (p *process) cpu() (time.Duration, error) {
-	if err := p.gone(); err != nil {
-		return 0, err
-	}
-	return cpuTime(p.cmd.Process.Pid)
+// child is a process the run started and measures: the bare proxy (a process) or the gateway
+// (a gatewayproc.Gateway).
+type child interface {
+	Pid() int
+	Exited() <-chan struct{}
+	Log() string
+	Stop()
 }
 
-// gone is an error with the end of the process's log if it has exited.
-func (p *process) gone() error {
+// cpuOf is the CPU time a child has used so far, or an error with the end of its log if it has
+// exited.
+func cpuOf(c child) (time.Duration, error) {
 	select {
-	case <-p.exited:
-		return fmt.Errorf("overhead: %s exited:\n%s", p.cmd.Path, p.log())
+	case <-c.Exited():
+		return 0, fmt.Errorf("overhead: process %d exited:\n%s", c.Pid(), c.Log())
 	default:
-		return nil
 	}
+	return cpuTime(c.Pid())
 }
 
-// log is the end of the process's output.
-func (p *process) log() string {
+// Pid is the process's id.
+func (p *process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited is closed when the process has exited.
+func (p *process) Exited() <-chan struct{} { return p.exited }
+
+// Log is the end of the process's output.
+func (p *process) Log() string {
 	out, err := os.ReadFile(p.logPath)
 	if err != nil {
 		return fmt.Sprintf("(no log: %v)", err)
@@ -85,9 +93,9 @@ func (p *process) log() string {
 	return string(out[max(len(out)-logTail, 0):])
 }
 
-// stop closes the process's stdin and sends it SIGTERM, and kills it if it
+// Stop closes the process's stdin and sends it SIGTERM, and kills it if it
 // has not exited after stopTimeout.
-func (p *process) stop() {
+func (p *process) Stop() {
 	p.stdin.Close()
 	_ = p.cmd.Process.Signal(syscall.SIGTERM) // it may have exited already
 	select {

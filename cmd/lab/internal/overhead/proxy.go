@@ -96,8 +96,8 @@ func startProxy(self, dir, upstream string) (*process, string, error) {
 	}
 	addr, err := readAddr(r)
 	if err != nil {
-		p.stop()
-		return nil, "", fmt.Errorf("%w\n%s", err, p.log())
+		p.Stop()
+		return nil, "", fmt.Errorf("%w\n%s", err, p.Log())
 	}
 	return p, "http://" + addr, nil
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"runtime"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/gatewayproc"
 )
 
 // Run starts the stub, the bare proxy and the gateway, runs the warm-up and
@@ -51,7 +53,7 @@ func settingsOf(o Options) Settings {
 type rig struct {
 	dir     string
 	stub    *stub
-	procs   []*process
+	procs   []child
 	clients []*client
 }
 
@@ -82,10 +84,11 @@ func startRig(ctx context.Context, opts Options) (_ *rig, err error) {
 		return nil, err
 	}
 	r.procs = append(r.procs, proxy)
-	gateway, gatewayURL, err := startGateway(ctx, opts.Gateway, dir, gatewayConfig(r.stub.url, opts.peak(), opts.Workers))
+	gateway, err := gatewayproc.Start(ctx, opts.Gateway, "lab-overhead", gatewayConfig(r.stub.url, opts.peak(), opts.Workers), nil)
 	if err != nil {
 		return nil, err
 	}
+	gatewayURL := gateway.URL
 	r.procs = append(r.procs, gateway)
 	r.clients = []*client{
 		newClient(Stub, r.stub.url, nil, opts.Workers),
@@ -101,7 +104,7 @@ func (r *rig) stop() {
 		c.http.CloseIdleConnections()
 	}
 	for _, p := range r.procs {
-		p.stop()
+		p.Stop()
 	}
 	if r.stub != nil {
 		r.stub.close()

@@ -11,6 +11,8 @@ import (
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/lab/internal/provider"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/gatewayproc"
 )
 
 // providerShutdown bounds how long the provider waits for calls still in
@@ -137,11 +139,11 @@ func targetOf(ctx context.Context, opts Options, c kase, providerURL string) (ta
 		return target{url: providerURL, key: func(int) string { return key }}, func() {}, nil
 	}
 	cfg := gatewayConfig(opts, c.gateway, providerURL, opts.Users[len(opts.Users)-1])
-	g, err := startGateway(ctx, opts.Gateway, cfg, opts.Provider.APIKey)
+	g, err := gatewayproc.Start(ctx, opts.Gateway, "lab-ramp", cfg, gatewayFiles(opts.Provider.APIKey))
 	if err != nil {
 		return target{}, nil, err
 	}
-	return target{url: g.url, key: userKey}, g.stop, nil
+	return target{url: g.URL, key: userKey}, g.Stop, nil
 }
 
 // serveLocal serves h on a free loopback port and returns its base URL.

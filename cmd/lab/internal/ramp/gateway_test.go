@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/lab/internal/gatewayproc"
 )
 
 // gatewayView is what a test checks of a gateway configuration.
@@ -73,7 +74,7 @@ func TestGatewayConfig(t *testing.T) {
 			opts := DefaultOptions()
 			opts.Provider.APIKey = tc.apiKey
 			dir := t.TempDir()
-			path, err := writeGatewayConfig(dir, gatewayConfig(opts, tc.behavior, "http://127.0.0.1:9", 3), tc.apiKey)
+			path, err := gatewayproc.WriteConfig(dir, gatewayConfig(opts, tc.behavior, "http://127.0.0.1:9", 3), gatewayFiles(tc.apiKey))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,8 +96,8 @@ func TestGatewayConfig(t *testing.T) {
 func TestWriteGatewayConfigRefusesWhatTheGatewayWould(t *testing.T) {
 	opts := DefaultOptions()
 	opts.UserRate = 0 // a bucket that never fills
-	_, err := writeGatewayConfig(t.TempDir(), gatewayConfig(opts, gatewayv1.BehaviorReject, "http://127.0.0.1:9", 1), "")
+	_, err := gatewayproc.WriteConfig(t.TempDir(), gatewayConfig(opts, gatewayv1.BehaviorReject, "http://127.0.0.1:9", 1), nil)
 	if err == nil || !strings.Contains(err.Error(), "perUser[0].amount") {
-		t.Errorf("writeGatewayConfig with a rate of 0 = %v; want the gateway's validation error", err)
+		t.Errorf("WriteConfig with a rate of 0 = %v; want the gateway's validation error", err)
 	}
 }

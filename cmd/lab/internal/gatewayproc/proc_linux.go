@@ -1,8 +1,8 @@
-package ramp
+package gatewayproc
 
 import "syscall"
 
-// sysProcAttr has the kernel stop the gateway if the ramp dies without
+// sysProcAttr has the kernel stop the gateway if the lab dies without
 // stopping it.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
