@@ -1,0 +1,71 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/api/v1alpha1"
+)
+
+// TestSamplesCompile applies config/samples to a real API server, as `kubectl apply -k` would,
+// and checks that the reconciler compiles every object Ready into a configuration the gateway
+// accepts.
+func TestSamplesCompile(t *testing.T) {
+	c, ns := newNamespace(t)
+	ctx := context.Background()
+	for _, file := range []string{"../config/samples/providerquota.yaml", "../config/samples/tenantplan.yaml"} {
+		for _, obj := range readObjects(t, file) {
+			obj.SetNamespace(ns)
+			if err := c.Create(ctx, obj); err != nil {
+				t.Fatalf("create %s %s from %s: %v", obj.GetKind(), obj.GetName(), file, err)
+			}
+		}
+	}
+
+	r := &GatewayConfigReconciler{Client: c, Recorder: &recorder{}, SecretName: configSecretName}
+	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: configSecretName}}); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	assertReady(t, c, ns, &v1alpha1.ProviderQuota{}, "openai", metav1.ConditionTrue, v1alpha1.ReasonCompiled)
+	assertReady(t, c, ns, &v1alpha1.TenantPlan{}, "pro", metav1.ConditionTrue, v1alpha1.ReasonCompiled)
+	cfg, err := gatewayv1.Parse(getSecret(t, c, ns).Data["config.yaml"])
+	if err != nil {
+		t.Fatalf("the compiled samples do not parse as a gateway configuration: %v", err)
+	}
+	if len(cfg.Providers) != 1 || len(cfg.Tenants) != 1 || cfg.Tenants[0].Keys[0].SHA256 != gatewayv1.HashKey("sk-acme-alice") {
+		t.Errorf("compiled samples = %d providers, %d tenants; want openai and acme with alice's key hash", len(cfg.Providers), len(cfg.Tenants))
+	}
+}
+
+// readObjects decodes every object of a multi-document YAML file.
+func readObjects(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
+			return objs
+		} else if err != nil {
+			t.Fatalf("decode %s: %v", path, err)
+		}
+		if len(obj.Object) > 0 {
+			objs = append(objs, obj)
+		}
+	}
+}
