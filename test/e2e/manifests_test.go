@@ -1,16 +1,19 @@
 package e2e
 
 import (
-	"os/exec"
-	"path/filepath"
+	"context"
 	"strings"
 	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluicehq/sluice/test/cluster"
 )
 
 // TestManifestsApply applies config/default and config/samples to a real API server, as a person
-// would with kubectl, and checks what the manager's service account may and may not do.
+// would with kubectl, and checks, with SubjectAccessReviews, what the manager's and the adapter's
+// service accounts, and the HPA controller, may and may not do.
 func TestManifestsApply(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
 	c.Kubectl(t, "apply", "--server-side", "-k", "../../config/default")
@@ -21,37 +24,43 @@ func TestManifestsApply(t *testing.T) {
 		t.Errorf("kubectl get pq,tp shows:\n%s\nwant the samples", out)
 	}
 
-	manager := "system:serviceaccount:sluice:sluice-manager"
+	const (
+		manager = "system:serviceaccount:sluice:sluice-manager"
+		adapter = "system:serviceaccount:sluice:sluice-metrics-adapter"
+		hpa     = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
+	)
 	cases := []struct {
-		verb, resource, namespace string
-		want                      string
+		as   string
+		verb string
+		what authorizationv1.ResourceAttributes
+		want bool
 	}{
-		{"get", "secrets", "sluice", "yes"},
-		{"update", "secrets", "sluice", "yes"},
-		{"update", "providerquotas.sluice.dev --subresource=status", "sluice", "yes"},
-		{"get", "secrets", "default", "no"},
-		{"create", "pods", "sluice", "no"},
-		{"delete", "customresourcedefinitions", "", "no"},
+		{manager, "get", authorizationv1.ResourceAttributes{Resource: "secrets", Namespace: "sluice"}, true},
+		{manager, "update", authorizationv1.ResourceAttributes{Resource: "secrets", Namespace: "sluice"}, true},
+		{manager, "update", authorizationv1.ResourceAttributes{Group: "sluice.dev", Resource: "providerquotas", Subresource: "status", Namespace: "sluice"}, true},
+		{manager, "get", authorizationv1.ResourceAttributes{Resource: "secrets", Namespace: "default"}, false},
+		{manager, "create", authorizationv1.ResourceAttributes{Resource: "pods", Namespace: "sluice"}, false},
+		{manager, "delete", authorizationv1.ResourceAttributes{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}, false},
+		{adapter, "list", authorizationv1.ResourceAttributes{Resource: "pods", Namespace: "default"}, true},
+		{adapter, "watch", authorizationv1.ResourceAttributes{Group: "sluice.dev", Resource: "providerquotas", Namespace: "default"}, true},
+		{adapter, "get", authorizationv1.ResourceAttributes{Resource: "configmaps", Name: "extension-apiserver-authentication", Namespace: "kube-system"}, true},
+		{adapter, "get", authorizationv1.ResourceAttributes{Resource: "secrets", Namespace: "sluice"}, false},
+		{hpa, "get", authorizationv1.ResourceAttributes{Group: "custom.metrics.k8s.io", Resource: "pods", Namespace: "default"}, true},
+		{hpa, "get", authorizationv1.ResourceAttributes{Resource: "secrets", Namespace: "default"}, false},
 	}
 	for _, tc := range cases {
-		args := append([]string{"auth", "can-i", tc.verb}, strings.Fields(tc.resource)...)
-		args = append(args, "--as", manager)
-		if tc.namespace != "" {
-			args = append(args, "-n", tc.namespace)
+		what := tc.what
+		what.Verb = tc.verb
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: tc.as, ResourceAttributes: &what,
+			Groups: []string{"system:serviceaccounts", "system:authenticated"},
+		}}
+		got, err := c.Clientset.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), review, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if got := canI(t, c, args...); got != tc.want {
-			t.Errorf("the manager can %s %s in %q: %s; want %s", tc.verb, tc.resource, tc.namespace, got, tc.want)
+		if got.Status.Allowed != tc.want {
+			t.Errorf("%s may %s %+v: %v; want %v", tc.as, tc.verb, tc.what, got.Status.Allowed, tc.want)
 		}
 	}
-}
-
-// canI runs kubectl auth can-i, which exits 1 for "no", and returns its answer.
-func canI(t *testing.T, c *cluster.Cluster, args ...string) string {
-	t.Helper()
-	dir, err := cluster.AssetsDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, _ := exec.Command(filepath.Join(dir, "kubectl"), append([]string{"--kubeconfig", c.Kubeconfig}, args...)...).Output()
-	return strings.TrimSpace(string(out))
 }
