@@ -20,7 +20,7 @@ func TestManifestsApply(t *testing.T) {
 	c.Kubectl(t, "wait", "--for=condition=Established", "--timeout=60s",
 		"crd/providerquotas.sluice.dev", "crd/tenantplans.sluice.dev")
 	c.Kubectl(t, "apply", "--server-side", "-n", "sluice", "-k", "../../config/samples")
-	if out := c.Kubectl(t, "get", "pq,tp", "-n", "sluice"); !strings.Contains(out, "openai") || !strings.Contains(out, "pro") {
+	if out := c.Kubectl(t, "get", "pq,tp,hpa", "-n", "sluice"); !strings.Contains(out, "openai") || !strings.Contains(out, "llama") || !strings.Contains(out, "pro") {
 		t.Errorf("kubectl get pq,tp shows:\n%s\nwant the samples", out)
 	}
 
