@@ -3,10 +3,9 @@ package overhead
 import (
 	"errors"
 	"flag"
-	"fmt"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/ladder"
 )
 
 // Options configure a run. Start from DefaultOptions: in the zero Options
@@ -51,7 +50,7 @@ func DefaultOptions() Options {
 // AddFlags registers a flag for every field of o but Self on fs, with o's
 // values as defaults.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
-	fs.Func("rates", "comma-separated requests per second, increasing; the checks are made at the last (default "+joinInts(o.Rates)+")", o.setRates)
+	fs.Var((*ladder.Ladder)(&o.Rates), "rates", "comma-separated requests per second, increasing; the checks are made at the last")
 	fs.DurationVar(&o.Step, "step", o.Step, "how long each target takes each rate in each round")
 	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "how many times every rate runs against every target")
 	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "an uncounted step per target, at the lowest rate, before the rounds; 0 for none")
@@ -59,40 +58,15 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.Gateway, "gateway", o.Gateway, "path of the gateway binary")
 }
 
-func (o *Options) setRates(s string) error {
-	o.Rates = nil
-	for f := range strings.SplitSeq(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil {
-			return fmt.Errorf("overhead: rates: %w", err)
-		}
-		o.Rates = append(o.Rates, n)
-	}
-	return nil
-}
-
-func joinInts(ns []int) string {
-	s := make([]string, len(ns))
-	for i, n := range ns {
-		s[i] = strconv.Itoa(n)
-	}
-	return strings.Join(s, ",")
-}
-
 // validate reports the first option Run cannot run with.
 func (o Options) validate() error {
 	switch {
-	case len(o.Rates) == 0 || o.Rates[0] <= 0:
+	case !ladder.Ladder(o.Rates).Increasing():
 		return errors.New("overhead: options: Rates must be positive and increasing")
 	case o.Step <= 0 || o.Warmup < 0:
 		return errors.New("overhead: options: Step must be positive and Warmup not negative")
 	case o.Rounds <= 0 || o.Workers <= 0:
 		return errors.New("overhead: options: Rounds and Workers must be positive")
-	}
-	for i := 1; i < len(o.Rates); i++ {
-		if o.Rates[i] <= o.Rates[i-1] {
-			return errors.New("overhead: options: Rates must be positive and increasing")
-		}
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ func TestAddFlagsRefusesARateThatIsNotANumber(t *testing.T) {
 	fs := flag.NewFlagSet("overhead", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	opts.AddFlags(fs)
-	if err := fs.Parse([]string{"-rates", "500,lots"}); err == nil || !strings.Contains(err.Error(), "overhead: rates") {
+	if err := fs.Parse([]string{"-rates", "500,lots"}); err == nil || !strings.Contains(err.Error(), "flag -rates") {
 		t.Errorf("Parse(-rates 500,lots) = %v; want the rates refused", err)
 	}
 }

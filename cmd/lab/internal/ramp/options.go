@@ -5,11 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/lab/internal/provider"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/ladder"
 )
 
 // maxMaxWait is the longest maxWait the gateway's configuration accepts.
@@ -93,7 +94,7 @@ func DefaultOptions() Options {
 // included (see provider.Options.AddFlags), with o's values as defaults.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
 	o.Provider.AddFlags(fs)
-	fs.Func("users", "comma-separated user counts, one per step, increasing (default "+joinInts(o.Users)+")", o.setUsers)
+	fs.Var((*ladder.Ladder)(&o.Users), "users", "comma-separated user counts, one per step, increasing")
 	fs.DurationVar(&o.Step, "step", o.Step, "time between two user counts")
 	fs.IntVar(&o.Pages, "pages", o.Pages, "pages in each user's book, one chat completion each")
 	fs.Int64Var(&o.PromptTokens, "prompt-tokens", o.PromptTokens, "tokens of a page's prompt")
@@ -107,18 +108,6 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.MaxWait, "max-wait", o.MaxWait, "the queue case's door: the longest wait the gateway accepts")
 }
 
-func (o *Options) setUsers(s string) error {
-	o.Users = nil
-	for f := range strings.SplitSeq(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil {
-			return fmt.Errorf("ramp: users: %w", err)
-		}
-		o.Users = append(o.Users, n)
-	}
-	return nil
-}
-
 func (o *Options) setCases(s string) error {
 	o.Cases = nil
 	for f := range strings.SplitSeq(s, ",") {
@@ -129,18 +118,10 @@ func (o *Options) setCases(s string) error {
 	return nil
 }
 
-func joinInts(ns []int) string {
-	s := make([]string, len(ns))
-	for i, n := range ns {
-		s[i] = strconv.Itoa(n)
-	}
-	return strings.Join(s, ",")
-}
-
 // validate reports the first option Run cannot run with.
 func (o Options) validate() error {
 	switch {
-	case !increasing(o.Users):
+	case !ladder.Ladder(o.Users).Increasing():
 		return errors.New("ramp: options: Users must be positive and increasing")
 	case o.Step <= 0, o.Duration <= 0:
 		return errors.New("ramp: options: Step and Duration must be positive")
@@ -154,18 +135,6 @@ func (o Options) validate() error {
 		return errors.New("ramp: options: the provider must serve a model")
 	}
 	return validateCases(o.Cases)
-}
-
-func increasing(ns []int) bool {
-	if len(ns) == 0 || ns[0] <= 0 {
-		return false
-	}
-	for i := 1; i < len(ns); i++ {
-		if ns[i] <= ns[i-1] {
-			return false
-		}
-	}
-	return true
 }
 
 func validateCases(names []string) error {
