@@ -22,6 +22,9 @@ type Config struct {
 	Server Server `json:"server,omitzero"`
 	// store says where the limiter's state lives.
 	Store Store `json:"store,omitzero"`
+	// jobs says how jobs, the work sent to /v1/jobs that nobody waits for,
+	// are run and kept.
+	Jobs Jobs `json:"jobs,omitzero"`
 	// global limits apply to all tenants together. Calendar windows here
 	// reset in UTC.
 	Global []Limit `json:"global,omitempty"`
@@ -55,6 +58,26 @@ type Store struct {
 	Type StoreType `json:"type,omitempty"`
 	// redis is required when type is "redis" and must be absent otherwise.
 	Redis *RedisStore `json:"redis,omitempty"`
+}
+
+// Jobs says how jobs are run and kept. Jobs live where the store is: in a
+// Redis Stream shared by every replica, or in one gateway's memory, where
+// they do not survive a restart.
+type Jobs struct {
+	// maxAttempts is how many times a job is tried before it fails, 1 to 20.
+	// An attempt that dies with its replica counts. Zero means 3.
+	MaxAttempts int32 `json:"maxAttempts,omitempty"`
+	// reclaimAfter is how long a job waits after an attempt failed, or after
+	// the replica holding it stopped renewing it (it died), before it is
+	// tried again. A replica renews the jobs it holds every third of this.
+	// Zero means 1m.
+	ReclaimAfter metav1.Duration `json:"reclaimAfter,omitzero"`
+	// resultTTL is how long a finished job, its result or its error, can be
+	// read. Zero means 24h.
+	ResultTTL metav1.Duration `json:"resultTTL,omitzero"`
+	// workers is how many jobs one replica runs at once, 1 to 1000. Zero
+	// means 8.
+	Workers int32 `json:"workers,omitempty"`
 }
 
 // FailMode says what the gateway does while Redis is unreachable.
@@ -108,8 +131,14 @@ type Provider struct {
 	// tokensPerMinute is the provider's published token rate. Zero means
 	// unlimited.
 	TokensPerMinute int64 `json:"tokensPerMinute,omitempty"`
-	// maxInFlight caps concurrent calls. Zero means unlimited.
+	// maxInFlight caps concurrent calls. Zero means unlimited; a provider
+	// with no capacity at all is paused instead.
 	MaxInFlight int64 `json:"maxInFlight,omitempty"`
+	// paused holds every call to the provider in its queue, as for a
+	// self-hosted provider with no ready Pods: calls wait (the door's maxWait
+	// still applies) and go once the provider is no longer paused. False
+	// means calls go as the limits allow.
+	Paused bool `json:"paused,omitempty"`
 	// headroomPercent is the share of the published limits the gateway uses,
 	// 1 to 100. Zero means 100.
 	HeadroomPercent int32 `json:"headroomPercent,omitempty"`

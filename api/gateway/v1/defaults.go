@@ -25,6 +25,10 @@ const (
 	defaultPriority         = PriorityInteractive
 	defaultRateBehavior     = BehaviorQueue
 	defaultCalendarBehavior = BehaviorReject
+	defaultJobAttempts      = 3
+	defaultReclaimAfter     = time.Minute
+	defaultResultTTL        = 24 * time.Hour
+	defaultJobWorkers       = 8
 )
 
 // Default fills every unset field that has a default, as documented on the
@@ -32,6 +36,7 @@ const (
 func (c *Config) Default() {
 	setDefault(&c.Server.MaxBodyBytes, defaultMaxBodyBytes)
 	c.Store.defaults()
+	c.Jobs.defaults()
 	defaultLimits(c.Global)
 	for i := range c.Providers {
 		c.Providers[i].defaults()
@@ -47,6 +52,13 @@ func (s *Store) defaults() {
 		setDefault(&s.Redis.FailMode, defaultFailMode)
 		setDefault(&s.Redis.Replicas, defaultReplicas)
 	}
+}
+
+func (j *Jobs) defaults() {
+	setDefault(&j.MaxAttempts, defaultJobAttempts)
+	setDefaultDuration(&j.ReclaimAfter, defaultReclaimAfter)
+	setDefaultDuration(&j.ResultTTL, defaultResultTTL)
+	setDefault(&j.Workers, defaultJobWorkers)
 }
 
 func (p *Provider) defaults() {

@@ -18,6 +18,8 @@ func duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration
 // defaultRetry is a provider's retry policy when the file sets none.
 var defaultRetry = gatewayv1.Retry{MaxAttempts: 3, BaseDelay: duration(500 * time.Millisecond), MaxDelay: duration(30 * time.Second)}
 
+var defaultJobs = gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: duration(time.Minute), ResultTTL: duration(24 * time.Hour), Workers: 8}
+
 func TestLoadTwoTenants(t *testing.T) {
 	got, err := gatewayv1.Load(filepath.Join("testdata", "two-tenants.yaml"))
 	if err != nil {
@@ -28,6 +30,7 @@ func TestLoadTwoTenants(t *testing.T) {
 		Kind:       gatewayv1.Kind,
 		Server:     gatewayv1.Server{MaxBodyBytes: 4 << 20},
 		Store:      gatewayv1.Store{Type: gatewayv1.StoreMemory},
+		Jobs:       defaultJobs,
 		Providers: []gatewayv1.Provider{{
 			Name:              "openai",
 			BaseURL:           "http://127.0.0.1:8081/v1",
@@ -156,6 +159,7 @@ func TestParseDefaults(t *testing.T) {
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
+			Jobs:   defaultJobs,
 		},
 	}, {
 		name:  "JSON",
@@ -164,6 +168,7 @@ func TestParseDefaults(t *testing.T) {
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: gatewayv1.Server{MaxBodyBytes: 1024},
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
+			Jobs:   defaultJobs,
 		},
 	}, {
 		name:  "redis",
@@ -174,6 +179,16 @@ func TestParseDefaults(t *testing.T) {
 			Store: gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{
 				Address: "redis:6379", FailMode: gatewayv1.FailClosed, Replicas: 1,
 			}},
+			Jobs: defaultJobs,
+		},
+	}, {
+		name:  "jobs",
+		input: minimal + "jobs: {maxAttempts: 5, reclaimAfter: 2s}\n",
+		want: &gatewayv1.Config{
+			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
+			Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
+			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
+			Jobs:   gatewayv1.Jobs{MaxAttempts: 5, ReclaimAfter: duration(2 * time.Second), ResultTTL: duration(24 * time.Hour), Workers: 8},
 		},
 	}, {
 		name: "limits",
@@ -188,6 +203,7 @@ func TestParseDefaults(t *testing.T) {
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
+			Jobs:   defaultJobs,
 			Global: []gatewayv1.Limit{
 				{Dimension: gatewayv1.DimensionRequests, Amount: 100, Per: gatewayv1.PeriodSecond, Burst: 100, OnLimit: gatewayv1.BehaviorQueue},
 				{Dimension: gatewayv1.DimensionRequests, Amount: 100, Per: gatewayv1.PeriodSecond, Burst: 5, OnLimit: gatewayv1.BehaviorReject},
@@ -211,6 +227,7 @@ tenants:
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
+			Jobs:   defaultJobs,
 			Providers: []gatewayv1.Provider{{
 				Name: "local", BaseURL: "http://127.0.0.1:8000/v1",
 				Models:          []gatewayv1.Model{{Name: "llama", DefaultMaxTokens: 256}},

@@ -30,6 +30,8 @@ var (
 	maxMaxWait       = 10 * time.Minute
 	maxRetryAttempts = int64(10)
 	maxWeight        = int64(1000)
+	maxJobAttempts   = int64(20)
+	maxJobWorkers    = int64(1000)
 )
 
 // Validate checks a defaulted Config (see Default) and returns every problem
@@ -40,6 +42,7 @@ func (c *Config) Validate() error {
 	errs := validateTypeMeta(c.APIVersion, c.Kind)
 	errs = append(errs, validatePositive(field.NewPath("server", "maxBodyBytes"), c.Server.MaxBodyBytes)...)
 	errs = append(errs, c.Store.validate(field.NewPath("store"))...)
+	errs = append(errs, c.Jobs.validate(field.NewPath("jobs"))...)
 	errs = append(errs, validateLimits(field.NewPath("global"), c.Global)...)
 	errs = append(errs, validateProviders(field.NewPath("providers"), c.Providers)...)
 	errs = append(errs, c.validateTenants(field.NewPath("tenants"))...)
@@ -84,6 +87,13 @@ func validateHostPort(p *field.Path, addr string) field.ErrorList {
 		return field.ErrorList{field.Invalid(p, addr, "must be host:port with a port from 1 to 65535")}
 	}
 	return nil
+}
+
+func (j *Jobs) validate(p *field.Path) field.ErrorList {
+	errs := validateRange(p.Child("maxAttempts"), int64(j.MaxAttempts), 1, maxJobAttempts)
+	errs = append(errs, validatePositiveDuration(p.Child("reclaimAfter"), j.ReclaimAfter)...)
+	errs = append(errs, validatePositiveDuration(p.Child("resultTTL"), j.ResultTTL)...)
+	return append(errs, validateRange(p.Child("workers"), int64(j.Workers), 1, maxJobWorkers)...)
 }
 
 func validateProviders(p *field.Path, providers []Provider) field.ErrorList {

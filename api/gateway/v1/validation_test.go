@@ -145,6 +145,27 @@ func TestValidate(t *testing.T) {
 		},
 
 		{
+			name:   "jobs.maxAttempts",
+			mutate: func(c *gatewayv1.Config) { c.Jobs.MaxAttempts = 21 },
+			want:   []string{"jobs.maxAttempts: Invalid value: 21", "must be from 1 to 20"},
+		},
+		{
+			name:   "jobs.reclaimAfter",
+			mutate: func(c *gatewayv1.Config) { c.Jobs.ReclaimAfter = duration(-time.Second) },
+			want:   []string{`jobs.reclaimAfter: Invalid value: "-1s"`},
+		},
+		{
+			name:   "jobs.resultTTL",
+			mutate: func(c *gatewayv1.Config) { c.Jobs.ResultTTL = duration(-time.Hour) },
+			want:   []string{`jobs.resultTTL: Invalid value: "-1h0m0s"`},
+		},
+		{
+			name:   "jobs.workers",
+			mutate: func(c *gatewayv1.Config) { c.Jobs.Workers = 1001 },
+			want:   []string{"jobs.workers: Invalid value: 1001", "must be from 1 to 1000"},
+		},
+
+		{
 			name: "global limit",
 			mutate: func(c *gatewayv1.Config) {
 				c.Global = []gatewayv1.Limit{{Dimension: "bytes", Amount: 1, Per: gatewayv1.PeriodSecond}}
