@@ -1,0 +1,284 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/test/redisserver"
+)
+
+func TestApply(t *testing.T) {
+	now := time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC)
+	retry := Outcome{Err: "the provider answered 500", Retry: true}
+	cases := []struct {
+		name         string
+		state        State
+		attempts     int
+		event        event
+		outcome      Outcome
+		wantState    State
+		wantAttempts int
+		wantError    string // a substring; empty means none
+		wantErr      error
+	}{
+		{name: "taken", state: Queued, event: take, wantState: Running, wantAttempts: 1},
+		{name: "taken again after a failed attempt", state: Queued, attempts: 1, event: take, wantState: Running, wantAttempts: 2},
+		{name: "reclaimed from a dead replica", state: Running, attempts: 1, event: take, wantState: Running, wantAttempts: 2,
+			wantError: "without an answer"},
+		{name: "reclaimed after its last attempt died", state: Running, attempts: 3, event: take, wantState: Failed, wantAttempts: 3,
+			wantError: "gave up after 3 attempts"},
+		{name: "succeeds", state: Running, attempts: 1, event: finish, outcome: Outcome{Status: 200, Result: []byte("{}")},
+			wantState: Succeeded, wantAttempts: 1},
+		{name: "a failure another attempt may fix queues it", state: Running, attempts: 1, event: finish, outcome: retry,
+			wantState: Queued, wantAttempts: 1, wantError: "500"},
+		{name: "the last attempt's failure fails it", state: Running, attempts: 3, event: finish, outcome: retry,
+			wantState: Failed, wantAttempts: 3, wantError: "gave up after 3 attempts; the last: the provider answered 500"},
+		{name: "a failure no attempt can fix fails it at once", state: Running, attempts: 1, event: finish,
+			outcome: Outcome{Err: "the provider answered 400"}, wantState: Failed, wantAttempts: 1, wantError: "400"},
+		{name: "a queued job is cancelled", state: Queued, event: cancel, wantState: Cancelled},
+		{name: "a running job is cancelled", state: Running, attempts: 1, event: cancel, wantState: Cancelled, wantAttempts: 1},
+		{name: "a cancelled job is not taken", state: Cancelled, event: take, wantState: Cancelled, wantErr: ErrFinished},
+		{name: "a finished job is not cancelled", state: Succeeded, attempts: 1, event: cancel, wantState: Succeeded, wantAttempts: 1, wantErr: ErrFinished},
+		{name: "an attempt that ends after a cancel changes nothing", state: Cancelled, attempts: 1, event: finish,
+			outcome: Outcome{Status: 200}, wantState: Cancelled, wantAttempts: 1, wantErr: ErrFinished},
+		{name: "only a running job finishes", state: Queued, event: finish, wantState: Queued, wantErr: errNotRunning},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			j := &Job{ID: "job_1", State: tc.state, Attempts: tc.attempts}
+			err := j.apply(tc.event, tc.outcome, 3, now)
+			if !errors.Is(err, tc.wantErr) {
+				t.Errorf("apply() error = %v; want %v", err, tc.wantErr)
+			}
+			if j.State != tc.wantState || j.Attempts != tc.wantAttempts {
+				t.Errorf("job is %s after %d attempts; want %s after %d", j.State, j.Attempts, tc.wantState, tc.wantAttempts)
+			}
+			if !strings.Contains(j.Error, tc.wantError) || (tc.wantError == "" && j.Error != "") {
+				t.Errorf("job error = %q; want it to say %q", j.Error, tc.wantError)
+			}
+		})
+	}
+}
+
+// store is what both stores offer, as the gateway uses it.
+type store interface {
+	Add(ctx context.Context, j *Job) error
+	Get(ctx context.Context, id string) (*Job, error)
+	List(ctx context.Context, tenant string, state State) ([]*Job, error)
+	Cancel(ctx context.Context, id string) (*Job, error)
+	Take(ctx context.Context) (*Job, error)
+	Renew(ctx context.Context) error
+	Finish(ctx context.Context, id string, o Outcome) (*Job, error)
+	Hold(ctx context.Context, id string, held Cost) error
+	Charge(ctx context.Context, id string) (bool, error)
+}
+
+var (
+	_ store = (*Memory)(nil)
+	_ store = (*Redis)(nil)
+)
+
+// stores returns a fresh store of each kind with these options.
+func stores(t *testing.T, opts Options) map[string]store {
+	out := map[string]store{"memory": NewMemory(opts)}
+	if !testing.Short() {
+		srv := redisserver.Start(t)
+		out["redis"] = NewRedis(srv.Client(t), "test", opts)
+	}
+	return out
+}
+
+func TestStores(t *testing.T) {
+	steps := []struct {
+		name string
+		run  func(t *testing.T, s store)
+	}{
+		{"a job succeeds", succeeds},
+		{"a job fails after its attempts", failsAfterItsAttempts},
+		{"a cancelled job is never taken", cancelledIsNotTaken},
+		{"a job cancelled while running keeps its state", cancelledWhileRunning},
+		{"a job is charged once", chargedOnce},
+		{"an unknown job is not found", unknownNotFound},
+	}
+	opts := Options{MaxAttempts: 2, ReclaimAfter: 20 * time.Millisecond, ResultTTL: time.Hour}
+	for _, step := range steps {
+		for kind, s := range stores(t, opts) {
+			t.Run(kind+"/"+step.name, func(t *testing.T) { step.run(t, s) })
+		}
+	}
+}
+
+func add(t *testing.T, s store, tenant string) *Job {
+	t.Helper()
+	j := &Job{ID: NewID(), Tenant: tenant, KeyHash: "abc", Endpoint: "chat", Body: []byte(`{"model":"m"}`)}
+	if err := s.Add(context.Background(), j); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func takeOne(t *testing.T, s store) *Job {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	j, err := s.Take(ctx)
+	if err != nil {
+		t.Fatalf("Take() error = %v", err)
+	}
+	return j
+}
+
+func succeeds(t *testing.T, s store) {
+	ctx := context.Background()
+	added := add(t, s, "acme")
+	j := takeOne(t, s)
+	if j.ID != added.ID || j.State != Running || j.Attempts != 1 || string(j.Body) != `{"model":"m"}` {
+		t.Fatalf("took %+v; want the job running, its first attempt", j)
+	}
+	done, err := s.Finish(ctx, j.ID, Outcome{Status: 200, Result: []byte(`{"ok":true}`)})
+	if err != nil || done.State != Succeeded {
+		t.Fatalf("Finish() = %+v, %v; want succeeded", done, err)
+	}
+	got, err := s.Get(ctx, j.ID)
+	if err != nil || got.State != Succeeded || string(got.Result) != `{"ok":true}` || got.Status != 200 {
+		t.Fatalf("Get() = %+v, %v; want succeeded with the result", got, err)
+	}
+	listed(t, s, "acme", Succeeded, j.ID)
+	listed(t, s, "globex", "")
+}
+
+func listed(t *testing.T, s store, tenant string, state State, want ...string) {
+	t.Helper()
+	jobs, err := s.List(context.Background(), tenant, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, j := range jobs {
+		ids = append(ids, j.ID)
+	}
+	if diff := cmp.Diff(want, ids); diff != "" {
+		t.Errorf("List(%s, %q) (-want +got):\n%s", tenant, state, diff)
+	}
+}
+
+func failsAfterItsAttempts(t *testing.T, s store) {
+	ctx := context.Background()
+	add(t, s, "acme")
+	j := takeOne(t, s)
+	j, err := s.Finish(ctx, j.ID, Outcome{Err: "the provider answered 500", Retry: true})
+	if err != nil || j.State != Queued {
+		t.Fatalf("after the first failed attempt: %+v, %v; want queued again", j, err)
+	}
+	listed(t, s, "acme", Queued, j.ID)
+	j = takeOne(t, s) // after the reclaim time
+	if j.State != Running || j.Attempts != 2 {
+		t.Fatalf("took %+v; want its second attempt", j)
+	}
+	j, err = s.Finish(ctx, j.ID, Outcome{Err: "the provider answered 500", Retry: true})
+	if err != nil || j.State != Failed || !strings.Contains(j.Error, "gave up after 2 attempts") {
+		t.Fatalf("after the last attempt: %+v, %v; want failed with the error", j, err)
+	}
+	listed(t, s, "acme", Failed, j.ID)
+	listed(t, s, "acme", Queued)
+}
+
+func cancelledIsNotTaken(t *testing.T, s store) {
+	ctx := context.Background()
+	j := add(t, s, "acme")
+	if c, err := s.Cancel(ctx, j.ID); err != nil || c.State != Cancelled {
+		t.Fatalf("Cancel() = %+v, %v; want cancelled", c, err)
+	}
+	if _, err := s.Cancel(ctx, j.ID); !errors.Is(err, ErrFinished) {
+		t.Errorf("second Cancel() error = %v; want ErrFinished", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if got, err := s.Take(short); got != nil {
+		t.Errorf("Take() = %+v, %v; want nothing to take", got, err)
+	}
+}
+
+func cancelledWhileRunning(t *testing.T, s store) {
+	ctx := context.Background()
+	add(t, s, "acme")
+	j := takeOne(t, s)
+	if _, err := s.Cancel(ctx, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Finish(ctx, j.ID, Outcome{Status: 200}); !errors.Is(err, ErrFinished) {
+		t.Errorf("Finish() after Cancel: %v; want ErrFinished", err)
+	}
+	if got, _ := s.Get(ctx, j.ID); got.State != Cancelled {
+		t.Errorf("state = %s; want cancelled", got.State)
+	}
+}
+
+func chargedOnce(t *testing.T, s store) {
+	ctx := context.Background()
+	j := add(t, s, "acme")
+	if err := s.Hold(ctx, j.ID, Cost{Tokens: 100, MicroDollars: 300}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Get(ctx, j.ID); got.Held != (Cost{Tokens: 100, MicroDollars: 300}) {
+		t.Errorf("held = %+v; want what Hold recorded", got.Held)
+	}
+	for i, want := range []bool{true, false} {
+		if first, err := s.Charge(ctx, j.ID); err != nil || first != want {
+			t.Errorf("Charge() #%d = %v, %v; want %v", i+1, first, err, want)
+		}
+	}
+	if got, _ := s.Get(ctx, j.ID); got.Held != (Cost{}) || !got.Charged {
+		t.Errorf("after Charge: held %+v, charged %v; want nothing held, charged", got.Held, got.Charged)
+	}
+}
+
+func unknownNotFound(t *testing.T, s store) {
+	if _, err := s.Get(context.Background(), "job_nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get() error = %v; want ErrNotFound", err)
+	}
+	if _, err := s.Cancel(context.Background(), "job_nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Cancel() error = %v; want ErrNotFound", err)
+	}
+}
+
+// TestRedisReclaimsAJobFromADeadReplica takes a job on one replica that then stops renewing it,
+// as a dead one would; another replica takes it over once it has been idle for the reclaim time.
+func TestRedisReclaimsAJobFromADeadReplica(t *testing.T) {
+	srv := redisserver.Start(t)
+	opts := Options{MaxAttempts: 2, ReclaimAfter: 50 * time.Millisecond}
+	dead, alive := NewRedis(srv.Client(t), "dead", opts), NewRedis(srv.Client(t), "alive", opts)
+	j := add(t, dead, "acme")
+	if got := takeOne(t, dead); got.ID != j.ID {
+		t.Fatalf("the first replica took %s; want %s", got.ID, j.ID)
+	}
+	got := takeOne(t, alive)
+	if got.ID != j.ID || got.State != Running || got.Attempts != 2 {
+		t.Fatalf("the second replica took %+v; want the job's second attempt", got)
+	}
+	if _, err := alive.Finish(context.Background(), j.ID, Outcome{Status: 200, Result: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.Client(t).XLen(context.Background(), stream).Val(); n != 0 {
+		t.Errorf("the stream holds %d entries after the job ended; want 0", n)
+	}
+}
+
+// TestRedisFailsAJobWhoseLastAttemptDied checks that a job reclaimed with no attempts left fails.
+func TestRedisFailsAJobWhoseLastAttemptDied(t *testing.T) {
+	srv := redisserver.Start(t)
+	opts := Options{MaxAttempts: 1, ReclaimAfter: 50 * time.Millisecond}
+	dead, alive := NewRedis(srv.Client(t), "dead", opts), NewRedis(srv.Client(t), "alive", opts)
+	j := add(t, dead, "acme")
+	takeOne(t, dead)
+	got := takeOne(t, alive)
+	if got.ID != j.ID || got.State != Failed || !strings.Contains(got.Error, "gave up after 1 attempts") {
+		t.Fatalf("the second replica took %+v; want the job failed", got)
+	}
+	listed(t, alive, "acme", Failed, j.ID)
+}
