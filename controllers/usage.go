@@ -95,6 +95,7 @@ func addProvider(sum v1alpha1.ProviderUsage, p gatewayv1.ProviderUsage) v1alpha1
 	sum.TokensLastMinute += p.TokensLastMinute
 	sum.InFlight += p.InFlight
 	sum.Queued += p.Queued
+	sum.QueuedTokens += p.QueuedTokens
 	sum.Throttles += p.Throttles
 	sum.Refused = refusedCounts(addRefused(refusedMap(sum.Refused), p.Refused))
 	spent := micros(gatewayv1.Money(sum.SpendThisMonth)) + micros(p.SpendThisMonth)

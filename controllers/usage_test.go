@@ -27,6 +27,11 @@ func traffic(requests, tokens, inFlight, queued int64, refused map[string]int64)
 	return gatewayv1.Traffic{RequestsLastMinute: requests, TokensLastMinute: tokens, InFlight: inFlight, Queued: queued, Refused: refused}
 }
 
+func queuedTokens(t gatewayv1.Traffic, tokens int64) gatewayv1.Traffic {
+	t.QueuedTokens = tokens
+	return t
+}
+
 func TestSumUsage(t *testing.T) {
 	resets := metav1.NewTime(epoch.Add(24 * time.Hour))
 	earlier := metav1.NewTime(epoch.Add(time.Hour))
@@ -41,16 +46,16 @@ func TestSumUsage(t *testing.T) {
 		name: "traffic and a provider's spend add up",
 		reports: []GatewayReport{
 			{Gateway: "gw-1", Usage: snapshot("gw-1", 5, []gatewayv1.ProviderUsage{
-				{Name: "openai", Traffic: traffic(10, 8000, 2, 1, map[string]int64{"tenant_requests": 3}), Throttles: 1, SpendThisMonth: "1.25"},
+				{Name: "openai", Traffic: queuedTokens(traffic(10, 8000, 2, 1, map[string]int64{"tenant_requests": 3}), 800), Throttles: 1, SpendThisMonth: "1.25"},
 			}, nil)},
 			{Gateway: "gw-2", Usage: snapshot("gw-2", 3, []gatewayv1.ProviderUsage{
-				{Name: "openai", Traffic: traffic(5, 4000, 1, 0, map[string]int64{"tenant_requests": 1, "provider_tokens": 2}), SpendThisMonth: "0.75"},
+				{Name: "openai", Traffic: queuedTokens(traffic(5, 4000, 1, 2, map[string]int64{"tenant_requests": 1, "provider_tokens": 2}), 1200), SpendThisMonth: "0.75"},
 				{Name: "llama", Traffic: traffic(1, 100, 0, 0, nil)},
 			}, nil)},
 		},
 		want: UsageTotals{
 			Providers: map[string]v1alpha1.ProviderUsage{
-				"openai": {RequestsLastMinute: 15, TokensLastMinute: 12000, InFlight: 3, Queued: 1, Throttles: 1, SpendThisMonth: "2",
+				"openai": {RequestsLastMinute: 15, TokensLastMinute: 12000, InFlight: 3, Queued: 3, QueuedTokens: 2000, Throttles: 1, SpendThisMonth: "2",
 					Refused: []v1alpha1.RefusedCount{{Reason: "provider_tokens", Count: 2}, {Reason: "tenant_requests", Count: 4}}},
 				"llama": {RequestsLastMinute: 1, TokensLastMinute: 100, SpendThisMonth: "0"},
 			},

@@ -14,11 +14,14 @@
 //	inference_requests_waiting           pods                       the engine's waiting requests
 //	inference_requests_running           pods                       the engine's running requests
 //	inference_requests_waiting_per_gpu   pods                       waiting / the ProviderQuota's gpusPerPod
-//	inference_requests_queued            providerquotas.sluice.dev  the gateways' queue (/admin/usage)
+//	sluice_queue_depth                   providerquotas.sluice.dev  requests queued in the gateways (/admin/usage)
+//	sluice_queued_tokens                 providerquotas.sluice.dev  their estimated tokens
 //
-// inference_requests_queued is also an external metric, labelled
-// providerquota=<name>, for an HPA that scales a workload it does not
-// describe, from zero replicas included.
+// sluice_queue_depth and sluice_queued_tokens are also external metrics,
+// labelled providerquota=<name>, for an HPA that scales a workload it does
+// not describe, from zero replicas included. The gateways are found by a
+// label selector on their Pods, in every namespace (each queues for the
+// ProviderQuotas of its own namespace), or given by URL.
 //
 // The Pods scraped are those that each self-hosted ProviderQuota selects, on
 // its port, plus any Pod annotated sluice.dev/scrape: "true" with

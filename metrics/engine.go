@@ -19,10 +19,20 @@ const (
 	// RequestsWaitingPerGPU is RequestsWaiting divided by the GPUs of the
 	// Pod, for Pods that a ProviderQuota selects.
 	RequestsWaitingPerGPU = "inference_requests_waiting_per_gpu"
-	// RequestsQueued is the requests for a ProviderQuota waiting in the
+	// QueueDepth is the requests for a ProviderQuota waiting in the
 	// gateways, summed over the gateways.
-	RequestsQueued = "inference_requests_queued"
+	QueueDepth = "sluice_queue_depth"
+	// QueuedTokens is the estimated tokens of the requests for a
+	// ProviderQuota waiting in the gateways, summed over the gateways.
+	QueuedTokens = "sluice_queued_tokens"
 )
+
+// queueMetrics are the metrics read from the gateways' usage, each with its
+// field of a provider's usage.
+var queueMetrics = map[string]func(v1alpha1.ProviderUsage) int64{
+	QueueDepth:   func(u v1alpha1.ProviderUsage) int64 { return u.Queued },
+	QueuedTokens: func(u v1alpha1.ProviderUsage) int64 { return u.QueuedTokens },
+}
 
 // engineNames is the one table of each engine's own names for the metrics
 // read from its Pods. A metric an engine lacks is absent from its row, and

@@ -54,7 +54,7 @@ var (
 	// served are the metrics of each resource.
 	served = map[schema.GroupResource][]string{
 		podsResource:   {RequestsWaiting, RequestsRunning, RequestsWaitingPerGPU},
-		quotasResource: {RequestsQueued},
+		quotasResource: {QueueDepth, QueuedTokens},
 	}
 )
 
@@ -67,9 +67,15 @@ type Options struct {
 	// included; it must be kept fresh as CRDs come and go.
 	Mapper apimeta.RESTMapper
 	// Gateways are the gateways' usage URLs (…/admin/usage) by namespace:
-	// a namespace's gateways queue the requests for its ProviderQuotas. Nil
-	// means no value for inference_requests_queued.
+	// a namespace's gateways queue the requests for its ProviderQuotas.
 	Gateways map[string][]string
+	// GatewaySelector selects the gateway Pods, in every namespace, whose
+	// admin port serves their usage; each queues the requests for the
+	// ProviderQuotas of its own namespace. Nil means none: only Gateways
+	// are polled, and without either the queue metrics have no value.
+	GatewaySelector labels.Selector
+	// GatewayPort is the gateway Pods' admin port.
+	GatewayPort int32
 	// Interval is the time between scrapes. Zero means DefaultInterval.
 	Interval time.Duration
 	// Timeout bounds one Pod's scrape and one gateway's answer. Zero means
@@ -96,7 +102,7 @@ type Provider struct {
 	interval time.Duration
 	clock    clock.WithTicker
 	scraper  *scraper
-	gateways map[string]*controllers.UsagePoller // by namespace
+	gateways *gateways
 	inst     *instruments
 
 	mu     sync.Mutex
@@ -126,9 +132,16 @@ func New(opts Options) *Provider {
 		mapper:   opts.Mapper,
 		interval: interval,
 		clock:    clk,
-		gateways: map[string]*controllers.UsagePoller{},
-		pods:     map[types.NamespacedName]sample{},
-		quotas:   map[types.NamespacedName]labels.Set{},
+		gateways: &gateways{
+			reader:      opts.Reader,
+			static:      opts.Gateways,
+			selector:    opts.GatewaySelector,
+			port:        opts.GatewayPort,
+			client:      &http.Client{Transport: transport, Timeout: timeout},
+			byNamespace: map[string]*controllers.UsagePoller{},
+		},
+		pods:   map[types.NamespacedName]sample{},
+		quotas: map[types.NamespacedName]labels.Set{},
 	}
 	p.inst = newInstruments(p.newestAge)
 	p.scraper = &scraper{
@@ -137,13 +150,6 @@ func New(opts Options) *Provider {
 		timeout: timeout,
 		clock:   clk,
 		inst:    p.inst,
-	}
-	for ns, urls := range opts.Gateways {
-		p.gateways[ns] = &controllers.UsagePoller{
-			Namespace: ns,
-			Gateways:  controllers.StaticGateways(urls),
-			Client:    &http.Client{Transport: transport, Timeout: timeout},
-		}
 	}
 	return p
 }
@@ -184,8 +190,12 @@ func (p *Provider) Run(ctx context.Context) {
 // value. If the Pods cannot be listed, the values stay until they are stale.
 func (p *Provider) Refresh(ctx context.Context) {
 	log := klog.FromContext(ctx)
+	pollers, err := p.gateways.pollers(ctx)
+	if err != nil {
+		log.Error(err, "Cannot find the gateways; those found before are polled")
+	}
 	var wg sync.WaitGroup
-	for _, poller := range p.gateways {
+	for _, poller := range pollers {
 		// The poller logs through controller-runtime, which reads the
 		// logger from the context.
 		wg.Go(func() { poller.Poll(klog.NewContext(ctx, log)) })
@@ -306,28 +316,25 @@ func (p *Provider) podValues(namespace string, selector labels.Selector, metric 
 	return out
 }
 
-// queued returns the gateways' queue for each of a namespace's
-// ProviderQuotas, by name, if every snapshot counted is fresh.
-func (p *Provider) queued(namespace string) []value {
-	poller, ok := p.gateways[namespace]
-	if !ok {
-		return nil
-	}
-	totals := poller.Usage(namespace)
-	if totals == nil || totals.Oldest.IsZero() || !p.fresh(totals.Oldest) {
+// queued returns a queue metric of each of a namespace's ProviderQuotas, by
+// name, if every gateway snapshot counted is fresh.
+func (p *Provider) queued(namespace, metric string) []value {
+	field := queueMetrics[metric]
+	totals := p.gateways.usage(namespace)
+	if field == nil || totals == nil || totals.Oldest.IsZero() || !p.fresh(totals.Oldest) {
 		return nil
 	}
 	var out []value
 	for name, u := range totals.Providers {
-		out = append(out, value{name: name, v: float64(u.Queued), at: totals.Oldest})
+		out = append(out, value{name: name, v: float64(field(u)), at: totals.Oldest})
 	}
 	slices.SortFunc(out, func(a, b value) int { return strings.Compare(a.name, b.name) })
 	return out
 }
 
-// quotaValue returns the gateways' queue for one ProviderQuota.
-func (p *Provider) quotaValue(name types.NamespacedName) (value, bool) {
-	values := p.queued(name.Namespace)
+// quotaValue returns a queue metric of one ProviderQuota.
+func (p *Provider) quotaValue(name types.NamespacedName, metric string) (value, bool) {
+	values := p.queued(name.Namespace, metric)
 	i := slices.IndexFunc(values, func(v value) bool { return v.name == name.Name })
 	if i < 0 {
 		return value{}, false
@@ -335,13 +342,13 @@ func (p *Provider) quotaValue(name types.NamespacedName) (value, bool) {
 	return values[i], true
 }
 
-// quotaValues returns the queue of a namespace's ProviderQuotas that match
-// selector.
-func (p *Provider) quotaValues(namespace string, selector labels.Selector) []value {
+// quotaValues returns a queue metric of a namespace's ProviderQuotas that
+// match selector.
+func (p *Provider) quotaValues(namespace string, selector labels.Selector, metric string) []value {
 	p.mu.Lock()
 	quotas := p.quotas
 	p.mu.Unlock()
-	return slices.DeleteFunc(p.queued(namespace), func(v value) bool {
+	return slices.DeleteFunc(p.queued(namespace, metric), func(v value) bool {
 		set, ok := quotas[types.NamespacedName{Namespace: namespace, Name: v.name}]
 		return !ok || !selector.Matches(set)
 	})
@@ -359,7 +366,7 @@ func (p *Provider) GetMetricByName(_ context.Context, name types.NamespacedName,
 	if info.GroupResource == podsResource {
 		v, ok = p.podValue(name, info.Metric)
 	} else {
-		v, ok = p.quotaValue(name)
+		v, ok = p.quotaValue(name, info.Metric)
 	}
 	if !ok {
 		return nil, provider.NewMetricNotFoundForError(info.GroupResource, info.Metric, name.Name)
@@ -383,7 +390,7 @@ func (p *Provider) GetMetricBySelector(_ context.Context, namespace string, sele
 	if info.GroupResource == podsResource {
 		values = p.podValues(namespace, selector, info.Metric)
 	} else {
-		values = p.quotaValues(namespace, selector)
+		values = p.quotaValues(namespace, selector, info.Metric)
 	}
 	return p.metricValues(namespace, info, values)
 }
@@ -433,21 +440,20 @@ func (p *Provider) ListAllMetrics() []provider.CustomMetricInfo {
 	return out
 }
 
-// GetExternalMetric returns the gateways' queue for each ProviderQuota of
-// the namespace, labelled providerquota=<name>, that metricSelector
-// matches.
+// GetExternalMetric returns a queue metric of each ProviderQuota of the
+// namespace, labelled providerquota=<name>, that metricSelector matches.
 func (p *Provider) GetExternalMetric(_ context.Context, namespace string, metricSelector labels.Selector, info provider.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
-	if info.Metric != RequestsQueued {
+	if queueMetrics[info.Metric] == nil {
 		return nil, provider.NewMetricNotFoundError(externalResource, info.Metric)
 	}
 	list := &external_metrics.ExternalMetricValueList{Items: []external_metrics.ExternalMetricValue{}}
-	for _, v := range p.queued(namespace) {
+	for _, v := range p.queued(namespace, info.Metric) {
 		set := labels.Set{LabelProviderQuota: v.name}
 		if !metricSelector.Matches(set) {
 			continue
 		}
 		list.Items = append(list.Items, external_metrics.ExternalMetricValue{
-			MetricName:   RequestsQueued,
+			MetricName:   info.Metric,
 			MetricLabels: set,
 			Timestamp:    metav1.NewTime(v.at),
 			Value:        quantity(v.v),
@@ -456,9 +462,9 @@ func (p *Provider) GetExternalMetric(_ context.Context, namespace string, metric
 	return list, nil
 }
 
-// ListAllExternalMetrics lists inference_requests_queued.
+// ListAllExternalMetrics lists the queue metrics.
 func (p *Provider) ListAllExternalMetrics() []provider.ExternalMetricInfo {
-	return []provider.ExternalMetricInfo{{Metric: RequestsQueued}}
+	return []provider.ExternalMetricInfo{{Metric: QueueDepth}, {Metric: QueuedTokens}}
 }
 
 // quantity holds v to the thousandth, which an average per Pod needs.

@@ -87,11 +87,12 @@ func tryStartPods(t *testing.T, texts map[string]string) (int32, map[string]*fak
 	return int32(n), pods, true
 }
 
-// gatewayUsage serves a gateway's usage snapshot.
+// gatewayUsage serves a gateway's usage snapshot, with queued requests of
+// 1,000 estimated tokens each.
 func gatewayUsage(t *testing.T, at time.Time, queued map[string]int64) *httptest.Server {
 	u := gatewayv1.Usage{Gateway: "gw-0", Time: metav1.NewTime(at)}
 	for name, n := range queued {
-		u.Providers = append(u.Providers, gatewayv1.ProviderUsage{Name: name, Traffic: gatewayv1.Traffic{Queued: n}})
+		u.Providers = append(u.Providers, gatewayv1.ProviderUsage{Name: name, Traffic: gatewayv1.Traffic{Queued: n, QueuedTokens: 1000 * n}})
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { json.NewEncoder(w).Encode(u) }))
 	t.Cleanup(srv.Close)
@@ -119,7 +120,7 @@ func testReader(t *testing.T, objs ...client.Object) client.Reader {
 
 var (
 	podsInfo   = provider.CustomMetricInfo{GroupResource: schema.GroupResource{Resource: "pods"}, Namespaced: true, Metric: RequestsWaiting}
-	quotasInfo = provider.CustomMetricInfo{GroupResource: schema.GroupResource{Group: "sluice.dev", Resource: "providerquotas"}, Namespaced: true, Metric: RequestsQueued}
+	quotasInfo = provider.CustomMetricInfo{GroupResource: schema.GroupResource{Group: "sluice.dev", Resource: "providerquotas"}, Namespaced: true, Metric: QueueDepth}
 )
 
 // servedValue is a value as the API serves it, for comparisons.
@@ -166,9 +167,9 @@ func checkNotFound(t *testing.T, p *Provider, name types.NamespacedName, info pr
 	}
 }
 
-func checkExternal(t *testing.T, p *Provider, ns string, selector labels.Selector, want []string) {
+func checkExternal(t *testing.T, p *Provider, ns string, selector labels.Selector, metric string, want []string) {
 	t.Helper()
-	list, err := p.GetExternalMetric(context.Background(), ns, selector, provider.ExternalMetricInfo{Metric: RequestsQueued})
+	list, err := p.GetExternalMetric(context.Background(), ns, selector, provider.ExternalMetricInfo{Metric: metric})
 	if err != nil {
 		t.Fatalf("GetExternalMetric(%s, %s): %v", ns, selector, err)
 	}
@@ -216,8 +217,10 @@ func TestProviderServesWhatPodsAndGatewaysReport(t *testing.T) {
 	checkOne(t, p, types.NamespacedName{Namespace: "ai", Name: "llama-b"}, withMetric(podsInfo, RequestsRunning), servedValue{"Pod", "llama-b", "2", t0})
 	checkOne(t, p, types.NamespacedName{Namespace: "ai", Name: "llama"}, quotasInfo, servedValue{"ProviderQuota", "llama", "7", t0})
 	checkList(t, p, "ai", labels.SelectorFromSet(labels.Set{"tier": "gpu"}), quotasInfo, []servedValue{{"ProviderQuota", "llama", "7", t0}})
-	checkExternal(t, p, "ai", labels.SelectorFromSet(labels.Set{LabelProviderQuota: "llama"}), []string{"7"})
-	checkExternal(t, p, "ai", labels.SelectorFromSet(labels.Set{LabelProviderQuota: "mistral"}), nil)
+	checkOne(t, p, types.NamespacedName{Namespace: "ai", Name: "llama"}, withMetric(quotasInfo, QueuedTokens), servedValue{"ProviderQuota", "llama", "7k", t0})
+	checkExternal(t, p, "ai", labels.SelectorFromSet(labels.Set{LabelProviderQuota: "llama"}), QueueDepth, []string{"7"})
+	checkExternal(t, p, "ai", labels.SelectorFromSet(labels.Set{LabelProviderQuota: "llama"}), QueuedTokens, []string{"7k"})
+	checkExternal(t, p, "ai", labels.SelectorFromSet(labels.Set{LabelProviderQuota: "mistral"}), QueueDepth, nil)
 
 	// A Pod that stops answering has no value at once: not 0, not its last.
 	pods["127.0.0.3"].srv.Close()
@@ -232,7 +235,38 @@ func TestProviderServesWhatPodsAndGatewaysReport(t *testing.T) {
 	checkList(t, p, "ai", llama, podsInfo, nil)
 	checkNotFound(t, p, types.NamespacedName{Namespace: "ai", Name: "llama-a"}, podsInfo)
 	checkNotFound(t, p, types.NamespacedName{Namespace: "ai", Name: "llama"}, quotasInfo)
-	checkExternal(t, p, "ai", labels.Everything(), nil)
+	checkExternal(t, p, "ai", labels.Everything(), QueueDepth, nil)
+}
+
+// TestProviderFindsGatewaysBySelector checks that gateway Pods are found by
+// their labels in every namespace, each queueing for its own namespace, and
+// that a gateway gone takes its value with it.
+func TestProviderFindsGatewaysBySelector(t *testing.T) {
+	ctx := context.Background()
+	gateway := gatewayUsage(t, t0, map[string]int64{"llama": 4})
+	_, port, _ := net.SplitHostPort(gateway.Listener.Addr().String())
+	gwPort, _ := strconv.Atoi(port)
+	gatewayLabels := map[string]string{"app.kubernetes.io/name": "sluice-gateway"}
+	gwPod := runningPod("ai", "gw-0", "127.0.0.1", gatewayLabels, nil)
+	other := runningPod("ml", "web-0", "127.0.0.1", map[string]string{"app": "web"}, nil)
+	reader := testReader(t, &gwPod, &other)
+	p := New(Options{
+		Reader:          reader,
+		Mapper:          testMapper(),
+		GatewaySelector: labels.SelectorFromSet(gatewayLabels),
+		GatewayPort:     int32(gwPort),
+		Clock:           clocktesting.NewFakeClock(t0),
+	})
+
+	p.Refresh(ctx)
+	checkOne(t, p, types.NamespacedName{Namespace: "ai", Name: "llama"}, quotasInfo, servedValue{"ProviderQuota", "llama", "4", t0})
+	checkExternal(t, p, "ml", labels.Everything(), QueueDepth, nil)
+
+	if err := reader.(client.Client).Delete(ctx, &gwPod); err != nil {
+		t.Fatal(err)
+	}
+	p.Refresh(ctx)
+	checkNotFound(t, p, types.NamespacedName{Namespace: "ai", Name: "llama"}, quotasInfo)
 }
 
 // TestProviderKeepsValuesWhenPodsCannotBeListed checks that a failed list
@@ -329,12 +363,13 @@ func TestProviderListsItsMetrics(t *testing.T) {
 		"pods/inference_requests_waiting(namespaced)",
 		"pods/inference_requests_running(namespaced)",
 		"pods/inference_requests_waiting_per_gpu(namespaced)",
-		"providerquotas.sluice.dev/inference_requests_queued(namespaced)",
+		"providerquotas.sluice.dev/sluice_queue_depth(namespaced)",
+		"providerquotas.sluice.dev/sluice_queued_tokens(namespaced)",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ListAllMetrics (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([]provider.ExternalMetricInfo{{Metric: RequestsQueued}}, p.ListAllExternalMetrics()); diff != "" {
+	if diff := cmp.Diff([]provider.ExternalMetricInfo{{Metric: QueueDepth}, {Metric: QueuedTokens}}, p.ListAllExternalMetrics()); diff != "" {
 		t.Errorf("ListAllExternalMetrics (-want +got):\n%s", diff)
 	}
 }

@@ -347,6 +347,11 @@ type ProviderUsage struct {
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	Queued int64 `json:"queued"`
+	// queuedTokens is the estimated tokens of the requests waiting in the
+	// gateways now.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	QueuedTokens int64 `json:"queuedTokens,omitempty"`
 	// refused counts requests the gateways refused, by reason, since each
 	// gateway started. Absent means none.
 	// +optional

@@ -3,7 +3,10 @@
 // Pods on the requests waiting in them, read from the Pods' own /metrics,
 // and on the requests queued in the gateways.
 //
-//	metrics-adapter --secure-port=6443 --gateway-usage=ai=http://sluice-gateway.ai:9090/admin/usage
+//	metrics-adapter --secure-port=6443 --gateway-selector=app.kubernetes.io/name=sluice-gateway
+//
+// The gateways are found by --gateway-selector, in every namespace, and
+// polled on --gateway-admin-port; --gateway-usage adds gateways by URL.
 //
 // It serves TLS with authentication and authorization delegated to the API
 // server, as sigs.k8s.io/custom-metrics-apiserver provides. It is wiring
@@ -17,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -36,8 +40,10 @@ import (
 // adapter is the API server with Sluice's flags.
 type adapter struct {
 	basecmd.AdapterBase
-	opts     metrics.Options
-	gateways []string // NAMESPACE=URL
+	opts            metrics.Options
+	gateways        []string // NAMESPACE=URL
+	gatewaySelector string
+	gatewayPort     int
 }
 
 func main() {
@@ -51,6 +57,8 @@ func main() {
 	fs.DurationVar(&a.opts.Timeout, "scrape-timeout", metrics.DefaultTimeout, "time one Pod or gateway has to answer")
 	fs.IntVar(&a.opts.Workers, "scrape-workers", metrics.DefaultWorkers, "Pods scraped at once")
 	fs.StringArrayVar(&a.gateways, "gateway-usage", nil, "NAMESPACE=URL: a gateway's usage endpoint, queueing for the ProviderQuotas of NAMESPACE; repeat for each gateway")
+	fs.StringVar(&a.gatewaySelector, "gateway-selector", "", "label selector of the gateway Pods, in every namespace, such as app.kubernetes.io/name=sluice-gateway; each queues for the ProviderQuotas of its namespace")
+	fs.IntVar(&a.gatewayPort, "gateway-admin-port", 9090, "the gateway Pods' admin port, which serves /admin/usage")
 	logs.AddFlags(fs)
 	if err := fs.Parse(os.Args); err != nil {
 		klog.Fatalf("metrics-adapter: %v", err)
@@ -65,6 +73,13 @@ func (a *adapter) run(ctx context.Context) error {
 	gateways, err := parseGateways(a.gateways)
 	if err != nil {
 		return err
+	}
+	selector, err := parseSelector(a.gatewaySelector)
+	if err != nil {
+		return err
+	}
+	if a.gatewayPort < 1 || a.gatewayPort > 65535 {
+		return fmt.Errorf("--gateway-admin-port %d: want a port from 1 to 65535", a.gatewayPort)
 	}
 	cfg, err := a.ClientConfig()
 	if err != nil {
@@ -91,6 +106,7 @@ func (a *adapter) run(ctx context.Context) error {
 		return fmt.Errorf("informer cache: %w", err)
 	}
 	a.opts.Reader, a.opts.Mapper, a.opts.Gateways = reader, mapper, gateways
+	a.opts.GatewaySelector, a.opts.GatewayPort = selector, int32(a.gatewayPort)
 	p := metrics.New(a.opts)
 	a.WithCustomMetrics(p)
 	a.WithExternalMetrics(p)
@@ -120,4 +136,19 @@ func parseGateways(values []string) (map[string][]string, error) {
 		out[ns] = append(out[ns], url)
 	}
 	return out, nil
+}
+
+// parseSelector reads --gateway-selector; empty means no gateway Pods.
+func parseSelector(s string) (labels.Selector, error) {
+	if s == "" {
+		return nil, nil
+	}
+	selector, err := labels.Parse(s)
+	if err != nil {
+		return nil, fmt.Errorf("--gateway-selector %q: %w", s, err)
+	}
+	if selector.Empty() {
+		return nil, fmt.Errorf("--gateway-selector %q: want a selector that picks the gateway Pods, such as app.kubernetes.io/name=sluice-gateway", s)
+	}
+	return selector, nil
 }

@@ -24,3 +24,18 @@ func TestParseGateways(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSelector(t *testing.T) {
+	if s, err := parseSelector(""); s != nil || err != nil {
+		t.Errorf("parseSelector(\"\") = %v, %v; want no selector", s, err)
+	}
+	s, err := parseSelector("app.kubernetes.io/name=sluice-gateway")
+	if err != nil || s.String() != "app.kubernetes.io/name=sluice-gateway" {
+		t.Errorf("parseSelector = %v, %v", s, err)
+	}
+	for _, bad := range []string{"app in (", "!!", ","} {
+		if _, err := parseSelector(bad); err == nil {
+			t.Errorf("parseSelector(%q) succeeded; want an error", bad)
+		}
+	}
+}

@@ -201,3 +201,18 @@ func setRunning(pod *corev1.Pod, ip string) {
 		})
 	}
 }
+
+// AddRunningPod creates pod and reports it Running and Ready at ip, as the kubelet would, for a
+// server that the test runs itself on that address.
+func (c *Cluster) AddRunningPod(t testing.TB, pod *corev1.Pod, ip string) {
+	t.Helper()
+	pods := c.Clientset.CoreV1().Pods(pod.Namespace)
+	created, err := pods.Create(context.Background(), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("cluster: create Pod %s/%s: %v", pod.Namespace, pod.Name, err)
+	}
+	setRunning(created, ip)
+	if _, err := pods.UpdateStatus(context.Background(), created, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("cluster: report Pod %s/%s running: %v", pod.Namespace, pod.Name, err)
+	}
+}

@@ -74,8 +74,8 @@ func TestHPAScalesInferencePodsOnWaitingRequests(t *testing.T) {
 	ctx := t.Context()
 	// The adapter starts before the CRDs exist, so the ProviderQuota's object metric below is
 	// served only if the adapter refreshes its REST mapper and its informers find the new kind.
-	gateway := fakeGateway(t, map[string]int64{inferenceName: 4})
-	adapter := startAdapter(t, c, gateway.URL+"/admin/usage")
+	gatewayPort := fakeGateway(t, map[string]int64{inferenceName: 4})
+	adapter := startAdapter(t, c, gatewayPort)
 	if _, err := envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{Paths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfPathMissing: true}); err != nil {
 		t.Fatalf("install the CRDs: %v", err)
 	}
@@ -83,6 +83,7 @@ func TestHPAScalesInferencePodsOnWaitingRequests(t *testing.T) {
 	c.RunPods(t, inferenceNamespace, labels.SelectorFromSet(inferenceLabels), pods.start)
 	t.Cleanup(pods.stopAll)
 	c.Kubectl(t, "apply", "-f", writeManifest(t, registration(adapter.port)+providerQuota()))
+	c.AddRunningPod(t, gatewayPod(), "127.0.0.1")
 	if _, err := c.Clientset.AppsV1().Deployments(inferenceNamespace).Create(ctx, inferenceDeployment(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,8 @@ func TestHPAScalesInferencePodsOnWaitingRequests(t *testing.T) {
 	if len(viaKubectl.Items) != 1 || viaKubectl.Items[0].DescribedObject.Kind != "Pod" || viaKubectl.Items[0].Value.Sign() != 0 {
 		t.Errorf("kubectl get --raw %s = %+v; want the idle Pod's 0", waitingPath, viaKubectl.Items)
 	}
-	checkGatewayQueue(t, ctx, c, "4")
+	checkGatewayQueue(t, ctx, c, metrics.QueueDepth, "4")
+	checkGatewayQueue(t, ctx, c, metrics.QueuedTokens, "4k")
 
 	// Load: requests wait, the HPA wants more replicas, but never more than maxReplicas.
 	load := startLoad(t, c)
@@ -216,13 +218,13 @@ type adapterProcess struct {
 // startAdapter runs the metrics adapter on 127.0.0.1, as the notes on the control plane say: it
 // lists with the admin's kubeconfig and delegates authentication and authorization to the API
 // server, which proxies to it with the front-proxy certificate.
-func startAdapter(t *testing.T, c *cluster.Cluster, gatewayUsage string) *adapterProcess {
+func startAdapter(t *testing.T, c *cluster.Cluster, gatewayPort int) *adapterProcess {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(freeAddr(t))
 	cmd := exec.Command(adapterBin,
 		"--secure-port="+port, "--bind-address=127.0.0.1", "--cert-dir="+t.TempDir(),
 		"--lister-kubeconfig="+c.Kubeconfig, "--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig,
-		"--discovery-interval=5s", "--gateway-usage="+inferenceNamespace+"="+gatewayUsage, "--v=2")
+		"--discovery-interval=5s", "--gateway-selector="+gatewaySelector, "--gateway-admin-port="+strconv.Itoa(gatewayPort), "--v=2")
 	n, _ := strconv.Atoi(port)
 	return &adapterProcess{port: n, proc: proc.Start(t, "metrics-adapter", cmd)}
 }
@@ -331,28 +333,40 @@ func waitingHPA() *autoscalingv2.HorizontalPodAutoscaler {
 	}
 }
 
+// gatewaySelector selects the gateway Pods for the adapter.
+const gatewaySelector = "app.kubernetes.io/name=sluice-gateway"
+
 // fakeGateway serves a gateway's usage snapshot, taken now, with the requests queued per
-// provider given.
-func fakeGateway(t *testing.T, queued map[string]int64) *httptest.Server {
+// provider given, of 1,000 estimated tokens each, on 127.0.0.1; it returns the port.
+func fakeGateway(t *testing.T, queued map[string]int64) int {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		u := gatewayv1.Usage{Gateway: "gw-test", Time: metav1.Now()}
 		for name, n := range queued {
-			u.Providers = append(u.Providers, gatewayv1.ProviderUsage{Name: name, Traffic: gatewayv1.Traffic{Queued: n}})
+			u.Providers = append(u.Providers, gatewayv1.ProviderUsage{Name: name, Traffic: gatewayv1.Traffic{Queued: n, QueuedTokens: 1000 * n}})
 		}
 		json.NewEncoder(w).Encode(u)
 	}))
 	t.Cleanup(srv.Close)
-	return srv
+	return srv.Listener.Addr().(*net.TCPAddr).Port
 }
 
-// checkGatewayQueue reads the gateway's queue for the ProviderQuota as a custom metric of the
-// object, which needs the adapter's REST mapper to know the CRD, and as an external metric.
-func checkGatewayQueue(t *testing.T, ctx context.Context, c *cluster.Cluster, want string) {
+// gatewayPod is the fake gateway's Pod, which the adapter finds by its labels.
+func gatewayPod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "sluice-gateway-0", Namespace: inferenceNamespace, Labels: map[string]string{"app.kubernetes.io/name": "sluice-gateway"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "gateway", Image: "sluice-gateway"}}},
+	}
+}
+
+// checkGatewayQueue reads a metric of the gateway's queue for the ProviderQuota as a custom
+// metric of the object, which needs the adapter's REST mapper to know the CRD, and as an
+// external metric.
+func checkGatewayQueue(t *testing.T, ctx context.Context, c *cluster.Cluster, metric, want string) {
 	t.Helper()
-	object := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + inferenceNamespace + "/providerquotas.sluice.dev/" + inferenceName + "/" + metrics.RequestsQueued
-	external := "/apis/external.metrics.k8s.io/v1beta1/namespaces/" + inferenceNamespace + "/" + metrics.RequestsQueued
+	object := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + inferenceNamespace + "/providerquotas.sluice.dev/" + inferenceName + "/" + metric
+	external := "/apis/external.metrics.k8s.io/v1beta1/namespaces/" + inferenceNamespace + "/" + metric
 	var got []string
-	eventually(t, "the gateway's queue as an object and an external metric", func() bool {
+	eventually(t, "the gateway's "+metric+" as an object and an external metric", func() bool {
 		got = nil
 		var objectList cmv1beta2.MetricValueList
 		var externalList emv1beta1.ExternalMetricValueList
@@ -368,7 +382,7 @@ func checkGatewayQueue(t *testing.T, ctx context.Context, c *cluster.Cluster, wa
 		return len(got) == 2
 	})
 	if wantGot := []string{"ProviderQuota=" + want, "external=" + want}; strings.Join(got, ",") != strings.Join(wantGot, ",") {
-		t.Errorf("the gateway's queue = %v; want %v", got, wantGot)
+		t.Errorf("the gateway's %s = %v; want %v", metric, got, wantGot)
 	}
 }
 

@@ -29,6 +29,9 @@ type Traffic struct {
 	InFlight int64 `json:"inFlight"`
 	// queued counts requests waiting in the gateway now.
 	Queued int64 `json:"queued"`
+	// queuedTokens is the estimated tokens of the requests waiting in the
+	// gateway now.
+	QueuedTokens int64 `json:"queuedTokens"`
 	// refused counts requests the gateway refused, by reason.
 	Refused map[string]int64 `json:"refused,omitempty"`
 }

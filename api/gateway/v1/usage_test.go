@@ -20,7 +20,7 @@ func TestUsageJSON(t *testing.T) {
 		Time:    metav1.NewTime(time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC)),
 		Providers: []gatewayv1.ProviderUsage{{
 			Name:           "openai",
-			Traffic:        gatewayv1.Traffic{RequestsLastMinute: 1400, TokensLastMinute: 280000, InFlight: 180, Queued: 12, Refused: map[string]int64{"maxWait": 3}},
+			Traffic:        gatewayv1.Traffic{RequestsLastMinute: 1400, TokensLastMinute: 280000, InFlight: 180, Queued: 12, QueuedTokens: 9600, Refused: map[string]int64{"maxWait": 3}},
 			Throttles:      1,
 			SpendThisMonth: "12.5",
 		}},
@@ -37,8 +37,8 @@ func TestUsageJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `{"gateway":"gateway-0","time":"2026-01-15T12:00:00Z",` +
-		`"providers":[{"name":"openai","requestsLastMinute":1400,"tokensLastMinute":280000,"inFlight":180,"queued":12,"refused":{"maxWait":3},"throttles":1,"spendThisMonth":"12.5"}],` +
-		`"tenants":[{"name":"acme","requestsLastMinute":60,"tokensLastMinute":0,"inFlight":0,"queued":0,"spendThisPeriod":"0.0024","budgetRemaining":"4999.9976","resetsAt":"2026-02-01T00:00:00Z"}]}`
+		`"providers":[{"name":"openai","requestsLastMinute":1400,"tokensLastMinute":280000,"inFlight":180,"queued":12,"queuedTokens":9600,"refused":{"maxWait":3},"throttles":1,"spendThisMonth":"12.5"}],` +
+		`"tenants":[{"name":"acme","requestsLastMinute":60,"tokensLastMinute":0,"inFlight":0,"queued":0,"queuedTokens":0,"spendThisPeriod":"0.0024","budgetRemaining":"4999.9976","resetsAt":"2026-02-01T00:00:00Z"}]}`
 	if diff := cmp.Diff(string(got), want); diff != "" {
 		t.Errorf("json.Marshal(Usage) mismatch (-got +want):\n%s", diff)
 	}

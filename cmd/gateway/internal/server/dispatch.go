@@ -363,5 +363,5 @@ func (s *Server) queued(c *call, it *fairqueue.Item, delta int64) {
 	}
 	s.metrics.queueDepth.WithLabelValues(c.provider(), class, c.tenant()).Add(float64(delta))
 	s.metrics.queueTokens.WithLabelValues(c.provider(), class, c.tenant()).Add(float64(delta * it.Cost))
-	s.usage.queued(c, delta)
+	s.usage.queued(c, delta, delta*it.Cost)
 }

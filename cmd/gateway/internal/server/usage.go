@@ -27,6 +27,7 @@ type meter struct {
 	requests, tokens lastMinute
 	inFlight         int64
 	queued           int64
+	queuedTokens     int64
 	refused          map[string]int64
 	throttles        int64
 	spend            int64     // micro-dollars since spendStart
@@ -114,11 +115,14 @@ func spendPeriodEnd(c *call, tenant bool, now time.Time) time.Time {
 	return end
 }
 
-func (u *usage) queued(c *call, delta int64) {
+// queued counts requests and their estimated tokens into (positive) or out
+// of (negative) the queue.
+func (u *usage) queued(c *call, requests, tokens int64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for _, m := range u.meters(c) {
-		m.queued += delta
+		m.queued += requests
+		m.queuedTokens += tokens
 	}
 }
 
@@ -144,7 +148,7 @@ func (m *meter) traffic(now time.Time) gatewayv1.Traffic {
 	}
 	return gatewayv1.Traffic{
 		RequestsLastMinute: m.requests.sum(now), TokensLastMinute: m.tokens.sum(now),
-		InFlight: m.inFlight, Queued: m.queued, Refused: refused,
+		InFlight: m.inFlight, Queued: m.queued, QueuedTokens: m.queuedTokens, Refused: refused,
 	}
 }
 

@@ -1,0 +1,88 @@
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sluicehq/sluice/controllers"
+)
+
+// gateways polls the usage of the gateways of each namespace: those at fixed
+// URLs, and the Pods that a selector finds in any namespace. It is safe for
+// concurrent use.
+type gateways struct {
+	reader   client.Reader
+	static   map[string][]string // usage URLs by namespace
+	selector labels.Selector     // nil means no Pods
+	port     int32
+	client   *http.Client
+
+	mu          sync.Mutex
+	byNamespace map[string]*controllers.UsagePoller
+}
+
+// pollers returns a poller for each namespace that has, or had, gateways.
+// A namespace whose gateway Pods are gone keeps its poller, which then finds
+// no gateway and so serves no value.
+func (g *gateways) pollers(ctx context.Context) ([]*controllers.UsagePoller, error) {
+	namespaces, err := g.namespaces(ctx)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for ns := range namespaces {
+		if g.byNamespace[ns] == nil {
+			g.byNamespace[ns] = g.newPoller(ns)
+		}
+	}
+	out := make([]*controllers.UsagePoller, 0, len(g.byNamespace))
+	for _, p := range g.byNamespace {
+		out = append(out, p)
+	}
+	return out, err
+}
+
+// namespaces returns the namespaces with gateways at fixed URLs or with
+// selected Pods. If the Pods cannot be listed, it returns the first ones and
+// the error.
+func (g *gateways) namespaces(ctx context.Context) (map[string]bool, error) {
+	out := map[string]bool{}
+	for ns := range g.static {
+		out[ns] = true
+	}
+	if g.selector == nil {
+		return out, nil
+	}
+	var pods corev1.PodList
+	if err := g.reader.List(ctx, &pods, client.MatchingLabelsSelector{Selector: g.selector}); err != nil {
+		return out, fmt.Errorf("list the gateway Pods: %w", err)
+	}
+	for _, pod := range pods.Items {
+		out[pod.Namespace] = true
+	}
+	return out, nil
+}
+
+func (g *gateways) newPoller(namespace string) *controllers.UsagePoller {
+	listers := controllers.AllGateways{controllers.StaticGateways(g.static[namespace])}
+	if g.selector != nil {
+		listers = append(listers, &controllers.PodGateways{Reader: g.reader, Namespace: namespace, Selector: g.selector, Port: g.port})
+	}
+	return &controllers.UsagePoller{Namespace: namespace, Gateways: listers, Client: g.client}
+}
+
+// usage returns the sum of the last poll of a namespace's gateways, or nil
+// if it has none.
+func (g *gateways) usage(namespace string) *controllers.UsageTotals {
+	g.mu.Lock()
+	p := g.byNamespace[namespace]
+	g.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	return p.Usage(namespace)
+}
