@@ -97,11 +97,14 @@ func (d *dispatcher) idle() bool {
 	return d.q.Len() == 0 && open
 }
 
-// open reports whether a call may go to the provider at now, as far as its feedback goes, and if
-// not, how long to wait before looking again.
+// open reports whether a call may go to the provider at now, as far as its feedback and its
+// configuration's pause go, and if not, how long to wait before looking again.
 func (d *dispatcher) open(now time.Time) (time.Duration, bool) {
 	if now.Before(d.pausedUntil) {
 		return d.pausedUntil.Sub(now), false
+	}
+	if p := d.s.policy.Load().Provider(d.provider); p != nil && p.Config.Paused {
+		return inFlightPoll, false // until a reload lifts the pause
 	}
 	if max := d.maxInFlight(); max > 0 && d.inFlight >= max {
 		return inFlightPoll, false
