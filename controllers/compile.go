@@ -3,6 +3,7 @@ package controllers
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -50,6 +51,10 @@ type Inputs struct {
 	// v1alpha1.LabelTenant) and those the ProviderQuotas reference. Others
 	// are ignored.
 	Secrets []corev1.Secret
+	// ReadyPods counts, by ProviderQuota name, the ready Pods that each
+	// self-hosted ProviderQuota selects (see CountReadyPods). A self-hosted
+	// ProviderQuota missing here has none.
+	ReadyPods map[string]int32
 }
 
 // Output is a compiled gateway configuration and what became of each object.
@@ -86,6 +91,9 @@ type ProviderResult struct {
 	// EffectiveLimits are the limits the gateways enforce, after headroom.
 	// Nil means the provider is not in the configuration.
 	EffectiveLimits *v1alpha1.ProviderLimits
+	// ReadyPods and ReadyGPUs are what a self-hosted provider's capacity
+	// was counted from; nil for a hosted one.
+	ReadyPods, ReadyGPUs *int32
 }
 
 // PlanResult is what compiling did with one TenantPlan. A plan whose own
@@ -148,6 +156,7 @@ func Compile(in Inputs) (*Output, error) {
 // compiler holds the state of one Compile.
 type compiler struct {
 	secrets     map[string]*corev1.Secret
+	readyPods   map[string]int32              // by ProviderQuota name
 	quotas      map[string]bool               // every ProviderQuota's name
 	providers   map[string]gatewayv1.Provider // the compiled ones
 	modelOwner  map[string]string             // model → the ProviderQuota that claimed it
@@ -159,7 +168,7 @@ type compiler struct {
 
 func newCompiler(in Inputs) *compiler {
 	c := &compiler{
-		secrets: map[string]*corev1.Secret{}, quotas: map[string]bool{}, providers: map[string]gatewayv1.Provider{},
+		secrets: map[string]*corev1.Secret{}, readyPods: in.ReadyPods, quotas: map[string]bool{}, providers: map[string]gatewayv1.Provider{},
 		modelOwner: map[string]string{}, tenantOwner: map[string]string{}, keyOwner: map[string]string{},
 		cfg: baseConfig(in.Base),
 		out: &Output{
@@ -244,14 +253,54 @@ func (c *compiler) addProvider(pq *v1alpha1.ProviderQuota) {
 	if key != nil {
 		c.out.KeyFiles[p.APIKeyFile] = key
 	}
-	c.providers[p.Name] = p
-	c.out.ProviderQuotas[pq.Name] = ProviderResult{
-		Result: Result{
-			Reason:  v1alpha1.ReasonCompiled,
-			Message: fmt.Sprintf("In the gateway configuration, serving %s.", countOf(len(p.Models), "model")),
-		},
-		EffectiveLimits: effectiveLimits(&p),
+	res := ProviderResult{Result: Result{
+		Reason:  v1alpha1.ReasonCompiled,
+		Message: fmt.Sprintf("In the gateway configuration, serving %s.", countOf(len(p.Models), "model")),
+	}}
+	if sh := pq.Spec.SelfHosted; sh != nil {
+		res = selfHostedResult(res, capacityOf(sh, c.readyPods[pq.Name], p.MaxInFlight), &p)
 	}
+	res.EffectiveLimits = effectiveLimits(&p)
+	c.providers[p.Name] = p
+	c.out.ProviderQuotas[pq.Name] = res
+}
+
+// capacity is what a self-hosted provider's ready Pods can serve.
+type capacity struct {
+	pods, gpus  int32
+	maxInFlight int64
+}
+
+// capacityOf counts a self-hosted provider's capacity: its ready GPUs
+// (readyPods × gpusPerPod, no more than gpuQuota) × maxConcurrencyPerGPU
+// calls in flight, no more than limit unless limit is 0 (unlimited).
+func capacityOf(sh *v1alpha1.SelfHosted, readyPods int32, limit int64) capacity {
+	gpus := int64(max(readyPods, 0)) * int64(max(sh.GPUsPerPod, 1))
+	if sh.GPUQuota != nil {
+		gpus = min(gpus, int64(*sh.GPUQuota))
+	}
+	gpus = min(gpus, math.MaxInt32)
+	inFlight := gpus * int64(sh.MaxConcurrencyPerGPU)
+	if limit > 0 {
+		inFlight = min(inFlight, limit)
+	}
+	return capacity{pods: max(readyPods, 0), gpus: int32(gpus), maxInFlight: inFlight}
+}
+
+// selfHostedResult sets p's in-flight cap to what the ready Pods serve, or
+// pauses p when they serve nothing (a cap of 0 would mean unlimited), and
+// says so in the result.
+func selfHostedResult(res ProviderResult, c capacity, p *gatewayv1.Provider) ProviderResult {
+	res.ReadyPods, res.ReadyGPUs = &c.pods, &c.gpus
+	p.MaxInFlight, p.Paused = c.maxInFlight, c.maxInFlight == 0
+	if p.Paused {
+		res.Reason = v1alpha1.ReasonNoReadyPods
+		res.Message += " No selected Pod is ready: the gateways hold its calls in their queue until one is."
+		return res
+	}
+	res.Message += fmt.Sprintf(" %s ready with %s: at most %d calls in flight.",
+		countOf(int(c.pods), "Pod"), countOf(int(c.gpus), "GPU"), p.WithHeadroom(c.maxInFlight))
+	return res
 }
 
 // claimModels gives the ProviderQuota every model no older one claimed, and
@@ -278,6 +327,11 @@ func (c *compiler) claimModels(pq *v1alpha1.ProviderQuota) *problem {
 func (c *compiler) checkProvider(pq *v1alpha1.ProviderQuota, p *gatewayv1.Provider, conflict *problem) ([]byte, *problem) {
 	if prob := validateProvider(*p); prob != nil {
 		return nil, prob
+	}
+	if sh := pq.Spec.SelfHosted; sh != nil {
+		if _, err := metav1.LabelSelectorAsSelector(&sh.Selector); err != nil {
+			return nil, &problem{v1alpha1.ReasonInvalidSpec, fmt.Sprintf("The spec cannot be compiled: selfHosted.selector: %v", err)}
+		}
 	}
 	if conflict != nil {
 		return nil, conflict
@@ -400,10 +454,11 @@ func (c *compiler) checkPlan(tp *v1alpha1.TenantPlan) *problem {
 func (c *compiler) checkPlanProviders(tp *v1alpha1.TenantPlan) *problem {
 	var missing []string
 	for _, name := range tp.Spec.Providers {
+		_, compiled := c.providers[name]
 		switch {
 		case !c.quotas[name]:
 			missing = append(missing, fmt.Sprintf("ProviderQuota %q not found", name))
-		case !c.out.ProviderQuotas[name].Ready():
+		case !compiled:
 			missing = append(missing, fmt.Sprintf("ProviderQuota %q is not Ready", name))
 		}
 	}

@@ -404,6 +404,7 @@ func TestCompileConverts(t *testing.T) {
 		ProviderQuotas: []v1alpha1.ProviderQuota{pq, llama},
 		TenantPlans:    []v1alpha1.TenantPlan{tp},
 		Secrets:        []corev1.Secret{providerSecret("openai", "sk-openai"), keySecret("acme-alice", "acme", "alice", "sk-acme-alice")},
+		ReadyPods:      map[string]int32{"llama": 2},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -412,10 +413,12 @@ func TestCompileConverts(t *testing.T) {
 		APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 		Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
 		Store:  gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{Address: "redis:6379", Replicas: 3, FailMode: gatewayv1.FailClosed}},
+		Jobs:   gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: metav1.Duration{Duration: time.Minute}, ResultTTL: metav1.Duration{Duration: 24 * time.Hour}, Workers: 8},
 		Global: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 10000, Per: gatewayv1.PeriodMinute, Burst: 10000, OnLimit: gatewayv1.BehaviorQueue}},
 		Providers: []gatewayv1.Provider{{
 			Name: "llama", BaseURL: "http://llama.sluice.svc:8000/v1",
 			Models:          []gatewayv1.Model{{Name: "llama-3.1-8b", DefaultMaxTokens: 256}},
+			MaxInFlight:     32, // 2 ready Pods × 1 GPU × 16
 			HeadroomPercent: 100,
 			Retry:           gatewayv1.Retry{MaxAttempts: 3, BaseDelay: metav1.Duration{Duration: 500 * time.Millisecond}, MaxDelay: metav1.Duration{Duration: 30 * time.Second}},
 			Timeout:         metav1.Duration{Duration: time.Minute},

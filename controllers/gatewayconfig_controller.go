@@ -71,7 +71,9 @@ type GatewayConfigReconciler struct {
 
 // SetupWithManager registers the reconciler and its watches: ProviderQuotas
 // and TenantPlans whose spec changed, the Secrets they draw on, the
-// configuration Secret itself, and the usage poller's updates.
+// configuration Secret itself, the readiness of the Pods self-hosted
+// ProviderQuotas select, and the usage poller's updates. Pods are read
+// through the manager's cache; TrimPod keeps that cache small.
 func (r *GatewayConfigReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	err := mgr.GetFieldIndexer().IndexField(ctx, &v1alpha1.ProviderQuota{}, apiKeySecretIndex, func(o client.Object) []string {
 		if ref := o.(*v1alpha1.ProviderQuota).Spec.APIKeySecretRef; ref != nil {
@@ -87,7 +89,8 @@ func (r *GatewayConfigReconciler) SetupWithManager(ctx context.Context, mgr ctrl
 		Named("gatewayconfig").
 		Watches(&v1alpha1.ProviderQuota{}, toConfig, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.TenantPlan{}, toConfig, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.configOfSecret))
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.configOfSecret)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(r.configOfPod), builder.WithPredicates(podCapacityChanged))
 	if r.UsageUpdates != nil {
 		b = b.WatchesRawSource(source.Channel(r.UsageUpdates, toConfig))
 	}
@@ -117,6 +120,21 @@ func (r *GatewayConfigReconciler) configOfSecret(ctx context.Context, o client.O
 	return r.configOf(ctx, o)
 }
 
+// configOfPod maps a Pod to its namespace's configuration Secret if a
+// self-hosted ProviderQuota selects it. An update is mapped from the Pod
+// before and after, so a Pod whose labels stop matching counts too.
+func (r *GatewayConfigReconciler) configOfPod(ctx context.Context, o client.Object) []reconcile.Request {
+	var pqs v1alpha1.ProviderQuotaList
+	if err := r.Client.List(ctx, &pqs, client.InNamespace(o.GetNamespace())); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "List ProviderQuotas for a Pod; compiling anyway", "pod", o.GetName())
+		return r.configOf(ctx, o)
+	}
+	if !selectedBySelfHosted(pqs.Items, o) {
+		return nil
+	}
+	return r.configOf(ctx, o)
+}
+
 // Reconcile gathers the namespace's objects, compiles them, writes the
 // configuration Secret when it changed, and then each object's status when
 // it changed. A status is written only once the Secret holds what it
@@ -137,7 +155,8 @@ func (r *GatewayConfigReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 }
 
 // gather lists the namespace's ProviderQuotas, TenantPlans and Secrets, but
-// the configuration Secret, which is no input.
+// the configuration Secret, which is no input, and counts the ready Pods of
+// its self-hosted ProviderQuotas.
 func (r *GatewayConfigReconciler) gather(ctx context.Context, namespace string) (*Inputs, error) {
 	var pqs v1alpha1.ProviderQuotaList
 	var tps v1alpha1.TenantPlanList
@@ -152,6 +171,13 @@ func (r *GatewayConfigReconciler) gather(ctx context.Context, namespace string) 
 		if s.Name != r.SecretName {
 			in.Secrets = append(in.Secrets, s)
 		}
+	}
+	if hasSelfHosted(pqs.Items) {
+		var pods corev1.PodList
+		if err := r.Client.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
+			return nil, fmt.Errorf("controllers: list Pods in %s: %w", namespace, err)
+		}
+		in.ReadyPods = CountReadyPods(pqs.Items, pods.Items)
 	}
 	return in, nil
 }

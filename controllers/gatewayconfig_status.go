@@ -22,6 +22,7 @@ func providerQuotaStatus(pq *v1alpha1.ProviderQuota, res ProviderResult, u *Usag
 	st.ObservedGeneration = pq.Generation
 	meta.SetStatusCondition(&st.Conditions, readyCondition(res.Result, pq.Generation, now))
 	st.EffectiveLimits = res.EffectiveLimits
+	st.ReadyPods, st.ReadyGPUs = res.ReadyPods, res.ReadyGPUs
 	if u != nil {
 		meta.SetStatusCondition(&st.Conditions, usageCondition(u, pq.Generation, now))
 		st.Usage, st.LastUsageTime = nil, nil

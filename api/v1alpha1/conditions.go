@@ -2,7 +2,8 @@ package v1alpha1
 
 // ConditionReady is the one condition type ProviderQuota and TenantPlan
 // report. It is True when the object is compiled into the configuration the
-// gateways load, and False with one of the reasons below when it is not. Set
+// gateways load (and, for a self-hosted ProviderQuota, a Pod of it is
+// ready), and False with one of the reasons below when it is not. Set
 // it with meta.SetStatusCondition, so that its lastTransitionTime changes
 // only when its status does.
 const ConditionReady = "Ready"
@@ -31,6 +32,12 @@ const (
 	// ReasonTenantConflict: a TenantPlan names a tenant that another plan
 	// already covers.
 	ReasonTenantConflict = "TenantConflict"
+	// ReasonNoReadyPods: a self-hosted ProviderQuota is in the
+	// configuration, but none of the Pods its selector selects is ready, so
+	// it has no capacity: the gateways hold its calls in their queue (the
+	// provider is paused there) until a Pod is ready. TenantPlans that name
+	// it still compile.
+	ReasonNoReadyPods = "NoReadyPods"
 	// ReasonKeyConflict: a tenant's key Secret holds the same key as another
 	// key Secret already in the configuration; a key must name one tenant
 	// and user.
