@@ -29,8 +29,8 @@ import (
 // client bounds every call a test makes, so a stuck gateway fails the test instead of hanging it.
 var client = &http.Client{Timeout: time.Minute}
 
-// gatewayBin, labBin and adapterBin are the binaries built once for the package's tests.
-var gatewayBin, labBin, adapterBin string
+// gatewayBin, labBin, adapterBin and managerBin are the binaries built once for the package's tests.
+var gatewayBin, labBin, adapterBin, managerBin string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
@@ -43,11 +43,12 @@ func TestMain(m *testing.M) {
 			}
 			defer os.RemoveAll(dir)
 			gatewayBin, labBin, adapterBin = filepath.Join(dir, "gateway"), filepath.Join(dir, "lab"), filepath.Join(dir, "metrics-adapter")
+			managerBin = filepath.Join(dir, "manager")
 			build := exec.Command("go", "build", "-o", dir+"/", "github.com/sluicehq/sluice/cmd/gateway", "github.com/sluicehq/sluice/cmd/lab",
-				"github.com/sluicehq/sluice/cmd/metrics-adapter")
+				"github.com/sluicehq/sluice/cmd/metrics-adapter", "github.com/sluicehq/sluice/cmd/manager")
 			build.Stdout, build.Stderr = os.Stderr, os.Stderr
 			if err := build.Run(); err != nil {
-				fmt.Fprintln(os.Stderr, "build the gateway, the lab and the metrics adapter:", err)
+				fmt.Fprintln(os.Stderr, "build the gateway, the lab, the metrics adapter and the manager:", err)
 				return 1
 			}
 		}

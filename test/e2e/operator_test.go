@@ -1,0 +1,204 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/test/cluster"
+	"github.com/sluicehq/sluice/test/proc"
+)
+
+// The keys config/samples holds: a tenant's and the provider's. Neither may appear in a status,
+// an event or the manager's log.
+const (
+	sampleTenantKey   = "sk-acme-alice"
+	sampleProviderKey = "sk-provider-example"
+)
+
+// TestOperator applies the CRDs and config/samples to a real API server with kubectl, runs the
+// manager as a process, runs a real gateway on the configuration Secret the manager wrote, sends
+// it traffic, and reads what a person would: kubectl describe and kubectl get.
+func TestOperator(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{})
+	c.Kubectl(t, "apply", "--server-side", "-k", "../../config/crd")
+	c.Kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/providerquotas.sluice.dev", "crd/tenantplans.sluice.dev")
+	c.Kubectl(t, "create", "namespace", "sluice")
+	c.Kubectl(t, "apply", "--server-side", "-n", "sluice", "-k", "../../config/samples")
+
+	// The sample provider is the lab's simulated account on a fixed port; point it at this test's.
+	up := newUpstream(t)
+	c.Kubectl(t, "patch", "-n", "sluice", "pq", "openai", "--type=merge", "-p", `{"spec":{"baseURL":"`+up.URL+`/v1"}}`)
+
+	// The gateway's admin address is chosen now, so the manager polls it from its start: until
+	// the gateway runs, the manager reports it unreachable.
+	api, admin := freeAddr(t), freeAddr(t)
+	manager := startManager(t, c, "http://"+admin+"/admin/usage")
+
+	describeOpenAI := waitDescribe(t, c, "pq", "openai", `Reason:\s+Compiled`, `Reason:\s+GatewayUnreachable`)
+	mustContain(t, describeOpenAI, "the hosted provider before the gateway runs",
+		`Type:\s+Ready`, `Status:\s+True`, `Reason:\s+Compiled`, `Type:\s+UsageReported`, `Reason:\s+GatewayUnreachable`,
+		`Requests Per Minute:\s+1425`, `Max In Flight:\s+190`)
+	describeLlama := waitDescribe(t, c, "pq", "llama", `Reason:\s+NoReadyPods`)
+	mustContain(t, describeLlama, "the self-hosted provider without a Pod", `Reason:\s+NoReadyPods`, `Ready Pods:\s+0`)
+
+	dir := t.TempDir()
+	writeConfigSecret(t, c, dir, up.URL)
+	g := startGatewayOn(t, filepath.Join(dir, "config.yaml"), api, admin)
+	for range 3 {
+		if a := g.post(t, "/v1/chat/completions", sampleTenantKey, chatBody); a.status != http.StatusOK {
+			t.Fatalf("a call with the sample tenant's key: %d %s", a.status, a.body)
+		}
+	}
+
+	describeOpenAI = waitDescribe(t, c, "pq", "openai", `Reason:\s+GatewaysReported`, `Requests Last Minute:\s+3\n`)
+	mustContain(t, describeOpenAI, "the hosted provider's usage",
+		`Reason:\s+GatewaysReported`, `Requests Last Minute:\s+3\n`, `Tokens Last Minute:\s+30\n`,
+		`In Flight:\s+0\n`, `Queued:\s+0\n`, `Throttles:\s+0\n`, `Spend This Month:\s+0\.00009\n`, `Last Usage Time:`)
+	describePro := waitDescribe(t, c, "tp", "pro", `Spent This Period:`)
+	mustContain(t, describePro, "the plan's usage", `Reason:\s+Compiled`, `Reason:\s+GatewaysReported`,
+		`Tenant Count:\s+1`, `Spent This Period:\s+0\.00009\n`, `Budget Remaining:\s+4999\.99991\n`, `Resets At:`)
+
+	mustContain(t, c.Kubectl(t, "get", "pq", "-n", "sluice"), "kubectl get pq",
+		`NAME\s+RPM\s+RPM-USED\s+TPM\s+TPM-USED\s+IN-FLIGHT\s+QUEUED\s+READY\s+AGE\n`,
+		`llama\s+0\s+0\s+0\s+0\s+False\s+\S+\n`, // no RPM or TPM limit: both empty
+		`openai\s+1425\s+3\s+285000\s+30\s+0\s+0\s+True\s+\S+\n`)
+	mustContain(t, c.Kubectl(t, "get", "pq", "-n", "sluice", "-o", "wide"), "kubectl get pq -o wide",
+		`MAX-IN-FLIGHT`, `REASON`, `NoReadyPods`, `\s190\s`)
+	mustContain(t, c.Kubectl(t, "get", "tp", "-n", "sluice"), "kubectl get tp",
+		`NAME\s+TENANTS\s+BUDGET\s+SPENT\s+RESETS\s+READY\s+AGE\n`, `pro\s+1\s+5000\s+0\.00009\s+\S+\s+True\s+\S+\n`)
+
+	// A ready Pod gives the self-hosted provider its capacity: 1 GPU × 8 calls.
+	c.Kubectl(t, "run", "-n", "sluice", "llama-0", "--image=vllm", "--labels=app=llama", "--restart=Never")
+	c.Kubectl(t, "patch", "-n", "sluice", "pod", "llama-0", "--subresource=status", "--type=merge",
+		"-p", `{"status":{"conditions":[{"type":"Ready","status":"True"}]}}`)
+	describeLlama = waitDescribe(t, c, "pq", "llama", `Ready Pods:\s+1\n`)
+	mustContain(t, describeLlama, "the self-hosted provider with a ready Pod",
+		`Reason:\s+Compiled`, `Max In Flight:\s+8\n`, `Ready Pods:\s+1\n`, `Ready GPUs:\s+1\n`)
+
+	events := c.Kubectl(t, "get", "events", "-n", "sluice", "-o", "yaml")
+	mustContain(t, events, "events", `ConfigurationWritten`, `NoReadyPods`)
+	seen := map[string]string{
+		"describe pq": c.Kubectl(t, "describe", "pq", "-n", "sluice"),
+		"describe tp": c.Kubectl(t, "describe", "tp", "-n", "sluice"),
+		"get pq,tp":   c.Kubectl(t, "get", "pq,tp", "-n", "sluice", "-o", "yaml"),
+		"events":      events,
+		"manager log": manager.Log(),
+	}
+	for what, text := range seen {
+		for _, key := range []string{sampleTenantKey, sampleProviderKey} {
+			if strings.Contains(text, key) {
+				t.Errorf("%s holds a key (%.8s...)", what, key)
+			}
+		}
+	}
+}
+
+// startManager runs the manager on the cluster's namespace sluice, polling one gateway's usage.
+func startManager(t *testing.T, c *cluster.Cluster, usageURL string) *proc.Process {
+	t.Helper()
+	cmd := exec.Command(managerBin, "--namespace", "sluice", "--gateway-usage-urls", usageURL, "--usage-interval", "500ms",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", freeAddr(t))
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
+	return proc.Start(t, "manager", cmd)
+}
+
+// startGatewayOn runs the gateway on a configuration with the API and admin addresses given.
+func startGatewayOn(t *testing.T, config, api, admin string) *gateway {
+	t.Helper()
+	g := &gateway{api: "http://" + api, admin: "http://" + admin}
+	cmd := exec.Command(gatewayBin, "--config", config, "--name", "gw-e2e", "--listen", api, "--admin-listen", admin)
+	g.proc = proc.Start(t, "gateway", cmd)
+	waitFor(t, "the gateway to be ready", func() bool {
+		resp, err := http.Get(g.admin + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return g
+}
+
+// writeConfigSecret waits until the configuration Secret the manager writes calls the upstream,
+// and writes its items (config.yaml and the providers' key files) into dir, as a gateway Pod
+// mounts them.
+func writeConfigSecret(t *testing.T, c *cluster.Cluster, dir, upstreamURL string) {
+	t.Helper()
+	assets, err := cluster.AssetsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := map[string][]byte{}
+	waitFor(t, "the configuration Secret to call the test's upstream", func() bool {
+		out, err := exec.Command(filepath.Join(assets, "kubectl"), "--kubeconfig", c.Kubeconfig,
+			"get", "secret", "-n", "sluice", "sluice-gateway-config", "-o", "json").Output()
+		var secret struct {
+			Data map[string][]byte `json:"data"`
+		}
+		if err != nil || json.Unmarshal(out, &secret) != nil {
+			return false
+		}
+		items = secret.Data
+		return strings.Contains(string(items["config.yaml"]), upstreamURL)
+	})
+	if strings.Contains(string(items["config.yaml"]), sampleTenantKey) || strings.Contains(string(items["config.yaml"]), sampleProviderKey) {
+		t.Errorf("config.yaml holds a key; want the tenant's hash and the provider's key file only:\n%s", items["config.yaml"])
+	}
+	for name, data := range items {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, err := gatewayv1.Load(filepath.Join(dir, "config.yaml"))
+	if err != nil {
+		t.Fatalf("the configuration Secret's config.yaml: %v", err)
+	}
+	if len(cfg.Providers) != 2 || len(cfg.Tenants) != 1 {
+		t.Errorf("config.yaml has %d providers and %d tenants; want the samples' 2 and 1", len(cfg.Providers), len(cfg.Tenants))
+	}
+}
+
+// waitDescribe waits until kubectl describe of one object matches every one of the patterns, and
+// returns its output.
+func waitDescribe(t *testing.T, c *cluster.Cluster, kind, name string, patterns ...string) string {
+	t.Helper()
+	var out string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out = c.Kubectl(t, "describe", kind, "-n", "sluice", name)
+		if matchesAll(out, patterns) {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for kubectl describe %s %s to match %q; it shows:\n%s", kind, name, patterns, out)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func matchesAll(s string, patterns []string) bool {
+	for _, p := range patterns {
+		if !regexp.MustCompile(p).MatchString(s) {
+			return false
+		}
+	}
+	return true
+}
+
+// mustContain fails the test for each pattern the text does not match.
+func mustContain(t *testing.T, text, what string, patterns ...string) {
+	t.Helper()
+	for _, p := range patterns {
+		if !regexp.MustCompile(p).MatchString(text) {
+			t.Errorf("%s: want a match of %q in:\n%s", what, p, text)
+		}
+	}
+}
