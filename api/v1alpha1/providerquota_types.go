@@ -303,9 +303,11 @@ type ProviderQuotaStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// effectiveLimits are the limits the gateways enforce now: the published
 	// limits × headroomPercent / 100, lowered while the provider answers 429
-	// or 503, and for a self-hosted provider maxInFlight = ready Pods ×
-	// gpusPerPod × maxConcurrencyPerGPU (no more than limits.maxInFlight).
-	// Zero or absent means unlimited.
+	// or 503, and for a self-hosted provider maxInFlight = readyGPUs ×
+	// maxConcurrencyPerGPU (no more than limits.maxInFlight). Zero or absent
+	// means unlimited, but for a self-hosted provider with no ready Pod: the
+	// gateways then hold its calls in their queue, and Ready is False with
+	// reason NoReadyPods.
 	// +optional
 	EffectiveLimits *ProviderLimits `json:"effectiveLimits,omitempty"`
 	// usage is the provider's recent usage, summed over every gateway's last
@@ -318,7 +320,7 @@ type ProviderQuotaStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	ReadyPods *int32 `json:"readyPods,omitempty"`
 	// readyGPUs counts the GPUs of the ready self-hosted Pods: readyPods ×
-	// gpusPerPod. Absent for a hosted provider.
+	// gpusPerPod, no more than gpuQuota. Absent for a hosted provider.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	ReadyGPUs *int32 `json:"readyGPUs,omitempty"`
