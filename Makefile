@@ -5,7 +5,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: all build test test-short generate manifests lint bench demo control-plane redis
+.PHONY: all build test test-short generate manifests lint bench demo demo-lab control-plane redis
 
 all: build
 
@@ -40,9 +40,13 @@ lint:
 bench: redis
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
-## demo: the main job on an embedded default.
+## demo: the whole story on a local control plane (DEMO_SHORT=1 for a shorter run).
 demo:
 	@hack/demo.sh
+
+## demo-lab: the lab's five cases against the simulated provider; needs no control plane.
+demo-lab:
+	@hack/demo-lab.sh
 
 control-plane:
 	@hack/build-control-plane.sh >/dev/null

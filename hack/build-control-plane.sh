@@ -29,7 +29,13 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 staging_version=v0${K8S_VERSION#v1}
 
-echo "hack: building the control plane $K8S_VERSION and etcd $ETCD_VERSION into $out (about 12 minutes cold)" >&2
+echo "hack: building the control plane $K8S_VERSION and etcd $ETCD_VERSION into $out (10 to 30 minutes cold; later runs reuse it)" >&2
+
+# progress reads `go build -v` (a package path a line) and says every 250 packages how far it is;
+# any other line, such as a compiler error, passes through.
+progress() {
+  awk -v what="$1" '/ / { print; next } { n++ } n % 250 == 0 { printf "hack: %s: %d packages compiled\n", what, n; fflush() }' >&2
+}
 
 # The Kubernetes binaries.
 mkdir -p "$work/k8s"
@@ -54,11 +60,13 @@ import (
 	_ "k8s.io/kubernetes/cmd/kubectl"
 )
 GO
+echo "hack: [1/4] downloading Kubernetes' modules" >&2
 GOFLAGS=-mod=mod go mod tidy >&2
-GOFLAGS=-mod=mod go build -o "$out/" \
+echo "hack: [2/4] compiling kube-apiserver, kube-controller-manager and kubectl (the longest step)" >&2
+GOFLAGS=-mod=mod go build -v -o "$out/" \
   k8s.io/kubernetes/cmd/kube-apiserver \
   k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kubectl >&2
+  k8s.io/kubernetes/cmd/kubectl 2>&1 | progress kubernetes
 
 # etcd.
 mkdir -p "$work/etcd"
@@ -75,7 +83,10 @@ package tools
 
 import _ "go.etcd.io/etcd/server/v3"
 GO
+echo "hack: [3/4] downloading etcd's modules" >&2
 GOFLAGS=-mod=mod go mod tidy >&2
-GOFLAGS=-mod=mod go build -o "$out/etcd" go.etcd.io/etcd/server/v3 >&2
+echo "hack: [4/4] compiling etcd" >&2
+GOFLAGS=-mod=mod go build -v -o "$out/etcd" go.etcd.io/etcd/server/v3 2>&1 | progress etcd
+echo "hack: the control plane is built" >&2
 
 echo "$out"

@@ -82,7 +82,8 @@ func TestHPAScalesInferencePodsOnWaitingRequests(t *testing.T) {
 	pods := &inferencePods{stop: map[string]context.CancelFunc{}}
 	c.RunPods(t, inferenceNamespace, labels.SelectorFromSet(inferenceLabels), pods.start)
 	t.Cleanup(pods.stopAll)
-	c.Kubectl(t, "apply", "-f", writeManifest(t, registration(adapter.port)+providerQuota()))
+	c.RegisterMetricsAdapter(t, adapter.port)
+	c.Kubectl(t, "apply", "-f", writeManifest(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: "+inferenceNamespace+"}\n---\n"+providerQuota()))
 	c.AddRunningPod(t, gatewayPod(), "127.0.0.1")
 	if _, err := c.Clientset.AppsV1().Deployments(inferenceNamespace).Create(ctx, inferenceDeployment(), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -227,43 +228,6 @@ func startAdapter(t *testing.T, c *cluster.Cluster, gatewayPort int) *adapterPro
 		"--discovery-interval=5s", "--gateway-selector="+gatewaySelector, "--gateway-admin-port="+strconv.Itoa(gatewayPort), "--v=2")
 	n, _ := strconv.Atoi(port)
 	return &adapterProcess{port: n, proc: proc.Start(t, "metrics-adapter", cmd)}
-}
-
-// registration makes the aggregator route both metrics APIs to the adapter. EndpointSlices refuse
-// loopback addresses, so the Service is an ExternalName for localhost, which the aggregator
-// resolves to https://localhost:<port> (with --enable-aggregator-routing off, its default).
-func registration(port int) string {
-	apiService := func(version, group string) string {
-		return fmt.Sprintf(`apiVersion: apiregistration.k8s.io/v1
-kind: APIService
-metadata: {name: %[1]s.%[2]s}
-spec:
-  group: %[2]s
-  version: %[1]s
-  service: {name: metrics-adapter, namespace: sluice-system, port: %[3]d}
-  insecureSkipTLSVerify: true
-  groupPriorityMinimum: 100
-  versionPriority: 100
----
-`, version, group, port)
-	}
-	return fmt.Sprintf(`apiVersion: v1
-kind: Namespace
-metadata: {name: sluice-system}
----
-apiVersion: v1
-kind: Namespace
-metadata: {name: %s}
----
-apiVersion: v1
-kind: Service
-metadata: {name: metrics-adapter, namespace: sluice-system}
-spec:
-  type: ExternalName
-  externalName: localhost
-  ports: [{port: %d}]
----
-`, inferenceNamespace, port) + apiService("v1beta2", "custom.metrics.k8s.io") + apiService("v1beta1", "external.metrics.k8s.io")
 }
 
 func providerQuota() string {

@@ -1,6 +1,7 @@
 package ramp
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -50,6 +51,9 @@ func Run(ctx context.Context, opts Options, progress io.Writer) (Report, error) 
 // checkGateway fails early, before any case has run, when a case needs
 // the gateway binary and it is not there.
 func checkGateway(opts Options) error {
+	if len(opts.GatewayURLs) > 0 {
+		return nil
+	}
 	for _, name := range opts.Cases {
 		if c, _ := caseNamed(name); c.gateway != "" {
 			if _, err := os.Stat(opts.Gateway); err != nil {
@@ -91,7 +95,7 @@ func runCase(ctx context.Context, opts Options, c kase, progress io.Writer) (Cas
 		return CaseReport{}, err
 	}
 	rec := &recorder{next: p, defaultMaxTokens: opts.Provider.DefaultMaxTokens}
-	srv, providerURL, err := serveLocal(rec)
+	srv, providerURL, err := serveLocal(rec, opts.ProviderAddr)
 	if err != nil {
 		return CaseReport{}, err
 	}
@@ -136,19 +140,23 @@ func drive(ctx context.Context, opts Options, c kase, t target, progress io.Writ
 func targetOf(ctx context.Context, opts Options, c kase, providerURL string) (target, func(), error) {
 	if c.gateway == "" {
 		key := opts.Provider.APIKey
-		return target{url: providerURL, key: func(int) string { return key }}, func() {}, nil
+		return target{urls: []string{providerURL}, key: func(int) string { return key }}, func() {}, nil
+	}
+	if len(opts.GatewayURLs) > 0 {
+		return target{urls: opts.GatewayURLs, key: userKey}, func() {}, nil
 	}
 	cfg := gatewayConfig(opts, c.gateway, providerURL, opts.Users[len(opts.Users)-1])
 	g, err := gatewayproc.Start(ctx, opts.Gateway, "lab-ramp", cfg, gatewayFiles(opts.Provider.APIKey))
 	if err != nil {
 		return target{}, nil, err
 	}
-	return target{url: g.URL, key: userKey}, g.Stop, nil
+	return target{urls: []string{g.URL}, key: userKey}, g.Stop, nil
 }
 
-// serveLocal serves h on a free loopback port and returns its base URL.
-func serveLocal(h http.Handler) (*http.Server, string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// serveLocal serves h on addr, or on a free loopback port if addr is empty,
+// and returns its base URL.
+func serveLocal(h http.Handler, addr string) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", cmp.Or(addr, "127.0.0.1:0"))
 	if err != nil {
 		return nil, "", fmt.Errorf("ramp: listen for the provider: %w", err)
 	}

@@ -20,8 +20,8 @@ const maxAnswerBytes = 1 << 20
 
 // target is where a case's pages go.
 type target struct {
-	// url is the base URL, without /v1.
-	url string
+	// urls are the base URLs, without /v1; user u sends to urls[u%len(urls)].
+	urls []string
 	// key is the API key user sends; empty sends none.
 	key func(user int) string
 }
@@ -141,7 +141,7 @@ type answer struct {
 
 // post sends the page's request as user.
 func (l *load) post(ctx context.Context, user int) (answer, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.target.url+openai.Chat.Path(), bytes.NewReader(l.body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.target.urls[user%len(l.target.urls)]+openai.Chat.Path(), bytes.NewReader(l.body))
 	if err != nil {
 		return answer{}, fmt.Errorf("ramp: new request: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -44,6 +45,15 @@ type Options struct {
 	// Gateway is the path of the gateway binary, for the reject and queue
 	// cases.
 	Gateway string
+	// GatewayURLs are running gateways to send the reject and queue cases'
+	// pages to, instead of starting one: user u sends to
+	// GatewayURLs[u%len(GatewayURLs)] with the key sk-ramp-user-<u, three
+	// digits>, and the gateways must know those keys and send to the
+	// provider at ProviderAddr. Empty means a gateway of the case's own.
+	GatewayURLs []string
+	// ProviderAddr is where each case's provider listens. Empty means a free
+	// loopback port.
+	ProviderAddr string
 	// PoolConns caps the pool case's connections to the provider; must be
 	// positive.
 	PoolConns int
@@ -102,10 +112,21 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "the longest a case runs; it ends sooner when every book has finished")
 	fs.Func("cases", "comma-separated cases to run, in order (default "+strings.Join(o.Cases, ",")+")", o.setCases)
 	fs.StringVar(&o.Gateway, "gateway", o.Gateway, "path of the gateway binary, for the reject and queue cases")
+	fs.Func("gateway-url", "a running gateway's base URL for the reject and queue cases, instead of starting one; repeat to spread the users over several", o.addGatewayURL)
+	fs.StringVar(&o.ProviderAddr, "provider-addr", o.ProviderAddr, "where each case's provider listens; empty means a free loopback port")
 	fs.IntVar(&o.PoolConns, "pool-conns", o.PoolConns, "the pool case's cap on connections to the provider")
 	fs.Int64Var(&o.UserBurst, "user-burst", o.UserBurst, "the gateway's per-user bucket: its capacity")
 	fs.Int64Var(&o.UserRate, "user-rate", o.UserRate, "the gateway's per-user bucket: requests a second")
 	fs.DurationVar(&o.MaxWait, "max-wait", o.MaxWait, "the queue case's door: the longest wait the gateway accepts")
+}
+
+func (o *Options) addGatewayURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("want a gateway's base URL, such as http://127.0.0.1:8080, not %q", s)
+	}
+	o.GatewayURLs = append(o.GatewayURLs, strings.TrimSuffix(s, "/"))
+	return nil
 }
 
 func (o *Options) setCases(s string) error {

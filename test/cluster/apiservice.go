@@ -1,0 +1,48 @@
+package cluster
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// RegisterMetricsAdapter makes the aggregator route custom.metrics.k8s.io and
+// external.metrics.k8s.io to a metrics adapter listening on localhost:port. EndpointSlices refuse
+// loopback addresses, so the Service is an ExternalName for localhost, which the aggregator
+// resolves to https://localhost:<port> (with --enable-aggregator-routing off, its default). The
+// cluster needs Options.Aggregator.
+func (c *Cluster) RegisterMetricsAdapter(t testing.TB, port int) {
+	t.Helper()
+	manifest := fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: sluice-system}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: metrics-adapter, namespace: sluice-system}
+spec:
+  type: ExternalName
+  externalName: localhost
+  ports: [{port: %d}]
+`, port)
+	for _, api := range []struct{ version, group string }{{"v1beta2", "custom.metrics.k8s.io"}, {"v1beta1", "external.metrics.k8s.io"}} {
+		manifest += fmt.Sprintf(`---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: {name: %[1]s.%[2]s}
+spec:
+  group: %[2]s
+  version: %[1]s
+  service: {name: metrics-adapter, namespace: sluice-system, port: %[3]d}
+  insecureSkipTLSVerify: true
+  groupPriorityMinimum: 100
+  versionPriority: 100
+`, api.version, api.group, port)
+	}
+	path := filepath.Join(t.TempDir(), "metrics-adapter.yaml")
+	if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.Kubectl(t, "apply", "-f", path)
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// demoTimeout bounds the short demo, the control plane's start included.
+const demoTimeout = 9 * time.Minute
+
+// TestDemo runs `make demo` in its short mode, as a new user would run it, and checks the lines
+// that tell the story: the queue case through the gateways with no provider error, the HPA
+// scaling the self-hosted model up, and the quotas' live usage in kubectl describe.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("demo: needs the control plane and Redis; skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), demoTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "make", "--no-print-directory", "-C", "../..", "demo")
+	cmd.Env = append(os.Environ(), "DEMO_SHORT=1", "DEMO_OUT="+t.TempDir())
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make demo: %v\n%s", err, out)
+	}
+	text := string(out)
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^NAME +RPM +RPM-USED +TPM +TPM-USED +IN-FLIGHT +QUEUED +READY +AGE$`),
+		regexp.MustCompile(`(?m)^demo: case 4 \(queue\) through 2 gateways: 0 provider errors \(.*\), 0 pages died at the provider`),
+		regexp.MustCompile(`(?m)^demo: the HPA scaled llama from 1 to [2-4] replicas`),
+		regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  llama +Deployment/llama +\d+/4`),
+	} {
+		if !want.MatchString(text) {
+			t.Errorf("the demo's output has no line matching %s", want)
+		}
+	}
+	_, final, ok := strings.Cut(text, "The quotas again, with live usage")
+	if !ok {
+		t.Fatalf("the demo did not reach its last section:\n%s", out)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`Requests Last Minute: +[1-9]\d*`),
+		regexp.MustCompile(`Spend This Month: +0\.\d*[1-9]`),
+		regexp.MustCompile(`Ready Pods: +[2-4]`),
+	} {
+		if !want.MatchString(final) {
+			t.Errorf("the last describe shows no line matching %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("the demo's output:\n%s", out)
+	}
+}
