@@ -31,7 +31,14 @@ import (
 //
 // +kubebuilder:rbac:groups=sluice.dev,resources=providerquotas;tenantplans,verbs=get;list;watch
 // +kubebuilder:rbac:groups=sluice.dev,resources=providerquotas/status;tenantplans/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update
+//
+// Secrets are a Role in the manager's namespace, not a ClusterRole: it reads
+// the keys there and writes only its configuration Secret. Kubernetes cannot
+// restrict create by name (a create request carries none), so create covers
+// every Secret of the namespace; update is for sluice-gateway-config only.
+//
+// +kubebuilder:rbac:groups="",namespace=sluice-system,resources=secrets,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups="",namespace=sluice-system,resources=secrets,resourceNames=sluice-gateway-config,verbs=update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // apiKeySecretIndex indexes ProviderQuotas by the Secret their API key is

@@ -2,65 +2,260 @@ package e2e
 
 import (
 	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/test/cluster"
 )
 
+// repoRoot is the repository, seen from this package's directory.
+const repoRoot = "../.."
+
+// serviceMonitorCRD is the least of the Prometheus Operator's ServiceMonitor CRD that takes the
+// component's objects, so that they are really applied.
+const serviceMonitorCRD = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: servicemonitors.monitoring.coreos.com
+spec:
+  group: monitoring.coreos.com
+  names: {kind: ServiceMonitor, listKind: ServiceMonitorList, plural: servicemonitors, singular: servicemonitor}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`
+
 // TestManifestsApply applies config/default and config/samples to a real API server, as a person
-// would with kubectl, and checks, with SubjectAccessReviews, what the manager's and the adapter's
-// service accounts, and the HPA controller, may and may not do.
+// would with kubectl, then the ServiceMonitor component over a minimal ServiceMonitor CRD, and
+// checks the Deployments' hardening, the base configuration, and, with kubectl auth can-i, what
+// the manager's and the adapter's service accounts, and the HPA controller, may and may not do.
 func TestManifestsApply(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
-	c.Kubectl(t, "apply", "--server-side", "-k", "../../config/default")
+	c.Kubectl(t, "apply", "--server-side", "-k", repoRoot+"/config/default")
 	c.Kubectl(t, "wait", "--for=condition=Established", "--timeout=60s",
 		"crd/providerquotas.sluice.dev", "crd/tenantplans.sluice.dev")
-	c.Kubectl(t, "apply", "--server-side", "-n", "sluice", "-k", "../../config/samples")
-	if out := c.Kubectl(t, "get", "pq,tp,hpa", "-n", "sluice"); !strings.Contains(out, "openai") || !strings.Contains(out, "llama") || !strings.Contains(out, "pro") {
+	c.Kubectl(t, "apply", "--server-side", "-n", "sluice-system", "-k", repoRoot+"/config/samples")
+	if out := c.Kubectl(t, "get", "pq,tp,hpa", "-n", "sluice-system"); !strings.Contains(out, "openai") || !strings.Contains(out, "llama") || !strings.Contains(out, "pro") {
 		t.Errorf("kubectl get pq,tp shows:\n%s\nwant the samples", out)
 	}
 
+	c.Kubectl(t, "apply", "--server-side", "-f", writeManifest(t, serviceMonitorCRD))
+	c.Kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/servicemonitors.monitoring.coreos.com")
+	c.Kubectl(t, "apply", "--server-side", "-k", overlayWithServiceMonitors(t))
+	if out := c.Kubectl(t, "get", "servicemonitors", "-n", "sluice-system", "-o", "name"); strings.Count(out, "servicemonitor") != 3 {
+		t.Errorf("kubectl get servicemonitors shows:\n%s\nwant the gateway's, the manager's and the adapter's", out)
+	}
+
+	deployments := checkDeployments(t, c, "sluice-system", "sluice-manager", "sluice-gateway", "sluice-metrics-adapter")
+	checkBaseConfig(t, c, "sluice-system", "sluice-base-config-", deployments["sluice-gateway"])
+
 	const (
-		manager = "system:serviceaccount:sluice:sluice-manager"
-		adapter = "system:serviceaccount:sluice:sluice-metrics-adapter"
+		manager = "system:serviceaccount:sluice-system:sluice-manager"
+		adapter = "system:serviceaccount:sluice-system:sluice-metrics-adapter"
 		hpa     = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
 	)
-	cases := []struct {
-		as   string
-		verb string
-		what authorizationv1.ResourceAttributes
-		want bool
-	}{
-		{manager, "get", authorizationv1.ResourceAttributes{Resource: "secrets", Namespace: "sluice"}, true},
-		{manager, "update", authorizationv1.ResourceAttributes{Resource: "secrets", Namespace: "sluice"}, true},
-		{manager, "update", authorizationv1.ResourceAttributes{Group: "sluice.dev", Resource: "providerquotas", Subresource: "status", Namespace: "sluice"}, true},
-		{manager, "get", authorizationv1.ResourceAttributes{Resource: "secrets", Namespace: "default"}, false},
-		{manager, "create", authorizationv1.ResourceAttributes{Resource: "pods", Namespace: "sluice"}, false},
-		{manager, "delete", authorizationv1.ResourceAttributes{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}, false},
-		{adapter, "list", authorizationv1.ResourceAttributes{Resource: "pods", Namespace: "default"}, true},
-		{adapter, "watch", authorizationv1.ResourceAttributes{Group: "sluice.dev", Resource: "providerquotas", Namespace: "default"}, true},
-		{adapter, "get", authorizationv1.ResourceAttributes{Resource: "configmaps", Name: "extension-apiserver-authentication", Namespace: "kube-system"}, true},
-		{adapter, "get", authorizationv1.ResourceAttributes{Resource: "secrets", Namespace: "sluice"}, false},
-		{hpa, "get", authorizationv1.ResourceAttributes{Group: "custom.metrics.k8s.io", Resource: "pods", Namespace: "default"}, true},
-		{hpa, "get", authorizationv1.ResourceAttributes{Resource: "secrets", Namespace: "default"}, false},
+	checkAccess(t, c, append(managerAccess(manager, "sluice-system"),
+		access{adapter, "list pods -n default", true},
+		access{adapter, "watch providerquotas.sluice.dev -n default", true},
+		access{adapter, "get configmaps/extension-apiserver-authentication -n kube-system", true},
+		access{adapter, "get secrets -n sluice-system", false},
+		access{hpa, "get secrets -n default", false},
+	))
+	// kubectl auth can-i finds a resource through discovery, which has no custom metrics while
+	// no adapter runs; the API server answers the same question asked directly.
+	if !allowed(t, c, hpa, authorizationv1.ResourceAttributes{Verb: "get", Group: "custom.metrics.k8s.io", Resource: "pods", Namespace: "default"}) {
+		t.Errorf("%s may not get custom metrics; want it may", hpa)
+	}
+}
+
+// allowed asks the API server whether user may do what, as kubectl auth can-i does.
+func allowed(t *testing.T, c *cluster.Cluster, user string, what authorizationv1.ResourceAttributes) bool {
+	t.Helper()
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: user, ResourceAttributes: &what,
+		Groups: []string{"system:serviceaccounts", "system:authenticated"},
+	}}
+	got, err := c.Clientset.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), review, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.Status.Allowed
+}
+
+// overlayWithServiceMonitors writes a kustomization of config/default with the ServiceMonitor
+// component, as a user would add it, and returns its directory.
+func overlayWithServiceMonitors(t *testing.T) string {
+	root, err := filepath.Abs(repoRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	// kustomize takes other directories by relative path only.
+	config, err := filepath.Rel(dir, filepath.Join(root, "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kustomization := "resources:\n  - " + config + "/default\ncomponents:\n  - " + config + "/components/servicemonitor\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// managerAccess is what the manager, watching namespace watched, must and must not be allowed.
+func managerAccess(manager, watched string) []access {
+	in := " -n " + watched
+	return []access{
+		{manager, "list secrets" + in, true},
+		{manager, "watch secrets" + in, true},
+		{manager, "create secrets" + in, true},
+		{manager, "update secrets/sluice-gateway-config" + in, true},
+		{manager, "list providerquotas.sluice.dev" + in, true},
+		{manager, "list tenantplans.sluice.dev" + in, true},
+		{manager, "patch providerquotas.sluice.dev --subresource=status" + in, true},
+		{manager, "list pods" + in, true},
+		{manager, "create leases.coordination.k8s.io" + in, true},
+		{manager, "create events.events.k8s.io" + in, true},
+		// Nothing outside its namespace, and no Secret written but its own.
+		{manager, "get secrets -n default", false},
+		{manager, "list secrets -A", false},
+		{manager, "list providerquotas.sluice.dev -n default", false},
+		{manager, "update secrets/acme-alice" + in, false},
+		{manager, "update secrets" + in, false},
+		{manager, "delete secrets/sluice-gateway-config" + in, false},
+		{manager, "update providerquotas.sluice.dev" + in, false},
+		{manager, "create pods" + in, false},
+		{manager, "delete customresourcedefinitions.apiextensions.k8s.io", false},
+	}
+}
+
+// access is one question for kubectl auth can-i: may user do what ("VERB RESOURCE [FLAGS]")?
+type access struct {
+	user, what string
+	want       bool
+}
+
+// checkAccess asks kubectl auth can-i each question, impersonating the user.
+func checkAccess(t *testing.T, c *cluster.Cluster, cases []access) {
+	t.Helper()
+	assets, err := cluster.AssetsDir()
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, tc := range cases {
-		what := tc.what
-		what.Verb = tc.verb
-		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: tc.as, ResourceAttributes: &what,
-			Groups: []string{"system:serviceaccounts", "system:authenticated"},
-		}}
-		got, err := c.Clientset.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), review, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
+		args := append([]string{"--kubeconfig", c.Kubeconfig, "auth", "can-i", "--as=" + tc.user}, strings.Fields(tc.what)...)
+		out, err := exec.Command(filepath.Join(assets, "kubectl"), args...).Output()
+		answer := strings.TrimSpace(string(out))
+		var exit *exec.ExitError
+		if err != nil && !(errors.As(err, &exit) && answer == "no") {
+			t.Fatalf("kubectl %s: %v: %s", strings.Join(args[2:], " "), err, out)
 		}
-		if got.Status.Allowed != tc.want {
-			t.Errorf("%s may %s %+v: %v; want %v", tc.as, tc.verb, tc.what, got.Status.Allowed, tc.want)
+		if got := answer == "yes"; got != tc.want {
+			t.Errorf("kubectl auth can-i %s as %s: %s; want %v", tc.what, tc.user, answer, tc.want)
 		}
 	}
+}
+
+// checkDeployments checks that the named Deployments of a namespace exist and carry resource
+// requests, probes, Prometheus scrape annotations and the hardening every Pod of Sluice has, and
+// returns them by name.
+func checkDeployments(t *testing.T, c *cluster.Cluster, namespace string, names ...string) map[string]*appsv1.Deployment {
+	t.Helper()
+	found := map[string]*appsv1.Deployment{}
+	for _, name := range names {
+		d, err := c.Clientset.AppsV1().Deployments(namespace).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("deployment %s/%s: %v", namespace, name, err)
+			continue
+		}
+		found[name] = d
+		for _, problem := range podProblems(&d.Spec.Template) {
+			t.Errorf("deployment %s/%s: %s", namespace, name, problem)
+		}
+	}
+	return found
+}
+
+// podProblems lists what a Pod template lacks.
+func podProblems(pod *corev1.PodTemplateSpec) []string {
+	var problems []string
+	if pod.Annotations["prometheus.io/scrape"] != "true" || pod.Annotations["prometheus.io/port"] == "" {
+		problems = append(problems, "no prometheus.io scrape annotations")
+	}
+	if sc := pod.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		problems = append(problems, "Pod not runAsNonRoot")
+	}
+	for _, ct := range pod.Spec.Containers {
+		problems = append(problems, containerProblems(ct)...)
+	}
+	return problems
+}
+
+func containerProblems(ct corev1.Container) []string {
+	var problems []string
+	if ct.Resources.Requests.Cpu().IsZero() || ct.Resources.Requests.Memory().IsZero() {
+		problems = append(problems, ct.Name+": no CPU or memory request")
+	}
+	if ct.ReadinessProbe == nil || ct.LivenessProbe == nil {
+		problems = append(problems, ct.Name+": no readiness or liveness probe")
+	}
+	sc := ct.SecurityContext
+	switch {
+	case sc == nil:
+		problems = append(problems, ct.Name+": no securityContext")
+	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+		problems = append(problems, ct.Name+": privilege escalation allowed")
+	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+		problems = append(problems, ct.Name+": root filesystem writable")
+	case sc.Capabilities == nil || len(sc.Capabilities.Drop) != 1 || sc.Capabilities.Drop[0] != "ALL":
+		problems = append(problems, ct.Name+": capabilities not all dropped")
+	}
+	return problems
+}
+
+// checkBaseConfig checks that the manager's base configuration, in the ConfigMap whose name
+// starts with prefix, is one the manager accepts, and that it fits the gateways: Redis told their
+// number, or memory for a single gateway.
+func checkBaseConfig(t *testing.T, c *cluster.Cluster, namespace, prefix string, gateway *appsv1.Deployment) *gatewayv1.Config {
+	t.Helper()
+	cms, err := c.Clientset.CoreV1().ConfigMaps(namespace).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range cms.Items {
+		if !strings.HasPrefix(cm.Name, prefix) {
+			continue
+		}
+		cfg, err := gatewayv1.Parse([]byte(cm.Data["base-config.yaml"]))
+		if err != nil {
+			t.Fatalf("configmap %s: base-config.yaml: %v", cm.Name, err)
+		}
+		if gateway == nil {
+			return cfg
+		}
+		replicas := *gateway.Spec.Replicas
+		switch {
+		case cfg.Store.Type == gatewayv1.StoreRedis && cfg.Store.Redis.Replicas != replicas:
+			t.Errorf("configmap %s: Redis store for %d replicas; the gateway Deployment has %d", cm.Name, cfg.Store.Redis.Replicas, replicas)
+		case cfg.Store.Type == gatewayv1.StoreMemory && replicas != 1:
+			t.Errorf("configmap %s: memory store for %d gateways; want one", cm.Name, replicas)
+		}
+		return cfg
+	}
+	t.Fatalf("no configmap %s* in %s", prefix, namespace)
+	return nil
 }
