@@ -15,15 +15,29 @@ func TestAddFlags(t *testing.T) {
 	fs := flag.NewFlagSet("ramp", flag.ContinueOnError)
 	opts.AddFlags(fs)
 	err := fs.Parse([]string{"-users", "1, 3,9", "-step", "200ms", "-pages", "10", "-cases", "burst,sequential",
-		"-latency", "50ms", "-max-in-flight", "14", "-gateway", "/tmp/gw"})
+		"-latency", "50ms", "-max-in-flight", "14", "-gateway", "/tmp/gw",
+		"-gateway-url", "http://127.0.0.1:8080/", "-gateway-url", "http://127.0.0.1:8090", "-provider-addr", "127.0.0.1:8081"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := DefaultOptions()
 	want.Users, want.Step, want.Pages, want.Cases, want.Gateway = []int{1, 3, 9}, 200*time.Millisecond, 10, []string{"burst", "sequential"}, "/tmp/gw"
 	want.Provider.Latency, want.Provider.MaxInFlight = 50*time.Millisecond, 14
+	want.GatewayURLs, want.ProviderAddr = []string{"http://127.0.0.1:8080", "http://127.0.0.1:8090"}, "127.0.0.1:8081"
 	if diff := cmp.Diff(opts, want); diff != "" {
 		t.Errorf("options mismatch (-got +want):\n%s", diff)
+	}
+}
+
+func TestAddFlagsRefusesABadGatewayURL(t *testing.T) {
+	for _, bad := range []string{"127.0.0.1:8080", "ftp://gw", "http://", "://x"} {
+		opts := DefaultOptions()
+		fs := flag.NewFlagSet("ramp", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		opts.AddFlags(fs)
+		if err := fs.Parse([]string{"-gateway-url", bad}); err == nil || !strings.Contains(err.Error(), "want a gateway's base URL") {
+			t.Errorf("-gateway-url %q: err = %v; want a clear refusal", bad, err)
+		}
 	}
 }
 
