@@ -5,7 +5,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: all build test test-short generate manifests lint bench demo demo-lab control-plane redis
+.PHONY: all build test test-short generate manifests chart-manifests helm-lint helm-template docker-build lint bench demo demo-lab control-plane redis
 
 all: build
 
@@ -28,6 +28,27 @@ generate:
 manifests:
 	$(GO) tool controller-gen crd rbac:roleName=sluice-manager paths=./api/... $(if $(wildcard controllers),paths=./controllers/...) \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	@$(MAKE) --no-print-directory chart-manifests
+
+## chart-manifests: the chart's copies of the generated CRDs and the manager's RBAC rules.
+chart-manifests:
+	rm -f charts/sluice/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/sluice/crds/
+	cp config/rbac/role.yaml charts/sluice/files/manager-role.yaml
+
+## helm-lint, helm-template: helm, built from the module's tool dependency, on charts/sluice.
+helm-lint:
+	$(GO) tool helm lint --strict charts/sluice
+
+helm-template:
+	$(GO) tool helm template sluice charts/sluice --namespace sluice-system --include-crds
+
+## docker-build: the images sluice-manager, sluice-gateway and sluice-metrics-adapter (needs Docker).
+IMAGE_TAG ?= latest
+docker-build:
+	for bin in manager gateway metrics-adapter; do \
+		docker build -f hack/docker/Dockerfile --target $$bin -t sluice-$$bin:$(IMAGE_TAG) . ; \
+	done
 
 ## lint: gofmt, go vet and golangci-lint (built from the Go module proxy on first use).
 lint:

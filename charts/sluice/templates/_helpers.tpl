@@ -1,0 +1,93 @@
+{{/* The prefix of every object's name: the release's name, with "sluice" added unless it has it. */}}
+{{- define "sluice.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The namespace the manager compiles and the gateways run in. */}}
+{{- define "sluice.watchNamespace" -}}
+{{- .Values.manager.watchNamespace | default .Release.Namespace -}}
+{{- end -}}
+
+{{/* The configuration Secret the manager writes. Its name is fixed: the generated Role may
+update that name only. */}}
+{{- define "sluice.configSecret" -}}sluice-gateway-config{{- end -}}
+
+{{/* Labels of every object; "sluice.labels" takes a list of the root context and a component. */}}
+{{- define "sluice.labels" -}}
+{{- $root := index . 0 -}}
+{{ include "sluice.selectorLabels" . }}
+app.kubernetes.io/part-of: sluice
+app.kubernetes.io/version: {{ $root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ $root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" $root.Chart.Name $root.Chart.Version }}
+{{- end -}}
+
+{{- define "sluice.selectorLabels" -}}
+app.kubernetes.io/name: sluice-{{ index . 1 }}
+app.kubernetes.io/instance: {{ (index . 0).Release.Name }}
+{{- end -}}
+
+{{/* The gateway Pods' label selector, as the manager and the adapter take it. */}}
+{{- define "sluice.gatewaySelector" -}}
+app.kubernetes.io/name=sluice-gateway,app.kubernetes.io/instance={{ .Release.Name }}
+{{- end -}}
+
+{{/* A container's image. */}}
+{{- define "sluice.image" -}}
+image: {{ printf "%s:%s" .repository .tag | quote }}
+imagePullPolicy: {{ .pullPolicy }}
+{{- end -}}
+
+{{/* The hardening every container carries. */}}
+{{- define "sluice.containerSecurityContext" -}}
+securityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  capabilities:
+    drop: [ALL]
+{{- end -}}
+
+{{- define "sluice.podSecurityContext" -}}
+securityContext:
+  runAsNonRoot: true
+  seccompProfile:
+    type: RuntimeDefault
+{{- end -}}
+
+{{/* The rules of one kind (ClusterRole or Role) in files/manager-role.yaml, which make
+chart-manifests copies from the generated config/rbac/role.yaml. */}}
+{{- define "sluice.managerRules" -}}
+{{- $kind := index . 1 -}}
+{{- range splitList "\n---\n" ((index . 0).Files.Get "files/manager-role.yaml") -}}
+{{- $doc := fromYaml . -}}
+{{- if eq (toString $doc.kind) $kind }}
+{{- toYaml $doc.rules }}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The manager's base configuration: the store, from the redis values. */}}
+{{- define "sluice.baseConfig" -}}
+apiVersion: gateway.sluice.dev/v1
+kind: GatewayConfig
+store:
+{{- if .Values.redis.enabled }}
+  type: redis
+  redis:
+    address: {{ .Values.redis.address | quote }}
+    db: {{ .Values.redis.db }}
+    failMode: {{ .Values.redis.failMode }}
+    replicas: {{ include "sluice.gatewayReplicas" . }}
+{{- else }}
+  type: memory
+{{- end }}
+{{- end -}}
+
+{{/* The gateways' replicas: one without Redis, since each would keep limits of its own. */}}
+{{- define "sluice.gatewayReplicas" -}}
+{{- if .Values.redis.enabled }}{{ .Values.gateway.replicas }}{{ else }}1{{ end -}}
+{{- end -}}

@@ -1,0 +1,176 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/sluicehq/sluice/test/cluster"
+)
+
+const chartDir = repoRoot + "/charts/sluice"
+
+// helm runs helm, built from the module's tool dependency, in the repository's root, and returns
+// its output and error.
+func helm(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"tool", "helm"}, args...)...)
+	cmd.Dir = repoRoot
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		return stderr.String(), err
+	}
+	return stdout.String(), nil
+}
+
+func skipWithoutHelm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds helm from the module's tool dependency; skipped with -short")
+	}
+}
+
+// TestChartLints runs helm lint, strictly.
+func TestChartLints(t *testing.T) {
+	skipWithoutHelm(t)
+	if out, err := helm(t, "lint", "--strict", "charts/sluice"); err != nil {
+		t.Fatalf("helm lint: %v\n%s", err, out)
+	}
+}
+
+// TestChartRefusesBadValues checks that values.schema.json stops bad values at install.
+func TestChartRefusesBadValues(t *testing.T) {
+	skipWithoutHelm(t)
+	for _, set := range []string{
+		"gateway.replicas=0",
+		"gateway.replicas=two",
+		"redis.address=redis",
+		"redis.failMode=sometimes",
+		"manager.image.pullPolicy=Sometimes",
+		"manager.watchNamespace=Not_A_Namespace",
+		"gateway.resources.requests.cpu=lots",
+		"metricsAdapter.scrapeInterval=often",
+		"gatway.replicas=2",
+	} {
+		if out, err := helm(t, "template", "sluice", "charts/sluice", "--set", set); err == nil || !strings.Contains(out, "schema") {
+			t.Errorf("helm template --set %s: %v, %.200s; want the schema to refuse it", set, err, out)
+		}
+	}
+}
+
+// TestChartApplies applies helm template's output to a real API server: with the default values
+// in sluice-system, and with Redis and the adapter off in another namespace, the manager watching
+// a third. It checks what each install made and what each manager may do.
+func TestChartApplies(t *testing.T) {
+	skipWithoutHelm(t)
+	c := cluster.Start(t, cluster.Options{})
+	c.Kubectl(t, "create", "namespace", "sluice-system")
+	c.Kubectl(t, "apply", "--server-side", "-f", render(t, "sluice", "sluice-system", "--include-crds"))
+	deployments := checkDeployments(t, c, "sluice-system", "sluice-manager", "sluice-gateway", "sluice-metrics-adapter")
+	checkBaseConfig(t, c, "sluice-system", "sluice-manager-base-config", deployments["sluice-gateway"])
+	if got := *deployments["sluice-gateway"].Spec.Replicas; got != 2 {
+		t.Errorf("gateway replicas = %d; want 2", got)
+	}
+	c.Kubectl(t, "get", "pdb/sluice-gateway", "service/sluice-gateway", "service/sluice-metrics-adapter", "-n", "sluice-system")
+	c.Kubectl(t, "get", "apiservice/v1beta2.custom.metrics.k8s.io", "apiservice/v1beta1.external.metrics.k8s.io")
+
+	// Redis off: one gateway with an in-memory store, in the namespace the manager watches.
+	c.Kubectl(t, "create", "namespace", "memory")
+	c.Kubectl(t, "create", "namespace", "team-a")
+	c.Kubectl(t, "apply", "--server-side", "-f", render(t, "memory", "memory",
+		"--set", "redis.enabled=false", "--set", "metricsAdapter.enabled=false", "--set", "manager.watchNamespace=team-a"))
+	checkDeployments(t, c, "memory", "memory-sluice-manager")
+	gateways := checkDeployments(t, c, "team-a", "memory-sluice-gateway")
+	checkBaseConfig(t, c, "memory", "memory-sluice-manager-base-config", gateways["memory-sluice-gateway"])
+	if out := c.Kubectl(t, "get", "deployments,pdb", "-n", "memory", "-o", "name"); strings.Contains(out, "adapter") || strings.Contains(out, "poddisruptionbudget") {
+		t.Errorf("with the adapter off and one gateway, kubectl get deployments,pdb shows:\n%s", out)
+	}
+
+	checkAccess(t, c, append(managerAccess("system:serviceaccount:sluice-system:sluice-manager", "sluice-system"),
+		managerAccess("system:serviceaccount:memory:memory-sluice-manager", "team-a")...))
+	checkAccess(t, c, []access{
+		// Its own namespace is not one it was told to watch.
+		{"system:serviceaccount:memory:memory-sluice-manager", "get secrets -n memory", false},
+		{"system:serviceaccount:memory:memory-sluice-manager", "get secrets -n sluice-system", false},
+	})
+}
+
+// render writes helm template's output for a release and returns the file.
+func render(t *testing.T, release, namespace string, args ...string) string {
+	t.Helper()
+	out, err := helm(t, append([]string{"template", release, "charts/sluice", "--namespace", namespace}, args...)...)
+	if err != nil {
+		t.Fatalf("helm template %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return writeManifest(t, out)
+}
+
+// TestChartCopiesAreGenerated checks that the chart's CRDs and the manager's RBAC rules are
+// those make manifests generates, as make chart-manifests copies them.
+func TestChartCopiesAreGenerated(t *testing.T) {
+	copies := map[string]string{repoRoot + "/config/rbac/role.yaml": chartDir + "/files/manager-role.yaml"}
+	bases, _ := filepath.Glob(repoRoot + "/config/crd/bases/*.yaml")
+	for _, base := range bases {
+		copies[base] = chartDir + "/crds/" + filepath.Base(base)
+	}
+	charted, _ := filepath.Glob(chartDir + "/crds/*")
+	if len(charted) != len(bases) || len(bases) == 0 {
+		t.Errorf("charts/sluice/crds has %d files, config/crd/bases %d; run make manifests", len(charted), len(bases))
+	}
+	for from, to := range copies {
+		want, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.ReadFile(to); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s is not a copy of %s (%v); run make manifests", to, from, err)
+		}
+	}
+}
+
+// TestChartValuesAreDocumented checks that the chart's README names every value.
+func TestChartValuesAreDocumented(t *testing.T) {
+	data, err := os.ReadFile(chartDir + "/values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(chartDir + "/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := valueKeys("", values)
+	if len(keys) < 10 {
+		t.Fatalf("found only %v in values.yaml", keys)
+	}
+	for _, key := range keys {
+		if !strings.Contains(string(readme), "`"+key+"`") {
+			t.Errorf("charts/sluice/README.md does not name the value %s", key)
+		}
+	}
+}
+
+// valueKeys lists the dotted paths of values' leaves; resources count as one value.
+func valueKeys(prefix string, values map[string]any) []string {
+	var keys []string
+	for k, v := range values {
+		path := prefix + k
+		if m, ok := v.(map[string]any); ok && k != "resources" {
+			keys = append(keys, valueKeys(path+".", m)...)
+			continue
+		}
+		keys = append(keys, path)
+	}
+	slices.Sort(keys)
+	return keys
+}
