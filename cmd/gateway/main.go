@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/configwatch"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/server"
@@ -63,7 +65,7 @@ func run() error {
 		return err
 	}
 	cfg := watcher.Config()
-	opts, closeStore, err := storeOptions(cfg.Store)
+	opts, closeStore, err := storeOptions(cfg.Store, jobsOptions(cfg.Jobs), *name)
 	if err != nil {
 		return err
 	}
@@ -81,6 +83,7 @@ func run() error {
 	}
 	srv.SetPolicy(p)
 	go watcher.Run(ctx)
+	go srv.RunJobs(ctx, int(cfg.Jobs.Workers), cfg.Jobs.ReclaimAfter.Duration/3)
 	for _, l := range []server.Limiter{opts.Limiter, opts.Fallback} {
 		if memory, ok := l.(*ratelimit.Memory); ok {
 			go sweep(ctx, memory)
@@ -102,10 +105,16 @@ func apply(srv *server.Server, cfg *gatewayv1.Config, replicas int64, log *slog.
 	log.Info("configuration reloaded", "providers", len(cfg.Providers), "tenants", len(cfg.Tenants))
 }
 
-// storeOptions connects the limiter's store: memory, or Redis with its fail mode.
-func storeOptions(store gatewayv1.Store) (server.Options, func(), error) {
+// jobsOptions are the jobs' settings, which a change takes a restart to apply.
+func jobsOptions(cfg gatewayv1.Jobs) jobs.Options {
+	return jobs.Options{MaxAttempts: int(cfg.MaxAttempts), ReclaimAfter: cfg.ReclaimAfter.Duration, ResultTTL: cfg.ResultTTL.Duration}
+}
+
+// storeOptions connects the store of the limiter and the jobs: memory, or Redis with its fail
+// mode. name, made unique, names this replica in the jobs' consumer group.
+func storeOptions(store gatewayv1.Store, jobsOpts jobs.Options, name string) (server.Options, func(), error) {
 	if store.Type != gatewayv1.StoreRedis {
-		return server.Options{Limiter: ratelimit.NewMemory()}, func() {}, nil
+		return server.Options{Limiter: ratelimit.NewMemory(), Jobs: jobs.NewMemory(jobsOpts)}, func() {}, nil
 	}
 	cfg := store.Redis
 	password, err := policy.ReadSecret(cfg.PasswordFile)
@@ -116,7 +125,11 @@ func storeOptions(store gatewayv1.Store) (server.Options, func(), error) {
 		Addr: cfg.Address, Password: password, DB: int(cfg.DB),
 		DialTimeout: time.Second, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, MaxRetries: 1,
 	})
-	opts := server.Options{Limiter: ratelimit.NewRedis(client), Ping: func(ctx context.Context) error { return client.Ping(ctx).Err() }}
+	opts := server.Options{
+		Limiter: ratelimit.NewRedis(client),
+		Jobs:    jobs.NewRedis(client, name+"-"+rand.Text()[:8], jobsOpts),
+		Ping:    func(ctx context.Context) error { return client.Ping(ctx).Err() },
+	}
 	if cfg.FailMode == gatewayv1.FailOpen {
 		opts.Fallback = ratelimit.NewMemory()
 	}

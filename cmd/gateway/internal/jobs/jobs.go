@@ -15,6 +15,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -32,6 +33,9 @@ const (
 
 // States lists every state, in the order of a job's life.
 var States = []State{Queued, Running, Succeeded, Failed, Cancelled}
+
+// Known reports whether s is one of States.
+func (s State) Known() bool { return slices.Contains(States, s) }
 
 // Final reports whether a job in state s stays there.
 func (s State) Final() bool { return s == Succeeded || s == Failed || s == Cancelled }

@@ -185,6 +185,10 @@ func (p *Policy) Caller(apiKey string) *Caller {
 	return p.callers[gatewayv1.HashKey(apiKey)]
 }
 
+// CallerOf returns whose key has this SHA-256 (lower-case hex), or nil: a job keeps the hash of
+// the key that sent it, never the key, and finds its caller by it when it runs.
+func (p *Policy) CallerOf(keyHash string) *Caller { return p.callers[keyHash] }
+
 // Route returns where a model's calls go, or nil for an unknown model.
 func (p *Policy) Route(model string) *Route { return p.routes[model] }
 

@@ -35,7 +35,10 @@ type call struct {
 	// degradedFrom is the model the client asked for when the call went to the plan's fallback.
 	degradedFrom string
 	started      time.Time // when the call went upstream
-	limiter      Limiter   // the store that took the decision, which settles it too
+	// job is the id of the job the call is an attempt of; empty for a live call. A job waits in
+	// the Batch class, passes no door, and is charged once however often it is delivered.
+	job     string
+	limiter Limiter // the store that took the decision, which settles it too
 	// usageAdded is true when the gateway asked for the stream's usage chunk itself, so the
 	// client, which did not ask, does not receive it.
 	usageAdded bool
@@ -123,15 +126,30 @@ func (s *Server) authenticate(p *policy.Policy, r *http.Request) (*policy.Caller
 
 // read reads and parses the body, finds the model's provider and estimates the call.
 func (s *Server) read(p *policy.Policy, c *call, r *http.Request) *apiError {
+	body, apiErr := readBody(p, r)
+	if apiErr != nil {
+		return apiErr
+	}
+	return s.parse(r.Context(), p, c, body)
+}
+
+// readBody reads a request's body, at most server.maxBodyBytes of it.
+func readBody(p *policy.Policy, r *http.Request) ([]byte, *apiError) {
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, p.Config.Server.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return &apiError{status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large",
+			return nil, &apiError{status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large",
 				Message: fmt.Sprintf("The request body is larger than %d bytes.", tooLarge.Limit)}
 		}
-		return badRequest("unreadable_body", "The request body could not be read.")
+		return nil, badRequest("unreadable_body", "The request body could not be read.")
 	}
+	return body, nil
+}
+
+// parse parses a call's body, finds the model's provider and estimates the call.
+func (s *Server) parse(ctx context.Context, p *policy.Policy, c *call, body []byte) *apiError {
+	var err error
 	if c.request, err = estimate.Parse(c.endpoint, body); err != nil {
 		return requestError(err)
 	}
@@ -143,7 +161,7 @@ func (s *Server) read(p *policy.Policy, c *call, r *http.Request) *apiError {
 		return &apiError{status: http.StatusForbidden, Type: typeInvalidRequest, Code: "provider_not_allowed",
 			Message: fmt.Sprintf("Your plan does not include the provider of the model %q.", c.request.Model)}
 	}
-	body, apiErr := s.degrade(r.Context(), p, c, body)
+	body, apiErr := s.degrade(ctx, p, c, body)
 	if apiErr != nil {
 		return apiErr
 	}

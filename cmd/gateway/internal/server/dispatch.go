@@ -168,7 +168,7 @@ func (d *dispatcher) wait(ctx context.Context, c *call, w http.ResponseWriter) *
 	wt := &waiter{c: c, done: make(chan *apiError, 1)}
 	wt.item = &fairqueue.Item{
 		Tenant: c.caller.Tenant.Name, User: c.caller.User, Weight: c.caller.Tenant.Config.Weight,
-		Class: class(c.caller.Tenant.Config.Priority), Cost: c.cost.Tokens, Value: wt,
+		Class: class(c), Cost: c.cost.Tokens, Value: wt,
 	}
 	if apiErr := d.push(wt, w, start); apiErr != nil {
 		return apiErr
@@ -185,14 +185,14 @@ func (d *dispatcher) wait(ctx context.Context, c *call, w http.ResponseWriter) *
 }
 
 // push lets a call in at the door, or answers busy when its estimated wait passes the plan's
-// maxWait: before anything is charged.
+// maxWait: before anything is charged. A job, which nobody waits for, passes no door.
 func (d *dispatcher) push(wt *waiter, w http.ResponseWriter, now time.Time) *apiError {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	it, c := wt.item, wt.c
 	estimate := d.q.EstimateWait(it, d.drainRate(now))
 	maxWait := c.caller.Tenant.Config.MaxWait.Duration
-	if estimate > maxWait || (estimate < 0 && d.q.Len() >= maxUnestimated) {
+	if c.job == "" && (estimate > maxWait || (estimate < 0 && d.q.Len() >= maxUnestimated)) {
 		ahead, _ := d.q.Ahead(it.Class, it.Tenant)
 		return d.s.busy(c, w, max(estimate, maxWait), maxWait, ahead+1)
 	}
@@ -251,8 +251,9 @@ func (s *Server) busy(c *call, w http.ResponseWriter, estimate, maxWait time.Dur
 			estimate.Round(time.Second), maxWait, position)}
 }
 
-func class(p gatewayv1.Priority) fairqueue.Class {
-	if p == gatewayv1.PriorityBatch {
+// class is the call's priority class: its tenant's, or Batch for a job.
+func class(c *call) fairqueue.Class {
+	if c.job != "" || c.caller.Tenant.Config.Priority == gatewayv1.PriorityBatch {
 		return fairqueue.Batch
 	}
 	return fairqueue.Interactive
@@ -278,35 +279,65 @@ func (d *dispatcher) run(ctx context.Context) {
 }
 
 // step offers the next call in fair order to the limiter and returns how long to sleep before the
-// next step: zero to go on at once.
+// next step: zero to go on at once. The limiter's decision (a Redis round trip) is taken without
+// d.mu: calls arriving, ending or leaving meanwhile are not held up. The call stays queued while
+// it is decided, so a new call still waits behind it.
 func (d *dispatcher) step() time.Duration {
+	wt, sleep := d.next()
+	if wt == nil {
+		return sleep
+	}
+	ctx, cancel := context.WithTimeout(d.s.ctx, decideTimeout)
+	apiErr := d.s.take(ctx, wt.c)
+	cancel()
+	return d.conclude(wt, apiErr)
+}
+
+// next returns the call to decide next, left in the queue, or nil and how long to sleep.
+func (d *dispatcher) next() (*waiter, time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.s.now()
 	if wait, open := d.open(now); !open {
-		return wait
+		return nil, wait
 	}
 	it, opens := d.q.Next(now)
 	if it == nil {
 		if opens.IsZero() {
-			return time.Hour // until a call arrives or ends
+			return nil, time.Hour // until a call arrives or ends
 		}
-		return max(opens.Sub(now), time.Millisecond)
+		return nil, max(opens.Sub(now), time.Millisecond)
 	}
-	wt := it.Value.(*waiter)
-	ctx, cancel := context.WithTimeout(d.s.ctx, decideTimeout)
-	defer cancel()
-	if apiErr := d.s.take(ctx, wt.c); apiErr != nil {
+	return it.Value.(*waiter), 0
+}
+
+// conclude acts on the limiter's decision on a call that next returned, and returns how long to
+// sleep before the next step.
+func (d *dispatcher) conclude(wt *waiter, apiErr *apiError) time.Duration {
+	allowed := apiErr == nil && wt.c.decision.Allowed
+	d.mu.Lock()
+	if !wt.item.Queued() { // its client left while the limiter decided: give back what it took
+		if allowed {
+			d.inFlight++ // settling frees it
+		}
+		d.mu.Unlock()
+		if allowed {
+			d.s.settle(wt.c, estimate.Usage{}, false)
+		}
+		return 0
+	}
+	defer d.mu.Unlock()
+	now := d.s.now()
+	switch {
+	case apiErr != nil:
 		d.finish(wt, apiErr, false)
 		return 0
-	}
-	if wt.c.decision.Allowed {
+	case allowed:
 		d.inFlight++
-		d.drained.add(now, it.Cost)
+		d.drained.add(now, wt.item.Cost)
 		d.finish(wt, nil, true)
 		return 0
-	}
-	if !wt.c.queues() || wt.c.decision.RetryAfter > wt.c.caller.Tenant.Config.MaxWait.Duration {
+	case !wt.c.queues() || (wt.c.job == "" && wt.c.decision.RetryAfter > wt.c.caller.Tenant.Config.MaxWait.Duration):
 		d.finish(wt, nil, false) // refused: waiting would not help, or would take too long
 		return 0
 	}

@@ -22,6 +22,8 @@ type metrics struct {
 	doorRefusals   *prometheus.CounterVec
 	attempts       *prometheus.CounterVec
 	providerShare  *prometheus.GaugeVec
+	jobsEnded      *prometheus.CounterVec
+	jobAttempts    *prometheus.CounterVec
 }
 
 // The outcomes a request is counted under.
@@ -66,8 +68,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	m.addQueueMetrics()
+	m.jobsEnded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_gateway_jobs_ended_total", Help: "Jobs that ended, by tenant and state: succeeded, failed (after their attempts) or cancelled.",
+	}, []string{"tenant", "state"})
+	m.jobAttempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_gateway_job_attempts_total", Help: "Attempts of jobs, by tenant and result (ok or failed).",
+	}, []string{"tenant", "result"})
 	reg.MustRegister(m.requests, m.refusals, m.tokens, m.spend, m.providerErrors, m.decisions, m.storeErrors, m.storeUp,
-		m.arrivals, m.callDuration, m.queueDepth, m.queueTokens, m.queueWait, m.doorRefusals, m.attempts, m.providerShare)
+		m.arrivals, m.callDuration, m.queueDepth, m.queueTokens, m.queueWait, m.doorRefusals, m.attempts, m.providerShare,
+		m.jobsEnded, m.jobAttempts)
 	m.storeUp.Set(1)
 	return m
 }

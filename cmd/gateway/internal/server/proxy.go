@@ -195,6 +195,12 @@ func (s *Server) settle(c *call, u estimate.Usage, ok bool) {
 				MicroDollars: c.route.Provider.Config.Prices.CostMicros(u.PromptTokens, u.CompletionTokens),
 			}
 		}
+		switch {
+		case c.job != "" && ok && !s.chargeJob(c):
+			actual = policy.Cost{} // an earlier delivery of the job was charged: refund this one
+		case c.job != "" && !ok:
+			s.releaseJob(c)
+		}
 		delta := policy.Cost{Tokens: actual.Tokens - c.cost.Tokens, MicroDollars: actual.MicroDollars - c.cost.MicroDollars}
 		ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 		defer cancel()

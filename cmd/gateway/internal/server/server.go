@@ -34,6 +34,8 @@ type Options struct {
 	// Fallback, when set, takes decisions on each limit's local share whenever Limiter fails
 	// (Redis unreachable, failMode: open). Nil refuses with 503 instead (failMode: closed).
 	Fallback Limiter
+	// Jobs keeps the jobs sent to /v1/jobs. Required.
+	Jobs Jobs
 	// Ping reports whether the limiter's store is reachable, for /readyz. Nil means always.
 	Ping func(context.Context) error
 	// Registerer receives the gateway's metrics; Gatherer serves them at /metrics. Nil means a
@@ -114,6 +116,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/completions", s.serveCall(estimate.Completions))
 	mux.HandleFunc("POST /v1/embeddings", s.serveCall(estimate.Embeddings))
 	mux.HandleFunc("GET /v1/models", s.serveModels)
+	mux.HandleFunc("POST /v1/jobs", s.serveAddJob)
+	mux.HandleFunc("GET /v1/jobs", s.serveListJobs)
+	mux.HandleFunc("GET /v1/jobs/{id}", s.serveGetJob)
+	mux.HandleFunc("DELETE /v1/jobs/{id}", s.serveCancelJob)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		(&apiError{status: http.StatusNotFound, Type: typeInvalidRequest, Code: "unknown_url",
 			Message: "Unknown request URL: " + r.Method + " " + r.URL.Path + "."}).write(w)

@@ -1,0 +1,448 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
+)
+
+// Jobs keeps jobs: jobs.Memory or jobs.Redis.
+type Jobs interface {
+	Add(ctx context.Context, j *jobs.Job) error
+	Get(ctx context.Context, id string) (*jobs.Job, error)
+	List(ctx context.Context, tenant string, state jobs.State) ([]*jobs.Job, error)
+	Cancel(ctx context.Context, id string) (*jobs.Job, error)
+	Take(ctx context.Context) (*jobs.Job, error)
+	Renew(ctx context.Context) error
+	Finish(ctx context.Context, id string, o jobs.Outcome) (*jobs.Job, error)
+	Hold(ctx context.Context, id string, held jobs.Cost) error
+	Charge(ctx context.Context, id string) (bool, error)
+}
+
+// jobEndpoints are the endpoints a job may call, by the path it names.
+var jobEndpoints = map[string]estimate.Endpoint{
+	"/v1/chat/completions": estimate.Chat,
+	"/v1/embeddings":       estimate.Embeddings,
+}
+
+// jobPaths are the paths of jobEndpoints, by endpoint.
+var jobPaths = map[string]string{string(estimate.Chat): "/v1/chat/completions", string(estimate.Embeddings): "/v1/embeddings"}
+
+// jobRequest is the body of POST /v1/jobs: the endpoint to call and the body to send it.
+type jobRequest struct {
+	Endpoint string          `json:"endpoint"`
+	Body     json.RawMessage `json:"body"`
+}
+
+// jobAnswer is a job as clients read it, after OpenAI's batch objects.
+type jobAnswer struct {
+	ID        string       `json:"id"`
+	Object    string       `json:"object"`
+	Endpoint  string       `json:"endpoint"`
+	Status    jobs.State   `json:"status"`
+	Attempts  int          `json:"attempts"`
+	CreatedAt int64        `json:"created_at"`
+	UpdatedAt int64        `json:"updated_at"`
+	Response  *jobResponse `json:"response"`
+	Error     *jobError    `json:"error"`
+}
+
+type jobResponse struct {
+	StatusCode int             `json:"status_code"`
+	Body       json.RawMessage `json:"body"`
+}
+
+type jobError struct {
+	Message string `json:"message"`
+}
+
+func answerOf(j *jobs.Job) jobAnswer {
+	a := jobAnswer{ID: j.ID, Object: "job", Endpoint: jobPaths[j.Endpoint], Status: j.State, Attempts: j.Attempts,
+		CreatedAt: j.Created.Unix(), UpdatedAt: j.Updated.Unix()}
+	if j.State == jobs.Succeeded {
+		a.Response = &jobResponse{StatusCode: j.Status, Body: j.Result}
+	}
+	if j.Error != "" {
+		a.Error = &jobError{Message: j.Error}
+	}
+	return a
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// serveAddJob takes a job: it checks the request as a call would be checked, keeps it, and
+// answers 202 at once. Nothing is charged until the job runs.
+func (s *Server) serveAddJob(w http.ResponseWriter, r *http.Request) {
+	p := s.policy.Load()
+	caller, apiErr := s.authenticate(p, r)
+	if apiErr != nil {
+		apiErr.write(w)
+		return
+	}
+	body, apiErr := readBody(p, r)
+	if apiErr != nil {
+		apiErr.write(w)
+		return
+	}
+	j, apiErr := s.checkJob(r.Context(), p, caller, body)
+	if apiErr != nil {
+		apiErr.write(w)
+		return
+	}
+	j.KeyHash = gatewayv1.HashKey(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+	if err := s.opts.Jobs.Add(r.Context(), j); err != nil {
+		s.jobStoreFailed(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, answerOf(j))
+}
+
+// checkJob reads a job's request and checks its call as a live one would be checked.
+func (s *Server) checkJob(ctx context.Context, p *policy.Policy, caller *policy.Caller, body []byte) (*jobs.Job, *apiError) {
+	var req jobRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, badRequest("invalid_request", "The request body is not valid JSON: want {\"endpoint\": \"/v1/chat/completions\", \"body\": {...}}.")
+	}
+	endpoint, ok := jobEndpoints[req.Endpoint]
+	if !ok {
+		e := badRequest("invalid_endpoint", fmt.Sprintf("The endpoint %q cannot be called by a job: use /v1/chat/completions or /v1/embeddings.", req.Endpoint))
+		e.Param = ptr("endpoint")
+		return nil, e
+	}
+	c := &call{endpoint: endpoint, caller: caller}
+	if apiErr := s.parse(ctx, p, c, req.Body); apiErr != nil {
+		return nil, apiErr
+	}
+	if c.request.Stream {
+		e := badRequest("invalid_request", "A job's answer is kept, not streamed: leave stream unset.")
+		e.Param = ptr("body.stream")
+		return nil, e
+	}
+	if limit := c.exceeds(); limit != nil {
+		return nil, s.tooLarge(c, limit)
+	}
+	return &jobs.Job{ID: jobs.NewID(), Tenant: caller.Tenant.Name, Endpoint: string(endpoint), Body: req.Body}, nil
+}
+
+func ptr(s string) *string { return &s }
+
+// serveGetJob answers a job of the caller's tenant.
+func (s *Server) serveGetJob(w http.ResponseWriter, r *http.Request) {
+	s.serveJob(w, r, s.opts.Jobs.Get)
+}
+
+// serveCancelJob cancels a job of the caller's tenant that has not finished.
+func (s *Server) serveCancelJob(w http.ResponseWriter, r *http.Request) {
+	s.serveJob(w, r, func(ctx context.Context, id string) (*jobs.Job, error) {
+		j, err := s.opts.Jobs.Cancel(ctx, id)
+		if err == nil {
+			s.metrics.jobsEnded.WithLabelValues(j.Tenant, string(j.State)).Inc()
+		}
+		return j, err
+	})
+}
+
+// serveJob answers a job after do, when it is the caller's tenant's.
+func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, do func(context.Context, string) (*jobs.Job, error)) {
+	caller, apiErr := s.authenticate(s.policy.Load(), r)
+	if apiErr != nil {
+		apiErr.write(w)
+		return
+	}
+	id := r.PathValue("id")
+	notFound := &apiError{status: http.StatusNotFound, Type: typeInvalidRequest, Code: "job_not_found", Message: fmt.Sprintf("No job %q.", id)}
+	// Another tenant's job is not found, whatever it is: its id says nothing.
+	if j, err := s.opts.Jobs.Get(r.Context(), id); errors.Is(err, jobs.ErrNotFound) || (err == nil && j.Tenant != caller.Tenant.Name) {
+		notFound.write(w)
+		return
+	}
+	j, err := do(r.Context(), id)
+	switch {
+	case errors.Is(err, jobs.ErrNotFound):
+		notFound.write(w)
+	case errors.Is(err, jobs.ErrFinished):
+		(&apiError{status: http.StatusConflict, Type: typeInvalidRequest, Code: "job_finished",
+			Message: fmt.Sprintf("The job %q has already finished (%s).", id, j.State)}).write(w)
+	case err != nil:
+		s.jobStoreFailed(w, err)
+	default:
+		writeJSON(w, http.StatusOK, answerOf(j))
+	}
+}
+
+// serveListJobs lists the newest jobs of the caller's tenant, in the state ?state= names.
+func (s *Server) serveListJobs(w http.ResponseWriter, r *http.Request) {
+	caller, apiErr := s.authenticate(s.policy.Load(), r)
+	if apiErr != nil {
+		apiErr.write(w)
+		return
+	}
+	state := jobs.State(r.URL.Query().Get("state"))
+	if state != "" && !state.Known() {
+		e := badRequest("invalid_request", fmt.Sprintf("Unknown state %q: use queued, running, succeeded, failed or cancelled.", state))
+		e.Param = ptr("state")
+		e.write(w)
+		return
+	}
+	list, err := s.opts.Jobs.List(r.Context(), caller.Tenant.Name, state)
+	if err != nil {
+		s.jobStoreFailed(w, err)
+		return
+	}
+	out := struct {
+		Object string      `json:"object"`
+		Data   []jobAnswer `json:"data"`
+	}{Object: "list", Data: []jobAnswer{}}
+	for _, j := range list {
+		out.Data = append(out.Data, answerOf(j))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) jobStoreFailed(w http.ResponseWriter, err error) {
+	s.log.Error("job store failed", "err", err)
+	(&apiError{status: http.StatusServiceUnavailable, Type: typeServer, Code: "jobs_unavailable", retryAfter: time.Second,
+		Message: "The gateway cannot reach its jobs right now. Try again shortly."}).write(w)
+}
+
+// RunJobs runs jobs, workers at a time, until ctx ends, renewing the ones it holds every renew
+// so that no other replica reclaims them. A job whose attempt ctx ended is left to be reclaimed.
+func (s *Server) RunJobs(ctx context.Context, workers int, renew time.Duration) {
+	go s.renewJobs(ctx, renew)
+	slots := make(chan struct{}, workers)
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		j, err := s.opts.Jobs.Take(ctx)
+		if err != nil {
+			<-slots
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Error("take a job", "err", err)
+			sleepCtx(ctx, time.Second)
+			continue
+		}
+		go func() {
+			defer func() { <-slots }()
+			s.runJob(ctx, j)
+		}()
+	}
+}
+
+func (s *Server) renewJobs(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := s.opts.Jobs.Renew(ctx); err != nil {
+				s.log.Error("renew the jobs this gateway runs", "err", err)
+			}
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// runJob makes one attempt of a job taken from the store and records how it ended.
+func (s *Server) runJob(ctx context.Context, j *jobs.Job) {
+	if j.State.Final() { // the store found it out of attempts
+		s.jobEnded(j)
+		return
+	}
+	o := s.attempt(ctx, j)
+	if ctx.Err() != nil {
+		return // stopping: another replica, or this one restarted, takes it again
+	}
+	result := "ok"
+	if o.Err != "" {
+		result = "failed"
+	}
+	s.metrics.jobAttempts.WithLabelValues(j.Tenant, result).Inc()
+	done, err := s.opts.Jobs.Finish(context.WithoutCancel(ctx), j.ID, o)
+	switch {
+	case errors.Is(err, jobs.ErrFinished), errors.Is(err, jobs.ErrNotFound):
+		// cancelled while it ran
+	case err != nil:
+		s.log.Error("record a job's attempt", "job", j.ID, "err", err)
+	case done.State.Final():
+		s.jobEnded(done)
+	}
+}
+
+func (s *Server) jobEnded(j *jobs.Job) {
+	s.metrics.jobsEnded.WithLabelValues(j.Tenant, string(j.State)).Inc()
+	if j.State == jobs.Failed {
+		s.log.Warn("job failed", "job", j.ID, "tenant", j.Tenant, "attempts", j.Attempts, "err", j.Error)
+	}
+}
+
+// attempt sends a job's call through the queue, in the Batch class, and the provider.
+func (s *Server) attempt(ctx context.Context, j *jobs.Job) jobs.Outcome {
+	p := s.policy.Load()
+	c, apiErr := s.jobCall(ctx, p, j)
+	if apiErr != nil {
+		return jobs.Outcome{Err: apiErr.Message, Retry: apiErr.status >= 500}
+	}
+	s.giveBack(ctx, c, j)
+	s.metrics.arrivals.WithLabelValues(c.provider()).Inc()
+	headers := &capture{}
+	if apiErr := s.admit(ctx, c, headers); apiErr != nil {
+		s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOf(apiErr)).Inc()
+		return jobs.Outcome{Err: apiErr.Message, Retry: retryable(apiErr)}
+	}
+	if err := s.opts.Jobs.Hold(ctx, j.ID, jobs.Cost(c.cost)); err != nil {
+		s.log.Error("record what a job's attempt holds", "job", j.ID, "err", err)
+	}
+	return s.forward(ctx, c)
+}
+
+// retryable reports whether a refusal may pass at another attempt: a limit that refills, or a
+// store that comes back.
+func retryable(e *apiError) bool {
+	return (e.status == http.StatusTooManyRequests && e.Code != "request_too_large") || e.status >= 500
+}
+
+// jobCall builds the call of a job's attempt, under the configuration in force now.
+func (s *Server) jobCall(ctx context.Context, p *policy.Policy, j *jobs.Job) (*call, *apiError) {
+	if p == nil {
+		return nil, &apiError{status: http.StatusServiceUnavailable, Message: "The gateway has no configuration yet."}
+	}
+	caller := p.CallerOf(j.KeyHash)
+	if caller == nil || caller.Tenant.Name != j.Tenant {
+		return nil, &apiError{status: http.StatusUnauthorized, Message: "The API key that sent this job is no longer valid."}
+	}
+	c := &call{endpoint: estimate.Endpoint(j.Endpoint), caller: caller, job: j.ID}
+	if apiErr := s.parse(ctx, p, c, j.Body); apiErr != nil {
+		return nil, apiErr
+	}
+	return c, nil
+}
+
+// giveBack returns what an earlier attempt took from the tenant's and the provider's limits and
+// never settled, because its gateway stopped: a job is charged once.
+func (s *Server) giveBack(ctx context.Context, c *call, j *jobs.Job) {
+	if j.Held == (jobs.Cost{}) {
+		return
+	}
+	checks, _ := policy.Checks(nil, c.caller, c.route, gatewayv1.Endpoint(c.endpoint), policy.Cost(j.Held), false, "")
+	refund := policy.Settlement(nil, checks, policy.Cost{Tokens: -j.Held.Tokens, MicroDollars: -j.Held.MicroDollars}, false)
+	if err := s.opts.Limiter.Settle(ctx, refund, s.now()); err != nil {
+		s.log.Error("give back what an earlier attempt of a job held", "job", j.ID, "err", err)
+		return
+	}
+	if err := s.opts.Jobs.Hold(ctx, j.ID, jobs.Cost{}); err != nil {
+		s.log.Error("record what a job's attempt holds", "job", j.ID, "err", err)
+	}
+}
+
+// forward sends an admitted job's call to its provider and reads the answer whole.
+func (s *Server) forward(ctx context.Context, c *call) jobs.Outcome {
+	req, err := http.NewRequestWithContext(withCall(ctx, c), http.MethodPost, jobPaths[string(c.endpoint)], bytes.NewReader(c.body))
+	if err != nil {
+		s.settle(c, estimate.Usage{}, false)
+		return jobs.Outcome{Err: "The gateway could not build the call."}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	answer := &capture{}
+	s.proxy(c.route.Provider).ServeHTTP(answer, req)
+	if answer.status/100 == 2 {
+		return jobs.Outcome{Status: answer.status, Result: answer.body.Bytes()}
+	}
+	return jobs.Outcome{Err: fmt.Sprintf("%d: %s", answer.status, errorMessage(answer.body.Bytes())),
+		Retry: answer.status == http.StatusTooManyRequests || answer.status >= 500}
+}
+
+// errorMessage is the message of an OpenAI error body, or the start of any other.
+func errorMessage(body []byte) string {
+	var e struct {
+		Error struct{ Message string }
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
+		return e.Error.Message
+	}
+	const most = 200
+	if len(body) > most {
+		body = body[:most]
+	}
+	return strings.TrimSpace(string(body))
+}
+
+// capture is a ResponseWriter that keeps an answer for a job.
+type capture struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (w *capture) Header() http.Header {
+	if w.header == nil {
+		w.header = http.Header{}
+	}
+	return w.header
+}
+
+func (w *capture) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+}
+
+func (w *capture) Write(b []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	if w.body.Len()+len(b) > maxResponseBytes {
+		return 0, errors.New("server: a job's answer is larger than the gateway keeps")
+	}
+	return w.body.Write(b)
+}
+
+func (w *capture) Flush() {}
+
+// chargeJob settles a job's attempt once per job: it reports whether this attempt is the first
+// to be charged. A store that cannot answer charges it.
+func (s *Server) chargeJob(c *call) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	first, err := s.opts.Jobs.Charge(ctx, c.job)
+	if err != nil {
+		s.log.Error("mark a job charged", "job", c.job, "err", err)
+		return true
+	}
+	return first
+}
+
+// releaseJob records that a job's attempt holds nothing: it was refunded.
+func (s *Server) releaseJob(c *call) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	if err := s.opts.Jobs.Hold(ctx, c.job, jobs.Cost{}); err != nil {
+		s.log.Error("record what a job's attempt holds", "job", c.job, "err", err)
+	}
+}

@@ -1,0 +1,353 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/test/redisserver"
+)
+
+// jobsConfig writes a configuration for jobs: tenant acme (keyAlice, 100,000 tokens a day) and
+// globex (keyBob) on provider "stub" at upstreamURL, with store and jobs as YAML lines ("" for
+// the defaults). The provider does not retry within an attempt, so every arrival is an attempt.
+func jobsConfig(t *testing.T, upstreamURL, store, jobs string) string {
+	t.Helper()
+	cfg := fmt.Sprintf(`apiVersion: gateway.sluice.dev/v1
+kind: GatewayConfig
+server:
+  maxBodyBytes: 4096
+%s
+%s
+providers:
+  - name: stub
+    baseURL: %s/v1
+    models:
+      - {name: gpt-4o-mini, encoding: o200k_base}
+    requestsPerMinute: 1000
+    tokensPerMinute: 1000000
+    maxInFlight: 10
+    prices: {inputPerMillion: "3.00", outputPerMillion: "15.00"}
+    retry: {maxAttempts: 1}
+tenants:
+  - name: acme
+    keys: [{sha256: %s, user: alice}]
+    providers: [stub]
+    perTenant:
+      - {dimension: tokens, amount: 100000, per: day}
+  - name: globex
+    keys: [{sha256: %s, user: bob}]
+    providers: [stub]
+`, store, jobs, upstreamURL, gatewayv1.HashKey(keyAlice), gatewayv1.HashKey(keyBob))
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func redisStore(addr string) string {
+	return "store:\n  type: redis\n  redis: {address: \"" + addr + "\", replicas: 2}"
+}
+
+const chatJob = `{"endpoint": "/v1/chat/completions", "body": ` + chatBody + `}`
+
+// job is a job as the gateway answers it.
+type job struct {
+	ID       string
+	Object   string
+	Endpoint string
+	Status   string
+	Attempts int
+	Response *struct {
+		StatusCode int `json:"status_code"`
+		Body       json.RawMessage
+	}
+	Error *struct{ Message string }
+}
+
+func (g *gateway) request(t *testing.T, method, path, key, body string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, g.api+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return answer{status: resp.StatusCode, header: resp.Header, body: data}
+}
+
+func (a answer) job(t *testing.T) job {
+	t.Helper()
+	var j job
+	if err := json.Unmarshal(a.body, &j); err != nil || j.ID == "" {
+		t.Fatalf("answer %d is not a job: %s", a.status, a.body)
+	}
+	return j
+}
+
+func (g *gateway) addJob(t *testing.T, key, body string) job {
+	t.Helper()
+	a := g.post(t, "/v1/jobs", key, body)
+	if a.status != http.StatusAccepted {
+		t.Fatalf("POST /v1/jobs: %d %s; want 202", a.status, a.body)
+	}
+	j := a.job(t)
+	if j.Status != "queued" || j.Object != "job" {
+		t.Fatalf("a new job is %+v; want it queued", j)
+	}
+	return j
+}
+
+// waitForJob polls a job until it is in a final state and returns it.
+func (g *gateway) waitForJob(t *testing.T, key, id string) job {
+	t.Helper()
+	var j job
+	waitFor(t, "job "+id+" to finish", func() bool {
+		j = g.request(t, http.MethodGet, "/v1/jobs/"+id, key, "").job(t)
+		return j.Status == "succeeded" || j.Status == "failed" || j.Status == "cancelled"
+	})
+	return j
+}
+
+func TestJobsRunAndAnswer(t *testing.T) {
+	up := newUpstream(t)
+	g := startGateway(t, jobsConfig(t, up.URL, "", ""))
+
+	added := g.addJob(t, keyAlice, chatJob)
+	done := g.waitForJob(t, keyAlice, added.ID)
+	if done.Status != "succeeded" || done.Attempts != 1 || done.Response == nil || done.Response.StatusCode != 200 ||
+		!strings.Contains(string(done.Response.Body), "Hello there!") {
+		t.Fatalf("the job ended %+v; want succeeded at its first attempt with the provider's answer", done)
+	}
+	if a := g.request(t, http.MethodGet, "/v1/jobs/"+added.ID, keyBob, ""); a.status != http.StatusNotFound {
+		t.Errorf("another tenant reads the job: %d %s; want 404", a.status, a.body)
+	}
+	if a := g.request(t, http.MethodDelete, "/v1/jobs/"+added.ID, keyAlice, ""); a.status != http.StatusConflict || a.errorCode(t) != "job_finished" {
+		t.Errorf("cancelling a finished job: %d %s; want 409 job_finished", a.status, a.body)
+	}
+	var list struct{ Data []job }
+	json.Unmarshal(g.request(t, http.MethodGet, "/v1/jobs?state=succeeded", keyAlice, "").body, &list)
+	if len(list.Data) != 1 || list.Data[0].ID != added.ID {
+		t.Errorf("acme's succeeded jobs: %+v; want the one job", list.Data)
+	}
+	json.Unmarshal(g.request(t, http.MethodGet, "/v1/jobs", keyBob, "").body, &list)
+	if len(list.Data) != 0 {
+		t.Errorf("globex's jobs: %+v; want none: acme's are not its own", list.Data)
+	}
+
+	cases := []struct {
+		name, method, path, body string
+		status                   int
+		code                     string
+	}{
+		{"malformed JSON", http.MethodPost, "/v1/jobs", `{"endpoint":`, 400, "invalid_request"},
+		{"unknown endpoint", http.MethodPost, "/v1/jobs", `{"endpoint": "/v1/images/generations", "body": {}}`, 400, "invalid_endpoint"},
+		{"unknown model", http.MethodPost, "/v1/jobs", `{"endpoint": "/v1/chat/completions", "body": {"model": "gpt-9", "messages": []}}`, 404, "model_not_found"},
+		{"a stream", http.MethodPost, "/v1/jobs", `{"endpoint": "/v1/chat/completions", "body": {"model": "gpt-4o-mini", "stream": true, "messages": []}}`, 400, "invalid_request"},
+		{"body over the limit", http.MethodPost, "/v1/jobs", `{"endpoint": "/v1/chat/completions", "body": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "` + strings.Repeat("x", 5000) + `"}]}}`, 413, "request_too_large"},
+		{"unknown state", http.MethodGet, "/v1/jobs?state=lost", "", 400, "invalid_request"},
+		{"unknown job", http.MethodGet, "/v1/jobs/job_nope", "", 404, "job_not_found"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := g.request(t, tc.method, tc.path, keyAlice, tc.body)
+			if a.status != tc.status || a.errorCode(t) != tc.code {
+				t.Errorf("got %d %s; want %d with code %s", a.status, a.body, tc.status, tc.code)
+			}
+		})
+	}
+	if a := g.request(t, http.MethodGet, "/v1/jobs", "sk-nobody", ""); a.status != http.StatusUnauthorized {
+		t.Errorf("an unknown key lists jobs: %d; want 401", a.status)
+	}
+}
+
+// holdingUpstream is the test's upstream, except that it holds the first call whose body holds
+// marker until the caller goes away.
+func holdingUpstream(t *testing.T, marker string) (*upstream, <-chan struct{}) {
+	u := &upstream{}
+	held := make(chan struct{})
+	var once sync.Once
+	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		first := false
+		if strings.Contains(string(body), marker) {
+			once.Do(func() { first = true })
+		}
+		if first {
+			u.calls.Add(1)
+			close(held)
+			<-r.Context().Done()
+			return
+		}
+		u.serve(w, r)
+	}))
+	t.Cleanup(u.Close)
+	return u, held
+}
+
+// TestJobSurvivesTheKillOfItsGateway kills (SIGKILL) the gateway that runs a job, with the job's
+// call at the provider; another gateway on the same Redis reclaims the job, runs it again and
+// finishes it, and the tenant is charged for it once.
+func TestJobSurvivesTheKillOfItsGateway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Redis and the gateway binary; skipped with -short")
+	}
+	up, held := holdingUpstream(t, "Say hello as a job.")
+	redis := redisserver.Start(t)
+	config := jobsConfig(t, up.URL, redisStore(redis.Addr), "jobs: {maxAttempts: 3, reclaimAfter: 1s}")
+	a := startGateway(t, config)
+
+	// A live call first: its headers show what the chat body is estimated at, and it settles at
+	// the provider's 10 tokens.
+	probe := a.post(t, "/v1/chat/completions", keyAlice, chatBody)
+	if probe.status != http.StatusOK {
+		t.Fatalf("live call: %d %s", probe.status, probe.body)
+	}
+	estimate := 100000 - probe.int(t, "X-Ratelimit-Remaining-Tokens")
+
+	added := a.addJob(t, keyAlice, `{"endpoint": "/v1/chat/completions", "body": `+strings.Replace(chatBody, "Say hello.", "Say hello as a job.", 1)+`}`)
+	<-held // the job's call is at the provider
+	if err := syscall.Kill(a.proc.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-a.proc.Exited()
+
+	b := startGateway(t, config)
+	done := b.waitForJob(t, keyAlice, added.ID)
+	if done.Status != "succeeded" || done.Attempts != 2 || !strings.Contains(string(done.Response.Body), "Hello there!") {
+		t.Fatalf("the job ended %+v; want succeeded at its second attempt", done)
+	}
+	if got := up.calls.Load(); got != 3 {
+		t.Errorf("the provider got %d calls; want 3: the live one and the job's two attempts", got)
+	}
+
+	// Both calls so far settled at 10 tokens; the first attempt's estimate, left by the dead
+	// gateway, was given back. This call's own estimate is the probe's.
+	after := b.post(t, "/v1/chat/completions", keyAlice, chatBody)
+	if got, want := after.int(t, "X-Ratelimit-Remaining-Tokens"), 100000-2*(upstreamPrompt+upstreamCompletion)-estimate; got != want {
+		t.Errorf("tokens left after the job = %d; want %d: the job charged once, at 10 tokens (the estimate is %d)", got, want, estimate)
+	}
+}
+
+// TestPoisonJobFails sends a job the provider always answers 500: it fails after its attempts,
+// and the failed list and a metric show it.
+func TestPoisonJobFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Redis and the gateway binary; skipped with -short")
+	}
+	var calls int64
+	var mu sync.Mutex
+	poison := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprint(w, `{"error":{"message":"The model crashed on this input.","type":"server_error","code":null}}`)
+	}))
+	t.Cleanup(poison.Close)
+	redis := redisserver.Start(t)
+	g := startGateway(t, jobsConfig(t, poison.URL, redisStore(redis.Addr), "jobs: {maxAttempts: 3, reclaimAfter: 200ms}"))
+
+	added := g.addJob(t, keyAlice, chatJob)
+	done := g.waitForJob(t, keyAlice, added.ID)
+	if done.Status != "failed" || done.Attempts != 3 || done.Error == nil ||
+		!strings.Contains(done.Error.Message, "gave up after 3 attempts") || !strings.Contains(done.Error.Message, "The model crashed") {
+		t.Fatalf("the poison job ended %+v; want failed after 3 attempts with the provider's error", done)
+	}
+	mu.Lock()
+	if calls != 3 {
+		t.Errorf("the provider got %d calls; want one per attempt, 3", calls)
+	}
+	mu.Unlock()
+	var list struct{ Data []job }
+	json.Unmarshal(g.request(t, http.MethodGet, "/v1/jobs?state=failed", keyAlice, "").body, &list)
+	if len(list.Data) != 1 || list.Data[0].ID != added.ID {
+		t.Errorf("acme's failed jobs: %+v; want the poison job", list.Data)
+	}
+	if m := g.metrics(t); !strings.Contains(m, `sluice_gateway_jobs_ended_total{state="failed",tenant="acme"} 1`) {
+		t.Errorf("the metrics do not count the failed job:\n%s", grep(m, "sluice_gateway_job"))
+	}
+}
+
+func grep(text, prefix string) string {
+	var out strings.Builder
+	for line := range strings.Lines(text) {
+		if strings.HasPrefix(line, prefix) {
+			out.WriteString(line)
+		}
+	}
+	return out.String()
+}
+
+// TestGatewayHonoursRetryAfter has the provider answer 429 once, asking for a wait in
+// retry-after-ms or retry-after, then 200: the gateway's retry reaches the provider no sooner
+// than asked, as the provider's own clock measures.
+func TestGatewayHonoursRetryAfter(t *testing.T) {
+	cases := []struct {
+		name, header, value string
+		asked               time.Duration
+	}{
+		{"retry-after-ms", "Retry-After-Ms", "700", 700 * time.Millisecond},
+		{"retry-after in seconds", "Retry-After", "1", time.Second},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			up := newUpstream(t)
+			var mu sync.Mutex
+			var arrivals []time.Time
+			throttling := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				arrivals = append(arrivals, time.Now())
+				first := len(arrivals) == 1
+				mu.Unlock()
+				if first {
+					w.Header().Set(tc.header, tc.value)
+					w.WriteHeader(http.StatusTooManyRequests)
+					fmt.Fprint(w, `{"error":{"message":"Slow down.","type":"rate_limit_error","code":"rate_limit_exceeded"}}`)
+					return
+				}
+				up.serve(w, r)
+			}))
+			t.Cleanup(throttling.Close)
+			config := jobsConfig(t, throttling.URL, "", "")
+			data, _ := os.ReadFile(config)
+			writeAtomically(t, config, strings.Replace(string(data), "retry: {maxAttempts: 1}", "retry: {maxAttempts: 3}", 1))
+			g := startGateway(t, config)
+
+			if a := g.post(t, "/v1/chat/completions", keyAlice, chatBody); a.status != http.StatusOK {
+				t.Fatalf("call: %d %s; want 200 after the gateway's retry", a.status, a.body)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(arrivals) != 2 {
+				t.Fatalf("the provider got %d calls; want 2: the throttled one and the retry", len(arrivals))
+			}
+			waited := arrivals[1].Sub(arrivals[0])
+			t.Logf("asked %s; the retry arrived %s after the throttled call", tc.asked, waited)
+			if waited < tc.asked {
+				t.Errorf("the retry came %s after the throttled call; want at least the %s asked", waited, tc.asked)
+			}
+		})
+	}
+}
