@@ -268,13 +268,13 @@ func (r *Redis) Renew(ctx context.Context) error {
 // reclaimed, by any replica, after the reclaim time.
 func (r *Redis) Finish(ctx context.Context, id string, o Outcome) (*Job, error) {
 	j, err := r.update(ctx, id, func(j *Job) error { return j.apply(finish, o, r.opts.MaxAttempts, r.opts.Now()) })
-	if err != nil && !errors.Is(err, ErrFinished) && !errors.Is(err, ErrNotFound) {
-		return j, err // the entry stays held: the attempt's end is not recorded
-	}
 	r.mu.Lock()
 	entry := r.held[id]
-	delete(r.held, id)
+	delete(r.held, id) // unrenewed, it is reclaimed, even if its end could not be recorded
 	r.mu.Unlock()
+	if err != nil && !errors.Is(err, ErrFinished) && !errors.Is(err, ErrNotFound) {
+		return j, err
+	}
 	if entry != "" && (err != nil || j.State.Final()) {
 		if dropErr := r.drop(ctx, entry); dropErr != nil {
 			return j, dropErr
