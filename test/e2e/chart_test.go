@@ -67,7 +67,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 
 // TestChartApplies applies helm template's output to a real API server: with the default values
 // in sluice-system, and with Redis and the adapter off in another namespace, the manager watching
-// a third. It checks what each install made and what each manager may do.
+// a third; and helm install's. It checks what each install made and what each manager may do.
 func TestChartApplies(t *testing.T) {
 	skipWithoutHelm(t)
 	c := cluster.Start(t, cluster.Options{})
@@ -92,6 +92,13 @@ func TestChartApplies(t *testing.T) {
 	if out := c.Kubectl(t, "get", "deployments,pdb", "-n", "memory", "-o", "name"); strings.Contains(out, "adapter") || strings.Contains(out, "poddisruptionbudget") {
 		t.Errorf("with the adapter off and one gateway, kubectl get deployments,pdb shows:\n%s", out)
 	}
+
+	// helm install itself, as the README says, beside the two.
+	if out, err := helm(t, "install", "installed", "charts/sluice", "--kubeconfig", c.Kubeconfig, "-n", "installed", "--create-namespace",
+		"--set", "redis.address=redis.installed.svc:6379", "--set", "metricsAdapter.enabled=false"); err != nil {
+		t.Fatalf("helm install: %v\n%s", err, out)
+	}
+	checkDeployments(t, c, "installed", "installed-sluice-manager", "installed-sluice-gateway")
 
 	checkAccess(t, c, append(managerAccess("system:serviceaccount:sluice-system:sluice-manager", "sluice-system"),
 		managerAccess("system:serviceaccount:memory:memory-sluice-manager", "team-a")...))
