@@ -38,13 +38,23 @@ func TestSamplesCompile(t *testing.T) {
 		t.Fatalf("Reconcile: %v", err)
 	}
 	assertReady(t, c, ns, &v1alpha1.ProviderQuota{}, "openai", metav1.ConditionTrue, v1alpha1.ReasonCompiled)
-	assertReady(t, c, ns, &v1alpha1.TenantPlan{}, "pro", metav1.ConditionTrue, v1alpha1.ReasonCompiled)
+	for _, plan := range []string{"free", "pro", "enterprise"} {
+		assertReady(t, c, ns, &v1alpha1.TenantPlan{}, plan, metav1.ConditionTrue, v1alpha1.ReasonCompiled)
+	}
 	cfg, err := gatewayv1.Parse(getSecret(t, c, ns).Data["config.yaml"])
 	if err != nil {
 		t.Fatalf("the compiled samples do not parse as a gateway configuration: %v", err)
 	}
-	if len(cfg.Providers) != 1 || len(cfg.Tenants) != 1 || cfg.Tenants[0].Keys[0].SHA256 != gatewayv1.HashKey("sk-acme-alice") {
-		t.Errorf("compiled samples = %d providers, %d tenants; want openai and acme with alice's key hash", len(cfg.Providers), len(cfg.Tenants))
+	tenants := map[string]gatewayv1.Tenant{}
+	for _, tenant := range cfg.Tenants {
+		tenants[tenant.Name] = tenant
+	}
+	acme, free := tenants["acme"], tenants["initech"]
+	if len(cfg.Providers) != 1 || len(acme.Keys) != 1 || acme.Keys[0].SHA256 != gatewayv1.HashKey("sk-acme-alice") || acme.Budget == nil || acme.Degrade == nil {
+		t.Errorf("compiled samples = %d providers, acme %+v; want openai, and acme on the enterprise plan with alice's key hash", len(cfg.Providers), acme)
+	}
+	if len(free.PerUser) != 1 || free.PerUser[0].Amount != 50 || free.PerUser[0].Per != gatewayv1.PeriodDay || free.PerUser[0].OnLimit != gatewayv1.BehaviorReject {
+		t.Errorf("initech = %+v; want the free plan: 50 requests a day per user, refused past that", free)
 	}
 }
 

@@ -16,12 +16,14 @@ import (
 	"github.com/sluicehq/sluice/test/proc"
 )
 
-// The keys config/samples holds: a tenant's and the provider's. Neither may appear in a status,
-// an event or the manager's log.
+// Two of the keys config/samples holds: the tenant key the test calls with, and the provider's.
 const (
 	sampleTenantKey   = "sk-acme-alice"
 	sampleProviderKey = "sk-provider-example"
 )
+
+// sampleKeys are every key in config/samples, none of which may leave its Secret.
+var sampleKeys = []string{sampleTenantKey, "sk-globex-bob", "sk-initech-carol", sampleProviderKey}
 
 // TestOperator applies the CRDs and config/samples to a real API server with kubectl, runs the
 // manager as a process, runs a real gateway on the configuration Secret the manager wrote, sends
@@ -62,7 +64,7 @@ func TestOperator(t *testing.T) {
 	mustContain(t, describeOpenAI, "the hosted provider's usage",
 		`Reason:\s+GatewaysReported`, `Requests Last Minute:\s+3\n`, `Tokens Last Minute:\s+30\n`,
 		`In Flight:\s+0\n`, `Queued:\s+0\n`, `Throttles:\s+0\n`, `Spend This Month:\s+0\.00009\n`, `Last Usage Time:`)
-	describePro := waitDescribe(t, c, "tp", "pro", `Spent This Period:`)
+	describePro := waitDescribe(t, c, "tp", "enterprise", `Spent This Period:`)
 	mustContain(t, describePro, "the plan's usage", `Reason:\s+Compiled`, `Reason:\s+GatewaysReported`,
 		`Tenant Count:\s+1`, `Spent This Period:\s+0\.00009\n`, `Budget Remaining:\s+4999\.99991\n`, `Resets At:`)
 
@@ -73,7 +75,7 @@ func TestOperator(t *testing.T) {
 	mustContain(t, c.Kubectl(t, "get", "pq", "-n", "sluice", "-o", "wide"), "kubectl get pq -o wide",
 		`MAX-IN-FLIGHT`, `REASON`, `NoReadyPods`, `\s190\s`)
 	mustContain(t, c.Kubectl(t, "get", "tp", "-n", "sluice"), "kubectl get tp",
-		`NAME\s+TENANTS\s+BUDGET\s+SPENT\s+RESETS\s+READY\s+AGE\n`, `pro\s+1\s+5000\s+0\.00009\s+\S+\s+True\s+\S+\n`)
+		`NAME\s+TENANTS\s+BUDGET\s+SPENT\s+RESETS\s+READY\s+AGE\n`, `enterprise\s+1\s+5000\s+0\.00009\s+\S+\s+True\s+\S+\n`, `free\s+1\s+0\s+True\s+\S+\n`)
 
 	// A ready Pod gives the self-hosted provider its capacity: 1 GPU × 8 calls.
 	c.Kubectl(t, "run", "-n", "sluice", "llama-0", "--image=vllm", "--labels=app=llama", "--restart=Never")
@@ -93,7 +95,7 @@ func TestOperator(t *testing.T) {
 		"manager log": manager.Log(),
 	}
 	for what, text := range seen {
-		for _, key := range []string{sampleTenantKey, sampleProviderKey} {
+		for _, key := range sampleKeys {
 			if strings.Contains(text, key) {
 				t.Errorf("%s holds a key (%.8s...)", what, key)
 			}
@@ -149,8 +151,10 @@ func writeConfigSecret(t *testing.T, c *cluster.Cluster, dir, upstreamURL string
 		items = secret.Data
 		return strings.Contains(string(items["config.yaml"]), upstreamURL)
 	})
-	if strings.Contains(string(items["config.yaml"]), sampleTenantKey) || strings.Contains(string(items["config.yaml"]), sampleProviderKey) {
-		t.Errorf("config.yaml holds a key; want the tenant's hash and the provider's key file only:\n%s", items["config.yaml"])
+	for _, key := range sampleKeys {
+		if strings.Contains(string(items["config.yaml"]), key) {
+			t.Errorf("config.yaml holds a key (%.8s...); want the tenants' hashes and the provider's key file only", key)
+		}
 	}
 	for name, data := range items {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
@@ -161,8 +165,8 @@ func writeConfigSecret(t *testing.T, c *cluster.Cluster, dir, upstreamURL string
 	if err != nil {
 		t.Fatalf("the configuration Secret's config.yaml: %v", err)
 	}
-	if len(cfg.Providers) != 2 || len(cfg.Tenants) != 1 {
-		t.Errorf("config.yaml has %d providers and %d tenants; want the samples' 2 and 1", len(cfg.Providers), len(cfg.Tenants))
+	if len(cfg.Providers) != 2 || len(cfg.Tenants) != 3 {
+		t.Errorf("config.yaml has %d providers and %d tenants; want the samples' 2 and 3", len(cfg.Providers), len(cfg.Tenants))
 	}
 }
 
