@@ -19,9 +19,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluicehq/sluice/test/proc"
 )
@@ -77,6 +79,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// envtest logs through controller-runtime, which prints a stack trace when no logger is set.
+	ctrllog.SetLogger(logr.Discard())
 	env := &envtest.Environment{BinaryAssetsDirectory: assets}
 	if opts.ControllerManager {
 		// envtest turns off the ServiceAccount admission plugin because nothing would create the
