@@ -55,3 +55,25 @@ func BenchmarkParseEstimate(b *testing.B) {
 		})
 	}
 }
+
+func BenchmarkCount(b *testing.B) {
+	texts := map[string]string{
+		"prose": strings.Repeat("The gateway admits a request only when every level it passes has room for it, "+
+			"and settles the difference once the provider reports what the call really cost. ", 25),
+		"code": strings.Repeat("func f(x int) int {\n\treturn x*2 // ok\n}\n", 60),
+		"cjk":  strings.Repeat("お誕生日おめでとう、生日快乐。", 60),
+	}
+	for _, enc := range []string{"o200k_base", "cl100k_base", "r50k_base"} {
+		for _, name := range []string{"prose", "code", "cjk"} {
+			text := texts[name]
+			b.Run(enc+"/"+name, func(b *testing.B) {
+				counter.Count(enc, "warm up") // load the encoding outside the timer
+				b.ReportAllocs()
+				b.SetBytes(int64(len(text)))
+				for b.Loop() {
+					counter.Count(enc, text)
+				}
+			})
+		}
+	}
+}

@@ -5,14 +5,13 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/pkoukk/tiktoken-go"
 	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
 )
 
-// maxSegment bounds, in bytes, the text handed to the encoder at once. The
-// encoder's byte-pair merge is quadratic in the length of a piece, so a long
-// run without spaces (base64, minified code, a repeated letter) would
-// otherwise cost seconds; cutting keeps the cost linear in the text.
+// maxSegment bounds, in bytes, the text split and counted at once. The
+// byte-pair merge is quadratic in the length of a piece, so a long run
+// without spaces (base64, minified code, a repeated letter) would otherwise
+// cost seconds; cutting keeps the cost linear in the text.
 const maxSegment = 1024
 
 // Counter counts tokens in text with a named byte-pair encoding. Encodings are
@@ -26,37 +25,41 @@ type Counter struct {
 	encoders map[string]*encoder
 }
 
-// encoder is one encoding, loaded at most once.
+// encoder is one encoding: how it splits text into pieces, and the ranks of
+// its tokens, loaded at most once.
 type encoder struct {
-	name string
-	once sync.Once
-	tk   *tiktoken.Tiktoken // nil when the encoding failed to load
+	file  string // the encoding's rank file in tiktoken-go-loader
+	split splitter
+	once  sync.Once
+	ranks map[string]int // nil when the encoding failed to load
 }
 
 // NewCounter returns a Counter for the encodings the package knows. It loads
 // nothing yet: each encoding is loaded when it is first counted with.
 func NewCounter() *Counter {
-	names := []string{
-		tiktoken.MODEL_CL100K_BASE,
-		tiktoken.MODEL_O200K_BASE,
-		tiktoken.MODEL_P50K_BASE,
-		tiktoken.MODEL_P50K_EDIT,
-		tiktoken.MODEL_R50K_BASE,
-	}
-	c := &Counter{encoders: make(map[string]*encoder, len(names))}
-	for _, name := range names {
-		c.encoders[name] = &encoder{name: name}
-	}
-	return c
+	// p50k_edit differs from p50k_base only in special tokens, which count
+	// as plain text here.
+	p50k := &encoder{file: "p50k_base.tiktoken", split: splitGPT2}
+	return &Counter{encoders: map[string]*encoder{
+		"cl100k_base": {file: "cl100k_base.tiktoken", split: splitCL100K},
+		"o200k_base":  {file: "o200k_base.tiktoken", split: splitO200K},
+		"p50k_base":   p50k,
+		"p50k_edit":   p50k,
+		"r50k_base":   {file: "r50k_base.tiktoken", split: splitGPT2},
+	}}
 }
 
 // Count returns the number of tokens in text under encoding. An empty or
 // unknown encoding, or one that failed to load, counts with the proxy
 // ceil(UTF-8 bytes / 4). Special tokens such as <|endoftext|> count as the
 // plain text they are in a request.
+//
+// The count is tiktoken's: text is split into pieces with the encoding's
+// pattern and each piece counts the tokens of its byte-pair encoding. Text
+// is cut into segments of at most maxSegment bytes first (see cutPoint).
 func (c *Counter) Count(encoding string, text string) int64 {
-	tk := c.tiktoken(encoding)
-	if tk == nil {
+	e := c.encoder(encoding)
+	if e == nil {
 		return proxyTokens(text)
 	}
 	if !utf8.ValidString(text) {
@@ -65,14 +68,14 @@ func (c *Counter) Count(encoding string, text string) int64 {
 	var n int64
 	for text != "" {
 		cut := cutPoint(text)
-		n += int64(len(tk.EncodeOrdinary(text[:cut])))
+		n += e.count(text[:cut])
 		text = text[cut:]
 	}
 	return n
 }
 
-// tiktoken returns the loaded encoding, or nil to use the proxy.
-func (c *Counter) tiktoken(encoding string) *tiktoken.Tiktoken {
+// encoder returns the loaded encoding, or nil to use the proxy.
+func (c *Counter) encoder(encoding string) *encoder {
 	if c == nil {
 		return nil
 	}
@@ -81,22 +84,30 @@ func (c *Counter) tiktoken(encoding string) *tiktoken.Tiktoken {
 		return nil
 	}
 	e.once.Do(e.load)
-	return e.tk
+	if e.ranks == nil {
+		return nil
+	}
+	return e
 }
 
-// offlineLoader makes the library read encodings from the data compiled in
-// rather than download them. The library keeps its loader in a global, so it
-// is set once for the process, before the first encoding is loaded.
-var offlineLoader sync.Once
-
-// load loads the encoding; on failure tk stays nil and counting falls back to
-// the proxy.
+// load reads the encoding's ranks from the data compiled in; on failure
+// ranks stays nil and counting falls back to the proxy.
 func (e *encoder) load() {
-	offlineLoader.Do(func() { tiktoken.SetBpeLoader(tiktokenloader.NewOfflineLoader()) })
-	tk, err := tiktoken.GetEncoding(e.name)
-	if err == nil {
-		e.tk = tk
+	ranks, err := tiktokenloader.NewOfflineLoader().LoadTiktokenBpe(e.file)
+	if err == nil && len(ranks) > 0 {
+		e.ranks = ranks
 	}
+}
+
+// count returns the number of tokens in segment, which is valid UTF-8.
+func (e *encoder) count(segment string) int64 {
+	var n int64
+	for segment != "" {
+		end := e.split(segment)
+		n += int64(countPiece(segment[:end], e.ranks))
+		segment = segment[end:]
+	}
+	return n
 }
 
 // proxyTokens is the documented proxy: ceil(UTF-8 bytes / 4).
