@@ -238,11 +238,14 @@ type answer struct {
 	body   []byte
 }
 
+// post sends a call and returns its answer. It may run on another goroutine than the test's: a
+// failure to send is an error of the test, and a zero answer.
 func (g *gateway) post(t *testing.T, path, key, body string) answer {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, g.api+path, strings.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("POST %s: %v", path, err)
+		return answer{}
 	}
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
@@ -250,12 +253,13 @@ func (g *gateway) post(t *testing.T, path, key, body string) answer {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		t.Fatalf("POST %s: %v", path, err)
+		t.Errorf("POST %s: %v", path, err)
+		return answer{}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("POST %s: read the answer: %v", path, err)
 	}
 	return answer{status: resp.StatusCode, header: resp.Header, body: data}
 }

@@ -4,13 +4,16 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 )
 
-// pausedConfig is a configuration of one provider, paused or not, and tenant acme's alice.
-func pausedConfig(upstreamURL string, paused bool) string {
+// pausedConfig is a configuration of one provider, paused or not, and tenant acme's alice, who
+// waits at most maxWait.
+func pausedConfig(upstreamURL string, paused bool, maxWait string) string {
 	return fmt.Sprintf(`apiVersion: gateway.sluice.dev/v1
 kind: GatewayConfig
 providers:
@@ -22,7 +25,8 @@ tenants:
   - name: acme
     keys: [{sha256: %s, user: alice}]
     providers: [llama]
-`, upstreamURL, paused, gatewayv1.HashKey(keyAlice))
+    maxWait: %s
+`, upstreamURL, paused, gatewayv1.HashKey(keyAlice), maxWait)
 }
 
 // TestPausedProviderQueues checks what the operator relies on when a self-hosted provider has no
@@ -31,12 +35,14 @@ tenants:
 func TestPausedProviderQueues(t *testing.T) {
 	up := newUpstream(t)
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
-	writeAtomically(t, path, pausedConfig(up.URL, true))
+	writeAtomically(t, path, pausedConfig(up.URL, true, "60s"))
+	var senders sync.WaitGroup
+	t.Cleanup(senders.Wait) // after the gateway has stopped, so they return
 	g := startGateway(t, path)
 
 	answers := make(chan answer, 2)
 	for range 2 {
-		go func() { answers <- g.post(t, "/v1/chat/completions", keyAlice, chatBody) }()
+		senders.Go(func() { answers <- g.post(t, "/v1/chat/completions", keyAlice, chatBody) })
 	}
 	waitFor(t, "two calls queued for the paused provider", func() bool {
 		u := g.usage(t)
@@ -46,7 +52,7 @@ func TestPausedProviderQueues(t *testing.T) {
 		t.Fatalf("the paused provider received %d calls; want none", n)
 	}
 
-	writeAtomically(t, path, pausedConfig(up.URL, false))
+	writeAtomically(t, path, pausedConfig(up.URL, false, "60s"))
 	for range 2 {
 		if a := <-answers; a.status != http.StatusOK {
 			t.Errorf("a queued call after the pause: %d %s; want 200", a.status, a.body)
@@ -54,5 +60,26 @@ func TestPausedProviderQueues(t *testing.T) {
 	}
 	if n := up.calls.Load(); n != 2 {
 		t.Errorf("the provider received %d calls; want the 2 that waited", n)
+	}
+}
+
+// TestPausedProviderAnswersBusyAfterMaxWait checks that a call to a paused provider waits no
+// longer than its plan's maxWait: it is then answered busy, as the door would have, and never
+// reaches the provider.
+func TestPausedProviderAnswersBusyAfterMaxWait(t *testing.T) {
+	up := newUpstream(t)
+	path := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeAtomically(t, path, pausedConfig(up.URL, true, "1s"))
+	g := startGateway(t, path)
+
+	a := g.post(t, "/v1/chat/completions", keyAlice, chatBody)
+	if a.status != http.StatusTooManyRequests || !strings.Contains(string(a.body), "queue_busy") || a.header.Get("Retry-After") == "" {
+		t.Errorf("a call to a paused provider after maxWait: %d %v %s; want 429 queue_busy with Retry-After", a.status, a.header, a.body)
+	}
+	if n := up.calls.Load(); n != 0 {
+		t.Errorf("the paused provider received %d calls; want none", n)
+	}
+	if u := g.usage(t); len(u.Providers) != 1 || u.Providers[0].Queued != 0 {
+		t.Errorf("usage after the call was answered: %+v; want nothing queued", u.Providers)
 	}
 }

@@ -135,9 +135,9 @@ type Provider struct {
 	// with no capacity at all is paused instead.
 	MaxInFlight int64 `json:"maxInFlight,omitempty"`
 	// paused holds every call to the provider in its queue, as for a
-	// self-hosted provider with no ready Pods: calls wait (the door's maxWait
-	// still applies) and go once the provider is no longer paused. False
-	// means calls go as the limits allow.
+	// self-hosted provider with no ready Pods: calls wait, each at most its
+	// plan's maxWait (then it is answered busy), and go once the provider is
+	// no longer paused. False means calls go as the limits allow.
 	Paused bool `json:"paused,omitempty"`
 	// headroomPercent is the share of the published limits the gateway uses,
 	// 1 to 100. Zero means 100.

@@ -162,7 +162,8 @@ func (d *dispatcher) kick() {
 }
 
 // wait queues a call after the door's estimate, and returns when it has been decided: allowed (it
-// may go), refused, or abandoned by its client.
+// may go), refused, abandoned by its client, or, for a call someone waits for, still queued after
+// its plan's maxWait (the door's estimate was wrong, or the provider is paused).
 func (d *dispatcher) wait(ctx context.Context, c *call, w http.ResponseWriter) *apiError {
 	start := d.s.now()
 	wt := &waiter{c: c, done: make(chan *apiError, 1)}
@@ -174,14 +175,47 @@ func (d *dispatcher) wait(ctx context.Context, c *call, w http.ResponseWriter) *
 		return apiErr
 	}
 	d.kick()
+	var expired <-chan time.Time
+	if c.job == "" {
+		timer := time.NewTimer(c.caller.Tenant.Config.MaxWait.Duration)
+		defer timer.Stop()
+		expired = timer.C
+	}
 	select {
 	case apiErr := <-wt.done:
-		c.waited = d.s.now().Sub(start)
-		d.s.metrics.queueWait.WithLabelValues(d.provider).Observe(c.waited.Seconds())
-		return d.s.decided(c, w, apiErr)
+		return d.waited(c, w, apiErr, start)
 	case <-ctx.Done():
 		return d.abandon(wt)
+	case <-expired:
+		select {
+		case apiErr := <-wt.done: // decided as the time ran out
+			return d.waited(c, w, apiErr, start)
+		default:
+		}
+		return d.expire(wt, w)
 	}
+}
+
+// waited records how long a decided call waited and turns the decision into its answer.
+func (d *dispatcher) waited(c *call, w http.ResponseWriter, apiErr *apiError, start time.Time) *apiError {
+	c.waited = d.s.now().Sub(start)
+	d.s.metrics.queueWait.WithLabelValues(d.provider).Observe(c.waited.Seconds())
+	return d.s.decided(c, w, apiErr)
+}
+
+// expire takes a call that waited its plan's maxWait out of the queue and answers it busy, as the
+// door would have, with the wait its lane would still have.
+func (d *dispatcher) expire(wt *waiter, w http.ResponseWriter) *apiError {
+	d.mu.Lock()
+	estimate := d.q.EstimateWait(wt.item, d.drainRate(d.s.now()))
+	ahead, _ := d.q.Ahead(wt.item.Class, wt.item.Tenant)
+	d.mu.Unlock()
+	d.abandon(wt) // a decision made meanwhile is given back
+	maxWait := wt.c.caller.Tenant.Config.MaxWait.Duration
+	if estimate < 0 {
+		estimate = maxWait // unknown, as for a paused provider: ask to come back after another maxWait
+	}
+	return d.s.busy(wt.c, w, maxWait+estimate, maxWait, max(ahead, 1)) // ahead counts this call
 }
 
 // push lets a call in at the door, or answers busy when its estimated wait passes the plan's
