@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -113,20 +114,37 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Func("cases", "comma-separated cases to run, in order (default "+strings.Join(o.Cases, ",")+")", o.setCases)
 	fs.StringVar(&o.Gateway, "gateway", o.Gateway, "path of the gateway binary, for the reject and queue cases")
 	fs.Func("gateway-url", "a running gateway's base URL for the reject and queue cases, instead of starting one; repeat to spread the users over several", o.addGatewayURL)
-	fs.StringVar(&o.ProviderAddr, "provider-addr", o.ProviderAddr, "where each case's provider listens; empty means a free loopback port")
+	fs.Func("provider-addr", "where each case's provider listens, a loopback host:port; empty means a free loopback port", o.setProviderAddr)
 	fs.IntVar(&o.PoolConns, "pool-conns", o.PoolConns, "the pool case's cap on connections to the provider")
 	fs.Int64Var(&o.UserBurst, "user-burst", o.UserBurst, "the gateway's per-user bucket: its capacity")
 	fs.Int64Var(&o.UserRate, "user-rate", o.UserRate, "the gateway's per-user bucket: requests a second")
 	fs.DurationVar(&o.MaxWait, "max-wait", o.MaxWait, "the queue case's door: the longest wait the gateway accepts")
 }
 
+// addGatewayURL adds a running gateway's base URL. The lab's load stays on this machine: the
+// gateway must be on a loopback address.
 func (o *Options) addGatewayURL(s string) error {
 	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("want a gateway's base URL, such as http://127.0.0.1:8080, not %q", s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !isLoopback(u.Hostname()) {
+		return fmt.Errorf("want a gateway's base URL on a loopback address, such as http://127.0.0.1:8080, not %q", s)
 	}
 	o.GatewayURLs = append(o.GatewayURLs, strings.TrimSuffix(s, "/"))
 	return nil
+}
+
+// setProviderAddr sets where the cases' provider listens: a loopback address.
+func (o *Options) setProviderAddr(s string) error {
+	host, _, err := net.SplitHostPort(s)
+	if err != nil || !isLoopback(host) {
+		return fmt.Errorf("want a loopback host:port, such as 127.0.0.1:8081, not %q", s)
+	}
+	o.ProviderAddr = s
+	return nil
+}
+
+func isLoopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || ip != nil && ip.IsLoopback()
 }
 
 func (o *Options) setCases(s string) error {

@@ -29,14 +29,23 @@ func TestAddFlags(t *testing.T) {
 	}
 }
 
-func TestAddFlagsRefusesABadGatewayURL(t *testing.T) {
-	for _, bad := range []string{"127.0.0.1:8080", "ftp://gw", "http://", "://x"} {
+func TestAddFlagsKeepsTheLoadOnLoopback(t *testing.T) {
+	for _, bad := range []string{"127.0.0.1:8080", "ftp://gw", "http://", "://x", "http://10.0.0.1:8080", "https://api.example.com"} {
 		opts := DefaultOptions()
 		fs := flag.NewFlagSet("ramp", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		opts.AddFlags(fs)
 		if err := fs.Parse([]string{"-gateway-url", bad}); err == nil || !strings.Contains(err.Error(), "want a gateway's base URL") {
 			t.Errorf("-gateway-url %q: err = %v; want a clear refusal", bad, err)
+		}
+	}
+	for _, bad := range []string{"10.0.0.1:8081", "8081", "example.com:80"} {
+		opts := DefaultOptions()
+		fs := flag.NewFlagSet("ramp", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		opts.AddFlags(fs)
+		if err := fs.Parse([]string{"-provider-addr", bad}); err == nil || !strings.Contains(err.Error(), "want a loopback host:port") {
+			t.Errorf("-provider-addr %q: err = %v; want a clear refusal", bad, err)
 		}
 	}
 }
