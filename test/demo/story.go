@@ -141,13 +141,13 @@ func (st *story) startSluice() {
 	if err := os.WriteFile(base, []byte(baseConfig(st.redis.Addr, len(st.gateways))), 0o600); err != nil {
 		st.r.Fatal(err)
 	}
-	st.startProcess("manager", "--namespace="+namespace, "--config-secret="+configSecret, "--base-config="+base,
+	st.startProcess("manager", "manager", "--namespace="+namespace, "--config-secret="+configSecret, "--base-config="+base,
 		"--gateway-usage-urls="+strings.Join(usage, ","), "--usage-interval=2s",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0")
 	configDir := st.r.TempDir()
 	st.mountConfigSecret(configDir)
 	for i, g := range st.gateways {
-		st.startProcess(fmt.Sprintf("gateway-%d", i), "--config="+filepath.Join(configDir, "config.yaml"),
+		st.startProcess(fmt.Sprintf("gateway-%d", i), "gateway", "--config="+filepath.Join(configDir, "config.yaml"),
 			"--listen="+strings.TrimPrefix(g.url, "http://"), "--admin-listen="+strings.TrimPrefix(g.admin, "http://"),
 			fmt.Sprintf("--name=gateway-%d", i))
 	}
@@ -156,7 +156,7 @@ func (st *story) startSluice() {
 	}
 	st.r.Logf("the manager compiled the quotas and plans into the Secret %s; two gateways serve it at %s and %s", configSecret, st.gateways[0].url, st.gateways[1].url)
 	adapterPort := freePort(st.r)
-	st.startProcess("metrics-adapter", "--secure-port="+strconv.Itoa(adapterPort), "--bind-address=127.0.0.1",
+	st.startProcess("metrics-adapter", "metrics-adapter", "--secure-port="+strconv.Itoa(adapterPort), "--bind-address=127.0.0.1",
 		"--cert-dir="+st.r.TempDir(), "--lister-kubeconfig="+st.c.Kubeconfig,
 		"--authentication-kubeconfig="+st.c.Kubeconfig, "--authorization-kubeconfig="+st.c.Kubeconfig,
 		"--discovery-interval=5s", "--gateway-usage="+namespace+"="+usage[0], "--gateway-usage="+namespace+"="+usage[1])
@@ -167,12 +167,8 @@ func (st *story) startSluice() {
 	st.r.Logf("the metrics adapter serves custom.metrics.k8s.io and external.metrics.k8s.io through the aggregator; the Deployment %s runs one inference Pod", selfHostedQuota)
 }
 
-// startProcess runs one of the binaries with the admin's kubeconfig.
-func (st *story) startProcess(name string, args ...string) *proc.Process {
-	binary := name
-	if strings.HasPrefix(name, "gateway-") {
-		binary = "gateway"
-	}
+// startProcess runs one of the binaries, under a name of its own, with the admin's kubeconfig.
+func (st *story) startProcess(name, binary string, args ...string) *proc.Process {
 	cmd := exec.Command(filepath.Join(st.bin, binary), args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+st.c.Kubeconfig)
 	return proc.Start(st.r, name, cmd)
