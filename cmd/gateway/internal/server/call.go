@@ -267,7 +267,8 @@ func (s *Server) take(ctx context.Context, c *call) *apiError {
 // exceeds returns a limit the call costs more than it can ever hold, or nil. Such a call never
 // waits: no wait makes it fit.
 func (c *call) exceeds() *ratelimit.Limit {
-	checks, _ := policy.Checks(nil, c.caller, c.route, gatewayv1.Endpoint(c.endpoint), c.cost, false, "")
+	var buf [ratelimit.MaxChecks]ratelimit.Check
+	checks, _ := policy.Checks(buf[:0], c.caller, c.route, gatewayv1.Endpoint(c.endpoint), c.cost, false, "")
 	for _, check := range checks {
 		if check.Cost > check.Limit.Capacity() {
 			return check.Limit

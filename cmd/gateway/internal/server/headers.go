@@ -21,8 +21,8 @@ const (
 // setLimitHeaders writes the rate-limit headers a provider would send, for the tightest of the
 // caller's limits on requests and on tokens, and the tenant's budget left with its reset time.
 func setLimitHeaders(h http.Header, c *call) {
-	setDimensionHeaders(h, c, ratelimit.Requests, "requests")
-	setDimensionHeaders(h, c, ratelimit.Tokens, "tokens")
+	setDimensionHeaders(h, c, ratelimit.Requests, requestsHeaders)
+	setDimensionHeaders(h, c, ratelimit.Tokens, tokensHeaders)
 	budget := c.caller.Tenant.Budget(c.route.Provider.Name)
 	if budget == nil {
 		return
@@ -36,9 +36,18 @@ func setLimitHeaders(h http.Header, c *call) {
 	}
 }
 
-// setDimensionHeaders writes x-ratelimit-{limit,remaining,reset}-<name> for the caller's own
-// check (user, tenant or endpoint) of dimension d with the least left.
-func setDimensionHeaders(h http.Header, c *call, d ratelimit.Dimension, name string) {
+// dimensionHeaders are the names of x-ratelimit-{limit,remaining,reset}-<dimension>, in their
+// canonical form, so that setting them does not build the names again.
+type dimensionHeaders struct{ limit, remaining, reset string }
+
+var (
+	requestsHeaders = dimensionHeaders{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"}
+	tokensHeaders   = dimensionHeaders{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"}
+)
+
+// setDimensionHeaders writes the headers named for the caller's own check (user, tenant or
+// endpoint) of dimension d with the least left.
+func setDimensionHeaders(h http.Header, c *call, d ratelimit.Dimension, names dimensionHeaders) {
 	tightest := -1
 	for i, check := range c.checks {
 		if check.Limit.Level >= ratelimit.LevelGlobal {
@@ -51,7 +60,7 @@ func setDimensionHeaders(h http.Header, c *call, d ratelimit.Dimension, name str
 	if tightest < 0 {
 		return
 	}
-	h.Set("X-Ratelimit-Limit-"+name, strconv.FormatInt(c.checks[tightest].Limit.Capacity(), 10))
-	h.Set("X-Ratelimit-Remaining-"+name, strconv.FormatInt(c.decision.Remaining[tightest], 10))
-	h.Set("X-Ratelimit-Reset-"+name, c.decision.Reset[tightest].Round(time.Millisecond).String())
+	h.Set(names.limit, strconv.FormatInt(c.checks[tightest].Limit.Capacity(), 10))
+	h.Set(names.remaining, strconv.FormatInt(c.decision.Remaining[tightest], 10))
+	h.Set(names.reset, c.decision.Reset[tightest].Round(time.Millisecond).String())
 }

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,8 +13,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/upstream"
@@ -28,10 +29,18 @@ const maxResponseBytes = 32 << 20
 // settleTimeout bounds settling a call, which happens after the client has its answer.
 const settleTimeout = 5 * time.Second
 
-// proxy returns the reverse proxy for a provider's calls, one per provider and timeout.
+// proxyKey tells apart the reverse proxies: one per provider, timeout and retry settings.
+type proxyKey struct {
+	provider string
+	timeout  time.Duration
+	retry    gatewayv1.Retry
+}
+
+// proxy returns the reverse proxy for a provider's calls, one per provider, timeout and retry
+// settings.
 func (s *Server) proxy(p *policy.Provider) *httputil.ReverseProxy {
 	cfg := p.Config
-	key := fmt.Sprint(p.Name, cfg.Timeout.Duration, cfg.Retry)
+	key := proxyKey{provider: p.Name, timeout: cfg.Timeout.Duration, retry: cfg.Retry}
 	if rp, ok := s.proxies.Load(key); ok {
 		return rp.(*httputil.ReverseProxy)
 	}
@@ -49,12 +58,29 @@ func (s *Server) proxy(p *policy.Provider) *httputil.ReverseProxy {
 		Rewrite:        rewrite,
 		Transport:      transport,
 		FlushInterval:  -1,
+		BufferPool:     copyBuffers,
 		ModifyResponse: s.modifyResponse,
 		ErrorHandler:   s.proxyError,
 	}
 	actual, _ := s.proxies.LoadOrStore(key, rp)
 	return actual.(*httputil.ReverseProxy)
 }
+
+// copyBuffers are the buffers the proxies copy answers through, reused rather than allocated at
+// every call.
+var copyBuffers = &bufferPool{}
+
+// bufferPool is an httputil.BufferPool of 32 KiB buffers, the size the proxy would allocate.
+type bufferPool struct{ pool sync.Pool }
+
+func (p *bufferPool) Get() []byte {
+	if b, ok := p.pool.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, 32<<10)
+}
+
+func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
 // rewrite sends the call to its provider with the provider's key. The client's key and its
 // account headers never go upstream.

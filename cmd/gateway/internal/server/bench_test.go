@@ -1,0 +1,129 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"testing"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+)
+
+// benchUsers is how many users the benchmark's calls come from, in turn, each with its own key.
+const benchUsers = 10
+
+// benchBody is every benchmark call: a short chat completion.
+const benchBody = `{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"Say hello in one short sentence."}]}`
+
+// benchReply is the stub provider's answer to every call, with its usage.
+const benchReply = `{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini",` +
+	`"choices":[{"index":0,"message":{"role":"assistant","content":"Hello there, nice to meet you today!"},"finish_reason":"stop"}],` +
+	`"usage":{"prompt_tokens":14,"completion_tokens":16,"total_tokens":30}}`
+
+// benchStub is a provider that answers every chat completion at once.
+func benchStub(b *testing.B) *httptest.Server {
+	stub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, benchReply)
+	}))
+	b.Cleanup(stub.Close)
+	return stub
+}
+
+// benchKey is the API key of user u.
+func benchKey(u int) string { return fmt.Sprintf("sk-bench-user-%02d", u) }
+
+// benchConfig is a gateway in front of stubURL with a limit that queues at each of the five
+// levels (user, tenant, endpoint, global, provider), none of which the benchmark exhausts.
+func benchConfig(stubURL string) *gatewayv1.Config {
+	const perSecond, perMinute = 1_000_000, 60_000_000
+	queue := func(d gatewayv1.Dimension, amount int64, per gatewayv1.Period) []gatewayv1.Limit {
+		return []gatewayv1.Limit{{Dimension: d, Amount: amount, Per: per, OnLimit: gatewayv1.BehaviorQueue}}
+	}
+	keys := make([]gatewayv1.Key, benchUsers)
+	for u := range keys {
+		keys[u] = gatewayv1.Key{SHA256: gatewayv1.HashKey(benchKey(u)), User: fmt.Sprintf("user-%02d", u)}
+	}
+	cfg := &gatewayv1.Config{
+		APIVersion: gatewayv1.APIVersion,
+		Kind:       gatewayv1.Kind,
+		Global:     queue(gatewayv1.DimensionRequests, perSecond, gatewayv1.PeriodSecond),
+		Providers: []gatewayv1.Provider{{
+			Name:              "stub",
+			BaseURL:           stubURL + "/v1",
+			Models:            []gatewayv1.Model{{Name: "gpt-4o-mini", Encoding: "o200k_base"}},
+			RequestsPerMinute: perMinute,
+			TokensPerMinute:   100 * perMinute,
+			MaxInFlight:       1 << 20,
+			Prices:            gatewayv1.Prices{InputPerMillion: "3.00", OutputPerMillion: "3.00"},
+		}},
+		Tenants: []gatewayv1.Tenant{{
+			Name:      "lab",
+			Keys:      keys,
+			Providers: []string{"stub"},
+			PerUser:   queue(gatewayv1.DimensionRequests, perSecond, gatewayv1.PeriodSecond),
+			PerTenant: queue(gatewayv1.DimensionTokens, 100*perMinute, gatewayv1.PeriodMinute),
+			Endpoints: []gatewayv1.EndpointLimits{{
+				Endpoint: gatewayv1.EndpointChat,
+				Limits:   queue(gatewayv1.DimensionRequests, perMinute, gatewayv1.PeriodMinute),
+			}},
+		}},
+	}
+	cfg.Default()
+	return cfg
+}
+
+// benchServer is a gateway with the memory store and benchConfig in force.
+func benchServer(b *testing.B, stubURL string) http.Handler {
+	p, err := policy.Compile(benchConfig(stubURL), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := New(Options{Limiter: ratelimit.NewMemory()}) // no jobs: the benchmark sends none
+	b.Cleanup(s.Close)
+	s.SetPolicy(p)
+	return s.Handler()
+}
+
+// serveBench sends b.N chat completions through h, from each user in turn, and checks each
+// answer.
+func serveBench(b *testing.B, h http.Handler) {
+	headers := make([]string, benchUsers)
+	for u := range headers {
+		headers[u] = "Bearer " + benchKey(u)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(benchBody))
+		r.Header.Set("Authorization", headers[i%benchUsers])
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			b.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+	}
+}
+
+// BenchmarkServeCall measures one chat completion through the gateway, five limit levels and the
+// queue, to a provider on loopback that answers at once; the proxy case is a bare
+// httputil.ReverseProxy to the same provider, the yardstick for what the gateway adds.
+func BenchmarkServeCall(b *testing.B) {
+	b.Run("gateway", func(b *testing.B) {
+		stub := benchStub(b)
+		serveBench(b, benchServer(b, stub.URL))
+	})
+	b.Run("proxy", func(b *testing.B) {
+		stub := benchStub(b)
+		target, _ := url.Parse(stub.URL)
+		serveBench(b, httputil.NewSingleHostReverseProxy(target))
+	})
+}
