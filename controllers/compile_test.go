@@ -413,7 +413,7 @@ func TestCompileConverts(t *testing.T) {
 		APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 		Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
 		Store:  gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{Address: "redis:6379", Replicas: 3, FailMode: gatewayv1.FailClosed}},
-		Jobs:   gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: metav1.Duration{Duration: time.Minute}, ResultTTL: metav1.Duration{Duration: 24 * time.Hour}, Workers: 8},
+		Jobs:   gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: metav1.Duration{Duration: time.Minute}, ResultTTL: metav1.Duration{Duration: 24 * time.Hour}, Workers: 8, MaxQueuedPerTenant: 10000},
 		Global: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 10000, Per: gatewayv1.PeriodMinute, Burst: 10000, OnLimit: gatewayv1.BehaviorQueue}},
 		Providers: []gatewayv1.Provider{{
 			Name: "llama", BaseURL: "http://llama.sluice.svc:8000/v1",

@@ -69,8 +69,8 @@ type Jobs struct {
 	MaxAttempts int32 `json:"maxAttempts,omitempty"`
 	// reclaimAfter is how long a job waits after an attempt failed, or after
 	// the replica holding it stopped renewing it (it died), before it is
-	// tried again. A replica renews the jobs it holds every third of this.
-	// Zero means 1m.
+	// tried again, at least 1s. A replica renews the jobs it holds every
+	// third of this. Zero means 1m.
 	ReclaimAfter metav1.Duration `json:"reclaimAfter,omitzero"`
 	// resultTTL is how long a finished job, its result or its error, can be
 	// read. Zero means 24h.
@@ -78,6 +78,10 @@ type Jobs struct {
 	// workers is how many jobs one replica runs at once, 1 to 1000. Zero
 	// means 8.
 	Workers int32 `json:"workers,omitempty"`
+	// maxQueuedPerTenant is the most jobs a tenant may have queued (taken by
+	// no worker yet), 1 to 1,000,000; past it, POST /v1/jobs answers 429.
+	// Zero means 10000.
+	MaxQueuedPerTenant int32 `json:"maxQueuedPerTenant,omitempty"`
 }
 
 // FailMode says what the gateway does while Redis is unreachable.

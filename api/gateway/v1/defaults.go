@@ -29,6 +29,7 @@ const (
 	defaultReclaimAfter     = time.Minute
 	defaultResultTTL        = 24 * time.Hour
 	defaultJobWorkers       = 8
+	defaultMaxQueued        = 10000
 )
 
 // Default fills every unset field that has a default, as documented on the
@@ -59,6 +60,7 @@ func (j *Jobs) defaults() {
 	setDefaultDuration(&j.ReclaimAfter, defaultReclaimAfter)
 	setDefaultDuration(&j.ResultTTL, defaultResultTTL)
 	setDefault(&j.Workers, defaultJobWorkers)
+	setDefault(&j.MaxQueuedPerTenant, defaultMaxQueued)
 }
 
 func (p *Provider) defaults() {

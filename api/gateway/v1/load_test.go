@@ -18,7 +18,7 @@ func duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration
 // defaultRetry is a provider's retry policy when the file sets none.
 var defaultRetry = gatewayv1.Retry{MaxAttempts: 3, BaseDelay: duration(500 * time.Millisecond), MaxDelay: duration(30 * time.Second)}
 
-var defaultJobs = gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: duration(time.Minute), ResultTTL: duration(24 * time.Hour), Workers: 8}
+var defaultJobs = gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: duration(time.Minute), ResultTTL: duration(24 * time.Hour), Workers: 8, MaxQueuedPerTenant: 10000}
 
 func TestLoadTwoTenants(t *testing.T) {
 	got, err := gatewayv1.Load(filepath.Join("testdata", "two-tenants.yaml"))
@@ -188,7 +188,7 @@ func TestParseDefaults(t *testing.T) {
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   gatewayv1.Jobs{MaxAttempts: 5, ReclaimAfter: duration(2 * time.Second), ResultTTL: duration(24 * time.Hour), Workers: 8},
+			Jobs:   gatewayv1.Jobs{MaxAttempts: 5, ReclaimAfter: duration(2 * time.Second), ResultTTL: duration(24 * time.Hour), Workers: 8, MaxQueuedPerTenant: 10000},
 		},
 	}, {
 		name: "limits",

@@ -32,6 +32,8 @@ var (
 	maxWeight        = int64(1000)
 	maxJobAttempts   = int64(20)
 	maxJobWorkers    = int64(1000)
+	maxJobsQueued    = int64(1_000_000)
+	minReclaimAfter  = time.Second
 )
 
 // Validate checks a defaulted Config (see Default) and returns every problem
@@ -91,9 +93,10 @@ func validateHostPort(p *field.Path, addr string) field.ErrorList {
 
 func (j *Jobs) validate(p *field.Path) field.ErrorList {
 	errs := validateRange(p.Child("maxAttempts"), int64(j.MaxAttempts), 1, maxJobAttempts)
-	errs = append(errs, validatePositiveDuration(p.Child("reclaimAfter"), j.ReclaimAfter)...)
+	errs = append(errs, validateMinDuration(p.Child("reclaimAfter"), j.ReclaimAfter, minReclaimAfter)...)
 	errs = append(errs, validatePositiveDuration(p.Child("resultTTL"), j.ResultTTL)...)
-	return append(errs, validateRange(p.Child("workers"), int64(j.Workers), 1, maxJobWorkers)...)
+	errs = append(errs, validateRange(p.Child("workers"), int64(j.Workers), 1, maxJobWorkers)...)
+	return append(errs, validateRange(p.Child("maxQueuedPerTenant"), int64(j.MaxQueuedPerTenant), 1, maxJobsQueued)...)
 }
 
 func validateProviders(p *field.Path, providers []Provider) field.ErrorList {
@@ -465,6 +468,13 @@ func validateNonNegative(p *field.Path, v int64) field.ErrorList {
 func validateRange(p *field.Path, v, lo, hi int64) field.ErrorList {
 	if v < lo || v > hi {
 		return field.ErrorList{field.Invalid(p, v, fmt.Sprintf("must be from %d to %d", lo, hi))}
+	}
+	return nil
+}
+
+func validateMinDuration(p *field.Path, d metav1.Duration, least time.Duration) field.ErrorList {
+	if d.Duration < least {
+		return field.ErrorList{field.Invalid(p, d.Duration.String(), fmt.Sprintf("must be at least %s", least))}
 	}
 	return nil
 }

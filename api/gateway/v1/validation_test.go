@@ -155,6 +155,11 @@ func TestValidate(t *testing.T) {
 			want:   []string{`jobs.reclaimAfter: Invalid value: "-1s"`},
 		},
 		{
+			name:   "jobs.reclaimAfter below its floor",
+			mutate: func(c *gatewayv1.Config) { c.Jobs.ReclaimAfter = duration(2 * time.Nanosecond) },
+			want:   []string{`jobs.reclaimAfter: Invalid value: "2ns"`, "must be at least 1s"},
+		},
+		{
 			name:   "jobs.resultTTL",
 			mutate: func(c *gatewayv1.Config) { c.Jobs.ResultTTL = duration(-time.Hour) },
 			want:   []string{`jobs.resultTTL: Invalid value: "-1h0m0s"`},
@@ -163,6 +168,11 @@ func TestValidate(t *testing.T) {
 			name:   "jobs.workers",
 			mutate: func(c *gatewayv1.Config) { c.Jobs.Workers = 1001 },
 			want:   []string{"jobs.workers: Invalid value: 1001", "must be from 1 to 1000"},
+		},
+		{
+			name:   "jobs.maxQueuedPerTenant",
+			mutate: func(c *gatewayv1.Config) { c.Jobs.MaxQueuedPerTenant = 1_000_001 },
+			want:   []string{"jobs.maxQueuedPerTenant: Invalid value: 1000001", "must be from 1 to 1000000"},
 		},
 
 		{
