@@ -13,8 +13,8 @@ type part struct {
 const noRank = math.MaxInt
 
 // countPiece returns the number of tokens in piece, one piece of a split.
-func countPiece(piece string, ranks map[string]int) int {
-	if _, ok := ranks[piece]; ok {
+func countPiece(piece string, ranks *rankTable) int {
+	if _, ok := ranks.rank(piece); ok {
 		return 1
 	}
 	var scratch [64]part
@@ -29,7 +29,7 @@ func countPiece(piece string, ranks map[string]int) int {
 // from single bytes, it merges the two neighbours that form the token of
 // lowest rank, the leftmost of equals, until no two form a token. It returns
 // the start of each token followed by the end of piece, in parts' storage.
-func mergeParts(piece string, ranks map[string]int, parts []part) []part {
+func mergeParts(piece string, ranks *rankTable, parts []part) []part {
 	parts = parts[:0]
 	for i := range len(piece) + 1 {
 		parts = append(parts, part{start: i, rank: noRank})
@@ -57,11 +57,11 @@ func mergeParts(piece string, ranks map[string]int, parts []part) []part {
 
 // pairRank returns the rank of the token that parts i and i+1 form, or
 // noRank.
-func pairRank(piece string, ranks map[string]int, parts []part, i int) int {
+func pairRank(piece string, ranks *rankTable, parts []part, i int) int {
 	if i+2 >= len(parts) {
 		return noRank
 	}
-	if rank, ok := ranks[piece[parts[i].start:parts[i+2].start]]; ok {
+	if rank, ok := ranks.rank(piece[parts[i].start:parts[i+2].start]); ok {
 		return rank
 	}
 	return noRank

@@ -31,7 +31,7 @@ type encoder struct {
 	file  string // the encoding's rank file in tiktoken-go-loader
 	split splitter
 	once  sync.Once
-	ranks map[string]int // nil when the encoding failed to load
+	ranks *rankTable // nil when the encoding failed to load
 }
 
 // NewCounter returns a Counter for the encodings the package knows. It loads
@@ -94,8 +94,11 @@ func (c *Counter) encoder(encoding string) *encoder {
 // ranks stays nil and counting falls back to the proxy.
 func (e *encoder) load() {
 	ranks, err := tiktokenloader.NewOfflineLoader().LoadTiktokenBpe(e.file)
-	if err == nil && len(ranks) > 0 {
-		e.ranks = ranks
+	if err != nil || len(ranks) == 0 {
+		return
+	}
+	if table, ok := newRankTable(ranks); ok {
+		e.ranks = table
 	}
 }
 

@@ -74,13 +74,14 @@ func tokens(e *encoder, segment string) []int {
 		end := e.split(segment)
 		piece := segment[:end]
 		segment = segment[end:]
-		if id, ok := e.ranks[piece]; ok {
+		if id, ok := e.ranks.rank(piece); ok {
 			ids = append(ids, id)
 			continue
 		}
 		parts := mergeParts(piece, e.ranks, nil)
 		for i := range len(parts) - 1 {
-			ids = append(ids, e.ranks[piece[parts[i].start:parts[i+1].start]])
+			id, _ := e.ranks.rank(piece[parts[i].start:parts[i+1].start])
+			ids = append(ids, id)
 		}
 	}
 	return ids

@@ -1,0 +1,65 @@
+package estimate
+
+import (
+	"hash/maphash"
+	"math"
+)
+
+// rankTable holds an encoding's tokens and their ranks in a hash table whose slots hold no
+// pointers. The garbage collector scans a map of strings entry by entry, and the largest
+// encoding has 200,000 of them, at every cycle of a process that allocates per request; this
+// table it skips whole.
+type rankTable struct {
+	seed  maphash.Seed
+	bytes string // every token's bytes, one token after another
+	slots []slot // open addressing with linear probing: a power of two, at most half full
+}
+
+// slot is one token: where its bytes are in rankTable.bytes, and its rank. A slot of length zero
+// is empty.
+type slot struct {
+	start, length, rank uint32
+}
+
+// newRankTable returns the table of ranks, or false if a token is empty or a rank is out of
+// range: not a tiktoken encoding.
+func newRankTable(ranks map[string]int) (*rankTable, bool) {
+	size := 1
+	for size < 2*len(ranks) {
+		size *= 2
+	}
+	t := &rankTable{seed: maphash.MakeSeed(), slots: make([]slot, size)}
+	var bytes []byte
+	for token, rank := range ranks {
+		if token == "" || rank < 0 || int64(rank) > math.MaxUint32 || int64(len(bytes)+len(token)) > math.MaxUint32 {
+			return nil, false
+		}
+		i := t.home(token)
+		for t.slots[i].length != 0 {
+			i = (i + 1) & uint64(size-1)
+		}
+		t.slots[i] = slot{start: uint32(len(bytes)), length: uint32(len(token)), rank: uint32(rank)}
+		bytes = append(bytes, token...)
+	}
+	t.bytes = string(bytes)
+	return t, true
+}
+
+// home is the slot where the search for token starts.
+func (t *rankTable) home(token string) uint64 {
+	return maphash.String(t.seed, token) & uint64(len(t.slots)-1)
+}
+
+// rank returns the rank of token, and whether it is a token at all.
+func (t *rankTable) rank(token string) (int, bool) {
+	mask := uint64(len(t.slots) - 1)
+	for i := t.home(token); ; i = (i + 1) & mask {
+		s := t.slots[i]
+		if s.length == 0 {
+			return 0, false
+		}
+		if int(s.length) == len(token) && t.bytes[s.start:s.start+s.length] == token {
+			return int(s.rank), true
+		}
+	}
+}
