@@ -30,7 +30,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/gateway/internal/server"
 )
 
-// shutdownGrace is how long calls in progress have to finish after SIGTERM.
+// shutdownGrace is how long calls and job attempts in progress have to finish after SIGTERM.
 const shutdownGrace = 30 * time.Second
 
 func main() {
@@ -83,14 +83,21 @@ func run() error {
 	}
 	srv.SetPolicy(p)
 	go watcher.Run(ctx)
-	go srv.RunJobs(ctx, int(cfg.Jobs.Workers), cfg.Jobs.ReclaimAfter.Duration/3)
+	jobsStopped := make(chan struct{})
+	go func() {
+		defer close(jobsStopped)
+		srv.RunJobs(ctx, int(cfg.Jobs.Workers), cfg.Jobs.ReclaimAfter.Duration/3, shutdownGrace)
+	}()
 	for _, l := range []server.Limiter{opts.Limiter, opts.Fallback} {
 		if memory, ok := l.(*ratelimit.Memory); ok {
 			go sweep(ctx, memory)
 		}
 	}
 	log.Info("gateway serving", "listen", *listen, "admin", *adminListen, "providers", len(cfg.Providers), "tenants", len(cfg.Tenants), "store", cfg.Store.Type)
-	return serve(ctx, log, &http.Server{Addr: *listen, Handler: srv.Handler()}, &http.Server{Addr: *adminListen, Handler: srv.AdminHandler()})
+	err = serve(ctx, log, &http.Server{Addr: *listen, Handler: srv.Handler()}, &http.Server{Addr: *adminListen, Handler: srv.AdminHandler()})
+	stop() // a server that failed stops the jobs too
+	<-jobsStopped
+	return err
 }
 
 // apply puts a reloaded configuration in force. The store is chosen at start; a change of store
@@ -107,7 +114,8 @@ func apply(srv *server.Server, cfg *gatewayv1.Config, replicas int64, log *slog.
 
 // jobsOptions are the jobs' settings, which a change takes a restart to apply.
 func jobsOptions(cfg gatewayv1.Jobs) jobs.Options {
-	return jobs.Options{MaxAttempts: int(cfg.MaxAttempts), ReclaimAfter: cfg.ReclaimAfter.Duration, ResultTTL: cfg.ResultTTL.Duration}
+	return jobs.Options{MaxAttempts: int(cfg.MaxAttempts), ReclaimAfter: cfg.ReclaimAfter.Duration, ResultTTL: cfg.ResultTTL.Duration,
+		MaxQueuedPerTenant: int(cfg.MaxQueuedPerTenant)}
 }
 
 // storeOptions connects the store of the limiter and the jobs: memory, or Redis with its fail

@@ -134,7 +134,7 @@ func TestJobsRunAndAnswer(t *testing.T) {
 
 	added := g.addJob(t, keyAlice, chatJob)
 	done := g.waitForJob(t, keyAlice, added.ID)
-	if done.Status != "succeeded" || done.Attempts != 1 || done.Response == nil || done.Response.StatusCode != 200 ||
+	if done.Status != "succeeded" || done.Endpoint != "/v1/chat/completions" || done.Attempts != 1 || done.Response == nil || done.Response.StatusCode != 200 ||
 		!strings.Contains(string(done.Response.Body), "Hello there!") {
 		t.Fatalf("the job ended %+v; want succeeded at its first attempt with the provider's answer", done)
 	}
@@ -181,11 +181,13 @@ func TestJobsRunAndAnswer(t *testing.T) {
 }
 
 // holdingUpstream is the test's upstream, except that it holds the first call whose body holds
-// marker until the caller goes away.
-func holdingUpstream(t *testing.T, marker string) (*upstream, <-chan struct{}) {
-	u := &upstream{}
-	held := make(chan struct{})
-	var once sync.Once
+// marker until release is called, then answers it, or until the caller goes away. The call is
+// released when the test ends.
+func holdingUpstream(t *testing.T, marker string) (u *upstream, held <-chan struct{}, release func()) {
+	u = &upstream{}
+	heldCh, released := make(chan struct{}), make(chan struct{})
+	var once, releaseOnce sync.Once
+	release = func() { releaseOnce.Do(func() { close(released) }) }
 	u.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(strings.NewReader(string(body)))
@@ -194,15 +196,19 @@ func holdingUpstream(t *testing.T, marker string) (*upstream, <-chan struct{}) {
 			once.Do(func() { first = true })
 		}
 		if first {
-			u.calls.Add(1)
-			close(held)
-			<-r.Context().Done()
-			return
+			close(heldCh)
+			select {
+			case <-released:
+			case <-r.Context().Done():
+				u.calls.Add(1)
+				return
+			}
 		}
 		u.serve(w, r)
 	}))
 	t.Cleanup(u.Close)
-	return u, held
+	t.Cleanup(release)
+	return u, heldCh, release
 }
 
 // TestJobSurvivesTheKillOfItsGateway kills (SIGKILL) the gateway that runs a job, with the job's
@@ -212,7 +218,7 @@ func TestJobSurvivesTheKillOfItsGateway(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Redis and the gateway binary; skipped with -short")
 	}
-	up, held := holdingUpstream(t, "Say hello as a job.")
+	up, held, _ := holdingUpstream(t, "Say hello as a job.")
 	redis := redisserver.Start(t)
 	config := jobsConfig(t, up.URL, redisStore(redis.Addr), "jobs: {maxAttempts: 3, reclaimAfter: 1s}")
 	a := startGateway(t, config)
@@ -267,7 +273,7 @@ func TestPoisonJobFails(t *testing.T) {
 	}))
 	t.Cleanup(poison.Close)
 	redis := redisserver.Start(t)
-	g := startGateway(t, jobsConfig(t, poison.URL, redisStore(redis.Addr), "jobs: {maxAttempts: 3, reclaimAfter: 200ms}"))
+	g := startGateway(t, jobsConfig(t, poison.URL, redisStore(redis.Addr), "jobs: {maxAttempts: 3, reclaimAfter: 1s}"))
 
 	added := g.addJob(t, keyAlice, chatJob)
 	done := g.waitForJob(t, keyAlice, added.ID)
@@ -349,5 +355,112 @@ func TestGatewayHonoursRetryAfter(t *testing.T) {
 				t.Errorf("the retry came %s after the throttled call; want at least the %s asked", waited, tc.asked)
 			}
 		})
+	}
+}
+
+// TestJobFinishesWhenItsGatewayStops stops (SIGTERM) the gateway that runs a job, with the job's
+// call at the provider: the gateway takes no other job, lets the attempt finish and records it
+// before it exits, so the job succeeds at its first attempt.
+func TestJobFinishesWhenItsGatewayStops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Redis and the gateway binary; skipped with -short")
+	}
+	up, held, release := holdingUpstream(t, "Say hello as a job.")
+	redis := redisserver.Start(t)
+	g := startGateway(t, jobsConfig(t, up.URL, redisStore(redis.Addr), "jobs: {reclaimAfter: 1s, workers: 1}"))
+	running := g.addJob(t, keyAlice, `{"endpoint": "/v1/chat/completions", "body": `+strings.Replace(chatBody, "Say hello.", "Say hello as a job.", 1)+`}`)
+	<-held // the job's call is at the provider
+	waiting := g.addJob(t, keyAlice, chatJob)
+
+	if err := syscall.Kill(g.proc.Pid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the gateway to stop serving", func() bool {
+		resp, err := http.Get(g.admin + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err != nil
+	})
+	release()
+	<-g.proc.Exited()
+
+	type storedJob struct {
+		State    string
+		Attempts int
+	}
+	stored := func(id string) storedJob {
+		t.Helper()
+		data, err := redis.Client(t).HGet(t.Context(), "{sluice-jobs}:job:"+id, "job").Bytes()
+		var j storedJob
+		if err == nil {
+			err = json.Unmarshal(data, &j)
+		}
+		if err != nil {
+			t.Fatalf("read job %s from Redis: %v", id, err)
+		}
+		return j
+	}
+	if j := stored(running.ID); j.State != "succeeded" || j.Attempts != 1 {
+		t.Errorf("the running job is %s after %d attempts; want succeeded at its first: its attempt finished before the gateway exited", j.State, j.Attempts)
+	}
+	if j := stored(waiting.ID); j.State != "queued" || j.Attempts != 0 {
+		t.Errorf("the waiting job is %s after %d attempts; want queued: a stopping gateway takes no job", j.State, j.Attempts)
+	}
+	if got := up.calls.Load(); got != 1 {
+		t.Errorf("the provider got %d calls; want 1", got)
+	}
+}
+
+// TestJobsQueuedPerTenantAreBounded keeps the one worker busy and fills acme's queue: a job past
+// jobs.maxQueuedPerTenant is refused with 429, and another tenant's is taken.
+func TestJobsQueuedPerTenantAreBounded(t *testing.T) {
+	up, held, release := holdingUpstream(t, "Say hello as a job.")
+	g := startGateway(t, jobsConfig(t, up.URL, "", "jobs: {workers: 1, maxQueuedPerTenant: 1}"))
+	t.Cleanup(release) // before the gateway stops, which waits for the attempt
+	g.addJob(t, keyAlice, `{"endpoint": "/v1/chat/completions", "body": `+strings.Replace(chatBody, "Say hello.", "Say hello as a job.", 1)+`}`)
+	<-held // running, so no longer queued
+	g.addJob(t, keyAlice, chatJob)
+	if a := g.post(t, "/v1/jobs", keyAlice, chatJob); a.status != http.StatusTooManyRequests || a.errorCode(t) != "too_many_jobs" {
+		t.Errorf("a job past acme's queue: %d %s; want 429 too_many_jobs", a.status, a.body)
+	}
+	g.addJob(t, keyBob, chatJob)
+}
+
+// TestJobAnswerTooLargeFails has the provider answer a job with more than the gateway keeps: the
+// job fails at once rather than succeeding with a truncated answer.
+func TestJobAnswerTooLargeFails(t *testing.T) {
+	huge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"%s"}}]}`,
+			strings.Repeat("x", 33<<20))
+	}))
+	t.Cleanup(huge.Close)
+	g := startGateway(t, jobsConfig(t, huge.URL, "", "jobs: {maxAttempts: 3}"))
+	added := g.addJob(t, keyAlice, chatJob)
+	done := g.waitForJob(t, keyAlice, added.ID)
+	if done.Status != "failed" || done.Attempts != 1 || done.Error == nil || !strings.Contains(done.Error.Message, "response too large") {
+		t.Fatalf("the job ended %+v; want failed at its first attempt, its response too large", done)
+	}
+}
+
+// TestJobAttemptHasADeadline has the provider send its headers and part of its answer, then
+// stall: the attempt ends at its deadline instead of holding its worker.
+func TestJobAttemptHasADeadline(t *testing.T) {
+	stalling := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"c1","object":"chat.completion","choices":[`)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(stalling.Close)
+	config := jobsConfig(t, stalling.URL, "", "jobs: {maxAttempts: 1}")
+	data, _ := os.ReadFile(config)
+	writeAtomically(t, config, strings.Replace(string(data), "retry: {maxAttempts: 1}", "retry: {maxAttempts: 1}\n    timeout: 1s", 1))
+	g := startGateway(t, config)
+	added := g.addJob(t, keyAlice, chatJob)
+	done := g.waitForJob(t, keyAlice, added.ID)
+	if done.Status != "failed" || done.Error == nil || !strings.Contains(done.Error.Message, "did not answer within") {
+		t.Fatalf("the job ended %+v; want failed: the provider did not answer within the attempt's deadline", done)
 	}
 }

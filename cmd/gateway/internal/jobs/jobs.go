@@ -46,6 +46,12 @@ var (
 	ErrNotFound = errors.New("jobs: no such job")
 	// ErrFinished: the job is already final, so the change does not apply.
 	ErrFinished = errors.New("jobs: the job has already finished")
+	// ErrNotRunning: an attempt ended for a job that is not running. It happens when a replica
+	// that stalled past the reclaim time finishes its attempt after another replica reclaimed
+	// the job and put it back in the queue: the late attempt is not recorded.
+	ErrNotRunning = errors.New("jobs: the job is not running")
+	// ErrTooManyQueued: the tenant has as many jobs queued as it may.
+	ErrTooManyQueued = errors.New("jobs: the tenant has too many jobs queued")
 )
 
 // Job is one job. Its request is kept as sent, with the SHA-256 of the key that sent it (never
@@ -114,7 +120,7 @@ func (j *Job) apply(e event, o Outcome, maxAttempts int, now time.Time) error {
 		j.takeAt(maxAttempts)
 	case finish:
 		if j.State != Running {
-			return fmt.Errorf("jobs: finish job %s in state %s: %w", j.ID, j.State, errNotRunning)
+			return fmt.Errorf("jobs: finish job %s in state %s: %w", j.ID, j.State, ErrNotRunning)
 		}
 		j.finish(o, maxAttempts)
 	case cancel:
@@ -123,10 +129,6 @@ func (j *Job) apply(e event, o Outcome, maxAttempts int, now time.Time) error {
 	j.Updated = now
 	return nil
 }
-
-// errNotRunning: an attempt ended for a job that was not running; a bug, not a race, since only
-// its holder finishes it.
-var errNotRunning = errors.New("not running")
 
 func (j *Job) takeAt(maxAttempts int) {
 	if j.Attempts >= maxAttempts {
@@ -164,6 +166,9 @@ type Options struct {
 	ReclaimAfter time.Duration
 	// ResultTTL is how long a final job can be read. Zero means a day.
 	ResultTTL time.Duration
+	// MaxQueuedPerTenant is the most jobs a tenant may have queued; Add refuses more with
+	// ErrTooManyQueued. Zero means 10,000.
+	MaxQueuedPerTenant int
 	// Now returns the time. Nil means time.Now.
 	Now func() time.Time
 }
@@ -175,6 +180,9 @@ func (o *Options) defaults() {
 	}
 	if o.ResultTTL <= 0 {
 		o.ResultTTL = 24 * time.Hour
+	}
+	if o.MaxQueuedPerTenant <= 0 {
+		o.MaxQueuedPerTenant = 10000
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -3,11 +3,13 @@ package jobs
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/test/redisserver"
 )
@@ -46,7 +48,7 @@ func TestApply(t *testing.T) {
 		{name: "a finished job is not cancelled", state: Succeeded, attempts: 1, event: cancel, wantState: Succeeded, wantAttempts: 1, wantErr: ErrFinished},
 		{name: "an attempt that ends after a cancel changes nothing", state: Cancelled, attempts: 1, event: finish,
 			outcome: Outcome{Status: 200}, wantState: Cancelled, wantAttempts: 1, wantErr: ErrFinished},
-		{name: "only a running job finishes", state: Queued, event: finish, wantState: Queued, wantErr: errNotRunning},
+		{name: "only a running job finishes", state: Queued, event: finish, wantState: Queued, wantErr: ErrNotRunning},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,7 +74,8 @@ type store interface {
 	List(ctx context.Context, tenant string, state State) ([]*Job, error)
 	Cancel(ctx context.Context, id string) (*Job, error)
 	Take(ctx context.Context) (*Job, error)
-	Renew(ctx context.Context) error
+	Renew(ctx context.Context) ([]string, error)
+	Leave(ctx context.Context) error
 	Finish(ctx context.Context, id string, o Outcome) (*Job, error)
 	Hold(ctx context.Context, id string, held Cost) error
 	Charge(ctx context.Context, id string) (bool, error)
@@ -281,4 +284,165 @@ func TestRedisFailsAJobWhoseLastAttemptDied(t *testing.T) {
 		t.Fatalf("the second replica took %+v; want the job failed", got)
 	}
 	listed(t, alive, "acme", Failed, j.ID)
+}
+
+func TestATenantQueuesNoMoreThanItMay(t *testing.T) {
+	ctx := context.Background()
+	for kind, s := range stores(t, Options{MaxQueuedPerTenant: 2, ReclaimAfter: time.Hour}) {
+		t.Run(kind, func(t *testing.T) {
+			add(t, s, "acme")
+			second := add(t, s, "acme")
+			refused := &Job{ID: NewID(), Tenant: "acme", Endpoint: "chat"}
+			if err := s.Add(ctx, refused); !errors.Is(err, ErrTooManyQueued) {
+				t.Fatalf("Add() past the limit: %v; want ErrTooManyQueued", err)
+			}
+			if _, err := s.Get(ctx, refused.ID); !errors.Is(err, ErrNotFound) {
+				t.Errorf("Get() of the refused job: %v; want ErrNotFound", err)
+			}
+			add(t, s, "globex") // another tenant has its own count
+			takeOne(t, s)       // a running job is no longer queued
+			add(t, s, "acme")
+			if _, err := s.Cancel(ctx, second.ID); err != nil {
+				t.Fatal(err)
+			}
+			add(t, s, "acme")
+		})
+	}
+}
+
+// clock is a settable time for Options.Now.
+type clock struct{ now time.Time }
+
+func (c *clock) Now() time.Time { return c.now }
+
+func TestMemoryForgetsExpiredJobs(t *testing.T) {
+	ctx := context.Background()
+	c := &clock{now: time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC)}
+	m := NewMemory(Options{ResultTTL: time.Hour, Now: c.Now})
+	add(t, m, "acme")
+	j := takeOne(t, m)
+	if _, err := m.Finish(ctx, j.ID, Outcome{Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+	c.now = c.now.Add(2 * time.Hour)
+	add(t, m, "acme")
+	if n := len(m.jobs); n != 1 {
+		t.Errorf("memory holds %d jobs; want 1: the job that expired is forgotten without being read", n)
+	}
+}
+
+func TestRedisTrimsFinishedIndexesAsJobsEnd(t *testing.T) {
+	ctx := context.Background()
+	srv := redisserver.Start(t)
+	c := &clock{now: time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC)}
+	s := NewRedis(srv.Client(t), "test", Options{ResultTTL: time.Hour, Now: c.Now})
+	for range 2 {
+		add(t, s, "acme")
+		j := takeOne(t, s)
+		if _, err := s.Finish(ctx, j.ID, Outcome{Status: 200}); err != nil {
+			t.Fatal(err)
+		}
+		c.now = c.now.Add(2 * time.Hour)
+	}
+	if n := srv.Client(t).ZCard(ctx, indexKey("acme", Succeeded)).Val(); n != 1 {
+		t.Errorf("the succeeded index holds %d jobs; want 1: the expired one is trimmed when the next ends", n)
+	}
+}
+
+// TestRedisRenewsOnlyWhatItStillHolds has a replica stall past the reclaim time while another
+// reclaims its job: its renewal does not take the job back, and tells it the job is lost.
+func TestRedisRenewsOnlyWhatItStillHolds(t *testing.T) {
+	ctx := context.Background()
+	srv := redisserver.Start(t)
+	opts := Options{MaxAttempts: 3, ReclaimAfter: 50 * time.Millisecond}
+	stalled, alive := NewRedis(srv.Client(t), "stalled", opts), NewRedis(srv.Client(t), "alive", opts)
+	j := add(t, stalled, "acme")
+	takeOne(t, stalled)
+	takeOne(t, alive)
+	lost, err := stalled.Renew(ctx)
+	if err != nil || !slices.Equal(lost, []string{j.ID}) {
+		t.Fatalf("Renew() on the stalled replica = %v, %v; want the job lost", lost, err)
+	}
+	if lost, err := alive.Renew(ctx); err != nil || len(lost) != 0 {
+		t.Fatalf("Renew() on the replica that reclaimed the job = %v, %v; want nothing lost", lost, err)
+	}
+	pending, err := srv.Client(t).XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: "-", End: "+", Count: 10}).Result()
+	if err != nil || len(pending) != 1 || pending[0].Consumer != "alive" {
+		t.Errorf("pending entries: %+v, %v; want the job's, held by the replica that reclaimed it", pending, err)
+	}
+	if lost, err := stalled.Renew(ctx); err != nil || len(lost) != 0 {
+		t.Errorf("a second Renew() on the stalled replica = %v, %v; want nothing: it holds nothing", lost, err)
+	}
+}
+
+// TestRedisLateFinishIsNotRunning has a stalled replica finish its attempt after another
+// replica reclaimed the job and queued it again: the late attempt is not recorded and the job's
+// entry stays with the queue.
+func TestRedisLateFinishIsNotRunning(t *testing.T) {
+	ctx := context.Background()
+	srv := redisserver.Start(t)
+	opts := Options{MaxAttempts: 3, ReclaimAfter: 50 * time.Millisecond}
+	stalled, alive := NewRedis(srv.Client(t), "stalled", opts), NewRedis(srv.Client(t), "alive", opts)
+	j := add(t, stalled, "acme")
+	takeOne(t, stalled)
+	takeOne(t, alive)
+	if got, err := alive.Finish(ctx, j.ID, Outcome{Err: "the provider answered 500", Retry: true}); err != nil || got.State != Queued {
+		t.Fatalf("Finish() on the replica that reclaimed the job = %+v, %v; want it queued", got, err)
+	}
+	if _, err := stalled.Finish(ctx, j.ID, Outcome{Status: 200}); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("the late Finish() error = %v; want ErrNotRunning", err)
+	}
+	if got := takeOne(t, alive); got.ID != j.ID || got.Attempts != 3 {
+		t.Errorf("took %+v; want the job's third attempt", got)
+	}
+}
+
+// TestRedisRecoversALostStream deletes the stream, as an eviction would: Take creates it and its
+// group again.
+func TestRedisRecoversALostStream(t *testing.T) {
+	ctx := context.Background()
+	srv := redisserver.Start(t)
+	s := NewRedis(srv.Client(t), "test", Options{})
+	add(t, s, "acme")
+	takeOne(t, s)
+	if err := srv.Client(t).Del(ctx, stream).Err(); err != nil {
+		t.Fatal(err)
+	}
+	j := add(t, s, "acme")
+	short, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := s.Take(short); err == nil || !strings.Contains(err.Error(), "NOGROUP") {
+		t.Fatalf("Take() with the group lost: %v; want its NOGROUP error", err)
+	}
+	if got := takeOne(t, s); got.ID != j.ID {
+		t.Errorf("took %s; want %s", got.ID, j.ID)
+	}
+}
+
+// TestRedisLeave checks that a replica leaves the consumer group when it stops holding nothing,
+// and stays while it holds an entry that another replica must reclaim.
+func TestRedisLeave(t *testing.T) {
+	ctx := context.Background()
+	srv := redisserver.Start(t)
+	done, holding := NewRedis(srv.Client(t), "done", Options{}), NewRedis(srv.Client(t), "holding", Options{})
+	add(t, done, "acme")
+	j := takeOne(t, done)
+	if _, err := done.Finish(ctx, j.ID, Outcome{Status: 200}); err != nil {
+		t.Fatal(err)
+	}
+	add(t, holding, "acme")
+	takeOne(t, holding)
+	for _, s := range []*Redis{done, holding} {
+		if err := s.Leave(ctx); err != nil {
+			t.Fatalf("Leave() of %s: %v", s.consumer, err)
+		}
+	}
+	consumers, err := srv.Client(t).XInfoConsumers(ctx, stream, group).Result()
+	var names []string
+	for _, c := range consumers {
+		names = append(names, c.Name)
+	}
+	if err != nil || !slices.Equal(names, []string{"holding"}) {
+		t.Errorf("consumers after Leave: %v, %v; want only the one holding an entry", names, err)
+	}
 }

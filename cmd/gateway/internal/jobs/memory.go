@@ -15,8 +15,10 @@ type Memory struct {
 
 	mu      sync.Mutex
 	jobs    map[string]*Job
-	fresh   []string // jobs never taken, oldest first
-	retries []due    // jobs whose attempt failed, by the time they may go again
+	fresh   []string       // jobs never taken, oldest first
+	retries []due          // jobs whose attempt failed, by the time they may go again
+	ended   []due          // final jobs, by the time they expire
+	queued  map[string]int // how many jobs each tenant has queued
 }
 
 type due struct {
@@ -27,18 +29,53 @@ type due struct {
 // NewMemory returns an empty store.
 func NewMemory(opts Options) *Memory {
 	opts.defaults()
-	return &Memory{opts: opts, wake: make(chan struct{}, 1), jobs: map[string]*Job{}}
+	return &Memory{opts: opts, wake: make(chan struct{}, 1), jobs: map[string]*Job{}, queued: map[string]int{}}
 }
 
-// Add queues a new job.
+// Add queues a new job, unless its tenant has MaxQueuedPerTenant queued already. It forgets the
+// jobs that have expired, so that memory holds no more final jobs than those of the last
+// ResultTTL.
 func (m *Memory) Add(_ context.Context, j *Job) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	j.State, j.Created, j.Updated = Queued, m.opts.Now(), m.opts.Now()
+	now := m.opts.Now()
+	m.forgetExpired(now)
+	if m.queued[j.Tenant] >= m.opts.MaxQueuedPerTenant {
+		return ErrTooManyQueued
+	}
+	j.State, j.Created, j.Updated = Queued, now, now
 	m.jobs[j.ID] = clone(j)
+	m.queued[j.Tenant]++
 	m.fresh = append(m.fresh, j.ID)
 	m.kick()
 	return nil
+}
+
+// forgetExpired drops the final jobs whose time to be read has passed. The caller holds m.mu.
+func (m *Memory) forgetExpired(now time.Time) {
+	for len(m.ended) > 0 && now.After(m.ended[0].at) {
+		m.live(m.ended[0].id) // forgets it
+		m.ended = m.ended[1:]
+	}
+}
+
+// changed accounts for a job that went from state before to its own: its tenant's count of
+// queued jobs and, once it ends, when it expires. The caller holds m.mu.
+func (m *Memory) changed(before State, j *Job) {
+	if before == j.State {
+		return
+	}
+	if before == Queued {
+		if m.queued[j.Tenant]--; m.queued[j.Tenant] <= 0 {
+			delete(m.queued, j.Tenant)
+		}
+	}
+	if j.State == Queued {
+		m.queued[j.Tenant]++
+	}
+	if j.State.Final() {
+		m.ended = append(m.ended, due{id: j.ID, at: j.Updated.Add(m.opts.ResultTTL)})
+	}
 }
 
 func (m *Memory) kick() {
@@ -130,15 +167,24 @@ func (m *Memory) next() (*Job, time.Duration) {
 			return nil, time.Hour
 		}
 		j := m.live(id)
-		if j == nil || j.apply(take, Outcome{}, m.opts.MaxAttempts, now) != nil {
-			continue // expired or cancelled while it waited
+		if j == nil {
+			continue // expired
 		}
+		before := j.State
+		if j.apply(take, Outcome{}, m.opts.MaxAttempts, now) != nil {
+			continue // cancelled while it waited
+		}
+		m.changed(before, j)
 		return clone(j), 0
 	}
 }
 
-// Renew keeps this replica's jobs from being reclaimed. In memory nobody else could take them.
-func (m *Memory) Renew(context.Context) error { return nil }
+// Renew keeps this replica's jobs from being reclaimed. In memory nobody else could take them,
+// so none is lost.
+func (m *Memory) Renew(context.Context) ([]string, error) { return nil, nil }
+
+// Leave does nothing: in memory there is no consumer group to leave.
+func (m *Memory) Leave(context.Context) error { return nil }
 
 // Finish records how a running job's attempt ended. A failure another attempt may fix queues the
 // job again after the reclaim time, unless it was the last attempt.
@@ -181,6 +227,7 @@ func (m *Memory) update(id string, change func(*Job) error) (*Job, error) {
 	if err := change(next); err != nil {
 		return clone(j), err
 	}
+	m.changed(j.State, next)
 	m.jobs[id] = next
 	return clone(next), nil
 }

@@ -20,10 +20,12 @@ import (
 //	{sluice-jobs}:tenant:<t>:<state>   a tenant's jobs in a state, scored by their last change (ms)
 //
 // The consumer group "gateways" reads the stream. A job's entry is acknowledged and deleted when
-// it ends; until then it stays pending with the replica that took it, which renews it (XCLAIM
-// JUSTID, which resets its idle time and not its delivery count). An entry idle for the reclaim
-// time (its replica died, or its attempt failed and waits to be tried again) is taken over by
-// another replica with XAUTOCLAIM.
+// it ends; until then it stays pending with the replica that took it, which renews it while it
+// still holds it (XCLAIM JUSTID, which resets its idle time and not its delivery count). An entry
+// idle for the reclaim time (its replica died or stalled, or its attempt failed and waits to be
+// tried again) is taken over by another replica with XAUTOCLAIM. The finished indexes are
+// trimmed of what has expired whenever a job joins them. Redis must keep every key
+// (maxmemory-policy noeviction): an evicted stream or job is a lost job.
 const (
 	keyPrefix = "{sluice-jobs}:"
 	stream    = keyPrefix + "stream"
@@ -55,7 +57,7 @@ func NewRedis(client redis.UniversalClient, consumer string, opts Options) *Redi
 func jobKey(id string) string                { return keyPrefix + "job:" + id }
 func indexKey(tenant string, s State) string { return keyPrefix + "tenant:" + tenant + ":" + string(s) }
 
-// ensureGroup creates the stream and its consumer group once.
+// ensureGroup creates the stream and its consumer group, once until they are found lost.
 func (r *Redis) ensureGroup(ctx context.Context) error {
 	if r.grouped.Load() {
 		return nil
@@ -68,7 +70,28 @@ func (r *Redis) ensureGroup(ctx context.Context) error {
 	return nil
 }
 
-// Add stores a new job, queued, and appends it to the stream.
+// noticeLostGroup makes the next Take create the stream and its group again when err says they
+// are gone: the stream was deleted, or evicted by a Redis that is not run with
+// maxmemory-policy noeviction.
+func (r *Redis) noticeLostGroup(err error) {
+	if err != nil && strings.Contains(err.Error(), "NOGROUP") {
+		r.grouped.Store(false)
+	}
+}
+
+// addScript stores a job, indexes it queued and appends it to the stream, unless its tenant has
+// as many queued as it may: KEYS are the job, the tenant's queued index and the stream; ARGV the
+// job's JSON, its score, its id and the most queued. It returns 0 when it refuses.
+var addScript = redis.NewScript(`
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return 0 end
+redis.call('HSET', KEYS[1], 'job', ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+redis.call('XADD', KEYS[3], '*', 'id', ARGV[3])
+return 1
+`)
+
+// Add stores a new job, queued, and appends it to the stream, unless its tenant has
+// MaxQueuedPerTenant queued already.
 func (r *Redis) Add(ctx context.Context, j *Job) error {
 	now := r.opts.Now()
 	j.State, j.Created, j.Updated = Queued, now, now
@@ -76,14 +99,13 @@ func (r *Redis) Add(ctx context.Context, j *Job) error {
 	if err != nil {
 		return fmt.Errorf("jobs: encode job %s: %w", j.ID, err)
 	}
-	_, err = r.client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		pipe.HSet(ctx, jobKey(j.ID), "job", data)
-		pipe.ZAdd(ctx, indexKey(j.Tenant, Queued), redis.Z{Score: float64(now.UnixMilli()), Member: j.ID})
-		pipe.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"id", j.ID}})
-		return nil
-	})
+	keys := []string{jobKey(j.ID), indexKey(j.Tenant, Queued), stream}
+	added, err := addScript.Run(ctx, r.client, keys, data, now.UnixMilli(), j.ID, r.opts.MaxQueuedPerTenant).Int()
 	if err != nil {
 		return fmt.Errorf("jobs: add job %s: %w", j.ID, err)
+	}
+	if added == 0 {
+		return ErrTooManyQueued
 	}
 	return nil
 }
@@ -192,6 +214,7 @@ func (r *Redis) nextEntry(ctx context.Context) (entry, id string, err error) {
 		Stream: stream, Group: group, Consumer: r.consumer, MinIdle: r.opts.ReclaimAfter, Start: start, Count: 1,
 	}).Result()
 	if err != nil {
+		r.noticeLostGroup(err)
 		return "", "", fmt.Errorf("jobs: reclaim idle jobs: %w", err)
 	}
 	r.mu.Lock()
@@ -207,6 +230,7 @@ func (r *Redis) nextEntry(ctx context.Context) (entry, id string, err error) {
 		return "", "", nil
 	}
 	if err != nil {
+		r.noticeLostGroup(err)
 		return "", "", fmt.Errorf("jobs: read the stream: %w", err)
 	}
 	msg := streams[0].Messages[0]
@@ -244,28 +268,82 @@ func (r *Redis) drop(ctx context.Context, entry string) error {
 	return nil
 }
 
+// renewScript resets the idle time of the entries this consumer still holds, and returns the
+// others: another replica reclaimed them, or their job ended. KEYS is the stream; ARGV the
+// group, the consumer and the entries.
+var renewScript = redis.NewScript(`
+local lost = {}
+for i = 3, #ARGV do
+  local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
+  if pending[1] and pending[1][2] == ARGV[2] then
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
+  else
+    lost[#lost + 1] = ARGV[i]
+  end
+end
+return lost
+`)
+
 // Renew resets the idle time of every job this replica runs, so no other replica reclaims them.
-// Call it more often than the reclaim time.
-func (r *Redis) Renew(ctx context.Context) error {
+// Call it more often than the reclaim time. It renews only the entries this replica still holds:
+// it returns the ids of the jobs another replica has reclaimed (this one stalled for longer than
+// the reclaim time), which are no longer this replica's to run or finish.
+func (r *Redis) Renew(ctx context.Context) ([]string, error) {
 	r.mu.Lock()
-	entries := make([]string, 0, len(r.held))
-	for _, e := range r.held {
-		entries = append(entries, e)
+	jobOf := make(map[string]string, len(r.held))
+	args := []any{group, r.consumer}
+	for id, e := range r.held {
+		jobOf[e] = id
+		args = append(args, e)
 	}
 	r.mu.Unlock()
-	if len(entries) == 0 {
+	if len(jobOf) == 0 {
+		return nil, nil
+	}
+	lostEntries, err := renewScript.Run(ctx, r.client, []string{stream}, args...).StringSlice()
+	if err != nil {
+		r.noticeLostGroup(err)
+		return nil, fmt.Errorf("jobs: renew %d jobs: %w", len(jobOf), err)
+	}
+	lost := make([]string, 0, len(lostEntries))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, e := range lostEntries {
+		id := jobOf[e]
+		if r.held[id] == e {
+			delete(r.held, id)
+			lost = append(lost, id)
+		}
+	}
+	return lost, nil
+}
+
+// Leave takes this replica out of the consumer group when it holds no entry, so that the names
+// of stopped replicas do not pile up. Call it once this replica takes and runs no more jobs: an
+// entry it still holds (an attempt cut short) keeps it in the group until another replica
+// reclaims the entry.
+func (r *Redis) Leave(ctx context.Context) error {
+	pending, err := r.client.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream: stream, Group: group, Start: "-", End: "+", Count: 1, Consumer: r.consumer,
+	}).Result()
+	switch {
+	case err != nil && strings.Contains(err.Error(), "NOGROUP"):
+		return nil // no group to leave
+	case err != nil:
+		return fmt.Errorf("jobs: list the entries of consumer %s: %w", r.consumer, err)
+	case len(pending) > 0:
 		return nil
 	}
-	err := r.client.XClaimJustID(ctx, &redis.XClaimArgs{Stream: stream, Group: group, Consumer: r.consumer, Messages: entries}).Err()
-	if err != nil {
-		return fmt.Errorf("jobs: renew %d jobs: %w", len(entries), err)
+	if err := r.client.XGroupDelConsumer(ctx, stream, group, r.consumer).Err(); err != nil {
+		return fmt.Errorf("jobs: delete consumer %s: %w", r.consumer, err)
 	}
 	return nil
 }
 
 // Finish records how a running job's attempt ended. The job's entry is acknowledged when the job
 // ends; after a failure another attempt may fix, it stays pending and unrenewed, so that it is
-// reclaimed, by any replica, after the reclaim time.
+// reclaimed, by any replica, after the reclaim time. A job that is queued again by another
+// replica's attempt is ErrNotRunning, and its entry is left to that replica.
 func (r *Redis) Finish(ctx context.Context, id string, o Outcome) (*Job, error) {
 	j, err := r.update(ctx, id, func(j *Job) error { return j.apply(finish, o, r.opts.MaxAttempts, r.opts.Now()) })
 	r.mu.Lock()
@@ -349,6 +427,10 @@ func (r *Redis) write(ctx context.Context, tx *redis.Tx, j *Job, before State) e
 		}
 		if j.State.Final() {
 			pipe.Expire(ctx, jobKey(j.ID), r.opts.ResultTTL)
+		}
+		if j.State.Final() && j.State != before { // the index forgets what has expired
+			expired := r.opts.Now().Add(-r.opts.ResultTTL).UnixMilli()
+			pipe.ZRemRangeByScore(ctx, indexKey(j.Tenant, j.State), "-inf", fmt.Sprint(expired))
 		}
 		return nil
 	})

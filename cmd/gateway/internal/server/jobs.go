@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
@@ -23,7 +24,8 @@ type Jobs interface {
 	List(ctx context.Context, tenant string, state jobs.State) ([]*jobs.Job, error)
 	Cancel(ctx context.Context, id string) (*jobs.Job, error)
 	Take(ctx context.Context) (*jobs.Job, error)
-	Renew(ctx context.Context) error
+	Renew(ctx context.Context) ([]string, error)
+	Leave(ctx context.Context) error
 	Finish(ctx context.Context, id string, o jobs.Outcome) (*jobs.Job, error)
 	Hold(ctx context.Context, id string, held jobs.Cost) error
 	Charge(ctx context.Context, id string) (bool, error)
@@ -35,8 +37,15 @@ var jobEndpoints = map[string]estimate.Endpoint{
 	"/v1/embeddings":       estimate.Embeddings,
 }
 
-// jobPaths are the paths of jobEndpoints, by endpoint.
-var jobPaths = map[string]string{string(estimate.Chat): "/v1/chat/completions", string(estimate.Embeddings): "/v1/embeddings"}
+// jobPath is the path of a job's endpoint: its key in jobEndpoints.
+func jobPath(e estimate.Endpoint) string {
+	for path, endpoint := range jobEndpoints {
+		if endpoint == e {
+			return path
+		}
+	}
+	return ""
+}
 
 // jobRequest is the body of POST /v1/jobs: the endpoint to call and the body to send it.
 type jobRequest struct {
@@ -67,7 +76,7 @@ type jobError struct {
 }
 
 func answerOf(j *jobs.Job) jobAnswer {
-	a := jobAnswer{ID: j.ID, Object: "job", Endpoint: jobPaths[j.Endpoint], Status: j.State, Attempts: j.Attempts,
+	a := jobAnswer{ID: j.ID, Object: "job", Endpoint: jobPath(estimate.Endpoint(j.Endpoint)), Status: j.State, Attempts: j.Attempts,
 		CreatedAt: j.Created.Unix(), UpdatedAt: j.Updated.Unix()}
 	if j.State == jobs.Succeeded {
 		a.Response = &jobResponse{StatusCode: j.Status, Body: j.Result}
@@ -104,7 +113,13 @@ func (s *Server) serveAddJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j.KeyHash = gatewayv1.HashKey(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
-	if err := s.opts.Jobs.Add(r.Context(), j); err != nil {
+	err := s.opts.Jobs.Add(r.Context(), j)
+	switch {
+	case errors.Is(err, jobs.ErrTooManyQueued):
+		(&apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "too_many_jobs",
+			Message: "Your organization has as many jobs queued as it may. Wait for some to run, or cancel some, and try again."}).write(w)
+		return
+	case err != nil:
 		s.jobStoreFailed(w, err)
 		return
 	}
@@ -220,9 +235,37 @@ func (s *Server) jobStoreFailed(w http.ResponseWriter, err error) {
 }
 
 // RunJobs runs jobs, workers at a time, until ctx ends, renewing the ones it holds every renew
-// so that no other replica reclaims them. A job whose attempt ctx ended is left to be reclaimed.
-func (s *Server) RunJobs(ctx context.Context, workers int, renew time.Duration) {
-	go s.renewJobs(ctx, renew)
+// so that no other replica reclaims them. When ctx ends it takes no more jobs and gives the
+// attempts in progress grace to finish, then cancels them (a cancelled attempt is left to be
+// reclaimed), and returns once every attempt has ended and this replica has left the store.
+func (s *Server) RunJobs(ctx context.Context, workers int, renew, grace time.Duration) {
+	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	go func() {
+		<-ctx.Done()
+		sleepCtx(work, grace)
+		stopWork()
+	}()
+	running := &runningJobs{}
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		s.renewJobs(work, renew, running)
+	}()
+	var attempts sync.WaitGroup
+	s.takeJobs(ctx, work, workers, running, &attempts)
+	attempts.Wait()
+	stopWork()
+	<-renewed
+	leave, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	if err := s.opts.Jobs.Leave(leave); err != nil {
+		s.log.Error("leave the jobs' consumer group", "err", err)
+	}
+}
+
+// takeJobs takes jobs until ctx ends and runs each, under work, in attempts.
+func (s *Server) takeJobs(ctx, work context.Context, workers int, running *runningJobs, attempts *sync.WaitGroup) {
 	slots := make(chan struct{}, workers)
 	for {
 		select {
@@ -240,14 +283,42 @@ func (s *Server) RunJobs(ctx context.Context, workers int, renew time.Duration) 
 			sleepCtx(ctx, time.Second)
 			continue
 		}
-		go func() {
+		attempts.Go(func() {
 			defer func() { <-slots }()
-			s.runJob(ctx, j)
-		}()
+			s.runJob(work, j, running)
+		})
 	}
 }
 
-func (s *Server) renewJobs(ctx context.Context, every time.Duration) {
+// runningJobs are the attempts this replica runs, by job id.
+type runningJobs struct{ attempts sync.Map } // job id -> *runningAttempt
+
+type runningAttempt struct{ cancel context.CancelFunc }
+
+// start starts an attempt of a job under ctx; end ends it.
+func (r *runningJobs) start(ctx context.Context, id string) (_ context.Context, end func()) {
+	a := &runningAttempt{}
+	ctx, a.cancel = context.WithCancel(ctx)
+	r.attempts.Store(id, a)
+	return ctx, func() {
+		r.attempts.CompareAndDelete(id, a)
+		a.cancel()
+	}
+}
+
+// abandon cancels the attempt of a job this replica no longer holds.
+func (r *runningJobs) abandon(id string) bool {
+	a, ok := r.attempts.Load(id)
+	if ok {
+		a.(*runningAttempt).cancel()
+	}
+	return ok
+}
+
+// renewJobs renews the jobs this replica holds until ctx ends, and abandons the attempts of
+// those another replica has reclaimed (this one stalled past the reclaim time): they are that
+// replica's to run and record now.
+func (s *Server) renewJobs(ctx context.Context, every time.Duration, running *runningJobs) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -255,8 +326,14 @@ func (s *Server) renewJobs(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := s.opts.Jobs.Renew(ctx); err != nil {
+			lost, err := s.opts.Jobs.Renew(ctx)
+			if err != nil {
 				s.log.Error("renew the jobs this gateway runs", "err", err)
+			}
+			for _, id := range lost {
+				if running.abandon(id) {
+					s.log.Warn("another gateway took over a job this one was running; its attempt is abandoned", "job", id)
+				}
 			}
 		}
 	}
@@ -272,14 +349,21 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 }
 
 // runJob makes one attempt of a job taken from the store and records how it ended.
-func (s *Server) runJob(ctx context.Context, j *jobs.Job) {
+//
+// An attempt whose context ends (the gateway stops, or another replica reclaimed the job) is not
+// recorded: the job is another attempt's now. Its call, if it had gone out, stays charged at its
+// estimate, since the provider counted it; the job is still charged once, because the first
+// attempt to settle marks it charged and every later one is refunded (see chargeJob).
+func (s *Server) runJob(work context.Context, j *jobs.Job, running *runningJobs) {
 	if j.State.Final() { // the store found it out of attempts
 		s.jobEnded(j)
 		return
 	}
+	ctx, end := running.start(work, j.ID)
+	defer end()
 	o := s.attempt(ctx, j)
 	if ctx.Err() != nil {
-		return // stopping: another replica, or this one restarted, takes it again
+		return // stopping, or lost: another replica, or this one restarted, takes it again
 	}
 	result := "ok"
 	if o.Err != "" {
@@ -290,6 +374,8 @@ func (s *Server) runJob(ctx context.Context, j *jobs.Job) {
 	switch {
 	case errors.Is(err, jobs.ErrFinished), errors.Is(err, jobs.ErrNotFound):
 		// cancelled while it ran
+	case errors.Is(err, jobs.ErrNotRunning):
+		s.log.Warn("a job's attempt ended after another gateway took the job over; it is not recorded", "job", j.ID)
 	case err != nil:
 		s.log.Error("record a job's attempt", "job", j.ID, "err", err)
 	case done.State.Final():
@@ -363,9 +449,13 @@ func (s *Server) giveBack(ctx context.Context, c *call, j *jobs.Job) {
 	}
 }
 
-// forward sends an admitted job's call to its provider and reads the answer whole.
+// forward sends an admitted job's call to its provider and reads the answer whole, within
+// forwardTimeout.
 func (s *Server) forward(ctx context.Context, c *call) jobs.Outcome {
-	req, err := http.NewRequestWithContext(withCall(ctx, c), http.MethodPost, jobPaths[string(c.endpoint)], bytes.NewReader(c.body))
+	limit := forwardTimeout(c.route.Provider.Config)
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	req, err := http.NewRequestWithContext(withCall(ctx, c), http.MethodPost, jobPath(c.endpoint), bytes.NewReader(c.body))
 	if err != nil {
 		s.settle(c, estimate.Usage{}, false)
 		return jobs.Outcome{Err: "The gateway could not build the call."}
@@ -373,11 +463,26 @@ func (s *Server) forward(ctx context.Context, c *call) jobs.Outcome {
 	req.Header.Set("Content-Type", "application/json")
 	answer := &capture{}
 	s.proxy(c.route.Provider).ServeHTTP(answer, req)
-	if answer.status/100 == 2 {
+	switch {
+	case answer.overflow:
+		return jobs.Outcome{Err: fmt.Sprintf("response too large: the provider's answer is over the %d MiB a job keeps", maxResponseBytes>>20)}
+	case answer.status/100 == 2:
 		return jobs.Outcome{Status: answer.status, Result: answer.body.Bytes()}
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return jobs.Outcome{Err: fmt.Sprintf("the provider did not answer within %s", limit), Retry: true}
 	}
 	return jobs.Outcome{Err: fmt.Sprintf("%d: %s", answer.status, errorMessage(answer.body.Bytes())),
 		Retry: answer.status == http.StatusTooManyRequests || answer.status >= 500}
+}
+
+// forwardTimeout bounds a job's call at its provider, answer included: each of the provider's
+// attempts has its timeout to answer, with the longest backoff between them, and one more
+// timeout reads the answer. A live call needs no such bound, since its client can leave; a job
+// has nobody to leave, and a provider that stalls in the middle of its answer would hold a
+// worker, renewed as running, for ever.
+func forwardTimeout(p *gatewayv1.Provider) time.Duration {
+	attempts := time.Duration(max(p.Retry.MaxAttempts, 1))
+	return (attempts+1)*p.Timeout.Duration + (attempts-1)*p.Retry.MaxDelay.Duration
 }
 
 // errorMessage is the message of an OpenAI error body, or the start of any other.
@@ -395,11 +500,13 @@ func errorMessage(body []byte) string {
 	return strings.TrimSpace(string(body))
 }
 
-// capture is a ResponseWriter that keeps an answer for a job.
+// capture is a ResponseWriter that keeps an answer for a job, up to maxResponseBytes.
 type capture struct {
 	header http.Header
 	status int
 	body   bytes.Buffer
+	// overflow says the answer was larger: body holds only its start.
+	overflow bool
 }
 
 func (w *capture) Header() http.Header {
@@ -418,6 +525,7 @@ func (w *capture) WriteHeader(status int) {
 func (w *capture) Write(b []byte) (int, error) {
 	w.WriteHeader(http.StatusOK)
 	if w.body.Len()+len(b) > maxResponseBytes {
+		w.overflow = true
 		return 0, errors.New("server: a job's answer is larger than the gateway keeps")
 	}
 	return w.body.Write(b)
