@@ -18,9 +18,10 @@ var decideScript = redis.NewScript(decideSource)
 
 // Redis keeps limiter state in Redis, so that every gateway replica draws from the same budgets.
 // Each decision is one script run, one round trip, evaluated and taken atomically on Redis's own
-// clock. Keys expire when idle. Redis is safe for concurrent use.
+// clock; the runs of concurrent decisions share their round trips. Keys expire when idle. Redis
+// is safe for concurrent use.
 type Redis struct {
-	client       redis.Scripter
+	pipeline     *pipeline
 	trustCallers bool
 }
 
@@ -32,8 +33,8 @@ type RedisOption func(*Redis)
 func WithCallerClock() RedisOption { return func(r *Redis) { r.trustCallers = true } }
 
 // NewRedis returns a store that keeps its state in the Redis behind client.
-func NewRedis(client redis.Scripter, opts ...RedisOption) *Redis {
-	r := &Redis{client: client}
+func NewRedis(client redis.UniversalClient, opts ...RedisOption) *Redis {
+	r := &Redis{pipeline: &pipeline{client: client}}
 	for _, opt := range opts {
 		opt(r)
 	}
@@ -75,7 +76,7 @@ func (r *Redis) run(ctx context.Context, mode string, checks []Check, now time.T
 			return nil, err
 		}
 	}
-	reply, err := decideScript.Run(ctx, r.client, keys, args...).Int64Slice()
+	reply, err := r.pipeline.run(ctx, keys, args)
 	if err != nil {
 		return nil, fmt.Errorf("ratelimit: run the decision script on %d keys: %w", len(keys), err)
 	}
