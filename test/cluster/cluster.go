@@ -11,10 +11,13 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -178,18 +181,39 @@ func moduleRoot() (string, error) {
 	}
 }
 
-// ipAllocator hands out loopback addresses 127.0.0.2, 127.0.0.3, ... one per Pod. Linux routes
-// all of 127.0.0.0/8 to the loopback interface, so each address can be bound without setup.
+// ipAllocator hands out loopback addresses 127.N.0.2, 127.N.0.3, ... one per Pod, with N drawn at
+// random for each cluster, so that clusters of tests running at once (each package's tests are a
+// process of their own) do not share addresses. Linux routes all of 127.0.0.0/8 to the loopback
+// interface, so each address can be bound without setup.
 type ipAllocator struct {
 	mu   sync.Mutex
+	base int // N, from 1 to 254; 0 until the first address
 	next int
 }
 
-func (a *ipAllocator) allocate() string {
+// allocate returns the next address on which port (when not 0) is free now.
+func (a *ipAllocator) allocate(port int32) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	i := a.next
-	a.next++
-	// Hosts .2 to .254 of each /24: .1 is left to the host, .0 and .255 are avoided.
-	return fmt.Sprintf("127.0.%d.%d", i/253, i%253+2)
+	if a.base == 0 {
+		a.base = 1 + rand.IntN(254)
+	}
+	for {
+		i := a.next
+		a.next++
+		// Hosts .2 to .254 of each /24: .1 is left to the host, .0 and .255 are avoided.
+		ip := fmt.Sprintf("127.%d.%d.%d", a.base, i/253%256, i%253+2)
+		if port == 0 || portFree(ip, port) {
+			return ip
+		}
+	}
+}
+
+func portFree(ip string, port int32) bool {
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(int(port))))
+	if err != nil {
+		return false
+	}
+	ln.Close()
+	return true
 }

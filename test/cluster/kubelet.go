@@ -105,7 +105,8 @@ func (k *Kubelet) has(uid types.UID) bool {
 }
 
 func (k *Kubelet) launch(ctx context.Context, t testing.TB, pod *corev1.Pod) {
-	ip := k.cluster.ips.allocate()
+	port, _ := firstPort(pod)
+	ip := k.cluster.ips.allocate(port)
 	p := proc.Start(t, pod.Name, k.start(pod, ip))
 	k.mu.Lock()
 	k.pods[pod.UID] = p
