@@ -74,7 +74,7 @@ func TestFakeKubeletRunsDeploymentPods(t *testing.T) {
 	seen := map[string]bool{}
 	for _, pod := range pods.Items {
 		ip := pod.Status.PodIP
-		if !strings.HasPrefix(ip, "127.0.") || seen[ip] {
+		if parsed := net.ParseIP(ip); parsed == nil || !parsed.IsLoopback() || ip == "127.0.0.1" || seen[ip] {
 			t.Errorf("pod %s has podIP %q; want its own loopback address", pod.Name, ip)
 		}
 		seen[ip] = true
