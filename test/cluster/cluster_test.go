@@ -96,25 +96,12 @@ func TestFakeKubeletRunsDeploymentPods(t *testing.T) {
 	})
 }
 
+// deployment is two replicas of a web server, with the CPU request a CPU HPA needs.
 func deployment(selector map[string]string, port int32) *appsv1.Deployment {
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](2),
-			Selector: &metav1.LabelSelector{MatchLabels: selector},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: selector},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name:  "web",
-					Image: "example.invalid/web:1",
-					Ports: []corev1.ContainerPort{{ContainerPort: port}},
-					Resources: corev1.ResourceRequirements{
-						Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
-					},
-				}}},
-			},
-		},
-	}
+	d := cluster.Deployment("web", selector, port)
+	d.Spec.Replicas = ptr.To[int32](2)
+	d.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+	return d
 }
 
 func cpuHPA() *autoscalingv2.HorizontalPodAutoscaler {

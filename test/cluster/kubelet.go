@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
 	"github.com/sluicehq/sluice/test/proc"
 )
@@ -215,5 +217,25 @@ func (c *Cluster) AddRunningPod(t testing.TB, pod *corev1.Pod, ip string) {
 	setRunning(created, ip)
 	if _, err := pods.UpdateStatus(context.Background(), created, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("cluster: report Pod %s/%s running: %v", pod.Namespace, pod.Name, err)
+	}
+}
+
+// Deployment is a Deployment of one replica whose one container listens on port, selected by
+// labels: what a fake kubelet plays as a process per Pod.
+func Deployment(name string, labels map[string]string, port int32) *appsv1.Deployment {
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name:  name,
+					Image: "example.invalid/" + name + ":1",
+					Ports: []corev1.ContainerPort{{ContainerPort: port}},
+				}}},
+			},
+		},
 	}
 }

@@ -15,11 +15,9 @@ import (
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/utils/ptr"
 
 	"github.com/sluicehq/sluice/test/cluster"
 	"github.com/sluicehq/sluice/test/proc"
@@ -161,7 +159,7 @@ func (st *story) startSluice() {
 		"--authentication-kubeconfig="+st.c.Kubeconfig, "--authorization-kubeconfig="+st.c.Kubeconfig,
 		"--discovery-interval=5s", "--gateway-usage="+namespace+"="+usage[0], "--gateway-usage="+namespace+"="+usage[1])
 	st.c.RegisterMetricsAdapter(st.r, adapterPort)
-	if _, err := st.c.Clientset.AppsV1().Deployments(namespace).Create(context.Background(), inferenceDeployment(), metav1.CreateOptions{}); err != nil {
+	if _, err := st.c.Clientset.AppsV1().Deployments(namespace).Create(context.Background(), cluster.Deployment(selfHostedQuota, inferenceLabels, inferencePort), metav1.CreateOptions{}); err != nil {
 		st.r.Fatal(err)
 	}
 	st.r.Logf("the metrics adapter serves custom.metrics.k8s.io and external.metrics.k8s.io through the aggregator; the Deployment %s runs one inference Pod", selfHostedQuota)
@@ -254,23 +252,6 @@ func (st *story) inferencePod(pod *corev1.Pod, ip string) *exec.Cmd {
 		"-listen", net.JoinHostPort(ip, strconv.Itoa(inferencePort)),
 		"-engine", "vllm", "-model", model, "-gpus", "1", "-max-num-seqs", "8",
 		"-token-latency", "50ms", "-default-max-tokens", "20")
-}
-
-func inferenceDeployment() *appsv1.Deployment {
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: selfHostedQuota},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: inferenceLabels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: inferenceLabels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "vllm", Image: "vllm/vllm-openai",
-					Ports: []corev1.ContainerPort{{ContainerPort: inferencePort}},
-				}}},
-			},
-		},
-	}
 }
 
 func newGateway(r *run) gateway {

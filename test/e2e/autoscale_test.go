@@ -85,7 +85,7 @@ func TestHPAScalesInferencePodsOnWaitingRequests(t *testing.T) {
 	c.RegisterMetricsAdapter(t, adapter.port)
 	c.Kubectl(t, "apply", "-f", writeManifest(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: "+inferenceNamespace+"}\n---\n"+providerQuota()))
 	c.AddRunningPod(t, gatewayPod(), "127.0.0.1")
-	if _, err := c.Clientset.AppsV1().Deployments(inferenceNamespace).Create(ctx, inferenceDeployment(), metav1.CreateOptions{}); err != nil {
+	if _, err := c.Clientset.AppsV1().Deployments(inferenceNamespace).Create(ctx, cluster.Deployment(inferenceName, inferenceLabels, inferencePort), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Clientset.AutoscalingV2().HorizontalPodAutoscalers(inferenceNamespace).Create(ctx, waitingHPA(), metav1.CreateOptions{}); err != nil {
@@ -254,24 +254,6 @@ func writeManifest(t *testing.T, manifest string) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-func inferenceDeployment() *appsv1.Deployment {
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: inferenceName},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: inferenceLabels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: inferenceLabels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name:  "vllm",
-					Image: "example.invalid/vllm:1",
-					Ports: []corev1.ContainerPort{{ContainerPort: inferencePort}},
-				}}},
-			},
-		},
-	}
 }
 
 // waitingHPA scales the Deployment on the requests waiting per Pod, within the GPU quota, and

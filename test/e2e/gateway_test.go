@@ -196,9 +196,15 @@ func startGateway(t *testing.T, config string) *gateway {
 	if testing.Short() {
 		t.Skip("runs the gateway binary; skipped with -short")
 	}
-	g := &gateway{api: "http://" + freeAddr(t), admin: "http://" + freeAddr(t)}
-	cmd := exec.Command(gatewayBin, "--config", config, "--name", "gw-test",
-		"--listen", strings.TrimPrefix(g.api, "http://"), "--admin-listen", strings.TrimPrefix(g.admin, "http://"))
+	return startGatewayOn(t, config, freeAddr(t), freeAddr(t))
+}
+
+// startGatewayOn runs the gateway on a configuration with the API and admin addresses given, and
+// waits until it is ready.
+func startGatewayOn(t *testing.T, config, api, admin string) *gateway {
+	t.Helper()
+	g := &gateway{api: "http://" + api, admin: "http://" + admin}
+	cmd := exec.Command(gatewayBin, "--config", config, "--name", "gw-test", "--listen", api, "--admin-listen", admin)
 	g.proc = proc.Start(t, "gateway", cmd)
 	waitFor(t, "the gateway to be ready", func() bool {
 		resp, err := http.Get(g.admin + "/readyz")

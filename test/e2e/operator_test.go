@@ -112,23 +112,6 @@ func startManager(t *testing.T, c *cluster.Cluster, usageURL string) *proc.Proce
 	return proc.Start(t, "manager", cmd)
 }
 
-// startGatewayOn runs the gateway on a configuration with the API and admin addresses given.
-func startGatewayOn(t *testing.T, config, api, admin string) *gateway {
-	t.Helper()
-	g := &gateway{api: "http://" + api, admin: "http://" + admin}
-	cmd := exec.Command(gatewayBin, "--config", config, "--name", "gw-e2e", "--listen", api, "--admin-listen", admin)
-	g.proc = proc.Start(t, "gateway", cmd)
-	waitFor(t, "the gateway to be ready", func() bool {
-		resp, err := http.Get(g.admin + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return g
-}
-
 // writeConfigSecret waits until the configuration Secret the manager writes calls the upstream,
 // and writes its items (config.yaml and the providers' key files) into dir, as a gateway Pod
 // mounts them.

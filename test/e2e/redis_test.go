@@ -19,13 +19,7 @@ func TestGatewaysShareRedis(t *testing.T) {
 	}
 	up := newUpstream(t)
 	redis := redisserver.Start(t)
-	config := writeConfig(t, t.TempDir(), up.URL)
-	data, err := os.ReadFile(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	withRedis := strings.Replace(string(data), "server:\n", "store:\n  type: redis\n  redis: {address: \""+redis.Addr+"\", failMode: closed, replicas: 2}\nserver:\n", 1)
-	writeAtomically(t, config, withRedis)
+	config := writeRedisConfig(t, up.URL, redis.Addr, "closed")
 	a, b := startGateway(t, config), startGateway(t, config)
 
 	for i := range 5 {
@@ -68,12 +62,7 @@ func TestGatewayFailsOpen(t *testing.T) {
 	}
 	up := newUpstream(t)
 	redis := redisserver.Start(t)
-	config := writeConfig(t, t.TempDir(), up.URL)
-	data, err := os.ReadFile(config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeAtomically(t, config, strings.Replace(string(data), "server:\n", "store:\n  type: redis\n  redis: {address: \""+redis.Addr+"\", failMode: open, replicas: 2}\nserver:\n", 1))
+	config := writeRedisConfig(t, up.URL, redis.Addr, "open")
 	g := startGateway(t, config)
 	if err := redis.Stop(); err != nil {
 		t.Fatal(err)
@@ -97,4 +86,18 @@ func TestGatewayFailsOpen(t *testing.T) {
 	if m := g.metrics(t); !strings.Contains(m, "sluice_gateway_store_up 0") || !strings.Contains(m, `sluice_gateway_store_errors_total{action="local"} 3`) {
 		t.Error("the metrics do not say the store is down and decisions were taken locally")
 	}
+}
+
+// writeRedisConfig writes the test configuration (writeConfig's) with the limits in the Redis at
+// addr, for two replicas, failing as failMode says; it returns its path.
+func writeRedisConfig(t *testing.T, upstreamURL, addr, failMode string) string {
+	t.Helper()
+	config := writeConfig(t, t.TempDir(), upstreamURL)
+	data, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := "store:\n  type: redis\n  redis: {address: \"" + addr + "\", failMode: " + failMode + ", replicas: 2}\nserver:\n"
+	writeAtomically(t, config, strings.Replace(string(data), "server:\n", store, 1))
+	return config
 }
