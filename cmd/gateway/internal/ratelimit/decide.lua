@@ -1,138 +1,192 @@
--- One limiter decision (or settlement) over every key of a request, atomically.
+-- A batch of limiter runs, in order, each atomic: a decision takes every cost or none; a
+-- settlement adds every cost without checking. Concurrent callers' runs share one script run, so
+-- that the keys they have in common are read and written once. Every key carries one hash tag.
 --
--- KEYS: one per check.
--- ARGV[1]: now in microseconds, or '' to use Redis's own clock (the same for every replica).
--- ARGV[2]: 'decide' (take every cost or none) or 'settle' (add every cost without checking).
--- Then five values per check: kind, capacity, p1, p2, cost.
+-- KEYS: the batch's distinct keys.
+-- ARGV, per run: now in microseconds, or '' for Redis's own clock (the same for every replica);
+-- 'decide' or 'settle'; the number of checks; then six values per check: the index of its key in
+-- KEYS, kind, capacity, p1, p2, cost.
 --   'b' bucket:      p1 = microseconds to earn one unit; the value is the theoretical arrival time.
 --   'w' window:      p1 = end of the current window by the caller's clock, p2 = end of the next
 --                    (microseconds); the value is "end used".
 --   'c' concurrency: p1 = lease time to live (microseconds), p2 = lease id; the value is a sorted
 --                    set of leases scored by expiry, so a dead gateway's slots free themselves.
--- Returns {allowed, refused index (0-based, -1 for none), wait, never, remaining..., reset...},
--- times in microseconds.
+-- Returns, for each decision in turn (a settlement returns nothing): allowed, refused index
+-- (0-based, -1 for none), wait, never, then remaining and reset per check; times in microseconds.
+--
+-- The script runs for every decision, so it is written for speed: globals are read once into
+-- locals, each argument string is converted to a number once per run (Lua's tonumber is slow),
+-- and the tables it works in are made once.
 
-local now
-if ARGV[1] ~= '' then
-  now = tonumber(ARGV[1])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local tonumber, max, min, floor, ceil, call, ARGV, KEYS =
+  tonumber, math.max, math.min, math.floor, math.ceil, redis.call, ARGV, KEYS
+
+local numbers = {}
+local function num(s)
+  local v = numbers[s]
+  if v == nil then
+    v = tonumber(s)
+    numbers[s] = v
+  end
+  return v
 end
-local settling = ARGV[2] == 'settle'
-local n = #KEYS
+
+local redisNow
+local function clock(arg)
+  if arg ~= '' then return tonumber(arg) end
+  if not redisNow then
+    local t = call('TIME')
+    redisNow = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return redisNow
+end
+
 -- Every bucket's and window's value in one call (a sorted set reads as nil here).
-local values = redis.call('MGET', unpack(KEYS))
+local values = call('MGET', unpack(KEYS))
+
+-- The state of each key as the batch goes: a bucket's arrival time in a; a window's end in a and
+-- use in b; a concurrency count in b. written[k] holds the now of the last change, to store.
+local sa, sb, kinds, written = {}, {}, {}, {}
 
 local function ms(us)
-  return math.max(math.ceil(us / 1000), 1)
+  return max(ceil(us / 1000), 1)
 end
 
--- The state of check i: a bucket's arrival time; a window's end and use; a concurrency count.
-local function load(i, kind, p1, p2)
-  local key = KEYS[i]
+local function load(k, kind, now)
+  kinds[k] = kind
+  local v = values[k]
   if kind == 'b' then
-    return tonumber(values[i] or 0), 0
+    sa[k], sb[k] = v and tonumber(v) or 0, 0
   elseif kind == 'w' then
-    local e, u = 0, 0
-    local v = values[i]
+    sa[k], sb[k] = 0, 0
     if v then
       local sep = string.find(v, ' ', 1, true)
-      e, u = tonumber(string.sub(v, 1, sep - 1)), tonumber(string.sub(v, sep + 1))
+      sa[k], sb[k] = tonumber(string.sub(v, 1, sep - 1)), tonumber(string.sub(v, sep + 1))
     end
-    if now >= e then
-      e, u = tonumber(p1), 0
-      if now >= e then e = tonumber(p2) end
-    end
-    return e, u
+  else
+    call('ZREMRANGEBYSCORE', KEYS[k], '-inf', now)
+    sa[k], sb[k] = 0, call('ZCARD', KEYS[k])
   end
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-  return 0, redis.call('ZCARD', key)
 end
 
-local function store(i, kind, a, b, p1, p2, delta)
-  local key = KEYS[i]
-  if kind == 'b' then
-    if a > now then redis.call('SET', key, a, 'PX', ms(a - now)) else redis.call('DEL', key) end
-  elseif kind == 'w' then
-    redis.call('SET', key, string.format('%.0f %.0f', a, b), 'PX', ms(a - now))
-  elseif delta > 0 then
-    redis.call('ZADD', key, now + tonumber(p1), p2)
-    redis.call('PEXPIRE', key, ms(tonumber(p1)))
-  elseif delta < 0 then
-    redis.call('ZREM', key, p2)
+-- state returns key k's state as a check of this kind sees it at now: a window past its end rolls.
+local function state(k, kind, p1, p2, now)
+  if not kinds[k] then load(k, kind, now) end
+  local a, b = sa[k], sb[k]
+  if kind == 'w' and now >= a then
+    a, b = num(p1), 0
+    if now >= a then a = num(p2) end
   end
+  return a, b
+end
+
+-- change records key k's new state; a concurrency lease is added or removed at once.
+local function change(k, kind, a, b, p1, p2, delta, now)
+  if kind == 'c' then
+    if delta > 0 then
+      b = b + call('ZADD', KEYS[k], now + num(p1), p2)
+      call('PEXPIRE', KEYS[k], ms(num(p1)))
+    elseif delta < 0 then
+      b = b - call('ZREM', KEYS[k], p2)
+    end
+  else
+    written[k] = now
+  end
+  sa[k], sb[k] = a, b
 end
 
 -- evaluate returns ok, never, wait, remaining, reset and the new state (a, b).
-local function evaluate(kind, cap, p1, a, b, cost)
+local function evaluate(kind, cap, p1, a, b, cost, now)
   if cost > cap then
     return false, true, 0, 0, 0, a, b -- waiting will not help
   end
   if kind == 'b' then
-    local interval = tonumber(p1)
+    local interval = num(p1)
     local tolerance = cap * interval
-    local tat = math.max(a, now)
+    local tat = max(a, now)
     local nxt = tat + cost * interval
     local earliest = nxt - tolerance
     if earliest > now then
-      return false, cost > cap, earliest - now, math.floor(math.max(tolerance - (tat - now), 0) / interval), tat - now, a, b
+      return false, false, earliest - now, floor(max(tolerance - (tat - now), 0) / interval), tat - now, a, b
     end
-    return true, false, 0, math.floor((tolerance - (nxt - now)) / interval), nxt - now, nxt, 0
+    return true, false, 0, floor((tolerance - (nxt - now)) / interval), nxt - now, nxt, 0
   end
   local reset = 0
   if kind == 'w' then reset = a - now end
   if b + cost > cap then
     local wait = 0
     if kind == 'w' then wait = reset end
-    return false, cost > cap, wait, math.max(cap - b, 0), reset, a, b
+    return false, false, wait, max(cap - b, 0), reset, a, b
   end
   return true, false, 0, cap - b - cost, reset, a, b + cost
 end
 
-local function arg(i, j)
-  return ARGV[2 + (i - 1) * 5 + j]
-end
-
-if settling then
-  for i = 1, n do
-    local kind, cap, p1, p2 = arg(i, 1), tonumber(arg(i, 2)), arg(i, 3), arg(i, 4)
-    local delta = math.min(math.max(tonumber(arg(i, 5)), -4 * cap), 4 * cap)
-    local a, b = load(i, kind, p1, p2)
+local function settle(base, n, now)
+  for j = base, base + 6 * (n - 1), 6 do
+    local k, kind, cap, p1, p2 = num(ARGV[j]), ARGV[j + 1], num(ARGV[j + 2]), ARGV[j + 3], ARGV[j + 4]
+    local delta = min(max(num(ARGV[j + 5]), -4 * cap), 4 * cap)
+    local a, b = state(k, kind, p1, p2, now)
     if kind == 'b' then
-      a = math.max(math.max(a, now) + delta * tonumber(p1), now)
+      a = max(max(a, now) + delta * num(p1), now)
     elseif kind == 'w' then
-      b = math.max(b + delta, 0)
+      b = max(b + delta, 0)
     end
-    store(i, kind, a, b, p1, p2, delta)
-  end
-  return {}
-end
-
-local allowed, refused, wait, never = 1, -1, 0, 0
-local passed, remaining, resets, nexta, nextb = {}, {}, {}, {}, {}
-for i = 1, n do
-  local kind, cap, p1, p2, cost = arg(i, 1), tonumber(arg(i, 2)), arg(i, 3), arg(i, 4), tonumber(arg(i, 5))
-  local a, b = load(i, kind, p1, p2)
-  local ok, nev, w, rem, reset, na, nb = evaluate(kind, cap, p1, a, b, cost)
-  passed[i], remaining[i], resets[i], nexta[i], nextb[i] = ok, rem, reset, na, nb
-  if not ok then
-    if allowed == 1 then allowed, refused = 0, i - 1 end
-    wait = math.max(wait, w)
-    if nev then never = 1 end
+    change(k, kind, a, b, p1, p2, delta, now)
   end
 end
 
-local reply = {allowed, refused, wait, never}
-for i = 1, n do
-  local cost = tonumber(arg(i, 5))
-  if allowed == 1 then
-    store(i, arg(i, 1), nexta[i], nextb[i], arg(i, 3), arg(i, 4), cost)
-  elseif passed[i] then
-    -- Nothing was taken: a check that passed reports what it has before this request.
-    remaining[i] = remaining[i] + cost
+local reply = {}
+-- One decision's checks: whether each passed, and the state each would take.
+local passed, nexta, nextb = {}, {}, {}
+
+local function decide(base, n, now)
+  local r = #reply
+  local allowed, refused, wait, never = 1, -1, 0, 0
+  for i = 1, n do
+    local j = base + 6 * (i - 1)
+    local k, kind, cap, p1, p2, cost = num(ARGV[j]), ARGV[j + 1], num(ARGV[j + 2]), ARGV[j + 3], ARGV[j + 4], num(ARGV[j + 5])
+    local a, b = state(k, kind, p1, p2, now)
+    local ok, nev, w, rem, reset
+    ok, nev, w, rem, reset, nexta[i], nextb[i] = evaluate(kind, cap, p1, a, b, cost, now)
+    passed[i], reply[r + 3 + 2 * i], reply[r + 4 + 2 * i] = ok, rem, reset
+    if not ok then
+      if allowed == 1 then allowed, refused = 0, i - 1 end
+      wait = max(wait, w)
+      if nev then never = 1 end
+    end
   end
-  reply[3 + 2 * i] = remaining[i]
-  reply[4 + 2 * i] = resets[i]
+  reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = allowed, refused, wait, never
+  for i = 1, n do
+    local j = base + 6 * (i - 1)
+    if allowed == 1 then
+      change(num(ARGV[j]), ARGV[j + 1], nexta[i], nextb[i], ARGV[j + 3], ARGV[j + 4], num(ARGV[j + 5]), now)
+    elseif passed[i] then
+      -- Nothing was taken: a check that passed reports what it has before this request.
+      reply[r + 3 + 2 * i] = reply[r + 3 + 2 * i] + num(ARGV[j + 5])
+    end
+  end
+end
+
+local j = 1
+while j <= #ARGV do
+  local now, n = clock(ARGV[j]), num(ARGV[j + 2])
+  if ARGV[j + 1] == 'settle' then
+    settle(j + 3, n, now)
+  else
+    decide(j + 3, n, now)
+  end
+  j = j + 3 + 6 * n
+end
+
+-- Each changed bucket and window is written once, to expire when it would be full or over.
+for k, now in pairs(written) do
+  local a = sa[k]
+  if kinds[k] == 'w' then
+    call('SET', KEYS[k], string.format('%.0f %.0f', a, sb[k]), 'PX', ms(a - now))
+  elseif a > now then
+    call('SET', KEYS[k], a, 'PX', ms(a - now))
+  else
+    call('DEL', KEYS[k])
+  end
 end
 return reply

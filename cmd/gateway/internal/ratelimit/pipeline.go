@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 
@@ -11,14 +12,14 @@ import (
 const (
 	// maxBatches is how many batches of script runs are on the wire at once.
 	maxBatches = 2
-	// maxBatch caps the script runs sent in one batch.
+	// maxBatch caps the runs sent in one batch.
 	maxBatch = 64
 )
 
-// pipeline sends the script runs of concurrent callers together: while a batch is on the wire,
-// the runs that arrive wait and go in the next one, each still a script run of its own, decided
-// alone and atomically. A caller alone goes at once. Under load this saves most of the system
-// calls, on both sides, of a round trip per decision. It is safe for concurrent use.
+// pipeline sends the runs of concurrent callers together: while a batch is on the wire, the runs
+// that arrive wait and go in the next one. The runs of a batch whose keys share a hash tag go in
+// one script run, which evaluates them in turn, each atomically, and reads and writes the keys
+// they have in common once. A caller alone goes at once. It is safe for concurrent use.
 type pipeline struct {
 	client redis.UniversalClient
 
@@ -27,19 +28,21 @@ type pipeline struct {
 	batches int // on the wire
 }
 
-// scriptRun is one caller's run of the decision script, and its answer once done is closed.
+// scriptRun is one caller's decision or settlement, and its answer once done is closed.
 type scriptRun struct {
+	clock string // now in microseconds, or "" for Redis's own clock
+	mode  string // "decide" or "settle"
 	keys  []string
-	args  []any
+	args  []any // five per key: kind, capacity, p1, p2, cost
 	reply []int64
 	err   error
 	done  chan struct{}
 }
 
-// run runs the decision script and returns its reply. If ctx ends first, run returns ctx's
-// error; the script may still run, as with any command whose caller stops waiting.
-func (p *pipeline) run(ctx context.Context, keys []string, args []any) ([]int64, error) {
-	r := &scriptRun{keys: keys, args: args, done: make(chan struct{})}
+// run sends r and returns its reply. If ctx ends first, run returns ctx's error; the run may
+// still happen, as with any command whose caller stops waiting.
+func (p *pipeline) run(ctx context.Context, r *scriptRun) ([]int64, error) {
+	r.done = make(chan struct{})
 	p.mu.Lock()
 	p.pending = append(p.pending, r)
 	send := p.batches < maxBatches
@@ -78,49 +81,153 @@ func (p *pipeline) sendPending() {
 	}
 }
 
-// send runs a batch in one round trip, loading the script first if Redis does not know it.
+// send runs a batch in one round trip, loading the script first if Redis does not know it. A
+// script run that Redis refuses is sent again with each of its runs alone, so that one bad run
+// fails only its own caller. That is safe: the script writes buckets and windows only at its
+// end, and its lease commands mean the same when repeated.
 func (p *pipeline) send(batch []*scriptRun) {
 	// The batch serves several callers: none of their contexts may cancel it. The client's own
 	// timeouts bound it.
 	ctx := context.Background()
-	cmds := p.exec(ctx, batch)
-	if hasNoScript(cmds) {
+	calls := groupByHashTag(batch)
+	p.exec(ctx, calls)
+	if hasNoScript(calls) {
 		if err := decideScript.Load(ctx, p.client).Err(); err != nil {
-			finish(batch, nil, err)
+			finish(batch, err)
 			return
 		}
-		cmds = p.exec(ctx, batch)
+		p.exec(ctx, calls)
 	}
-	finish(batch, cmds, nil)
+	var again []*scriptCall
+	for _, c := range calls {
+		var refused redis.Error
+		if errors.As(c.cmd.Err(), &refused) && len(c.runs) > 1 {
+			again = append(again, groupEach(c.runs)...)
+			continue
+		}
+		c.answer()
+	}
+	if len(again) > 0 {
+		p.exec(ctx, again)
+		for _, c := range again {
+			c.answer()
+		}
+	}
 }
 
-func (p *pipeline) exec(ctx context.Context, batch []*scriptRun) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, len(batch))
+func (p *pipeline) exec(ctx context.Context, calls []*scriptCall) {
 	pipe := p.client.Pipeline()
-	for i, r := range batch {
-		cmds[i] = decideScript.EvalSha(ctx, pipe, r.keys, r.args...)
+	for _, c := range calls {
+		c.cmd = decideScript.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
 	pipe.Exec(ctx) // each command holds its own error
-	return cmds
 }
 
-func hasNoScript(cmds []*redis.Cmd) bool {
-	for _, c := range cmds {
-		if err := c.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+func hasNoScript(calls []*scriptCall) bool {
+	for _, c := range calls {
+		if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
 			return true
 		}
 	}
 	return false
 }
 
-// finish answers every run of a batch: with its command's reply, or with err for all.
-func finish(batch []*scriptRun, cmds []*redis.Cmd, err error) {
-	for i, r := range batch {
-		if err != nil {
+func finish(batch []*scriptRun, err error) {
+	for _, r := range batch {
+		r.err = err
+		close(r.done)
+	}
+}
+
+// scriptCall is one script run: the runs of a batch whose keys share a hash tag.
+type scriptCall struct {
+	runs  []*scriptRun
+	keys  []string       // distinct
+	index map[string]int // a key's position in keys, from 1 as in Lua
+	args  []any
+	cmd   *redis.Cmd
+}
+
+// groupByHashTag puts the runs whose first keys have the same hash tag in one call, keeping their
+// order, since a script run may touch one Redis Cluster slot only.
+func groupByHashTag(batch []*scriptRun) []*scriptCall {
+	if len(batch) == 1 {
+		return groupEach(batch)
+	}
+	var calls []*scriptCall
+	byTag := make(map[string]*scriptCall, 1)
+	for _, r := range batch {
+		tag := hashTag(r.keys[0])
+		c := byTag[tag]
+		if c == nil {
+			c = newScriptCall(len(batch) * len(r.keys))
+			byTag[tag] = c
+			calls = append(calls, c)
+		}
+		c.add(r)
+	}
+	return calls
+}
+
+// groupEach gives each run a call of its own.
+func groupEach(runs []*scriptRun) []*scriptCall {
+	calls := make([]*scriptCall, len(runs))
+	for i, r := range runs {
+		calls[i] = newScriptCall(len(r.keys))
+		calls[i].add(r)
+	}
+	return calls
+}
+
+// newScriptCall returns an empty call with room for about this many checks.
+func newScriptCall(checks int) *scriptCall {
+	return &scriptCall{index: make(map[string]int, checks), args: make([]any, 0, 6*checks+3)}
+}
+
+// add appends r's arguments: its clock, mode and number of checks, then per check the index of
+// its key and its five values.
+func (c *scriptCall) add(r *scriptRun) {
+	c.runs = append(c.runs, r)
+	c.args = append(c.args, r.clock, r.mode, len(r.keys))
+	for i, key := range r.keys {
+		k, ok := c.index[key]
+		if !ok {
+			c.keys = append(c.keys, key)
+			k = len(c.keys)
+			c.index[key] = k
+		}
+		c.args = append(c.args, k)
+		c.args = append(c.args, r.args[5*i:5*i+5]...)
+	}
+}
+
+// answer hands each run its part of the reply: a decision's 4+2n values, a settlement's none.
+func (c *scriptCall) answer() {
+	reply, err := c.cmd.Int64Slice()
+	for _, r := range c.runs {
+		n := 0
+		if r.mode == "decide" {
+			n = 4 + 2*len(r.keys)
+		}
+		switch {
+		case err != nil:
 			r.err = err
-		} else {
-			r.reply, r.err = cmds[i].Int64Slice()
+		case len(reply) < n:
+			r.err = errors.New("ratelimit: the decision script answered in an unknown form")
+		default:
+			r.reply, reply = reply[:n:n], reply[n:]
 		}
 		close(r.done)
 	}
+}
+
+// hashTag returns the part of key that Redis Cluster hashes: the text inside the first {...}
+// when it is not empty, or else the whole key.
+func hashTag(key string) string {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+			return key[open+1 : open+1+end]
+		}
+	}
+	return key
 }

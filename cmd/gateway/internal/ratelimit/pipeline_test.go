@@ -3,7 +3,9 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,6 +49,93 @@ func TestPipelineLoadsTheScriptAgain(t *testing.T) {
 		}
 		if _, err := store.Decide(context.Background(), checks, time.Now()); err != nil {
 			t.Fatalf("Decide after SCRIPT FLUSH: %v", err)
+		}
+	}
+}
+
+// TestBatchedDecisionsTakeAllOrNothing sends concurrent decisions that share a tenant's bucket,
+// so that they go in shared script runs, while every other caller asks more than its own limit
+// allows. Those are refused and must take nothing from the shared bucket: exactly the other
+// half pass, and the bucket counts exactly them.
+func TestBatchedDecisionsTakeAllOrNothing(t *testing.T) {
+	server := redisserver.Start(t)
+	store := NewRedis(server.Client(t))
+	const callers, tenantBurst = 200, 150
+	tenant := mustLimit(NewBucket("{p}:tenant", LevelTenant, Requests, 1, time.Hour, tenantBurst))
+	var allowed, refusedByUser atomic.Int64
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			user := mustLimit(NewBucket(fmt.Sprintf("{p}:user:%d", i), LevelUser, Requests, 1, time.Hour, 1))
+			checks := []Check{{Limit: tenant, Cost: 1}, {Limit: user, Cost: int64(1 + i%2)}}
+			d, err := store.Decide(context.Background(), checks, time.Now())
+			switch {
+			case err != nil:
+				t.Error(err)
+			case d.Allowed:
+				allowed.Add(1)
+			case d.Refused == 1 && d.Never:
+				refusedByUser.Add(1)
+			default:
+				t.Errorf("caller %d: %+v; want allowed, or refused for good by its own limit", i, d)
+			}
+		})
+	}
+	wg.Wait()
+	if allowed.Load() != callers/2 || refusedByUser.Load() != callers/2 {
+		t.Fatalf("%d allowed and %d refused by their own limit; want %d each", allowed.Load(), refusedByUser.Load(), callers/2)
+	}
+	d, err := store.Decide(context.Background(), []Check{{Limit: tenant}}, time.Now())
+	if err != nil || d.Remaining[0] != tenantBurst-callers/2 {
+		t.Errorf("the tenant's bucket has %d left, %v; want %d", d.Remaining[0], err, tenantBurst-callers/2)
+	}
+}
+
+// TestABadRunFailsOnlyItsCaller sends one decision that Redis refuses (its concurrency key holds
+// a string) among many good ones sharing its hash tag: the good ones are answered, the bad one
+// gets Redis's error.
+func TestABadRunFailsOnlyItsCaller(t *testing.T) {
+	server := redisserver.Start(t)
+	client := server.Client(t)
+	if err := client.Set(context.Background(), "{p}:not-a-set", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	store := NewRedis(client)
+	shared := mustLimit(NewBucket("{p}:shared", LevelTenant, Requests, 1, time.Hour, 1000))
+	bad := mustLimit(NewConcurrency("{p}:not-a-set", LevelProvider, 5, time.Minute))
+	const callers = 100
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			checks := []Check{{Limit: shared, Cost: 1}}
+			if i == callers/2 {
+				checks = append(checks, Check{Limit: bad, Cost: 1, Lease: "l"})
+			}
+			d, err := store.Decide(context.Background(), checks, time.Now())
+			if i == callers/2 {
+				if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+					t.Errorf("the bad decision: %+v, %v; want Redis's WRONGTYPE error", d, err)
+				}
+				return
+			}
+			if err != nil || !d.Allowed {
+				t.Errorf("caller %d: %+v, %v; want allowed", i, d, err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestHashTag(t *testing.T) {
+	for key, want := range map[string]string{
+		"{openai}:tenant:acme": "openai",
+		"a{b}c{d}":             "b",
+		"{}:x":                 "{}:x",
+		"no-tag":               "no-tag",
+		"open{only":            "open{only",
+	} {
+		if got := hashTag(key); got != want {
+			t.Errorf("hashTag(%q) = %q; want %q", key, got, want)
 		}
 	}
 }

@@ -17,8 +17,8 @@ var decideSource string
 var decideScript = redis.NewScript(decideSource)
 
 // Redis keeps limiter state in Redis, so that every gateway replica draws from the same budgets.
-// Each decision is one script run, one round trip, evaluated and taken atomically on Redis's own
-// clock; the runs of concurrent decisions share their round trips. Keys expire when idle. Redis
+// Each decision is evaluated and taken atomically in a script, in one round trip, on Redis's own
+// clock; concurrent decisions share their round trips and script runs. Keys expire when idle. Redis
 // is safe for concurrent use.
 type Redis struct {
 	pipeline     *pipeline
@@ -47,6 +47,9 @@ func (r *Redis) Decide(ctx context.Context, checks []Check, now time.Time) (Deci
 	if len(checks) > MaxChecks {
 		return Decision{Refused: -1}, errTooManyChecks(len(checks))
 	}
+	if len(checks) == 0 {
+		return Decision{Allowed: true, Refused: -1}, nil
+	}
 	reply, err := r.run(ctx, "decide", checks, now)
 	if err != nil {
 		return Decision{Refused: -1}, err
@@ -57,28 +60,28 @@ func (r *Redis) Decide(ctx context.Context, checks []Check, now time.Time) (Deci
 // Settle adds each check's Cost (negative to refund) to its limit without checking it; a
 // negative Cost on a concurrency limit releases the check's Lease.
 func (r *Redis) Settle(ctx context.Context, checks []Check, now time.Time) error {
+	if len(checks) == 0 {
+		return nil
+	}
 	_, err := r.run(ctx, "settle", checks, now)
 	return err
 }
 
 func (r *Redis) run(ctx context.Context, mode string, checks []Check, now time.Time) ([]int64, error) {
-	keys := make([]string, len(checks))
-	args := make([]any, 0, 2+5*len(checks))
-	clock := ""
+	run := &scriptRun{mode: mode, keys: make([]string, len(checks)), args: make([]any, 0, 5*len(checks))}
 	if r.trustCallers {
-		clock = strconv.FormatInt(now.UnixMicro(), 10)
+		run.clock = strconv.FormatInt(now.UnixMicro(), 10)
 	}
-	args = append(args, clock, mode)
 	for i, c := range checks {
-		keys[i] = c.Limit.Key
+		run.keys[i] = c.Limit.Key
 		var err error
-		if args, err = appendScriptArgs(args, c, now); err != nil {
+		if run.args, err = appendScriptArgs(run.args, c, now); err != nil {
 			return nil, err
 		}
 	}
-	reply, err := r.pipeline.run(ctx, keys, args)
+	reply, err := r.pipeline.run(ctx, run)
 	if err != nil {
-		return nil, fmt.Errorf("ratelimit: run the decision script on %d keys: %w", len(keys), err)
+		return nil, fmt.Errorf("ratelimit: run the decision script on %d keys: %w", len(checks), err)
 	}
 	return reply, nil
 }
