@@ -115,12 +115,19 @@ func (p *pipeline) send(batch []*scriptRun) {
 	}
 }
 
+// exec sends each call as EVALSHA, read as integers without boxing each one.
 func (p *pipeline) exec(ctx context.Context, calls []*scriptCall) {
 	pipe := p.client.Pipeline()
 	for _, c := range calls {
-		c.cmd = decideScript.EvalSha(ctx, pipe, c.keys, c.args...)
+		args := make([]any, 0, 3+len(c.keys)+len(c.args))
+		args = append(args, "evalsha", decideScript.Hash(), len(c.keys))
+		for _, key := range c.keys {
+			args = append(args, key)
+		}
+		c.cmd = redis.NewIntSliceCmd(ctx, append(args, c.args...)...)
+		_ = pipe.Process(ctx, c.cmd) // queued; its error comes with Exec
 	}
-	pipe.Exec(ctx) // each command holds its own error
+	_, _ = pipe.Exec(ctx) // each command holds its own error
 }
 
 func hasNoScript(calls []*scriptCall) bool {
@@ -145,7 +152,7 @@ type scriptCall struct {
 	keys  []string       // distinct
 	index map[string]int // a key's position in keys, from 1 as in Lua
 	args  []any
-	cmd   *redis.Cmd
+	cmd   *redis.IntSliceCmd
 }
 
 // groupByHashTag puts the runs whose first keys have the same hash tag in one call, keeping their
@@ -160,7 +167,7 @@ func groupByHashTag(batch []*scriptRun) []*scriptCall {
 		tag := hashTag(r.keys[0])
 		c := byTag[tag]
 		if c == nil {
-			c = newScriptCall(len(batch) * len(r.keys))
+			c = newScriptCall(len(batch), len(r.keys))
 			byTag[tag] = c
 			calls = append(calls, c)
 		}
@@ -173,15 +180,19 @@ func groupByHashTag(batch []*scriptRun) []*scriptCall {
 func groupEach(runs []*scriptRun) []*scriptCall {
 	calls := make([]*scriptCall, len(runs))
 	for i, r := range runs {
-		calls[i] = newScriptCall(len(r.keys))
+		calls[i] = newScriptCall(1, len(r.keys))
 		calls[i].add(r)
 	}
 	return calls
 }
 
-// newScriptCall returns an empty call with room for about this many checks.
-func newScriptCall(checks int) *scriptCall {
-	return &scriptCall{index: make(map[string]int, checks), args: make([]any, 0, 6*checks+3)}
+// newScriptCall returns an empty call with room for about this many runs of this many checks.
+func newScriptCall(runs, checks int) *scriptCall {
+	return &scriptCall{
+		runs:  make([]*scriptRun, 0, runs),
+		index: make(map[string]int, checks),
+		args:  make([]any, 0, runs*(3+6*checks)),
+	}
 }
 
 // add appends r's arguments: its clock, mode and number of checks, then per check the index of
@@ -203,7 +214,7 @@ func (c *scriptCall) add(r *scriptRun) {
 
 // answer hands each run its part of the reply: a decision's 4+2n values, a settlement's none.
 func (c *scriptCall) answer() {
-	reply, err := c.cmd.Int64Slice()
+	reply, err := c.cmd.Result()
 	for _, r := range c.runs {
 		n := 0
 		if r.mode == "decide" {
