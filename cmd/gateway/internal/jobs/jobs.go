@@ -46,10 +46,10 @@ var (
 	ErrNotFound = errors.New("jobs: no such job")
 	// ErrFinished: the job is already final, so the change does not apply.
 	ErrFinished = errors.New("jobs: the job has already finished")
-	// ErrNotRunning: an attempt ended for a job that is not running. It happens when a replica
-	// that stalled past the reclaim time finishes its attempt after another replica reclaimed
-	// the job and put it back in the queue: the late attempt is not recorded.
-	ErrNotRunning = errors.New("jobs: the job is not running")
+	// ErrNotRunning: the attempt is not the one the job is running. It happens when a replica
+	// that stalled past the reclaim time ends its attempt after another replica reclaimed the
+	// job: the late attempt's end and what it holds are not recorded.
+	ErrNotRunning = errors.New("jobs: the job is not running this attempt")
 	// ErrTooManyQueued: the tenant has as many jobs queued as it may.
 	ErrTooManyQueued = errors.New("jobs: the tenant has too many jobs queued")
 )
@@ -88,6 +88,47 @@ type Cost struct {
 // NewID returns a new job id.
 func NewID() string { return "job_" + rand.Text() }
 
+// Attempt names one attempt of a job: its id and its number, Job.Attempts when it was taken.
+// Once another replica has taken the job over, an earlier attempt changes nothing but the job's
+// charge.
+type Attempt struct {
+	Job string
+	N   int
+}
+
+// Attempt returns the attempt that j, as taken, is.
+func (j *Job) Attempt() Attempt { return Attempt{Job: j.ID, N: j.Attempts} }
+
+// runs checks that j is running attempt a.
+func (j *Job) runs(a Attempt) error {
+	switch {
+	case j.State.Final():
+		return ErrFinished
+	case j.State != Running || j.Attempts != a.N:
+		return fmt.Errorf("jobs: job %s is %s at attempt %d, not running attempt %d: %w", j.ID, j.State, j.Attempts, a.N, ErrNotRunning)
+	}
+	return nil
+}
+
+// hold records what attempt a holds.
+func (j *Job) hold(a Attempt, held Cost) error {
+	if err := j.runs(a); err != nil {
+		return err
+	}
+	j.Held = held
+	return nil
+}
+
+// charge marks j charged and reports whether it was the first time. When a is the job's latest
+// attempt, what it held is settled.
+func (j *Job) charge(a Attempt) (first bool) {
+	first, j.Charged = !j.Charged, true
+	if j.Attempts == a.N {
+		j.Held = Cost{}
+	}
+	return first
+}
+
 // Outcome is how an attempt ended.
 type Outcome struct {
 	// Status and Result are the provider's answer when the attempt succeeded.
@@ -108,10 +149,11 @@ const (
 	cancel
 )
 
-// apply changes j by e at now. maxAttempts bounds the attempts: a job taken when it has had them
-// all (its last attempt died with its replica) fails instead. A change to a final job is
-// ErrFinished.
-func (j *Job) apply(e event, o Outcome, maxAttempts int, now time.Time) error {
+// apply changes j by e at now; a finish is attempt a's. maxAttempts bounds the attempts: a job
+// taken when it has had them all (its last attempt died with its replica) fails instead. A
+// change to a final job is ErrFinished; the finish of an attempt the job is not running is
+// ErrNotRunning.
+func (j *Job) apply(e event, a Attempt, o Outcome, maxAttempts int, now time.Time) error {
 	if j.State.Final() {
 		return ErrFinished
 	}
@@ -119,8 +161,8 @@ func (j *Job) apply(e event, o Outcome, maxAttempts int, now time.Time) error {
 	case take:
 		j.takeAt(maxAttempts)
 	case finish:
-		if j.State != Running {
-			return fmt.Errorf("jobs: finish job %s in state %s: %w", j.ID, j.State, ErrNotRunning)
+		if err := j.runs(a); err != nil {
+			return err
 		}
 		j.finish(o, maxAttempts)
 	case cancel:

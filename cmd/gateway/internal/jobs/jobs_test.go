@@ -27,6 +27,7 @@ func TestApply(t *testing.T) {
 		wantAttempts int
 		wantError    string // a substring; empty means none
 		wantErr      error
+		late         bool // the finish is of the attempt before the job's latest
 	}{
 		{name: "taken", state: Queued, event: take, wantState: Running, wantAttempts: 1},
 		{name: "taken again after a failed attempt", state: Queued, attempts: 1, event: take, wantState: Running, wantAttempts: 2},
@@ -49,11 +50,17 @@ func TestApply(t *testing.T) {
 		{name: "an attempt that ends after a cancel changes nothing", state: Cancelled, attempts: 1, event: finish,
 			outcome: Outcome{Status: 200}, wantState: Cancelled, wantAttempts: 1, wantErr: ErrFinished},
 		{name: "only a running job finishes", state: Queued, event: finish, wantState: Queued, wantErr: ErrNotRunning},
+		{name: "an attempt taken over by another changes nothing", state: Running, attempts: 2, event: finish, late: true,
+			outcome: retry, wantState: Running, wantAttempts: 2, wantErr: ErrNotRunning},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			j := &Job{ID: "job_1", State: tc.state, Attempts: tc.attempts}
-			err := j.apply(tc.event, tc.outcome, 3, now)
+			a := j.Attempt()
+			if tc.late {
+				a.N--
+			}
+			err := j.apply(tc.event, a, tc.outcome, 3, now)
 			if !errors.Is(err, tc.wantErr) {
 				t.Errorf("apply() error = %v; want %v", err, tc.wantErr)
 			}
@@ -76,9 +83,9 @@ type store interface {
 	Take(ctx context.Context) (*Job, error)
 	Renew(ctx context.Context) ([]string, error)
 	Leave(ctx context.Context) error
-	Finish(ctx context.Context, id string, o Outcome) (*Job, error)
-	Hold(ctx context.Context, id string, held Cost) error
-	Charge(ctx context.Context, id string) (bool, error)
+	Finish(ctx context.Context, a Attempt, o Outcome) (*Job, error)
+	Hold(ctx context.Context, a Attempt, held Cost) error
+	Charge(ctx context.Context, a Attempt) (bool, error)
 }
 
 var (
@@ -143,7 +150,7 @@ func succeeds(t *testing.T, s store) {
 	if j.ID != added.ID || j.State != Running || j.Attempts != 1 || string(j.Body) != `{"model":"m"}` {
 		t.Fatalf("took %+v; want the job running, its first attempt", j)
 	}
-	done, err := s.Finish(ctx, j.ID, Outcome{Status: 200, Result: []byte(`{"ok":true}`)})
+	done, err := s.Finish(ctx, j.Attempt(), Outcome{Status: 200, Result: []byte(`{"ok":true}`)})
 	if err != nil || done.State != Succeeded {
 		t.Fatalf("Finish() = %+v, %v; want succeeded", done, err)
 	}
@@ -174,7 +181,7 @@ func failsAfterItsAttempts(t *testing.T, s store) {
 	ctx := context.Background()
 	add(t, s, "acme")
 	j := takeOne(t, s)
-	j, err := s.Finish(ctx, j.ID, Outcome{Err: "the provider answered 500", Retry: true})
+	j, err := s.Finish(ctx, j.Attempt(), Outcome{Err: "the provider answered 500", Retry: true})
 	if err != nil || j.State != Queued {
 		t.Fatalf("after the first failed attempt: %+v, %v; want queued again", j, err)
 	}
@@ -183,7 +190,7 @@ func failsAfterItsAttempts(t *testing.T, s store) {
 	if j.State != Running || j.Attempts != 2 {
 		t.Fatalf("took %+v; want its second attempt", j)
 	}
-	j, err = s.Finish(ctx, j.ID, Outcome{Err: "the provider answered 500", Retry: true})
+	j, err = s.Finish(ctx, j.Attempt(), Outcome{Err: "the provider answered 500", Retry: true})
 	if err != nil || j.State != Failed || !strings.Contains(j.Error, "gave up after 2 attempts") {
 		t.Fatalf("after the last attempt: %+v, %v; want failed with the error", j, err)
 	}
@@ -214,7 +221,7 @@ func cancelledWhileRunning(t *testing.T, s store) {
 	if _, err := s.Cancel(ctx, j.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Finish(ctx, j.ID, Outcome{Status: 200}); !errors.Is(err, ErrFinished) {
+	if _, err := s.Finish(ctx, j.Attempt(), Outcome{Status: 200}); !errors.Is(err, ErrFinished) {
 		t.Errorf("Finish() after Cancel: %v; want ErrFinished", err)
 	}
 	if got, _ := s.Get(ctx, j.ID); got.State != Cancelled {
@@ -224,15 +231,16 @@ func cancelledWhileRunning(t *testing.T, s store) {
 
 func chargedOnce(t *testing.T, s store) {
 	ctx := context.Background()
-	j := add(t, s, "acme")
-	if err := s.Hold(ctx, j.ID, Cost{Tokens: 100, MicroDollars: 300}); err != nil {
+	add(t, s, "acme")
+	j := takeOne(t, s)
+	if err := s.Hold(ctx, j.Attempt(), Cost{Tokens: 100, MicroDollars: 300}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := s.Get(ctx, j.ID); got.Held != (Cost{Tokens: 100, MicroDollars: 300}) {
 		t.Errorf("held = %+v; want what Hold recorded", got.Held)
 	}
 	for i, want := range []bool{true, false} {
-		if first, err := s.Charge(ctx, j.ID); err != nil || first != want {
+		if first, err := s.Charge(ctx, j.Attempt()); err != nil || first != want {
 			t.Errorf("Charge() #%d = %v, %v; want %v", i+1, first, err, want)
 		}
 	}
@@ -264,7 +272,7 @@ func TestRedisReclaimsAJobFromADeadReplica(t *testing.T) {
 	if got.ID != j.ID || got.State != Running || got.Attempts != 2 {
 		t.Fatalf("the second replica took %+v; want the job's second attempt", got)
 	}
-	if _, err := alive.Finish(context.Background(), j.ID, Outcome{Status: 200, Result: []byte("{}")}); err != nil {
+	if _, err := alive.Finish(context.Background(), got.Attempt(), Outcome{Status: 200, Result: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
 	if n := srv.Client(t).XLen(context.Background(), stream).Val(); n != 0 {
@@ -321,7 +329,7 @@ func TestMemoryForgetsExpiredJobs(t *testing.T) {
 	m := NewMemory(Options{ResultTTL: time.Hour, Now: c.Now})
 	add(t, m, "acme")
 	j := takeOne(t, m)
-	if _, err := m.Finish(ctx, j.ID, Outcome{Status: 200}); err != nil {
+	if _, err := m.Finish(ctx, j.Attempt(), Outcome{Status: 200}); err != nil {
 		t.Fatal(err)
 	}
 	c.now = c.now.Add(2 * time.Hour)
@@ -339,7 +347,7 @@ func TestRedisTrimsFinishedIndexesAsJobsEnd(t *testing.T) {
 	for range 2 {
 		add(t, s, "acme")
 		j := takeOne(t, s)
-		if _, err := s.Finish(ctx, j.ID, Outcome{Status: 200}); err != nil {
+		if _, err := s.Finish(ctx, j.Attempt(), Outcome{Status: 200}); err != nil {
 			t.Fatal(err)
 		}
 		c.now = c.now.Add(2 * time.Hour)
@@ -384,12 +392,12 @@ func TestRedisLateFinishIsNotRunning(t *testing.T) {
 	opts := Options{MaxAttempts: 3, ReclaimAfter: 50 * time.Millisecond}
 	stalled, alive := NewRedis(srv.Client(t), "stalled", opts), NewRedis(srv.Client(t), "alive", opts)
 	j := add(t, stalled, "acme")
-	takeOne(t, stalled)
-	takeOne(t, alive)
-	if got, err := alive.Finish(ctx, j.ID, Outcome{Err: "the provider answered 500", Retry: true}); err != nil || got.State != Queued {
+	late := takeOne(t, stalled)
+	latest := takeOne(t, alive)
+	if got, err := alive.Finish(ctx, latest.Attempt(), Outcome{Err: "the provider answered 500", Retry: true}); err != nil || got.State != Queued {
 		t.Fatalf("Finish() on the replica that reclaimed the job = %+v, %v; want it queued", got, err)
 	}
-	if _, err := stalled.Finish(ctx, j.ID, Outcome{Status: 200}); !errors.Is(err, ErrNotRunning) {
+	if _, err := stalled.Finish(ctx, late.Attempt(), Outcome{Status: 200}); !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("the late Finish() error = %v; want ErrNotRunning", err)
 	}
 	if got := takeOne(t, alive); got.ID != j.ID || got.Attempts != 3 {
@@ -427,7 +435,7 @@ func TestRedisLeave(t *testing.T) {
 	done, holding := NewRedis(srv.Client(t), "done", Options{}), NewRedis(srv.Client(t), "holding", Options{})
 	add(t, done, "acme")
 	j := takeOne(t, done)
-	if _, err := done.Finish(ctx, j.ID, Outcome{Status: 200}); err != nil {
+	if _, err := done.Finish(ctx, j.Attempt(), Outcome{Status: 200}); err != nil {
 		t.Fatal(err)
 	}
 	add(t, holding, "acme")
@@ -444,5 +452,38 @@ func TestRedisLeave(t *testing.T) {
 	}
 	if err != nil || !slices.Equal(names, []string{"holding"}) {
 		t.Errorf("consumers after Leave: %v, %v; want only the one holding an entry", names, err)
+	}
+}
+
+// TestRedisLateAttemptChangesNothing has a stalled replica end its attempt while another replica
+// runs the job's next one: the late attempt neither ends the job nor changes what the running
+// attempt holds, and its answer still charges the job once.
+func TestRedisLateAttemptChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	srv := redisserver.Start(t)
+	opts := Options{MaxAttempts: 3, ReclaimAfter: 50 * time.Millisecond}
+	stalled, alive := NewRedis(srv.Client(t), "stalled", opts), NewRedis(srv.Client(t), "alive", opts)
+	add(t, stalled, "acme")
+	late := takeOne(t, stalled)
+	latest := takeOne(t, alive)
+	held := Cost{Tokens: 100, MicroDollars: 300}
+	if err := alive.Hold(ctx, latest.Attempt(), held); err != nil {
+		t.Fatal(err)
+	}
+	if err := stalled.Hold(ctx, late.Attempt(), Cost{}); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Hold() by the late attempt: %v; want ErrNotRunning", err)
+	}
+	if first, err := stalled.Charge(ctx, late.Attempt()); err != nil || !first {
+		t.Errorf("Charge() by the late attempt = %v, %v; want the job's first charge", first, err)
+	}
+	if _, err := stalled.Finish(ctx, late.Attempt(), Outcome{Err: "the provider answered 500", Retry: true}); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Finish() by the late attempt: %v; want ErrNotRunning", err)
+	}
+	got, err := alive.Get(ctx, latest.ID)
+	if err != nil || got.State != Running || got.Attempts != 2 || got.Held != held || !got.Charged {
+		t.Fatalf("the job after the late attempt: %+v, %v; want running attempt 2, holding %+v, charged", got, err, held)
+	}
+	if got, err := alive.Finish(ctx, latest.Attempt(), Outcome{Status: 200}); err != nil || got.State != Succeeded {
+		t.Errorf("Finish() by the running attempt = %+v, %v; want succeeded", got, err)
 	}
 }

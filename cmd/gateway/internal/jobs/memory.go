@@ -126,7 +126,7 @@ func sortNewestFirst(jobs []*Job) {
 
 // Cancel cancels a job that has not finished.
 func (m *Memory) Cancel(_ context.Context, id string) (*Job, error) {
-	return m.update(id, func(j *Job) error { return j.apply(cancel, Outcome{}, m.opts.MaxAttempts, m.opts.Now()) })
+	return m.update(id, func(j *Job) error { return j.apply(cancel, Attempt{}, Outcome{}, m.opts.MaxAttempts, m.opts.Now()) })
 }
 
 // Take waits for a job that may go, and returns it running, its attempt counted. A job that has
@@ -171,7 +171,7 @@ func (m *Memory) next() (*Job, time.Duration) {
 			continue // expired
 		}
 		before := j.State
-		if j.apply(take, Outcome{}, m.opts.MaxAttempts, now) != nil {
+		if j.apply(take, Attempt{}, Outcome{}, m.opts.MaxAttempts, now) != nil {
 			continue // cancelled while it waited
 		}
 		m.changed(before, j)
@@ -188,31 +188,28 @@ func (m *Memory) Leave(context.Context) error { return nil }
 
 // Finish records how a running job's attempt ended. A failure another attempt may fix queues the
 // job again after the reclaim time, unless it was the last attempt.
-func (m *Memory) Finish(_ context.Context, id string, o Outcome) (*Job, error) {
-	j, err := m.update(id, func(j *Job) error { return j.apply(finish, o, m.opts.MaxAttempts, m.opts.Now()) })
+func (m *Memory) Finish(_ context.Context, a Attempt, o Outcome) (*Job, error) {
+	j, err := m.update(a.Job, func(j *Job) error { return j.apply(finish, a, o, m.opts.MaxAttempts, m.opts.Now()) })
 	if err == nil && j.State == Queued {
 		m.mu.Lock()
-		m.retries = append(m.retries, due{id: id, at: j.Updated.Add(m.opts.ReclaimAfter)})
+		m.retries = append(m.retries, due{id: a.Job, at: j.Updated.Add(m.opts.ReclaimAfter)})
 		m.mu.Unlock()
 		m.kick()
 	}
 	return j, err
 }
 
-// Hold records the estimate an attempt took from the limits; zero says nothing is held.
-func (m *Memory) Hold(_ context.Context, id string, held Cost) error {
-	_, err := m.update(id, func(j *Job) error { j.Held = held; return nil })
+// Hold records the estimate attempt a took from the limits; zero says nothing is held.
+func (m *Memory) Hold(_ context.Context, a Attempt, held Cost) error {
+	_, err := m.update(a.Job, func(j *Job) error { return j.hold(a, held) })
 	return err
 }
 
-// Charge marks the job's cost settled and gives back nothing held. It reports whether this was
-// the first time: a later delivery of the same job must not be charged.
-func (m *Memory) Charge(_ context.Context, id string) (bool, error) {
+// Charge marks the job's cost settled and, for its latest attempt, gives back nothing held. It
+// reports whether this was the first time: a later delivery of the same job must not be charged.
+func (m *Memory) Charge(_ context.Context, a Attempt) (bool, error) {
 	first := false
-	_, err := m.update(id, func(j *Job) error {
-		first, j.Charged, j.Held = !j.Charged, true, Cost{}
-		return nil
-	})
+	_, err := m.update(a.Job, func(j *Job) error { first = j.charge(a); return nil })
 	return first, err
 }
 

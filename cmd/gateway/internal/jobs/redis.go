@@ -179,7 +179,7 @@ func (r *Redis) list(ctx context.Context, tenant string, s State) ([]*Job, error
 // Cancel cancels a job that has not finished. A replica running it finds out when its attempt
 // ends.
 func (r *Redis) Cancel(ctx context.Context, id string) (*Job, error) {
-	return r.update(ctx, id, func(j *Job) error { return j.apply(cancel, Outcome{}, r.opts.MaxAttempts, r.opts.Now()) })
+	return r.update(ctx, id, func(j *Job) error { return j.apply(cancel, Attempt{}, Outcome{}, r.opts.MaxAttempts, r.opts.Now()) })
 }
 
 // Take waits for a job that may go: first one idle for the reclaim time (its replica died, or
@@ -240,7 +240,7 @@ func (r *Redis) nextEntry(ctx context.Context) (entry, id string, err error) {
 // takeEntry starts an attempt of the entry's job. An entry whose job has expired, or already
 // ended, is dropped and nil returned.
 func (r *Redis) takeEntry(ctx context.Context, entry, id string) (*Job, error) {
-	j, err := r.update(ctx, id, func(j *Job) error { return j.apply(take, Outcome{}, r.opts.MaxAttempts, r.opts.Now()) })
+	j, err := r.update(ctx, id, func(j *Job) error { return j.apply(take, Attempt{}, Outcome{}, r.opts.MaxAttempts, r.opts.Now()) })
 	switch {
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrFinished):
 		return nil, r.drop(ctx, entry)
@@ -340,15 +340,18 @@ func (r *Redis) Leave(ctx context.Context) error {
 	return nil
 }
 
-// Finish records how a running job's attempt ended. The job's entry is acknowledged when the job
-// ends; after a failure another attempt may fix, it stays pending and unrenewed, so that it is
-// reclaimed, by any replica, after the reclaim time. A job that is queued again by another
-// replica's attempt is ErrNotRunning, and its entry is left to that replica.
-func (r *Redis) Finish(ctx context.Context, id string, o Outcome) (*Job, error) {
-	j, err := r.update(ctx, id, func(j *Job) error { return j.apply(finish, o, r.opts.MaxAttempts, r.opts.Now()) })
+// Finish records how attempt a ended. The job's entry is acknowledged when the job ends; after
+// a failure another attempt may fix, it stays pending and unrenewed, so that it is reclaimed, by
+// any replica, after the reclaim time. An attempt the job no longer runs (another replica took
+// it over) is ErrNotRunning, and the job's entry is left to that replica.
+func (r *Redis) Finish(ctx context.Context, a Attempt, o Outcome) (*Job, error) {
+	j, err := r.update(ctx, a.Job, func(j *Job) error { return j.apply(finish, a, o, r.opts.MaxAttempts, r.opts.Now()) })
+	if errors.Is(err, ErrNotRunning) {
+		return j, err // another attempt's, with its entry; Renew tells whether that is this replica's
+	}
 	r.mu.Lock()
-	entry := r.held[id]
-	delete(r.held, id) // unrenewed, it is reclaimed, even if its end could not be recorded
+	entry := r.held[a.Job]
+	delete(r.held, a.Job) // unrenewed, it is reclaimed, even if its end could not be recorded
 	r.mu.Unlock()
 	if err != nil && !errors.Is(err, ErrFinished) && !errors.Is(err, ErrNotFound) {
 		return j, err
@@ -361,20 +364,18 @@ func (r *Redis) Finish(ctx context.Context, id string, o Outcome) (*Job, error) 
 	return j, err
 }
 
-// Hold records the estimate an attempt took from the limits; zero says nothing is held.
-func (r *Redis) Hold(ctx context.Context, id string, held Cost) error {
-	_, err := r.update(ctx, id, func(j *Job) error { j.Held = held; return nil })
+// Hold records the estimate attempt a took from the limits; zero says nothing is held.
+func (r *Redis) Hold(ctx context.Context, a Attempt, held Cost) error {
+	_, err := r.update(ctx, a.Job, func(j *Job) error { return j.hold(a, held) })
 	return err
 }
 
-// Charge marks the job's cost settled and clears what it held, in one transaction. It reports
-// whether this was the first time: a later delivery of the same job must not be charged.
-func (r *Redis) Charge(ctx context.Context, id string) (bool, error) {
+// Charge marks the job's cost settled and, for its latest attempt, clears what it held, in one
+// transaction. It reports whether this was the first time: a later delivery of the same job must
+// not be charged.
+func (r *Redis) Charge(ctx context.Context, a Attempt) (bool, error) {
 	first := false
-	_, err := r.update(ctx, id, func(j *Job) error {
-		first, j.Charged, j.Held = !j.Charged, true, Cost{}
-		return nil
-	})
+	_, err := r.update(ctx, a.Job, func(j *Job) error { first = j.charge(a); return nil })
 	return first, err
 }
 

@@ -14,6 +14,7 @@ import (
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
@@ -35,9 +36,9 @@ type call struct {
 	// degradedFrom is the model the client asked for when the call went to the plan's fallback.
 	degradedFrom string
 	started      time.Time // when the call went upstream
-	// job is the id of the job the call is an attempt of; empty for a live call. A job waits in
-	// the Batch class, passes no door, and is charged once however often it is delivered.
-	job     string
+	// job is the job attempt the call is; zero for a live call. A job waits in the Batch class,
+	// passes no door, and is charged once however often it is delivered.
+	job     jobs.Attempt
 	limiter Limiter // the store that took the decision, which settles it too
 	// usageAdded is true when the gateway asked for the stream's usage chunk itself, so the
 	// client, which did not ask, does not receive it.
@@ -285,6 +286,9 @@ func (s *Server) tooLarge(c *call, limit *ratelimit.Limit) *apiError {
 		Message: fmt.Sprintf("This request is larger than the %s limit on %s (%d). Waiting will not help; make the request smaller.",
 			limit.Level, limit.Dimension, limit.Capacity())}
 }
+
+// isJob reports whether the call is a job's attempt rather than a live call.
+func (c *call) isJob() bool { return c.job.Job != "" }
 
 // queues reports whether the call's refusal waits in the queue rather than being answered now.
 func (c *call) queues() bool {

@@ -176,7 +176,7 @@ func (d *dispatcher) wait(ctx context.Context, c *call, w http.ResponseWriter) *
 	}
 	d.kick()
 	var expired <-chan time.Time
-	if c.job == "" {
+	if !c.isJob() {
 		timer := time.NewTimer(c.caller.Tenant.Config.MaxWait.Duration)
 		defer timer.Stop()
 		expired = timer.C
@@ -226,7 +226,7 @@ func (d *dispatcher) push(wt *waiter, w http.ResponseWriter, now time.Time) *api
 	it, c := wt.item, wt.c
 	estimate := d.q.EstimateWait(it, d.drainRate(now))
 	maxWait := c.caller.Tenant.Config.MaxWait.Duration
-	if c.job == "" && (estimate > maxWait || (estimate < 0 && d.q.Len() >= maxUnestimated)) {
+	if !c.isJob() && (estimate > maxWait || (estimate < 0 && d.q.Len() >= maxUnestimated)) {
 		ahead, _ := d.q.Ahead(it.Class, it.Tenant)
 		return d.s.busy(c, w, max(estimate, maxWait), maxWait, ahead+1)
 	}
@@ -287,7 +287,7 @@ func (s *Server) busy(c *call, w http.ResponseWriter, estimate, maxWait time.Dur
 
 // class is the call's priority class: its tenant's, or Batch for a job.
 func class(c *call) fairqueue.Class {
-	if c.job != "" || c.caller.Tenant.Config.Priority == gatewayv1.PriorityBatch {
+	if c.isJob() || c.caller.Tenant.Config.Priority == gatewayv1.PriorityBatch {
 		return fairqueue.Batch
 	}
 	return fairqueue.Interactive
@@ -371,7 +371,7 @@ func (d *dispatcher) conclude(wt *waiter, apiErr *apiError) time.Duration {
 		d.drained.add(now, wt.item.Cost)
 		d.finish(wt, nil, true)
 		return 0
-	case !wt.c.queues() || (wt.c.job == "" && wt.c.decision.RetryAfter > wt.c.caller.Tenant.Config.MaxWait.Duration):
+	case !wt.c.queues() || (!wt.c.isJob() && wt.c.decision.RetryAfter > wt.c.caller.Tenant.Config.MaxWait.Duration):
 		d.finish(wt, nil, false) // refused: waiting would not help, or would take too long
 		return 0
 	}

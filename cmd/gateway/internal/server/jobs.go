@@ -26,9 +26,9 @@ type Jobs interface {
 	Take(ctx context.Context) (*jobs.Job, error)
 	Renew(ctx context.Context) ([]string, error)
 	Leave(ctx context.Context) error
-	Finish(ctx context.Context, id string, o jobs.Outcome) (*jobs.Job, error)
-	Hold(ctx context.Context, id string, held jobs.Cost) error
-	Charge(ctx context.Context, id string) (bool, error)
+	Finish(ctx context.Context, a jobs.Attempt, o jobs.Outcome) (*jobs.Job, error)
+	Hold(ctx context.Context, a jobs.Attempt, held jobs.Cost) error
+	Charge(ctx context.Context, a jobs.Attempt) (bool, error)
 }
 
 // jobEndpoints are the endpoints a job may call, by the path it names.
@@ -370,7 +370,7 @@ func (s *Server) runJob(work context.Context, j *jobs.Job, running *runningJobs)
 		result = "failed"
 	}
 	s.metrics.jobAttempts.WithLabelValues(j.Tenant, result).Inc()
-	done, err := s.opts.Jobs.Finish(context.WithoutCancel(ctx), j.ID, o)
+	done, err := s.opts.Jobs.Finish(context.WithoutCancel(ctx), j.Attempt(), o)
 	switch {
 	case errors.Is(err, jobs.ErrFinished), errors.Is(err, jobs.ErrNotFound):
 		// cancelled while it ran
@@ -404,9 +404,7 @@ func (s *Server) attempt(ctx context.Context, j *jobs.Job) jobs.Outcome {
 		s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOf(apiErr)).Inc()
 		return jobs.Outcome{Err: apiErr.Message, Retry: retryable(apiErr)}
 	}
-	if err := s.opts.Jobs.Hold(ctx, j.ID, jobs.Cost(c.cost)); err != nil {
-		s.log.Error("record what a job's attempt holds", "job", j.ID, "err", err)
-	}
+	s.hold(ctx, c.job, jobs.Cost(c.cost))
 	return s.forward(ctx, c)
 }
 
@@ -425,7 +423,7 @@ func (s *Server) jobCall(ctx context.Context, p *policy.Policy, j *jobs.Job) (*c
 	if caller == nil || caller.Tenant.Name != j.Tenant {
 		return nil, &apiError{status: http.StatusUnauthorized, Message: "The API key that sent this job is no longer valid."}
 	}
-	c := &call{endpoint: estimate.Endpoint(j.Endpoint), caller: caller, job: j.ID}
+	c := &call{endpoint: estimate.Endpoint(j.Endpoint), caller: caller, job: j.Attempt()}
 	if apiErr := s.parse(ctx, p, c, j.Body); apiErr != nil {
 		return nil, apiErr
 	}
@@ -444,8 +442,18 @@ func (s *Server) giveBack(ctx context.Context, c *call, j *jobs.Job) {
 		s.log.Error("give back what an earlier attempt of a job held", "job", j.ID, "err", err)
 		return
 	}
-	if err := s.opts.Jobs.Hold(ctx, j.ID, jobs.Cost{}); err != nil {
-		s.log.Error("record what a job's attempt holds", "job", j.ID, "err", err)
+	s.hold(ctx, c.job, jobs.Cost{})
+}
+
+// hold records what a job's attempt holds. An attempt that another gateway took over records
+// nothing: the job is that attempt's now.
+func (s *Server) hold(ctx context.Context, a jobs.Attempt, held jobs.Cost) {
+	err := s.opts.Jobs.Hold(ctx, a, held)
+	switch {
+	case errors.Is(err, jobs.ErrNotRunning), errors.Is(err, jobs.ErrFinished), errors.Is(err, jobs.ErrNotFound):
+		s.log.Debug("a job's attempt holds nothing the job records", "job", a.Job, "attempt", a.N, "err", err)
+	case err != nil:
+		s.log.Error("record what a job's attempt holds", "job", a.Job, "err", err)
 	}
 }
 
@@ -540,7 +548,7 @@ func (s *Server) chargeJob(c *call) bool {
 	defer cancel()
 	first, err := s.opts.Jobs.Charge(ctx, c.job)
 	if err != nil {
-		s.log.Error("mark a job charged", "job", c.job, "err", err)
+		s.log.Error("mark a job charged", "job", c.job.Job, "err", err)
 		return true
 	}
 	return first
@@ -550,7 +558,5 @@ func (s *Server) chargeJob(c *call) bool {
 func (s *Server) releaseJob(c *call) {
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	if err := s.opts.Jobs.Hold(ctx, c.job, jobs.Cost{}); err != nil {
-		s.log.Error("record what a job's attempt holds", "job", c.job, "err", err)
-	}
+	s.hold(ctx, c.job, jobs.Cost{})
 }

@@ -222,9 +222,9 @@ func (s *Server) settle(c *call, u estimate.Usage, ok bool) {
 			}
 		}
 		switch {
-		case c.job != "" && ok && !s.chargeJob(c):
+		case c.isJob() && ok && !s.chargeJob(c):
 			actual = policy.Cost{} // an earlier delivery of the job was charged: refund this one
-		case c.job != "" && !ok:
+		case c.isJob() && !ok:
 			s.releaseJob(c)
 		}
 		delta := policy.Cost{Tokens: actual.Tokens - c.cost.Tokens, MicroDollars: actual.MicroDollars - c.cost.MicroDollars}
