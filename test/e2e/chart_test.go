@@ -53,6 +53,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		"gateway.replicas=two",
 		"redis.address=redis",
 		"redis.failMode=sometimes",
+		"redis.passwordSecret=Not_A_Secret",
 		"manager.image.pullPolicy=Sometimes",
 		"manager.watchNamespace=Not_A_Namespace",
 		"gateway.resources.requests.cpu=lots",
@@ -93,12 +94,15 @@ func TestChartApplies(t *testing.T) {
 		t.Errorf("with the adapter off and one gateway, kubectl get deployments,pdb shows:\n%s", out)
 	}
 
-	// helm install itself, as the README says, beside the two.
+	// helm install itself, as the README says, beside the two, with a Redis that asks for a password.
 	if out, err := helm(t, "install", "installed", "charts/sluice", "--kubeconfig", c.Kubeconfig, "-n", "installed", "--create-namespace",
-		"--set", "redis.address=redis.installed.svc:6379", "--set", "metricsAdapter.enabled=false"); err != nil {
+		"--set", "redis.address=redis.installed.svc:6379", "--set", "redis.passwordSecret=redis-auth", "--set", "metricsAdapter.enabled=false"); err != nil {
 		t.Fatalf("helm install: %v\n%s", err, out)
 	}
-	checkDeployments(t, c, "installed", "installed-sluice-manager", "installed-sluice-gateway")
+	installed := checkDeployments(t, c, "installed", "installed-sluice-manager", "installed-sluice-gateway")
+	if cfg := checkBaseConfig(t, c, "installed", "installed-sluice-manager-base-config", installed["installed-sluice-gateway"]); cfg.Store.Redis.PasswordFile == "" {
+		t.Error("with redis.passwordSecret set, the base configuration names no password file")
+	}
 
 	checkAccess(t, c, append(managerAccess("system:serviceaccount:sluice-system:sluice-manager", "sluice-system"),
 		managerAccess("system:serviceaccount:memory:memory-sluice-manager", "team-a")...))

@@ -203,9 +203,7 @@ func startGateway(t *testing.T, config string) *gateway {
 // waits until it is ready.
 func startGatewayOn(t *testing.T, config, api, admin string) *gateway {
 	t.Helper()
-	g := &gateway{api: "http://" + api, admin: "http://" + admin}
-	cmd := exec.Command(gatewayBin, "--config", config, "--name", "gw-test", "--listen", api, "--admin-listen", admin)
-	g.proc = proc.Start(t, "gateway", cmd)
+	g := &gateway{api: "http://" + api, admin: "http://" + admin, proc: startGatewayProcess(t, config, api, admin)}
 	waitFor(t, "the gateway to be ready", func() bool {
 		resp, err := http.Get(g.admin + "/readyz")
 		if err != nil {
@@ -215,6 +213,13 @@ func startGatewayOn(t *testing.T, config, api, admin string) *gateway {
 		return resp.StatusCode == http.StatusOK
 	})
 	return g
+}
+
+// startGatewayProcess runs the gateway on a configuration with the API and admin addresses given.
+func startGatewayProcess(t *testing.T, config, api, admin string) *proc.Process {
+	t.Helper()
+	cmd := exec.Command(gatewayBin, "--config", config, "--name", "gw-test", "--listen", api, "--admin-listen", admin)
+	return proc.Start(t, "gateway", cmd)
 }
 
 func freeAddr(t *testing.T) string {

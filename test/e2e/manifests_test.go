@@ -13,6 +13,7 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/test/cluster"
@@ -55,13 +56,14 @@ func TestManifestsApply(t *testing.T) {
 
 	c.Kubectl(t, "apply", "--server-side", "-f", writeManifest(t, serviceMonitorCRD))
 	c.Kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/servicemonitors.monitoring.coreos.com")
-	c.Kubectl(t, "apply", "--server-side", "-k", overlayWithServiceMonitors(t))
+	c.Kubectl(t, "apply", "--server-side", "-k", overlay(t, []string{"servicemonitor"}, "", map[string]string{}))
 	if out := c.Kubectl(t, "get", "servicemonitors", "-n", "sluice-system", "-o", "name"); strings.Count(out, "servicemonitor") != 3 {
 		t.Errorf("kubectl get servicemonitors shows:\n%s\nwant the gateway's, the manager's and the adapter's", out)
 	}
 
 	deployments := checkDeployments(t, c, "sluice-system", "sluice-manager", "sluice-gateway", "sluice-metrics-adapter")
 	checkBaseConfig(t, c, "sluice-system", "sluice-base-config-", deployments["sluice-gateway"])
+	checkRedisPasswordComponent(t, c)
 
 	const (
 		manager = "system:serviceaccount:sluice-system:sluice-manager"
@@ -96,9 +98,9 @@ func allowed(t *testing.T, c *cluster.Cluster, user string, what authorizationv1
 	return got.Status.Allowed
 }
 
-// overlayWithServiceMonitors writes a kustomization of config/default with the ServiceMonitor
-// component, as a user would add it, and returns its directory.
-func overlayWithServiceMonitors(t *testing.T) string {
+// overlay writes a kustomization of config/default with these components, as a user would list
+// them, and returns its directory. more is added to the kustomization; files are written beside it.
+func overlay(t *testing.T, components []string, more string, files map[string]string) string {
 	root, err := filepath.Abs(repoRoot)
 	if err != nil {
 		t.Fatal(err)
@@ -109,11 +111,59 @@ func overlayWithServiceMonitors(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kustomization := "resources:\n  - " + config + "/default\ncomponents:\n  - " + config + "/components/servicemonitor\n"
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o600); err != nil {
-		t.Fatal(err)
+	kustomization := "resources:\n  - " + config + "/default\ncomponents:\n"
+	for _, c := range components {
+		kustomization += "  - " + config + "/components/" + c + "\n"
+	}
+	files["kustomization.yaml"] = kustomization + more
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return dir
+}
+
+// checkRedisPasswordComponent renders config/default with the redis-password component and a
+// base configuration naming the password file, as the component says to do, and checks that the
+// gateways mount the file.
+func checkRedisPasswordComponent(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	base, err := os.ReadFile(repoRoot + "/config/manager/base-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	withPassword := strings.Replace(string(base), "# passwordFile:", "passwordFile:", 1)
+	dir := overlay(t, []string{"redis-password"},
+		"configMapGenerator:\n  - {name: sluice-base-config, namespace: sluice-system, behavior: replace, files: [base-config.yaml]}\n",
+		map[string]string{"base-config.yaml": withPassword})
+	var gateway *appsv1.Deployment
+	var cfg *gatewayv1.Config
+	for _, doc := range strings.Split(c.Kubectl(t, "kustomize", dir), "\n---\n") {
+		var object struct {
+			Kind     string
+			Metadata struct{ Name string }
+			Data     map[string]string
+		}
+		if err := yaml.Unmarshal([]byte(doc), &object); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case object.Kind == "Deployment" && object.Metadata.Name == "sluice-gateway":
+			gateway = &appsv1.Deployment{}
+			if err := yaml.Unmarshal([]byte(doc), gateway); err != nil {
+				t.Fatal(err)
+			}
+		case object.Kind == "ConfigMap" && strings.HasPrefix(object.Metadata.Name, "sluice-base-config"):
+			if cfg, err = gatewayv1.Parse([]byte(object.Data["base-config.yaml"])); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if gateway == nil || cfg == nil || cfg.Store.Redis == nil || cfg.Store.Redis.PasswordFile == "" {
+		t.Fatalf("config/default with the redis-password component: gateway %v, base configuration %+v; want both, naming a password file", gateway != nil, cfg)
+	}
+	checkPasswordMounted(t, cfg.Store, gateway)
 }
 
 // managerAccess is what the manager, watching namespace watched, must and must not be allowed.
@@ -247,6 +297,7 @@ func checkBaseConfig(t *testing.T, c *cluster.Cluster, namespace, prefix string,
 		if gateway == nil {
 			return cfg
 		}
+		checkPasswordMounted(t, cfg.Store, gateway)
 		replicas := *gateway.Spec.Replicas
 		switch {
 		case cfg.Store.Type == gatewayv1.StoreRedis && cfg.Store.Redis.Replicas != replicas:
@@ -258,4 +309,31 @@ func checkBaseConfig(t *testing.T, c *cluster.Cluster, namespace, prefix string,
 	}
 	t.Fatalf("no configmap %s* in %s", prefix, namespace)
 	return nil
+}
+
+// checkPasswordMounted checks that a Redis password file named in the base configuration is a
+// Secret's key mounted into the gateway, so that the password is in no ConfigMap.
+func checkPasswordMounted(t *testing.T, store gatewayv1.Store, gateway *appsv1.Deployment) {
+	t.Helper()
+	if store.Redis == nil || store.Redis.PasswordFile == "" {
+		return
+	}
+	file := store.Redis.PasswordFile
+	pod := gateway.Spec.Template.Spec
+	for _, m := range pod.Containers[0].VolumeMounts {
+		if m.MountPath != filepath.Dir(file) {
+			continue
+		}
+		for _, v := range pod.Volumes {
+			if v.Name != m.Name || v.Secret == nil {
+				continue
+			}
+			for _, item := range v.Secret.Items {
+				if item.Path == filepath.Base(file) {
+					return
+				}
+			}
+		}
+	}
+	t.Errorf("the base configuration reads the Redis password from %s; the gateway %s mounts no Secret's key there", file, gateway.Name)
 }

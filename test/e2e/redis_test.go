@@ -1,12 +1,17 @@
 package e2e
 
 import (
+	"context"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice/test/proc"
 	"github.com/sluicehq/sluice/test/redisserver"
 )
 
@@ -99,5 +104,61 @@ func writeRedisConfig(t *testing.T, upstreamURL, addr, failMode string) string {
 	}
 	store := "store:\n  type: redis\n  redis: {address: \"" + addr + "\", failMode: " + failMode + ", replicas: 2}\nserver:\n"
 	writeAtomically(t, config, strings.Replace(string(data), "server:\n", store, 1))
+	return config
+}
+
+// TestGatewayAuthenticatesToRedis runs a gateway on a Redis that requires a password, which it
+// reads from the file its configuration names: its limits live in that Redis. A gateway given the
+// wrong password says it is not ready and logs Redis's refusal. Neither logs a password.
+func TestGatewayAuthenticatesToRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Redis and the gateway binary; skipped with -short")
+	}
+	const password, wrong = "redis-pass-7f3a9c2e51d8", "not-the-pass-40b1e9a7"
+	up := newUpstream(t)
+	server := redisserver.Start(t, redisserver.RequirePass(password))
+	config := writeRedisConfig(t, up.URL, server.Addr, "closed")
+
+	g := startGateway(t, withRedisPassword(t, config, password))
+	if got := g.post(t, "/v1/chat/completions", keyAlice, chatBody); got.status != http.StatusOK {
+		t.Fatalf("a call through the gateway on the password-protected Redis: %d %s", got.status, got.body)
+	}
+	client := goredis.NewClient(&goredis.Options{Addr: server.Addr, Password: password})
+	defer client.Close()
+	if keys, err := client.Keys(context.Background(), "{*").Result(); err != nil || len(keys) == 0 {
+		t.Errorf("limiter keys in Redis: %v, %v; want the call's", keys, err)
+	}
+
+	admin := freeAddr(t)
+	refused := startGatewayProcess(t, withRedisPassword(t, writeRedisConfig(t, up.URL, server.Addr, "closed"), wrong), freeAddr(t), admin)
+	waitFor(t, "the gateway with the wrong password to answer /readyz", func() bool {
+		resp, err := http.Get("http://" + admin + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	})
+	waitFor(t, "the gateway with the wrong password to log Redis's refusal", func() bool { return strings.Contains(refused.Log(), "WRONGPASS") })
+	for _, p := range []*proc.Process{g.proc, refused} {
+		if log := p.Log(); strings.Contains(log, password) || strings.Contains(log, wrong) {
+			t.Errorf("a gateway's log holds a Redis password:\n%s", log)
+		}
+	}
+}
+
+// withRedisPassword writes password to a file beside config and names it as the Redis password
+// in config, which it returns.
+func withRedisPassword(t *testing.T, config, password string) string {
+	t.Helper()
+	file := filepath.Join(filepath.Dir(config), "redis-password")
+	if err := os.WriteFile(file, []byte(password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAtomically(t, config, strings.Replace(string(data), "failMode:", "passwordFile: redis-password, failMode:", 1))
 	return config
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,11 @@ type Option func(*[]string)
 // server keeps nothing on disk.
 func AppendOnly() Option {
 	return func(args *[]string) { *args = append(*args, "--appendonly", "yes") }
+}
+
+// RequirePass makes the server require password from its clients. Client does not send it.
+func RequirePass(password string) Option {
+	return func(args *[]string) { *args = append(*args, "--requirepass", password) }
 }
 
 // Start starts redis-server and waits until it answers PING. Under -short the test is skipped,
@@ -97,7 +103,7 @@ func (s *Server) waitReady(timeout time.Duration) error {
 	defer cancel()
 	for {
 		err := c.Ping(ctx).Err()
-		if err == nil {
+		if err == nil || strings.HasPrefix(err.Error(), "NOAUTH") { // it answers, asking for its password
 			return nil
 		}
 		select {

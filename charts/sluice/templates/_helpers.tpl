@@ -82,6 +82,9 @@ store:
     db: {{ .Values.redis.db }}
     failMode: {{ .Values.redis.failMode }}
     replicas: {{ include "sluice.gatewayReplicas" . }}
+    {{- if .Values.redis.passwordSecret }}
+    passwordFile: {{ include "sluice.redisPasswordFile" . }}
+    {{- end }}
 {{- else }}
   type: memory
 {{- end }}
@@ -90,4 +93,9 @@ store:
 {{/* The gateways' replicas: one without Redis, since each would keep limits of its own. */}}
 {{- define "sluice.gatewayReplicas" -}}
 {{- if .Values.redis.enabled }}{{ .Values.gateway.replicas }}{{ else }}1{{ end -}}
+{{- end -}}
+
+{{/* Where the gateways find the Redis password, mounted from redis.passwordSecret. */}}
+{{- define "sluice.redisPasswordFile" -}}
+/etc/sluice-redis/password
 {{- end -}}
