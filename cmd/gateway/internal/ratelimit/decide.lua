@@ -14,8 +14,12 @@
 -- Returns, for each decision in turn (a settlement returns nothing): allowed, refused index
 -- (0-based, -1 for none), wait, never, then remaining and reset per check; times in microseconds.
 --
+-- Nothing is written until every run has been evaluated: a script that Redis stops with an error
+-- (a key of the wrong type) has changed nothing but dropping expired leases, so its runs can be
+-- sent again.
+--
 -- The script runs for every decision, so it is written for speed: globals are read once into
--- locals, each argument string is converted to a number once per run (Lua's tonumber is slow),
+-- locals, each distinct argument string is converted to a number once (Lua's tonumber is slow),
 -- and the tables it works in are made once.
 
 local tonumber, max, min, floor, ceil, call, ARGV, KEYS =
@@ -45,8 +49,10 @@ end
 local values = call('MGET', unpack(KEYS))
 
 -- The state of each key as the batch goes: a bucket's arrival time in a; a window's end in a and
--- use in b; a concurrency count in b. written[k] holds the now of the last change, to store.
-local sa, sb, kinds, written = {}, {}, {}, {}
+-- use in b; a concurrency count in b. written[k] holds the now of a bucket's or window's last
+-- change, to store; leases[k][lease] a lease's new expiry, or false once released; ttls[k] the
+-- lease time to live to set on the key.
+local sa, sb, kinds, written, leases, ttls = {}, {}, {}, {}, {}, {}
 
 local function ms(us)
   return max(ceil(us / 1000), 1)
@@ -80,19 +86,30 @@ local function state(k, kind, p1, p2, now)
   return a, b
 end
 
--- change records key k's new state; a concurrency lease is added or removed at once.
-local function change(k, kind, a, b, p1, p2, delta, now)
-  if kind == 'c' then
-    if delta > 0 then
-      b = b + call('ZADD', KEYS[k], now + num(p1), p2)
-      call('PEXPIRE', KEYS[k], ms(num(p1)))
-    elseif delta < 0 then
-      b = b - call('ZREM', KEYS[k], p2)
-    end
-  else
-    written[k] = now
+-- holds reports whether concurrency key k holds lease, as the batch has left it.
+local function holds(k, lease)
+  local set = leases[k]
+  if not set then
+    set = {}
+    leases[k] = set
   end
-  sa[k], sb[k] = a, b
+  local held = set[lease]
+  if held == nil then return call('ZSCORE', KEYS[k], lease) ~= false end
+  return held ~= false
+end
+
+-- change records key k's new state. A concurrency limit counts a lease once however often it is
+-- taken, and a release only of a lease it holds.
+local function change(k, kind, a, b, p1, p2, delta, now)
+  if kind ~= 'c' then
+    sa[k], sb[k], written[k] = a, b, now
+  elseif delta > 0 then
+    if not holds(k, p2) then sb[k] = sb[k] + 1 end
+    leases[k][p2], ttls[k] = now + num(p1), num(p1)
+  elseif delta < 0 then
+    if holds(k, p2) then sb[k] = sb[k] - 1 end
+    leases[k][p2] = false
+  end
 end
 
 -- evaluate returns ok, never, wait, remaining, reset and the new state (a, b).
@@ -178,7 +195,14 @@ while j <= #ARGV do
   j = j + 3 + 6 * n
 end
 
--- Each changed bucket and window is written once, to expire when it would be full or over.
+-- Each changed bucket and window is written once, to expire when it would be full or over; each
+-- lease set's changes are made, and a set that took a lease lives as long as it.
+for k, set in pairs(leases) do
+  for lease, expiry in pairs(set) do
+    if expiry then call('ZADD', KEYS[k], expiry, lease) else call('ZREM', KEYS[k], lease) end
+  end
+  if ttls[k] then call('PEXPIRE', KEYS[k], ms(ttls[k])) end
+end
 for k, now in pairs(written) do
   local a = sa[k]
   if kinds[k] == 'w' then

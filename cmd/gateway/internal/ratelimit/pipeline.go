@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -18,8 +19,9 @@ const (
 
 // pipeline sends the runs of concurrent callers together: while a batch is on the wire, the runs
 // that arrive wait and go in the next one. The runs of a batch whose keys share a hash tag go in
-// one script run, which evaluates them in turn, each atomically, and reads and writes the keys
-// they have in common once. A caller alone goes at once. It is safe for concurrent use.
+// one script run, which evaluates them in turn, each atomically, on one clock, and reads and
+// writes the keys they have in common once. A caller alone goes at once. It is safe for
+// concurrent use.
 type pipeline struct {
 	client redis.UniversalClient
 
@@ -81,22 +83,22 @@ func (p *pipeline) sendPending() {
 	}
 }
 
-// send runs a batch in one round trip, loading the script first if Redis does not know it. A
-// script run that Redis refuses is sent again with each of its runs alone, so that one bad run
-// fails only its own caller. That is safe: the script writes buckets and windows only at its
-// end, and its lease commands mean the same when repeated.
+// send runs a batch in one round trip. The calls Redis answers NOSCRIPT (it lost the script) are
+// sent again once it is loaded. A call that Redis refuses otherwise is sent again with each of
+// its runs alone, so that one bad run fails only its own caller: the script writes nothing
+// until every run has been evaluated, so the runs did not happen.
 func (p *pipeline) send(batch []*scriptRun) {
 	// The batch serves several callers: none of their contexts may cancel it. The client's own
 	// timeouts bound it.
 	ctx := context.Background()
 	calls := groupByHashTag(batch)
 	p.exec(ctx, calls)
-	if hasNoScript(calls) {
+	if lost := withoutScript(calls); len(lost) > 0 {
 		if err := decideScript.Load(ctx, p.client).Err(); err != nil {
 			finish(batch, err)
 			return
 		}
-		p.exec(ctx, calls)
+		p.exec(ctx, lost)
 	}
 	var again []*scriptCall
 	for _, c := range calls {
@@ -130,13 +132,15 @@ func (p *pipeline) exec(ctx context.Context, calls []*scriptCall) {
 	_, _ = pipe.Exec(ctx) // each command holds its own error
 }
 
-func hasNoScript(calls []*scriptCall) bool {
+// withoutScript returns the calls Redis answered NOSCRIPT.
+func withoutScript(calls []*scriptCall) []*scriptCall {
+	var lost []*scriptCall
 	for _, c := range calls {
 		if err := c.cmd.Err(); err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-			return true
+			lost = append(lost, c)
 		}
 	}
-	return false
+	return lost
 }
 
 func finish(batch []*scriptRun, err error) {
@@ -156,22 +160,24 @@ type scriptCall struct {
 }
 
 // groupByHashTag puts the runs whose first keys have the same hash tag in one call, keeping their
-// order, since a script run may touch one Redis Cluster slot only.
+// order, since a script run may touch one Redis Cluster slot only. Runs on callers' clocks
+// (tests) share a call only with runs on the same clock. Every run has a key.
 func groupByHashTag(batch []*scriptRun) []*scriptCall {
 	if len(batch) == 1 {
 		return groupEach(batch)
 	}
-	var calls []*scriptCall
-	byTag := make(map[string]*scriptCall, 1)
+	var tags []string
+	byTag := make(map[string][]*scriptRun, 1)
 	for _, r := range batch {
-		tag := hashTag(r.keys[0])
-		c := byTag[tag]
-		if c == nil {
-			c = newScriptCall(len(batch), len(r.keys))
-			byTag[tag] = c
-			calls = append(calls, c)
+		tag := r.clock + "/" + hashTag(r.keys[0])
+		if _, ok := byTag[tag]; !ok {
+			tags = append(tags, tag)
 		}
-		c.add(r)
+		byTag[tag] = append(byTag[tag], r)
+	}
+	calls := make([]*scriptCall, len(tags))
+	for i, tag := range tags {
+		calls[i] = newScriptCall(byTag[tag])
 	}
 	return calls
 }
@@ -179,26 +185,28 @@ func groupByHashTag(batch []*scriptRun) []*scriptCall {
 // groupEach gives each run a call of its own.
 func groupEach(runs []*scriptRun) []*scriptCall {
 	calls := make([]*scriptCall, len(runs))
-	for i, r := range runs {
-		calls[i] = newScriptCall(1, len(r.keys))
-		calls[i].add(r)
+	for i := range runs {
+		calls[i] = newScriptCall(runs[i : i+1 : i+1])
 	}
 	return calls
 }
 
-// newScriptCall returns an empty call with room for about this many runs of this many checks.
-func newScriptCall(runs, checks int) *scriptCall {
-	return &scriptCall{
-		runs:  make([]*scriptRun, 0, runs),
-		index: make(map[string]int, checks),
-		args:  make([]any, 0, runs*(3+6*checks)),
+// newScriptCall returns the call of these runs.
+func newScriptCall(runs []*scriptRun) *scriptCall {
+	n := 0
+	for _, r := range runs {
+		n += 3 + 6*len(r.keys)
 	}
+	c := &scriptCall{runs: runs, index: make(map[string]int, len(runs[0].keys)), args: make([]any, 0, n)}
+	for _, r := range runs {
+		c.add(r)
+	}
+	return c
 }
 
 // add appends r's arguments: its clock, mode and number of checks, then per check the index of
 // its key and its five values.
 func (c *scriptCall) add(r *scriptRun) {
-	c.runs = append(c.runs, r)
 	c.args = append(c.args, r.clock, r.mode, len(r.keys))
 	for i, key := range r.keys {
 		k, ok := c.index[key]
@@ -215,21 +223,33 @@ func (c *scriptCall) add(r *scriptRun) {
 // answer hands each run its part of the reply: a decision's 4+2n values, a settlement's none.
 func (c *scriptCall) answer() {
 	reply, err := c.cmd.Result()
+	if want := c.replyLen(); err == nil && len(reply) != want {
+		err = fmt.Errorf("ratelimit: the decision script answered %d values, not %d", len(reply), want)
+	}
 	for _, r := range c.runs {
-		n := 0
-		if r.mode == "decide" {
-			n = 4 + 2*len(r.keys)
-		}
-		switch {
-		case err != nil:
+		if err != nil {
 			r.err = err
-		case len(reply) < n:
-			r.err = errors.New("ratelimit: the decision script answered in an unknown form")
-		default:
+		} else {
+			n := r.replyLen()
 			r.reply, reply = reply[:n:n], reply[n:]
 		}
 		close(r.done)
 	}
+}
+
+func (c *scriptCall) replyLen() int {
+	n := 0
+	for _, r := range c.runs {
+		n += r.replyLen()
+	}
+	return n
+}
+
+func (r *scriptRun) replyLen() int {
+	if r.mode == "decide" {
+		return 4 + 2*len(r.keys)
+	}
+	return 0
 }
 
 // hashTag returns the part of key that Redis Cluster hashes: the text inside the first {...}

@@ -93,7 +93,8 @@ func TestBatchedDecisionsTakeAllOrNothing(t *testing.T) {
 
 // TestABadRunFailsOnlyItsCaller sends one decision that Redis refuses (its concurrency key holds
 // a string) among many good ones sharing its hash tag: the good ones are answered, the bad one
-// gets Redis's error.
+// gets Redis's error. The good ones fill an in-flight limit exactly, so a run sent again after
+// the refused script had taken its lease would find itself counted, and be refused.
 func TestABadRunFailsOnlyItsCaller(t *testing.T) {
 	server := redisserver.Start(t)
 	client := server.Client(t)
@@ -101,13 +102,13 @@ func TestABadRunFailsOnlyItsCaller(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := NewRedis(client)
-	shared := mustLimit(NewBucket("{p}:shared", LevelTenant, Requests, 1, time.Hour, 1000))
-	bad := mustLimit(NewConcurrency("{p}:not-a-set", LevelProvider, 5, time.Minute))
 	const callers = 100
+	shared := mustLimit(NewConcurrency("{p}:shared", LevelTenant, callers-1, time.Minute))
+	bad := mustLimit(NewConcurrency("{p}:not-a-set", LevelProvider, 5, time.Minute))
 	var wg sync.WaitGroup
 	for i := range callers {
 		wg.Go(func() {
-			checks := []Check{{Limit: shared, Cost: 1}}
+			checks := []Check{{Limit: shared, Cost: 1, Lease: fmt.Sprint(i)}}
 			if i == callers/2 {
 				checks = append(checks, Check{Limit: bad, Cost: 1, Lease: "l"})
 			}
@@ -124,6 +125,40 @@ func TestABadRunFailsOnlyItsCaller(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestBatchedInFlightCountsEachCallOnce fills an in-flight limit with concurrent decisions that
+// share script runs: each takes one slot, so all pass and the next is refused; released, the
+// slots are free again.
+func TestBatchedInFlightCountsEachCallOnce(t *testing.T) {
+	store := NewRedis(redisserver.Start(t).Client(t))
+	const callers = 100
+	inFlight := mustLimit(NewConcurrency("{p}:in-flight", LevelProvider, callers, time.Minute))
+	lease := func(i int) []Check { return []Check{{Limit: inFlight, Cost: 1, Lease: fmt.Sprint(i)}} }
+	release := func(i int) []Check { return []Check{{Limit: inFlight, Cost: -1, Lease: fmt.Sprint(i)}} }
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			if d, err := store.Decide(context.Background(), lease(i), time.Now()); err != nil || !d.Allowed {
+				t.Errorf("call %d of %d on a limit of %d: %+v, %v; want allowed", i+1, callers, callers, d, err)
+			}
+		})
+	}
+	wg.Wait()
+	if d, err := store.Decide(context.Background(), lease(callers), time.Now()); err != nil || d.Allowed {
+		t.Errorf("one call more: %+v, %v; want refused", d, err)
+	}
+	for i := range callers {
+		wg.Go(func() {
+			if err := store.Settle(context.Background(), release(i), time.Now()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if d, err := store.Decide(context.Background(), []Check{{Limit: inFlight, Lease: "probe"}}, time.Now()); err != nil || d.Remaining[0] != callers {
+		t.Errorf("after every release: %d free, %v; want %d", d.Remaining[0], err, callers)
+	}
 }
 
 func TestHashTag(t *testing.T) {

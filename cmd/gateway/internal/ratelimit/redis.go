@@ -47,7 +47,7 @@ func (r *Redis) Decide(ctx context.Context, checks []Check, now time.Time) (Deci
 	if len(checks) > MaxChecks {
 		return Decision{Refused: -1}, errTooManyChecks(len(checks))
 	}
-	if len(checks) == 0 {
+	if len(checks) == 0 { // nothing to ask Redis; the pipeline takes runs with keys only
 		return Decision{Allowed: true, Refused: -1}, nil
 	}
 	reply, err := r.run(ctx, "decide", checks, now)

@@ -373,7 +373,7 @@ func (s *Server) runJob(work context.Context, j *jobs.Job, running *runningJobs)
 	done, err := s.opts.Jobs.Finish(context.WithoutCancel(ctx), j.Attempt(), o)
 	switch {
 	case errors.Is(err, jobs.ErrFinished), errors.Is(err, jobs.ErrNotFound):
-		// cancelled while it ran
+		// cancelled while it ran, or ended by another gateway's attempt
 	case errors.Is(err, jobs.ErrNotRunning):
 		s.log.Warn("a job's attempt ended after another gateway took the job over; it is not recorded", "job", j.ID)
 	case err != nil:
@@ -404,7 +404,10 @@ func (s *Server) attempt(ctx context.Context, j *jobs.Job) jobs.Outcome {
 		s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOf(apiErr)).Inc()
 		return jobs.Outcome{Err: apiErr.Message, Retry: retryable(apiErr)}
 	}
-	s.hold(ctx, c.job, jobs.Cost(c.cost))
+	if superseded(s.hold(ctx, c.job, jobs.Cost(c.cost))) {
+		s.settle(c, estimate.Usage{}, false) // nothing went out: all is given back
+		return jobs.Outcome{Err: "the job is no longer this attempt's", Retry: true}
+	}
 	return s.forward(ctx, c)
 }
 
@@ -436,25 +439,33 @@ func (s *Server) giveBack(ctx context.Context, c *call, j *jobs.Job) {
 	if j.Held == (jobs.Cost{}) {
 		return
 	}
+	// Cleared first, which only the job's running attempt can do, so that of two gateways that
+	// took the job only one gives back. A give-back that then fails leaves the estimate taken:
+	// the limits err on the safe side.
+	if s.hold(ctx, c.job, jobs.Cost{}) != nil {
+		return
+	}
 	checks, _ := policy.Checks(nil, c.caller, c.route, gatewayv1.Endpoint(c.endpoint), policy.Cost(j.Held), false, "")
 	refund := policy.Settlement(nil, checks, policy.Cost{Tokens: -j.Held.Tokens, MicroDollars: -j.Held.MicroDollars}, false)
 	if err := s.opts.Limiter.Settle(ctx, refund, s.now()); err != nil {
 		s.log.Error("give back what an earlier attempt of a job held", "job", j.ID, "err", err)
-		return
 	}
-	s.hold(ctx, c.job, jobs.Cost{})
 }
 
-// hold records what a job's attempt holds. An attempt that another gateway took over records
-// nothing: the job is that attempt's now.
-func (s *Server) hold(ctx context.Context, a jobs.Attempt, held jobs.Cost) {
+// hold records what a job's attempt holds, and returns the store's error: one that says the
+// job is no longer the attempt's (see superseded), or another, which it logs.
+func (s *Server) hold(ctx context.Context, a jobs.Attempt, held jobs.Cost) error {
 	err := s.opts.Jobs.Hold(ctx, a, held)
-	switch {
-	case errors.Is(err, jobs.ErrNotRunning), errors.Is(err, jobs.ErrFinished), errors.Is(err, jobs.ErrNotFound):
-		s.log.Debug("a job's attempt holds nothing the job records", "job", a.Job, "attempt", a.N, "err", err)
-	case err != nil:
+	if err != nil && !superseded(err) {
 		s.log.Error("record what a job's attempt holds", "job", a.Job, "err", err)
 	}
+	return err
+}
+
+// superseded reports whether err says that a job is no longer its attempt's to run: another
+// gateway took it over, or it was cancelled, or it expired.
+func superseded(err error) bool {
+	return errors.Is(err, jobs.ErrNotRunning) || errors.Is(err, jobs.ErrFinished) || errors.Is(err, jobs.ErrNotFound)
 }
 
 // forward sends an admitted job's call to its provider and reads the answer whole, within
@@ -558,5 +569,5 @@ func (s *Server) chargeJob(c *call) bool {
 func (s *Server) releaseJob(c *call) {
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	s.hold(ctx, c.job, jobs.Cost{})
+	_ = s.hold(ctx, c.job, jobs.Cost{}) // logged; nothing more to do
 }
