@@ -8,10 +8,13 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -129,8 +132,12 @@ func storeOptions(store gatewayv1.Store, jobsOpts jobs.Options, name string) (se
 	if err != nil {
 		return server.Options{}, nil, fmt.Errorf("redis password: %w", err)
 	}
+	tlsConfig, err := redisTLS(cfg)
+	if err != nil {
+		return server.Options{}, nil, err
+	}
 	client := redis.NewClient(&redis.Options{
-		Addr: cfg.Address, Password: password, DB: int(cfg.DB),
+		Addr: cfg.Address, Username: cfg.Username, Password: password, DB: int(cfg.DB), TLSConfig: tlsConfig,
 		DialTimeout: time.Second, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, MaxRetries: 1,
 	})
 	opts := server.Options{
@@ -142,6 +149,29 @@ func storeOptions(store gatewayv1.Store, jobsOpts jobs.Options, name string) (se
 		opts.Fallback = ratelimit.NewMemory()
 	}
 	return opts, func() { client.Close() }, nil
+}
+
+// redisTLS is the TLS configuration for cfg's Redis: nil without tls; else one that verifies
+// the server's certificate against the authorities of caFile, or the system's.
+func redisTLS(cfg *gatewayv1.RedisStore) (*tls.Config, error) {
+	if cfg.TLS == nil {
+		return nil, nil
+	}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: cfg.TLS.ServerName}
+	if c.ServerName == "" {
+		c.ServerName, _, _ = net.SplitHostPort(cfg.Address)
+	}
+	if cfg.TLS.CAFile != "" {
+		pem, err := os.ReadFile(cfg.TLS.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("redis tls: %w", err)
+		}
+		c.RootCAs = x509.NewCertPool()
+		if !c.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("redis tls: %s holds no PEM certificate", cfg.TLS.CAFile)
+		}
+	}
+	return c, nil
 }
 
 // sweep drops idle keys from the memory store once a minute.

@@ -54,6 +54,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 		"redis.address=redis",
 		"redis.failMode=sometimes",
 		"redis.passwordSecret=Not_A_Secret",
+		"redis.tls.caSecret=Not_A_Secret",
+		"redis.tls.verify=false",
 		"manager.image.pullPolicy=Sometimes",
 		"manager.watchNamespace=Not_A_Namespace",
 		"gateway.resources.requests.cpu=lots",
@@ -94,14 +96,17 @@ func TestChartApplies(t *testing.T) {
 		t.Errorf("with the adapter off and one gateway, kubectl get deployments,pdb shows:\n%s", out)
 	}
 
-	// helm install itself, as the README says, beside the two, with a Redis that asks for a password.
+	// helm install itself, as the README says, beside the two, with a Redis that wants a user, a
+	// password and TLS with a CA of its own.
 	if out, err := helm(t, "install", "installed", "charts/sluice", "--kubeconfig", c.Kubeconfig, "-n", "installed", "--create-namespace",
-		"--set", "redis.address=redis.installed.svc:6379", "--set", "redis.passwordSecret=redis-auth", "--set", "metricsAdapter.enabled=false"); err != nil {
+		"--set", "redis.address=redis.installed.svc:6379", "--set", "redis.username=sluice", "--set", "redis.passwordSecret=redis-auth",
+		"--set", "redis.tls.enabled=true", "--set", "redis.tls.caSecret=redis-ca", "--set", "metricsAdapter.enabled=false"); err != nil {
 		t.Fatalf("helm install: %v\n%s", err, out)
 	}
 	installed := checkDeployments(t, c, "installed", "installed-sluice-manager", "installed-sluice-gateway")
-	if cfg := checkBaseConfig(t, c, "installed", "installed-sluice-manager-base-config", installed["installed-sluice-gateway"]); cfg.Store.Redis.PasswordFile == "" {
-		t.Error("with redis.passwordSecret set, the base configuration names no password file")
+	cfg := checkBaseConfig(t, c, "installed", "installed-sluice-manager-base-config", installed["installed-sluice-gateway"])
+	if r := cfg.Store.Redis; r.Username != "sluice" || r.PasswordFile == "" || r.TLS == nil || r.TLS.CAFile == "" {
+		t.Errorf("the base configuration's Redis store is %+v; want the user, a password file and TLS with a CA file", r)
 	}
 
 	checkAccess(t, c, append(managerAccess("system:serviceaccount:sluice-system:sluice-manager", "sluice-system"),

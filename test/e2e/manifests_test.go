@@ -163,7 +163,7 @@ func checkRedisPasswordComponent(t *testing.T, c *cluster.Cluster) {
 	if gateway == nil || cfg == nil || cfg.Store.Redis == nil || cfg.Store.Redis.PasswordFile == "" {
 		t.Fatalf("config/default with the redis-password component: gateway %v, base configuration %+v; want both, naming a password file", gateway != nil, cfg)
 	}
-	checkPasswordMounted(t, cfg.Store, gateway)
+	checkStoreFilesMounted(t, cfg.Store, gateway)
 }
 
 // managerAccess is what the manager, watching namespace watched, must and must not be allowed.
@@ -297,7 +297,7 @@ func checkBaseConfig(t *testing.T, c *cluster.Cluster, namespace, prefix string,
 		if gateway == nil {
 			return cfg
 		}
-		checkPasswordMounted(t, cfg.Store, gateway)
+		checkStoreFilesMounted(t, cfg.Store, gateway)
 		replicas := *gateway.Spec.Replicas
 		switch {
 		case cfg.Store.Type == gatewayv1.StoreRedis && cfg.Store.Redis.Replicas != replicas:
@@ -311,29 +311,39 @@ func checkBaseConfig(t *testing.T, c *cluster.Cluster, namespace, prefix string,
 	return nil
 }
 
-// checkPasswordMounted checks that a Redis password file named in the base configuration is a
-// Secret's key mounted into the gateway, so that the password is in no ConfigMap.
-func checkPasswordMounted(t *testing.T, store gatewayv1.Store, gateway *appsv1.Deployment) {
+// checkStoreFilesMounted checks that each file the base configuration's Redis store reads (its
+// password, the authorities of its certificate) is a Secret's key mounted into the gateway, so
+// that no ConfigMap holds them.
+func checkStoreFilesMounted(t *testing.T, store gatewayv1.Store, gateway *appsv1.Deployment) {
 	t.Helper()
-	if store.Redis == nil || store.Redis.PasswordFile == "" {
+	if store.Redis == nil {
 		return
 	}
-	file := store.Redis.PasswordFile
+	files := []string{store.Redis.PasswordFile}
+	if store.Redis.TLS != nil {
+		files = append(files, store.Redis.TLS.CAFile)
+	}
+	for _, file := range files {
+		if file != "" && !mountsSecretKey(gateway, file) {
+			t.Errorf("the base configuration has the gateways read %s; the gateway %s mounts no Secret's key there", file, gateway.Name)
+		}
+	}
+}
+
+// mountsSecretKey reports whether the gateway's container mounts a Secret's key at file.
+func mountsSecretKey(gateway *appsv1.Deployment, file string) bool {
 	pod := gateway.Spec.Template.Spec
 	for _, m := range pod.Containers[0].VolumeMounts {
-		if m.MountPath != filepath.Dir(file) {
-			continue
-		}
 		for _, v := range pod.Volumes {
-			if v.Name != m.Name || v.Secret == nil {
+			if v.Name != m.Name || v.Secret == nil || m.MountPath != filepath.Dir(file) {
 				continue
 			}
 			for _, item := range v.Secret.Items {
 				if item.Path == filepath.Base(file) {
-					return
+					return true
 				}
 			}
 		}
 	}
-	t.Errorf("the base configuration reads the Redis password from %s; the gateway %s mounts no Secret's key there", file, gateway.Name)
+	return false
 }

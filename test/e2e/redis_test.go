@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	goredis "github.com/redis/go-redis/v9"
-
 	"github.com/sluicehq/sluice/test/proc"
 	"github.com/sluicehq/sluice/test/redisserver"
 )
@@ -119,27 +117,15 @@ func TestGatewayAuthenticatesToRedis(t *testing.T) {
 	server := redisserver.Start(t, redisserver.RequirePass(password))
 	config := writeRedisConfig(t, up.URL, server.Addr, "closed")
 
-	g := startGateway(t, withRedisPassword(t, config, password))
+	g := startGateway(t, withRedisPassword(t, config, password, ""))
 	if got := g.post(t, "/v1/chat/completions", keyAlice, chatBody); got.status != http.StatusOK {
 		t.Fatalf("a call through the gateway on the password-protected Redis: %d %s", got.status, got.body)
 	}
-	client := goredis.NewClient(&goredis.Options{Addr: server.Addr, Password: password})
-	defer client.Close()
-	if keys, err := client.Keys(context.Background(), "{*").Result(); err != nil || len(keys) == 0 {
+	if keys, err := server.ClientAs(t, "", password).Keys(context.Background(), "{*").Result(); err != nil || len(keys) == 0 {
 		t.Errorf("limiter keys in Redis: %v, %v; want the call's", keys, err)
 	}
 
-	admin := freeAddr(t)
-	refused := startGatewayProcess(t, withRedisPassword(t, writeRedisConfig(t, up.URL, server.Addr, "closed"), wrong), freeAddr(t), admin)
-	waitFor(t, "the gateway with the wrong password to answer /readyz", func() bool {
-		resp, err := http.Get("http://" + admin + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusServiceUnavailable
-	})
-	waitFor(t, "the gateway with the wrong password to log Redis's refusal", func() bool { return strings.Contains(refused.Log(), "WRONGPASS") })
+	refused := startUnready(t, withRedisPassword(t, writeRedisConfig(t, up.URL, server.Addr, "closed"), wrong, ""), "WRONGPASS")
 	for _, p := range []*proc.Process{g.proc, refused} {
 		if log := p.Log(); strings.Contains(log, password) || strings.Contains(log, wrong) {
 			t.Errorf("a gateway's log holds a Redis password:\n%s", log)
@@ -147,9 +133,51 @@ func TestGatewayAuthenticatesToRedis(t *testing.T) {
 	}
 }
 
+// TestGatewayReachesRedisOverTLS runs a gateway on a Redis that speaks only TLS and knows one ACL
+// user: with the CA that signed Redis's certificate it logs in as that user and its limits live
+// there; without it, it does not trust Redis and is not ready.
+func TestGatewayReachesRedisOverTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Redis and the gateway binary; skipped with -short")
+	}
+	const user, password = "sluice", "redis-pass-51d8e07c2b"
+	up := newUpstream(t)
+	server := redisserver.Start(t, redisserver.TLS(), redisserver.OnlyUser(user, password))
+
+	trusting := "username: " + user + ", tls: {caFile: " + server.CAFile + "}, "
+	g := startGateway(t, withRedisPassword(t, writeRedisConfig(t, up.URL, server.Addr, "closed"), password, trusting))
+	if got := g.post(t, "/v1/chat/completions", keyAlice, chatBody); got.status != http.StatusOK {
+		t.Fatalf("a call through the gateway on Redis over TLS: %d %s", got.status, got.body)
+	}
+	if keys, err := server.ClientAs(t, user, password).Keys(context.Background(), "{*").Result(); err != nil || len(keys) == 0 {
+		t.Errorf("limiter keys in Redis: %v, %v; want the call's", keys, err)
+	}
+
+	systemRoots := "username: " + user + ", tls: {}, "
+	startUnready(t, withRedisPassword(t, writeRedisConfig(t, up.URL, server.Addr, "closed"), password, systemRoots), "certificate signed by unknown authority")
+}
+
+// startUnready runs a gateway whose store refuses it, and waits until it says it is not ready and
+// logs why (want); it returns the process.
+func startUnready(t *testing.T, config, want string) *proc.Process {
+	t.Helper()
+	admin := freeAddr(t)
+	p := startGatewayProcess(t, config, freeAddr(t), admin)
+	waitFor(t, "the gateway to answer /readyz with 503", func() bool {
+		resp, err := http.Get("http://" + admin + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	})
+	waitFor(t, "the gateway to log "+want, func() bool { return strings.Contains(p.Log(), want) })
+	return p
+}
+
 // withRedisPassword writes password to a file beside config and names it as the Redis password
-// in config, which it returns.
-func withRedisPassword(t *testing.T, config, password string) string {
+// in config, with more settings of the Redis store ("key: value, "); it returns config.
+func withRedisPassword(t *testing.T, config, password, more string) string {
 	t.Helper()
 	file := filepath.Join(filepath.Dir(config), "redis-password")
 	if err := os.WriteFile(file, []byte(password+"\n"), 0o600); err != nil {
@@ -159,6 +187,6 @@ func withRedisPassword(t *testing.T, config, password string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeAtomically(t, config, strings.Replace(string(data), "failMode:", "passwordFile: redis-password, failMode:", 1))
+	writeAtomically(t, config, strings.Replace(string(data), "failMode:", more+"passwordFile: redis-password, failMode:", 1))
 	return config
 }

@@ -4,10 +4,15 @@ package redisserver
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice/test/proc"
+	"github.com/sluicehq/sluice/test/testcert"
 )
 
 // startAttempts bounds the retries when another process takes the chosen port first.
@@ -25,21 +31,42 @@ const startAttempts = 5
 type Server struct {
 	// Addr is the server's host:port on 127.0.0.1.
 	Addr string
-	proc *proc.Process
+	// CAFile is the PEM file of the CA that signed the server's certificate, when it speaks TLS.
+	CAFile string
+	proc   *proc.Process
 }
 
 // Option changes how the server is started.
-type Option func(*[]string)
+type Option func(*settings)
+
+type settings struct {
+	args []string // added to redis-server's
+	tls  bool
+}
 
 // AppendOnly turns on append-only persistence into the test's temporary directory. By default the
 // server keeps nothing on disk.
 func AppendOnly() Option {
-	return func(args *[]string) { *args = append(*args, "--appendonly", "yes") }
+	return func(s *settings) { s.args = append(s.args, "--appendonly", "yes") }
 }
 
 // RequirePass makes the server require password from its clients. Client does not send it.
 func RequirePass(password string) Option {
-	return func(args *[]string) { *args = append(*args, "--requirepass", password) }
+	return func(s *settings) { s.args = append(s.args, "--requirepass", password) }
+}
+
+// OnlyUser turns the default user off and adds an ACL user that may do everything. Client does not
+// log in as it.
+func OnlyUser(name, password string) Option {
+	return func(s *settings) {
+		s.args = append(s.args, "--user", "default", "off", "--user", name, "on", ">"+password, "~*", "&*", "+@all")
+	}
+}
+
+// TLS makes the server speak only TLS, with a certificate for 127.0.0.1 signed by a throwaway CA
+// (Server.CAFile). Client trusts it.
+func TLS() Option {
+	return func(s *settings) { s.tls = true }
 }
 
 // Start starts redis-server and waits until it answers PING. Under -short the test is skipped,
@@ -70,15 +97,20 @@ func start(t testing.TB, bin string, opts []Option) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{
-		"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", t.TempDir(),
-		"--save", "", "--appendonly", "no", "--protected-mode", "yes", "--loglevel", "warning",
-	}
+	var set settings
 	for _, opt := range opts {
-		opt(&args)
+		opt(&set)
 	}
+	dir := t.TempDir()
 	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
-	s.proc = proc.Start(t, "redis-server", exec.Command(bin, args...))
+	args := []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port)}
+	if set.tls {
+		if args, err = s.tlsArgs(dir, port); err != nil {
+			return nil, err
+		}
+	}
+	args = append(args, "--dir", dir, "--save", "", "--appendonly", "no", "--protected-mode", "yes", "--loglevel", "warning")
+	s.proc = proc.Start(t, "redis-server", exec.Command(bin, append(args, set.args...)...))
 	if err := s.waitReady(10 * time.Second); err != nil {
 		s.proc.Stop()
 		return nil, fmt.Errorf("start on port %d: %w\n%s", port, err, s.proc.Log())
@@ -86,18 +118,66 @@ func start(t testing.TB, bin string, opts []Option) (*Server, error) {
 	return s, nil
 }
 
+// tlsArgs writes a CA and a server certificate into dir and returns the arguments that make
+// redis-server speak only TLS on port.
+func (s *Server) tlsArgs(dir string, port int) ([]string, error) {
+	ca, caKey, err := testcert.New(&x509.Certificate{
+		Subject: pkix.Name{CommonName: "sluice-test-redis-ca"}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	cert, key, err := testcert.New(&x509.Certificate{
+		Subject: pkix.Name{CommonName: "127.0.0.1"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, ca, caKey)
+	if err != nil {
+		return nil, err
+	}
+	s.CAFile = filepath.Join(dir, "ca.crt")
+	certFile, keyFile := filepath.Join(dir, "redis.crt"), filepath.Join(dir, "redis.key")
+	for _, err := range []error{testcert.WriteCert(s.CAFile, ca), testcert.WriteCert(certFile, cert), testcert.WriteKey(keyFile, key)} {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return []string{"--bind", "127.0.0.1", "--port", "0", "--tls-port", strconv.Itoa(port),
+		"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", s.CAFile, "--tls-auth-clients", "no"}, nil
+}
+
 // Client returns a client of the server that is closed when the test ends.
 func (s *Server) Client(t testing.TB) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	c := s.client(redis.Options{})
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// ClientAs returns a client of the server logged in as an ACL user, closed when the test ends.
+func (s *Server) ClientAs(t testing.TB, username, password string) *redis.Client {
+	c := s.client(redis.Options{Username: username, Password: password})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// client returns a client with opts, and the server's address and TLS configuration.
+func (s *Server) client(opts redis.Options) *redis.Client {
+	opts.Addr = s.Addr
+	if s.CAFile != "" {
+		pool := x509.NewCertPool()
+		if data, err := os.ReadFile(s.CAFile); err == nil {
+			pool.AppendCertsFromPEM(data)
+		}
+		opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+	}
+	return redis.NewClient(&opts)
 }
 
 // Stop stops the server before the test ends, for tests of an unreachable Redis.
 func (s *Server) Stop() error { return s.proc.Stop() }
 
 func (s *Server) waitReady(timeout time.Duration) error {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	c := s.client(redis.Options{MaxRetries: -1})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

@@ -99,10 +99,16 @@ const (
 type RedisStore struct {
 	// address is Redis's host:port.
 	Address string `json:"address"`
+	// username is the Redis ACL user the gateway logs in as. Empty means
+	// the default user.
+	Username string `json:"username,omitempty"`
 	// passwordFile is the path of a file holding the Redis password. A
 	// relative path resolves against the configuration file's directory.
 	// Empty means no password.
 	PasswordFile string `json:"passwordFile,omitempty"`
+	// tls, when present, connects to Redis over TLS and verifies its
+	// certificate.
+	TLS *RedisTLS `json:"tls,omitempty"`
 	// db is the Redis database number. Zero is database 0.
 	DB int32 `json:"db,omitempty"`
 	// failMode is "closed" (the default) or "open".
@@ -110,6 +116,17 @@ type RedisStore struct {
 	// replicas is the known number of gateway replicas; failMode "open"
 	// limits locally at 1/replicas of each budget. Zero means 1.
 	Replicas int32 `json:"replicas,omitempty"`
+}
+
+// RedisTLS is how the gateway verifies the Redis it reaches over TLS.
+type RedisTLS struct {
+	// caFile is the path of a PEM file of the certificate authorities to
+	// trust. A relative path resolves against the configuration file's
+	// directory. Empty means the system's.
+	CAFile string `json:"caFile,omitempty"`
+	// serverName is the name Redis's certificate must carry. Empty means
+	// the host of address.
+	ServerName string `json:"serverName,omitempty"`
 }
 
 // Provider is one upstream account: where to call it, which models it

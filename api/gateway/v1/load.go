@@ -37,6 +37,9 @@ func (c *Config) resolvePaths(dir string) {
 	}
 	if r := c.Store.Redis; r != nil {
 		r.PasswordFile = resolve(dir, r.PasswordFile)
+		if r.TLS != nil {
+			r.TLS.CAFile = resolve(dir, r.TLS.CAFile)
+		}
 	}
 }
 

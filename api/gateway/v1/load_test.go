@@ -90,6 +90,7 @@ store:
   redis:
     address: 127.0.0.1:6379
     passwordFile: secrets/redis-password
+    tls: {caFile: secrets/redis-ca.pem}
 providers:
   - name: relative
     baseURL: https://relative.example/v1
@@ -110,11 +111,12 @@ providers:
 	if err != nil {
 		t.Fatalf("Load() error = %v", err)
 	}
-	got := []string{c.Store.Redis.PasswordFile}
+	got := []string{c.Store.Redis.PasswordFile, c.Store.Redis.TLS.CAFile}
 	for _, p := range c.Providers {
 		got = append(got, p.APIKeyFile)
 	}
-	want := []string{filepath.Join(dir, "secrets", "redis-password"), filepath.Join(dir, "relative.key"), abs, ""}
+	want := []string{filepath.Join(dir, "secrets", "redis-password"), filepath.Join(dir, "secrets", "redis-ca.pem"),
+		filepath.Join(dir, "relative.key"), abs, ""}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("secret file paths mismatch (-got +want):\n%s", diff)
 	}

@@ -82,8 +82,17 @@ store:
     db: {{ .Values.redis.db }}
     failMode: {{ .Values.redis.failMode }}
     replicas: {{ include "sluice.gatewayReplicas" . }}
+    {{- with .Values.redis.username }}
+    username: {{ . | quote }}
+    {{- end }}
     {{- if .Values.redis.passwordSecret }}
     passwordFile: {{ include "sluice.redisPasswordFile" . }}
+    {{- end }}
+    {{- if .Values.redis.tls.enabled }}
+    {{- $tls := dict }}
+    {{- if .Values.redis.tls.caSecret }}{{ $_ := set $tls "caFile" (include "sluice.redisCAFile" .) }}{{ end }}
+    {{- with .Values.redis.tls.serverName }}{{ $_ := set $tls "serverName" . }}{{ end }}
+    tls: {{ toJson $tls }}
     {{- end }}
 {{- else }}
   type: memory
@@ -98,4 +107,9 @@ store:
 {{/* Where the gateways find the Redis password, mounted from redis.passwordSecret. */}}
 {{- define "sluice.redisPasswordFile" -}}
 /etc/sluice-redis/password
+{{- end -}}
+
+{{/* Where the gateways find the authorities of Redis's certificate, mounted from redis.tls.caSecret. */}}
+{{- define "sluice.redisCAFile" -}}
+/etc/sluice-redis-ca/ca.crt
 {{- end -}}
