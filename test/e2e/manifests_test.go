@@ -63,7 +63,7 @@ func TestManifestsApply(t *testing.T) {
 
 	deployments := checkDeployments(t, c, "sluice-system", "sluice-manager", "sluice-gateway", "sluice-metrics-adapter")
 	checkBaseConfig(t, c, "sluice-system", "sluice-base-config-", deployments["sluice-gateway"])
-	checkRedisPasswordComponent(t, c)
+	checkRedisComponents(t, c)
 
 	const (
 		manager = "system:serviceaccount:sluice-system:sluice-manager"
@@ -124,19 +124,19 @@ func overlay(t *testing.T, components []string, more string, files map[string]st
 	return dir
 }
 
-// checkRedisPasswordComponent renders config/default with the redis-password component and a
-// base configuration naming the password file, as the component says to do, and checks that the
-// gateways mount the file.
-func checkRedisPasswordComponent(t *testing.T, c *cluster.Cluster) {
+// checkRedisComponents renders config/default with the redis-password and redis-tls components
+// and a base configuration naming their files, as the components say to do, and checks that the
+// gateways mount the files.
+func checkRedisComponents(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
 	base, err := os.ReadFile(repoRoot + "/config/manager/base-config.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	withPassword := strings.Replace(string(base), "# passwordFile:", "passwordFile:", 1)
-	dir := overlay(t, []string{"redis-password"},
+	uncommented := strings.NewReplacer("# passwordFile:", "passwordFile:", "# tls:", "tls:").Replace(string(base))
+	dir := overlay(t, []string{"redis-password", "redis-tls"},
 		"configMapGenerator:\n  - {name: sluice-base-config, namespace: sluice-system, behavior: replace, files: [base-config.yaml]}\n",
-		map[string]string{"base-config.yaml": withPassword})
+		map[string]string{"base-config.yaml": uncommented})
 	var gateway *appsv1.Deployment
 	var cfg *gatewayv1.Config
 	for _, doc := range strings.Split(c.Kubectl(t, "kustomize", dir), "\n---\n") {
@@ -160,8 +160,8 @@ func checkRedisPasswordComponent(t *testing.T, c *cluster.Cluster) {
 			}
 		}
 	}
-	if gateway == nil || cfg == nil || cfg.Store.Redis == nil || cfg.Store.Redis.PasswordFile == "" {
-		t.Fatalf("config/default with the redis-password component: gateway %v, base configuration %+v; want both, naming a password file", gateway != nil, cfg)
+	if gateway == nil || cfg == nil || cfg.Store.Redis == nil || cfg.Store.Redis.PasswordFile == "" || cfg.Store.Redis.TLS == nil {
+		t.Fatalf("config/default with the Redis components: gateway %v, base configuration %+v; want both, naming a password file and TLS", gateway != nil, cfg)
 	}
 	checkStoreFilesMounted(t, cfg.Store, gateway)
 }

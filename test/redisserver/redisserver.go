@@ -146,14 +146,11 @@ func (s *Server) tlsArgs(dir string, port int) ([]string, error) {
 		"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", s.CAFile, "--tls-auth-clients", "no"}, nil
 }
 
-// Client returns a client of the server that is closed when the test ends.
-func (s *Server) Client(t testing.TB) *redis.Client {
-	c := s.client(redis.Options{})
-	t.Cleanup(func() { c.Close() })
-	return c
-}
+// Client returns a client of the server, as the default user, closed when the test ends.
+func (s *Server) Client(t testing.TB) *redis.Client { return s.ClientAs(t, "", "") }
 
-// ClientAs returns a client of the server logged in as an ACL user, closed when the test ends.
+// ClientAs returns a client of the server logged in as an ACL user (empty: the default user) with
+// password, closed when the test ends.
 func (s *Server) ClientAs(t testing.TB, username, password string) *redis.Client {
 	c := s.client(redis.Options{Username: username, Password: password})
 	t.Cleanup(func() { c.Close() })
