@@ -395,7 +395,8 @@ func TestCompileConverts(t *testing.T) {
 	tp.Spec.TimeZone, tp.Spec.MaxWait = "Europe/Berlin", metav1.Duration{Duration: 10 * time.Minute}
 	tp.Spec.Degrade = &v1alpha1.Degrade{Model: "gpt-4o", Fallback: "gpt-4o-mini", BelowPercent: 20}
 	base := &gatewayv1.Config{
-		Store:  gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{Address: "redis:6379", Replicas: 3}},
+		Store: gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{Address: "redis:6379", Replicas: 3,
+			Username: "sluice", PasswordFile: "/etc/sluice-redis/password", TLS: &gatewayv1.RedisTLS{CAFile: "/etc/sluice-redis-ca/ca.crt", ServerName: "redis.example"}}},
 		Global: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 10000, Per: gatewayv1.PeriodMinute}},
 	}
 
@@ -412,7 +413,8 @@ func TestCompileConverts(t *testing.T) {
 	want := &gatewayv1.Config{
 		APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 		Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
-		Store:  gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{Address: "redis:6379", Replicas: 3, FailMode: gatewayv1.FailClosed}},
+		Store: gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{Address: "redis:6379", Replicas: 3, FailMode: gatewayv1.FailClosed,
+			Username: "sluice", PasswordFile: "/etc/sluice-redis/password", TLS: &gatewayv1.RedisTLS{CAFile: "/etc/sluice-redis-ca/ca.crt", ServerName: "redis.example"}}},
 		Jobs:   gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: metav1.Duration{Duration: time.Minute}, ResultTTL: metav1.Duration{Duration: 24 * time.Hour}, Workers: 8, MaxQueuedPerTenant: 10000},
 		Global: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 10000, Per: gatewayv1.PeriodMinute, Burst: 10000, OnLimit: gatewayv1.BehaviorQueue}},
 		Providers: []gatewayv1.Provider{{

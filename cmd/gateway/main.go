@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"reflect"
 	"syscall"
 	"time"
 
@@ -60,14 +61,16 @@ func run() error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var srv *server.Server
 	var replicas int64
+	var store gatewayv1.Store // as started
 	watcher, err := configwatch.New(*configPath, configwatch.Options{
 		Logger: log, Registerer: reg,
-		OnReload: func(cfg *gatewayv1.Config) { apply(srv, cfg, replicas, log) },
+		OnReload: func(cfg *gatewayv1.Config) { apply(srv, cfg, store, replicas, log) },
 	})
 	if err != nil {
 		return err
 	}
 	cfg := watcher.Config()
+	store = cfg.Store
 	opts, closeStore, err := storeOptions(cfg.Store, jobsOptions(cfg.Jobs), *name)
 	if err != nil {
 		return err
@@ -103,13 +106,16 @@ func run() error {
 	return err
 }
 
-// apply puts a reloaded configuration in force. The store is chosen at start; a change of store
-// takes a restart.
-func apply(srv *server.Server, cfg *gatewayv1.Config, replicas int64, log *slog.Logger) {
+// apply puts a reloaded configuration in force. The store is chosen at start (started): a change
+// of store, or of how to reach it, takes a restart, and apply says so.
+func apply(srv *server.Server, cfg *gatewayv1.Config, started gatewayv1.Store, replicas int64, log *slog.Logger) {
 	p, err := policy.Compile(cfg, replicas)
 	if err != nil {
 		log.Error("configuration refused; the previous one stays in force", "err", err)
 		return
+	}
+	if !reflect.DeepEqual(cfg.Store, started) {
+		log.Error("the configuration changes the store; the gateway keeps the one it started with until it restarts")
 	}
 	srv.SetPolicy(p)
 	log.Info("configuration reloaded", "providers", len(cfg.Providers), "tenants", len(cfg.Tenants))

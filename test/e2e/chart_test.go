@@ -56,6 +56,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 		"redis.passwordSecret=Not_A_Secret",
 		"redis.tls.caSecret=Not_A_Secret",
 		"redis.tls.verify=false",
+		"redis.tls.caSecret=redis-ca", // without redis.tls.enabled, which would mean no TLS
+		"redis.username=sluice",       // without a password, with which a user logs in
 		"manager.image.pullPolicy=Sometimes",
 		"manager.watchNamespace=Not_A_Namespace",
 		"gateway.resources.requests.cpu=lots",
@@ -64,6 +66,25 @@ func TestChartRefusesBadValues(t *testing.T) {
 	} {
 		if out, err := helm(t, "template", "sluice", "charts/sluice", "--set", set); err == nil || !strings.Contains(out, "schema") {
 			t.Errorf("helm template --set %s: %v, %.200s; want the schema to refuse it", set, err, out)
+		}
+	}
+}
+
+// TestChartRollsGatewaysOnStoreChange checks that a change of how the gateways reach Redis changes
+// their Pod template, so that they restart with it: they read it only when they start.
+func TestChartRollsGatewaysOnStoreChange(t *testing.T) {
+	skipWithoutHelm(t)
+	template := func(args ...string) string {
+		out, err := helm(t, append([]string{"template", "sluice", "charts/sluice", "-s", "templates/gateway.yaml"}, args...)...)
+		if err != nil {
+			t.Fatalf("helm template %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+	plain := template()
+	for _, set := range []string{"redis.tls.enabled=true", "redis.passwordSecret=redis-auth", "redis.address=other:6379"} {
+		if template("--set", set) == plain {
+			t.Errorf("--set %s leaves the gateways' Deployment as it was; want a new Pod template", set)
 		}
 	}
 }

@@ -135,7 +135,8 @@ func TestGatewayAuthenticatesToRedis(t *testing.T) {
 
 // TestGatewayReachesRedisOverTLS runs a gateway on a Redis that speaks only TLS and knows one ACL
 // user: with the CA that signed Redis's certificate it logs in as that user and its limits live
-// there; without it, it does not trust Redis and is not ready.
+// there; without that CA, or expecting a name the certificate does not carry, it does not trust
+// Redis and is not ready.
 func TestGatewayReachesRedisOverTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs Redis and the gateway binary; skipped with -short")
@@ -155,6 +156,41 @@ func TestGatewayReachesRedisOverTLS(t *testing.T) {
 
 	systemRoots := "username: " + user + ", tls: {}, "
 	startUnready(t, withRedisPassword(t, writeRedisConfig(t, up.URL, server.Addr, "closed"), password, systemRoots), "certificate signed by unknown authority")
+	otherName := "username: " + user + ", tls: {caFile: " + server.CAFile + ", serverName: redis.example}, "
+	startUnready(t, withRedisPassword(t, writeRedisConfig(t, up.URL, server.Addr, "closed"), password, otherName), "wanted to match redis.example")
+}
+
+// TestGatewaySaysAStoreChangeTakesARestart reloads the configuration twice: keeping the store,
+// quietly; then moving the limits from memory to Redis, when the gateway keeps its store and logs
+// that a restart is needed.
+func TestGatewaySaysAStoreChangeTakesARestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the gateway binary; skipped with -short")
+	}
+	up := newUpstream(t)
+	config := writeConfig(t, t.TempDir(), up.URL)
+	g := startGateway(t, config)
+	same, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAtomically(t, config, string(same)+"# the same store\n")
+	waitFor(t, "the gateway to reload", func() bool { return strings.Contains(g.proc.Log(), "configuration reloaded") })
+	if strings.Contains(g.proc.Log(), "changes the store") {
+		t.Errorf("a reload that keeps the store says it changes:\n%s", g.proc.Log())
+	}
+	redisConfig := writeRedisConfig(t, up.URL, "127.0.0.1:1", "closed")
+	data, err := os.ReadFile(redisConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAtomically(t, config, string(data))
+	waitFor(t, "the gateway to log that the store changes only at a restart", func() bool {
+		return strings.Contains(g.proc.Log(), "the configuration changes the store")
+	})
+	if got := g.post(t, "/v1/chat/completions", keyAlice, chatBody); got.status != http.StatusOK {
+		t.Errorf("a call after the reload: %d %s; want 200 from the memory store it started with", got.status, got.body)
+	}
 }
 
 // startUnready runs a gateway whose store refuses it, and waits until it says it is not ready and

@@ -14,7 +14,7 @@ import (
 )
 
 // Load reads the configuration file at path and parses it (see Parse). It
-// resolves a relative apiKeyFile or passwordFile against the file's
+// resolves a relative apiKeyFile, passwordFile or caFile against the file's
 // directory, but never reads those files: the gateway does, when it applies
 // the configuration.
 func Load(path string) (*Config, error) {

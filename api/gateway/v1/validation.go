@@ -72,6 +72,9 @@ func (s *Store) validate(p *field.Path) field.ErrorList {
 
 func (r *RedisStore) validate(p *field.Path) field.ErrorList {
 	errs := validateHostPort(p.Child("address"), r.Address)
+	if r.Username != "" && r.PasswordFile == "" { // Redis logs a user in only with a password
+		errs = append(errs, field.Required(p.Child("passwordFile"), "must be set when username is"))
+	}
 	errs = append(errs, validateNonNegative(p.Child("db"), int64(r.DB))...)
 	errs = append(errs, validateEnum(p.Child("failMode"), r.FailMode, failModes)...)
 	return append(errs, validatePositive(p.Child("replicas"), int64(r.Replicas))...)

@@ -129,6 +129,11 @@ func TestValidate(t *testing.T) {
 			notWant: []string{"hunter2"},
 		},
 		{
+			name:   "store.redis.username without a password",
+			mutate: func(c *gatewayv1.Config) { redis(c); c.Store.Redis.Username = "sluice" },
+			want:   []string{"store.redis.passwordFile: Required value: must be set when username is"},
+		},
+		{
 			name:   "store.redis.db",
 			mutate: func(c *gatewayv1.Config) { redis(c); c.Store.Redis.DB = -1 },
 			want:   []string{"store.redis.db: Invalid value: -1"},
