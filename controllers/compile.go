@@ -344,6 +344,10 @@ func (c *compiler) checkProvider(pq *v1alpha1.ProviderQuota, p *gatewayv1.Provid
 	if ref == nil {
 		return nil, nil
 	}
+	if s, ok := c.secrets[ref.Name]; ok && s.Labels[v1alpha1.LabelProvider] != pq.Name {
+		return nil, &problem{v1alpha1.ReasonKeySecretMissing, fmt.Sprintf("Secret %q is not labelled %s=%s: label it to let this ProviderQuota send it to its provider.",
+			ref.Name, v1alpha1.LabelProvider, pq.Name)}
+	}
 	return c.secretItem(ref.Name, cmp.Or(ref.Key, v1alpha1.KeySecretItem))
 }
 

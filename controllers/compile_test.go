@@ -66,7 +66,7 @@ func keySecret(name, tenant, user, key string) corev1.Secret {
 // providerSecret returns a provider's API key Secret.
 func providerSecret(name, key string) corev1.Secret {
 	return corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace, Labels: map[string]string{v1alpha1.LabelProvider: name}},
 		Data:       map[string][]byte{v1alpha1.KeySecretItem: []byte(key)},
 	}
 }
@@ -173,6 +173,15 @@ func TestCompile(t *testing.T) {
 		in:           Inputs{ProviderQuotas: []v1alpha1.ProviderQuota{withItem(openai, "token")}, Secrets: []corev1.Secret{openaiKey}},
 		wantQuotas:   map[string]string{"openai": v1alpha1.ReasonKeySecretMissing},
 		wantMessages: []string{`Secret "openai" has no item "token".`},
+	}, {
+		name: "a provider key Secret labelled for another ProviderQuota",
+		in: Inputs{ProviderQuotas: []v1alpha1.ProviderQuota{openai}, Secrets: []corev1.Secret{func() corev1.Secret {
+			s := providerSecret("openai", "sk-openai")
+			s.Labels[v1alpha1.LabelProvider] = "evil"
+			return s
+		}()}},
+		wantQuotas:   map[string]string{"openai": v1alpha1.ReasonKeySecretMissing},
+		wantMessages: []string{`Secret "openai" is not labelled sluice.dev/provider=openai`},
 	}, {
 		name:         "an empty provider key",
 		in:           Inputs{ProviderQuotas: []v1alpha1.ProviderQuota{openai}, Secrets: []corev1.Secret{providerSecret("openai", " \n")}},

@@ -17,8 +17,8 @@ const (
 	// which field.
 	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonKeySecretMissing: a ProviderQuota's apiKeySecretRef names a
-	// Secret or item that does not exist, or a TenantPlan's tenant has no key
-	// Secret.
+	// Secret or item that does not exist, or a Secret not labelled for it, or
+	// a TenantPlan's tenant has no key Secret.
 	ReasonKeySecretMissing = "KeySecretMissing"
 	// ReasonUnknownProvider: a TenantPlan's providers name a ProviderQuota
 	// that does not exist in its namespace.

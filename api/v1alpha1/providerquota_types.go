@@ -94,9 +94,12 @@ type ProviderQuotaSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="timeout must be a positive duration such as 60s or 2m"
 	Timeout metav1.Duration `json:"timeout,omitzero"`
 	// apiKeySecretRef names the Secret, in this namespace, that holds the
-	// provider's API key. The operator copies the key into the gateways'
-	// configuration Secret; it never appears in a status, log or event.
-	// Absent means the provider needs no key, as a self-hosted one may not.
+	// provider's API key. The Secret must be labelled sluice.dev/provider
+	// with this ProviderQuota's name, so that no ProviderQuota can send
+	// another Secret's value to its baseURL. The operator copies the key into
+	// the gateways' configuration Secret; it never appears in a status, log
+	// or event. Absent means the provider needs no key, as a self-hosted one
+	// may not.
 	// +optional
 	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
 }

@@ -5,7 +5,8 @@ import (
 )
 
 // The labels and data item that make a Secret a tenant's API key (see
-// TenantPlanSpec.KeySecretSelector).
+// TenantPlanSpec.KeySecretSelector), and the label that lets a ProviderQuota
+// use a Secret as its provider's key.
 const (
 	// LabelTenant on a key Secret names the tenant the key belongs to.
 	LabelTenant = "sluice.dev/tenant"
@@ -15,6 +16,9 @@ const (
 	LabelUser = "sluice.dev/user"
 	// KeySecretItem is the item of a key Secret's data that holds the key.
 	KeySecretItem = "apiKey"
+	// LabelProvider on a provider's key Secret names the ProviderQuota that
+	// may use it (see ProviderQuotaSpec.APIKeySecretRef).
+	LabelProvider = "sluice.dev/provider"
 )
 
 // TenantPlan is a plan some tenants share: the providers they may use, their
