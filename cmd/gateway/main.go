@@ -54,6 +54,7 @@ func run() error {
 		return errors.New("--config is required")
 	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	redis.SetLogger(redisLog{log})
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
@@ -178,6 +179,14 @@ func redisTLS(cfg *gatewayv1.RedisStore) (*tls.Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// redisLog passes the Redis client's own messages, such as why it cannot connect, into the
+// gateway's log.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, "redis client", "detail", fmt.Sprintf(format, v...))
 }
 
 // sweep drops idle keys from the memory store once a minute.

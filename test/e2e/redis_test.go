@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -208,6 +209,11 @@ func startUnready(t *testing.T, config, want string) *proc.Process {
 		return resp.StatusCode == http.StatusServiceUnavailable
 	})
 	waitFor(t, "the gateway to log "+want, func() bool { return strings.Contains(p.Log(), want) })
+	for _, line := range strings.Split(strings.TrimSpace(p.Log()), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("a line of the gateway's log is not JSON: %s", line)
+		}
+	}
 	return p
 }
 
