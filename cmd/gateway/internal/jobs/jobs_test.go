@@ -357,16 +357,31 @@ func TestRedisTrimsFinishedIndexesAsJobsEnd(t *testing.T) {
 	}
 }
 
+// takenOver is a job that one replica took, then stalled past the reclaim time with, so that
+// another replica took it over.
+type takenOver struct {
+	server         *redisserver.Server
+	stalled, alive *Redis
+	late, latest   *Job // the job as each replica took it: its first and second attempt
+}
+
+func takeOver(t *testing.T) takenOver {
+	t.Helper()
+	srv := redisserver.Start(t)
+	opts := Options{MaxAttempts: 3, ReclaimAfter: 50 * time.Millisecond}
+	to := takenOver{server: srv, stalled: NewRedis(srv.Client(t), "stalled", opts), alive: NewRedis(srv.Client(t), "alive", opts)}
+	add(t, to.stalled, "acme")
+	to.late = takeOne(t, to.stalled)
+	to.latest = takeOne(t, to.alive)
+	return to
+}
+
 // TestRedisRenewsOnlyWhatItStillHolds has a replica stall past the reclaim time while another
 // reclaims its job: its renewal does not take the job back, and tells it the job is lost.
 func TestRedisRenewsOnlyWhatItStillHolds(t *testing.T) {
 	ctx := context.Background()
-	srv := redisserver.Start(t)
-	opts := Options{MaxAttempts: 3, ReclaimAfter: 50 * time.Millisecond}
-	stalled, alive := NewRedis(srv.Client(t), "stalled", opts), NewRedis(srv.Client(t), "alive", opts)
-	j := add(t, stalled, "acme")
-	takeOne(t, stalled)
-	takeOne(t, alive)
+	to := takeOver(t)
+	stalled, alive, j := to.stalled, to.alive, to.late
 	lost, err := stalled.Renew(ctx)
 	if err != nil || !slices.Equal(lost, []string{j.ID}) {
 		t.Fatalf("Renew() on the stalled replica = %v, %v; want the job lost", lost, err)
@@ -374,7 +389,7 @@ func TestRedisRenewsOnlyWhatItStillHolds(t *testing.T) {
 	if lost, err := alive.Renew(ctx); err != nil || len(lost) != 0 {
 		t.Fatalf("Renew() on the replica that reclaimed the job = %v, %v; want nothing lost", lost, err)
 	}
-	pending, err := srv.Client(t).XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: "-", End: "+", Count: 10}).Result()
+	pending, err := to.server.Client(t).XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: "-", End: "+", Count: 10}).Result()
 	if err != nil || len(pending) != 1 || pending[0].Consumer != "alive" {
 		t.Errorf("pending entries: %+v, %v; want the job's, held by the replica that reclaimed it", pending, err)
 	}
@@ -388,19 +403,15 @@ func TestRedisRenewsOnlyWhatItStillHolds(t *testing.T) {
 // entry stays with the queue.
 func TestRedisLateFinishIsNotRunning(t *testing.T) {
 	ctx := context.Background()
-	srv := redisserver.Start(t)
-	opts := Options{MaxAttempts: 3, ReclaimAfter: 50 * time.Millisecond}
-	stalled, alive := NewRedis(srv.Client(t), "stalled", opts), NewRedis(srv.Client(t), "alive", opts)
-	j := add(t, stalled, "acme")
-	late := takeOne(t, stalled)
-	latest := takeOne(t, alive)
+	to := takeOver(t)
+	stalled, alive, late, latest := to.stalled, to.alive, to.late, to.latest
 	if got, err := alive.Finish(ctx, latest.Attempt(), Outcome{Err: "the provider answered 500", Retry: true}); err != nil || got.State != Queued {
 		t.Fatalf("Finish() on the replica that reclaimed the job = %+v, %v; want it queued", got, err)
 	}
 	if _, err := stalled.Finish(ctx, late.Attempt(), Outcome{Status: 200}); !errors.Is(err, ErrNotRunning) {
 		t.Fatalf("the late Finish() error = %v; want ErrNotRunning", err)
 	}
-	if got := takeOne(t, alive); got.ID != j.ID || got.Attempts != 3 {
+	if got := takeOne(t, alive); got.ID != late.ID || got.Attempts != 3 {
 		t.Errorf("took %+v; want the job's third attempt", got)
 	}
 }
@@ -460,12 +471,8 @@ func TestRedisLeave(t *testing.T) {
 // attempt holds, and its answer still charges the job once.
 func TestRedisLateAttemptChangesNothing(t *testing.T) {
 	ctx := context.Background()
-	srv := redisserver.Start(t)
-	opts := Options{MaxAttempts: 3, ReclaimAfter: 50 * time.Millisecond}
-	stalled, alive := NewRedis(srv.Client(t), "stalled", opts), NewRedis(srv.Client(t), "alive", opts)
-	add(t, stalled, "acme")
-	late := takeOne(t, stalled)
-	latest := takeOne(t, alive)
+	to := takeOver(t)
+	stalled, alive, late, latest := to.stalled, to.alive, to.late, to.latest
 	held := Cost{Tokens: 100, MicroDollars: 300}
 	if err := alive.Hold(ctx, latest.Attempt(), held); err != nil {
 		t.Fatal(err)

@@ -117,16 +117,11 @@ func (p *pipeline) send(batch []*scriptRun) {
 	}
 }
 
-// exec sends each call as EVALSHA, read as integers without boxing each one.
+// exec sends each call, read as integers without boxing each one.
 func (p *pipeline) exec(ctx context.Context, calls []*scriptCall) {
 	pipe := p.client.Pipeline()
 	for _, c := range calls {
-		args := make([]any, 0, 3+len(c.keys)+len(c.args))
-		args = append(args, "evalsha", decideScript.Hash(), len(c.keys))
-		for _, key := range c.keys {
-			args = append(args, key)
-		}
-		c.cmd = redis.NewIntSliceCmd(ctx, append(args, c.args...)...)
+		c.cmd = redis.NewIntSliceCmd(ctx, c.args...)
 		_ = pipe.Process(ctx, c.cmd) // queued; its error comes with Exec
 	}
 	_, _ = pipe.Exec(ctx) // each command holds its own error
@@ -150,13 +145,12 @@ func finish(batch []*scriptRun, err error) {
 	}
 }
 
-// scriptCall is one script run: the runs of a batch whose keys share a hash tag.
+// scriptCall is one script run: the runs of a batch whose keys share a hash tag, and its
+// EVALSHA command's arguments.
 type scriptCall struct {
-	runs  []*scriptRun
-	keys  []string       // distinct
-	index map[string]int // a key's position in keys, from 1 as in Lua
-	args  []any
-	cmd   *redis.IntSliceCmd
+	runs []*scriptRun
+	args []any
+	cmd  *redis.IntSliceCmd
 }
 
 // groupByHashTag puts the runs whose first keys have the same hash tag in one call, keeping their
@@ -191,33 +185,33 @@ func groupEach(runs []*scriptRun) []*scriptCall {
 	return calls
 }
 
-// newScriptCall returns the call of these runs.
+// newScriptCall returns the call of these runs: EVALSHA of the script on their distinct keys,
+// then per run its clock, mode and number of checks, and per check the position of its key
+// (from 1, as in Lua) and its five values.
 func newScriptCall(runs []*scriptRun) *scriptCall {
-	n := 0
+	index := make(map[string]int, len(runs[0].keys))
+	var keys []any
+	size := 3
 	for _, r := range runs {
-		n += 3 + 6*len(r.keys)
-	}
-	c := &scriptCall{runs: runs, index: make(map[string]int, len(runs[0].keys)), args: make([]any, 0, n)}
-	for _, r := range runs {
-		c.add(r)
-	}
-	return c
-}
-
-// add appends r's arguments: its clock, mode and number of checks, then per check the index of
-// its key and its five values.
-func (c *scriptCall) add(r *scriptRun) {
-	c.args = append(c.args, r.clock, r.mode, len(r.keys))
-	for i, key := range r.keys {
-		k, ok := c.index[key]
-		if !ok {
-			c.keys = append(c.keys, key)
-			k = len(c.keys)
-			c.index[key] = k
+		size += 3 + 6*len(r.keys)
+		for _, key := range r.keys {
+			if _, ok := index[key]; !ok {
+				keys = append(keys, key)
+				index[key] = len(keys)
+			}
 		}
-		c.args = append(c.args, k)
-		c.args = append(c.args, r.args[5*i:5*i+5]...)
 	}
+	args := make([]any, 0, size+len(keys))
+	args = append(args, "evalsha", decideScript.Hash(), len(keys))
+	args = append(args, keys...)
+	for _, r := range runs {
+		args = append(args, r.clock, r.mode, len(r.keys))
+		for i, key := range r.keys {
+			args = append(args, index[key])
+			args = append(args, r.args[5*i:5*i+5]...)
+		}
+	}
+	return &scriptCall{runs: runs, args: args}
 }
 
 // answer hands each run its part of the reply: a decision's 4+2n values, a settlement's none.
