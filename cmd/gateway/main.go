@@ -27,6 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/configwatch"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
@@ -95,7 +96,7 @@ func run() error {
 		defer close(jobsStopped)
 		srv.RunJobs(ctx, int(cfg.Jobs.Workers), cfg.Jobs.ReclaimAfter.Duration/3, shutdownGrace)
 	}()
-	for _, l := range []server.Limiter{opts.Limiter, opts.Fallback} {
+	for _, l := range []admission.Limiter{opts.Limiter, opts.Fallback} {
 		if memory, ok := l.(*ratelimit.Memory); ok {
 			go sweep(ctx, memory)
 		}

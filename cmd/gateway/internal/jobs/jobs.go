@@ -233,3 +233,9 @@ func (o *Options) defaults() {
 
 // ListLimit is the most jobs List returns: the newest.
 const ListLimit = 100
+
+// Superseded reports whether err says that a job is no longer an attempt's to run: another
+// gateway took it over, or it was cancelled, or it expired.
+func Superseded(err error) bool {
+	return errors.Is(err, ErrNotRunning) || errors.Is(err, ErrFinished) || errors.Is(err, ErrNotFound)
+}

@@ -18,18 +18,30 @@ type Queueing uint32
 // Queues reports whether a refusal by check i waits in the queue.
 func (q Queueing) Queues(i int) bool { return i >= 0 && q&(1<<i) != 0 }
 
+// Share says which form of each limit a decision takes.
+type Share uint8
+
+// The shares.
+const (
+	// Shared is the whole limit, kept in the configured store for every replica.
+	Shared Share = iota
+	// Local is this replica's share of it, used only when Redis is unreachable and the store
+	// fails open.
+	Local
+)
+
 // Checks appends to dst every check a call must pass: the caller's user limits, the tenant's
 // limits and budget, the endpoint's limits, then the global and provider limits of the route's
-// provider. local picks each limit's share for this replica (the store failed open). lease names
+// provider, at the given share of each limit. lease names
 // the call's in-flight slot.
-func Checks(dst []ratelimit.Check, c *Caller, r *Route, ep gatewayv1.Endpoint, cost Cost, local bool, lease string) ([]ratelimit.Check, Queueing) {
+func Checks(dst []ratelimit.Check, c *Caller, r *Route, ep gatewayv1.Endpoint, cost Cost, share Share, lease string) ([]ratelimit.Check, Queueing) {
 	p := r.Provider.Name
 	levels := [...][]rule{c.limits[p], c.Tenant.limits[p], c.Tenant.endpoints[p][ep], r.Provider.limits}
 	var queueing Queueing
 	for _, rules := range levels {
 		for _, rl := range rules {
 			l := rl.shared
-			if local {
+			if share == Local {
 				l = rl.local
 			}
 			if rl.queue {

@@ -46,7 +46,7 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 	}
 	route := p.Route("gpt-4o-mini")
 	cost := Cost{Tokens: 900, MicroDollars: 2700}
-	got := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, cost, false, "lease")))
+	got := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, cost, Shared, "lease")))
 	// 95% headroom on 1,500 RPM, 300,000 TPM and 200 in flight (the provider buckets hold one
 	// second of requests and six of tokens); $5,000 a month in micro-dollars.
 	want := []check{
@@ -61,7 +61,7 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("checks (-want +got):\n%s", diff)
 	}
-	embeddings := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointEmbeddings, cost, false, "lease")))
+	embeddings := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointEmbeddings, cost, Shared, "lease")))
 	if len(embeddings) != len(want)-1 {
 		t.Errorf("embeddings checks = %d; want %d: the chat endpoint's limit applies to chat only", len(embeddings), len(want)-1)
 	}
@@ -70,8 +70,8 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 func TestLocalChecksTakeOneReplicasShare(t *testing.T) {
 	p := compileExample(t, 4)
 	alice, route := p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini")
-	shared := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, Cost{}, false, "l")))
-	local := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, Cost{}, true, "l")))
+	shared := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, Cost{}, Shared, "l")))
+	local := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, Cost{}, Local, "l")))
 	for i := range shared {
 		if want := max(shared[i].Capacity/4, 1); local[i].Capacity != want {
 			t.Errorf("%s: local capacity %d; want a quarter of %d", shared[i].Key, local[i].Capacity, shared[i].Capacity)
@@ -81,7 +81,7 @@ func TestLocalChecksTakeOneReplicasShare(t *testing.T) {
 
 func TestSettlementChargesTheDifferenceAndFreesTheSlot(t *testing.T) {
 	p := compileExample(t, 1)
-	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{Tokens: 900, MicroDollars: 2700}, false, "lease-1")
+	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{Tokens: 900, MicroDollars: 2700}, Shared, "lease-1")
 	got := Settlement(nil, checks, Cost{Tokens: -850, MicroDollars: -2550}, true)
 	want := []check{
 		{Key: "{openai}:tenant:acme:tokens:minute", Level: "tenant", Capacity: 200000, Cost: -850},
@@ -112,7 +112,7 @@ func first[A, B any](a A, _ B) A { return a }
 
 func TestQueueingFollowsEachLimitsBehaviour(t *testing.T) {
 	p := compileExample(t, 1)
-	_, queueing := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{}, false, "l")
+	_, queueing := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{}, Shared, "l")
 	// user requests/day and the budget reject; the tenant's tokens/minute, the endpoint's
 	// requests/minute and the provider's limits queue.
 	want := []bool{false, true, false, true, true, true, true}

@@ -2,110 +2,100 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
-	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
 
-// call is one request on its way through the gateway.
+// call is one request, read and estimated: what goes to the provider and what the limits are
+// asked. It does not change once built.
 type call struct {
 	endpoint estimate.Endpoint
 	caller   *policy.Caller
 	route    *policy.Route
-	request  *estimate.Request
+	stream   bool
 	body     []byte // as sent upstream
 	estimate estimate.Estimate
 	cost     policy.Cost
-	checks   []ratelimit.Check
-	queueing policy.Queueing
-	decision ratelimit.Decision
-	lease    string
-	waited   time.Duration // in the queue
 	// degradedFrom is the model the client asked for when the call went to the plan's fallback.
 	degradedFrom string
-	started      time.Time // when the call went upstream
-	// job is the job attempt the call is; zero for a live call. A job waits in the Batch class,
-	// passes no door, and is charged once however often it is delivered.
-	job     jobs.Attempt
-	limiter Limiter // the store that took the decision, which settles it too
 	// usageAdded is true when the gateway asked for the stream's usage chunk itself, so the
 	// client, which did not ask, does not receive it.
 	usageAdded bool
-	settleOnce sync.Once
 }
 
 func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		p := s.policy.Load()
-		c, apiErr := s.identify(p, endpoint, r)
-		if apiErr == nil {
-			s.metrics.arrivals.WithLabelValues(c.provider()).Inc()
-			apiErr = s.admit(r.Context(), c, w)
-		}
-		w.Header().Set(headerQueueWait, strconv.FormatInt(c.waited.Milliseconds(), 10))
-		if c.degradedFrom != "" {
-			w.Header().Set(headerDegradedModel, c.request.Model)
-		}
+		c, apiErr := s.readCall(s.policy.Load(), endpoint, r)
 		if apiErr != nil {
-			s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOf(apiErr)).Inc()
-			apiErr.write(w)
+			s.fail(w, c, apiErr)
+			return
+		}
+		t, refusal := s.gate.Admit(r.Context(), c.admission(jobs.Attempt{}, jobs.Cost{}))
+		setCallHeaders(w.Header(), c, t, refusal)
+		if refusal != nil {
+			s.fail(w, c, refusalError(w.Header(), refusal))
 			return
 		}
 		if r.Context().Err() != nil {
-			s.settle(c, estimate.Usage{}, false) // the client left before the call went out
+			t.Refund() // the client left before the call went out
 			return
 		}
-		s.proxy(c.route.Provider).ServeHTTP(w, r.WithContext(withCall(r.Context(), c)))
+		s.proxy(c.route.Provider).ServeHTTP(w, r.WithContext(withOutbound(r.Context(), c, t)))
 	}
 }
 
-// identify finds who calls, what and where to, and estimates the call. The call it returns is
-// never nil, so that a refusal can be counted under its tenant and provider when they are known.
-func (s *Server) identify(p *policy.Policy, endpoint estimate.Endpoint, r *http.Request) (*call, *apiError) {
-	c := &call{endpoint: endpoint}
+// fail answers a call with an error and counts it.
+func (s *Server) fail(w http.ResponseWriter, c *call, e *apiError) {
+	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOf(e)).Inc()
+	e.write(w)
+}
+
+// setCallHeaders writes what the limits said of a call: the wait, the limits left and the
+// cheaper model it went to.
+func setCallHeaders(h http.Header, c *call, t *admission.Ticket, r *admission.Refusal) {
+	var waited time.Duration
+	switch {
+	case t != nil:
+		waited = t.Waited
+		setLimitHeaders(h, t.Limits)
+	case r != nil:
+		waited = r.Waited
+	}
+	h.Set(headerQueueWait, strconv.FormatInt(waited.Milliseconds(), 10))
+	if c.degradedFrom != "" {
+		h.Set(headerDegradedModel, c.route.Model.Name)
+	}
+}
+
+// admission is what the call asks of the limits; a job's attempt names its job and what an
+// earlier attempt of it left held.
+func (c *call) admission(job jobs.Attempt, held jobs.Cost) admission.Request {
+	return admission.Request{Caller: c.caller, Route: c.route, Endpoint: gatewayv1.Endpoint(c.endpoint), Cost: c.cost, Job: job, Held: held}
+}
+
+// readCall authenticates a request and reads its call. The call is never nil, so that an error
+// can be counted under its tenant when it is known.
+func (s *Server) readCall(p *policy.Policy, endpoint estimate.Endpoint, r *http.Request) (*call, *apiError) {
 	caller, apiErr := s.authenticate(p, r)
 	if apiErr != nil {
-		return c, apiErr
+		return &call{}, apiErr
 	}
-	c.caller = caller
-	return c, s.read(p, c, r)
-}
-
-// admit lets a call go now when every limit allows it and nobody waits before it; otherwise a
-// refusal by a limit that queues puts it in its provider's queue, and any other refusal is
-// answered at once. On success every limit has been charged the estimate.
-func (s *Server) admit(ctx context.Context, c *call, w http.ResponseWriter) *apiError {
-	d := s.dispatcher(c.route.Provider.Name)
-	if limit := c.exceeds(); limit != nil {
-		return s.tooLarge(c, limit)
+	body, apiErr := readBody(p, r)
+	if apiErr != nil {
+		return &call{caller: caller}, apiErr
 	}
-	if d.idle() {
-		if apiErr := s.take(ctx, c); apiErr != nil {
-			return apiErr
-		}
-		if c.decision.Allowed {
-			d.started()
-			setLimitHeaders(w.Header(), c)
-			return nil
-		}
-		if !c.queues() {
-			setLimitHeaders(w.Header(), c)
-			return s.refuse(c, w)
-		}
-	}
-	return d.wait(ctx, c, w)
+	return s.newCall(r.Context(), p, caller, endpoint, body)
 }
 
 func (s *Server) authenticate(p *policy.Policy, r *http.Request) (*policy.Caller, *apiError) {
@@ -125,15 +115,6 @@ func (s *Server) authenticate(p *policy.Policy, r *http.Request) (*policy.Caller
 	return caller, nil
 }
 
-// read reads and parses the body, finds the model's provider and estimates the call.
-func (s *Server) read(p *policy.Policy, c *call, r *http.Request) *apiError {
-	body, apiErr := readBody(p, r)
-	if apiErr != nil {
-		return apiErr
-	}
-	return s.parse(r.Context(), p, c, body)
-}
-
 // readBody reads a request's body, at most server.maxBodyBytes of it.
 func readBody(p *policy.Policy, r *http.Request) ([]byte, *apiError) {
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, p.Config.Server.MaxBodyBytes))
@@ -148,72 +129,72 @@ func readBody(p *policy.Policy, r *http.Request) ([]byte, *apiError) {
 	return body, nil
 }
 
-// parse parses a call's body, finds the model's provider and estimates the call.
-func (s *Server) parse(ctx context.Context, p *policy.Policy, c *call, body []byte) *apiError {
-	var err error
-	if c.request, err = estimate.Parse(c.endpoint, body); err != nil {
-		return requestError(err)
-	}
-	if c.route = p.Route(c.request.Model); c.route == nil {
-		return &apiError{status: http.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found",
-			Message: fmt.Sprintf("The model %q does not exist or you do not have access to it.", c.request.Model)}
-	}
-	if !c.caller.Tenant.Uses(c.route.Provider.Name) {
-		return &apiError{status: http.StatusForbidden, Type: typeInvalidRequest, Code: "provider_not_allowed",
-			Message: fmt.Sprintf("Your plan does not include the provider of the model %q.", c.request.Model)}
-	}
-	body, apiErr := s.degrade(ctx, p, c, body)
-	if apiErr != nil {
-		return apiErr
-	}
-	return s.prepare(c, body)
-}
-
-// degrade sends a call for the plan's expensive model to its cheaper fallback while the tenant's
-// budget left is below the plan's threshold, and returns the body to send.
-func (s *Server) degrade(ctx context.Context, p *policy.Policy, c *call, body []byte) ([]byte, *apiError) {
-	d := c.caller.Tenant.Config.Degrade
-	if d == nil || c.request.Model != d.Model || !s.budgetLow(ctx, c, d.BelowPercent) {
-		return body, nil
-	}
-	body, err := estimate.WithModel(body, d.Fallback)
+// newCall parses a call's body, finds the model's provider (or the plan's cheaper fallback),
+// estimates the call and makes the body to send upstream.
+func (s *Server) newCall(ctx context.Context, p *policy.Policy, caller *policy.Caller, endpoint estimate.Endpoint, body []byte) (*call, *apiError) {
+	c := &call{endpoint: endpoint, caller: caller}
+	req, err := estimate.Parse(endpoint, body)
 	if err != nil {
-		return nil, requestError(err)
+		return c, requestError(err)
 	}
-	c.route, c.request.Model, c.degradedFrom = p.Route(d.Fallback), d.Fallback, d.Model
-	return body, nil
-}
-
-// budgetLow reports whether the tenant's budget on the call's provider has less than percent
-// left. A decision of cost zero reads it without taking anything; a store that cannot answer
-// leaves the call as it is.
-func (s *Server) budgetLow(ctx context.Context, c *call, percent int32) bool {
-	b := c.caller.Tenant.Budget(c.route.Provider.Name)
-	if b == nil {
-		return false
+	route, apiErr := routeOf(p, caller, req.Model)
+	if apiErr != nil {
+		return c, apiErr
 	}
-	d, err := s.opts.Limiter.Decide(ctx, []ratelimit.Check{{Limit: b}}, s.now())
-	return err == nil && d.Remaining[0]*100 < int64(percent)*b.Capacity()
-}
-
-// prepare estimates the call and makes the body to send upstream.
-func (s *Server) prepare(c *call, body []byte) *apiError {
+	c.route = route
+	if c.route, c.body, c.degradedFrom, apiErr = s.degrade(ctx, p, caller, route, body); apiErr != nil {
+		return c, apiErr
+	}
 	m := c.route.Model
-	c.estimate = c.request.Estimate(s.counter, m.Encoding, m.DefaultMaxTokens)
+	c.estimate = req.Estimate(s.counter, m.Encoding, m.DefaultMaxTokens)
 	c.cost = policy.Cost{
 		Tokens:       c.estimate.Total(),
 		MicroDollars: c.route.Provider.Config.Prices.CostMicros(c.estimate.PromptTokens, c.estimate.CompletionTokens),
 	}
-	c.body = body
-	if c.request.Stream {
-		withUsage, err := estimate.WithStreamUsage(body)
-		if err != nil {
-			return requestError(err)
-		}
-		c.usageAdded = len(withUsage) != len(body) || string(withUsage) != string(body)
-		c.body = withUsage
+	c.stream = req.Stream
+	if c.stream {
+		c.body, c.usageAdded, apiErr = withStreamUsage(c.body)
 	}
-	return nil
+	return c, apiErr
+}
+
+// routeOf is where a model's calls go, if the caller's plan includes its provider.
+func routeOf(p *policy.Policy, caller *policy.Caller, model string) (*policy.Route, *apiError) {
+	route := p.Route(model)
+	if route == nil {
+		return nil, &apiError{status: http.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found",
+			Message: fmt.Sprintf("The model %q does not exist or you do not have access to it.", model)}
+	}
+	if !caller.Tenant.Uses(route.Provider.Name) {
+		return nil, &apiError{status: http.StatusForbidden, Type: typeInvalidRequest, Code: "provider_not_allowed",
+			Message: fmt.Sprintf("Your plan does not include the provider of the model %q.", model)}
+	}
+	return route, nil
+}
+
+// degrade sends a call for the plan's expensive model to its cheaper fallback while the tenant's
+// budget left is below the plan's threshold. It returns the route and body to send, and the
+// model asked for when it changed them.
+func (s *Server) degrade(ctx context.Context, p *policy.Policy, caller *policy.Caller, route *policy.Route, body []byte) (*policy.Route, []byte, string, *apiError) {
+	d := caller.Tenant.Config.Degrade
+	if d == nil || route.Model.Name != d.Model || !s.gate.BudgetBelow(ctx, caller.Tenant, route.Provider.Name, d.BelowPercent) {
+		return route, body, "", nil
+	}
+	body, err := estimate.WithModel(body, d.Fallback)
+	if err != nil {
+		return nil, nil, "", requestError(err)
+	}
+	return p.Route(d.Fallback), body, d.Model, nil
+}
+
+// withStreamUsage asks a stream's provider for its final usage chunk, and reports whether the
+// client had not asked for it.
+func withStreamUsage(body []byte) ([]byte, bool, *apiError) {
+	withUsage, err := estimate.WithStreamUsage(body)
+	if err != nil {
+		return nil, false, requestError(err)
+	}
+	return withUsage, len(withUsage) != len(body) || string(withUsage) != string(body), nil
 }
 
 func requestError(err error) *apiError {
@@ -228,104 +209,9 @@ func requestError(err error) *apiError {
 	return badRequest("invalid_request", "The request body is not valid.")
 }
 
-// take checks every limit and takes the estimate from all of them, or from none; c.decision says
-// which. It fails only when no store can decide.
-func (s *Server) take(ctx context.Context, c *call) *apiError {
-	if c.lease == "" {
-		c.lease = rand.Text()
-	}
-	c.limiter = s.opts.Limiter
-	c.checks, c.queueing = policy.Checks(c.checks[:0], c.caller, c.route, gatewayv1.Endpoint(c.endpoint), c.cost, false, c.lease)
-	d, err := s.timedDecide(ctx, "shared", c.limiter, c.checks)
-	if err != nil && ctx.Err() != nil {
-		return errClientClosed // the client left; the store did not fail
-	}
-	if err != nil {
-		s.metrics.storeUp.Set(0)
-		if s.opts.Fallback == nil {
-			s.metrics.storeErrors.WithLabelValues("refused").Inc()
-			s.log.Error("limiter store failed; refusing (failMode: closed)", "err", err)
-			return &apiError{status: http.StatusServiceUnavailable, Type: typeServer, Code: "limiter_unavailable", retryAfter: time.Second,
-				Message: "The gateway cannot check your limits right now. Try again shortly."}
-		}
-		s.metrics.storeErrors.WithLabelValues("local").Inc()
-		c.limiter = s.opts.Fallback
-		c.checks, c.queueing = policy.Checks(c.checks[:0], c.caller, c.route, gatewayv1.Endpoint(c.endpoint), c.cost, true, c.lease)
-		if d, err = s.timedDecide(ctx, "local", c.limiter, c.checks); err != nil {
-			return &apiError{status: http.StatusInternalServerError, Type: typeServer, Code: "limiter_error", Message: "The gateway failed to check your limits."}
-		}
-	} else {
-		s.metrics.storeUp.Set(1)
-	}
-	c.decision = d
-	if d.Allowed {
-		c.started = s.now()
-		s.usage.started(c, c.started)
-	}
-	return nil
-}
-
-// exceeds returns a limit the call costs more than it can ever hold, or nil. Such a call never
-// waits: no wait makes it fit.
-func (c *call) exceeds() *ratelimit.Limit {
-	var buf [ratelimit.MaxChecks]ratelimit.Check
-	checks, _ := policy.Checks(buf[:0], c.caller, c.route, gatewayv1.Endpoint(c.endpoint), c.cost, false, "")
-	for _, check := range checks {
-		if check.Cost > check.Limit.Capacity() {
-			return check.Limit
-		}
-	}
-	return nil
-}
-
-// tooLarge answers a call that is larger than one of its limits.
-func (s *Server) tooLarge(c *call, limit *ratelimit.Limit) *apiError {
-	s.metrics.refusals.WithLabelValues(limit.Level.String(), limit.Dimension.String()).Inc()
-	s.usage.refused(c, limit)
-	return &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "request_too_large",
-		Message: fmt.Sprintf("This request is larger than the %s limit on %s (%d). Waiting will not help; make the request smaller.",
-			limit.Level, limit.Dimension, limit.Capacity())}
-}
-
-// isJob reports whether the call is a job's attempt rather than a live call.
-func (c *call) isJob() bool { return c.job.Job != "" }
-
-// queues reports whether the call's refusal waits in the queue rather than being answered now.
-func (c *call) queues() bool {
-	return !c.decision.Never && c.queueing.Queues(c.decision.Refused)
-}
-
-func (s *Server) timedDecide(ctx context.Context, store string, l Limiter, checks []ratelimit.Check) (ratelimit.Decision, error) {
-	start := time.Now()
-	d, err := l.Decide(ctx, checks, s.now())
-	s.metrics.decisions.WithLabelValues(store).Observe(time.Since(start).Seconds())
-	return d, err
-}
-
-// refuse answers 429 for a refused decision, saying which limit and when to come back.
-func (s *Server) refuse(c *call, w http.ResponseWriter) *apiError {
-	limit := c.decision.RefusedBy(c.checks)
-	check := c.checks[c.decision.Refused]
-	s.metrics.refusals.WithLabelValues(limit.Level.String(), limit.Dimension.String()).Inc()
-	s.usage.refused(c, limit)
-	e := &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "rate_limit_exceeded"}
-	what := fmt.Sprintf("the %s limit on %s: limit %d, remaining %d, requested %d", limit.Level, limit.Dimension,
-		limit.Capacity(), c.decision.Remaining[c.decision.Refused], check.Cost)
-	if c.decision.Never {
-		e.Code = "request_too_large"
-		e.Message = "This request is larger than " + what + ". Waiting will not help; make the request smaller."
-		return e
-	}
-	retry := retryAfter(c.decision.RetryAfter)
-	w.Header().Set("Retry-After", fmt.Sprint(int64(retry/time.Second)))
-	w.Header().Set("Retry-After-Ms", fmt.Sprint(c.decision.RetryAfter.Milliseconds()))
-	e.Message = fmt.Sprintf("Rate limit reached: %s. Try again in %s.", what, c.decision.RetryAfter.Round(time.Millisecond))
-	return e
-}
-
-// retryAfter rounds a wait up to whole seconds, at least one: a client told 0 retries at once.
-func retryAfter(d time.Duration) time.Duration {
-	return max(((d+time.Second-1)/time.Second)*time.Second, time.Second)
+// estimatedUsage is the usage to settle at when the provider reported none.
+func (c *call) estimatedUsage() estimate.Usage {
+	return estimate.Usage{PromptTokens: c.estimate.PromptTokens, CompletionTokens: c.estimate.CompletionTokens, TotalTokens: c.estimate.Total()}
 }
 
 func (c *call) tenant() string {
@@ -358,14 +244,16 @@ func outcomeOf(e *apiError) string {
 	return outcomeBadRequest
 }
 
-// errClientClosed is the answer to a client that left: it never sees it.
-var errClientClosed = &apiError{status: statusClientClosed, Type: typeInvalidRequest, Code: "client_closed",
-	Message: "The client closed the request."}
-
-type callKey struct{}
-
-func withCall(ctx context.Context, c *call) context.Context {
-	return context.WithValue(ctx, callKey{}, c)
+// outbound is a call on its way to its provider, with the ticket that lets it go.
+type outbound struct {
+	*call
+	ticket *admission.Ticket
 }
 
-func callFrom(ctx context.Context) *call { return ctx.Value(callKey{}).(*call) }
+type outboundKey struct{}
+
+func withOutbound(ctx context.Context, c *call, t *admission.Ticket) context.Context {
+	return context.WithValue(ctx, outboundKey{}, &outbound{call: c, ticket: t})
+}
+
+func outboundFrom(ctx context.Context) *outbound { return ctx.Value(outboundKey{}).(*outbound) }

@@ -6,16 +6,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 )
+
+// leaveTimeout bounds leaving the jobs' store as the gateway stops.
+const leaveTimeout = 5 * time.Second
 
 // Jobs keeps jobs: jobs.Memory or jobs.Redis.
 type Jobs interface {
@@ -138,17 +143,17 @@ func (s *Server) checkJob(ctx context.Context, p *policy.Policy, caller *policy.
 		e.Param = ptr("endpoint")
 		return nil, e
 	}
-	c := &call{endpoint: endpoint, caller: caller}
-	if apiErr := s.parse(ctx, p, c, req.Body); apiErr != nil {
+	c, apiErr := s.newCall(ctx, p, caller, endpoint, req.Body)
+	if apiErr != nil {
 		return nil, apiErr
 	}
-	if c.request.Stream {
+	if c.stream {
 		e := badRequest("invalid_request", "A job's answer is kept, not streamed: leave stream unset.")
 		e.Param = ptr("body.stream")
 		return nil, e
 	}
-	if limit := c.exceeds(); limit != nil {
-		return nil, s.tooLarge(c, limit)
+	if r := s.gate.TooLarge(c.admission(jobs.Attempt{}, jobs.Cost{})); r != nil {
+		return nil, refusalError(nil, r)
 	}
 	return &jobs.Job{ID: jobs.NewID(), Tenant: caller.Tenant.Name, Endpoint: string(endpoint), Body: req.Body}, nil
 }
@@ -257,7 +262,7 @@ func (s *Server) RunJobs(ctx context.Context, workers int, renew, grace time.Dur
 	attempts.Wait()
 	stopWork()
 	<-renewed
-	leave, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	leave, cancel := context.WithTimeout(context.Background(), leaveTimeout)
 	defer cancel()
 	if err := s.opts.Jobs.Leave(leave); err != nil {
 		s.log.Error("leave the jobs' consumer group", "err", err)
@@ -392,29 +397,20 @@ func (s *Server) jobEnded(j *jobs.Job) {
 
 // attempt sends a job's call through the queue, in the Batch class, and the provider.
 func (s *Server) attempt(ctx context.Context, j *jobs.Job) jobs.Outcome {
-	p := s.policy.Load()
-	c, apiErr := s.jobCall(ctx, p, j)
+	c, apiErr := s.jobCall(ctx, s.policy.Load(), j)
 	if apiErr != nil {
 		return jobs.Outcome{Err: apiErr.Message, Retry: apiErr.status >= 500}
 	}
-	s.giveBack(ctx, c, j)
-	s.metrics.arrivals.WithLabelValues(c.provider()).Inc()
-	headers := &capture{}
-	if apiErr := s.admit(ctx, c, headers); apiErr != nil {
-		s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOf(apiErr)).Inc()
-		return jobs.Outcome{Err: apiErr.Message, Retry: retryable(apiErr)}
-	}
-	if superseded(s.hold(ctx, c.job, jobs.Cost(c.cost))) {
-		s.settle(c, estimate.Usage{}, false) // nothing went out: all is given back
+	t, refusal := s.gate.Admit(ctx, c.admission(j.Attempt(), j.Held))
+	switch {
+	case refusal == nil:
+		return s.forward(ctx, c, t)
+	case refusal.Reason == admission.Superseded:
 		return jobs.Outcome{Err: "the job is no longer this attempt's", Retry: true}
 	}
-	return s.forward(ctx, c)
-}
-
-// retryable reports whether a refusal may pass at another attempt: a limit that refills, or a
-// store that comes back.
-func retryable(e *apiError) bool {
-	return (e.status == http.StatusTooManyRequests && e.Code != "request_too_large") || e.status >= 500
+	apiErr = refusalError(nil, refusal)
+	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOf(apiErr)).Inc()
+	return jobs.Outcome{Err: apiErr.Message, Retry: refusal.Retryable()}
 }
 
 // jobCall builds the call of a job's attempt, under the configuration in force now.
@@ -426,72 +422,56 @@ func (s *Server) jobCall(ctx context.Context, p *policy.Policy, j *jobs.Job) (*c
 	if caller == nil || caller.Tenant.Name != j.Tenant {
 		return nil, &apiError{status: http.StatusUnauthorized, Message: "The API key that sent this job is no longer valid."}
 	}
-	c := &call{endpoint: estimate.Endpoint(j.Endpoint), caller: caller, job: j.Attempt()}
-	if apiErr := s.parse(ctx, p, c, j.Body); apiErr != nil {
-		return nil, apiErr
-	}
-	return c, nil
-}
-
-// giveBack returns what an earlier attempt took from the tenant's and the provider's limits and
-// never settled, because its gateway stopped: a job is charged once.
-func (s *Server) giveBack(ctx context.Context, c *call, j *jobs.Job) {
-	if j.Held == (jobs.Cost{}) {
-		return
-	}
-	// Cleared first, which only the job's running attempt can do, so that of two gateways that
-	// took the job only one gives back. A give-back that then fails leaves the estimate taken:
-	// the limits err on the safe side.
-	if s.hold(ctx, c.job, jobs.Cost{}) != nil {
-		return
-	}
-	checks, _ := policy.Checks(nil, c.caller, c.route, gatewayv1.Endpoint(c.endpoint), policy.Cost(j.Held), false, "")
-	refund := policy.Settlement(nil, checks, policy.Cost{Tokens: -j.Held.Tokens, MicroDollars: -j.Held.MicroDollars}, false)
-	if err := s.opts.Limiter.Settle(ctx, refund, s.now()); err != nil {
-		s.log.Error("give back what an earlier attempt of a job held", "job", j.ID, "err", err)
-	}
-}
-
-// hold records what a job's attempt holds, and returns the store's error: one that says the
-// job is no longer the attempt's (see superseded), or another, which it logs.
-func (s *Server) hold(ctx context.Context, a jobs.Attempt, held jobs.Cost) error {
-	err := s.opts.Jobs.Hold(ctx, a, held)
-	if err != nil && !superseded(err) {
-		s.log.Error("record what a job's attempt holds", "job", a.Job, "err", err)
-	}
-	return err
-}
-
-// superseded reports whether err says that a job is no longer its attempt's to run: another
-// gateway took it over, or it was cancelled, or it expired.
-func superseded(err error) bool {
-	return errors.Is(err, jobs.ErrNotRunning) || errors.Is(err, jobs.ErrFinished) || errors.Is(err, jobs.ErrNotFound)
+	return s.newCall(ctx, p, caller, estimate.Endpoint(j.Endpoint), j.Body)
 }
 
 // forward sends an admitted job's call to its provider and reads the answer whole, within
-// forwardTimeout.
-func (s *Server) forward(ctx context.Context, c *call) jobs.Outcome {
+// forwardTimeout. The call's ticket ends as a live call's would.
+func (s *Server) forward(ctx context.Context, c *call, t *admission.Ticket) jobs.Outcome {
 	limit := forwardTimeout(c.route.Provider.Config)
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	req, err := http.NewRequestWithContext(withCall(ctx, c), http.MethodPost, jobPath(c.endpoint), bytes.NewReader(c.body))
+	o := &outbound{call: c, ticket: t}
+	resp, err := s.send(ctx, o)
 	if err != nil {
-		s.settle(c, estimate.Usage{}, false)
-		return jobs.Outcome{Err: "The gateway could not build the call."}
+		e := s.unanswered(ctx, o, err)
+		if e == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return jobs.Outcome{Err: fmt.Sprintf("the provider did not answer within %s", limit), Retry: true}
+		}
+		return jobs.Outcome{Err: fmt.Sprintf("%d: %s", e.status, e.Message), Retry: e.status >= 500}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	switch {
+	case len(body) > maxResponseBytes:
+		return jobs.Outcome{Err: fmt.Sprintf("response too large: the provider's answer is over the %d MiB a job keeps", maxResponseBytes>>20)}
+	case err != nil:
+		return jobs.Outcome{Err: "the provider's answer was cut off", Retry: true}
+	case resp.StatusCode/100 == 2:
+		return jobs.Outcome{Status: resp.StatusCode, Result: body}
+	}
+	return jobs.Outcome{Err: fmt.Sprintf("%d: %s", resp.StatusCode, errorMessage(body)),
+		Retry: resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500}
+}
+
+// send sends a job's call to its provider, through the provider's retrying transport, and
+// settles the answer as the proxy settles a live call's.
+func (s *Server) send(ctx context.Context, o *outbound) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.target(jobPath(o.endpoint)).String(), bytes.NewReader(o.body))
+	if err != nil {
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	answer := &capture{}
-	s.proxy(c.route.Provider).ServeHTTP(answer, req)
-	switch {
-	case answer.overflow:
-		return jobs.Outcome{Err: fmt.Sprintf("response too large: the provider's answer is over the %d MiB a job keeps", maxResponseBytes>>20)}
-	case answer.status/100 == 2:
-		return jobs.Outcome{Status: answer.status, Result: answer.body.Bytes()}
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return jobs.Outcome{Err: fmt.Sprintf("the provider did not answer within %s", limit), Retry: true}
+	setProviderHeaders(req.Header, o.call)
+	resp, err := s.proxy(o.route.Provider).Transport.RoundTrip(req)
+	if err != nil {
+		return nil, err
 	}
-	return jobs.Outcome{Err: fmt.Sprintf("%d: %s", answer.status, errorMessage(answer.body.Bytes())),
-		Retry: answer.status == http.StatusTooManyRequests || answer.status >= 500}
+	if err := s.settleResponse(resp, o); err != nil {
+		resp.Body.Close()
+		return nil, err
+	}
+	return resp, nil
 }
 
 // forwardTimeout bounds a job's call at its provider, answer included: each of the provider's
@@ -517,57 +497,4 @@ func errorMessage(body []byte) string {
 		body = body[:most]
 	}
 	return strings.TrimSpace(string(body))
-}
-
-// capture is a ResponseWriter that keeps an answer for a job, up to maxResponseBytes.
-type capture struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-	// overflow says the answer was larger: body holds only its start.
-	overflow bool
-}
-
-func (w *capture) Header() http.Header {
-	if w.header == nil {
-		w.header = http.Header{}
-	}
-	return w.header
-}
-
-func (w *capture) WriteHeader(status int) {
-	if w.status == 0 {
-		w.status = status
-	}
-}
-
-func (w *capture) Write(b []byte) (int, error) {
-	w.WriteHeader(http.StatusOK)
-	if w.body.Len()+len(b) > maxResponseBytes {
-		w.overflow = true
-		return 0, errors.New("server: a job's answer is larger than the gateway keeps")
-	}
-	return w.body.Write(b)
-}
-
-func (w *capture) Flush() {}
-
-// chargeJob settles a job's attempt once per job: it reports whether this attempt is the first
-// to be charged. A store that cannot answer charges it.
-func (s *Server) chargeJob(c *call) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-	defer cancel()
-	first, err := s.opts.Jobs.Charge(ctx, c.job)
-	if err != nil {
-		s.log.Error("mark a job charged", "job", c.job.Job, "err", err)
-		return true
-	}
-	return first
-}
-
-// releaseJob records that a job's attempt holds nothing: it was refunded.
-func (s *Server) releaseJob(c *call) {
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-	defer cancel()
-	_ = s.hold(ctx, c.job, jobs.Cost{}) // logged; nothing more to do
 }

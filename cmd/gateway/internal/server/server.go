@@ -16,24 +16,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
-	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
-
-// Limiter keeps the limits' state: ratelimit.Memory or ratelimit.Redis.
-type Limiter interface {
-	Decide(ctx context.Context, checks []ratelimit.Check, now time.Time) (ratelimit.Decision, error)
-	Settle(ctx context.Context, checks []ratelimit.Check, now time.Time) error
-}
 
 // Options configures a Server.
 type Options struct {
 	// Limiter keeps the limits. Required.
-	Limiter Limiter
+	Limiter admission.Limiter
 	// Fallback, when set, takes decisions on each limit's local share whenever Limiter fails
 	// (Redis unreachable, failMode: open). Nil refuses with 503 instead (failMode: closed).
-	Fallback Limiter
+	Fallback admission.Limiter
 	// Jobs keeps the jobs sent to /v1/jobs. Required.
 	Jobs Jobs
 	// Ping reports whether the limiter's store is reachable, for /readyz. Nil means always.
@@ -55,16 +49,11 @@ type Options struct {
 type Server struct {
 	opts    Options
 	log     *slog.Logger
-	now     func() time.Time
 	policy  atomic.Pointer[policy.Policy]
+	gate    *admission.Gate
 	counter *estimate.Counter
 	metrics *metrics
-	usage   *usage
 	proxies sync.Map // provider name and timeout -> *httputil.ReverseProxy
-
-	ctx         context.Context // ends with Close, stopping the dispatchers
-	cancel      context.CancelFunc
-	dispatchers sync.Map // provider name -> *dispatcher
 }
 
 // New returns a server. Call SetPolicy before it serves requests.
@@ -73,21 +62,20 @@ func New(opts Options) *Server {
 		reg := prometheus.NewRegistry()
 		opts.Registerer, opts.Gatherer = reg, reg
 	}
-	s := &Server{opts: opts, log: opts.Logger, now: opts.Now, counter: estimate.NewCounter()}
+	s := &Server{opts: opts, log: opts.Logger, counter: estimate.NewCounter()}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	if s.now == nil {
-		s.now = time.Now
-	}
 	s.metrics = newMetrics(opts.Registerer)
-	s.usage = newUsage()
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.gate = admission.New(admission.Options{
+		Limiter: opts.Limiter, Fallback: opts.Fallback, Jobs: opts.Jobs, Policy: s.policy.Load,
+		Registerer: opts.Registerer, Logger: s.log, Now: opts.Now,
+	})
 	return s
 }
 
 // Close stops the queues' dispatchers. Calls still waiting are not dispatched.
-func (s *Server) Close() { s.cancel() }
+func (s *Server) Close() { s.gate.Close() }
 
 // SetPolicy puts a compiled configuration in force. Calls in progress finish under the one they
 // started with.
@@ -177,4 +165,15 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(list)
+}
+
+func (s *Server) serveUsage(w http.ResponseWriter, r *http.Request) {
+	if s.policy.Load() == nil {
+		http.Error(w, "no configuration in force", http.StatusServiceUnavailable)
+		return
+	}
+	u := s.gate.Usage(r.Context())
+	u.Gateway = s.opts.Name
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(u)
 }

@@ -1,9 +1,7 @@
-package server
+package admission
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
 	"sync"
 	"time"
 
@@ -14,8 +12,9 @@ import (
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
 
-// usage counts this replica's traffic per provider and per tenant for the usage snapshot. It is
-// safe for concurrent use.
+// usage counts this replica's traffic per provider and per tenant, for the usage snapshot and
+// for the dispatchers' in-flight caps: the one count of calls in flight. It is safe for
+// concurrent use.
 type usage struct {
 	mu        sync.Mutex
 	providers map[string]*meter
@@ -30,7 +29,7 @@ type meter struct {
 	queuedTokens     int64
 	refused          map[string]int64
 	throttles        int64
-	spend            int64     // micro-dollars since spendStart
+	spend            int64     // micro-dollars since the spend period began
 	spendEnd         time.Time // when the spend period ends
 }
 
@@ -66,9 +65,9 @@ func newUsage() *usage {
 	return &usage{providers: map[string]*meter{}, tenants: map[string]*meter{}}
 }
 
-// meters returns the call's provider and tenant meters. The caller holds u.mu.
-func (u *usage) meters(c *call) [2]*meter {
-	return [2]*meter{get(u.providers, c.provider()), get(u.tenants, c.tenant())}
+// meters returns the request's provider and tenant meters. The caller holds u.mu.
+func (u *usage) meters(req *Request) [2]*meter {
+	return [2]*meter{get(u.providers, req.provider()), get(u.tenants, req.tenant())}
 }
 
 func get(m map[string]*meter, name string) *meter {
@@ -78,36 +77,46 @@ func get(m map[string]*meter, name string) *meter {
 	return m[name]
 }
 
-func (u *usage) started(c *call, now time.Time) {
+func (u *usage) started(req *Request, now time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	for _, m := range u.meters(c) {
+	for _, m := range u.meters(req) {
 		m.requests.add(now, 1)
-		m.tokens.add(now, c.cost.Tokens)
+		m.tokens.add(now, req.Cost.Tokens)
 		m.inFlight++
 	}
 }
 
-func (u *usage) finished(c *call, tokenDelta, microDollars int64, now time.Time) {
+func (u *usage) finished(req *Request, tokenDelta, microDollars int64, now time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	for i, m := range u.meters(c) {
+	for i, m := range u.meters(req) {
 		m.tokens.add(now, tokenDelta)
 		m.inFlight--
 		if !now.Before(m.spendEnd) {
-			m.spend, m.spendEnd = 0, spendPeriodEnd(c, i == 1, now)
+			m.spend, m.spendEnd = 0, spendPeriodEnd(req.Caller.Tenant, i == 1, now)
 		}
 		m.spend += microDollars
 	}
 }
 
+// inFlight is this replica's calls in flight to a provider.
+func (u *usage) inFlight(provider string) int64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if m := u.providers[provider]; m != nil {
+		return m.inFlight
+	}
+	return 0
+}
+
 // spendPeriodEnd is when spend restarts: a provider's month in UTC, a tenant's budget period in
 // its time zone (a month without a budget).
-func spendPeriodEnd(c *call, tenant bool, now time.Time) time.Time {
+func spendPeriodEnd(t *policy.Tenant, tenant bool, now time.Time) time.Time {
 	cal := ratelimit.Calendar{Period: ratelimit.Month}
 	if tenant {
-		cal.Location = c.caller.Tenant.Location
-		if b := c.caller.Tenant.Config.Budget; b != nil && b.Period == gatewayv1.PeriodDay {
+		cal.Location = t.Location
+		if b := t.Config.Budget; b != nil && b.Period == gatewayv1.PeriodDay {
 			cal.Period = ratelimit.Day
 		}
 	}
@@ -115,30 +124,30 @@ func spendPeriodEnd(c *call, tenant bool, now time.Time) time.Time {
 	return end
 }
 
-// queued counts requests and their estimated tokens into (positive) or out
-// of (negative) the queue.
-func (u *usage) queued(c *call, requests, tokens int64) {
+// queued counts requests and their estimated tokens into (positive) or out of (negative) the
+// queue.
+func (u *usage) queued(req *Request, requests, tokens int64) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	for _, m := range u.meters(c) {
+	for _, m := range u.meters(req) {
 		m.queued += requests
 		m.queuedTokens += tokens
 	}
 }
 
-func (u *usage) refused(c *call, l *ratelimit.Limit) {
+// refused counts a refusal, under its reason (level_dimension).
+func (u *usage) refused(req *Request, reason string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	reason := l.Level.String() + "_" + l.Dimension.String()
-	for _, m := range u.meters(c) {
+	for _, m := range u.meters(req) {
 		m.refused[reason]++
 	}
 }
 
-func (u *usage) throttled(c *call) {
+func (u *usage) throttled(provider string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	get(u.providers, c.provider()).throttles++
+	get(u.providers, provider).throttles++
 }
 
 func (m *meter) traffic(now time.Time) gatewayv1.Traffic {
@@ -160,14 +169,13 @@ func (m *meter) spendNow(now time.Time) int64 {
 	return 0
 }
 
-// snapshot returns this replica's usage. A tenant with a budget reports its spend and what is
-// left from the limiter's store, which every replica shares.
-func (s *Server) snapshot(ctx context.Context, p *policy.Policy) gatewayv1.Usage {
-	now := s.now()
-	out := s.usage.snapshot(p, now)
-	out.Gateway = s.opts.Name
+// Usage returns this replica's usage under the configuration in force. A tenant with a budget
+// reports its spend and what is left from the limiter's store, which every replica shares.
+func (g *Gate) Usage(ctx context.Context) gatewayv1.Usage {
+	p, now := g.policy(), g.now()
+	out := g.usage.snapshot(p, now)
 	for i, t := range p.Tenants() {
-		s.budgetUsage(ctx, p, t, &out.Tenants[i], now)
+		g.budgetUsage(ctx, p, t, &out.Tenants[i], now)
 	}
 	return out
 }
@@ -194,7 +202,7 @@ func (u *usage) snapshot(p *policy.Policy, now time.Time) gatewayv1.Usage {
 
 // budgetUsage fills a tenant's budget left and spend from the store: a decision of cost zero on
 // each provider's budget reads it without taking anything.
-func (s *Server) budgetUsage(ctx context.Context, p *policy.Policy, t *policy.Tenant, tu *gatewayv1.TenantUsage, now time.Time) {
+func (g *Gate) budgetUsage(ctx context.Context, p *policy.Policy, t *policy.Tenant, tu *gatewayv1.TenantUsage, now time.Time) {
 	var remaining, spent int64
 	var reset time.Duration
 	found := false
@@ -203,7 +211,7 @@ func (s *Server) budgetUsage(ctx context.Context, p *policy.Policy, t *policy.Te
 		if b == nil {
 			continue
 		}
-		d, err := s.opts.Limiter.Decide(ctx, []ratelimit.Check{{Limit: b}}, now)
+		d, err := g.opts.Limiter.Decide(ctx, []ratelimit.Check{{Limit: b}}, now)
 		if err != nil {
 			return
 		}
@@ -216,14 +224,4 @@ func (s *Server) budgetUsage(ctx context.Context, p *policy.Policy, t *policy.Te
 		at := metav1.NewTime(now.Add(reset))
 		tu.BudgetRemaining, tu.SpendThisPeriod, tu.ResetsAt = gatewayv1.MoneyFromMicro(remaining), gatewayv1.MoneyFromMicro(spent), &at
 	}
-}
-
-func (s *Server) serveUsage(w http.ResponseWriter, r *http.Request) {
-	p := s.policy.Load()
-	if p == nil {
-		http.Error(w, "no configuration in force", http.StatusServiceUnavailable)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(s.snapshot(r.Context(), p))
 }

@@ -1,0 +1,110 @@
+package admission
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+)
+
+// verdict is one decision on a call: its ticket when every limit allowed it, else the refusal
+// and whether it waits in the queue.
+type verdict struct {
+	ticket  *Ticket
+	refusal *Refusal
+	queues  bool
+}
+
+// use makes the ticket's checks those of limiter, at the given share of each limit. The checks
+// of a call are built once per store: a queued call decided again reuses them.
+func (t *Ticket) use(limiter Limiter, share policy.Share) {
+	if t.limiter == limiter && t.checks != nil {
+		return
+	}
+	t.limiter = limiter
+	var queueing policy.Queueing
+	t.checks, queueing = policy.Checks(t.buf[:0], t.req.Caller, t.req.Route, t.req.Endpoint, t.req.Cost, share, t.lease)
+	t.queueing = queueing
+}
+
+// decide checks every limit of the ticket's call and takes the estimate from all of them, or
+// from none: on the shared store, or on this replica's shares when the store fails open.
+func (g *Gate) decide(ctx context.Context, t *Ticket) verdict {
+	t.use(g.opts.Limiter, policy.Shared)
+	d, err := g.timedDecide(ctx, "shared", t)
+	switch {
+	case err == nil:
+		g.metrics.storeUp.Set(1)
+		return g.conclude(t, &d)
+	case ctx.Err() != nil:
+		return verdict{refusal: &Refusal{Reason: Gone}} // the client left; the store did not fail
+	}
+	g.metrics.storeUp.Set(0)
+	if g.opts.Fallback == nil {
+		g.metrics.storeErrors.WithLabelValues("refused").Inc()
+		g.log.Error("limiter store failed; refusing (failMode: closed)", "err", err)
+		return verdict{refusal: &Refusal{Reason: Unavailable, RetryAfter: time.Second}}
+	}
+	g.metrics.storeErrors.WithLabelValues("local").Inc()
+	t.use(g.opts.Fallback, policy.Local)
+	if d, err = g.timedDecide(ctx, "local", t); err != nil {
+		return verdict{refusal: &Refusal{Reason: Failed}}
+	}
+	return g.conclude(t, &d)
+}
+
+func (g *Gate) timedDecide(ctx context.Context, store string, t *Ticket) (ratelimit.Decision, error) {
+	start := time.Now()
+	d, err := t.limiter.Decide(ctx, t.checks, g.now())
+	g.metrics.decisions.WithLabelValues(store).Observe(time.Since(start).Seconds())
+	return d, err
+}
+
+// conclude turns a limiter's decision into a verdict. An allowed call is in flight from now.
+func (g *Gate) conclude(t *Ticket, d *ratelimit.Decision) verdict {
+	t.Limits = limitsOf(t.checks, d, t.budgetKey())
+	if d.Allowed {
+		g.started(t)
+		return verdict{ticket: t}
+	}
+	c := t.checks[d.Refused]
+	r := &Refusal{Reason: Limited, Level: c.Limit.Level, Dimension: c.Limit.Dimension,
+		Capacity: c.Limit.Capacity(), Remaining: d.Remaining[d.Refused], Requested: c.Cost,
+		RetryAfter: d.RetryAfter, Limits: t.Limits}
+	if d.Never {
+		r.Reason, r.RetryAfter = TooLarge, 0
+	}
+	return verdict{refusal: r, queues: !d.Never && t.queueing.Queues(d.Refused)}
+}
+
+func (t *Ticket) budgetKey() string {
+	if b := t.req.Caller.Tenant.Budget(t.req.provider()); b != nil {
+		return b.Key
+	}
+	return ""
+}
+
+// started counts a call going to its provider: in flight until its ticket ends.
+func (g *Gate) started(t *Ticket) {
+	t.started = g.now()
+	g.usage.started(&t.req, t.started)
+}
+
+// ended counts a call whose ticket ended, at its real cost, and frees its slot in flight.
+func (g *Gate) ended(t *Ticket, actual, delta policy.Cost, served bool) {
+	now := g.now()
+	tenant, provider := t.req.tenant(), t.req.provider()
+	g.metrics.tokens.WithLabelValues(tenant, provider, "estimated").Add(float64(t.req.Cost.Tokens))
+	g.metrics.tokens.WithLabelValues(tenant, provider, "actual").Add(float64(actual.Tokens))
+	g.metrics.spend.WithLabelValues(tenant, provider).Add(float64(actual.MicroDollars))
+	g.metrics.callDuration.WithLabelValues(provider).Observe(now.Sub(t.started).Seconds())
+	g.usage.finished(&t.req, delta.Tokens, actual.MicroDollars, now)
+	g.dispatcher(provider).ended(served)
+}
+
+// refused counts a refusal by a limit.
+func (g *Gate) refused(req *Request, r *Refusal) {
+	g.metrics.refusals.WithLabelValues(r.Level.String(), r.Dimension.String()).Inc()
+	g.usage.refused(req, r.Level.String()+"_"+r.Dimension.String())
+}

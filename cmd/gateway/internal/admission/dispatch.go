@@ -1,0 +1,288 @@
+package admission
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/gateway/internal/fairqueue"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+)
+
+const (
+	// decideTimeout bounds one dispatch decision.
+	decideTimeout = 2 * time.Second
+	// inFlightPoll is how often a queue held by calls in flight looks again, in case a call on
+	// another replica ended; a call ending on this one wakes it at once.
+	inFlightPoll = 50 * time.Millisecond
+	// drainWindow is how long a backlog must last before its measured drain replaces the
+	// configured one in the door's estimate.
+	drainWindow = 10 * time.Second
+	// maxUnestimated bounds a queue whose drain the door cannot estimate (a provider with no
+	// tokens per minute, before anything drained).
+	maxUnestimated = 10_000
+)
+
+// waiter is a call in the queue.
+type waiter struct {
+	t    *Ticket
+	item *fairqueue.Item
+	// done receives the dispatcher's verdict on the call.
+	done chan verdict
+}
+
+// dispatcher returns the provider's dispatcher, starting it on first use.
+func (g *Gate) dispatcher(provider string) *dispatcher {
+	if d, ok := g.dispatchers.Load(provider); ok {
+		return d.(*dispatcher)
+	}
+	d := newDispatcher(g, provider)
+	actual, loaded := g.dispatchers.LoadOrStore(provider, d)
+	if !loaded {
+		go d.run(g.ctx)
+	}
+	return actual.(*dispatcher)
+}
+
+// wait queues a call after the door's estimate, and returns when it has been decided: allowed
+// (it may go), refused, abandoned by its client, or, for a call someone waits for, still queued
+// after its plan's maxWait (the door's estimate was wrong, or the provider is paused).
+func (d *dispatcher) wait(ctx context.Context, t *Ticket) verdict {
+	start := d.g.now()
+	wt := &waiter{t: t, done: make(chan verdict, 1)}
+	wt.item = &fairqueue.Item{
+		Tenant: t.req.tenant(), User: t.req.Caller.User, Weight: t.req.Caller.Tenant.Config.Weight,
+		Class: t.req.class(), Cost: t.req.Cost.Tokens, Value: wt,
+	}
+	if r := d.push(wt, start); r != nil {
+		return verdict{refusal: r}
+	}
+	d.kick()
+	var expired <-chan time.Time
+	if maxWait := t.req.maxWait(); maxWait > 0 {
+		timer := time.NewTimer(maxWait)
+		defer timer.Stop()
+		expired = timer.C
+	}
+	select {
+	case v := <-wt.done:
+		return d.waited(v, start)
+	case <-ctx.Done():
+		return d.abandon(wt)
+	case <-expired:
+		select {
+		case v := <-wt.done: // decided as the time ran out
+			return d.waited(v, start)
+		default:
+		}
+		return d.expire(wt, start)
+	}
+}
+
+// waited records how long a decided call waited.
+func (d *dispatcher) waited(v verdict, start time.Time) verdict {
+	waited := d.g.now().Sub(start)
+	d.g.metrics.queueWait.WithLabelValues(d.provider).Observe(waited.Seconds())
+	if v.ticket != nil {
+		v.ticket.Waited = waited
+	} else {
+		v.refusal.Waited = waited
+	}
+	return v
+}
+
+// push lets a call in at the door, or refuses it busy when its estimated wait passes the plan's
+// maxWait: before anything is charged. A job, which nobody waits for, passes no door.
+func (d *dispatcher) push(wt *waiter, now time.Time) *Refusal {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	it, req := wt.item, &wt.t.req
+	estimate := d.q.EstimateWait(it, d.drainRate(now))
+	if maxWait := req.maxWait(); maxWait > 0 && (estimate > maxWait || (estimate < 0 && d.q.Len() >= maxUnestimated)) {
+		ahead, _ := d.q.Ahead(it.Class, it.Tenant)
+		return d.busy(req, max(estimate, maxWait), ahead+1)
+	}
+	if d.q.Len() == 0 {
+		d.backlogSince = now
+	}
+	d.q.Push(it)
+	d.queued(req, it, 1)
+	return nil
+}
+
+// expire takes a call that waited its plan's maxWait out of the queue and refuses it busy, as
+// the door would have, with the wait its lane would still have.
+func (d *dispatcher) expire(wt *waiter, start time.Time) verdict {
+	d.mu.Lock()
+	estimate := d.q.EstimateWait(wt.item, d.drainRate(d.g.now()))
+	ahead, _ := d.q.Ahead(wt.item.Class, wt.item.Tenant)
+	d.mu.Unlock()
+	d.abandon(wt) // a decision made meanwhile is given back
+	maxWait := wt.t.req.maxWait()
+	if estimate < 0 {
+		estimate = maxWait // unknown, as for a paused provider: ask to come back after another maxWait
+	}
+	r := d.busy(&wt.t.req, maxWait+estimate, max(ahead, 1)) // ahead counts this call
+	r.Waited = d.g.now().Sub(start)
+	return verdict{refusal: r}
+}
+
+// busy is the refusal of a call whose lane would wait estimate, at position in it.
+func (d *dispatcher) busy(req *Request, estimate time.Duration, position int) *Refusal {
+	d.g.metrics.doorRefusals.WithLabelValues(d.provider, req.tenant()).Inc()
+	maxWait := req.maxWait()
+	return &Refusal{Reason: Busy, Estimate: estimate, MaxWait: maxWait, Position: position, RetryAfter: estimate - maxWait}
+}
+
+// abandon takes a call whose client left out of the queue. If the dispatcher let it go in the
+// meantime, its ticket is refunded: the call is never made.
+func (d *dispatcher) abandon(wt *waiter) verdict {
+	d.mu.Lock()
+	queued := wt.item.Queued()
+	d.q.Remove(wt.item)
+	if queued {
+		d.queued(&wt.t.req, wt.item, -1)
+	}
+	d.mu.Unlock()
+	select {
+	case v := <-wt.done:
+		if v.ticket != nil {
+			v.ticket.Refund()
+		}
+	default:
+	}
+	d.kick() // the head of the queue may have changed
+	return verdict{refusal: &Refusal{Reason: Gone}}
+}
+
+// run dispatches until ctx ends, sleeping while nothing may go.
+func (d *dispatcher) run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		sleep := d.step()
+		if sleep == 0 {
+			continue
+		}
+		timer.Reset(sleep)
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+// step offers the next call in fair order to the limiter and returns how long to sleep before the
+// next step: zero to go on at once. The limiter's decision (a Redis round trip) is taken without
+// d.mu: calls arriving, ending or leaving meanwhile are not held up. The call stays queued while
+// it is decided, so a new call still waits behind it.
+func (d *dispatcher) step() time.Duration {
+	wt, sleep := d.next()
+	if wt == nil {
+		return sleep
+	}
+	ctx, cancel := context.WithTimeout(d.g.ctx, decideTimeout)
+	v := d.g.decide(ctx, wt.t)
+	cancel()
+	return d.conclude(wt, v)
+}
+
+// next returns the call to decide next, left in the queue, or nil and how long to sleep.
+func (d *dispatcher) next() (*waiter, time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.g.now()
+	if wait, open := d.open(now); !open {
+		return nil, wait
+	}
+	it, opens := d.q.Next(now)
+	if it == nil {
+		if opens.IsZero() {
+			return nil, time.Hour // until a call arrives or ends
+		}
+		return nil, max(opens.Sub(now), time.Millisecond)
+	}
+	return it.Value.(*waiter), 0
+}
+
+// conclude acts on the verdict on a call that next returned, and returns how long to sleep
+// before the next step.
+func (d *dispatcher) conclude(wt *waiter, v verdict) time.Duration {
+	d.mu.Lock()
+	if !wt.item.Queued() { // its client left while the limiter decided: give back what it took
+		d.mu.Unlock()
+		if v.ticket != nil {
+			v.ticket.Refund()
+		}
+		return 0
+	}
+	defer d.mu.Unlock()
+	now := d.g.now()
+	req := &wt.t.req
+	switch {
+	case v.ticket != nil:
+		d.drained.add(now, wt.item.Cost)
+		d.finish(wt, v, true)
+		return 0
+	case !v.queues || (req.maxWait() > 0 && v.refusal.RetryAfter > req.maxWait()):
+		d.finish(wt, v, false) // refused: waiting would not help, or would take too long
+		return 0
+	}
+	return d.block(wt, v.refusal, now)
+}
+
+// finish takes a decided call out of the queue and tells its waiter.
+func (d *dispatcher) finish(wt *waiter, v verdict, served bool) {
+	if served {
+		d.q.Pop(wt.item)
+	} else {
+		d.q.Remove(wt.item)
+	}
+	d.queued(&wt.t.req, wt.item, -1)
+	wt.done <- v
+}
+
+// block keeps a refused call queued: a limit of its own lane blocks only that lane; a global or
+// provider limit holds everyone, until it refills or a call in flight ends.
+func (d *dispatcher) block(wt *waiter, r *Refusal, now time.Time) time.Duration {
+	until := now.Add(max(r.RetryAfter, time.Millisecond))
+	switch r.Level {
+	case ratelimit.LevelUser:
+		d.q.Block(wt.item, until, false)
+		return 0
+	case ratelimit.LevelTenant, ratelimit.LevelEndpoint:
+		d.q.Block(wt.item, until, true)
+		return 0
+	}
+	if r.RetryAfter > 0 {
+		return r.RetryAfter
+	}
+	return inFlightPoll
+}
+
+// drainRate is the tokens per second the door expects the queue to drain: what it measured once
+// a backlog has lasted drainWindow, else the provider's tokens per minute (after headroom).
+func (d *dispatcher) drainRate(now time.Time) float64 {
+	if d.q.Len() > 0 && now.Sub(d.backlogSince) >= drainWindow {
+		if measured := float64(d.drained.sumWithin(now, drainWindow)) / drainWindow.Seconds(); measured > 0 {
+			return measured
+		}
+	}
+	p := d.g.policy().Provider(d.provider)
+	if p == nil {
+		return -1
+	}
+	return float64(p.Config.WithHeadroom(p.Config.TokensPerMinute)) / 60
+}
+
+// queued counts a call into (+1) or out of (-1) its provider's queue.
+func (d *dispatcher) queued(req *Request, it *fairqueue.Item, delta int64) {
+	class := "interactive"
+	if it.Class == fairqueue.Batch {
+		class = "batch"
+	}
+	d.g.metrics.queueDepth.WithLabelValues(d.provider, class, req.tenant()).Add(float64(delta))
+	d.g.metrics.queueTokens.WithLabelValues(d.provider, class, req.tenant()).Add(float64(delta * it.Cost))
+	d.g.usage.queued(req, delta, delta*it.Cost)
+}

@@ -1,0 +1,182 @@
+package admission
+
+import (
+	"context"
+	"crypto/rand"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+)
+
+// Limiter keeps the limits' state: ratelimit.Memory or ratelimit.Redis.
+type Limiter interface {
+	Decide(ctx context.Context, checks []ratelimit.Check, now time.Time) (ratelimit.Decision, error)
+	Settle(ctx context.Context, checks []ratelimit.Check, now time.Time) error
+}
+
+// JobLedger records what a job's attempts hold and whether the job was charged: jobs.Memory or
+// jobs.Redis.
+type JobLedger interface {
+	Hold(ctx context.Context, a jobs.Attempt, held jobs.Cost) error
+	Charge(ctx context.Context, a jobs.Attempt) (bool, error)
+}
+
+// Options configures a Gate.
+type Options struct {
+	// Limiter keeps the limits. Required.
+	Limiter Limiter
+	// Fallback, when set, takes decisions on each limit's local share whenever Limiter fails
+	// (Redis unreachable, failMode: open). Nil refuses with Unavailable instead (failMode: closed).
+	Fallback Limiter
+	// Jobs records jobs' attempts. Required to admit a Request with a Job.
+	Jobs JobLedger
+	// Policy returns the configuration in force. Required.
+	Policy func() *policy.Policy
+	// Registerer receives the gate's metrics. Nil means they are not exported.
+	Registerer prometheus.Registerer
+	// Logger receives what goes wrong with the stores. Nil means slog.Default().
+	Logger *slog.Logger
+	// Now returns the time. Nil means time.Now.
+	Now func() time.Time
+}
+
+// Gate admits calls. The zero value is not usable; call New. It is safe for concurrent use.
+type Gate struct {
+	opts    Options
+	log     *slog.Logger
+	now     func() time.Time
+	metrics *metrics
+	usage   *usage
+
+	ctx         context.Context // ends with Close, stopping the dispatchers
+	cancel      context.CancelFunc
+	dispatchers sync.Map // provider name -> *dispatcher
+}
+
+// New returns a gate. Call Close to stop its dispatchers.
+func New(opts Options) *Gate {
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	g := &Gate{opts: opts, log: opts.Logger, now: opts.Now, metrics: newMetrics(opts.Registerer), usage: newUsage()}
+	if g.log == nil {
+		g.log = slog.Default()
+	}
+	if g.now == nil {
+		g.now = time.Now
+	}
+	g.ctx, g.cancel = context.WithCancel(context.Background())
+	return g
+}
+
+// Close stops the queues' dispatchers. Calls still waiting are not dispatched.
+func (g *Gate) Close() { g.cancel() }
+
+// Admit lets a call go when every limit allows it and nobody waits before it in its provider's
+// queue. Otherwise a refusal by a limit that queues puts it in the queue, behind the door, until
+// every limit allows it; any other refusal is answered at once. On a Ticket, every limit has
+// been charged the estimate; on a Refusal, nothing has.
+func (g *Gate) Admit(ctx context.Context, req Request) (*Ticket, *Refusal) {
+	g.metrics.arrivals.WithLabelValues(req.provider()).Inc()
+	t := &Ticket{g: g, req: req, lease: rand.Text()}
+	if req.isJob() {
+		g.giveBack(ctx, req)
+	}
+	t.use(g.opts.Limiter, policy.Shared)
+	if r := g.tooLarge(req, t.checks); r != nil {
+		return nil, r
+	}
+	d := g.dispatcher(req.provider())
+	if d.idle() {
+		v := g.decide(ctx, t)
+		if v.refusal == nil || !v.queues {
+			return g.answer(ctx, &req, v)
+		}
+	}
+	return g.answer(ctx, &req, d.wait(ctx, t))
+}
+
+// TooLarge refuses a request that costs more than one of its limits can ever hold, or returns
+// nil. Such a call never waits: no wait makes it fit.
+func (g *Gate) TooLarge(req Request) *Refusal {
+	var buf [ratelimit.MaxChecks]ratelimit.Check
+	checks, _ := policy.Checks(buf[:0], req.Caller, req.Route, req.Endpoint, req.Cost, policy.Shared, "")
+	return g.tooLarge(req, checks)
+}
+
+func (g *Gate) tooLarge(req Request, checks []ratelimit.Check) *Refusal {
+	for _, c := range checks {
+		if c.Cost > c.Limit.Capacity() {
+			r := &Refusal{Reason: TooLarge, Level: c.Limit.Level, Dimension: c.Limit.Dimension,
+				Capacity: c.Limit.Capacity(), Remaining: -1, Requested: c.Cost}
+			g.refused(&req, r)
+			return r
+		}
+	}
+	return nil
+}
+
+// answer counts a refusal by a limit, and hands a job's ticket to its attempt, recording what
+// it holds; a live call's ticket is its caller's as it is.
+func (g *Gate) answer(ctx context.Context, req *Request, v verdict) (*Ticket, *Refusal) {
+	if r := v.refusal; r != nil && (r.Reason == Limited || r.Reason == TooLarge) {
+		g.refused(req, r)
+	}
+	t := v.ticket
+	if t == nil || !req.isJob() {
+		return t, v.refusal
+	}
+	if jobs.Superseded(g.holdJob(ctx, t.req.Job, jobs.Cost(t.req.Cost))) {
+		t.Refund() // nothing went out: all is given back
+		return nil, &Refusal{Reason: Superseded}
+	}
+	return t, nil
+}
+
+// giveBack returns what an earlier attempt of a job took from the limits and never settled,
+// because its gateway stopped: a job is charged once.
+func (g *Gate) giveBack(ctx context.Context, req Request) {
+	if req.Held == (jobs.Cost{}) {
+		return
+	}
+	// Cleared first, which only the job's running attempt can do, so that of two gateways that
+	// took the job only one gives back. A give-back that then fails leaves the estimate taken:
+	// the limits err on the safe side.
+	if g.holdJob(ctx, req.Job, jobs.Cost{}) != nil {
+		return
+	}
+	var taken, refund [ratelimit.MaxChecks]ratelimit.Check
+	checks, _ := policy.Checks(taken[:0], req.Caller, req.Route, req.Endpoint, policy.Cost(req.Held), policy.Shared, "")
+	back := policy.Cost{Tokens: -req.Held.Tokens, MicroDollars: -req.Held.MicroDollars}
+	if err := g.opts.Limiter.Settle(ctx, policy.Settlement(refund[:0], checks, back, false), g.now()); err != nil {
+		g.log.Error("give back what an earlier attempt of a job held", "job", req.Job.Job, "err", err)
+	}
+}
+
+// BudgetBelow reports whether the tenant's budget on a provider has less than percent left. A
+// decision of cost zero reads it without taking anything; a store that cannot answer reports
+// false, leaving the call as it is.
+func (g *Gate) BudgetBelow(ctx context.Context, t *policy.Tenant, provider string, percent int32) bool {
+	b := t.Budget(provider)
+	if b == nil {
+		return false
+	}
+	d, err := g.opts.Limiter.Decide(ctx, []ratelimit.Check{{Limit: b}}, g.now())
+	return err == nil && d.Remaining[0]*100 < int64(percent)*b.Capacity()
+}
+
+// Throttled takes in a provider's 429 or 503 and the retry-after it named (zero for none): our
+// model of its limits is wrong. Its queue pauses and this replica's share of its in-flight cap
+// is halved.
+func (g *Gate) Throttled(provider string, retryAfter time.Duration) {
+	g.usage.throttled(provider)
+	g.dispatcher(provider).throttled(retryAfter)
+}
+
+func (g *Gate) policy() *policy.Policy { return g.opts.Policy() }

@@ -1,0 +1,77 @@
+package admission
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the gate's Prometheus series: decisions, refusals, the queues and what calls cost.
+type metrics struct {
+	refusals      *prometheus.CounterVec
+	tokens        *prometheus.CounterVec
+	spend         *prometheus.CounterVec
+	decisions     *prometheus.HistogramVec
+	storeErrors   *prometheus.CounterVec
+	storeUp       prometheus.Gauge
+	arrivals      *prometheus.CounterVec
+	callDuration  *prometheus.HistogramVec
+	queueDepth    *prometheus.GaugeVec
+	queueTokens   *prometheus.GaugeVec
+	queueWait     *prometheus.HistogramVec
+	doorRefusals  *prometheus.CounterVec
+	providerShare *prometheus.GaugeVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_gateway_refusals_total", Help: "Requests refused by a limit, by level and dimension.",
+		}, []string{"level", "dimension"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_gateway_tokens_total", Help: "Tokens, estimated before calls and actual after them.",
+		}, []string{"tenant", "provider", "kind"}),
+		spend: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_gateway_spend_microdollars_total", Help: "Spend settled from providers' usage, in micro-dollars.",
+		}, []string{"tenant", "provider"}),
+		decisions: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sluice_gateway_decision_seconds", Help: "Time to take one limiter decision, by store.",
+			Buckets: prometheus.ExponentialBuckets(5e-6, 4, 10),
+		}, []string{"store"}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_gateway_store_errors_total", Help: "Limiter store errors, by what the gateway did (refused or local).",
+		}, []string{"action"}),
+		storeUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_gateway_store_up", Help: "1 when the limiter store answered its last call, 0 when it failed.",
+		}),
+	}
+	m.addQueueMetrics()
+	reg.MustRegister(m.refusals, m.tokens, m.spend, m.decisions, m.storeErrors, m.storeUp,
+		m.arrivals, m.callDuration, m.queueDepth, m.queueTokens, m.queueWait, m.doorRefusals, m.providerShare)
+	m.storeUp.Set(1)
+	return m
+}
+
+// addQueueMetrics makes the queue's series. Arrivals and call durations give Little's law:
+// calls in flight = rate(arrivals) × mean duration, so an operator sees why a queue grows.
+func (m *metrics) addQueueMetrics() {
+	m.arrivals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_gateway_arrivals_total", Help: "Calls that arrived for a provider (their rate is the arrival rate).",
+	}, []string{"provider"})
+	m.callDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "sluice_gateway_call_duration_seconds", Help: "Time from sending a call upstream to settling it (the service time).",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+	}, []string{"provider"})
+	m.queueDepth = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_gateway_queue_depth", Help: "Calls waiting, by provider, priority class and tenant.",
+	}, []string{"provider", "priority", "tenant"})
+	m.queueTokens = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_gateway_queue_tokens", Help: "Estimated tokens of the calls waiting, by provider, priority class and tenant.",
+	}, []string{"provider", "priority", "tenant"})
+	m.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "sluice_gateway_queue_wait_seconds", Help: "Time calls waited in the queue before they were decided.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
+	}, []string{"provider"})
+	m.providerShare = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_gateway_provider_effective_share", Help: "The share of a provider's in-flight cap this replica uses: 1 until the provider throttles, halved at each throttle, regained call by call.",
+	}, []string{"provider"})
+	m.doorRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_gateway_door_refusals_total", Help: "Calls turned away at the door because their estimated wait passed maxWait.",
+	}, []string{"provider", "tenant"})
+}

@@ -1,0 +1,49 @@
+package admission
+
+import (
+	"time"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/fairqueue"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
+)
+
+// Request is what a call asks of the limits: who calls, where to, and what it is estimated to
+// cost. Admit does not change it.
+type Request struct {
+	Caller   *policy.Caller
+	Route    *policy.Route
+	Endpoint gatewayv1.Endpoint
+	// Cost is the call's estimate: its prompt and expected completion tokens and their price.
+	Cost policy.Cost
+	// Job is the job attempt the call is; zero for a live call. A job waits in the Batch class,
+	// passes no door, waits as long as it takes, and is charged once however often it is
+	// delivered.
+	Job jobs.Attempt
+	// Held is what an earlier attempt of the job took from the limits and never settled, because
+	// its gateway stopped. Admit gives it back first.
+	Held jobs.Cost
+}
+
+func (r *Request) isJob() bool { return r.Job.Job != "" }
+
+func (r *Request) tenant() string { return r.Caller.Tenant.Name }
+
+func (r *Request) provider() string { return r.Route.Provider.Name }
+
+// class is the request's priority class: its tenant's, or Batch for a job.
+func (r *Request) class() fairqueue.Class {
+	if r.isJob() || r.Caller.Tenant.Config.Priority == gatewayv1.PriorityBatch {
+		return fairqueue.Batch
+	}
+	return fairqueue.Interactive
+}
+
+// maxWait is how long the request may wait in the queue; zero for a job, which has no bound.
+func (r *Request) maxWait() time.Duration {
+	if r.isJob() {
+		return 0
+	}
+	return r.Caller.Tenant.Config.MaxWait.Duration
+}

@@ -1,0 +1,103 @@
+package admission
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+)
+
+// settleTimeout bounds settling a call, which happens after the client has its answer.
+const settleTimeout = 5 * time.Second
+
+// Ticket is a call the limits let go. It holds the estimate on every limit it passed, and one
+// slot in flight, until it ends: exactly once, in Settle or in Refund. It is safe for
+// concurrent use; a second end does nothing.
+type Ticket struct {
+	// Waited is how long the call queued before it was let go.
+	Waited time.Duration
+	// Limits are the caller's limits as the decision that let the call go left them.
+	Limits Limits
+
+	g        *Gate
+	req      Request
+	lease    string          // names the call's slot on in-flight limits
+	limiter  Limiter         // the store that took the decision, which settles it too
+	queueing policy.Queueing // which checks queue when they refuse
+	buf      [ratelimit.MaxChecks]ratelimit.Check
+	checks   []ratelimit.Check // in buf
+	started  time.Time
+	ended    atomic.Bool
+}
+
+// Settle ends a call the provider served: its real usage is charged in place of the estimate on
+// every limit the estimate was taken from, and its slot in flight is freed. A job already
+// charged by an earlier delivery is refunded instead. It reports whether it ended the ticket.
+func (t *Ticket) Settle(u estimate.Usage) bool { return t.end(&u) }
+
+// Refund ends a call the provider did not serve: everything it took is given back. It reports
+// whether it ended the ticket.
+func (t *Ticket) Refund() bool { return t.end(nil) }
+
+// end settles the ticket at usage u, or refunds it when u is nil, once.
+func (t *Ticket) end(u *estimate.Usage) bool {
+	if !t.ended.CompareAndSwap(false, true) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	actual := t.actual(ctx, u)
+	delta := policy.Cost{Tokens: actual.Tokens - t.req.Cost.Tokens, MicroDollars: actual.MicroDollars - t.req.Cost.MicroDollars}
+	var buf [ratelimit.MaxChecks]ratelimit.Check
+	if err := t.limiter.Settle(ctx, policy.Settlement(buf[:0], t.checks, delta, true), t.g.now()); err != nil {
+		t.g.metrics.storeErrors.WithLabelValues("settle").Inc()
+		t.g.log.Error("settle a call", "tenant", t.req.tenant(), "provider", t.req.provider(), "err", err)
+	}
+	t.g.ended(t, actual, delta, u != nil)
+	return true
+}
+
+// actual is what the call really cost: its usage at its provider's prices, or nothing when it
+// was not served or is a job whose earlier delivery was charged.
+func (t *Ticket) actual(ctx context.Context, u *estimate.Usage) policy.Cost {
+	if t.req.isJob() && !t.g.chargeJob(ctx, t.req.Job, u != nil) {
+		return policy.Cost{}
+	}
+	if u == nil {
+		return policy.Cost{}
+	}
+	return policy.Cost{
+		Tokens:       u.PromptTokens + u.CompletionTokens,
+		MicroDollars: t.req.Route.Provider.Config.Prices.CostMicros(u.PromptTokens, u.CompletionTokens),
+	}
+}
+
+// chargeJob records a job attempt's end in the job store and reports whether it is to be
+// charged: a served attempt is, if it is the job's first to be (a store that cannot answer
+// charges it); an unserved one holds nothing any more.
+func (g *Gate) chargeJob(ctx context.Context, a jobs.Attempt, served bool) bool {
+	if !served {
+		g.holdJob(ctx, a, jobs.Cost{})
+		return false
+	}
+	first, err := g.opts.Jobs.Charge(ctx, a)
+	if err != nil {
+		g.log.Error("mark a job charged", "job", a.Job, "err", err)
+		return true
+	}
+	return first
+}
+
+// holdJob records what a job's attempt holds, and returns the store's error: one that says the
+// job is no longer the attempt's (jobs.Superseded), or another, which it logs.
+func (g *Gate) holdJob(ctx context.Context, a jobs.Attempt, held jobs.Cost) error {
+	err := g.opts.Jobs.Hold(ctx, a, held)
+	if err != nil && !jobs.Superseded(err) {
+		g.log.Error("record what a job's attempt holds", "job", a.Job, "err", err)
+	}
+	return err
+}

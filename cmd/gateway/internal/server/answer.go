@@ -1,0 +1,145 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
+)
+
+// apiError is an answer in OpenAI's error body, {"error":{"message","type","param","code"}}.
+type apiError struct {
+	status int
+	// retryAfter, when set, goes out as the Retry-After header.
+	retryAfter time.Duration
+	Message    string  `json:"message"`
+	Type       string  `json:"type"`
+	Param      *string `json:"param"`
+	Code       string  `json:"code"`
+}
+
+// The error types clients branch on, as OpenAI names them.
+const (
+	typeInvalidRequest = "invalid_request_error"
+	typeRateLimit      = "rate_limit_error"
+	typeServer         = "api_error"
+)
+
+// statusClientClosed is the status logged for a client that left: it never sees it.
+const statusClientClosed = 499
+
+// The headers Sluice adds to the answers of calls, besides the providers' own rate-limit names.
+const (
+	headerQueueWait       = "X-Sluice-Queue-Wait-Ms"
+	headerQueuePosition   = "X-Sluice-Queue-Position"
+	headerQueueEstimate   = "X-Sluice-Queue-Estimate-Ms"
+	headerBudgetRemaining = "X-Sluice-Budget-Remaining"
+	headerBudgetReset     = "X-Sluice-Budget-Reset"
+	// headerDegradedModel names the cheaper model a call was sent to because the tenant's budget
+	// ran low.
+	headerDegradedModel = "X-Sluice-Degraded-Model"
+)
+
+func badRequest(code, message string) *apiError {
+	return &apiError{status: http.StatusBadRequest, Type: typeInvalidRequest, Code: code, Message: message}
+}
+
+// write sends the error. Headers already set on w (rate limits, Retry-After) go with it.
+func (e *apiError) write(w http.ResponseWriter) {
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(retryAfter(e.retryAfter)/time.Second), 10))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(e.status)
+	json.NewEncoder(w).Encode(struct {
+		Error *apiError `json:"error"`
+	}{e})
+}
+
+// retryAfter rounds a wait up to whole seconds, at least one: a client told 0 retries at once.
+func retryAfter(d time.Duration) time.Duration {
+	return max(((d+time.Second-1)/time.Second)*time.Second, time.Second)
+}
+
+// refusalError turns a refusal into the answer a client reads and, when h is not nil, sets its
+// headers: the limits a decision left, the place in the queue and the estimate for a busy door.
+// Retry-After goes out with the answer.
+func refusalError(h http.Header, r *admission.Refusal) *apiError {
+	if h != nil {
+		setRefusalHeaders(h, r)
+	}
+	switch r.Reason {
+	case admission.Limited:
+		return &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "rate_limit_exceeded", retryAfter: r.RetryAfter,
+			Message: fmt.Sprintf("Rate limit reached: %s. Try again in %s.", limitText(r), r.RetryAfter.Round(time.Millisecond))}
+	case admission.TooLarge:
+		return &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "request_too_large",
+			Message: "This request is larger than " + limitText(r) + ". Waiting will not help; make the request smaller."}
+	case admission.Busy:
+		return &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "queue_busy", retryAfter: r.RetryAfter,
+			Message: fmt.Sprintf("The queue is busy: your request would wait about %s, more than your plan's %s. You are number %d in your lane.",
+				r.Estimate.Round(time.Second), r.MaxWait, r.Position)}
+	case admission.Unavailable:
+		return &apiError{status: http.StatusServiceUnavailable, Type: typeServer, Code: "limiter_unavailable", retryAfter: r.RetryAfter,
+			Message: "The gateway cannot check your limits right now. Try again shortly."}
+	case admission.Gone:
+		return errClientClosed
+	}
+	return &apiError{status: http.StatusInternalServerError, Type: typeServer, Code: "limiter_error", Message: "The gateway failed to check your limits."}
+}
+
+func setRefusalHeaders(h http.Header, r *admission.Refusal) {
+	setLimitHeaders(h, r.Limits)
+	switch r.Reason {
+	case admission.Limited:
+		h.Set("Retry-After-Ms", strconv.FormatInt(r.RetryAfter.Milliseconds(), 10))
+	case admission.Busy:
+		h.Set(headerQueuePosition, strconv.Itoa(r.Position))
+		h.Set(headerQueueEstimate, strconv.FormatInt(r.Estimate.Milliseconds(), 10))
+	}
+}
+
+// limitText names the limit that refused, with its numbers.
+func limitText(r *admission.Refusal) string {
+	if r.Remaining < 0 {
+		return fmt.Sprintf("the %s limit on %s: limit %d, requested %d", r.Level, r.Dimension, r.Capacity, r.Requested)
+	}
+	return fmt.Sprintf("the %s limit on %s: limit %d, remaining %d, requested %d", r.Level, r.Dimension, r.Capacity, r.Remaining, r.Requested)
+}
+
+// errClientClosed is the answer to a client that left: it never sees it.
+var errClientClosed = &apiError{status: statusClientClosed, Type: typeInvalidRequest, Code: "client_closed",
+	Message: "The client closed the request."}
+
+// dimensionHeaders are the names of x-ratelimit-{limit,remaining,reset}-<dimension>, in their
+// canonical form, so that setting them does not build the names again.
+type dimensionHeaders struct{ limit, remaining, reset string }
+
+var (
+	requestsHeaders = dimensionHeaders{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"}
+	tokensHeaders   = dimensionHeaders{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"}
+)
+
+// setLimitHeaders writes the rate-limit headers a provider would send, for the tightest of the
+// caller's limits on requests and on tokens, and the tenant's budget left with its reset time.
+func setLimitHeaders(h http.Header, l admission.Limits) {
+	setHeadroom(h, l.Requests, requestsHeaders)
+	setHeadroom(h, l.Tokens, tokensHeaders)
+	if l.Budget.Capacity > 0 {
+		h.Set(headerBudgetRemaining, string(gatewayv1.MoneyFromMicro(l.Budget.Remaining)))
+		h.Set(headerBudgetReset, time.Now().Add(l.Budget.Reset).UTC().Format(time.RFC3339))
+	}
+}
+
+func setHeadroom(h http.Header, r admission.Headroom, names dimensionHeaders) {
+	if r.Capacity == 0 {
+		return
+	}
+	h.Set(names.limit, strconv.FormatInt(r.Capacity, 10))
+	h.Set(names.remaining, strconv.FormatInt(r.Remaining, 10))
+	h.Set(names.reset, r.Reset.Round(time.Millisecond).String())
+}
