@@ -24,9 +24,9 @@ test-short:
 generate:
 	$(GO) tool controller-gen object paths=./api/...
 
-## manifests: CRDs and RBAC from the API types and the controllers' markers.
+## manifests: CRDs and RBAC from the API types, the controllers' markers and the manager's (leader election).
 manifests:
-	$(GO) tool controller-gen crd rbac:roleName=sluice-manager paths=./api/... $(if $(wildcard controllers),paths=./controllers/...) \
+	$(GO) tool controller-gen crd rbac:roleName=sluice-manager paths=./api/... $(if $(wildcard controllers),paths=./controllers/...) paths=./cmd/manager \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	@$(MAKE) --no-print-directory chart-manifests
 

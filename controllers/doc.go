@@ -6,7 +6,9 @@
 //
 // The package follows cluster-api's split: Compile and the *_status.go files
 // are pure functions, table-tested without Kubernetes; the *_controller.go
-// files and the usage poller do the I/O.
+// files do the I/O. The gateways' usage is polled and summed in package
+// usage, below this one, which the metrics adapter shares without linking
+// the reconciler.
 //
 // Secrets' contents never leave the configuration Secret: no status, event,
 // log line or error message quotes a key.

@@ -24,6 +24,7 @@ import (
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/api/v1alpha1"
+	"github.com/sluicehq/sluice/controllers/usage"
 )
 
 // The reconciler's permissions, for make manifests. The Secrets it reads
@@ -46,10 +47,12 @@ import (
 const apiKeySecretIndex = "spec.apiKeySecretRef.name"
 
 // UsageSource gives the gateways' latest usage in a namespace, or nil when
-// none is known yet. UsagePoller is one.
+// none is known yet. A usage.Poller is one.
 type UsageSource interface {
-	Usage(namespace string) *UsageTotals
+	Usage(namespace string) *usage.Totals
 }
+
+var _ UsageSource = (*usage.Poller)(nil)
 
 // GatewayConfigReconciler compiles the ProviderQuotas and TenantPlans of a
 // namespace, with their key Secrets, into the one configuration Secret the
@@ -232,7 +235,7 @@ func (r *GatewayConfigReconciler) secretWritten(ctx context.Context, s *corev1.S
 // writeStatuses writes the status of every object whose status changed, and
 // goes on past an object it cannot write.
 func (r *GatewayConfigReconciler) writeStatuses(ctx context.Context, namespace string, in *Inputs, out *Output) error {
-	var u *UsageTotals
+	var u *usage.Totals
 	if r.Usage != nil {
 		u = r.Usage.Usage(namespace)
 	}

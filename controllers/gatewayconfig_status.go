@@ -11,13 +11,14 @@ import (
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/api/v1alpha1"
+	"github.com/sluicehq/sluice/controllers/usage"
 )
 
 // providerQuotaStatus returns pq's status after a compile and, unless u is
 // nil, the gateways' latest usage. It starts from the current status, so
 // that meta.SetStatusCondition keeps a condition's transition time while its
 // status holds.
-func providerQuotaStatus(pq *v1alpha1.ProviderQuota, res ProviderResult, u *UsageTotals, now time.Time) v1alpha1.ProviderQuotaStatus {
+func providerQuotaStatus(pq *v1alpha1.ProviderQuota, res ProviderResult, u *usage.Totals, now time.Time) v1alpha1.ProviderQuotaStatus {
 	st := pq.Status.DeepCopy()
 	st.ObservedGeneration = pq.Generation
 	meta.SetStatusCondition(&st.Conditions, readyCondition(res.Result, pq.Generation, now))
@@ -35,7 +36,7 @@ func providerQuotaStatus(pq *v1alpha1.ProviderQuota, res ProviderResult, u *Usag
 
 // tenantPlanStatus returns tp's status after a compile and, unless u is nil,
 // the gateways' latest usage.
-func tenantPlanStatus(tp *v1alpha1.TenantPlan, res PlanResult, u *UsageTotals, now time.Time) v1alpha1.TenantPlanStatus {
+func tenantPlanStatus(tp *v1alpha1.TenantPlan, res PlanResult, u *usage.Totals, now time.Time) v1alpha1.TenantPlanStatus {
 	st := tp.Status.DeepCopy()
 	st.ObservedGeneration = tp.Generation
 	meta.SetStatusCondition(&st.Conditions, readyCondition(res.Result, tp.Generation, now))
@@ -65,7 +66,7 @@ func readyCondition(r Result, generation int64, now time.Time) metav1.Condition 
 // usageCondition says whether every gateway answered the latest poll. Its
 // message never changes with the numbers, so that it is rewritten only when
 // a gateway stops or starts answering.
-func usageCondition(u *UsageTotals, generation int64, now time.Time) metav1.Condition {
+func usageCondition(u *usage.Totals, generation int64, now time.Time) metav1.Condition {
 	c := metav1.Condition{
 		Type: v1alpha1.ConditionUsageReported, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonGatewaysReported,
 		ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now),
@@ -99,7 +100,7 @@ func mergeKeys(old []v1alpha1.TenantStatus, tenants []TenantResult) []v1alpha1.T
 }
 
 // tenantStatuses returns each tenant's keys and usage.
-func tenantStatuses(tenants []TenantResult, u *UsageTotals) []v1alpha1.TenantStatus {
+func tenantStatuses(tenants []TenantResult, u *usage.Totals) []v1alpha1.TenantStatus {
 	out := make([]v1alpha1.TenantStatus, len(tenants))
 	for i, t := range tenants {
 		out[i] = v1alpha1.TenantStatus{Name: t.Name, Keys: t.Keys}
@@ -107,7 +108,7 @@ func tenantStatuses(tenants []TenantResult, u *UsageTotals) []v1alpha1.TenantSta
 		if !ok {
 			continue
 		}
-		out[i].Queued, out[i].Refused = tt.Queued, refusedCounts(tt.Refused)
+		out[i].Queued, out[i].Refused = tt.Queued, usage.RefusedCounts(tt.Refused)
 		out[i].SpentThisPeriod = money(tt.SpentMicros)
 		if tt.RemainingMicros != nil {
 			out[i].BudgetRemaining = money(*tt.RemainingMicros)
@@ -118,7 +119,7 @@ func tenantStatuses(tenants []TenantResult, u *UsageTotals) []v1alpha1.TenantSta
 
 // setPlanUsage sums the plan's tenants up: the most one spent, the least one
 // has left, the earliest reset, and all that is queued and refused.
-func setPlanUsage(st *v1alpha1.TenantPlanStatus, tenants []TenantResult, u *UsageTotals) {
+func setPlanUsage(st *v1alpha1.TenantPlanStatus, tenants []TenantResult, u *usage.Totals) {
 	st.SpentThisPeriod, st.BudgetRemaining, st.ResetsAt, st.Queued, st.Refused = "", "", nil, 0, nil
 	var spent int64
 	var left *int64
@@ -131,7 +132,7 @@ func setPlanUsage(st *v1alpha1.TenantPlanStatus, tenants []TenantResult, u *Usag
 			continue
 		}
 		reported = true
-		spent, st.Queued, refused = max(spent, tt.SpentMicros), st.Queued+tt.Queued, addRefused(refused, tt.Refused)
+		spent, st.Queued, refused = max(spent, tt.SpentMicros), st.Queued+tt.Queued, usage.AddRefused(refused, tt.Refused)
 		if r := tt.RemainingMicros; r != nil && (left == nil || *r < *left) {
 			left = r
 		}
@@ -142,7 +143,7 @@ func setPlanUsage(st *v1alpha1.TenantPlanStatus, tenants []TenantResult, u *Usag
 	if !reported {
 		return
 	}
-	st.SpentThisPeriod, st.Refused, st.ResetsAt = money(spent), refusedCounts(refused), timeOrNil(resets)
+	st.SpentThisPeriod, st.Refused, st.ResetsAt = money(spent), usage.RefusedCounts(refused), timeOrNil(resets)
 	if left != nil {
 		st.BudgetRemaining = money(*left)
 	}

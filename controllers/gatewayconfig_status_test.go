@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluicehq/sluice/api/v1alpha1"
+	"github.com/sluicehq/sluice/controllers/usage"
 )
 
 func TestProviderQuotaStatus(t *testing.T) {
@@ -25,7 +26,7 @@ func TestProviderQuotaStatus(t *testing.T) {
 		pq.Generation, pq.Status = 3, st
 		return &pq
 	}
-	usage := &UsageTotals{
+	polled := &usage.Totals{
 		Providers: map[string]v1alpha1.ProviderUsage{"openai": {RequestsLastMinute: 7}},
 		Oldest:    now.Add(-1500 * time.Millisecond), Gateways: 2,
 	}
@@ -36,7 +37,7 @@ func TestProviderQuotaStatus(t *testing.T) {
 		name  string
 		pq    *v1alpha1.ProviderQuota
 		res   ProviderResult
-		usage *UsageTotals
+		usage *usage.Totals
 		want  v1alpha1.ProviderQuotaStatus
 	}{{
 		name: "first compile",
@@ -70,7 +71,7 @@ func TestProviderQuotaStatus(t *testing.T) {
 		name:  "usage from the gateways, to the second",
 		pq:    withStatus(v1alpha1.ProviderQuotaStatus{}),
 		res:   compiled,
-		usage: usage,
+		usage: polled,
 		want: v1alpha1.ProviderQuotaStatus{
 			ObservedGeneration: 3,
 			Conditions:         []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", now), usageCond},
@@ -83,7 +84,7 @@ func TestProviderQuotaStatus(t *testing.T) {
 		pq: withStatus(v1alpha1.ProviderQuotaStatus{
 			Usage: &v1alpha1.ProviderUsage{RequestsLastMinute: 3}, LastUsageTime: &metav1.Time{Time: epoch}}),
 		res:   compiled,
-		usage: &UsageTotals{Gateways: 2, Oldest: now},
+		usage: &usage.Totals{Gateways: 2, Oldest: now},
 		want: v1alpha1.ProviderQuotaStatus{
 			ObservedGeneration: 3,
 			Conditions:         []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", now), usageCond},
@@ -134,7 +135,7 @@ func TestTenantPlanStatus(t *testing.T) {
 
 	tests := []struct {
 		name  string
-		usage *UsageTotals
+		usage *usage.Totals
 		want  v1alpha1.TenantPlanStatus
 	}{{
 		name: "without a poller: the key counts, and the usage as it was",
@@ -144,7 +145,7 @@ func TestTenantPlanStatus(t *testing.T) {
 		},
 	}, {
 		name: "the tenants' usage and its summary",
-		usage: &UsageTotals{Gateways: 1, Unanswered: []string{"gw-2: connection refused"}, Tenants: map[string]TenantTotals{
+		usage: &usage.Totals{Gateways: 1, Unanswered: []string{"gw-2: connection refused"}, Tenants: map[string]usage.TenantTotals{
 			"acme":   {Queued: 2, Refused: map[string]int64{"user_requests": 1}, SpentMicros: 40_000_000, RemainingMicros: ptrTo[int64](60_000_000), ResetsAt: resets},
 			"globex": {Queued: 1, Refused: map[string]int64{"user_requests": 2}, SpentMicros: 90_500_000, RemainingMicros: ptrTo[int64](9_500_000), ResetsAt: resets},
 		}},
@@ -165,7 +166,7 @@ func TestTenantPlanStatus(t *testing.T) {
 		},
 	}, {
 		name:  "no gateway found",
-		usage: &UsageTotals{},
+		usage: &usage.Totals{},
 		want: v1alpha1.TenantPlanStatus{
 			ObservedGeneration: 2, TenantCount: ptrTo[int32](2),
 			Conditions: []metav1.Condition{ready, {

@@ -2,7 +2,10 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/api/v1alpha1"
+	"github.com/sluicehq/sluice/controllers/usage"
 )
 
 // TestManager runs the reconciler and the usage poller in a manager, as
@@ -26,12 +30,15 @@ import (
 func TestManager(t *testing.T) {
 	c, ns := newNamespace(t)
 	resets := metav1.NewTime(time.Now().Add(24 * time.Hour).Truncate(time.Second))
-	gw := &fakeGateway{usage: gatewayv1.Usage{
+	traffic := gatewayv1.Traffic{RequestsLastMinute: 42, TokensLastMinute: 33600, InFlight: 3, Queued: 7}
+	providerTraffic := traffic
+	providerTraffic.Refused = map[string]int64{"provider_tokens": 2}
+	var failing atomic.Bool
+	stub := httptest.NewServer(gatewayServing(gatewayv1.Usage{
 		Gateway: "gw-1", Time: metav1.Now(),
-		Providers: []gatewayv1.ProviderUsage{{Name: "openai", Traffic: traffic(42, 33600, 3, 7, map[string]int64{"provider_tokens": 2}), Throttles: 1, SpendThisMonth: "0.10"}},
-		Tenants:   []gatewayv1.TenantUsage{{Name: "acme", Traffic: traffic(42, 33600, 3, 7, nil), SpendThisPeriod: "12.5", BudgetRemaining: "87.5", ResetsAt: &resets}},
-	}}
-	stub := httptest.NewServer(gw)
+		Providers: []gatewayv1.ProviderUsage{{Name: "openai", Traffic: providerTraffic, Throttles: 1, SpendThisMonth: "0.10"}},
+		Tenants:   []gatewayv1.TenantUsage{{Name: "acme", Traffic: traffic, SpendThisPeriod: "12.5", BudgetRemaining: "87.5", ResetsAt: &resets}},
+	}, &failing))
 	defer stub.Close()
 
 	mgr, err := ctrl.NewManager(startAPIServer(t), ctrl.Options{
@@ -45,7 +52,7 @@ func TestManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	updates := make(chan event.GenericEvent)
-	poller := &UsagePoller{Namespace: ns, Gateways: StaticGateways{stub.URL + UsagePath}, Interval: 200 * time.Millisecond, Updates: updates}
+	poller := &usage.Poller{Namespace: ns, Gateways: usage.StaticGateways{stub.URL + usage.Path}, Interval: 200 * time.Millisecond, Updates: updates}
 	events := &recorder{}
 	r := &GatewayConfigReconciler{Client: mgr.GetClient(), Recorder: events, SecretName: configSecretName, Usage: poller, UsageUpdates: updates}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -96,7 +103,7 @@ func TestManager(t *testing.T) {
 		return err == nil && len(cfg.Tenants) == 1 && cfg.Tenants[0].Keys[0].SHA256 == gatewayv1.HashKey("sk-acme-alice-rotated-0123456789")
 	})
 
-	gw.failing.Store(true)
+	failing.Store(true)
 	eventually(t, "UsageReported=False once the gateway stops answering", func() bool {
 		var got v1alpha1.ProviderQuota
 		get(t, c, ns, "openai", &got)
@@ -105,6 +112,19 @@ func TestManager(t *testing.T) {
 			got.Status.Usage != nil && got.Status.Usage.RequestsLastMinute == 42
 	})
 	assertNoSecretsOutside(t, c, ns, events.all())
+}
+
+// gatewayServing is a gateway's admin port serving a usage snapshot, or
+// failing while failing is set.
+func gatewayServing(u gatewayv1.Usage, failing *atomic.Bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != usage.Path || failing.Load() {
+			http.Error(w, "no", http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(u)
+	})
 }
 
 // eventually fails the test if cond does not hold within 30 seconds.

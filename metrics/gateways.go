@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sluicehq/sluice/controllers"
+	"github.com/sluicehq/sluice/controllers/usage"
 )
 
 // gateways polls the usage of the gateways of each namespace: those at fixed
@@ -24,13 +24,13 @@ type gateways struct {
 	client   *http.Client
 
 	mu          sync.Mutex
-	byNamespace map[string]*controllers.UsagePoller
+	byNamespace map[string]*usage.Poller
 }
 
 // pollers returns a poller for each namespace that has, or had, gateways.
 // A namespace whose gateway Pods are gone keeps its poller, which then finds
 // no gateway and so serves no value.
-func (g *gateways) pollers(ctx context.Context) ([]*controllers.UsagePoller, error) {
+func (g *gateways) pollers(ctx context.Context) ([]*usage.Poller, error) {
 	namespaces, err := g.namespaces(ctx)
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -39,7 +39,7 @@ func (g *gateways) pollers(ctx context.Context) ([]*controllers.UsagePoller, err
 			g.byNamespace[ns] = g.newPoller(ns)
 		}
 	}
-	out := make([]*controllers.UsagePoller, 0, len(g.byNamespace))
+	out := make([]*usage.Poller, 0, len(g.byNamespace))
 	for _, p := range g.byNamespace {
 		out = append(out, p)
 	}
@@ -67,17 +67,17 @@ func (g *gateways) namespaces(ctx context.Context) (map[string]bool, error) {
 	return out, nil
 }
 
-func (g *gateways) newPoller(namespace string) *controllers.UsagePoller {
-	listers := controllers.AllGateways{controllers.StaticGateways(g.static[namespace])}
+func (g *gateways) newPoller(namespace string) *usage.Poller {
+	listers := usage.AllGateways{usage.StaticGateways(g.static[namespace])}
 	if g.selector != nil {
-		listers = append(listers, &controllers.PodGateways{Reader: g.reader, Namespace: namespace, Selector: g.selector, Port: g.port})
+		listers = append(listers, &usage.PodGateways{Reader: g.reader, Namespace: namespace, Selector: g.selector, Port: g.port})
 	}
-	return &controllers.UsagePoller{Namespace: namespace, Gateways: listers, Client: g.client}
+	return &usage.Poller{Namespace: namespace, Gateways: listers, Client: g.client}
 }
 
-// usage returns the sum of the last poll of a namespace's gateways, or nil
+// totals returns the sum of the last poll of a namespace's gateways, or nil
 // if it has none.
-func (g *gateways) usage(namespace string) *controllers.UsageTotals {
+func (g *gateways) totals(namespace string) *usage.Totals {
 	g.mu.Lock()
 	p := g.byNamespace[namespace]
 	g.mu.Unlock()

@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/custom-metrics-apiserver/pkg/provider/helpers"
 
 	"github.com/sluicehq/sluice/api/v1alpha1"
-	"github.com/sluicehq/sluice/controllers"
+	"github.com/sluicehq/sluice/controllers/usage"
 )
 
 const (
@@ -138,7 +138,7 @@ func New(opts Options) *Provider {
 			selector:    opts.GatewaySelector,
 			port:        opts.GatewayPort,
 			client:      &http.Client{Transport: transport, Timeout: timeout},
-			byNamespace: map[string]*controllers.UsagePoller{},
+			byNamespace: map[string]*usage.Poller{},
 		},
 		pods:   map[types.NamespacedName]sample{},
 		quotas: map[types.NamespacedName]labels.Set{},
@@ -320,7 +320,7 @@ func (p *Provider) podValues(namespace string, selector labels.Selector, metric 
 // name, if every gateway snapshot counted is fresh.
 func (p *Provider) queued(namespace, metric string) []value {
 	field := queueMetrics[metric]
-	totals := p.gateways.usage(namespace)
+	totals := p.gateways.totals(namespace)
 	if field == nil || totals == nil || totals.Oldest.IsZero() || !p.fresh(totals.Oldest) {
 		return nil
 	}

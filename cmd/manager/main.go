@@ -4,7 +4,8 @@
 //
 //	manager --namespace sluice --gateway-selector app.kubernetes.io/name=sluice-gateway
 //
-// It is wiring only; the work is in package controllers.
+// It is wiring only; the work is in packages controllers and
+// controllers/usage.
 package main
 
 import (
@@ -27,11 +28,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/api/v1alpha1"
 	"github.com/sluicehq/sluice/controllers"
+	"github.com/sluicehq/sluice/controllers/usage"
 )
 
 // name names the manager in events and in its leader-election lease.
@@ -75,9 +78,9 @@ func parseFlags() *options {
 	flag.StringVar(&o.secretName, "config-secret", "sluice-gateway-config", "the configuration Secret the gateways mount, in --namespace")
 	flag.StringVar(&o.baseConfig, "base-config", "", "a gateway configuration file whose server, store and global limits the compiled configuration carries; empty means an in-memory store")
 	flag.StringVar(&o.gatewaySelector, "gateway-selector", "", "label selector of the gateway Pods to poll for usage, such as app.kubernetes.io/name=sluice-gateway")
-	flag.IntVar(&o.gatewayAdminPort, "gateway-admin-port", 9090, "the gateway Pods' admin port, which serves "+controllers.UsagePath)
+	flag.IntVar(&o.gatewayAdminPort, "gateway-admin-port", 9090, "the gateway Pods' admin port, which serves "+usage.Path)
 	flag.StringVar(&o.gatewayURLs, "gateway-usage-urls", "", "comma-separated usage URLs of gateways to poll besides, or instead of, --gateway-selector")
-	flag.DurationVar(&o.usageInterval, "usage-interval", controllers.DefaultUsageInterval, "time between polls of the gateways' usage")
+	flag.DurationVar(&o.usageInterval, "usage-interval", usage.DefaultInterval, "time between polls of the gateways' usage")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 turns it off")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that one of several replicas works at a time")
@@ -126,8 +129,8 @@ func setup(ctx context.Context, mgr ctrl.Manager, o *options) error {
 	}
 	if gateways != nil {
 		updates := make(chan event.GenericEvent)
-		poller := &controllers.UsagePoller{Namespace: o.namespace, Gateways: gateways, Interval: o.usageInterval, Updates: updates}
-		if err := mgr.Add(poller); err != nil {
+		poller := &usage.Poller{Namespace: o.namespace, Gateways: gateways, Interval: o.usageInterval, Updates: updates}
+		if err := mgr.Add(leaderOnly{poller}); err != nil {
 			return err
 		}
 		r.Usage, r.UsageUpdates = poller, updates
@@ -140,6 +143,22 @@ func setup(ctx context.Context, mgr ctrl.Manager, o *options) error {
 	}
 	return mgr.AddReadyzCheck("readyz", healthz.Ping)
 }
+
+// leaderOnly runs a Runnable on the elected leader only. The usage poller
+// runs so: its updates make the reconciler write status, which only the
+// leader does.
+type leaderOnly struct{ manager.Runnable }
+
+var _ manager.LeaderElectionRunnable = leaderOnly{}
+
+// NeedLeaderElection reports true.
+func (leaderOnly) NeedLeaderElection() bool { return true }
+
+// The manager's leader election takes a lease and records its changes in
+// core events.
+//
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // loadBase reads the base configuration, if any.
 func loadBase(path string) (*gatewayv1.Config, error) {
@@ -155,8 +174,8 @@ func loadBase(path string) (*gatewayv1.Config, error) {
 
 // gatewayLister lists the gateways the flags name, or returns nil if they
 // name none.
-func gatewayLister(mgr ctrl.Manager, o *options) (controllers.GatewayLister, error) {
-	var listers controllers.AllGateways
+func gatewayLister(mgr ctrl.Manager, o *options) (usage.GatewayLister, error) {
+	var listers usage.AllGateways
 	if o.gatewaySelector != "" {
 		sel, err := labels.Parse(o.gatewaySelector)
 		if err != nil {
@@ -165,10 +184,10 @@ func gatewayLister(mgr ctrl.Manager, o *options) (controllers.GatewayLister, err
 		if sel.Empty() {
 			return nil, errors.New("--gateway-selector: must select something: an empty selector selects every Pod")
 		}
-		listers = append(listers, &controllers.PodGateways{Reader: mgr.GetClient(), Namespace: o.namespace, Selector: sel, Port: int32(o.gatewayAdminPort)})
+		listers = append(listers, &usage.PodGateways{Reader: mgr.GetClient(), Namespace: o.namespace, Selector: sel, Port: int32(o.gatewayAdminPort)})
 	}
 	if o.gatewayURLs != "" {
-		listers = append(listers, controllers.StaticGateways(strings.Split(o.gatewayURLs, ",")))
+		listers = append(listers, usage.StaticGateways(strings.Split(o.gatewayURLs, ",")))
 	}
 	if len(listers) == 0 {
 		return nil, nil

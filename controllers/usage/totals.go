@@ -1,4 +1,4 @@
-package controllers
+package usage
 
 import (
 	"cmp"
@@ -27,9 +27,9 @@ type GatewayReport struct {
 	Err error
 }
 
-// UsageTotals is the gateways' usage, summed. The zero value means no
-// gateway reported anything.
-type UsageTotals struct {
+// Totals is the gateways' usage, summed. The zero value means no gateway
+// reported anything.
+type Totals struct {
 	// Providers hold each provider's usage by name.
 	Providers map[string]v1alpha1.ProviderUsage
 	// Tenants hold each tenant's usage by name.
@@ -60,15 +60,15 @@ type TenantTotals struct {
 	ResetsAt time.Time
 }
 
-// SumUsage adds up the gateways' reports. Traffic (requests, tokens, in
+// Sum adds up the gateways' reports. Traffic (requests, tokens, in
 // flight, queued, refused, throttles) and a provider's spend are each
 // gateway's own, so they are summed. A tenant's budget lives in the limiter
 // store the gateways share, so each gateway reports the same figures: the
 // largest spend, the least left and the earliest reset are taken, not sums.
 // A tenant without a budget reports what it spent through that gateway,
 // which is summed.
-func SumUsage(reports []GatewayReport) UsageTotals {
-	t := UsageTotals{Providers: map[string]v1alpha1.ProviderUsage{}, Tenants: map[string]TenantTotals{}, Gateways: len(reports)}
+func Sum(reports []GatewayReport) Totals {
+	t := Totals{Providers: map[string]v1alpha1.ProviderUsage{}, Tenants: map[string]TenantTotals{}, Gateways: len(reports)}
 	for _, r := range reports {
 		if r.Err != nil {
 			t.Unanswered = append(t.Unanswered, fmt.Sprintf("%s: %v", r.Gateway, r.Err))
@@ -97,7 +97,7 @@ func addProvider(sum v1alpha1.ProviderUsage, p gatewayv1.ProviderUsage) v1alpha1
 	sum.Queued += p.Queued
 	sum.QueuedTokens += p.QueuedTokens
 	sum.Throttles += p.Throttles
-	sum.Refused = refusedCounts(addRefused(refusedMap(sum.Refused), p.Refused))
+	sum.Refused = RefusedCounts(AddRefused(refusedMap(sum.Refused), p.Refused))
 	spent := micros(gatewayv1.Money(sum.SpendThisMonth)) + micros(p.SpendThisMonth)
 	sum.SpendThisMonth = v1alpha1.Money(gatewayv1.MoneyFromMicro(spent))
 	return sum
@@ -105,7 +105,7 @@ func addProvider(sum v1alpha1.ProviderUsage, p gatewayv1.ProviderUsage) v1alpha1
 
 func addTenant(sum TenantTotals, tu gatewayv1.TenantUsage) TenantTotals {
 	sum.Queued += tu.Queued
-	sum.Refused = addRefused(sum.Refused, tu.Refused)
+	sum.Refused = AddRefused(sum.Refused, tu.Refused)
 	spent := micros(tu.SpendThisPeriod)
 	if tu.BudgetRemaining == "" {
 		if sum.RemainingMicros == nil {
@@ -131,7 +131,9 @@ func micros(m gatewayv1.Money) int64 {
 	return n
 }
 
-func addRefused(sum, more map[string]int64) map[string]int64 {
+// AddRefused adds more refusals, by reason, to sum and returns it; a nil sum
+// is made when there is something to add.
+func AddRefused(sum, more map[string]int64) map[string]int64 {
 	if len(more) == 0 {
 		return sum
 	}
@@ -152,9 +154,9 @@ func refusedMap(counts []v1alpha1.RefusedCount) map[string]int64 {
 	return m
 }
 
-// refusedCounts lists refusals by reason, the most frequent first, no more
-// than a status holds.
-func refusedCounts(m map[string]int64) []v1alpha1.RefusedCount {
+// RefusedCounts lists refusals by reason, keeping the most frequent when
+// there are more than a status holds.
+func RefusedCounts(m map[string]int64) []v1alpha1.RefusedCount {
 	var out []v1alpha1.RefusedCount
 	for _, reason := range slices.Sorted(maps.Keys(m)) {
 		if m[reason] > 0 {

@@ -1,4 +1,4 @@
-package controllers
+package usage
 
 import (
 	"context"
@@ -17,31 +17,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/clock"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 )
 
 const (
-	// DefaultUsageInterval is how often the gateways are polled by default.
-	DefaultUsageInterval = 15 * time.Second
-	// defaultUsageTimeout bounds one gateway's answer.
-	defaultUsageTimeout = 5 * time.Second
-	// maxUsageBytes caps a usage snapshot: one entry per provider and tenant.
-	maxUsageBytes = 8 << 20
-	// UsagePath is where a gateway's admin port serves its usage snapshot.
-	UsagePath = "/admin/usage"
+	// DefaultInterval is how often the gateways are polled by default.
+	DefaultInterval = 15 * time.Second
+	// defaultTimeout bounds one gateway's answer.
+	defaultTimeout = 5 * time.Second
+	// maxBytes caps a usage snapshot: one entry per provider and tenant.
+	maxBytes = 8 << 20
+	// Path is where a gateway's admin port serves its usage snapshot.
+	Path = "/admin/usage"
 )
-
-// PodGateways lists the gateway Pods; the manager's leader election takes a
-// lease and records its changes in core events.
-//
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // Gateway is one gateway to poll.
 type Gateway struct {
@@ -84,6 +76,10 @@ func (a AllGateways) Gateways(ctx context.Context) ([]Gateway, error) {
 	return out, nil
 }
 
+// PodGateways needs to read the Pods, for make manifests.
+//
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+
 // PodGateways are the running gateway Pods of a namespace that match a
 // selector, polled on their admin port.
 type PodGateways struct {
@@ -102,7 +98,7 @@ type PodGateways struct {
 func (p *PodGateways) Gateways(ctx context.Context) ([]Gateway, error) {
 	var pods corev1.PodList
 	if err := p.Reader.List(ctx, &pods, client.InNamespace(p.Namespace), client.MatchingLabelsSelector{Selector: p.Selector}); err != nil {
-		return nil, fmt.Errorf("controllers: list gateway Pods in %s: %w", p.Namespace, err)
+		return nil, fmt.Errorf("usage: list gateway Pods in %s: %w", p.Namespace, err)
 	}
 	var out []Gateway
 	for _, pod := range pods.Items {
@@ -110,15 +106,16 @@ func (p *PodGateways) Gateways(ctx context.Context) ([]Gateway, error) {
 			continue
 		}
 		host := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(p.Port)))
-		out = append(out, Gateway{Name: pod.Name, URL: "http://" + host + UsagePath})
+		out = append(out, Gateway{Name: pod.Name, URL: "http://" + host + Path})
 	}
 	return out, nil
 }
 
-// UsagePoller polls every gateway's usage snapshot, keeps the sum for
-// status, and tells the reconciler after each poll. It is a manager
-// Runnable that runs on the leader only. It is safe for concurrent use.
-type UsagePoller struct {
+// Poller polls every gateway's usage snapshot, keeps the sum, and sends an
+// update after each poll. Poll polls once; Start polls on a ticker until its
+// context ends, so that a manager can run it. Gateways must be set; the
+// other fields have defaults. It is safe for concurrent use.
+type Poller struct {
 	// Namespace is the gateways' namespace, whose objects the usage
 	// describes.
 	Namespace string
@@ -126,7 +123,7 @@ type UsagePoller struct {
 	Gateways GatewayLister
 	// Client makes the requests. Nil means a client with a 5s timeout.
 	Client *http.Client
-	// Interval is the time between polls. Zero means DefaultUsageInterval.
+	// Interval is the time between polls. Zero means DefaultInterval.
 	Interval time.Duration
 	// Clock ticks the polls. Nil means the real clock.
 	Clock clock.WithTicker
@@ -136,26 +133,17 @@ type UsagePoller struct {
 
 	mu     sync.Mutex
 	last   map[string]*gatewayv1.Usage // each gateway's last snapshot, by name
-	totals *UsageTotals
+	totals *Totals
 }
 
-var (
-	_ manager.Runnable               = (*UsagePoller)(nil)
-	_ manager.LeaderElectionRunnable = (*UsagePoller)(nil)
-	_ UsageSource                    = (*UsagePoller)(nil)
-)
-
-// NeedLeaderElection reports true: only the leader writes status.
-func (p *UsagePoller) NeedLeaderElection() bool { return true }
-
 // Start polls at once and then every Interval, until ctx is done.
-func (p *UsagePoller) Start(ctx context.Context) error {
+func (p *Poller) Start(ctx context.Context) error {
 	clk, interval := p.Clock, p.Interval
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
 	if interval <= 0 {
-		interval = DefaultUsageInterval
+		interval = DefaultInterval
 	}
 	ticker := clk.NewTicker(interval)
 	defer ticker.Stop()
@@ -171,7 +159,7 @@ func (p *UsagePoller) Start(ctx context.Context) error {
 
 // Usage returns the sum of the last poll, or nil before the first poll or
 // for another namespace.
-func (p *UsagePoller) Usage(namespace string) *UsageTotals {
+func (p *Poller) Usage(namespace string) *Totals {
 	if namespace != p.Namespace {
 		return nil
 	}
@@ -183,10 +171,10 @@ func (p *UsagePoller) Usage(namespace string) *UsageTotals {
 // Poll polls every gateway once, concurrently, and sums what they and the
 // silent ones last said. When the gateways cannot be listed, the last sum
 // stands.
-func (p *UsagePoller) Poll(ctx context.Context) {
+func (p *Poller) Poll(ctx context.Context) {
 	gateways, err := p.Gateways.Gateways(ctx)
 	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Cannot list the gateways; usage in status stays as it was")
+		log.FromContext(ctx).Error(err, "Cannot list the gateways; usage in status stays as it was")
 		return
 	}
 	reports := p.fetchAll(ctx, gateways)
@@ -196,7 +184,7 @@ func (p *UsagePoller) Poll(ctx context.Context) {
 			last[r.Gateway] = r.Usage
 		}
 	}
-	totals := SumUsage(reports)
+	totals := Sum(reports)
 	p.mu.Lock()
 	p.last, p.totals = last, &totals
 	p.mu.Unlock()
@@ -205,7 +193,7 @@ func (p *UsagePoller) Poll(ctx context.Context) {
 
 // fetchAll asks every gateway at once. A gateway that does not answer keeps
 // its last snapshot, with the error.
-func (p *UsagePoller) fetchAll(ctx context.Context, gateways []Gateway) []GatewayReport {
+func (p *Poller) fetchAll(ctx context.Context, gateways []Gateway) []GatewayReport {
 	p.mu.Lock()
 	last := p.last
 	p.mu.Unlock()
@@ -225,7 +213,7 @@ func (p *UsagePoller) fetchAll(ctx context.Context, gateways []Gateway) []Gatewa
 }
 
 // fetch reads one gateway's usage snapshot.
-func (p *UsagePoller) fetch(ctx context.Context, url string) (*gatewayv1.Usage, error) {
+func (p *Poller) fetch(ctx context.Context, url string) (*gatewayv1.Usage, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -240,26 +228,25 @@ func (p *UsagePoller) fetch(ctx context.Context, url string) (*gatewayv1.Usage, 
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, maxUsageBytes))
+		io.Copy(io.Discard, io.LimitReader(resp.Body, maxBytes))
 		return nil, fmt.Errorf("answered %s", resp.Status)
 	}
 	var u gatewayv1.Usage
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxUsageBytes)).Decode(&u); err != nil {
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxBytes)).Decode(&u); err != nil {
 		return nil, fmt.Errorf("decode usage: %w", err)
 	}
 	return &u, nil
 }
 
-func (p *UsagePoller) client() *http.Client {
+func (p *Poller) client() *http.Client {
 	if p.Client != nil {
 		return p.Client
 	}
-	return &http.Client{Timeout: defaultUsageTimeout}
+	return &http.Client{Timeout: defaultTimeout}
 }
 
-// notify tells the reconciler that the namespace's usage changed, unless
-// the manager is stopping.
-func (p *UsagePoller) notify(ctx context.Context) {
+// notify sends an update naming the namespace, unless ctx is done first.
+func (p *Poller) notify(ctx context.Context) {
 	if p.Updates == nil {
 		return
 	}
