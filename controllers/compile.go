@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/api/v1alpha1"
@@ -22,13 +23,6 @@ const ConfigFile = "config.yaml"
 // maxMessage caps a condition's message: a plan of a hundred tenants without
 // keys says so a hundred times.
 const maxMessage = 1024
-
-// placeholderKey stands in for a tenant's keys while a plan's spec is
-// validated on its own, before its tenants' keys are looked up.
-var placeholderKey = gatewayv1.Key{SHA256: gatewayv1.HashKey("placeholder"), User: "placeholder"}
-
-// placeholderTenant names the tenant a plan's spec is validated as.
-const placeholderTenant = "placeholder"
 
 // KeyFile returns the item of the configuration Secret, and so the file
 // beside config.yaml, that holds a provider's API key.
@@ -249,6 +243,7 @@ func sortedValues(m map[string]gatewayv1.Provider) []gatewayv1.Provider {
 func (c *compiler) addProvider(pq *v1alpha1.ProviderQuota) {
 	conflict := c.claimModels(pq)
 	p := toProvider(pq)
+	p.Default()
 	key, prob := c.checkProvider(pq, &p, conflict)
 	if prob != nil {
 		c.out.ProviderQuotas[pq.Name] = ProviderResult{Result: prob.result()}
@@ -329,13 +324,8 @@ func (c *compiler) claimModels(pq *v1alpha1.ProviderQuota) *problem {
 // checkProvider returns the provider's API key, or the first reason it cannot
 // be compiled: its spec, then a model conflict, then its key.
 func (c *compiler) checkProvider(pq *v1alpha1.ProviderQuota, p *gatewayv1.Provider, conflict *problem) ([]byte, *problem) {
-	if prob := validateProvider(*p); prob != nil {
+	if prob := validateQuota(pq, p); prob != nil {
 		return nil, prob
-	}
-	if sh := pq.Spec.SelfHosted; sh != nil {
-		if _, err := metav1.LabelSelectorAsSelector(&sh.Selector); err != nil {
-			return nil, &problem{v1alpha1.ReasonInvalidSpec, fmt.Sprintf("The spec cannot be compiled: selfHosted.selector: %v", err)}
-		}
 	}
 	if conflict != nil {
 		return nil, conflict
@@ -368,25 +358,35 @@ func (c *compiler) secretItem(name, item string) ([]byte, *problem) {
 	return v, nil
 }
 
-// validateProvider validates the provider alone, as the gateways would, so
-// that what passed admission but not the gateways' rules is caught here.
-func validateProvider(p gatewayv1.Provider) *problem {
-	p.Models = slices.Clone(p.Models)
-	cfg := gatewayv1.Config{APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind, Providers: []gatewayv1.Provider{p}}
-	return invalidSpec(&cfg, "providers[0].")
+// validateQuota checks what admission lets through but the gateways would
+// refuse, such as a spend cap past the largest amount, and a self-hosted
+// provider's selector. p is the defaulted provider compiled from pq.
+func validateQuota(pq *v1alpha1.ProviderQuota, p *gatewayv1.Provider) *problem {
+	errs := gatewayv1.ValidateProvider(providerPaths(pq), p)
+	if sh := pq.Spec.SelfHosted; sh != nil {
+		_, selErrs := selectorAt(specPath.Child("selfHosted", "selector"), &sh.Selector)
+		errs = append(errs, selErrs...)
+	}
+	return invalidSpec(errs)
 }
 
-// invalidSpec defaults and validates a configuration of one object and
-// returns its errors as an InvalidSpec problem, with the path prefix of
-// that object removed.
-func invalidSpec(cfg *gatewayv1.Config, prefix string) *problem {
-	cfg.Default()
-	err := cfg.Validate()
-	if err == nil {
+// selectorAt returns the label selector s, held at path p, as a
+// labels.Selector, or why it cannot be one.
+func selectorAt(p *field.Path, s *metav1.LabelSelector) (labels.Selector, field.ErrorList) {
+	selector, err := metav1.LabelSelectorAsSelector(s)
+	if err != nil {
+		return labels.Nothing(), field.ErrorList{field.Invalid(p, field.OmitValueType{}, err.Error())}
+	}
+	return selector, nil
+}
+
+// invalidSpec returns errs as an InvalidSpec problem, or nil if there are
+// none.
+func invalidSpec(errs field.ErrorList) *problem {
+	if len(errs) == 0 {
 		return nil
 	}
-	msg := strings.ReplaceAll(err.Error(), prefix, "")
-	return &problem{v1alpha1.ReasonInvalidSpec, "The spec cannot be compiled: " + msg}
+	return &problem{v1alpha1.ReasonInvalidSpec, "The spec cannot be compiled: " + errs.ToAggregate().Error()}
 }
 
 // effectiveLimits returns the limits the gateways enforce on p, after
@@ -439,11 +439,8 @@ func keySelector(tp *v1alpha1.TenantPlan) (labels.Selector, *problem) {
 	if tp.Spec.KeySecretSelector == nil {
 		return labels.Everything(), nil
 	}
-	selector, err := metav1.LabelSelectorAsSelector(tp.Spec.KeySecretSelector)
-	if err != nil {
-		return labels.Nothing(), &problem{v1alpha1.ReasonInvalidSpec, fmt.Sprintf("The spec cannot be compiled: keySecretSelector: %v", err)}
-	}
-	return selector, nil
+	selector, errs := selectorAt(specPath.Child("keySecretSelector"), tp.Spec.KeySecretSelector)
+	return selector, invalidSpec(errs)
 }
 
 // checkPlan returns why the plan cannot be compiled at all, if it cannot.
@@ -454,7 +451,7 @@ func (c *compiler) checkPlan(tp *v1alpha1.TenantPlan) *problem {
 	if prob := c.checkDegrade(tp); prob != nil {
 		return prob
 	}
-	return c.validateTenant(toTenant(tp))
+	return c.validatePlan(tp)
 }
 
 // checkPlanProviders refuses a plan naming a provider that is not in the
@@ -491,18 +488,17 @@ func (c *compiler) checkDegrade(tp *v1alpha1.TenantPlan) *problem {
 	return nil
 }
 
-// validateTenant validates the plan's template alone, with its providers, as
-// the gateways would.
-func (c *compiler) validateTenant(t gatewayv1.Tenant) *problem {
-	cfg := gatewayv1.Config{APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind}
+// validatePlan checks the plan's terms as the gateways check each of its
+// tenants', with the providers the plan names. Its tenants' names and keys
+// are checked as they are compiled.
+func (c *compiler) validatePlan(tp *v1alpha1.TenantPlan) *problem {
+	t := toTenant(tp)
+	t.Default()
+	providers := make([]gatewayv1.Provider, 0, len(t.Providers))
 	for _, name := range t.Providers {
-		p := c.providers[name]
-		p.Models = slices.Clone(p.Models)
-		cfg.Providers = append(cfg.Providers, p)
+		providers = append(providers, c.providers[name])
 	}
-	t.Name, t.Keys = placeholderTenant, []gatewayv1.Key{placeholderKey}
-	cfg.Tenants = []gatewayv1.Tenant{t}
-	return invalidSpec(&cfg, "tenants[0].")
+	return invalidSpec(gatewayv1.ValidateTenantTerms(specPath, &t, providers))
 }
 
 // addTenant compiles one tenant of a plan, if planOK. The tenant's keys are

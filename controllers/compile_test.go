@@ -291,7 +291,40 @@ func TestCompile(t *testing.T) {
 		wantQuotas:    map[string]string{"openai": v1alpha1.ReasonCompiled},
 		wantPlans:     map[string]string{"basic": v1alpha1.ReasonInvalidSpec},
 		wantCounts:    map[string]int32{"basic": 0},
-		wantMessages:  []string{`The spec cannot be compiled: timeZone: Invalid value: "Mars/Olympus_Mons"`},
+		wantMessages:  []string{`The spec cannot be compiled: spec.timeZone: Invalid value: "Mars/Olympus_Mons"`},
+	}, {
+		name: "a provider the gateways would refuse, at the paths of its ProviderQuota",
+		in: Inputs{
+			ProviderQuotas: []v1alpha1.ProviderQuota{func() v1alpha1.ProviderQuota {
+				c := openai.DeepCopy()
+				c.Spec.Limits = &v1alpha1.ProviderLimits{RequestsPerMinute: -1}
+				c.Spec.Spend = &v1alpha1.Spend{PerMonth: "99999999999999999999"}
+				return *c
+			}()},
+			Secrets: []corev1.Secret{openaiKey},
+		},
+		wantQuotas: map[string]string{"openai": v1alpha1.ReasonInvalidSpec},
+		wantMessages: []string{
+			"The spec cannot be compiled: [spec.limits.requestsPerMinute: Invalid value: -1: must be 0 or more, ",
+			`spec.spend.perMonth: Invalid value: "99999999999999999999": must be at most`,
+		},
+	}, {
+		name: "a plan the gateways would refuse, at the paths of its spec",
+		in: Inputs{
+			ProviderQuotas: []v1alpha1.ProviderQuota{openai},
+			TenantPlans: []v1alpha1.TenantPlan{func() v1alpha1.TenantPlan {
+				c := basic.DeepCopy()
+				c.Spec.PerTenant = []v1alpha1.Limit{{Dimension: v1alpha1.DimensionDollars, Dollars: "99999999999999999999", Per: v1alpha1.PeriodDay}}
+				return *c
+			}()},
+			Secrets: []corev1.Secret{openaiKey, acmeAlice, globexBob},
+		},
+		wantProviders: []string{"openai"},
+		wantKeyFiles:  map[string]string{"openai.key": "sk-openai"},
+		wantQuotas:    map[string]string{"openai": v1alpha1.ReasonCompiled},
+		wantPlans:     map[string]string{"basic": v1alpha1.ReasonInvalidSpec},
+		wantCounts:    map[string]int32{"basic": 0},
+		wantMessages:  []string{`The spec cannot be compiled: spec.perTenant[0].dollars: Invalid value: "99999999999999999999": must be at most`},
 	}, {
 		name: "degrade to a model no provider of the plan serves",
 		in: Inputs{

@@ -3,6 +3,8 @@ package controllers
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/api/v1alpha1"
 )
@@ -34,6 +36,28 @@ func toProvider(pq *v1alpha1.ProviderQuota) gatewayv1.Provider {
 		p.Retry = gatewayv1.Retry{MaxAttempts: r.MaxAttempts, BaseDelay: r.BaseDelay, MaxDelay: r.MaxDelay}
 	}
 	return p
+}
+
+// specPath is the path of a ProviderQuota's and a TenantPlan's spec, under
+// which compiling reports what is wrong with one.
+var specPath = field.NewPath("spec")
+
+// providerPaths returns where pq holds each field of the provider compiled
+// from it: the paths its validation errors name. A self-hosted provider's
+// URL is built from spec.selfHosted.
+func providerPaths(pq *v1alpha1.ProviderQuota) gatewayv1.ProviderPaths {
+	paths := gatewayv1.NewProviderPaths(specPath)
+	paths.Name = field.NewPath("metadata", "name")
+	if pq.Spec.SelfHosted != nil {
+		paths.BaseURL = specPath.Child("selfHosted")
+	}
+	limits := specPath.Child("limits")
+	paths.RequestsPerMinute = limits.Child("requestsPerMinute")
+	paths.TokensPerMinute = limits.Child("tokensPerMinute")
+	paths.MaxInFlight = limits.Child("maxInFlight")
+	paths.SpendPerMinute = specPath.Child("spend", "perMinute")
+	paths.SpendPerMonth = specPath.Child("spend", "perMonth")
+	return paths
 }
 
 // baseURL is a hosted provider's URL, or for a self-hosted one the Service

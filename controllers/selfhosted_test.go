@@ -120,8 +120,8 @@ func TestCompileSelfHostedInvalidSelector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := out.ProviderQuotas["llama"]; res.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(res.Message, "selfHosted.selector") {
-		t.Errorf("result %s %q; want InvalidSpec naming selfHosted.selector", res.Reason, res.Message)
+	if res := out.ProviderQuotas["llama"]; res.Reason != v1alpha1.ReasonInvalidSpec || !strings.Contains(res.Message, "spec.selfHosted.selector: Invalid value") {
+		t.Errorf("result %s %q; want InvalidSpec naming spec.selfHosted.selector", res.Reason, res.Message)
 	}
 	if len(out.Config.Providers) != 0 {
 		t.Errorf("providers = %v; want none", providerNames(out.Config))

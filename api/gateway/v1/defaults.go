@@ -40,10 +40,10 @@ func (c *Config) Default() {
 	c.Jobs.defaults()
 	defaultLimits(c.Global)
 	for i := range c.Providers {
-		c.Providers[i].defaults()
+		c.Providers[i].Default()
 	}
 	for i := range c.Tenants {
-		c.Tenants[i].defaults()
+		c.Tenants[i].Default()
 	}
 }
 
@@ -63,7 +63,9 @@ func (j *Jobs) defaults() {
 	setDefault(&j.MaxQueuedPerTenant, defaultMaxQueued)
 }
 
-func (p *Provider) defaults() {
+// Default fills every unset field of the provider and its models that has a
+// default, as Config.Default does.
+func (p *Provider) Default() {
 	for i := range p.Models {
 		setDefault(&p.Models[i].DefaultMaxTokens, defaultMaxTokens)
 	}
@@ -74,7 +76,9 @@ func (p *Provider) defaults() {
 	setDefaultDuration(&p.Timeout, defaultTimeout)
 }
 
-func (t *Tenant) defaults() {
+// Default fills every unset field of the tenant and its limits that has a
+// default, as Config.Default does.
+func (t *Tenant) Default() {
 	setDefault(&t.Priority, defaultPriority)
 	setDefault(&t.Weight, defaultWeight)
 	setDefault(&t.TimeZone, defaultTimeZone)

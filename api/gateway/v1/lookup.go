@@ -20,8 +20,12 @@ func (c *Config) Provider(name string) *Provider {
 // hundred (BenchmarkProviderForModel): small beside counting a prompt's
 // tokens.
 func (c *Config) ProviderForModel(model string) (*Provider, *Model) {
-	for i := range c.Providers {
-		p := &c.Providers[i]
+	return providerForModel(c.Providers, model)
+}
+
+func providerForModel(providers []Provider, model string) (*Provider, *Model) {
+	for i := range providers {
+		p := &providers[i]
 		for j := range p.Models {
 			if p.Models[j].Name == model {
 				return p, &p.Models[j]

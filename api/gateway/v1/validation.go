@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,7 +48,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Jobs.validate(field.NewPath("jobs"))...)
 	errs = append(errs, validateLimits(field.NewPath("global"), c.Global)...)
 	errs = append(errs, validateProviders(field.NewPath("providers"), c.Providers)...)
-	errs = append(errs, c.validateTenants(field.NewPath("tenants"))...)
+	errs = append(errs, validateTenants(field.NewPath("tenants"), c.Tenants, c.Providers)...)
 	return errs.ToAggregate()
 }
 
@@ -106,30 +107,67 @@ func validateProviders(p *field.Path, providers []Provider) field.ErrorList {
 	var errs field.ErrorList
 	names, models := map[string]bool{}, map[string]bool{}
 	for i := range providers {
-		pp := p.Index(i)
-		errs = append(errs, providers[i].validate(pp)...)
-		errs = append(errs, validateUnique(pp.Child("name"), providers[i].Name, names)...)
+		paths := NewProviderPaths(p.Index(i))
+		errs = append(errs, ValidateProvider(paths, &providers[i])...)
+		errs = append(errs, validateUnique(paths.Name, providers[i].Name, names)...)
 		for j, m := range providers[i].Models {
-			errs = append(errs, validateUnique(pp.Child("models").Index(j).Child("name"), m.Name, models)...)
+			errs = append(errs, validateUnique(paths.Models.Index(j).Child("name"), m.Name, models)...)
 		}
 	}
 	return errs
 }
 
-func (pr *Provider) validate(p *field.Path) field.ErrorList {
-	errs := validateDNSLabel(p.Child("name"), pr.Name)
-	errs = append(errs, validateBaseURL(p.Child("baseURL"), pr.BaseURL)...)
-	errs = append(errs, validateModels(p.Child("models"), pr.Models)...)
-	errs = append(errs, validateNonNegative(p.Child("requestsPerMinute"), pr.RequestsPerMinute)...)
-	errs = append(errs, validateNonNegative(p.Child("tokensPerMinute"), pr.TokensPerMinute)...)
-	errs = append(errs, validateNonNegative(p.Child("maxInFlight"), pr.MaxInFlight)...)
-	errs = append(errs, validateRange(p.Child("headroomPercent"), int64(pr.HeadroomPercent), 1, 100)...)
-	errs = append(errs, validateMoney(p.Child("prices", "inputPerMillion"), pr.Prices.InputPerMillion, false)...)
-	errs = append(errs, validateMoney(p.Child("prices", "outputPerMillion"), pr.Prices.OutputPerMillion, false)...)
-	errs = append(errs, validateMoney(p.Child("spendPerMinute"), pr.SpendPerMinute, false)...)
-	errs = append(errs, validateMoney(p.Child("spendPerMonth"), pr.SpendPerMonth, false)...)
-	errs = append(errs, pr.Retry.validate(p.Child("retry"))...)
-	return append(errs, validatePositiveDuration(p.Child("timeout"), pr.Timeout)...)
+// ProviderPaths are the field paths at which ValidateProvider reports the
+// fields of a Provider it checks. A configuration file holds them all under
+// the provider's own path (see NewProviderPaths); an object a Provider is
+// compiled from may hold them elsewhere, as a ProviderQuota holds
+// requestsPerMinute in spec.limits. Every path must be set.
+type ProviderPaths struct {
+	Name, BaseURL, Models                           *field.Path
+	RequestsPerMinute, TokensPerMinute, MaxInFlight *field.Path
+	HeadroomPercent                                 *field.Path
+	// Prices and Retry are the paths of structs whose fields have the same
+	// JSON names wherever they are held.
+	Prices, Retry                          *field.Path
+	SpendPerMinute, SpendPerMonth, Timeout *field.Path
+}
+
+// NewProviderPaths returns the paths of a provider's fields in a
+// configuration file: each its JSON name under p.
+func NewProviderPaths(p *field.Path) ProviderPaths {
+	return ProviderPaths{
+		Name:              p.Child("name"),
+		BaseURL:           p.Child("baseURL"),
+		Models:            p.Child("models"),
+		RequestsPerMinute: p.Child("requestsPerMinute"),
+		TokensPerMinute:   p.Child("tokensPerMinute"),
+		MaxInFlight:       p.Child("maxInFlight"),
+		HeadroomPercent:   p.Child("headroomPercent"),
+		Prices:            p.Child("prices"),
+		Retry:             p.Child("retry"),
+		SpendPerMinute:    p.Child("spendPerMinute"),
+		SpendPerMonth:     p.Child("spendPerMonth"),
+		Timeout:           p.Child("timeout"),
+	}
+}
+
+// ValidateProvider checks one defaulted provider on its own (see
+// Provider.Default), reporting each field at its path in paths. Names and
+// models unique across providers are the Config's to check (see Validate).
+func ValidateProvider(paths ProviderPaths, pr *Provider) field.ErrorList {
+	errs := validateDNSLabel(paths.Name, pr.Name)
+	errs = append(errs, validateBaseURL(paths.BaseURL, pr.BaseURL)...)
+	errs = append(errs, validateModels(paths.Models, pr.Models)...)
+	errs = append(errs, validateNonNegative(paths.RequestsPerMinute, pr.RequestsPerMinute)...)
+	errs = append(errs, validateNonNegative(paths.TokensPerMinute, pr.TokensPerMinute)...)
+	errs = append(errs, validateNonNegative(paths.MaxInFlight, pr.MaxInFlight)...)
+	errs = append(errs, validateRange(paths.HeadroomPercent, int64(pr.HeadroomPercent), 1, 100)...)
+	errs = append(errs, validateMoney(paths.Prices.Child("inputPerMillion"), pr.Prices.InputPerMillion, false)...)
+	errs = append(errs, validateMoney(paths.Prices.Child("outputPerMillion"), pr.Prices.OutputPerMillion, false)...)
+	errs = append(errs, validateMoney(paths.SpendPerMinute, pr.SpendPerMinute, false)...)
+	errs = append(errs, validateMoney(paths.SpendPerMonth, pr.SpendPerMonth, false)...)
+	errs = append(errs, pr.Retry.validate(paths.Retry)...)
+	return append(errs, validatePositiveDuration(paths.Timeout, pr.Timeout)...)
 }
 
 func validateDNSLabel(p *field.Path, name string) field.ErrorList {
@@ -188,25 +226,38 @@ func (r *Retry) validate(p *field.Path) field.ErrorList {
 	return errs
 }
 
-func (c *Config) validateTenants(p *field.Path) field.ErrorList {
+func validateTenants(p *field.Path, tenants []Tenant, providers []Provider) field.ErrorList {
 	var errs field.ErrorList
 	names, keys := map[string]bool{}, map[string]*field.Path{}
-	for i := range c.Tenants {
+	for i := range tenants {
 		tp := p.Index(i)
-		errs = append(errs, c.validateTenant(tp, &c.Tenants[i])...)
-		errs = append(errs, validateUnique(tp.Child("name"), c.Tenants[i].Name, names)...)
-		errs = append(errs, validateUniqueKeys(tp.Child("keys"), c.Tenants[i].Keys, keys)...)
+		errs = append(errs, ValidateTenant(tp, &tenants[i], providers)...)
+		errs = append(errs, validateUnique(tp.Child("name"), tenants[i].Name, names)...)
+		errs = append(errs, validateUniqueKeys(tp.Child("keys"), tenants[i].Keys, keys)...)
 	}
 	return errs
 }
 
-func (c *Config) validateTenant(p *field.Path, t *Tenant) field.ErrorList {
+// ValidateTenant checks one defaulted tenant (see Tenant.Default) at path p:
+// its name and keys, and its terms (see ValidateTenantTerms) against
+// providers, those it may choose from. Names and keys unique across tenants
+// are the Config's to check (see Validate).
+func ValidateTenant(p *field.Path, t *Tenant, providers []Provider) field.ErrorList {
 	var errs field.ErrorList
 	if t.Name == "" {
 		errs = append(errs, field.Required(p.Child("name"), ""))
 	}
 	errs = append(errs, validateKeys(p.Child("keys"), t.Keys)...)
-	errs = append(errs, c.validateTenantProviders(p.Child("providers"), t.Providers)...)
+	return append(errs, ValidateTenantTerms(p, t, providers)...)
+}
+
+// ValidateTenantTerms checks what a defaulted tenant may do, at path p:
+// every field but its name and keys. Its providers must be among providers,
+// and the models its degrade names served by one of its providers. Terms
+// that several tenants share, such as the operator's TenantPlan, are checked
+// this way before any tenant is named.
+func ValidateTenantTerms(p *field.Path, t *Tenant, providers []Provider) field.ErrorList {
+	errs := validateTenantProviders(p.Child("providers"), t.Providers, providers)
 	errs = append(errs, validateEnum(p.Child("priority"), t.Priority, priorities)...)
 	errs = append(errs, validateRange(p.Child("weight"), int64(t.Weight), 1, maxWeight)...)
 	errs = append(errs, validateLimits(p.Child("perUser"), t.PerUser)...)
@@ -215,7 +266,7 @@ func (c *Config) validateTenant(p *field.Path, t *Tenant) field.ErrorList {
 	errs = append(errs, validateBudget(p.Child("budget"), t.Budget)...)
 	errs = append(errs, validateTimeZone(p.Child("timeZone"), t.TimeZone)...)
 	errs = append(errs, validateMaxWait(p.Child("maxWait"), t.MaxWait)...)
-	return append(errs, c.validateDegrade(p, t)...)
+	return append(errs, validateDegrade(p, t, providers)...)
 }
 
 // validateKeys checks each key's form. It never quotes a hash: a person may
@@ -252,15 +303,15 @@ func validateUniqueKeys(p *field.Path, keys []Key, seen map[string]*field.Path) 
 	return errs
 }
 
-func (c *Config) validateTenantProviders(p *field.Path, names []string) field.ErrorList {
+func validateTenantProviders(p *field.Path, names []string, providers []Provider) field.ErrorList {
 	if len(names) == 0 {
 		return field.ErrorList{field.Required(p, "at least one provider")}
 	}
 	var errs field.ErrorList
-	known := c.providerNames()
+	known := providerNames(providers)
 	seen := map[string]bool{}
 	for i, name := range names {
-		if c.Provider(name) == nil {
+		if !slices.Contains(known, name) {
 			errs = append(errs, field.NotSupported(p.Index(i), name, known))
 		}
 		errs = append(errs, validateUnique(p.Index(i), name, seen)...)
@@ -268,9 +319,9 @@ func (c *Config) validateTenantProviders(p *field.Path, names []string) field.Er
 	return errs
 }
 
-func (c *Config) providerNames() []string {
-	names := make([]string, 0, len(c.Providers))
-	for _, pr := range c.Providers {
+func providerNames(providers []Provider) []string {
+	names := make([]string, 0, len(providers))
+	for _, pr := range providers {
 		names = append(names, pr.Name)
 	}
 	return names
@@ -372,7 +423,7 @@ func validateMaxWait(p *field.Path, d metav1.Duration) field.ErrorList {
 
 // validateDegrade checks that both models are ones the tenant may use, so
 // that degrading never sends a request where the tenant may not go.
-func (c *Config) validateDegrade(p *field.Path, t *Tenant) field.ErrorList {
+func validateDegrade(p *field.Path, t *Tenant, providers []Provider) field.ErrorList {
 	d := t.Degrade
 	if d == nil {
 		return nil
@@ -382,32 +433,23 @@ func (c *Config) validateDegrade(p *field.Path, t *Tenant) field.ErrorList {
 		errs = append(errs, field.Required(p.Child("budget"), "required when degrade is set"))
 	}
 	dp := p.Child("degrade")
-	errs = append(errs, c.validateTenantModel(dp.Child("model"), d.Model, t)...)
-	errs = append(errs, c.validateTenantModel(dp.Child("fallback"), d.Fallback, t)...)
+	errs = append(errs, validateTenantModel(dp.Child("model"), d.Model, t, providers)...)
+	errs = append(errs, validateTenantModel(dp.Child("fallback"), d.Fallback, t, providers)...)
 	if d.Model != "" && d.Fallback == d.Model {
 		errs = append(errs, field.Invalid(dp.Child("fallback"), d.Fallback, "must differ from model"))
 	}
 	return append(errs, validateRange(dp.Child("belowPercent"), int64(d.BelowPercent), 1, 99)...)
 }
 
-func (c *Config) validateTenantModel(p *field.Path, model string, t *Tenant) field.ErrorList {
+func validateTenantModel(p *field.Path, model string, t *Tenant, providers []Provider) field.ErrorList {
 	if model == "" {
 		return field.ErrorList{field.Required(p, "")}
 	}
-	pr, _ := c.ProviderForModel(model)
-	if pr == nil || !contains(t.Providers, pr.Name) {
+	pr, _ := providerForModel(providers, model)
+	if pr == nil || !slices.Contains(t.Providers, pr.Name) {
 		return field.ErrorList{field.Invalid(p, model, "must be a model of one of the tenant's providers")}
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // validateUnique refuses a name seen before; an empty name is left to the

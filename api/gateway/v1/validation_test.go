@@ -3,10 +3,15 @@ package v1_test
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 )
@@ -574,5 +579,94 @@ func TestValidateOneErrorPerProblem(t *testing.T) {
 	}
 	if got, want := len(agg.Errors()), 2; got != want {
 		t.Errorf("Validate() returned %d errors, want %d: %v", got, want, err)
+	}
+}
+
+// TestValidateProviderPaths checks that ValidateProvider reports each field
+// at the path ProviderPaths gives for it, and nowhere else: a provider
+// wrong in every field, checked with every path a root of its own.
+func TestValidateProviderPaths(t *testing.T) {
+	var paths gatewayv1.ProviderPaths
+	v := reflect.ValueOf(&paths).Elem()
+	var roots []string
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Name
+		v.Field(i).Set(reflect.ValueOf(field.NewPath(name)))
+		roots = append(roots, name)
+	}
+	bad := gatewayv1.Provider{
+		RequestsPerMinute: -1, TokensPerMinute: -1, MaxInFlight: -1,
+		Prices:         gatewayv1.Prices{InputPerMillion: "x", OutputPerMillion: "x"},
+		SpendPerMinute: "x", SpendPerMonth: "x",
+	}
+
+	var got []string
+	for _, err := range gatewayv1.ValidateProvider(paths, &bad) {
+		root, _, _ := strings.Cut(err.Field, ".")
+		got = append(got, root)
+	}
+	slices.Sort(roots)
+	slices.Sort(got)
+	if diff := cmp.Diff(roots, slices.Compact(got)); diff != "" {
+		t.Errorf("roots of the error paths (-want +got):\n%s", diff)
+	}
+}
+
+func TestValidateTenantTerms(t *testing.T) {
+	providers := validConfig().Providers[:1] // openai, which serves gpt-4o and gpt-4o-mini
+	spec := field.NewPath("spec")
+	tests := []struct {
+		name   string
+		mutate func(t *gatewayv1.Tenant)
+		want   []string // the errors, in order
+	}{
+		{name: "terms without a name or keys", mutate: func(*gatewayv1.Tenant) {}},
+		{
+			name:   "a provider not among providers",
+			mutate: func(t *gatewayv1.Tenant) { t.Providers = append(t.Providers, "local") },
+			want:   []string{`spec.providers[1]: Unsupported value: "local": supported values: "openai"`},
+		},
+		{
+			name:   "a limit",
+			mutate: func(t *gatewayv1.Tenant) { t.PerUser[0].Amount = -1 },
+			want:   []string{"spec.perUser[0].amount: Invalid value: -1: must be more than 0"},
+		},
+		{
+			name:   "degrade to a model no provider serves",
+			mutate: func(t *gatewayv1.Tenant) { t.Degrade.Fallback = "llama" },
+			want:   []string{`spec.degrade.fallback: Invalid value: "llama": must be a model of one of the tenant's providers`},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tenant := validConfig().Tenants[0]
+			tenant.Name, tenant.Keys = "", nil
+			tc.mutate(&tenant)
+			tenant.Default()
+
+			var got []string
+			for _, err := range gatewayv1.ValidateTenantTerms(spec, &tenant, providers) {
+				got = append(got, err.Error())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("ValidateTenantTerms() errors (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestValidateTenantNamesAndKeys(t *testing.T) {
+	c := validConfig()
+	c.Default()
+	tenant := c.Tenants[0]
+	tenant.Name, tenant.Keys = "", nil
+
+	var got []string
+	for _, err := range gatewayv1.ValidateTenant(field.NewPath("tenant"), &tenant, c.Providers) {
+		got = append(got, err.Error())
+	}
+	want := []string{"tenant.name: Required value", "tenant.keys: Required value: at least one key"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ValidateTenant() errors (-want +got):\n%s", diff)
 	}
 }
