@@ -13,7 +13,6 @@ import (
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
-	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 )
 
@@ -41,7 +40,7 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 			s.fail(w, c, apiErr)
 			return
 		}
-		t, refusal := s.gate.Admit(r.Context(), c.admission(jobs.Attempt{}, jobs.Cost{}))
+		t, refusal := s.gate.Admit(r.Context(), c.admission())
 		setCallHeaders(w.Header(), c, t, refusal)
 		if refusal != nil {
 			s.fail(w, c, refusalError(w.Header(), refusal))
@@ -78,10 +77,9 @@ func setCallHeaders(h http.Header, c *call, t *admission.Ticket, r *admission.Re
 	}
 }
 
-// admission is what the call asks of the limits; a job's attempt names its job and what an
-// earlier attempt of it left held.
-func (c *call) admission(job jobs.Attempt, held jobs.Cost) admission.Request {
-	return admission.Request{Caller: c.caller, Route: c.route, Endpoint: gatewayv1.Endpoint(c.endpoint), Cost: c.cost, Job: job, Held: held}
+// admission is what the call asks of the limits.
+func (c *call) admission() admission.Request {
+	return admission.Request{Caller: c.caller, Route: c.route, Endpoint: gatewayv1.Endpoint(c.endpoint), Cost: c.cost}
 }
 
 // readCall authenticates a request and reads its call. The call is never nil, so that an error
@@ -142,9 +140,11 @@ func (s *Server) newCall(ctx context.Context, p *policy.Policy, caller *policy.C
 		return c, apiErr
 	}
 	c.route = route
-	if c.route, c.body, c.degradedFrom, apiErr = s.degrade(ctx, p, caller, route, body); apiErr != nil {
+	sent, body, degradedFrom, apiErr := s.degrade(ctx, p, caller, route, body)
+	if apiErr != nil {
 		return c, apiErr
 	}
+	c.route, c.body, c.degradedFrom = sent, body, degradedFrom
 	m := c.route.Model
 	c.estimate = req.Estimate(s.counter, m.Encoding, m.DefaultMaxTokens)
 	c.cost = policy.Cost{

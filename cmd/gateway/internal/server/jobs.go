@@ -152,7 +152,7 @@ func (s *Server) checkJob(ctx context.Context, p *policy.Policy, caller *policy.
 		e.Param = ptr("body.stream")
 		return nil, e
 	}
-	if r := s.gate.TooLarge(c.admission(jobs.Attempt{}, jobs.Cost{})); r != nil {
+	if r := s.gate.TooLarge(c.admission()); r != nil {
 		return nil, refusalError(nil, r)
 	}
 	return &jobs.Job{ID: jobs.NewID(), Tenant: caller.Tenant.Name, Endpoint: string(endpoint), Body: req.Body}, nil
@@ -401,7 +401,9 @@ func (s *Server) attempt(ctx context.Context, j *jobs.Job) jobs.Outcome {
 	if apiErr != nil {
 		return jobs.Outcome{Err: apiErr.Message, Retry: apiErr.status >= 500}
 	}
-	t, refusal := s.gate.Admit(ctx, c.admission(j.Attempt(), j.Held))
+	req := c.admission()
+	req.Job, req.Held = j.Attempt(), j.Held
+	t, refusal := s.gate.Admit(ctx, req)
 	switch {
 	case refusal == nil:
 		return s.forward(ctx, c, t)

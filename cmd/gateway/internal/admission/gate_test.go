@@ -1,0 +1,415 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+)
+
+// plan is a test configuration: one provider, "lab", with the given limits per minute, and
+// tenants each with one key per user, "sk-<tenant>-<user>".
+type plan struct {
+	requestsPerMinute, tokensPerMinute, maxInFlight int64
+	tenants                                         []gatewayv1.Tenant
+}
+
+func tenant(name string, users ...string) gatewayv1.Tenant {
+	t := gatewayv1.Tenant{Name: name, Providers: []string{"lab"}}
+	for _, u := range users {
+		t.Keys = append(t.Keys, gatewayv1.Key{SHA256: gatewayv1.HashKey("sk-" + name + "-" + u), User: u})
+	}
+	return t
+}
+
+func (pl plan) compile(t *testing.T) *policy.Policy {
+	t.Helper()
+	cfg := &gatewayv1.Config{
+		APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
+		Providers: []gatewayv1.Provider{{
+			Name: "lab", BaseURL: "http://127.0.0.1:1/v1", HeadroomPercent: 100,
+			Models:            []gatewayv1.Model{{Name: "m"}},
+			RequestsPerMinute: pl.requestsPerMinute, TokensPerMinute: pl.tokensPerMinute, MaxInFlight: pl.maxInFlight,
+			Prices: gatewayv1.Prices{InputPerMillion: "1.00", OutputPerMillion: "2.00"},
+		}},
+		Tenants: pl.tenants,
+	}
+	cfg.Default()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.Compile(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// newGate returns a gate on the memory store with the plan in force, closed when the test ends.
+func newGate(t *testing.T, pl plan) (*Gate, *ratelimit.Memory, *policy.Policy) {
+	p := pl.compile(t)
+	limiter := ratelimit.NewMemory()
+	g := New(Options{Limiter: limiter, Jobs: jobs.NewMemory(jobs.Options{}), Policy: func() *policy.Policy { return p }})
+	t.Cleanup(g.Close)
+	return g, limiter, p
+}
+
+// request is a chat call of user's key costing tokens (half prompt, half completion).
+func request(t *testing.T, p *policy.Policy, key string, tokens int64) Request {
+	t.Helper()
+	caller := p.Caller(key)
+	if caller == nil {
+		t.Fatalf("no caller for %s", key)
+	}
+	route := p.Route("m")
+	return Request{Caller: caller, Route: route, Endpoint: gatewayv1.EndpointChat,
+		Cost: policy.Cost{Tokens: tokens, MicroDollars: route.Provider.Config.Prices.CostMicros(tokens/2, tokens/2)}}
+}
+
+// left reads what every limit of a request has left, by key, without taking anything.
+func left(t *testing.T, limiter Limiter, req Request) map[string]int64 {
+	t.Helper()
+	checks, _ := policy.Checks(nil, req.Caller, req.Route, req.Endpoint, policy.Cost{}, policy.Shared, "")
+	for i := range checks {
+		checks[i].Cost = 0
+	}
+	d, err := limiter.Decide(context.Background(), checks, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for i, c := range checks {
+		out[c.Limit.Key] = d.Remaining[i]
+	}
+	return out
+}
+
+func TestSettleChargesTheRealUsageOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := plan{requestsPerMinute: 600, tokensPerMinute: 600_000, maxInFlight: 10, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		pl.tenants[0].Budget = &gatewayv1.Budget{Amount: "10.00", Period: gatewayv1.PeriodMonth}
+		g, limiter, p := newGate(t, pl)
+		req := request(t, p, "sk-acme-alice", 1000)
+		before := left(t, limiter, req)
+
+		ticket, refusal := g.Admit(t.Context(), req)
+		if refusal != nil {
+			t.Fatalf("Admit refused: %+v", refusal)
+		}
+		budget := p.Caller("sk-acme-alice").Tenant.Budget("lab").Key
+		if got, want := left(t, limiter, req)[budget], before[budget]-req.Cost.MicroDollars; got != want {
+			t.Errorf("budget left while in flight = %d; want %d (the estimate taken)", got, want)
+		}
+		if !ticket.Settle(estimate.Usage{PromptTokens: 100, CompletionTokens: 50}) {
+			t.Fatal("Settle did not end the ticket")
+		}
+		if ticket.Settle(estimate.Usage{PromptTokens: 100, CompletionTokens: 50}) || ticket.Refund() {
+			t.Error("a second end of the ticket took effect")
+		}
+		after := left(t, limiter, req)
+		if got, want := after[budget], before[budget]-req.Route.Provider.Config.Prices.CostMicros(100, 50); got != want {
+			t.Errorf("budget left after settling = %d; want %d (the real cost, once)", got, want)
+		}
+		for key, was := range before {
+			if key != budget && after[key] > was {
+				t.Errorf("%s: %d left after settling, more than the %d before", key, after[key], was)
+			}
+		}
+		if n := g.usage.inFlight("lab"); n != 0 {
+			t.Errorf("in flight after settling = %d; want 0", n)
+		}
+	})
+}
+
+func TestRefundGivesEverythingBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := plan{requestsPerMinute: 600, tokensPerMinute: 600_000, maxInFlight: 10, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		pl.tenants[0].Budget = &gatewayv1.Budget{Amount: "10.00", Period: gatewayv1.PeriodMonth}
+		g, limiter, p := newGate(t, pl)
+		req := request(t, p, "sk-acme-alice", 1000)
+		before := left(t, limiter, req)
+		ticket, refusal := g.Admit(t.Context(), req)
+		if refusal != nil {
+			t.Fatalf("Admit refused: %+v", refusal)
+		}
+		ticket.Refund()
+		after := left(t, limiter, req)
+		for key, was := range before {
+			if strings.HasSuffix(key, ":requests:minute") {
+				continue // a request stays counted: the provider may have seen it
+			}
+			if after[key] != was {
+				t.Errorf("%s: %d left after the refund; want %d, as before the call", key, after[key], was)
+			}
+		}
+	})
+}
+
+func TestTicketEndsExactlyOnceUnderConcurrency(t *testing.T) {
+	pl := plan{requestsPerMinute: 600_000, tokensPerMinute: 600_000_000, maxInFlight: 1000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+	pl.tenants[0].Budget = &gatewayv1.Budget{Amount: "1000.00", Period: gatewayv1.PeriodMonth}
+	g, limiter, p := newGate(t, pl)
+	req := request(t, p, "sk-acme-alice", 1000)
+	budget := p.Caller("sk-acme-alice").Tenant.Budget("lab").Key
+	before := left(t, limiter, req)[budget]
+	const calls, enders = 50, 8
+	var settled sync.WaitGroup
+	ends := make(chan bool, calls*enders)
+	for range calls {
+		ticket, refusal := g.Admit(t.Context(), req)
+		if refusal != nil {
+			t.Fatalf("Admit refused: %+v", refusal)
+		}
+		for i := range enders {
+			settled.Go(func() {
+				if i%2 == 0 {
+					ends <- ticket.Settle(estimate.Usage{PromptTokens: 10, CompletionTokens: 10})
+				} else {
+					ends <- ticket.Refund()
+				}
+			})
+		}
+	}
+	settled.Wait()
+	close(ends)
+	ended := 0
+	for e := range ends {
+		if e {
+			ended++
+		}
+	}
+	if ended != calls {
+		t.Errorf("%d ends took effect for %d tickets; want one each", ended, calls)
+	}
+	spent := before - left(t, limiter, req)[budget]
+	perCall := req.Route.Provider.Config.Prices.CostMicros(10, 10)
+	if spent%perCall != 0 || spent > calls*perCall || spent < 0 {
+		t.Errorf("spent %d µ$; want a whole number of calls at %d µ$ each, at most %d", spent, perCall, calls)
+	}
+	if n := g.usage.inFlight("lab"); n != 0 {
+		t.Errorf("in flight after every ticket ended = %d; want 0", n)
+	}
+}
+
+// admitted runs Admit in the background and sends the ticket's key on order once it is let go.
+func admitted(t *testing.T, ctx context.Context, g *Gate, req Request, name string, order chan<- string, wg *sync.WaitGroup) {
+	wg.Go(func() {
+		ticket, refusal := g.Admit(ctx, req)
+		if refusal != nil {
+			order <- name + ": " + refusal.Reason.String()
+			return
+		}
+		order <- name
+		ticket.Settle(estimate.Usage{PromptTokens: req.Cost.Tokens / 2, CompletionTokens: req.Cost.Tokens / 2})
+	})
+}
+
+func TestASmallTenantWaitsAtMostOneRound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// One call a second: everything after the first waits in the queue.
+		pl := plan{requestsPerMinute: 60, tokensPerMinute: 6_000_000, tenants: []gatewayv1.Tenant{tenant("big", "bulk"), tenant("small", "one")}}
+		g, _, p := newGate(t, pl)
+		order := make(chan string, 64)
+		var wg sync.WaitGroup
+		for i := range 30 {
+			admitted(t, t.Context(), g, request(t, p, "sk-big-bulk", 1000), fmt.Sprint("big-", i), order, &wg)
+			synctest.Wait() // in this order
+		}
+		admitted(t, t.Context(), g, request(t, p, "sk-small-one", 1000), "small", order, &wg)
+		wg.Wait()
+		close(order)
+		var got []string
+		for name := range order {
+			got = append(got, name)
+		}
+		at := -1
+		for i, name := range got {
+			if name == "small" {
+				at = i
+			}
+		}
+		// The first big call went at once; in the queue, the small tenant's lane gets its turn
+		// after at most one round of the big tenant's: a quantum of 8,192 tokens, 8 calls.
+		if at < 0 || at > 1+8 {
+			t.Errorf("the small tenant's call went %dth of %v; want within the first round", at+1, got)
+		}
+	})
+}
+
+func TestTheDoorRefusesALongWaitBeforeCharging(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// 6,000 tokens a minute drain 100 a second: a lane with 6,000 tokens ahead waits a minute.
+		pl := plan{requestsPerMinute: 6000, tokensPerMinute: 6000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		g, limiter, p := newGate(t, pl)
+		req := request(t, p, "sk-acme-alice", 1000)
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		// The bucket's burst (3,000 tokens) lets three calls go; the rest queue, 1,000 tokens each.
+		for i := range 3 {
+			if _, r := g.Admit(ctx, req); r != nil {
+				t.Fatalf("call %d refused: %+v", i, r)
+			}
+		}
+		// Queue calls until the door turns one away: it answers at once, where a queued call waits.
+		before := left(t, limiter, req)
+		var refusal *Refusal
+		queued := 0
+		for ; queued < 100 && refusal == nil; queued++ {
+			answered := make(chan *Refusal, 1)
+			wg.Go(func() {
+				ticket, r := g.Admit(ctx, req)
+				if ticket != nil {
+					ticket.Refund()
+				}
+				answered <- r
+			})
+			synctest.Wait()
+			select {
+			case refusal = <-answered:
+			default:
+			}
+		}
+		queued-- // the last one was turned away
+		if refusal == nil || refusal.Reason != Busy {
+			t.Fatalf("Admit with %d calls ahead = %+v; want busy", queued, refusal)
+		}
+		if after := left(t, limiter, req); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Errorf("limits after the door refused = %v; want %v, untouched", after, before)
+		}
+		if refusal.Position != queued+1 {
+			t.Errorf("position = %d; want %d (the %d queued, then this call)", refusal.Position, queued+1, queued)
+		}
+		if refusal.Estimate <= refusal.MaxWait || refusal.RetryAfter != refusal.Estimate-refusal.MaxWait {
+			t.Errorf("estimate %s, maxWait %s, retry after %s; want an estimate past maxWait, and to come back when the wait is within it",
+				refusal.Estimate, refusal.MaxWait, refusal.RetryAfter)
+		}
+		cancel()
+		wg.Wait()
+	})
+}
+
+func TestACallerThatLeavesIsNotCharged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := plan{requestsPerMinute: 60, tokensPerMinute: 6_000_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		pl.tenants[0].Budget = &gatewayv1.Budget{Amount: "10.00", Period: gatewayv1.PeriodMonth}
+		g, limiter, p := newGate(t, pl)
+		req := request(t, p, "sk-acme-alice", 1000)
+		first, r := g.Admit(t.Context(), req) // takes the only request of this second
+		if r != nil {
+			t.Fatalf("first call refused: %+v", r)
+		}
+		budget := p.Caller("sk-acme-alice").Tenant.Budget("lab").Key
+		before := left(t, limiter, req)[budget]
+		ctx, cancel := context.WithCancel(t.Context())
+		got := make(chan *Refusal)
+		go func() {
+			_, r := g.Admit(ctx, req)
+			got <- r
+		}()
+		synctest.Wait()
+		if n := g.Usage(t.Context()).Tenants[0].Queued; n != 1 {
+			t.Fatalf("queued = %d; want the second call waiting", n)
+		}
+		cancel()
+		if r := <-got; r == nil || r.Reason != Gone {
+			t.Fatalf("a waiter whose caller left got %+v; want gone", r)
+		}
+		if n := g.Usage(t.Context()).Tenants[0].Queued; n != 0 {
+			t.Errorf("queued after the caller left = %d; want 0", n)
+		}
+		if got := left(t, limiter, req)[budget]; got != before {
+			t.Errorf("budget left = %d; want %d: the caller that left is not charged", got, before)
+		}
+		first.Refund()
+	})
+}
+
+func TestAThrottlePausesTheQueueAndHalvesTheShare(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := plan{requestsPerMinute: 600_000, tokensPerMinute: 600_000_000, maxInFlight: 64, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		g, _, p := newGate(t, pl)
+		req := request(t, p, "sk-acme-alice", 100)
+		start := time.Now()
+		g.Throttled("lab", 3*time.Second)
+		ticket, r := g.Admit(t.Context(), req)
+		if r != nil {
+			t.Fatalf("Admit refused: %+v", r)
+		}
+		if waited := time.Since(start); waited < 3*time.Second {
+			t.Errorf("a call after the provider asked for 3s went after %s", waited)
+		}
+		if got := g.dispatcher("lab").maxInFlight(); got != 32 {
+			t.Errorf("in-flight cap after one throttle = %d; want 32, half of 64", got)
+		}
+		ticket.Settle(estimate.Usage{PromptTokens: 50, CompletionTokens: 50})
+		if got := g.Usage(t.Context()).Providers[0].Throttles; got != 1 {
+			t.Errorf("throttles = %d; want 1", got)
+		}
+	})
+}
+
+func TestAQueuedCallIsAnsweredBusyAfterMaxWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := plan{requestsPerMinute: 60, tokensPerMinute: 6_000_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		pl.tenants[0].MaxWait.Duration = 10 * time.Second
+		g, _, p := newGate(t, pl)
+		g.Throttled("lab", 30*time.Second) // the provider asks for more than the plan's maxWait
+		start := time.Now()
+		_, r := g.Admit(t.Context(), request(t, p, "sk-acme-alice", 100))
+		if r == nil || r.Reason != Busy {
+			t.Fatalf("Admit = %+v; want busy after maxWait", r)
+		}
+		if r.Waited != 10*time.Second || time.Since(start) != 10*time.Second {
+			t.Errorf("waited %s (%s by the clock); want the plan's 10s", r.Waited, time.Since(start))
+		}
+		if r.RetryAfter <= 0 {
+			t.Errorf("retry after %s; want a positive wait", r.RetryAfter)
+		}
+	})
+}
+
+func TestALimitThatRejectsAnswersAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := plan{requestsPerMinute: 600_000, tokensPerMinute: 600_000_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		pl.tenants[0].PerUser = []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 2, Per: gatewayv1.PeriodDay, OnLimit: gatewayv1.BehaviorReject}}
+		g, _, p := newGate(t, pl)
+		req := request(t, p, "sk-acme-alice", 100)
+		for range 2 {
+			ticket, r := g.Admit(t.Context(), req)
+			if r != nil {
+				t.Fatalf("Admit refused: %+v", r)
+			}
+			ticket.Settle(estimate.Usage{PromptTokens: 50, CompletionTokens: 50})
+		}
+		_, r := g.Admit(t.Context(), req)
+		if r == nil || r.Reason != Limited || r.Level != ratelimit.LevelUser || r.Dimension != ratelimit.Requests {
+			t.Fatalf("third call of two a day = %+v; want limited by the user's requests", r)
+		}
+		if r.RetryAfter <= 0 || r.Limits.Requests.Capacity != 2 || r.Limits.Requests.Remaining != 0 {
+			t.Errorf("refusal says retry after %s, limits %+v; want a wait until midnight and 0 of 2 left", r.RetryAfter, r.Limits.Requests)
+		}
+	})
+}
+
+func TestACallLargerThanALimitIsRefusedForGood(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := plan{requestsPerMinute: 600, tokensPerMinute: 20_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		g, _, p := newGate(t, pl)
+		r := g.TooLarge(request(t, p, "sk-acme-alice", 1_000_000))
+		if r == nil || r.Reason != TooLarge || r.Dimension != ratelimit.Tokens || r.Retryable() {
+			t.Fatalf("TooLarge = %+v; want a refusal on tokens that no wait fixes", r)
+		}
+		if _, r := g.Admit(t.Context(), request(t, p, "sk-acme-alice", 1_000_000)); r == nil || r.Reason != TooLarge {
+			t.Errorf("Admit = %+v; want too large", r)
+		}
+	})
+}
