@@ -4,6 +4,7 @@ package gatewayproc
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -26,6 +27,28 @@ const (
 	// logTail is how much of the gateway's output an error quotes.
 	logTail = 4 << 10
 )
+
+// DefaultBinary is where the lab's commands look for the gateway binary unless told otherwise:
+// where `go build -o bin/gateway ./cmd/gateway` puts it, run from the repository's root.
+const DefaultBinary = "bin/gateway"
+
+// flagName is the lab's commands' flag for the gateway binary's path.
+const flagName = "gateway"
+
+// AddFlag registers the flag -gateway on fs: the path of the gateway binary, into *path, whose
+// value is the default, with usage as its help.
+func AddFlag(fs *flag.FlagSet, path *string, usage string) {
+	fs.StringVar(path, flagName, *path, usage)
+}
+
+// CheckBinary reports, saying how to build one, when there is no gateway binary at path: a run
+// checks before it starts anything.
+func CheckBinary(path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("gatewayproc: the gateway binary (go build -o %s ./cmd/gateway, or --%s): %w", DefaultBinary, flagName, err)
+	}
+	return nil
+}
 
 // Gateway is a running gateway process with a temporary directory of its own. Its methods are
 // safe for concurrent use.

@@ -1,7 +1,8 @@
 // Package openai is the part of OpenAI's HTTP API that the lab's simulators
 // speak: it reads chat, completion and embedding requests, counts their
 // tokens, and writes answers as JSON or as server-sent events, and errors in
-// OpenAI's error body.
+// OpenAI's error body. It also writes the request the lab's loads send, a
+// chat completion ([ChatBody]).
 //
 // # Tokens
 //

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/labrun"
 )
 
 const (
@@ -119,7 +121,7 @@ func (c *client) drive(ctx context.Context, rate int, d time.Duration, workers i
 // send sends one request, due at due, as user, when it is due, and
 // records what happened to it in r. It reports false when ctx has ended.
 func (c *client) send(ctx context.Context, user int, due time.Time, r *record) bool {
-	if r.late = time.Now().After(due); !r.late && !sleepUntil(ctx, due) {
+	if r.late = time.Now().After(due); !r.late && !labrun.SleepUntil(ctx, due) {
 		return false
 	}
 	if ctx.Err() != nil {
@@ -129,18 +131,6 @@ func (c *client) send(ctx context.Context, user int, due time.Time, r *record) b
 	r.answered, r.queued = c.post(ctx, user)
 	r.sent, r.lag, r.latency = true, sent.Sub(due), time.Since(due)
 	return true
-}
-
-// sleepUntil waits until t and reports whether ctx was still going then.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return ctx.Err() == nil
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // post sends the lab's chat completion as user and reads the answer whole.
@@ -185,9 +175,9 @@ func measure(records []record) Step {
 	}
 	slices.Sort(s.latencies)
 	slices.Sort(lags)
-	s.P50Seconds = percentile(s.latencies, 50).Seconds()
-	s.P99Seconds = percentile(s.latencies, 99).Seconds()
-	s.SendLagP99Seconds = percentile(lags, 99).Seconds()
+	s.P50Seconds = labrun.Percentile(s.latencies, 50).Seconds()
+	s.P99Seconds = labrun.Percentile(s.latencies, 99).Seconds()
+	s.SendLagP99Seconds = labrun.Percentile(lags, 99).Seconds()
 	return s
 }
 

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"time"
 
+	"github.com/sluicehq/sluice/cmd/lab/internal/gatewayproc"
 	"github.com/sluicehq/sluice/cmd/lab/internal/ladder"
 )
 
@@ -43,7 +44,7 @@ func DefaultOptions() Options {
 		Rounds:  3,
 		Warmup:  2 * time.Second,
 		Workers: 128,
-		Gateway: "bin/gateway",
+		Gateway: gatewayproc.DefaultBinary,
 	}
 }
 
@@ -55,7 +56,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "how many times every rate runs against every target")
 	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "an uncounted step per target, at the lowest rate, before the rounds; 0 for none")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "the most requests in flight, and connections, to each target")
-	fs.StringVar(&o.Gateway, "gateway", o.Gateway, "path of the gateway binary")
+	gatewayproc.AddFlag(fs, &o.Gateway, "path of the gateway binary")
 }
 
 // validate reports the first option Run cannot run with.

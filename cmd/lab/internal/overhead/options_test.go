@@ -1,35 +1,28 @@
 package overhead
 
 import (
-	"flag"
-	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/labtest"
 )
 
 func TestAddFlags(t *testing.T) {
-	opts := DefaultOptions()
-	fs := flag.NewFlagSet("overhead", flag.ContinueOnError)
-	opts.AddFlags(fs)
-	err := fs.Parse([]string{"-rates", "100, 200", "-step", "1s", "-rounds", "1", "-warmup", "0", "-workers", "8", "-gateway", "/tmp/gw"})
+	got, err := labtest.ParseFlags(DefaultOptions(), "-rates", "100, 200", "-step", "1s", "-rounds", "1", "-warmup", "0", "-workers", "8", "-gateway", "/tmp/gw")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Options{Rates: []int{100, 200}, Step: time.Second, Rounds: 1, Warmup: 0, Workers: 8, Gateway: "/tmp/gw"}
-	if diff := cmp.Diff(opts, want); diff != "" {
+	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("options (-got +want):\n%s", diff)
 	}
 }
 
 func TestAddFlagsRefusesARateThatIsNotANumber(t *testing.T) {
-	opts := DefaultOptions()
-	fs := flag.NewFlagSet("overhead", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	opts.AddFlags(fs)
-	if err := fs.Parse([]string{"-rates", "500,lots"}); err == nil || !strings.Contains(err.Error(), "flag -rates") {
+	if _, err := labtest.ParseFlags(DefaultOptions(), "-rates", "500,lots"); err == nil || !strings.Contains(err.Error(), "flag -rates") {
 		t.Errorf("Parse(-rates 500,lots) = %v; want the rates refused", err)
 	}
 }

@@ -1,32 +1,27 @@
 package overhead
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"text/tabwriter"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/labrun"
 )
 
 // WriteTable writes the results as a table, one rate and target a row, then
 // the checks, and a note for every result whose requests were not all
 // answered in time.
 func (r Report) WriteTable(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "rate/s\ttarget\tanswered\tfailed\tlate\tp50\tp99\tadded p50\tadded p99\tCPU/request")
-	for _, res := range r.Results {
-		fmt.Fprintf(tw, "%d\t%s\t%d/%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n",
-			res.Rate, res.Target, res.Answered, res.Requests, res.Failed, res.Late, ms(res.P50Seconds), ms(res.P99Seconds),
-			added(res.AddedP50Seconds), added(res.AddedP99Seconds), micros(res.CPUSecondsPerRequest))
-	}
-	if err := tw.Flush(); err != nil {
-		return fmt.Errorf("overhead: write the table: %w", err)
-	}
-	_, err := io.WriteString(w, r.footer())
-	if err != nil {
-		return fmt.Errorf("overhead: write the table: %w", err)
-	}
-	return nil
+	return labrun.WriteTable(w, tableHeader, r.Results, Result.row, r.footer())
+}
+
+// tableHeader is the table's first line, its cells separated by tabs.
+const tableHeader = "rate/s\ttarget\tanswered\tfailed\tlate\tp50\tp99\tadded p50\tadded p99\tCPU/request"
+
+// row is the result's row of the table.
+func (res Result) row() string {
+	return fmt.Sprintf("%d\t%s\t%d/%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s",
+		res.Rate, res.Target, res.Answered, res.Requests, res.Failed, res.Late, ms(res.P50Seconds), ms(res.P99Seconds),
+		added(res.AddedP50Seconds), added(res.AddedP99Seconds), micros(res.CPUSecondsPerRequest))
 }
 
 // footer is what follows the table: the notes, the load and the checks.
@@ -112,13 +107,4 @@ func orUnknown(s string) string {
 }
 
 // WriteFile writes the report as JSON to path.
-func (r Report) WriteFile(path string) error {
-	data, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return fmt.Errorf("overhead: encode the report: %w", err)
-	}
-	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
-		return fmt.Errorf("overhead: write the report: %w", err)
-	}
-	return nil
-}
+func (r Report) WriteFile(path string) error { return labrun.WriteJSON(path, r) }

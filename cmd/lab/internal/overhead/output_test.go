@@ -2,9 +2,6 @@ package overhead
 
 import (
 	"bytes"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -48,24 +45,5 @@ FAIL  at 2000/s, the gateway's added p99: not measured
 `
 	if diff := cmp.Diff(out.String(), want); diff != "" {
 		t.Errorf("table (-got +want):\n%s", diff)
-	}
-}
-
-func TestWriteFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "overhead.json")
-	rep := sampleReport()
-	if err := rep.WriteFile(path); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got Report
-	if err := json.Unmarshal(data, &got); err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(got, rep, cmp.AllowUnexported(Step{})); diff != "" {
-		t.Errorf("report read back (-got +want):\n%s", diff)
 	}
 }

@@ -3,15 +3,15 @@ package overhead
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/labtest"
 )
 
 // gatewayBin is the gateway built once for the package's tests; empty
@@ -25,25 +25,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == ProxyCommand {
 		os.Exit(serveProxy(os.Args[2:]))
 	}
-	flag.Parse()
-	os.Exit(func() int {
-		if !testing.Short() {
-			dir, err := os.MkdirTemp("", "lab-overhead-test-")
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 1
-			}
-			defer os.RemoveAll(dir)
-			gatewayBin = filepath.Join(dir, "gateway")
-			build := exec.Command("go", "build", "-o", gatewayBin, "github.com/sluicehq/sluice/cmd/gateway")
-			build.Stdout, build.Stderr = os.Stderr, os.Stderr
-			if err := build.Run(); err != nil {
-				fmt.Fprintln(os.Stderr, "build the gateway:", err)
-				return 1
-			}
-		}
-		return m.Run()
-	}())
+	os.Exit(labtest.Main(m, &gatewayBin))
 }
 
 // serveProxy is what lab overhead-proxy does.

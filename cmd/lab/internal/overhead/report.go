@@ -2,9 +2,10 @@ package overhead
 
 import (
 	"fmt"
-	"math"
 	"slices"
 	"time"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/labrun"
 )
 
 // Target is where a step's requests go.
@@ -57,6 +58,13 @@ type Report struct {
 	Checks []Check `json:"checks"`
 }
 
+// LoadAverage holds /proc/loadavg's 1, 5 and 15 minute figures, such as
+// "2.83 3.06 2.61"; empty where they could not be read.
+type LoadAverage struct {
+	Start string `json:"start"`
+	End   string `json:"end"`
+}
+
 // Settings are the options a run ran with, and the machine.
 type Settings struct {
 	Rates         []int   `json:"rates"`
@@ -65,13 +73,6 @@ type Settings struct {
 	WarmupSeconds float64 `json:"warmupSeconds"`
 	Workers       int     `json:"workers"`
 	CPUs          int     `json:"cpus"`
-}
-
-// LoadAverage holds /proc/loadavg's 1, 5 and 15 minute figures, such as
-// "2.83 3.06 2.61"; empty where they could not be read.
-type LoadAverage struct {
-	Start string `json:"start"`
-	End   string `json:"end"`
 }
 
 // Step is one rate against one target for one round.
@@ -161,16 +162,6 @@ type Check struct {
 	Pass         bool    `json:"pass"`
 }
 
-// percentile is the nearest-rank p-th percentile of sorted (ascending); 0
-// when sorted is empty.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
-	return sorted[min(max(rank, 1), len(sorted))-1]
-}
-
 // results puts each rate's steps for each target together, rates in the
 // order given.
 func results(steps []Step, rates []int) []Result {
@@ -203,8 +194,8 @@ func merge(steps []Step, rate int, t Target) Result {
 		latencies = append(latencies, s.latencies...)
 	}
 	slices.Sort(latencies)
-	r.P50Seconds = percentile(latencies, 50).Seconds()
-	r.P99Seconds = percentile(latencies, 99).Seconds()
+	r.P50Seconds = labrun.Percentile(latencies, 50).Seconds()
+	r.P99Seconds = labrun.Percentile(latencies, 99).Seconds()
 	if t != Stub && r.Answered > 0 {
 		r.CPUSecondsPerRequest = new(cpu / float64(r.Answered))
 	}

@@ -13,34 +13,6 @@ const ms1 = time.Millisecond
 // approx compares the floats that percentiles and divisions make.
 var approx = cmpopts.EquateApprox(0, 1e-9)
 
-func TestPercentile(t *testing.T) {
-	hundred := make([]time.Duration, 100)
-	for i := range hundred {
-		hundred[i] = time.Duration(i+1) * ms1
-	}
-	tests := []struct {
-		name   string
-		sorted []time.Duration
-		p      float64
-		want   time.Duration
-	}{
-		{name: "none", sorted: nil, p: 50, want: 0},
-		{name: "one is every percentile", sorted: []time.Duration{7 * ms1}, p: 99, want: 7 * ms1},
-		{name: "p50 of four is the second", sorted: []time.Duration{1 * ms1, 2 * ms1, 3 * ms1, 4 * ms1}, p: 50, want: 2 * ms1},
-		{name: "p50 of a hundred", sorted: hundred, p: 50, want: 50 * ms1},
-		{name: "p99 of a hundred", sorted: hundred, p: 99, want: 99 * ms1},
-		{name: "p99 of four is the last", sorted: []time.Duration{1 * ms1, 2 * ms1, 3 * ms1, 4 * ms1}, p: 99, want: 4 * ms1},
-		{name: "p0 is the first", sorted: hundred, p: 0, want: 1 * ms1},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := percentile(tc.sorted, tc.p); got != tc.want {
-				t.Errorf("percentile(p%v) = %s; want %s", tc.p, got, tc.want)
-			}
-		})
-	}
-}
-
 // stepOf is a step whose answered requests took latencies, with cpu
 // seconds of its target's process.
 func stepOf(round, rate int, t Target, cpu float64, latencies ...time.Duration) Step {

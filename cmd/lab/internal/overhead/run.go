@@ -21,8 +21,8 @@ func Run(ctx context.Context, opts Options, progress io.Writer) (Report, error) 
 	if err := opts.validate(); err != nil {
 		return Report{}, err
 	}
-	if _, err := os.Stat(opts.Gateway); err != nil {
-		return Report{}, fmt.Errorf("overhead: the gateway binary (go build -o bin/gateway ./cmd/gateway, or --gateway): %w", err)
+	if err := gatewayproc.CheckBinary(opts.Gateway); err != nil {
+		return Report{}, err
 	}
 	r, err := startRig(ctx, opts)
 	if err != nil {

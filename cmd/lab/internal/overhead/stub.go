@@ -1,7 +1,6 @@
 package overhead
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -22,18 +21,7 @@ const (
 )
 
 // requestBody is every request: a short chat completion.
-var requestBody = func() []byte {
-	type message struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
-	}
-	body, _ := json.Marshal(struct { // strings and an int: it cannot fail
-		Model     string    `json:"model"`
-		MaxTokens int64     `json:"max_tokens"`
-		Messages  []message `json:"messages"`
-	}{model, maxTokens, []message{{Role: "user", Content: "Say hello in one short sentence."}}})
-	return body
-}()
+var requestBody = openai.ChatBody(model, maxTokens, "Say hello in one short sentence.")
 
 // stub is the zero-delay upstream: it answers every chat completion at
 // once, in OpenAI's JSON with a usage block.

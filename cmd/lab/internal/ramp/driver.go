@@ -7,13 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
-	"github.com/sluicehq/sluice/cmd/lab/internal/provider"
-
 	"github.com/sluicehq/sluice/cmd/lab/internal/gatewayproc"
+	"github.com/sluicehq/sluice/cmd/lab/internal/openai"
+	"github.com/sluicehq/sluice/cmd/lab/internal/provider"
 )
 
 // providerShutdown bounds how long the provider waits for calls still in
@@ -56,8 +55,8 @@ func checkGateway(opts Options) error {
 	}
 	for _, name := range opts.Cases {
 		if c, _ := caseNamed(name); c.gateway != "" {
-			if _, err := os.Stat(opts.Gateway); err != nil {
-				return fmt.Errorf("ramp: the %s case needs the gateway binary (go build -o bin/gateway ./cmd/gateway, or --gateway): %w", name, err)
+			if err := gatewayproc.CheckBinary(opts.Gateway); err != nil {
+				return fmt.Errorf("ramp: the %s case needs the gateway: %w", name, err)
 			}
 			return nil
 		}
@@ -128,7 +127,7 @@ func drive(ctx context.Context, opts Options, c kase, t target, progress io.Writ
 	defer cancel()
 	l := &load{
 		kase: c, opts: opts, client: client, target: t,
-		body:  pageBody(opts.Provider.Models[0], opts.PromptTokens, opts.MaxTokens),
+		body:  openai.ChatBody(opts.Provider.Models[0], opts.MaxTokens, openai.Filler(opts.PromptTokens)),
 		start: time.Now(),
 	}
 	l.run(ctx, progress)

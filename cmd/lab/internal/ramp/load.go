@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/cmd/lab/internal/labrun"
 	"github.com/sluicehq/sluice/cmd/lab/internal/openai"
 )
 
@@ -50,7 +51,7 @@ func (l *load) run(ctx context.Context, progress io.Writer) {
 	var books sync.WaitGroup
 	started := 0
 	for k, n := range l.opts.Users {
-		if !sleepUntil(ctx, l.start.Add(time.Duration(k)*l.opts.Step)) {
+		if !labrun.SleepUntil(ctx, l.start.Add(time.Duration(k)*l.opts.Step)) {
 			break
 		}
 		for ; started < n; started++ {
@@ -60,18 +61,6 @@ func (l *load) run(ctx context.Context, progress io.Writer) {
 		l.progress(progress, k, n)
 	}
 	books.Wait()
-}
-
-// sleepUntil waits until t and reports whether ctx was still going then.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return ctx.Err() == nil
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // book uploads one user's book, page after page or all at once.
@@ -116,7 +105,7 @@ func (l *load) page(ctx context.Context, user, index int) page {
 		}
 		p.busy++
 		l.busy.Add(1)
-		if !sleepUntil(ctx, time.Now().Add(retryAfter(a.header))) {
+		if !labrun.SleepUntil(ctx, time.Now().Add(retryAfter(a.header))) {
 			p.answered, p.cause = time.Since(l.start), CutOff
 			return p
 		}
@@ -200,19 +189,4 @@ func (l *load) progress(w io.Writer, k, users int) {
 	fmt.Fprintf(w, "%-10s step %2d/%d %7.1fs  users %4d  served %6d  died at provider %6d  refused %6d  busy %6d  in flight %5d\n",
 		l.kase.name, k+1, len(l.opts.Users), time.Since(l.start).Seconds(), users,
 		l.served.Load(), l.diedAtProvider.Load(), l.refused.Load(), l.busy.Load(), l.inFlight.Load())
-}
-
-// pageBody is every page's request: a chat completion whose prompt is
-// promptTokens of text, as the provider counts them, asking for maxTokens.
-func pageBody(model string, promptTokens, maxTokens int64) []byte {
-	type message struct {
-		Role    string `json:"role"`
-		Content string `json:"content"`
-	}
-	body, _ := json.Marshal(struct { // strings and an int: it cannot fail
-		Model     string    `json:"model"`
-		MaxTokens int64     `json:"max_tokens"`
-		Messages  []message `json:"messages"`
-	}{model, maxTokens, []message{{Role: "user", Content: openai.Filler(promptTokens)}}})
-	return body
 }

@@ -2,7 +2,6 @@ package ramp
 
 import (
 	"cmp"
-	"math"
 	"slices"
 	"time"
 )
@@ -32,16 +31,6 @@ func (s schedule) steps() []time.Duration {
 		at[k] = time.Duration(k) * s.step
 	}
 	return at
-}
-
-// percentile is the nearest-rank p-th percentile of sorted (ascending); 0
-// when sorted is empty.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
-	return sorted[min(max(rank, 1), len(sorted))-1]
 }
 
 // peakPerMinute is the most tokens the admitted calls held in any rolling

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicehq/sluice/cmd/lab/internal/provider"
-
+	"github.com/sluicehq/sluice/cmd/lab/internal/gatewayproc"
 	"github.com/sluicehq/sluice/cmd/lab/internal/ladder"
+	"github.com/sluicehq/sluice/cmd/lab/internal/provider"
 )
 
 // maxMaxWait is the longest maxWait the gateway's configuration accepts.
@@ -93,7 +93,7 @@ func DefaultOptions() Options {
 		MaxTokens:    200,
 		Duration:     5 * time.Minute,
 		Cases:        []string{CaseSequential, CaseBurst, CaseReject, CaseQueue, CasePool},
-		Gateway:      "bin/gateway",
+		Gateway:      gatewayproc.DefaultBinary,
 		PoolConns:    200,
 		UserBurst:    5,
 		UserRate:     2,
@@ -112,7 +112,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&o.MaxTokens, "max-tokens", o.MaxTokens, "a page's max_tokens: the answer's length")
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "the longest a case runs; it ends sooner when every book has finished")
 	fs.Func("cases", "comma-separated cases to run, in order (default "+strings.Join(o.Cases, ",")+")", o.setCases)
-	fs.StringVar(&o.Gateway, "gateway", o.Gateway, "path of the gateway binary, for the reject and queue cases")
+	gatewayproc.AddFlag(fs, &o.Gateway, "path of the gateway binary, for the reject and queue cases")
 	fs.Func("gateway-url", "a running gateway's base URL for the reject and queue cases, instead of starting one; repeat to spread the users over several", o.addGatewayURL)
 	fs.Func("provider-addr", "where each case's provider listens, a loopback host:port; empty means a free loopback port", o.setProviderAddr)
 	fs.IntVar(&o.PoolConns, "pool-conns", o.PoolConns, "the pool case's cap on connections to the provider")

@@ -1,22 +1,19 @@
 package ramp
 
 import (
-	"flag"
-	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/labtest"
 )
 
-func TestAddFlags(t *testing.T) {
-	opts := DefaultOptions()
-	fs := flag.NewFlagSet("ramp", flag.ContinueOnError)
-	opts.AddFlags(fs)
-	err := fs.Parse([]string{"-users", "1, 3,9", "-step", "200ms", "-pages", "10", "-cases", "burst,sequential",
+func TestAddFlagsSetsEveryOption(t *testing.T) {
+	got, err := labtest.ParseFlags(DefaultOptions(), "-users", "1, 3,9", "-step", "200ms", "-pages", "10", "-cases", "burst,sequential",
 		"-latency", "50ms", "-max-in-flight", "14", "-gateway", "/tmp/gw",
-		"-gateway-url", "http://127.0.0.1:8080/", "-gateway-url", "http://127.0.0.1:8090", "-provider-addr", "127.0.0.1:8081"})
+		"-gateway-url", "http://127.0.0.1:8080/", "-gateway-url", "http://127.0.0.1:8090", "-provider-addr", "127.0.0.1:8081")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,27 +21,19 @@ func TestAddFlags(t *testing.T) {
 	want.Users, want.Step, want.Pages, want.Cases, want.Gateway = []int{1, 3, 9}, 200*time.Millisecond, 10, []string{"burst", "sequential"}, "/tmp/gw"
 	want.Provider.Latency, want.Provider.MaxInFlight = 50*time.Millisecond, 14
 	want.GatewayURLs, want.ProviderAddr = []string{"http://127.0.0.1:8080", "http://127.0.0.1:8090"}, "127.0.0.1:8081"
-	if diff := cmp.Diff(opts, want); diff != "" {
+	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("options mismatch (-got +want):\n%s", diff)
 	}
 }
 
 func TestAddFlagsKeepsTheLoadOnLoopback(t *testing.T) {
 	for _, bad := range []string{"127.0.0.1:8080", "ftp://gw", "http://", "://x", "http://10.0.0.1:8080", "https://api.example.com"} {
-		opts := DefaultOptions()
-		fs := flag.NewFlagSet("ramp", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		opts.AddFlags(fs)
-		if err := fs.Parse([]string{"-gateway-url", bad}); err == nil || !strings.Contains(err.Error(), "want a gateway's base URL") {
+		if _, err := labtest.ParseFlags(DefaultOptions(), "-gateway-url", bad); err == nil || !strings.Contains(err.Error(), "want a gateway's base URL") {
 			t.Errorf("-gateway-url %q: err = %v; want a clear refusal", bad, err)
 		}
 	}
 	for _, bad := range []string{"10.0.0.1:8081", "8081", "example.com:80"} {
-		opts := DefaultOptions()
-		fs := flag.NewFlagSet("ramp", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		opts.AddFlags(fs)
-		if err := fs.Parse([]string{"-provider-addr", bad}); err == nil || !strings.Contains(err.Error(), "want a loopback host:port") {
+		if _, err := labtest.ParseFlags(DefaultOptions(), "-provider-addr", bad); err == nil || !strings.Contains(err.Error(), "want a loopback host:port") {
 			t.Errorf("-provider-addr %q: err = %v; want a clear refusal", bad, err)
 		}
 	}
@@ -76,14 +65,5 @@ func TestValidate(t *testing.T) {
 				t.Errorf("validate() = %v; want %q", err, tc.want)
 			}
 		})
-	}
-}
-
-func TestRunRefusesAMissingGateway(t *testing.T) {
-	opts := DefaultOptions()
-	opts.Cases, opts.Gateway = []string{CaseSequential, CaseReject}, "/nonexistent/gateway"
-	_, err := Run(t.Context(), opts, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "the reject case needs the gateway binary") {
-		t.Errorf("Run without the gateway = %v; want it refused before any case runs", err)
 	}
 }

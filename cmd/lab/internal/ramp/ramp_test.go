@@ -2,40 +2,20 @@ package ramp
 
 import (
 	"bytes"
-	"flag"
-	"fmt"
+	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/labtest"
 )
 
 // gatewayBin is the gateway built once for the package's tests; empty
 // with -short.
 var gatewayBin string
 
-func TestMain(m *testing.M) {
-	flag.Parse()
-	os.Exit(func() int {
-		if !testing.Short() {
-			dir, err := os.MkdirTemp("", "lab-ramp-test-")
-			if err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 1
-			}
-			defer os.RemoveAll(dir)
-			gatewayBin = filepath.Join(dir, "gateway")
-			build := exec.Command("go", "build", "-o", gatewayBin, "github.com/sluicehq/sluice/cmd/gateway")
-			build.Stdout, build.Stderr = os.Stderr, os.Stderr
-			if err := build.Run(); err != nil {
-				fmt.Fprintln(os.Stderr, "build the gateway:", err)
-				return 1
-			}
-		}
-		return m.Run()
-	}())
-}
+func TestMain(m *testing.M) { os.Exit(labtest.Main(m, &gatewayBin)) }
 
 // smallRamp is the reference ramp scaled down to a few seconds: calls of
 // 50 ms, 6 users in steps of 300 ms, books of 10 pages of 80 tokens. The
@@ -129,4 +109,13 @@ func checkAccounting(t *testing.T, c CaseReport) {
 // providerErrors is what the provider itself refused.
 func providerErrors(c CaseReport) int64 {
 	return c.Provider.Rejected429Requests + c.Provider.Rejected429Tokens + c.Provider.Rejected503
+}
+
+func TestRunRefusesAMissingGateway(t *testing.T) {
+	opts := DefaultOptions()
+	opts.Cases, opts.Gateway = []string{CaseSequential, CaseReject}, "/nonexistent/gateway"
+	_, err := Run(t.Context(), opts, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "the reject case needs the gateway") {
+		t.Errorf("Run without the gateway = %v; want it refused before any case runs", err)
+	}
 }

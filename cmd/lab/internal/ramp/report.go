@@ -7,6 +7,7 @@ import (
 	"time"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/lab/internal/labrun"
 	"github.com/sluicehq/sluice/cmd/lab/internal/provider"
 )
 
@@ -152,8 +153,8 @@ func summarize(r caseRun) CaseReport {
 		FirstFailure:         firstFailure(r.pages, r.schedule),
 		Billed:               gatewayv1.MoneyFromMicro(r.stats.MicroDollars),
 		BilledForBrokenBooks: gatewayv1.MoneyFromMicro(wasted),
-		WaitP50Seconds:       percentile(waits, 50).Seconds(),
-		WaitP95Seconds:       percentile(waits, 95).Seconds(),
+		WaitP50Seconds:       labrun.Percentile(waits, 50).Seconds(),
+		WaitP95Seconds:       labrun.Percentile(waits, 95).Seconds(),
 		PeakTokensPerMinute:  peak,
 		PeakTokensShare:      share(peak, r.tokensPerMinute),
 		Provider:             r.stats,

@@ -166,34 +166,6 @@ func TestBucketFor(t *testing.T) {
 	}
 }
 
-func TestPercentile(t *testing.T) {
-	twenty := make([]time.Duration, 20)
-	for i := range twenty {
-		twenty[i] = time.Duration(i+1) * s
-	}
-	tests := []struct {
-		name   string
-		sorted []time.Duration
-		p      float64
-		want   time.Duration
-	}{
-		{name: "nothing", sorted: nil, p: 50, want: 0},
-		{name: "one", sorted: []time.Duration{7 * s}, p: 95, want: 7 * s},
-		{name: "p50 of four is the second", sorted: []time.Duration{1 * s, 2 * s, 3 * s, 4 * s}, p: 50, want: 2 * s},
-		{name: "p50 of twenty", sorted: twenty, p: 50, want: 10 * s},
-		{name: "p95 of twenty", sorted: twenty, p: 95, want: 19 * s},
-		{name: "p100 is the largest", sorted: twenty, p: 100, want: 20 * s},
-		{name: "p0 is the smallest", sorted: twenty, p: 0, want: 1 * s},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := percentile(tc.sorted, tc.p); got != tc.want {
-				t.Errorf("percentile(p%v) = %s; want %s", tc.p, got, tc.want)
-			}
-		})
-	}
-}
-
 func TestPeakPerMinute(t *testing.T) {
 	tests := []struct {
 		name  string
