@@ -21,7 +21,11 @@ import (
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/api/v1alpha1"
 	"github.com/sluicehq/sluice/controllers/usage"
+	"github.com/sluicehq/sluice/test/poll"
 )
+
+// settle bounds each wait for the manager to write a status or the configuration Secret.
+const settle = 30 * time.Second
 
 // TestManager runs the reconciler and the usage poller in a manager, as
 // cmd/manager does, against a stub gateway served over HTTP: the watches
@@ -77,7 +81,7 @@ func TestManager(t *testing.T) {
 	tp.Spec.Budget = &v1alpha1.Budget{Amount: "100", Period: v1alpha1.PeriodMonth}
 	create(t, c, ns, &pq, &tp, ptrTo(providerSecret("openai", openaiKey)), ptrTo(keySecret("acme-alice", "acme", "alice", aliceKey)))
 
-	eventually(t, "the gateway's usage in the ProviderQuota's status", func() bool {
+	poll.Until(t, settle, "the gateway's usage in the ProviderQuota's status", func() bool {
 		var got v1alpha1.ProviderQuota
 		get(t, c, ns, "openai", &got)
 		u := got.Status.Usage
@@ -86,7 +90,7 @@ func TestManager(t *testing.T) {
 			u != nil && u.RequestsLastMinute == 42 && u.Queued == 7 && u.Throttles == 1 && u.SpendThisMonth == "0.1" &&
 			got.Status.LastUsageTime != nil
 	})
-	eventually(t, "the tenant's spend in the TenantPlan's status", func() bool {
+	poll.Until(t, settle, "the tenant's spend in the TenantPlan's status", func() bool {
 		var got v1alpha1.TenantPlan
 		get(t, c, ns, "pro", &got)
 		st := got.Status
@@ -96,7 +100,7 @@ func TestManager(t *testing.T) {
 	})
 
 	updateSecretData(t, c, ns, "acme-alice", "sk-acme-alice-rotated-0123456789")
-	eventually(t, "the rotated tenant key's hash in config.yaml", func() bool {
+	poll.Until(t, settle, "the rotated tenant key's hash in config.yaml", func() bool {
 		var s corev1.Secret
 		get(t, c, ns, configSecretName, &s)
 		cfg, err := gatewayv1.Parse(s.Data[ConfigFile])
@@ -104,7 +108,7 @@ func TestManager(t *testing.T) {
 	})
 
 	failing.Store(true)
-	eventually(t, "UsageReported=False once the gateway stops answering", func() bool {
+	poll.Until(t, settle, "UsageReported=False once the gateway stops answering", func() bool {
 		var got v1alpha1.ProviderQuota
 		get(t, c, ns, "openai", &got)
 		cond := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionUsageReported)
@@ -125,16 +129,4 @@ func gatewayServing(u gatewayv1.Usage, failing *atomic.Bool) http.Handler {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(u)
 	})
-}
-
-// eventually fails the test if cond does not hold within 30 seconds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

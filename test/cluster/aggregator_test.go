@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/sluicehq/sluice/test/cluster"
+	"github.com/sluicehq/sluice/test/poll"
 )
 
 // TestAggregatorPublishesTheFrontProxyCA checks what an extension API server reads to trust the
@@ -17,10 +18,10 @@ import (
 func TestAggregatorPublishesTheFrontProxyCA(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{Aggregator: true})
 	var cm *corev1.ConfigMap
-	waitFor(t, "kube-apiserver to publish extension-apiserver-authentication", func() (bool, error) {
+	poll.Until(t, settle, "kube-apiserver to publish extension-apiserver-authentication", func() bool {
 		var err error
 		cm, err = c.Clientset.CoreV1().ConfigMaps("kube-system").Get(context.Background(), "extension-apiserver-authentication", metav1.GetOptions{})
-		return err == nil && cm.Data["requestheader-client-ca-file"] != "", err
+		return err == nil && cm.Data["requestheader-client-ca-file"] != ""
 	})
 	if ca := cm.Data["requestheader-client-ca-file"]; !strings.Contains(ca, "BEGIN CERTIFICATE") {
 		t.Errorf("requestheader-client-ca-file = %q; want the front-proxy CA", ca)

@@ -18,14 +18,17 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
 	"github.com/sluicehq/sluice/test/cluster"
+	"github.com/sluicehq/sluice/test/poll"
 )
 
 // servePodEnv makes the test binary act as a Pod's process: it serves HTTP on the address given.
 const servePodEnv = "SLUICE_TEST_SERVE_POD"
+
+// settle bounds each wait for the control plane's controllers to act.
+const settle = 90 * time.Second
 
 func TestMain(m *testing.M) {
 	if addr := os.Getenv(servePodEnv); addr != "" {
@@ -62,9 +65,9 @@ func TestFakeKubeletRunsDeploymentPods(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	waitFor(t, "2 available replicas", func() (bool, error) {
+	poll.Until(t, settle, "2 available replicas", func() bool {
 		d, err := c.Clientset.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
-		return err == nil && d.Status.AvailableReplicas == 2, err
+		return err == nil && d.Status.AvailableReplicas == 2
 	})
 	pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 	if err != nil {
@@ -90,9 +93,9 @@ func TestFakeKubeletRunsDeploymentPods(t *testing.T) {
 	}
 
 	// The HPA controller runs: with no metrics API it says so in the HPA's conditions.
-	waitFor(t, "the HPA controller to report on the HPA", func() (bool, error) {
+	poll.Until(t, settle, "the HPA controller to report on the HPA", func() bool {
 		h, err := c.Clientset.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "web", metav1.GetOptions{})
-		return err == nil && len(h.Status.Conditions) > 0, err
+		return err == nil && len(h.Status.Conditions) > 0
 	})
 }
 
@@ -119,18 +122,6 @@ func cpuHPA() *autoscalingv2.HorizontalPodAutoscaler {
 				},
 			}},
 		},
-	}
-}
-
-func waitFor(t *testing.T, what string, done func() (bool, error)) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
-		ok, _ := done()
-		return ok, nil
-	}); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
 

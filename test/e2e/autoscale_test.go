@@ -36,6 +36,7 @@ import (
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/test/cluster"
+	"github.com/sluicehq/sluice/test/poll"
 	"github.com/sluicehq/sluice/test/proc"
 )
 
@@ -99,7 +100,7 @@ func TestHPAScalesInferencePodsOnWaitingRequests(t *testing.T) {
 
 	// Through the aggregator: the idle Pod's value, then the gateway's queue as an object and
 	// as an external metric.
-	eventually(t, "the idle Pod's inference_requests_waiting through the aggregator", func() bool {
+	poll.Until(t, settle, "the idle Pod's inference_requests_waiting through the aggregator", func() bool {
 		values, _ := podValues(ctx, c)
 		return len(values) == 1
 	})
@@ -116,7 +117,7 @@ func TestHPAScalesInferencePodsOnWaitingRequests(t *testing.T) {
 	// Load: requests wait, the HPA wants more replicas, but never more than maxReplicas.
 	load := startLoad(t, c)
 	var rose, wanted time.Time
-	eventually(t, "waiting requests in the served values", func() bool {
+	poll.Until(t, settle, "waiting requests in the served values", func() bool {
 		values, _ := podValues(ctx, c)
 		for _, v := range values {
 			if v.Value.Sign() > 0 {
@@ -128,7 +129,7 @@ func TestHPAScalesInferencePodsOnWaitingRequests(t *testing.T) {
 		}
 		return false
 	})
-	eventually(t, "the HPA to want more replicas", func() bool {
+	poll.Until(t, settle, "the HPA to want more replicas", func() bool {
 		h := hpa(t, ctx, c)
 		if h.Status.DesiredReplicas > 1 {
 			wanted = time.Now()
@@ -137,7 +138,7 @@ func TestHPAScalesInferencePodsOnWaitingRequests(t *testing.T) {
 		return h.Status.DesiredReplicas > 1
 	})
 	limited := false
-	eventually(t, fmt.Sprintf("the Deployment to grow to %d running Pods, each with a value", maxReplicas), func() bool {
+	poll.Until(t, settle, fmt.Sprintf("the Deployment to grow to %d running Pods, each with a value", maxReplicas), func() bool {
 		h, d := hpa(t, ctx, c), deployment(t, ctx, c)
 		if h.Status.DesiredReplicas > maxReplicas || *d.Spec.Replicas > maxReplicas {
 			t.Fatalf("the HPA wants %d replicas and the Deployment has %d; want at most maxReplicas, %d", h.Status.DesiredReplicas, *d.Spec.Replicas, maxReplicas)
@@ -152,14 +153,14 @@ func TestHPAScalesInferencePodsOnWaitingRequests(t *testing.T) {
 	// The load stops: nothing waits, and the HPA scales back down after its stabilisation window.
 	load.stop()
 	t.Logf("load: %d requests answered, %d failed", load.answered.Load(), load.failed.Load())
-	eventually(t, "the Deployment to shrink back to 1 Pod", func() bool {
+	poll.Until(t, settle, "the Deployment to shrink back to 1 Pod", func() bool {
 		h, d := hpa(t, ctx, c), deployment(t, ctx, c)
 		return h.Status.DesiredReplicas == 1 && *d.Spec.Replicas == 1 && d.Status.Replicas == 1
 	})
 
 	// A Pod whose process stops has no value: not 0, not its last one.
 	var last string
-	eventually(t, "one Pod left, with a value", func() bool {
+	poll.Until(t, settle, "one Pod left, with a value", func() bool {
 		values, _ := podValues(ctx, c)
 		if len(values) == 1 && len(readyPodIPs(ctx, c)) == 1 {
 			last = values[0].DescribedObject.Name
@@ -167,7 +168,7 @@ func TestHPAScalesInferencePodsOnWaitingRequests(t *testing.T) {
 		return last != ""
 	})
 	pods.stopProcess(last)
-	eventually(t, "the stopped Pod's value to go", func() bool {
+	poll.Until(t, settle, "the stopped Pod's value to go", func() bool {
 		values, err := podValues(ctx, c)
 		return err == nil && len(values) == 0
 	})
@@ -312,7 +313,7 @@ func checkGatewayQueue(t *testing.T, ctx context.Context, c *cluster.Cluster, me
 	object := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + inferenceNamespace + "/providerquotas.sluice.dev/" + inferenceName + "/" + metric
 	external := "/apis/external.metrics.k8s.io/v1beta1/namespaces/" + inferenceNamespace + "/" + metric
 	var got []string
-	eventually(t, "the gateway's "+metric+" as an object and an external metric", func() bool {
+	poll.Until(t, settle, "the gateway's "+metric+" as an object and an external metric", func() bool {
 		got = nil
 		var objectList cmv1beta2.MetricValueList
 		var externalList emv1beta1.ExternalMetricValueList
@@ -523,17 +524,4 @@ func histogram(f *dto.MetricFamily) *dto.Histogram {
 		return nil
 	}
 	return f.GetMetric()[0].GetHistogram()
-}
-
-// eventually polls ok until it holds, and fails the test after settle. Nothing here asserts on
-// how long it took.
-func eventually(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(settle)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s, still waiting for %s", settle, what)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
 }

@@ -23,11 +23,16 @@ import (
 	"time"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/test/poll"
 	"github.com/sluicehq/sluice/test/proc"
 )
 
 // client bounds every call a test makes, so a stuck gateway fails the test instead of hanging it.
 var client = &http.Client{Timeout: time.Minute}
+
+// processWait bounds each wait for a process a test started to get somewhere: ready, reloaded,
+// done with a job. Waits on an autoscaler take settle.
+const processWait = 20 * time.Second
 
 // gatewayBin, labBin, adapterBin and managerBin are the binaries built once for the package's tests.
 var gatewayBin, labBin, adapterBin, managerBin string
@@ -204,7 +209,7 @@ func startGateway(t *testing.T, config string) *gateway {
 func startGatewayOn(t *testing.T, config, api, admin string) *gateway {
 	t.Helper()
 	g := &gateway{api: "http://" + api, admin: "http://" + admin, proc: startGatewayProcess(t, config, api, admin)}
-	waitFor(t, "the gateway to be ready", func() bool {
+	poll.Until(t, processWait, "the gateway to be ready", func() bool {
 		resp, err := http.Get(g.admin + "/readyz")
 		if err != nil {
 			return false
@@ -229,17 +234,6 @@ func freeAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // answer is a gateway's answer, read whole.
@@ -336,7 +330,7 @@ func TestGatewayForwardsAndSettles(t *testing.T) {
 	}
 
 	// Spend is settled at the provider's prices: 7 x $3/M + 3 x $15/M = $0.000066 a call.
-	waitFor(t, "the usage snapshot to show two settled calls", func() bool {
+	poll.Until(t, processWait, "the usage snapshot to show two settled calls", func() bool {
 		return g.usage(t).Tenants[0].SpendThisPeriod == "0.000132"
 	})
 }
@@ -457,7 +451,7 @@ func TestGatewayRefundsWhenTheProviderIsUnreachable(t *testing.T) {
 	if down.status != http.StatusBadGateway || down.errorCode(t) != "provider_unreachable" {
 		t.Fatalf("unreachable provider: %d %s; want 502 provider_unreachable", down.status, down.body)
 	}
-	waitFor(t, "the refund", func() bool {
+	poll.Until(t, processWait, "the refund", func() bool {
 		return g.usage(t).Tenants[0].SpendThisPeriod == "0"
 	})
 }
@@ -471,12 +465,12 @@ func TestGatewayReloadsItsConfiguration(t *testing.T) {
 		t.Fatalf("dave before the reload: %d; want 401", a.status)
 	}
 	writeConfig(t, dir, up.URL, "dave")
-	waitFor(t, "dave's key to work after the reload", func() bool {
+	poll.Until(t, processWait, "dave's key to work after the reload", func() bool {
 		return g.post(t, "/v1/chat/completions", keyDave, chatBody).status == http.StatusOK
 	})
 
 	writeAtomically(t, config, "apiVersion: gateway.sluice.dev/v1\nkind: GatewayConfig\nproviders: [{name: \"Not A Name\"}]\n")
-	waitFor(t, "the bad file to be refused", func() bool {
+	poll.Until(t, processWait, "the bad file to be refused", func() bool {
 		return strings.Contains(g.metrics(t), `sluice_config_reloads_total{result="failure"} 1`)
 	})
 	if a := g.post(t, "/v1/chat/completions", keyDave, chatBody); a.status != http.StatusOK {

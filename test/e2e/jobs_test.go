@@ -15,6 +15,7 @@ import (
 	"time"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/test/poll"
 	"github.com/sluicehq/sluice/test/redisserver"
 )
 
@@ -121,7 +122,7 @@ func (g *gateway) addJob(t *testing.T, key, body string) job {
 func (g *gateway) waitForJob(t *testing.T, key, id string) job {
 	t.Helper()
 	var j job
-	waitFor(t, "job "+id+" to finish", func() bool {
+	poll.Until(t, processWait, "job "+id+" to finish", func() bool {
 		j = g.request(t, http.MethodGet, "/v1/jobs/"+id, key, "").job(t)
 		return j.Status == "succeeded" || j.Status == "failed" || j.Status == "cancelled"
 	})
@@ -375,7 +376,7 @@ func TestJobFinishesWhenItsGatewayStops(t *testing.T) {
 	if err := syscall.Kill(g.proc.Pid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the gateway to stop serving", func() bool {
+	poll.Until(t, processWait, "the gateway to stop serving", func() bool {
 		resp, err := http.Get(g.admin + "/healthz")
 		if err == nil {
 			resp.Body.Close()

@@ -13,6 +13,7 @@ import (
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/test/cluster"
+	"github.com/sluicehq/sluice/test/poll"
 	"github.com/sluicehq/sluice/test/proc"
 )
 
@@ -122,7 +123,7 @@ func writeConfigSecret(t *testing.T, c *cluster.Cluster, dir, upstreamURL string
 		t.Fatal(err)
 	}
 	items := map[string][]byte{}
-	waitFor(t, "the configuration Secret to call the test's upstream", func() bool {
+	poll.Until(t, processWait, "the configuration Secret to call the test's upstream", func() bool {
 		out, err := exec.Command(filepath.Join(assets, "kubectl"), "--kubeconfig", c.Kubeconfig,
 			"get", "secret", "-n", "sluice", "sluice-gateway-config", "-o", "json").Output()
 		var secret struct {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/test/poll"
 )
 
 // pausedConfig is a configuration of one provider, paused or not, and tenant acme's alice, who
@@ -44,7 +45,7 @@ func TestPausedProviderQueues(t *testing.T) {
 	for range 2 {
 		senders.Go(func() { answers <- g.post(t, "/v1/chat/completions", keyAlice, chatBody) })
 	}
-	waitFor(t, "two calls queued for the paused provider", func() bool {
+	poll.Until(t, processWait, "two calls queued for the paused provider", func() bool {
 		u := g.usage(t)
 		return len(u.Providers) == 1 && u.Providers[0].Queued == 2
 	})

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/test/poll"
 	"github.com/sluicehq/sluice/test/proc"
 )
 
@@ -39,7 +40,7 @@ func newSimulated(t *testing.T, rpm, inFlight int64) *simulated {
 		"-requests-per-minute", fmt.Sprint(rpm), "-tokens-per-minute", "10000000", "-max-in-flight", fmt.Sprint(inFlight),
 		"-latency", "100ms", "-latency-stddev", "0"))
 	s := &simulated{direct: "http://" + addr}
-	waitFor(t, "the lab provider", func() bool {
+	poll.Until(t, processWait, "the lab provider", func() bool {
 		resp, err := http.Get(s.direct + "/stats")
 		if err == nil {
 			resp.Body.Close()
@@ -181,7 +182,7 @@ func TestQueueServesASmallTenantWithinOneRound(t *testing.T) {
 		defer close(done)
 		g.burst(t, "big", 30, 3000) // about 3,000 tokens each: two and a half per 8,192-token round
 	}()
-	waitFor(t, "big's calls to queue", func() bool { return g.usage(t).Tenants[0].Queued >= 20 })
+	poll.Until(t, processWait, "big's calls to queue", func() bool { return g.usage(t).Tenants[0].Queued >= 20 })
 	if u := g.usage(t).Providers[0]; u.QueuedTokens < u.Queued*3000 {
 		t.Errorf("the provider's queue holds %d requests of %d estimated tokens; want at least 3,000 tokens each", u.Queued, u.QueuedTokens)
 	}
@@ -235,7 +236,7 @@ func TestQueueForgetsAClientThatLeft(t *testing.T) {
 		defer close(done)
 		g.burst(t, "big", 20, 3000)
 	}()
-	waitFor(t, "big's calls to queue", func() bool { return g.usage(t).Tenants[0].Queued >= 10 })
+	poll.Until(t, processWait, "big's calls to queue", func() bool { return g.usage(t).Tenants[0].Queued >= 10 })
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.api+"/v1/chat/completions", strings.NewReader(page("gone", 3000)))

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/test/poll"
 	"github.com/sluicehq/sluice/test/proc"
 	"github.com/sluicehq/sluice/test/redisserver"
 )
@@ -176,7 +177,7 @@ func TestGatewaySaysAStoreChangeTakesARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeAtomically(t, config, string(same)+"# the same store\n")
-	waitFor(t, "the gateway to reload", func() bool { return strings.Contains(g.proc.Log(), "configuration reloaded") })
+	poll.Until(t, processWait, "the gateway to reload", func() bool { return strings.Contains(g.proc.Log(), "configuration reloaded") })
 	if strings.Contains(g.proc.Log(), "changes the store") {
 		t.Errorf("a reload that keeps the store says it changes:\n%s", g.proc.Log())
 	}
@@ -186,7 +187,7 @@ func TestGatewaySaysAStoreChangeTakesARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeAtomically(t, config, string(data))
-	waitFor(t, "the gateway to log that the store changes only at a restart", func() bool {
+	poll.Until(t, processWait, "the gateway to log that the store changes only at a restart", func() bool {
 		return strings.Contains(g.proc.Log(), "the configuration changes the store")
 	})
 	if got := g.post(t, "/v1/chat/completions", keyAlice, chatBody); got.status != http.StatusOK {
@@ -200,7 +201,7 @@ func startUnready(t *testing.T, config, want string) *proc.Process {
 	t.Helper()
 	admin := freeAddr(t)
 	p := startGatewayProcess(t, config, freeAddr(t), admin)
-	waitFor(t, "the gateway to answer /readyz with 503", func() bool {
+	poll.Until(t, processWait, "the gateway to answer /readyz with 503", func() bool {
 		resp, err := http.Get("http://" + admin + "/readyz")
 		if err != nil {
 			return false
@@ -208,7 +209,7 @@ func startUnready(t *testing.T, config, want string) *proc.Process {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusServiceUnavailable
 	})
-	waitFor(t, "the gateway to log "+want, func() bool { return strings.Contains(p.Log(), want) })
+	poll.Until(t, processWait, "the gateway to log "+want, func() bool { return strings.Contains(p.Log(), want) })
 	for _, line := range strings.Split(strings.TrimSpace(p.Log()), "\n") {
 		if !json.Valid([]byte(line)) {
 			t.Errorf("a line of the gateway's log is not JSON: %s", line)
