@@ -69,10 +69,27 @@ func MoneyFromMicro(micros int64) Money {
 // as zero, and so does a malformed price, which a validated Config does not
 // have.
 func (p Prices) CostMicros(inputTokens, outputTokens int64) int64 {
+	return p.Micro().CostMicros(inputTokens, outputTokens)
+}
+
+// MicroPrices are Prices read into micro-dollars per million tokens, once,
+// so that costing a call parses nothing.
+type MicroPrices struct {
+	InputPerMillion, OutputPerMillion int64
+}
+
+// Micro reads p into micro-dollars; a malformed price, which a validated
+// Config does not have, reads as zero.
+func (p Prices) Micro() MicroPrices {
 	in, _ := p.InputPerMillion.MicroDollars()
 	out, _ := p.OutputPerMillion.MicroDollars()
-	hi, lo := mul(inputTokens, in)
-	hi2, lo2 := mul(outputTokens, out)
+	return MicroPrices{InputPerMillion: in, OutputPerMillion: out}
+}
+
+// CostMicros is Prices.CostMicros on prices already read.
+func (p MicroPrices) CostMicros(inputTokens, outputTokens int64) int64 {
+	hi, lo := mul(inputTokens, p.InputPerMillion)
+	hi2, lo2 := mul(outputTokens, p.OutputPerMillion)
 	lo, carry := bits.Add64(lo, lo2, 0)
 	hi, _ = bits.Add64(hi, hi2, carry) // each product is below 2^126: no carry out
 	return ceilDivMillion(hi, lo)

@@ -154,7 +154,7 @@ func (g *Gate) giveBack(ctx context.Context, req Request) {
 	var taken, refund [ratelimit.MaxChecks]ratelimit.Check
 	checks, _ := policy.Checks(taken[:0], req.Caller, req.Route, req.Endpoint, policy.Cost(req.Held), policy.Shared, "")
 	back := policy.Cost{Tokens: -req.Held.Tokens, MicroDollars: -req.Held.MicroDollars}
-	if err := g.opts.Limiter.Settle(ctx, policy.Settlement(refund[:0], checks, back, false), g.now()); err != nil {
+	if err := g.opts.Limiter.Settle(ctx, policy.Settlement(refund[:0], checks, back), g.now()); err != nil {
 		g.log.Error("give back what an earlier attempt of a job held", "job", req.Job.Job, "err", err)
 	}
 }

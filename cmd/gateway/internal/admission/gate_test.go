@@ -93,18 +93,29 @@ func left(t *testing.T, limiter Limiter, req Request) map[string]int64 {
 	return out
 }
 
+// budgetPlan is a plan whose tenant, acme, has a budget of $10 a month.
+func budgetPlan() plan {
+	pl := plan{requestsPerMinute: 600, tokensPerMinute: 600_000, maxInFlight: 10, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+	pl.tenants[0].Budget = &gatewayv1.Budget{Amount: "10.00", Period: gatewayv1.PeriodMonth}
+	return pl
+}
+
+// mustAdmit admits a request that every limit allows.
+func mustAdmit(t *testing.T, g *Gate, req Request) *Ticket {
+	t.Helper()
+	ticket, refusal := g.Admit(t.Context(), req)
+	if refusal != nil {
+		t.Fatalf("Admit refused: %+v", refusal)
+	}
+	return ticket
+}
+
 func TestSettleChargesTheRealUsageOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pl := plan{requestsPerMinute: 600, tokensPerMinute: 600_000, maxInFlight: 10, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
-		pl.tenants[0].Budget = &gatewayv1.Budget{Amount: "10.00", Period: gatewayv1.PeriodMonth}
-		g, limiter, p := newGate(t, pl)
+		g, limiter, p := newGate(t, budgetPlan())
 		req := request(t, p, "sk-acme-alice", 1000)
 		before := left(t, limiter, req)
-
-		ticket, refusal := g.Admit(t.Context(), req)
-		if refusal != nil {
-			t.Fatalf("Admit refused: %+v", refusal)
-		}
+		ticket := mustAdmit(t, g, req)
 		budget := p.Caller("sk-acme-alice").Tenant.Budget("lab").Key
 		if got, want := left(t, limiter, req)[budget], before[budget]-req.Cost.MicroDollars; got != want {
 			t.Errorf("budget left while in flight = %d; want %d (the estimate taken)", got, want)
@@ -132,15 +143,10 @@ func TestSettleChargesTheRealUsageOnce(t *testing.T) {
 
 func TestRefundGivesEverythingBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pl := plan{requestsPerMinute: 600, tokensPerMinute: 600_000, maxInFlight: 10, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
-		pl.tenants[0].Budget = &gatewayv1.Budget{Amount: "10.00", Period: gatewayv1.PeriodMonth}
-		g, limiter, p := newGate(t, pl)
+		g, limiter, p := newGate(t, budgetPlan())
 		req := request(t, p, "sk-acme-alice", 1000)
 		before := left(t, limiter, req)
-		ticket, refusal := g.Admit(t.Context(), req)
-		if refusal != nil {
-			t.Fatalf("Admit refused: %+v", refusal)
-		}
+		ticket := mustAdmit(t, g, req)
 		ticket.Refund()
 		after := left(t, limiter, req)
 		for key, was := range before {
@@ -165,10 +171,7 @@ func TestTicketEndsExactlyOnceUnderConcurrency(t *testing.T) {
 	var settled sync.WaitGroup
 	ends := make(chan bool, calls*enders)
 	for range calls {
-		ticket, refusal := g.Admit(t.Context(), req)
-		if refusal != nil {
-			t.Fatalf("Admit refused: %+v", refusal)
-		}
+		ticket := mustAdmit(t, g, req)
 		for i := range enders {
 			settled.Go(func() {
 				if i%2 == 0 {
@@ -326,8 +329,13 @@ func TestACallerThatLeavesIsNotCharged(t *testing.T) {
 		if n := g.Usage(t.Context()).Tenants[0].Queued; n != 0 {
 			t.Errorf("queued after the caller left = %d; want 0", n)
 		}
+		time.Sleep(5 * time.Second) // long enough for the queue to have sent it, were it still there
+		synctest.Wait()
 		if got := left(t, limiter, req)[budget]; got != before {
 			t.Errorf("budget left = %d; want %d: the caller that left is not charged", got, before)
+		}
+		if n := g.usage.inFlight("lab"); n != 1 {
+			t.Errorf("in flight = %d; want 1, the first call only", n)
 		}
 		first.Refund()
 	})
@@ -340,10 +348,7 @@ func TestAThrottlePausesTheQueueAndHalvesTheShare(t *testing.T) {
 		req := request(t, p, "sk-acme-alice", 100)
 		start := time.Now()
 		g.Throttled("lab", 3*time.Second)
-		ticket, r := g.Admit(t.Context(), req)
-		if r != nil {
-			t.Fatalf("Admit refused: %+v", r)
-		}
+		ticket := mustAdmit(t, g, req)
 		if waited := time.Since(start); waited < 3*time.Second {
 			t.Errorf("a call after the provider asked for 3s went after %s", waited)
 		}
@@ -384,10 +389,7 @@ func TestALimitThatRejectsAnswersAtOnce(t *testing.T) {
 		g, _, p := newGate(t, pl)
 		req := request(t, p, "sk-acme-alice", 100)
 		for range 2 {
-			ticket, r := g.Admit(t.Context(), req)
-			if r != nil {
-				t.Fatalf("Admit refused: %+v", r)
-			}
+			ticket := mustAdmit(t, g, req)
 			ticket.Settle(estimate.Usage{PromptTokens: 50, CompletionTokens: 50})
 		}
 		_, r := g.Admit(t.Context(), req)

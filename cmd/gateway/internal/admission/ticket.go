@@ -53,7 +53,7 @@ func (t *Ticket) end(u *estimate.Usage) bool {
 	actual := t.actual(ctx, u)
 	delta := policy.Cost{Tokens: actual.Tokens - t.req.Cost.Tokens, MicroDollars: actual.MicroDollars - t.req.Cost.MicroDollars}
 	var buf [ratelimit.MaxChecks]ratelimit.Check
-	if err := t.limiter.Settle(ctx, policy.Settlement(buf[:0], t.checks, delta, true), t.g.now()); err != nil {
+	if err := t.limiter.Settle(ctx, policy.Release(policy.Settlement(buf[:0], t.checks, delta), t.checks), t.g.now()); err != nil {
 		t.g.metrics.storeErrors.WithLabelValues("settle").Inc()
 		t.g.log.Error("settle a call", "tenant", t.req.tenant(), "provider", t.req.provider(), "err", err)
 	}
@@ -72,7 +72,7 @@ func (t *Ticket) actual(ctx context.Context, u *estimate.Usage) policy.Cost {
 	}
 	return policy.Cost{
 		Tokens:       u.PromptTokens + u.CompletionTokens,
-		MicroDollars: t.req.Route.Provider.Config.Prices.CostMicros(u.PromptTokens, u.CompletionTokens),
+		MicroDollars: t.req.Route.Provider.Prices.CostMicros(u.PromptTokens, u.CompletionTokens),
 	}
 }
 

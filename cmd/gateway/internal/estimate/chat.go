@@ -53,7 +53,34 @@ type contentPart struct {
 	ImageURL json.RawMessage `json:"image_url"`
 }
 
+// chatBodyMessages is a chat request read in one pass, its messages decoded with it.
+type chatBodyMessages struct {
+	options
+	Messages  []chatMessage   `json:"messages"`
+	Tools     json.RawMessage `json:"tools"`
+	Functions json.RawMessage `json:"functions"`
+}
+
+// parseChat reads a chat request in one pass. A body that does not decode so is read again,
+// message by message, to say which part of it is wrong.
 func parseChat(body []byte) (*Request, error) {
+	var b chatBodyMessages
+	if json.Unmarshal(body, &b) != nil {
+		return parseChatByMessage(body)
+	}
+	r, err := b.request(Chat)
+	if err != nil {
+		return nil, err
+	}
+	for i, m := range b.Messages {
+		if err := r.Prompt.addChatMessage(&m); err != nil {
+			return nil, within("messages", within(index(i), err))
+		}
+	}
+	return r.withTools(b.Tools, b.Functions), nil
+}
+
+func parseChatByMessage(body []byte) (*Request, error) {
 	var b chatBody
 	if err := decode(body, &b); err != nil {
 		return nil, err
@@ -67,10 +94,15 @@ func parseChat(body []byte) (*Request, error) {
 			return nil, within("messages", within(index(i), err))
 		}
 	}
+	return r.withTools(b.Tools, b.Functions), nil
+}
+
+// withTools adds the reply's priming and the tools' definitions to a chat request's prompt.
+func (r *Request) withTools(tools, functions json.RawMessage) *Request {
 	r.Prompt.addTokens(tokensPerReply)
-	r.Prompt.addJSON(b.Tools)
-	r.Prompt.addJSON(b.Functions)
-	return r, nil
+	r.Prompt.addJSON(tools)
+	r.Prompt.addJSON(functions)
+	return r
 }
 
 // addMessage adds one message with its framing.
@@ -79,6 +111,11 @@ func (p *Prompt) addMessage(raw json.RawMessage) error {
 	if err := decode(raw, &m); err != nil {
 		return err
 	}
+	return p.addChatMessage(&m)
+}
+
+// addChatMessage adds one decoded message with its framing.
+func (p *Prompt) addChatMessage(m *chatMessage) error {
 	p.addTokens(tokensPerMessage)
 	p.addText(m.Role)
 	if m.Name != "" {

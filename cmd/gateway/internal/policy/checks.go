@@ -67,19 +67,25 @@ func charge(d ratelimit.Dimension, cost Cost) int64 {
 }
 
 // Settlement appends to dst what settles a call that passed checks: the difference between its
-// real cost and its estimate on every token and dollar limit (delta), and, when the call has
-// ended, its in-flight slot back.
-func Settlement(dst []ratelimit.Check, checks []ratelimit.Check, delta Cost, ended bool) []ratelimit.Check {
+// real cost and its estimate on every token and dollar limit (delta).
+func Settlement(dst []ratelimit.Check, checks []ratelimit.Check, delta Cost) []ratelimit.Check {
 	for _, c := range checks {
-		switch c.Limit.Dimension {
-		case ratelimit.Tokens, ratelimit.MicroDollars:
-			if d := charge(c.Limit.Dimension, delta); d != 0 {
-				dst = append(dst, ratelimit.Check{Limit: c.Limit, Cost: d})
-			}
-		case ratelimit.InFlight:
-			if ended {
-				dst = append(dst, ratelimit.Check{Limit: c.Limit, Cost: -1, Lease: c.Lease})
-			}
+		if c.Limit.Dimension != ratelimit.Tokens && c.Limit.Dimension != ratelimit.MicroDollars {
+			continue
+		}
+		if d := charge(c.Limit.Dimension, delta); d != 0 {
+			dst = append(dst, ratelimit.Check{Limit: c.Limit, Cost: d})
+		}
+	}
+	return dst
+}
+
+// Release appends to dst what gives back the in-flight slots of a call that passed checks and
+// has ended.
+func Release(dst []ratelimit.Check, checks []ratelimit.Check) []ratelimit.Check {
+	for _, c := range checks {
+		if c.Limit.Dimension == ratelimit.InFlight {
+			dst = append(dst, ratelimit.Check{Limit: c.Limit, Cost: -1, Lease: c.Lease})
 		}
 	}
 	return dst

@@ -57,6 +57,8 @@ type Provider struct {
 	BaseURL *url.URL
 	// APIKey is the provider's key, read from the configured file; empty when none is configured.
 	APIKey string
+	// Prices are the configuration's prices, read once.
+	Prices gatewayv1.MicroPrices
 
 	limits []rule // the provider's own limits and the global ones
 }
@@ -108,7 +110,7 @@ func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, global []gatew
 	if err != nil {
 		return err
 	}
-	pr := &Provider{Name: cfg.Name, Config: cfg, BaseURL: base, APIKey: key, limits: append(globals, limits...)}
+	pr := &Provider{Name: cfg.Name, Config: cfg, BaseURL: base, APIKey: key, Prices: cfg.Prices.Micro(), limits: append(globals, limits...)}
 	p.providers[cfg.Name] = pr
 	for i := range cfg.Models {
 		p.routes[cfg.Models[i].Name] = &Route{Provider: pr, Model: &cfg.Models[i]}

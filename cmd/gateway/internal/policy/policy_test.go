@@ -82,7 +82,7 @@ func TestLocalChecksTakeOneReplicasShare(t *testing.T) {
 func TestSettlementChargesTheDifferenceAndFreesTheSlot(t *testing.T) {
 	p := compileExample(t, 1)
 	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{Tokens: 900, MicroDollars: 2700}, Shared, "lease-1")
-	got := Settlement(nil, checks, Cost{Tokens: -850, MicroDollars: -2550}, true)
+	got := Release(Settlement(nil, checks, Cost{Tokens: -850, MicroDollars: -2550}), checks)
 	want := []check{
 		{Key: "{openai}:tenant:acme:tokens:minute", Level: "tenant", Capacity: 200000, Cost: -850},
 		{Key: "{openai}:tenant:acme:budget", Level: "tenant", Capacity: 5_000_000_000, Cost: -2550},

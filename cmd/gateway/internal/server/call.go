@@ -149,7 +149,7 @@ func (s *Server) newCall(ctx context.Context, p *policy.Policy, caller *policy.C
 	c.estimate = req.Estimate(s.counter, m.Encoding, m.DefaultMaxTokens)
 	c.cost = policy.Cost{
 		Tokens:       c.estimate.Total(),
-		MicroDollars: c.route.Provider.Config.Prices.CostMicros(c.estimate.PromptTokens, c.estimate.CompletionTokens),
+		MicroDollars: c.route.Provider.Prices.CostMicros(c.estimate.PromptTokens, c.estimate.CompletionTokens),
 	}
 	c.stream = req.Stream
 	if c.stream {

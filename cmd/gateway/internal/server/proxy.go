@@ -136,7 +136,7 @@ func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
 }
 
 func (s *Server) settleJSON(resp *http.Response, o *outbound) error {
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	body, err := readAtMost(resp, maxResponseBytes+1)
 	if err != nil {
 		resp.Body.Close()
 		o.ticket.Settle(o.estimatedUsage()) // the provider answered 200: it billed the call
@@ -159,6 +159,24 @@ func (s *Server) settleJSON(resp *http.Response, o *outbound) error {
 	resp.ContentLength = int64(len(body))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	return nil
+}
+
+// readAtMost reads up to n bytes of an answer's body, into a buffer of its announced length
+// when it has one.
+func readAtMost(resp *http.Response, n int64) ([]byte, error) {
+	if resp.ContentLength <= 0 || resp.ContentLength >= n {
+		return io.ReadAll(io.LimitReader(resp.Body, n))
+	}
+	buf := make([]byte, resp.ContentLength+1) // one more byte finds the end
+	k, err := io.ReadFull(resp.Body, buf)
+	switch err {
+	case io.EOF, io.ErrUnexpectedEOF:
+		return buf[:k], nil
+	case nil: // longer than announced
+		rest, err := io.ReadAll(io.LimitReader(resp.Body, n-int64(k)))
+		return append(buf, rest...), err
+	}
+	return buf[:k], err
 }
 
 // readCloser reads from one reader and closes another.
