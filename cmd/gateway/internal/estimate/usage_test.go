@@ -148,3 +148,43 @@ func TestStreamUsageZero(t *testing.T) {
 		t.Errorf("Usage (-got +want):\n%s", diff)
 	}
 }
+
+// TestParseUsageFindsWhatDecodingFinds checks the one-scan reading of a body's usage against
+// decoding the whole body.
+func TestParseUsageFindsWhatDecodingFinds(t *testing.T) {
+	bodies := []string{
+		`{"id":"c","choices":[{"message":{"content":"\"usage\": {\"prompt_tokens\": 99}"}}],"usage":{"prompt_tokens":14,"completion_tokens":16,"total_tokens":30}}`,
+		`{"usage":{"prompt_tokens":1,"completion_tokens":2},"object":"usage"}`,
+		`{"choices":[{"usage":{"prompt_tokens":7}}],"usage" : {"prompt_tokens":3,"completion_tokens":4,"total_tokens":7} }`,
+		`{"data":[{"embedding":[0.1,-0.2]}],"usage":{"prompt_tokens":8,"total_tokens":8}}`,
+		`{"usage":{"prompt_tokens":1},"usage":{"prompt_tokens":2}}`,
+		`{"Usage":{"prompt_tokens":5}}`,
+		`{"usage":null}`,
+		`{"usage":{"prompt_tokens":-1}}`,
+		`{"a":"\\","usage":{"prompt_tokens":6}}`,
+		`{"usage":{"prompt_tokens":1}`,
+		`[{"usage":{"prompt_tokens":1}}]`,
+		`{}`,
+	}
+	for _, body := range bodies {
+		got, gotOK := ParseUsage([]byte(body))
+		want, wantOK := parseUsageWhole([]byte(body))
+		if got != want || gotOK != wantOK {
+			t.Errorf("ParseUsage(%s) = %+v, %v; decoding the whole body gives %+v, %v", body, got, gotOK, want, wantOK)
+		}
+	}
+}
+
+func FuzzParseUsage(f *testing.F) {
+	f.Add([]byte(`{"choices":[],"usage":{"prompt_tokens":14,"completion_tokens":16,"total_tokens":30}}`))
+	f.Add([]byte(`{"x":"\"usage\":{","usage":{"prompt_tokens":1}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		want, wantOK := parseUsageWhole(body)
+		if !wantOK {
+			return // a body that does not decode may still carry a usage the scan finds
+		}
+		if got, ok := ParseUsage(body); got != want || !ok {
+			t.Errorf("ParseUsage(%q) = %+v, %v; decoding the whole body gives %+v", body, got, ok, want)
+		}
+	})
+}

@@ -358,7 +358,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // An attempt whose context ends (the gateway stops, or another replica reclaimed the job) is not
 // recorded: the job is another attempt's now. Its call, if it had gone out, stays charged at its
 // estimate, since the provider counted it; the job is still charged once, because the first
-// attempt to settle marks it charged and every later one is refunded (see chargeJob).
+// attempt to settle marks it charged and every later one is refunded (see admission.Ticket.Settle).
 func (s *Server) runJob(work context.Context, j *jobs.Job, running *runningJobs) {
 	if j.State.Final() { // the store found it out of attempts
 		s.jobEnded(j)

@@ -51,9 +51,11 @@ func (s *Server) proxy(p *policy.Provider) *httputil.ReverseProxy {
 		Attempted: func(status int) { s.metrics.attempts.WithLabelValues(p.Name, strconv.Itoa(status)).Inc() },
 	})
 	rp := &httputil.ReverseProxy{
-		Rewrite:        rewrite,
-		Transport:      transport,
-		FlushInterval:  -1,
+		Rewrite:   rewrite,
+		Transport: transport,
+		// FlushInterval is left at zero: the proxy flushes a stream (text/event-stream, or an
+		// answer of unknown length) at each write on its own, and a JSON answer, read whole to
+		// settle it, goes out in one write.
 		BufferPool:     copyBuffers,
 		ModifyResponse: func(resp *http.Response) error { return s.settleResponse(resp, outboundFrom(resp.Request.Context())) },
 		ErrorHandler:   s.proxyError,

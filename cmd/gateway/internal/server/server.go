@@ -1,7 +1,9 @@
 // Package server is the gateway's HTTP side: the OpenAI-compatible API that authenticates a
-// tenant's key, estimates the call, checks every limit, forwards the call with the provider's
-// key and settles what it really cost; and the admin endpoints (health, readiness, metrics and the
-// usage snapshot).
+// tenant's key, reads and estimates the call, asks the admission gate to let it go, forwards it
+// with the provider's key and ends its ticket from the provider's answer; the jobs API and its
+// workers; and the admin endpoints (health, readiness, metrics and the usage snapshot). What a
+// call takes from the limits and gives back is the admission package's to decide: server turns
+// its tickets and refusals into answers and headers.
 package server
 
 import (
