@@ -98,9 +98,10 @@ func (g *Gate) ended(t *Ticket, actual, delta policy.Cost, served bool) {
 	g.metrics.tokens.WithLabelValues(tenant, provider, "estimated").Add(float64(t.req.Cost.Tokens))
 	g.metrics.tokens.WithLabelValues(tenant, provider, "actual").Add(float64(actual.Tokens))
 	g.metrics.spend.WithLabelValues(tenant, provider).Add(float64(actual.MicroDollars))
-	g.metrics.callDuration.WithLabelValues(provider).Observe(now.Sub(t.started).Seconds())
+	d := g.dispatcher(provider)
+	d.callDuration.Observe(now.Sub(t.started).Seconds())
 	g.usage.finished(&t.req, delta.Tokens, actual.MicroDollars, now)
-	g.dispatcher(provider).ended(served)
+	d.ended(served)
 }
 
 // refused counts a refusal by a limit.

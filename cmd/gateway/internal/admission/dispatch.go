@@ -81,7 +81,7 @@ func (d *dispatcher) wait(ctx context.Context, t *Ticket) verdict {
 // waited records how long a decided call waited.
 func (d *dispatcher) waited(v verdict, start time.Time) verdict {
 	waited := d.g.now().Sub(start)
-	d.g.metrics.queueWait.WithLabelValues(d.provider).Observe(waited.Seconds())
+	d.queueWait.Observe(waited.Seconds())
 	if v.ticket != nil {
 		v.ticket.Waited = waited
 	} else {

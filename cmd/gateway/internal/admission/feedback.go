@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice/cmd/gateway/internal/fairqueue"
 )
 
@@ -22,6 +24,10 @@ type dispatcher struct {
 	g        *Gate
 	provider string
 	wake     chan struct{}
+	// arrivals, callDuration and queueWait are the provider's series, looked up once.
+	arrivals     prometheus.Counter
+	callDuration prometheus.Observer
+	queueWait    prometheus.Observer
 
 	mu           sync.Mutex
 	q            *fairqueue.Queue
@@ -40,7 +46,10 @@ type feedback struct {
 
 func newDispatcher(g *Gate, provider string) *dispatcher {
 	return &dispatcher{g: g, provider: provider, wake: make(chan struct{}, 1),
-		q: fairqueue.New(fairqueue.Options{}), feedback: feedback{share: 1}}
+		arrivals:     g.metrics.arrivals.WithLabelValues(provider),
+		callDuration: g.metrics.callDuration.WithLabelValues(provider),
+		queueWait:    g.metrics.queueWait.WithLabelValues(provider),
+		q:            fairqueue.New(fairqueue.Options{}), feedback: feedback{share: 1}}
 }
 
 // idle reports whether nobody waits and the provider is open, so a new call may try to go at once.

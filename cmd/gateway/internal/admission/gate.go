@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"log/slog"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +59,18 @@ type Gate struct {
 	ctx         context.Context // ends with Close, stopping the dispatchers
 	cancel      context.CancelFunc
 	dispatchers sync.Map // provider name -> *dispatcher
+	leases      leases
+}
+
+// leases names calls' in-flight slots: a random prefix of this gateway's, then a count, so that
+// no two slots of any gateways share a name and naming one costs no random read.
+type leases struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+func (l *leases) next() string {
+	return l.prefix + strconv.FormatUint(l.n.Add(1), 36)
 }
 
 // New returns a gate. Call Close to stop its dispatchers.
@@ -65,6 +79,7 @@ func New(opts Options) *Gate {
 		opts.Registerer = prometheus.NewRegistry()
 	}
 	g := &Gate{opts: opts, log: opts.Logger, now: opts.Now, metrics: newMetrics(opts.Registerer), usage: newUsage()}
+	g.leases.prefix = rand.Text() + "-"
 	if g.log == nil {
 		g.log = slog.Default()
 	}
@@ -83,8 +98,9 @@ func (g *Gate) Close() { g.cancel() }
 // every limit allows it; any other refusal is answered at once. On a Ticket, every limit has
 // been charged the estimate; on a Refusal, nothing has.
 func (g *Gate) Admit(ctx context.Context, req Request) (*Ticket, *Refusal) {
-	g.metrics.arrivals.WithLabelValues(req.provider()).Inc()
-	t := &Ticket{g: g, req: req, lease: rand.Text()}
+	d := g.dispatcher(req.provider())
+	d.arrivals.Inc()
+	t := &Ticket{g: g, req: req, lease: g.leases.next()}
 	if req.isJob() {
 		g.giveBack(ctx, req)
 	}
@@ -92,7 +108,6 @@ func (g *Gate) Admit(ctx context.Context, req Request) (*Ticket, *Refusal) {
 	if r := g.tooLarge(req, t.checks); r != nil {
 		return nil, r
 	}
-	d := g.dispatcher(req.provider())
 	if d.idle() {
 		v := g.decide(ctx, t)
 		if v.refusal == nil || !v.queues {

@@ -139,7 +139,8 @@ func setHeadroom(h http.Header, r admission.Headroom, names dimensionHeaders) {
 	if r.Capacity == 0 {
 		return
 	}
-	h.Set(names.limit, strconv.FormatInt(r.Capacity, 10))
-	h.Set(names.remaining, strconv.FormatInt(r.Remaining, 10))
-	h.Set(names.reset, r.Reset.Round(time.Millisecond).String())
+	// The names are canonical already: set without canonicalizing them again.
+	h[names.limit] = []string{strconv.FormatInt(r.Capacity, 10)}
+	h[names.remaining] = []string{strconv.FormatInt(r.Remaining, 10)}
+	h[names.reset] = []string{r.Reset.Round(time.Millisecond).String()}
 }
