@@ -419,7 +419,10 @@ func TestGatewayRefusesBadInputForFree(t *testing.T) {
 	}{
 		{"malformed JSON", "/v1/chat/completions", keyAlice, `{"model":`, 400, "invalid_request"},
 		{"missing model", "/v1/chat/completions", keyAlice, `{"messages":[]}`, 400, "invalid_request"},
-		{"unknown model", "/v1/chat/completions", keyAlice, `{"model":"gpt-9","messages":[]}`, 404, "model_not_found"},
+		{"unknown model", "/v1/chat/completions", keyAlice, `{"model":"gpt-9","messages":[{"role":"user","content":"hi"}]}`, 404, "model_not_found"},
+		{"no messages", "/v1/chat/completions", keyAlice, `{"model":"gpt-4o-mini","messages":[]}`, 400, "invalid_request"},
+		{"max_tokens of zero", "/v1/chat/completions", keyAlice, `{"model":"gpt-4o-mini","max_tokens":0,"messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_request"},
+		{"larger than any minute of the provider", "/v1/chat/completions", keyAlice, `{"model":"gpt-4o-mini","max_tokens":10000000,"messages":[{"role":"user","content":"hi"}]}`, 400, "request_too_large"},
 		{"body over the limit", "/v1/chat/completions", keyAlice, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat("x", 5000) + `"}]}`, 413, "request_too_large"},
 		{"missing key", "/v1/chat/completions", "", chatBody, 401, "missing_api_key"},
 		{"unknown key", "/v1/chat/completions", "sk-nobody", chatBody, 401, "invalid_api_key"},
@@ -432,6 +435,9 @@ func TestGatewayRefusesBadInputForFree(t *testing.T) {
 			a := g.post(t, tc.path, tc.key, tc.body)
 			if a.status != tc.status || a.errorCode(t) != tc.code {
 				t.Errorf("got %d %s; want %d with code %s", a.status, a.body, tc.status, tc.code)
+			}
+			if got := a.header.Get("X-Should-Retry"); got != "false" {
+				t.Errorf("x-should-retry = %q; want false: no retry changes this answer", got)
 			}
 		})
 	}

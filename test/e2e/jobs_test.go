@@ -162,7 +162,7 @@ func TestJobsRunAndAnswer(t *testing.T) {
 	}{
 		{"malformed JSON", http.MethodPost, "/v1/jobs", `{"endpoint":`, 400, "invalid_request"},
 		{"unknown endpoint", http.MethodPost, "/v1/jobs", `{"endpoint": "/v1/images/generations", "body": {}}`, 400, "invalid_endpoint"},
-		{"unknown model", http.MethodPost, "/v1/jobs", `{"endpoint": "/v1/chat/completions", "body": {"model": "gpt-9", "messages": []}}`, 404, "model_not_found"},
+		{"unknown model", http.MethodPost, "/v1/jobs", `{"endpoint": "/v1/chat/completions", "body": {"model": "gpt-9", "messages": [{"role": "user", "content": "hi"}]}}`, 404, "model_not_found"},
 		{"a stream", http.MethodPost, "/v1/jobs", `{"endpoint": "/v1/chat/completions", "body": {"model": "gpt-4o-mini", "stream": true, "messages": []}}`, 400, "invalid_request"},
 		{"body over the limit", http.MethodPost, "/v1/jobs", `{"endpoint": "/v1/chat/completions", "body": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "` + strings.Repeat("x", 5000) + `"}]}}`, 413, "request_too_large"},
 		{"unknown state", http.MethodGet, "/v1/jobs?state=lost", "", 400, "invalid_request"},

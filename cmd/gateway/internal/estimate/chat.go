@@ -53,6 +53,9 @@ type contentPart struct {
 	ImageURL json.RawMessage `json:"image_url"`
 }
 
+// errNoMessages refuses a chat request without messages: there is nothing to answer.
+var errNoMessages = &RequestError{Err: ErrInvalidValue, Param: "messages", Want: "an array of at least one message"}
+
 // chatBodyMessages is a chat request read in one pass, its messages decoded with it.
 type chatBodyMessages struct {
 	options
@@ -72,6 +75,9 @@ func parseChat(body []byte) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(b.Messages) == 0 {
+		return nil, errNoMessages
+	}
 	for i, m := range b.Messages {
 		if err := r.Prompt.addChatMessage(&m); err != nil {
 			return nil, within("messages", within(index(i), err))
@@ -88,6 +94,9 @@ func parseChatByMessage(body []byte) (*Request, error) {
 	r, err := b.request(Chat)
 	if err != nil {
 		return nil, err
+	}
+	if len(b.Messages) == 0 {
+		return nil, errNoMessages
 	}
 	for i, raw := range b.Messages {
 		if err := r.Prompt.addMessage(raw); err != nil {

@@ -64,11 +64,11 @@ func TestEstimate(t *testing.T) {
 		defaultMax: 4096,
 		want:       Estimate{PromptTokens: 9, CompletionTokens: 4096},
 	}, {
-		name:       "default when max_tokens is zero",
+		name:       "default for each of n",
 		endpoint:   Chat,
-		body:       `{"model":"m","max_tokens":0,"n":2}`,
+		body:       `{"model":"m","n":2,"messages":[{}]}`,
 		defaultMax: 10,
-		want:       Estimate{PromptTokens: 3, CompletionTokens: 20},
+		want:       Estimate{PromptTokens: 3 + 3, CompletionTokens: 20},
 	}, {
 		name:     "proxy for an unknown encoding",
 		endpoint: Completions,
@@ -97,14 +97,14 @@ func TestEstimate(t *testing.T) {
 	}, {
 		name:       "negative default counts zero",
 		endpoint:   Chat,
-		body:       `{"model":"m"}`,
+		body:       `{"model":"m","messages":[{}]}`,
 		defaultMax: -5,
-		want:       Estimate{PromptTokens: 3},
+		want:       Estimate{PromptTokens: 3 + 3},
 	}, {
 		name:     "overflow stops at the maximum",
 		endpoint: Chat,
-		body:     `{"model":"m","max_tokens":9223372036854775807,"n":2}`,
-		want:     Estimate{PromptTokens: 3, CompletionTokens: math.MaxInt64},
+		body:     `{"model":"m","max_tokens":9223372036854775807,"n":2,"messages":[{}]}`,
+		want:     Estimate{PromptTokens: 3 + 3, CompletionTokens: math.MaxInt64},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

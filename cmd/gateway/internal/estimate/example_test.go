@@ -38,5 +38,5 @@ func Example() {
 	// gpt-4o true 13 200 213
 	// {"max_tokens":100,"messages":[{"role":"user","content":"tiktoken is great!"}],"model":"gpt-4o","n":2,"stream":true,"stream_options":{"include_usage":true}}
 	// {13 2 15} true
-	// estimate: invalid value for max_tokens: must be zero or more
+	// estimate: invalid value for max_tokens: must be 1 or more
 }

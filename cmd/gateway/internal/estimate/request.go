@@ -32,6 +32,9 @@ type Request struct {
 	// MaxTokens is max_completion_tokens, else max_tokens; 0 when the body
 	// sets neither.
 	MaxTokens int64
+	// MaxTokensParam names the field MaxTokens came from; empty when the body
+	// sets neither.
+	MaxTokensParam string
 	// N is the number of completions the provider generates and bills: n
 	// (default 1); for completions, best_of when larger, times the number of
 	// prompts in a batch. At least 1 after Parse.
@@ -91,7 +94,7 @@ func (o *options) request(endpoint Endpoint) (*Request, error) {
 	if o.Model == "" {
 		return nil, &RequestError{Err: ErrMissingModel, Param: "model"}
 	}
-	maxTokens, err := o.maxTokens()
+	maxTokens, param, err := o.maxTokens()
 	if err != nil {
 		return nil, err
 	}
@@ -99,23 +102,24 @@ func (o *options) request(endpoint Endpoint) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Request{Endpoint: endpoint, Model: o.Model, Stream: o.Stream, MaxTokens: maxTokens, N: n}
+	r := &Request{Endpoint: endpoint, Model: o.Model, Stream: o.Stream, MaxTokens: maxTokens, MaxTokensParam: param, N: n}
 	return r, nil
 }
 
-// maxTokens returns max_completion_tokens, else max_tokens, else 0.
-func (o *options) maxTokens() (int64, error) {
+// maxTokens returns max_completion_tokens, else max_tokens, else 0, and the
+// name of the field it came from.
+func (o *options) maxTokens() (int64, string, error) {
 	param, v := "max_completion_tokens", o.MaxCompletionTokens
 	if v == nil {
 		param, v = "max_tokens", o.MaxTokens
 	}
 	if v == nil {
-		return 0, nil
+		return 0, "", nil
 	}
-	if *v < 0 {
-		return 0, &RequestError{Err: ErrInvalidValue, Param: param, Want: "zero or more"}
+	if *v < 1 {
+		return 0, "", &RequestError{Err: ErrInvalidValue, Param: param, Want: "1 or more"}
 	}
-	return *v, nil
+	return *v, param, nil
 }
 
 // atLeastOne returns v, 1 when v is absent, and refuses v below 1.

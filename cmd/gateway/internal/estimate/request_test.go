@@ -20,20 +20,16 @@ func TestParseChat(t *testing.T) {
 		want: &Request{Endpoint: Chat, Model: "gpt-4o", N: 1, Prompt: Prompt{Texts: []string{"user", "hi"}, Tokens: 6}},
 	}, {
 		name: "stream, max_tokens and n",
-		body: `{"model":"m","stream":true,"max_tokens":100,"n":2,"messages":[]}`,
-		want: &Request{Endpoint: Chat, Model: "m", Stream: true, MaxTokens: 100, N: 2, Prompt: Prompt{Tokens: 3}},
+		body: `{"model":"m","stream":true,"max_tokens":100,"n":2,"messages":[{}]}`,
+		want: &Request{Endpoint: Chat, Model: "m", Stream: true, MaxTokens: 100, MaxTokensParam: "max_tokens", N: 2, Prompt: Prompt{Tokens: 3 + 3}},
 	}, {
 		name: "max_completion_tokens wins over max_tokens",
-		body: `{"model":"m","max_tokens":100,"max_completion_tokens":50}`,
-		want: &Request{Endpoint: Chat, Model: "m", MaxTokens: 50, N: 1, Prompt: Prompt{Tokens: 3}},
+		body: `{"model":"m","max_tokens":100,"max_completion_tokens":50,"messages":[{}]}`,
+		want: &Request{Endpoint: Chat, Model: "m", MaxTokens: 50, MaxTokensParam: "max_completion_tokens", N: 1, Prompt: Prompt{Tokens: 3 + 3}},
 	}, {
 		name: "null max_completion_tokens falls back to max_tokens",
-		body: `{"model":"m","max_tokens":100,"max_completion_tokens":null,"n":null,"stream":null}`,
-		want: &Request{Endpoint: Chat, Model: "m", MaxTokens: 100, N: 1, Prompt: Prompt{Tokens: 3}},
-	}, {
-		name: "zero max_tokens",
-		body: `{"model":"m","max_tokens":0}`,
-		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Tokens: 3}},
+		body: `{"model":"m","max_tokens":100,"max_completion_tokens":null,"n":null,"stream":null,"messages":[{}]}`,
+		want: &Request{Endpoint: Chat, Model: "m", MaxTokens: 100, MaxTokensParam: "max_tokens", N: 1, Prompt: Prompt{Tokens: 3 + 3}},
 	}, {
 		name: "name counts one token more",
 		body: `{"model":"m","messages":[{"role":"system","name":"example_user","content":"New synergies."}]}`,
@@ -73,11 +69,11 @@ func TestParseChat(t *testing.T) {
 		}},
 	}, {
 		name: "tools and functions as compact JSON",
-		body: `{"model":"m","tools":[ { "type": "function", "function": { "name": "f" } } ],
+		body: `{"model":"m","messages":[{}],"tools":[ { "type": "function", "function": { "name": "f" } } ],
 			"functions":[{"name":"g"}],"tool_choice":"auto"}`,
 		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{
 			Texts:  []string{`[{"type":"function","function":{"name":"f"}}]`, `[{"name":"g"}]`},
-			Tokens: 3,
+			Tokens: 3 + 3,
 		}},
 	}, {
 		name: "space around values",
@@ -113,7 +109,7 @@ func TestParseCompletions(t *testing.T) {
 	}{{
 		name: "string prompt",
 		body: `{"model":"gpt-3.5-turbo-instruct","prompt":"Say this is a test","max_tokens":7,"stream":true}`,
-		want: &Request{Endpoint: Completions, Model: "gpt-3.5-turbo-instruct", Stream: true, MaxTokens: 7, N: 1,
+		want: &Request{Endpoint: Completions, Model: "gpt-3.5-turbo-instruct", Stream: true, MaxTokens: 7, MaxTokensParam: "max_tokens", N: 1,
 			Prompt: Prompt{Texts: []string{"Say this is a test"}}},
 	}, {
 		name: "array of strings is a batch",
@@ -244,9 +240,12 @@ func TestParseErrors(t *testing.T) {
 		{"input is an object", Embeddings, `{"model":"m","input":{"text":"hunter2"}}`, &RequestError{Err: ErrWrongType, Param: "input", Want: "a string or an array"}},
 		{"input token ids with a fraction", Embeddings, `{"model":"m","input":[1,2.5]}`, &RequestError{Err: ErrWrongType, Param: "input", Want: "an integer"}},
 
-		{"negative max_tokens", Chat, `{"model":"m","max_tokens":-1}`, &RequestError{Err: ErrInvalidValue, Param: "max_tokens", Want: "zero or more"}},
-		{"negative max_completion_tokens", Chat, `{"model":"m","max_completion_tokens":-5,"max_tokens":5}`, &RequestError{Err: ErrInvalidValue, Param: "max_completion_tokens", Want: "zero or more"}},
-		{"negative max_tokens for completions", Completions, `{"model":"m","max_tokens":-1}`, &RequestError{Err: ErrInvalidValue, Param: "max_tokens", Want: "zero or more"}},
+		{"zero max_tokens", Chat, `{"model":"m","max_tokens":0}`, &RequestError{Err: ErrInvalidValue, Param: "max_tokens", Want: "1 or more"}},
+		{"negative max_tokens", Chat, `{"model":"m","max_tokens":-1}`, &RequestError{Err: ErrInvalidValue, Param: "max_tokens", Want: "1 or more"}},
+		{"no messages", Chat, `{"model":"m"}`, &RequestError{Err: ErrInvalidValue, Param: "messages", Want: "an array of at least one message"}},
+		{"empty messages", Chat, `{"model":"m","messages":[]}`, &RequestError{Err: ErrInvalidValue, Param: "messages", Want: "an array of at least one message"}},
+		{"negative max_completion_tokens", Chat, `{"model":"m","max_completion_tokens":-5,"max_tokens":5}`, &RequestError{Err: ErrInvalidValue, Param: "max_completion_tokens", Want: "1 or more"}},
+		{"negative max_tokens for completions", Completions, `{"model":"m","max_tokens":-1}`, &RequestError{Err: ErrInvalidValue, Param: "max_tokens", Want: "1 or more"}},
 		{"zero n", Chat, `{"model":"m","n":0}`, &RequestError{Err: ErrInvalidValue, Param: "n", Want: "1 or more"}},
 		{"zero best_of", Completions, `{"model":"m","best_of":0}`, &RequestError{Err: ErrInvalidValue, Param: "best_of", Want: "1 or more"}},
 	}

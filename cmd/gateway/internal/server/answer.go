@@ -9,6 +9,8 @@ import (
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
 
 // apiError is an answer in OpenAI's error body, {"error":{"message","type","param","code"}}.
@@ -48,16 +50,35 @@ func badRequest(code, message string) *apiError {
 	return &apiError{status: http.StatusBadRequest, Type: typeInvalidRequest, Code: code, Message: message}
 }
 
-// write sends the error. Headers already set on w (rate limits, Retry-After) go with it.
+// write sends the error. Headers already set on w (rate limits) go with it. Every 429 and 503
+// says when to come back, at least a second from now; an answer that no retry can change says so
+// in x-should-retry, which the OpenAI SDKs follow before their own rules.
 func (e *apiError) write(w http.ResponseWriter) {
-	if e.retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.FormatInt(int64(retryAfter(e.retryAfter)/time.Second), 10))
+	h := w.Header()
+	if e.retryAfter > 0 || e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", strconv.FormatInt(int64(retryAfter(e.retryAfter)/time.Second), 10))
+	}
+	if !e.retryable() {
+		h.Set("X-Should-Retry", "false")
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.status)
 	json.NewEncoder(w).Encode(struct {
 		Error *apiError `json:"error"`
 	}{e})
+}
+
+// retryable reports whether the same request may succeed later: a limit, a queue or a store
+// that comes back. A bad request, a refused key or a provider that refuses the gateway's own
+// credentials will answer the same.
+func (e *apiError) retryable() bool {
+	switch {
+	case e.status == http.StatusTooManyRequests, e.status == http.StatusRequestTimeout, e.status == http.StatusConflict:
+		return true
+	case e.Code == "provider_auth_failed":
+		return false
+	}
+	return e.status >= 500
 }
 
 // retryAfter rounds a wait up to whole seconds, at least one: a client told 0 retries at once.
@@ -68,7 +89,7 @@ func retryAfter(d time.Duration) time.Duration {
 // refusalError turns a refusal into the answer a client reads and, when h is not nil, sets its
 // headers: the limits a decision left, the place in the queue and the estimate for a busy door.
 // Retry-After goes out with the answer.
-func refusalError(h http.Header, r *admission.Refusal) *apiError {
+func refusalError(h http.Header, c *call, r *admission.Refusal) *apiError {
 	if h != nil {
 		setRefusalHeaders(h, r)
 	}
@@ -77,8 +98,7 @@ func refusalError(h http.Header, r *admission.Refusal) *apiError {
 		return &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "rate_limit_exceeded", retryAfter: r.RetryAfter,
 			Message: fmt.Sprintf("Rate limit reached: %s. Try again in %s.", limitText(r), r.RetryAfter.Round(time.Millisecond))}
 	case admission.TooLarge:
-		return &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "request_too_large",
-			Message: "This request is larger than " + limitText(r) + ". Waiting will not help; make the request smaller."}
+		return tooLargeError(c, r)
 	case admission.Busy:
 		return &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "queue_busy", retryAfter: r.RetryAfter,
 			Message: fmt.Sprintf("The queue is busy: your request would wait about %s, more than your plan's %s. You are number %d in your lane.",
@@ -102,6 +122,32 @@ func setRefusalHeaders(h http.Header, r *admission.Refusal) {
 		h.Set(headerQueueEstimate, strconv.FormatInt(r.Estimate.Milliseconds(), 10))
 	}
 }
+
+// tooLargeError answers a call that costs more than one of its limits can ever hold: a bad
+// request, which no wait or retry changes. On tokens it names the field to make smaller and, when
+// the prompt leaves room, the largest value that fits.
+func tooLargeError(c *call, r *admission.Refusal) *apiError {
+	e := badRequest("request_too_large", "This request is larger than "+limitText(r)+". Waiting will not help; make the request smaller.")
+	if r.Dimension != ratelimit.Tokens {
+		return e
+	}
+	room := r.Capacity - c.estimate.PromptTokens
+	if room < c.n {
+		e.Param = ptr(promptParam[c.endpoint])
+		e.Message += fmt.Sprintf(" Its prompt alone is about %d tokens.", c.estimate.PromptTokens)
+		return e
+	}
+	param := c.maxTokensParam
+	if param == "" {
+		param = "max_tokens" // unset, it counted as the model's default
+	}
+	e.Param = &param
+	e.Message += fmt.Sprintf(" The largest %s that fits is %d.", param, room/max(c.n, 1))
+	return e
+}
+
+// promptParam names the field that holds each endpoint's prompt.
+var promptParam = map[estimate.Endpoint]string{estimate.Chat: "messages", estimate.Completions: "prompt", estimate.Embeddings: "input"}
 
 // limitText names the limit that refused, with its numbers.
 func limitText(r *admission.Refusal) string {

@@ -1,13 +1,15 @@
 package server
 
 import (
-	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
 
@@ -18,6 +20,8 @@ func TestRefusalError(t *testing.T) {
 		wantStatus  int
 		wantCode    string
 		wantRetry   time.Duration
+		wantParam   string
+		wantMessage string
 		wantHeaders map[string]string
 	}{{
 		name: "a limit refuses: Retry-After rounded up, the exact wait in ms, the caller's limits",
@@ -25,45 +29,91 @@ func TestRefusalError(t *testing.T) {
 			Capacity: 50, Remaining: 0, Requested: 1, RetryAfter: 1500 * time.Millisecond,
 			Limits: admission.Limits{Requests: admission.Headroom{Capacity: 50, Remaining: 0, Reset: time.Hour}}},
 		wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetry: 1500 * time.Millisecond,
-		wantHeaders: map[string]string{"Retry-After-Ms": "1500", "X-Ratelimit-Limit-Requests": "50", "X-Ratelimit-Remaining-Requests": "0", "X-Ratelimit-Reset-Requests": "1h0m0s"},
+		wantHeaders: map[string]string{"Retry-After": "2", "Retry-After-Ms": "1500",
+			"X-Ratelimit-Limit-Requests": "50", "X-Ratelimit-Remaining-Requests": "0", "X-Ratelimit-Reset-Requests": "1h0m0s"},
 	}, {
-		name:       "too large: no Retry-After, since waiting will not help",
+		name:       "too large: a bad request naming the field and the largest value that fits, never retried",
 		refusal:    admission.Refusal{Reason: admission.TooLarge, Level: ratelimit.LevelProvider, Dimension: ratelimit.Tokens, Capacity: 100, Remaining: -1, Requested: 500},
-		wantStatus: 429, wantCode: "request_too_large", wantHeaders: map[string]string{},
+		wantStatus: 400, wantCode: "request_too_large", wantParam: "max_tokens", wantMessage: "The largest max_tokens that fits is 40.",
+		wantHeaders: map[string]string{"X-Should-Retry": "false"},
+	}, {
+		name:       "too large by its prompt alone: the prompt is named",
+		refusal:    admission.Refusal{Reason: admission.TooLarge, Level: ratelimit.LevelTenant, Dimension: ratelimit.Tokens, Capacity: 10, Remaining: -1, Requested: 500},
+		wantStatus: 400, wantCode: "request_too_large", wantParam: "messages", wantMessage: "Its prompt alone is about 20 tokens.",
+		wantHeaders: map[string]string{"X-Should-Retry": "false"},
 	}, {
 		name:       "the door: the place in the lane and the estimate",
 		refusal:    admission.Refusal{Reason: admission.Busy, Position: 7, Estimate: 90 * time.Second, MaxWait: time.Minute, RetryAfter: 30 * time.Second},
 		wantStatus: 429, wantCode: "queue_busy", wantRetry: 30 * time.Second,
-		wantHeaders: map[string]string{"X-Sluice-Queue-Position": "7", "X-Sluice-Queue-Estimate-Ms": "90000"},
+		wantHeaders: map[string]string{"Retry-After": "30", "X-Sluice-Queue-Position": "7", "X-Sluice-Queue-Estimate-Ms": "90000"},
 	}, {
 		name:       "the store is down and the gateway fails closed",
 		refusal:    admission.Refusal{Reason: admission.Unavailable, RetryAfter: time.Second},
-		wantStatus: 503, wantCode: "limiter_unavailable", wantRetry: time.Second, wantHeaders: map[string]string{},
+		wantStatus: 503, wantCode: "limiter_unavailable", wantRetry: time.Second, wantHeaders: map[string]string{"Retry-After": "1"},
 	}, {
 		name:       "the caller left",
 		refusal:    admission.Refusal{Reason: admission.Gone},
-		wantStatus: statusClientClosed, wantCode: "client_closed", wantHeaders: map[string]string{},
+		wantStatus: statusClientClosed, wantCode: "client_closed", wantHeaders: map[string]string{"X-Should-Retry": "false"},
 	}, {
 		name:       "no store could decide",
 		refusal:    admission.Refusal{Reason: admission.Failed},
 		wantStatus: 500, wantCode: "limiter_error", wantHeaders: map[string]string{},
 	}}
+	// A chat call of 20 prompt tokens and max_tokens 240, twice (n: 2): 500 tokens.
+	c := &call{endpoint: estimate.Chat, estimate: estimate.Estimate{PromptTokens: 20, CompletionTokens: 480}, maxTokensParam: "max_tokens", n: 2}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := http.Header{}
-			e := refusalError(h, &tc.refusal)
-			if e.status != tc.wantStatus || e.Code != tc.wantCode || e.retryAfter != tc.wantRetry || e.Message == "" {
-				t.Errorf("refusalError = status %d, code %q, retry after %s, message %q; want %d, %q, %s and a message",
-					e.status, e.Code, e.retryAfter, e.Message, tc.wantStatus, tc.wantCode, tc.wantRetry)
+			w := httptest.NewRecorder()
+			e := refusalError(w.Header(), c, &tc.refusal)
+			if e.status != tc.wantStatus || e.Code != tc.wantCode || e.retryAfter != tc.wantRetry || !strings.Contains(e.Message, tc.wantMessage) {
+				t.Errorf("refusalError = status %d, code %q, retry after %s, message %q; want %d, %q, %s and a message with %q",
+					e.status, e.Code, e.retryAfter, e.Message, tc.wantStatus, tc.wantCode, tc.wantRetry, tc.wantMessage)
 			}
+			if got := e.Param; (got == nil) != (tc.wantParam == "") || (got != nil && *got != tc.wantParam) {
+				t.Errorf("param = %v; want %q", got, tc.wantParam)
+			}
+			e.write(w)
 			got := map[string]string{}
-			for name := range h {
-				got[name] = h.Get(name)
+			for name := range w.Header() {
+				if name != "Content-Type" {
+					got[name] = w.Header().Get(name)
+				}
 			}
 			if diff := cmp.Diff(tc.wantHeaders, got); diff != "" {
 				t.Errorf("headers (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestEveryBusyAnswerSaysWhenToComeBack(t *testing.T) {
+	for _, status := range []int{429, 503} {
+		w := httptest.NewRecorder()
+		(&apiError{status: status, Type: typeRateLimit, Code: "c", Message: "m"}).write(w)
+		if got := w.Header().Get("Retry-After"); got != "1" {
+			t.Errorf("%d without a wait: Retry-After %q; want at least a second", status, got)
+		}
+	}
+}
+
+func TestBearerKey(t *testing.T) {
+	for _, tc := range []struct {
+		header, wantKey string
+		wantOK          bool
+	}{
+		{"Bearer sk-1", "sk-1", true},
+		{"bearer sk-1", "sk-1", true},
+		{"BEARER  sk-1 ", "sk-1", true},
+		{"Basic sk-1", "", false},
+		{"Bearer ", "", false},
+		{"sk-1", "", false},
+		{"", "", false},
+	} {
+		r := httptest.NewRequest("GET", "/v1/models", nil)
+		r.Header.Set("Authorization", tc.header)
+		if key, ok := bearerKey(r); ok != tc.wantOK || (ok && key != tc.wantKey) {
+			t.Errorf("bearerKey(%q) = %q, %v; want %q, %v", tc.header, key, ok, tc.wantKey, tc.wantOK)
+		}
 	}
 }
 

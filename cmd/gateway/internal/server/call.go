@@ -31,6 +31,10 @@ type call struct {
 	// usageAdded is true when the gateway asked for the stream's usage chunk itself, so the
 	// client, which did not ask, does not receive it.
 	usageAdded bool
+	// maxTokensParam names the field that set the completion's length, if any, and n is how
+	// many completions the call asks for: what a call too large to fit is told to change.
+	maxTokensParam string
+	n              int64
 }
 
 func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
@@ -43,7 +47,7 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 		t, refusal := s.gate.Admit(r.Context(), c.admission())
 		setCallHeaders(w.Header(), c, t, refusal)
 		if refusal != nil {
-			s.fail(w, c, refusalError(w.Header(), refusal))
+			s.fail(w, c, refusalError(w.Header(), c, refusal))
 			return
 		}
 		if r.Context().Err() != nil {
@@ -100,8 +104,8 @@ func (s *Server) authenticate(p *policy.Policy, r *http.Request) (*policy.Caller
 	if p == nil {
 		return nil, &apiError{status: http.StatusServiceUnavailable, Type: typeServer, Code: "not_ready", Message: "The gateway has no configuration yet."}
 	}
-	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || key == "" {
+	key, ok := bearerKey(r)
+	if !ok {
 		return nil, &apiError{status: http.StatusUnauthorized, Type: typeInvalidRequest, Code: "missing_api_key",
 			Message: "You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY'."}
 	}
@@ -111,6 +115,14 @@ func (s *Server) authenticate(p *policy.Policy, r *http.Request) (*policy.Caller
 			Message: "Incorrect API key provided."}
 	}
 	return caller, nil
+}
+
+// bearerKey is the key of an "Authorization: Bearer KEY" header; the scheme is matched without
+// regard to case, as HTTP's are.
+func bearerKey(r *http.Request) (string, bool) {
+	scheme, key, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	key = strings.TrimSpace(key)
+	return key, ok && strings.EqualFold(scheme, "Bearer") && key != ""
 }
 
 // readBody reads a request's body, at most server.maxBodyBytes of it.
@@ -151,7 +163,7 @@ func (s *Server) newCall(ctx context.Context, p *policy.Policy, caller *policy.C
 		Tokens:       c.estimate.Total(),
 		MicroDollars: c.route.Provider.Prices.CostMicros(c.estimate.PromptTokens, c.estimate.CompletionTokens),
 	}
-	c.stream = req.Stream
+	c.stream, c.maxTokensParam, c.n = req.Stream, req.MaxTokensParam, req.N
 	if c.stream {
 		c.body, c.usageAdded, apiErr = withStreamUsage(c.body)
 	}

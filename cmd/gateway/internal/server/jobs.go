@@ -117,11 +117,12 @@ func (s *Server) serveAddJob(w http.ResponseWriter, r *http.Request) {
 		apiErr.write(w)
 		return
 	}
-	j.KeyHash = gatewayv1.HashKey(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+	key, _ := bearerKey(r) // authenticated above
+	j.KeyHash = gatewayv1.HashKey(key)
 	err := s.opts.Jobs.Add(r.Context(), j)
 	switch {
 	case errors.Is(err, jobs.ErrTooManyQueued):
-		(&apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "too_many_jobs",
+		(&apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "too_many_jobs", retryAfter: time.Minute,
 			Message: "Your organization has as many jobs queued as it may. Wait for some to run, or cancel some, and try again."}).write(w)
 		return
 	case err != nil:
@@ -153,7 +154,7 @@ func (s *Server) checkJob(ctx context.Context, p *policy.Policy, caller *policy.
 		return nil, e
 	}
 	if r := s.gate.TooLarge(c.admission()); r != nil {
-		return nil, refusalError(nil, r)
+		return nil, refusalError(nil, c, r)
 	}
 	return &jobs.Job{ID: jobs.NewID(), Tenant: caller.Tenant.Name, Endpoint: string(endpoint), Body: req.Body}, nil
 }
@@ -410,7 +411,7 @@ func (s *Server) attempt(ctx context.Context, j *jobs.Job) jobs.Outcome {
 	case refusal.Reason == admission.Superseded:
 		return jobs.Outcome{Err: "the job is no longer this attempt's", Retry: true}
 	}
-	apiErr = refusalError(nil, refusal)
+	apiErr = refusalError(nil, c, refusal)
 	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOf(apiErr)).Inc()
 	return jobs.Outcome{Err: apiErr.Message, Retry: refusal.Retryable()}
 }

@@ -127,6 +127,9 @@ func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
 	case status >= 400:
 		s.providerFailed(o.call, status)
 		o.ticket.Refund()
+		if (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) && resp.Header.Get("Retry-After") == "" {
+			resp.Header.Set("Retry-After", "1") // every 429 and 503 says when to come back
+		}
 	case strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
 		resp.Body = s.newStreamBody(resp.Body, o)
 		resp.Header.Del("Content-Length")
