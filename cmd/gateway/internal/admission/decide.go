@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
@@ -37,9 +38,10 @@ func (g *Gate) decide(ctx context.Context, t *Ticket) verdict {
 	case err == nil:
 		g.metrics.storeUp.Set(1)
 		return g.conclude(t, &d)
-	case ctx.Err() != nil:
+	case errors.Is(ctx.Err(), context.Canceled):
 		return verdict{refusal: &Refusal{Reason: Gone}} // the client left; the store did not fail
 	}
+	// Any other error, a decision that ran out of time included, is the store's.
 	g.metrics.storeUp.Set(0)
 	if g.opts.Fallback == nil {
 		g.metrics.storeErrors.WithLabelValues("refused").Inc()

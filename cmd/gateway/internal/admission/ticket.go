@@ -48,9 +48,9 @@ func (t *Ticket) end(u *estimate.Usage) bool {
 	if !t.ended.CompareAndSwap(false, true) {
 		return false
 	}
+	actual := t.actual(u)
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	actual := t.actual(ctx, u)
 	delta := policy.Cost{Tokens: actual.Tokens - t.req.Cost.Tokens, MicroDollars: actual.MicroDollars - t.req.Cost.MicroDollars}
 	var buf [ratelimit.MaxChecks]ratelimit.Check
 	if err := t.limiter.Settle(ctx, policy.Release(policy.Settlement(buf[:0], t.checks, delta), t.checks), t.g.now()); err != nil {
@@ -63,8 +63,8 @@ func (t *Ticket) end(u *estimate.Usage) bool {
 
 // actual is what the call really cost: its usage at its provider's prices, or nothing when it
 // was not served or is a job whose earlier delivery was charged.
-func (t *Ticket) actual(ctx context.Context, u *estimate.Usage) policy.Cost {
-	if t.req.isJob() && !t.g.chargeJob(ctx, t.req.Job, u != nil) {
+func (t *Ticket) actual(u *estimate.Usage) policy.Cost {
+	if t.req.isJob() && !t.g.chargeJob(t.req.Job, u != nil) {
 		return policy.Cost{}
 	}
 	if u == nil {
@@ -79,7 +79,9 @@ func (t *Ticket) actual(ctx context.Context, u *estimate.Usage) policy.Cost {
 // chargeJob records a job attempt's end in the job store and reports whether it is to be
 // charged: a served attempt is, if it is the job's first to be (a store that cannot answer
 // charges it); an unserved one holds nothing any more.
-func (g *Gate) chargeJob(ctx context.Context, a jobs.Attempt, served bool) bool {
+func (g *Gate) chargeJob(a jobs.Attempt, served bool) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
 	if !served {
 		g.holdJob(ctx, a, jobs.Cost{})
 		return false

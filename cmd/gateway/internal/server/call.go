@@ -41,6 +41,7 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c, apiErr := s.readCall(s.policy.Load(), endpoint, r)
 		if apiErr != nil {
+			setCallHeaders(w.Header(), c, nil, nil)
 			s.fail(w, c, apiErr)
 			return
 		}

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -174,10 +175,12 @@ func readAtMost(resp *http.Response, n int64) ([]byte, error) {
 	}
 	buf := make([]byte, resp.ContentLength+1) // one more byte finds the end
 	k, err := io.ReadFull(resp.Body, buf)
-	switch err {
-	case io.EOF, io.ErrUnexpectedEOF:
+	switch {
+	case int64(k) < resp.ContentLength: // cut off before its announced end
+		return buf[:k], cmp.Or(err, io.ErrUnexpectedEOF)
+	case err == io.ErrUnexpectedEOF:
 		return buf[:k], nil
-	case nil: // longer than announced
+	case err == nil: // longer than announced
 		rest, err := io.ReadAll(io.LimitReader(resp.Body, n-int64(k)))
 		return append(buf, rest...), err
 	}
