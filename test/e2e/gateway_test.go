@@ -74,6 +74,10 @@ type upstream struct {
 
 const upstreamPrompt, upstreamCompletion = 7, 3
 
+// upstreamRequestID is the id the stub provider gives every answer; the client sees it in place
+// of the gateway's own.
+const upstreamRequestID = "req_from_the_provider"
+
 func newUpstream(t *testing.T) *upstream {
 	u := &upstream{}
 	u.Server = httptest.NewServer(http.HandlerFunc(u.serve))
@@ -89,6 +93,7 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 	u.lastAuth, u.lastBody = r.Header.Get("Authorization"), body
 	u.mu.Unlock()
 	w.Header().Set("X-Ratelimit-Remaining-Requests", "999") // the provider's own view; the gateway replaces it
+	w.Header().Set("X-Request-Id", upstreamRequestID)
 	usage := map[string]int{"prompt_tokens": upstreamPrompt, "completion_tokens": upstreamCompletion, "total_tokens": upstreamPrompt + upstreamCompletion}
 	if stream, _ := body["stream"].(bool); stream {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -439,10 +444,16 @@ func TestGatewayRefusesBadInputForFree(t *testing.T) {
 			if got := a.header.Get("X-Should-Retry"); got != "false" {
 				t.Errorf("x-should-retry = %q; want false: no retry changes this answer", got)
 			}
+			if got := a.header.Values("X-Request-Id"); len(got) != 1 || got[0] == "" {
+				t.Errorf("x-request-id = %q; want one id", got)
+			}
 		})
 	}
 	if got := up.calls.Load(); got != 1 {
 		t.Errorf("the provider got %d calls; want only the one good call", got)
+	}
+	if got := before.header.Values("X-Request-Id"); len(got) != 1 || got[0] != upstreamRequestID {
+		t.Errorf("x-request-id of a forwarded call = %q; want the provider's own, %q, alone", got, upstreamRequestID)
 	}
 	after := g.post(t, "/v1/chat/completions", keyAlice, chatBody)
 	if got, want := after.int(t, "X-Ratelimit-Remaining-Requests"), before.int(t, "X-Ratelimit-Remaining-Requests")-1; got != want {

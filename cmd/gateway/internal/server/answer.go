@@ -36,6 +36,7 @@ const statusClientClosed = 499
 
 // The headers Sluice adds to the answers of calls, besides the providers' own rate-limit names.
 const (
+	headerRequestID       = "X-Request-Id"
 	headerQueueWait       = "X-Sluice-Queue-Wait-Ms"
 	headerQueuePosition   = "X-Sluice-Queue-Position"
 	headerQueueEstimate   = "X-Sluice-Queue-Estimate-Ms"

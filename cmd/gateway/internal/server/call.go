@@ -55,7 +55,7 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 			t.Refund() // the client left before the call went out
 			return
 		}
-		s.proxy(c.route.Provider).ServeHTTP(w, r.WithContext(withOutbound(r.Context(), c, t)))
+		s.proxy(c.route.Provider).ServeHTTP(w, r.WithContext(withOutbound(r.Context(), c, t, w.Header())))
 	}
 }
 
@@ -261,12 +261,14 @@ func outcomeOf(e *apiError) string {
 type outbound struct {
 	*call
 	ticket *admission.Ticket
+	// answer is the header of the client's answer; nil for a job's call, which has no client.
+	answer http.Header
 }
 
 type outboundKey struct{}
 
-func withOutbound(ctx context.Context, c *call, t *admission.Ticket) context.Context {
-	return context.WithValue(ctx, outboundKey{}, &outbound{call: c, ticket: t})
+func withOutbound(ctx context.Context, c *call, t *admission.Ticket, answer http.Header) context.Context {
+	return context.WithValue(ctx, outboundKey{}, &outbound{call: c, ticket: t, answer: answer})
 }
 
 func outboundFrom(ctx context.Context) *outbound { return ctx.Value(outboundKey{}).(*outbound) }

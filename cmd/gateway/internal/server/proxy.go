@@ -119,6 +119,9 @@ func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
 			resp.Header.Del(name)
 		}
 	}
+	if o.answer != nil && resp.Header.Get(headerRequestID) != "" {
+		o.answer.Del(headerRequestID) // the provider's own id names the call where it was served
+	}
 	status := resp.StatusCode
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:

@@ -8,9 +8,12 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,13 +52,14 @@ type Options struct {
 // Server serves the gateway. It is safe for concurrent use; SetPolicy swaps the configuration
 // in force without stopping requests.
 type Server struct {
-	opts    Options
-	log     *slog.Logger
-	policy  atomic.Pointer[policy.Policy]
-	gate    *admission.Gate
-	counter *estimate.Counter
-	metrics *metrics
-	proxies sync.Map // provider name and timeout -> *httputil.ReverseProxy
+	opts       Options
+	log        *slog.Logger
+	policy     atomic.Pointer[policy.Policy]
+	gate       *admission.Gate
+	counter    *estimate.Counter
+	metrics    *metrics
+	proxies    sync.Map // provider name and timeout -> *httputil.ReverseProxy
+	requestIDs requestIDs
 }
 
 // New returns a server. Call SetPolicy before it serves requests.
@@ -65,6 +69,7 @@ func New(opts Options) *Server {
 		opts.Registerer, opts.Gatherer = reg, reg
 	}
 	s := &Server{opts: opts, log: opts.Logger, counter: estimate.NewCounter()}
+	s.requestIDs.prefix = "req_" + strings.ToLower(rand.Text()[:16]) + "-"
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -114,7 +119,28 @@ func (s *Server) Handler() http.Handler {
 		(&apiError{status: http.StatusNotFound, Type: typeInvalidRequest, Code: "unknown_url",
 			Message: "Unknown request URL: " + r.Method + " " + r.URL.Path + "."}).write(w)
 	})
-	return mux
+	return s.withRequestID(mux)
+}
+
+// withRequestID gives every answer an x-request-id, as providers do, which the OpenAI SDKs show
+// with their errors. A proxied answer keeps its provider's own, when it has one (see
+// settleResponse).
+func (s *Server) withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()[headerRequestID] = []string{s.requestIDs.next()}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// requestIDs names requests: a random prefix of this gateway's, then a count, so that no two
+// requests of any gateways share a name and naming one costs no random read.
+type requestIDs struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+func (ids *requestIDs) next() string {
+	return ids.prefix + strconv.FormatUint(ids.n.Add(1), 36)
 }
 
 // AdminHandler returns the endpoints for operators and Kubernetes: /healthz, /readyz, /metrics
