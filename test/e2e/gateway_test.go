@@ -109,11 +109,41 @@ func (u *upstream) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if lastContent(body) == cutOff {
+		cutAnswer(w)
+		return
+	}
 	json.NewEncoder(w).Encode(map[string]any{
 		"id": "c1", "object": "chat.completion", "created": 1, "model": body["model"],
 		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": "Hello there!"}}},
 		"usage":   usage,
 	})
+}
+
+// cutOff is the message the stub provider answers by announcing a body and breaking the
+// connection before it ends.
+const cutOff = "cut the answer off"
+
+// lastContent is the content of a chat body's last message, or "".
+func lastContent(body map[string]any) string {
+	messages, _ := body["messages"].([]any)
+	if len(messages) == 0 {
+		return ""
+	}
+	m, _ := messages[len(messages)-1].(map[string]any)
+	content, _ := m["content"].(string)
+	return content
+}
+
+// cutAnswer announces a 1,000-byte answer, sends 20 bytes of it, and closes the connection.
+func cutAnswer(w http.ResponseWriter) {
+	w.Header().Set("Content-Length", "1000")
+	w.WriteHeader(http.StatusOK)
+	io.WriteString(w, `{"id":"c1","object":`)
+	w.(http.Flusher).Flush()
+	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		conn.Close()
+	}
 }
 
 func (u *upstream) last() (string, map[string]any) {
@@ -470,6 +500,24 @@ func TestGatewayRefundsWhenTheProviderIsUnreachable(t *testing.T) {
 	}
 	poll.Until(t, processWait, "the refund", func() bool {
 		return g.usage(t).Tenants[0].SpendThisPeriod == "0"
+	})
+}
+
+// TestGatewayChargesTheEstimateOfAnAnswerCutOff checks that an answer the provider cuts off before
+// its announced length reaches the client as an error, not as a whole 200, and that the call stays
+// charged at its estimate: the provider answered, so it billed it.
+func TestGatewayChargesTheEstimateOfAnAnswerCutOff(t *testing.T) {
+	up := newUpstream(t)
+	g := startGateway(t, writeConfig(t, t.TempDir(), up.URL))
+	a := g.post(t, "/v1/chat/completions", keyAlice, `{"model":"gpt-4o-mini","max_tokens":100,"messages":[{"role":"user","content":"`+cutOff+`"}]}`)
+	if a.status != http.StatusBadGateway || a.errorCode(t) != "provider_unreachable" {
+		t.Fatalf("an answer cut off: %d %s; want 502 provider_unreachable", a.status, a.body)
+	}
+	// At least the 100 completion tokens asked for, at $15 a million.
+	const leastMicros = 100 * 15
+	poll.Until(t, processWait, "the call charged at its estimate", func() bool {
+		spent, err := g.usage(t).Tenants[0].SpendThisPeriod.MicroDollars()
+		return err == nil && spent >= leastMicros
 	})
 }
 

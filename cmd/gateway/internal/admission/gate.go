@@ -2,15 +2,13 @@ package admission
 
 import (
 	"context"
-	"crypto/rand"
 	"log/slog"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ids"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
@@ -58,19 +56,8 @@ type Gate struct {
 
 	ctx         context.Context // ends with Close, stopping the dispatchers
 	cancel      context.CancelFunc
-	dispatchers sync.Map // provider name -> *dispatcher
-	leases      leases
-}
-
-// leases names calls' in-flight slots: a random prefix of this gateway's, then a count, so that
-// no two slots of any gateways share a name and naming one costs no random read.
-type leases struct {
-	prefix string
-	n      atomic.Uint64
-}
-
-func (l *leases) next() string {
-	return l.prefix + strconv.FormatUint(l.n.Add(1), 36)
+	dispatchers sync.Map      // provider name -> *dispatcher
+	leases      *ids.Sequence // names calls' in-flight slots
 }
 
 // New returns a gate. Call Close to stop its dispatchers.
@@ -78,8 +65,7 @@ func New(opts Options) *Gate {
 	if opts.Registerer == nil {
 		opts.Registerer = prometheus.NewRegistry()
 	}
-	g := &Gate{opts: opts, log: opts.Logger, now: opts.Now, metrics: newMetrics(opts.Registerer), usage: newUsage()}
-	g.leases.prefix = rand.Text() + "-"
+	g := &Gate{opts: opts, log: opts.Logger, now: opts.Now, metrics: newMetrics(opts.Registerer), usage: newUsage(), leases: ids.New("")}
 	if g.log == nil {
 		g.log = slog.Default()
 	}
@@ -100,7 +86,7 @@ func (g *Gate) Close() { g.cancel() }
 func (g *Gate) Admit(ctx context.Context, req Request) (*Ticket, *Refusal) {
 	d := g.dispatcher(req.provider())
 	d.arrivals.Inc()
-	t := &Ticket{g: g, req: req, lease: g.leases.next()}
+	t := &Ticket{g: g, req: req, lease: g.leases.Next()}
 	if req.isJob() {
 		g.giveBack(ctx, req)
 	}

@@ -71,19 +71,7 @@ func parseChat(body []byte) (*Request, error) {
 	if json.Unmarshal(body, &b) != nil {
 		return parseChatByMessage(body)
 	}
-	r, err := b.request(Chat)
-	if err != nil {
-		return nil, err
-	}
-	if len(b.Messages) == 0 {
-		return nil, errNoMessages
-	}
-	for i, m := range b.Messages {
-		if err := r.Prompt.addChatMessage(&m); err != nil {
-			return nil, within("messages", within(index(i), err))
-		}
-	}
-	return r.withTools(b.Tools, b.Functions), nil
+	return chatRequest(&b.options, b.Messages, (*Prompt).addChatMessage, b.Tools, b.Functions)
 }
 
 func parseChatByMessage(body []byte) (*Request, error) {
@@ -91,33 +79,34 @@ func parseChatByMessage(body []byte) (*Request, error) {
 	if err := decode(body, &b); err != nil {
 		return nil, err
 	}
-	r, err := b.request(Chat)
+	return chatRequest(&b.options, b.Messages, (*Prompt).addMessage, b.Tools, b.Functions)
+}
+
+// chatRequest builds a chat request from its options, its messages, each added to the prompt
+// by add with its framing, and its tools; the reply's priming ends the prompt.
+func chatRequest[M any](o *options, messages []M, add func(*Prompt, *M) error, tools, functions json.RawMessage) (*Request, error) {
+	r, err := o.request(Chat)
 	if err != nil {
 		return nil, err
 	}
-	if len(b.Messages) == 0 {
+	if len(messages) == 0 {
 		return nil, errNoMessages
 	}
-	for i, raw := range b.Messages {
-		if err := r.Prompt.addMessage(raw); err != nil {
+	for i := range messages {
+		if err := add(&r.Prompt, &messages[i]); err != nil {
 			return nil, within("messages", within(index(i), err))
 		}
 	}
-	return r.withTools(b.Tools, b.Functions), nil
-}
-
-// withTools adds the reply's priming and the tools' definitions to a chat request's prompt.
-func (r *Request) withTools(tools, functions json.RawMessage) *Request {
 	r.Prompt.addTokens(tokensPerReply)
 	r.Prompt.addJSON(tools)
 	r.Prompt.addJSON(functions)
-	return r
+	return r, nil
 }
 
-// addMessage adds one message with its framing.
-func (p *Prompt) addMessage(raw json.RawMessage) error {
+// addMessage adds one message, still to decode, with its framing.
+func (p *Prompt) addMessage(raw *json.RawMessage) error {
 	var m chatMessage
-	if err := decode(raw, &m); err != nil {
+	if err := decode(*raw, &m); err != nil {
 		return err
 	}
 	return p.addChatMessage(&m)

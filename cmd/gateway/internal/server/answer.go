@@ -133,17 +133,17 @@ func tooLargeError(c *call, r *admission.Refusal) *apiError {
 		return e
 	}
 	room := r.Capacity - c.estimate.PromptTokens
-	if room < c.n {
+	if room < c.request.N {
 		e.Param = ptr(promptParam[c.endpoint])
 		e.Message += fmt.Sprintf(" Its prompt alone is about %d tokens.", c.estimate.PromptTokens)
 		return e
 	}
-	param := c.maxTokensParam
+	param := c.request.MaxTokensParam
 	if param == "" {
 		param = "max_tokens" // unset, it counted as the model's default
 	}
 	e.Param = &param
-	e.Message += fmt.Sprintf(" The largest %s that fits is %d.", param, room/max(c.n, 1))
+	e.Message += fmt.Sprintf(" The largest %s that fits is %d.", param, room/max(c.request.N, 1))
 	return e
 }
 

@@ -60,7 +60,7 @@ func TestRefusalError(t *testing.T) {
 		wantStatus: 500, wantCode: "limiter_error", wantHeaders: map[string]string{},
 	}}
 	// A chat call of 20 prompt tokens and max_tokens 240, twice (n: 2): 500 tokens.
-	c := &call{endpoint: estimate.Chat, estimate: estimate.Estimate{PromptTokens: 20, CompletionTokens: 480}, maxTokensParam: "max_tokens", n: 2}
+	c := &call{endpoint: estimate.Chat, estimate: estimate.Estimate{PromptTokens: 20, CompletionTokens: 480}, request: &estimate.Request{MaxTokensParam: "max_tokens", N: 2}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			w := httptest.NewRecorder()

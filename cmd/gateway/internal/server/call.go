@@ -22,19 +22,15 @@ type call struct {
 	endpoint estimate.Endpoint
 	caller   *policy.Caller
 	route    *policy.Route
-	stream   bool
+	// request is the body as read: the client's own model, whether it streams, and what sets
+	// the completion's length (which a call too large to fit is told to change).
+	request  *estimate.Request
 	body     []byte // as sent upstream
 	estimate estimate.Estimate
 	cost     policy.Cost
-	// degradedFrom is the model the client asked for when the call went to the plan's fallback.
-	degradedFrom string
 	// usageAdded is true when the gateway asked for the stream's usage chunk itself, so the
 	// client, which did not ask, does not receive it.
 	usageAdded bool
-	// maxTokensParam names the field that set the completion's length, if any, and n is how
-	// many completions the call asks for: what a call too large to fit is told to change.
-	maxTokensParam string
-	n              int64
 }
 
 func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
@@ -77,7 +73,7 @@ func setCallHeaders(h http.Header, c *call, t *admission.Ticket, r *admission.Re
 		waited = r.Waited
 	}
 	h.Set(headerQueueWait, strconv.FormatInt(waited.Milliseconds(), 10))
-	if c.degradedFrom != "" {
+	if c.degraded() {
 		h.Set(headerDegradedModel, c.route.Model.Name)
 	}
 }
@@ -153,19 +149,19 @@ func (s *Server) newCall(ctx context.Context, p *policy.Policy, caller *policy.C
 		return c, apiErr
 	}
 	c.route = route
-	sent, body, degradedFrom, apiErr := s.degrade(ctx, p, caller, route, body)
+	sent, body, apiErr := s.degrade(ctx, p, caller, route, body)
 	if apiErr != nil {
 		return c, apiErr
 	}
-	c.route, c.body, c.degradedFrom = sent, body, degradedFrom
+	c.route, c.body = sent, body
 	m := c.route.Model
 	c.estimate = req.Estimate(s.counter, m.Encoding, m.DefaultMaxTokens)
 	c.cost = policy.Cost{
 		Tokens:       c.estimate.Total(),
 		MicroDollars: c.route.Provider.Prices.CostMicros(c.estimate.PromptTokens, c.estimate.CompletionTokens),
 	}
-	c.stream, c.maxTokensParam, c.n = req.Stream, req.MaxTokensParam, req.N
-	if c.stream {
+	c.request = req
+	if req.Stream {
 		c.body, c.usageAdded, apiErr = withStreamUsage(c.body)
 	}
 	return c, apiErr
@@ -186,18 +182,23 @@ func routeOf(p *policy.Policy, caller *policy.Caller, model string) (*policy.Rou
 }
 
 // degrade sends a call for the plan's expensive model to its cheaper fallback while the tenant's
-// budget left is below the plan's threshold. It returns the route and body to send, and the
-// model asked for when it changed them.
-func (s *Server) degrade(ctx context.Context, p *policy.Policy, caller *policy.Caller, route *policy.Route, body []byte) (*policy.Route, []byte, string, *apiError) {
+// budget left is below the plan's threshold. It returns the route and body to send.
+func (s *Server) degrade(ctx context.Context, p *policy.Policy, caller *policy.Caller, route *policy.Route, body []byte) (*policy.Route, []byte, *apiError) {
 	d := caller.Tenant.Config.Degrade
 	if d == nil || route.Model.Name != d.Model || !s.gate.BudgetBelow(ctx, caller.Tenant, route.Provider.Name, d.BelowPercent) {
-		return route, body, "", nil
+		return route, body, nil
 	}
 	body, err := estimate.WithModel(body, d.Fallback)
 	if err != nil {
-		return nil, nil, "", requestError(err)
+		return nil, nil, requestError(err)
 	}
-	return p.Route(d.Fallback), body, d.Model, nil
+	return p.Route(d.Fallback), body, nil
+}
+
+// degraded reports whether the call goes to another model than the one its client asked for:
+// the plan's cheaper fallback.
+func (c *call) degraded() bool {
+	return c.request != nil && c.route != nil && c.request.Model != c.route.Model.Name
 }
 
 // withStreamUsage asks a stream's provider for its final usage chunk, and reports whether the

@@ -148,7 +148,7 @@ func (s *Server) checkJob(ctx context.Context, p *policy.Policy, caller *policy.
 	if apiErr != nil {
 		return nil, apiErr
 	}
-	if c.stream {
+	if c.request.Stream {
 		e := badRequest("invalid_request", "A job's answer is kept, not streamed: leave stream unset.")
 		e.Param = ptr("body.stream")
 		return nil, e

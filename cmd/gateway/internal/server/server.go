@@ -8,12 +8,9 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +20,7 @@ import (
 
 	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ids"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 )
 
@@ -59,7 +57,7 @@ type Server struct {
 	counter    *estimate.Counter
 	metrics    *metrics
 	proxies    sync.Map // provider name and timeout -> *httputil.ReverseProxy
-	requestIDs requestIDs
+	requestIDs *ids.Sequence
 }
 
 // New returns a server. Call SetPolicy before it serves requests.
@@ -68,8 +66,7 @@ func New(opts Options) *Server {
 		reg := prometheus.NewRegistry()
 		opts.Registerer, opts.Gatherer = reg, reg
 	}
-	s := &Server{opts: opts, log: opts.Logger, counter: estimate.NewCounter()}
-	s.requestIDs.prefix = "req_" + strings.ToLower(rand.Text()[:16]) + "-"
+	s := &Server{opts: opts, log: opts.Logger, counter: estimate.NewCounter(), requestIDs: ids.New("req_")}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -127,20 +124,9 @@ func (s *Server) Handler() http.Handler {
 // settleResponse).
 func (s *Server) withRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header()[headerRequestID] = []string{s.requestIDs.next()}
+		w.Header()[headerRequestID] = []string{s.requestIDs.Next()}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// requestIDs names requests: a random prefix of this gateway's, then a count, so that no two
-// requests of any gateways share a name and naming one costs no random read.
-type requestIDs struct {
-	prefix string
-	n      atomic.Uint64
-}
-
-func (ids *requestIDs) next() string {
-	return ids.prefix + strconv.FormatUint(ids.n.Add(1), 36)
 }
 
 // AdminHandler returns the endpoints for operators and Kubernetes: /healthz, /readyz, /metrics
