@@ -422,6 +422,7 @@ func TestCompileConverts(t *testing.T) {
 	pq.Spec.Spend = &v1alpha1.Spend{PerMinute: "0.50", PerMonth: "5000"}
 	pq.Spec.Retry = &v1alpha1.Retry{MaxAttempts: 4, BaseDelay: metav1.Duration{Duration: time.Second}, MaxDelay: metav1.Duration{Duration: 20 * time.Second}}
 	pq.Spec.Timeout = metav1.Duration{Duration: 2 * time.Minute}
+	pq.Spec.IdleTimeout = metav1.Duration{Duration: 90 * time.Second}
 	llama := quota("llama", 1, "llama-3.1-8b")
 	llama.Spec.BaseURL, llama.Spec.APIKeySecretRef = "", nil
 	llama.Spec.SelfHosted = &v1alpha1.SelfHosted{Port: 8000, Engine: v1alpha1.EngineVLLM, MaxConcurrencyPerGPU: 16}
@@ -466,14 +467,18 @@ func TestCompileConverts(t *testing.T) {
 			HeadroomPercent: 100,
 			Retry:           gatewayv1.Retry{MaxAttempts: 3, BaseDelay: metav1.Duration{Duration: 500 * time.Millisecond}, MaxDelay: metav1.Duration{Duration: 30 * time.Second}},
 			Timeout:         metav1.Duration{Duration: time.Minute},
+			IdleTimeout:     metav1.Duration{Duration: 5 * time.Minute},
+			CallTimeout:     metav1.Duration{Duration: 30 * time.Minute},
 		}, {
 			Name: "openai", BaseURL: "https://openai.example/v1", APIKeyFile: "openai.key",
 			Models:            []gatewayv1.Model{{Name: "gpt-4o", Encoding: "o200k_base", DefaultMaxTokens: 512}, {Name: "gpt-4o-mini", DefaultMaxTokens: 256}},
 			RequestsPerMinute: 1500, TokensPerMinute: 300000, MaxInFlight: 200, HeadroomPercent: 95,
 			Prices:         gatewayv1.Prices{InputPerMillion: "2.50", OutputPerMillion: "10"},
 			SpendPerMinute: "0.50", SpendPerMonth: "5000",
-			Retry:   gatewayv1.Retry{MaxAttempts: 4, BaseDelay: metav1.Duration{Duration: time.Second}, MaxDelay: metav1.Duration{Duration: 20 * time.Second}},
-			Timeout: metav1.Duration{Duration: 2 * time.Minute},
+			Retry:       gatewayv1.Retry{MaxAttempts: 4, BaseDelay: metav1.Duration{Duration: time.Second}, MaxDelay: metav1.Duration{Duration: 20 * time.Second}},
+			Timeout:     metav1.Duration{Duration: 2 * time.Minute},
+			IdleTimeout: metav1.Duration{Duration: 90 * time.Second},
+			CallTimeout: metav1.Duration{Duration: 30 * time.Minute},
 		}},
 		Tenants: []gatewayv1.Tenant{{
 			Name:      "acme",

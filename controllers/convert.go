@@ -19,6 +19,8 @@ func toProvider(pq *v1alpha1.ProviderQuota) gatewayv1.Provider {
 		Models:          toModels(s.Models),
 		HeadroomPercent: s.HeadroomPercent,
 		Timeout:         s.Timeout,
+		IdleTimeout:     s.IdleTimeout,
+		CallTimeout:     s.CallTimeout,
 	}
 	if s.APIKeySecretRef != nil {
 		p.APIKeyFile = KeyFile(pq.Name)

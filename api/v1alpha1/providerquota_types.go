@@ -40,6 +40,7 @@ type ProviderQuota struct {
 // inference Pods in the cluster.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.baseURL) != has(self.selfHosted)",message="exactly one of baseURL and selfHosted must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.timeout) || !has(self.callTimeout) || !self.timeout.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || !self.callTimeout.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.callTimeout) >= duration(self.timeout)",message="callTimeout must be at least timeout",fieldPath=".callTimeout"
 type ProviderQuotaSpec struct {
 	// baseURL is the absolute http or https URL of a hosted provider, to
 	// which the OpenAI paths are appended, such as https://api.openai.com/v1.
@@ -88,11 +89,26 @@ type ProviderQuotaSpec struct {
 	// +optional
 	// +kubebuilder:default={}
 	Retry *Retry `json:"retry,omitempty"`
-	// timeout bounds each attempt, such as 60s or 2m. Defaults to 60s.
+	// timeout bounds how long each attempt waits for the provider's answer
+	// to begin (its headers), such as 60s or 2m. Defaults to 60s.
 	// +optional
 	// +kubebuilder:default="60s"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="timeout must be a positive duration such as 60s or 2m"
 	Timeout metav1.Duration `json:"timeout,omitzero"`
+	// idleTimeout bounds how long an answer that has begun may go without a
+	// byte from the provider. Past it the call ends: a stream with an error
+	// event, any other answer with 504. Defaults to 5m.
+	// +optional
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="idleTimeout must be a positive duration such as 5m"
+	IdleTimeout metav1.Duration `json:"idleTimeout,omitzero"`
+	// callTimeout bounds a call from when it is sent to the end of its
+	// answer, every attempt and a whole stream included. It must be at least
+	// timeout. Defaults to 30m.
+	// +optional
+	// +kubebuilder:default="30m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="callTimeout must be a positive duration such as 30m"
+	CallTimeout metav1.Duration `json:"callTimeout,omitzero"`
 	// apiKeySecretRef names the Secret, in this namespace, that holds the
 	// provider's API key. The Secret must be labelled sluice.dev/provider
 	// with this ProviderQuota's name, so that no ProviderQuota can send

@@ -212,6 +212,8 @@ func (in *ProviderQuotaSpec) DeepCopyInto(out *ProviderQuotaSpec) {
 		**out = **in
 	}
 	out.Timeout = in.Timeout
+	out.IdleTimeout = in.IdleTimeout
+	out.CallTimeout = in.CallTimeout
 	if in.APIKeySecretRef != nil {
 		in, out := &in.APIKeySecretRef, &out.APIKeySecretRef
 		*out = new(SecretKeyRef)

@@ -173,8 +173,17 @@ type Provider struct {
 	SpendPerMonth Money `json:"spendPerMonth,omitempty"`
 	// retry says how failed calls are retried.
 	Retry Retry `json:"retry,omitzero"`
-	// timeout bounds each attempt. Zero means 60s.
+	// timeout bounds how long each attempt waits for the provider's answer to
+	// begin (its headers). Zero means 60s.
 	Timeout metav1.Duration `json:"timeout,omitzero"`
+	// idleTimeout bounds how long an answer that has begun may go without a
+	// byte from the provider. Past it the call ends: a stream with an error
+	// event, any other answer with 504. Zero means 5m.
+	IdleTimeout metav1.Duration `json:"idleTimeout,omitzero"`
+	// callTimeout bounds a call from when it is sent to the end of its answer,
+	// every attempt and a whole stream included, at least timeout. Past it the
+	// call ends as at idleTimeout. Zero means 30m.
+	CallTimeout metav1.Duration `json:"callTimeout,omitzero"`
 }
 
 // WithHeadroom returns the share of a published limit the gateway may use:

@@ -17,6 +17,8 @@ const (
 	defaultBaseDelay        = 500 * time.Millisecond
 	defaultMaxDelay         = 30 * time.Second
 	defaultTimeout          = 60 * time.Second
+	defaultIdleTimeout      = 5 * time.Minute
+	defaultCallTimeout      = 30 * time.Minute
 	defaultWeight           = 1
 	defaultTimeZone         = "UTC"
 	defaultMaxWait          = 60 * time.Second
@@ -74,6 +76,8 @@ func (p *Provider) Default() {
 	setDefaultDuration(&p.Retry.BaseDelay, defaultBaseDelay)
 	setDefaultDuration(&p.Retry.MaxDelay, defaultMaxDelay)
 	setDefaultDuration(&p.Timeout, defaultTimeout)
+	setDefaultDuration(&p.IdleTimeout, defaultIdleTimeout)
+	setDefaultDuration(&p.CallTimeout, defaultCallTimeout)
 }
 
 // Default fills every unset field of the tenant and its limits that has a

@@ -43,6 +43,8 @@ func TestLoadTwoTenants(t *testing.T) {
 			Prices:            gatewayv1.Prices{InputPerMillion: "3.00", OutputPerMillion: "3.00"},
 			Retry:             defaultRetry,
 			Timeout:           duration(60 * time.Second),
+			IdleTimeout:       duration(5 * time.Minute),
+			CallTimeout:       duration(30 * time.Minute),
 		}},
 		Tenants: []gatewayv1.Tenant{{
 			Name:      "acme",
@@ -236,6 +238,8 @@ tenants:
 				HeadroomPercent: 100,
 				Retry:           defaultRetry,
 				Timeout:         duration(60 * time.Second),
+				IdleTimeout:     duration(5 * time.Minute),
+				CallTimeout:     duration(30 * time.Minute),
 			}},
 			Tenants: []gatewayv1.Tenant{{
 				Name:      "t",

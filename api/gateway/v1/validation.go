@@ -128,8 +128,9 @@ type ProviderPaths struct {
 	HeadroomPercent                                 *field.Path
 	// Prices and Retry are the paths of structs whose fields have the same
 	// JSON names wherever they are held.
-	Prices, Retry                          *field.Path
-	SpendPerMinute, SpendPerMonth, Timeout *field.Path
+	Prices, Retry                     *field.Path
+	SpendPerMinute, SpendPerMonth     *field.Path
+	Timeout, IdleTimeout, CallTimeout *field.Path
 }
 
 // NewProviderPaths returns the paths of a provider's fields in a
@@ -148,6 +149,8 @@ func NewProviderPaths(p *field.Path) ProviderPaths {
 		SpendPerMinute:    p.Child("spendPerMinute"),
 		SpendPerMonth:     p.Child("spendPerMonth"),
 		Timeout:           p.Child("timeout"),
+		IdleTimeout:       p.Child("idleTimeout"),
+		CallTimeout:       p.Child("callTimeout"),
 	}
 }
 
@@ -167,7 +170,19 @@ func ValidateProvider(paths ProviderPaths, pr *Provider) field.ErrorList {
 	errs = append(errs, validateMoney(paths.SpendPerMinute, pr.SpendPerMinute, false)...)
 	errs = append(errs, validateMoney(paths.SpendPerMonth, pr.SpendPerMonth, false)...)
 	errs = append(errs, pr.Retry.validate(paths.Retry)...)
-	return append(errs, validatePositiveDuration(paths.Timeout, pr.Timeout)...)
+	return append(errs, pr.validateTimeouts(paths)...)
+}
+
+// validateTimeouts checks that every timeout is positive and that a call may
+// last at least as long as one attempt waits for its answer to begin.
+func (pr *Provider) validateTimeouts(paths ProviderPaths) field.ErrorList {
+	errs := validatePositiveDuration(paths.Timeout, pr.Timeout)
+	errs = append(errs, validatePositiveDuration(paths.IdleTimeout, pr.IdleTimeout)...)
+	errs = append(errs, validatePositiveDuration(paths.CallTimeout, pr.CallTimeout)...)
+	if len(errs) == 0 && pr.CallTimeout.Duration < pr.Timeout.Duration {
+		errs = append(errs, field.Invalid(paths.CallTimeout, pr.CallTimeout.Duration.String(), "must be at least timeout ("+pr.Timeout.Duration.String()+")"))
+	}
+	return errs
 }
 
 func validateDNSLabel(p *field.Path, name string) field.ErrorList {

@@ -320,6 +320,16 @@ func TestValidate(t *testing.T) {
 			mutate: func(c *gatewayv1.Config) { openai(c).Timeout = duration(-time.Second) },
 			want:   []string{`providers[0].timeout: Invalid value: "-1s"`},
 		},
+		{
+			name:   "providers[].idleTimeout",
+			mutate: func(c *gatewayv1.Config) { openai(c).IdleTimeout = duration(-time.Second) },
+			want:   []string{`providers[0].idleTimeout: Invalid value: "-1s"`},
+		},
+		{
+			name:   "providers[].callTimeout below timeout",
+			mutate: func(c *gatewayv1.Config) { openai(c).CallTimeout = duration(30 * time.Second) },
+			want:   []string{`providers[0].callTimeout: Invalid value: "30s"`, "at least timeout (1m0s)"},
+		},
 
 		{
 			name:   "tenants[].name missing",

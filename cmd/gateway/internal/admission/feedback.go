@@ -86,11 +86,17 @@ func (d *dispatcher) maxInFlight() int64 {
 	return max(int64(d.share*float64(p.Config.WithHeadroom(p.Config.MaxInFlight))), 1)
 }
 
-// throttled takes in a 429 or 503 from the provider.
+// throttled takes in a 429 or 503 from the provider. The pause it asks for is held to the
+// provider's retry maxDelay: a provider cannot stop its queue for longer than the gateway would
+// wait between two attempts.
 func (d *dispatcher) throttled(retryAfter time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	until := d.g.now().Add(max(retryAfter, minPause))
+	pause := max(retryAfter, minPause)
+	if p := d.g.policy().Provider(d.provider); p != nil {
+		pause = min(pause, max(p.Config.Retry.MaxDelay.Duration, minPause))
+	}
+	until := d.g.now().Add(pause)
 	if until.After(d.pausedUntil) {
 		d.pausedUntil = until
 	}

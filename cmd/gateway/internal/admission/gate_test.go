@@ -362,6 +362,22 @@ func TestAThrottlePausesTheQueueAndHalvesTheShare(t *testing.T) {
 	})
 }
 
+func TestAThrottlePausesNoLongerThanTheRetryMaxDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := plan{requestsPerMinute: 600_000, tokensPerMinute: 600_000_000, maxInFlight: 64, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		g, _, p := newGate(t, pl)
+		req := request(t, p, "sk-acme-alice", 100)
+		maxDelay := p.Provider("lab").Config.Retry.MaxDelay.Duration
+		start := time.Now()
+		g.Throttled("lab", 1_000_000_000*time.Second)
+		ticket := mustAdmit(t, g, req)
+		if waited := time.Since(start); waited != maxDelay {
+			t.Errorf("a call after the provider asked for 31 years went after %s; want the retry maxDelay, %s", waited, maxDelay)
+		}
+		ticket.Refund()
+	})
+}
+
 func TestAQueuedCallIsAnsweredBusyAfterMaxWait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pl := plan{requestsPerMinute: 60, tokensPerMinute: 6_000_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}

@@ -39,8 +39,9 @@ type Ticket struct {
 // charged by an earlier delivery is refunded instead. It reports whether it ended the ticket.
 func (t *Ticket) Settle(u estimate.Usage) bool { return t.end(&u) }
 
-// Refund ends a call the provider did not serve: everything it took is given back. It reports
-// whether it ended the ticket.
+// Refund ends a call the provider did not serve: everything it took is given back, except the
+// request on its provider's own request limits (see policy.Unserved). It reports whether it ended
+// the ticket.
 func (t *Ticket) Refund() bool { return t.end(nil) }
 
 // end settles the ticket at usage u, or refunds it when u is nil, once.
@@ -53,7 +54,11 @@ func (t *Ticket) end(u *estimate.Usage) bool {
 	defer cancel()
 	delta := policy.Cost{Tokens: actual.Tokens - t.req.Cost.Tokens, MicroDollars: actual.MicroDollars - t.req.Cost.MicroDollars}
 	var buf [ratelimit.MaxChecks]ratelimit.Check
-	if err := t.limiter.Settle(ctx, policy.Release(policy.Settlement(buf[:0], t.checks, delta), t.checks), t.g.now()); err != nil {
+	settlement := policy.Release(policy.Settlement(buf[:0], t.checks, delta), t.checks)
+	if u == nil {
+		settlement = policy.Unserved(settlement, t.checks)
+	}
+	if err := t.limiter.Settle(ctx, settlement, t.g.now()); err != nil {
 		t.g.metrics.storeErrors.WithLabelValues("settle").Inc()
 		t.g.log.Error("settle a call", "tenant", t.req.tenant(), "provider", t.req.provider(), "err", err)
 	}

@@ -80,6 +80,18 @@ func Settlement(dst []ratelimit.Check, checks []ratelimit.Check, delta Cost) []r
 	return dst
 }
 
+// Unserved appends to dst what gives back the request a call its provider did not serve took
+// from the caller's own limits (user, tenant, endpoint, global). The provider's own request
+// limits keep it: the provider may have counted the call.
+func Unserved(dst []ratelimit.Check, checks []ratelimit.Check) []ratelimit.Check {
+	for _, c := range checks {
+		if c.Limit.Dimension == ratelimit.Requests && c.Limit.Level != ratelimit.LevelProvider {
+			dst = append(dst, ratelimit.Check{Limit: c.Limit, Cost: -c.Cost})
+		}
+	}
+	return dst
+}
+
 // Release appends to dst what gives back the in-flight slots of a call that passed checks and
 // has ended.
 func Release(dst []ratelimit.Check, checks []ratelimit.Check) []ratelimit.Check {

@@ -51,7 +51,9 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 			t.Refund() // the client left before the call went out
 			return
 		}
-		s.proxy(c.route.Provider).ServeHTTP(w, r.WithContext(withOutbound(r.Context(), c, t, w.Header())))
+		o := newOutbound(r.Context(), c, t, w.Header())
+		defer o.end()
+		s.proxy(c.route.Provider).ServeHTTP(w, r.WithContext(o.ctx))
 	}
 }
 
@@ -257,19 +259,3 @@ func outcomeOf(e *apiError) string {
 	}
 	return outcomeBadRequest
 }
-
-// outbound is a call on its way to its provider, with the ticket that lets it go.
-type outbound struct {
-	*call
-	ticket *admission.Ticket
-	// answer is the header of the client's answer; nil for a job's call, which has no client.
-	answer http.Header
-}
-
-type outboundKey struct{}
-
-func withOutbound(ctx context.Context, c *call, t *admission.Ticket, answer http.Header) context.Context {
-	return context.WithValue(ctx, outboundKey{}, &outbound{call: c, ticket: t, answer: answer})
-}
-
-func outboundFrom(ctx context.Context) *outbound { return ctx.Value(outboundKey{}).(*outbound) }

@@ -434,10 +434,11 @@ func (s *Server) forward(ctx context.Context, c *call, t *admission.Ticket) jobs
 	limit := forwardTimeout(c.route.Provider.Config)
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	o := &outbound{call: c, ticket: t}
-	resp, err := s.send(ctx, o)
+	o := newOutbound(ctx, c, t, nil)
+	defer o.end()
+	resp, err := s.send(o)
 	if err != nil {
-		e := s.unanswered(ctx, o, err)
+		e := s.unanswered(o, err)
 		if e == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return jobs.Outcome{Err: fmt.Sprintf("the provider did not answer within %s", limit), Retry: true}
 		}
@@ -459,8 +460,8 @@ func (s *Server) forward(ctx context.Context, c *call, t *admission.Ticket) jobs
 
 // send sends a job's call to its provider, through the provider's retrying transport, and
 // settles the answer as the proxy settles a live call's.
-func (s *Server) send(ctx context.Context, o *outbound) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.target(jobPath(o.endpoint)).String(), bytes.NewReader(o.body))
+func (s *Server) send(o *outbound) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(o.ctx, http.MethodPost, o.target(jobPath(o.endpoint)).String(), bytes.NewReader(o.body))
 	if err != nil {
 		return nil, err
 	}

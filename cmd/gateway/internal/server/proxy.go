@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,6 +122,7 @@ func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
 	if o.answer != nil && resp.Header.Get(headerRequestID) != "" {
 		o.answer.Del(headerRequestID) // the provider's own id names the call where it was served
 	}
+	resp.Body = o.watchIdle(resp.Body)
 	status := resp.StatusCode
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
@@ -207,16 +208,18 @@ func (s *Server) providerFailed(c *call, status int) {
 
 // proxyError answers a call that got no usable answer from its provider.
 func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
-	if e := s.unanswered(r.Context(), outboundFrom(r.Context()), err); e != nil {
+	if e := s.unanswered(outboundFrom(r.Context()), err); e != nil {
 		e.write(w)
 	}
 }
 
 // unanswered ends the ticket of a call that got no usable answer, refunding it unless the
 // provider counted it, and returns the error to answer, or nil when nobody reads one.
-func (s *Server) unanswered(ctx context.Context, o *outbound, err error) *apiError {
+func (s *Server) unanswered(o *outbound, err error) *apiError {
 	switch {
-	case ctx.Err() != nil:
+	case o.tooSlow() != nil:
+		return s.providerTooSlow(o)
+	case o.ctx.Err() != nil:
 		// The client left after the call went out: the provider has counted it against its
 		// limits, so it stays charged at the estimate. Nobody reads an answer.
 		o.ticket.Settle(o.estimatedUsage())
@@ -228,6 +231,21 @@ func (s *Server) unanswered(ctx context.Context, o *outbound, err error) *apiErr
 	}
 	o.ticket.Refund()
 	return s.providerUnreachable(o.call, err)
+}
+
+// providerTooSlow ends a call the gateway cut off for its provider's slowness, refunding it
+// unless its answer had begun and was charged, and returns the 504 to answer.
+func (s *Server) providerTooSlow(o *outbound) *apiError {
+	s.metrics.providerErrors.WithLabelValues(o.provider(), "0").Inc()
+	s.metrics.requests.WithLabelValues(o.tenant(), o.provider(), outcomeUnreachable).Inc()
+	cause := o.tooSlow()
+	s.log.Warn("provider too slow", "provider", o.provider(), "err", cause)
+	e := &apiError{status: http.StatusGatewayTimeout, Type: typeServer, Code: "provider_timeout",
+		Message: "The provider of this model did not finish its answer in time: " + cause.Error() + "."}
+	if o.ticket.Refund() {
+		e.Message += " Nothing was charged."
+	}
+	return e
 }
 
 // providerUnreachable is the answer to a call whose provider did not answer: 504 if it timed
@@ -246,8 +264,18 @@ func (s *Server) providerUnreachable(c *call, err error) *apiError {
 	return e
 }
 
+// The bounds on reading a stream. A line that fits in streamBufferSize is passed on whole, so
+// that a usage chunk the client did not ask for can be held back; a longer one is passed on as
+// it arrives, and read for usage only up to maxObservedLine.
+const (
+	streamBufferSize = 16 << 10
+	maxObservedLine  = 1 << 20
+)
+
 // streamBody passes an SSE answer through line by line, as it arrives, watching for the final
-// usage chunk; the call's ticket is settled when the stream ends or the client leaves.
+// usage chunk; the call's ticket is settled when the stream ends or the client leaves. A stream
+// the provider breaks off, or that the gateway cuts for its provider's slowness, ends cleanly
+// with an error event, which the OpenAI SDKs raise as an error.
 type streamBody struct {
 	s       *Server
 	o       *outbound
@@ -255,28 +283,76 @@ type streamBody struct {
 	lines   *bufio.Reader
 	usage   *estimate.StreamUsage
 	pending []byte
+	err     error  // ends the stream once pending is sent
+	long    []byte // the start of a line longer than the buffer, up to maxObservedLine
 }
 
 func (s *Server) newStreamBody(src io.ReadCloser, o *outbound) *streamBody {
-	return &streamBody{s: s, o: o, src: src, lines: bufio.NewReader(src),
+	return &streamBody{s: s, o: o, src: src, lines: bufio.NewReaderSize(src, streamBufferSize),
 		usage: estimate.NewStreamUsage(s.counter, o.route.Model.Encoding, o.estimate.PromptTokens)}
 }
 
 func (b *streamBody) Read(p []byte) (int, error) {
 	for len(b.pending) == 0 {
-		line, err := b.lines.ReadBytes('\n')
-		b.pending = b.observe(line)
-		if err != nil {
-			if len(b.pending) > 0 {
-				break
-			}
+		if b.err != nil {
 			b.finish()
-			return 0, err
+			return 0, b.err
 		}
+		b.pending, b.err = b.next()
 	}
 	n := copy(p, b.pending)
 	b.pending = b.pending[n:]
 	return n, nil
+}
+
+// next reads the stream's next line, or the next piece of a long one, and returns what the
+// client receives of it and the error that ends the stream after it.
+func (b *streamBody) next() ([]byte, error) {
+	piece, err := b.lines.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		b.keepLong(piece)
+		return piece, nil
+	}
+	out := piece
+	if b.long != nil {
+		b.keepLong(piece)
+		b.observe(b.long) // too long to be the usage chunk: passed on whatever it holds
+		b.long = nil
+	} else {
+		out = b.observe(piece)
+	}
+	if err == nil {
+		return out, nil
+	}
+	return b.ending(out, err)
+}
+
+// keepLong keeps the start of a long line to read its usage, up to maxObservedLine.
+func (b *streamBody) keepLong(piece []byte) {
+	if b.long == nil {
+		b.long = make([]byte, 0, 2*streamBufferSize)
+	}
+	b.long = append(b.long, piece[:min(len(piece), maxObservedLine-len(b.long))]...)
+}
+
+// ending is what the client receives at the stream's end: its last bytes and, when the provider
+// broke the stream off or the gateway cut it, an error event, then a clean end. A client that
+// left receives nothing more.
+func (b *streamBody) ending(last []byte, err error) ([]byte, error) {
+	if err == io.EOF || (b.o.ctx.Err() != nil && b.o.tooSlow() == nil) {
+		return last, err
+	}
+	e := &apiError{Type: typeServer, Code: "provider_stream_broken",
+		Message: "The provider's stream broke off before its end; the usage received so far was charged."}
+	if cause := b.o.tooSlow(); cause != nil {
+		e.Code, e.Message = "provider_timeout", "The provider of this model did not finish its answer in time: "+cause.Error()+"."
+	}
+	b.s.log.Warn("stream ended early", "provider", b.o.provider(), "err", err, "code", e.Code)
+	b.s.metrics.providerErrors.WithLabelValues(b.o.provider(), "0").Inc()
+	event, _ := json.Marshal(struct {
+		Error *apiError `json:"error"`
+	}{e})
+	return slices.Concat(last, []byte("\n\ndata: "), event, []byte("\n\n")), io.EOF
 }
 
 // observe feeds a data line to the usage counter and returns what the client receives of it.

@@ -1,0 +1,309 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+)
+
+// The settle table's limits: a day's requests per user, a day's tokens for the tenant, a
+// month's budget in dollars, and calls in flight at the provider. Prices are $1 and $2 a
+// million tokens, so a token in is one micro-dollar and a token out two.
+const (
+	settleRequestsPerDay = 100
+	settleTokensPerDay   = 1_000_000
+	settleBudget         = "10.00"
+	settleBudgetMicros   = 10_000_000
+	settleMaxInFlight    = 4
+	settleKey            = "sk-acme-alice"
+)
+
+// settleBody is every call of the table: a short chat completion of at most 50 tokens.
+const settleBody = `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"Say hello."}]}`
+
+// settleConfig is a gateway in front of a provider at url with the settle table's limits.
+func settleConfig(url string) *gatewayv1.Config {
+	reject := gatewayv1.BehaviorReject
+	cfg := &gatewayv1.Config{
+		APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
+		Providers: []gatewayv1.Provider{{
+			Name: "lab", BaseURL: url + "/v1", MaxInFlight: settleMaxInFlight,
+			Models: []gatewayv1.Model{{Name: "m", Encoding: "o200k_base"}},
+			Prices: gatewayv1.Prices{InputPerMillion: "1.00", OutputPerMillion: "2.00"},
+			Retry:  gatewayv1.Retry{MaxAttempts: 1},
+			// Short enough that a stalled answer ends the test quickly; nothing asserts them.
+			IdleTimeout: metav1.Duration{Duration: 200 * time.Millisecond},
+		}},
+		Tenants: []gatewayv1.Tenant{{
+			Name: "acme", Providers: []string{"lab"},
+			Keys:      []gatewayv1.Key{{SHA256: gatewayv1.HashKey(settleKey), User: "alice"}},
+			PerUser:   []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: settleRequestsPerDay, Per: gatewayv1.PeriodDay, OnLimit: reject}},
+			PerTenant: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionTokens, Amount: settleTokensPerDay, Per: gatewayv1.PeriodDay, OnLimit: reject}},
+			Budget:    &gatewayv1.Budget{Amount: settleBudget, Period: gatewayv1.PeriodMonth},
+		}},
+	}
+	cfg.Default()
+	return cfg
+}
+
+// charged is what a call took from the tenant's limits once it ended.
+type charged struct{ requests, tokens, micros int64 }
+
+// settleGateway is a server on the memory store, with the settle table's limits, in front of
+// provider, at a fixed time.
+type settleGateway struct {
+	*Server
+	limiter *ratelimit.Memory
+	jobs    *jobs.Memory
+	policy  *policy.Policy
+}
+
+func newSettleGateway(t *testing.T, providerURL string) *settleGateway {
+	t.Helper()
+	cfg := settleConfig(providerURL)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.Compile(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	g := &settleGateway{limiter: ratelimit.NewMemory(), jobs: jobs.NewMemory(jobs.Options{}), policy: p}
+	g.Server = New(Options{Limiter: g.limiter, Jobs: g.jobs, Now: func() time.Time { return now }})
+	g.SetPolicy(p)
+	t.Cleanup(g.Close)
+	return g
+}
+
+// charged reads what the tenant's limits have lost, and fails the test if the call's slot in
+// flight was not given back.
+func (g *settleGateway) charged(t *testing.T) charged {
+	t.Helper()
+	caller, route := g.policy.Caller(settleKey), g.policy.Route("m")
+	checks, _ := policy.Checks(nil, caller, route, gatewayv1.EndpointChat, policy.Cost{}, policy.Shared, "")
+	for i := range checks {
+		checks[i].Cost = 0 // read, take nothing
+	}
+	d, err := g.limiter.Decide(context.Background(), checks, g.opts.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out charged
+	for i, c := range checks {
+		used := c.Limit.Capacity() - d.Remaining[i]
+		switch l := c.Limit; {
+		case l.Dimension == ratelimit.InFlight:
+			if used != 0 {
+				t.Errorf("%d slots in flight at %s after the call ended; want 0", used, l.Key)
+			}
+		case l.Level == ratelimit.LevelUser && l.Dimension == ratelimit.Requests:
+			out.requests = used
+		case l.Level == ratelimit.LevelTenant && l.Dimension == ratelimit.Tokens:
+			out.tokens = used
+		case l.Level == ratelimit.LevelTenant && l.Dimension == ratelimit.MicroDollars:
+			out.micros = used
+		}
+	}
+	return out
+}
+
+// estimated is what the table's call is charged at admission: its estimate.
+func (g *settleGateway) estimated(t *testing.T) charged {
+	t.Helper()
+	c, apiErr := g.newCall(context.Background(), g.policy, g.policy.Caller(settleKey), "chat", []byte(settleBody))
+	if apiErr != nil {
+		t.Fatal(apiErr.Message)
+	}
+	return charged{requests: 1, tokens: c.cost.Tokens, micros: c.cost.MicroDollars}
+}
+
+// call sends the table's call, streamed or not, and returns the answer's status and body.
+func (g *settleGateway) call(ctx context.Context, stream bool) (int, string) {
+	body := settleBody
+	if stream {
+		body = strings.Replace(body, `{"model"`, `{"stream":true,"model"`, 1)
+	}
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+	r.Header.Set("Authorization", "Bearer "+settleKey)
+	w := httptest.NewRecorder()
+	g.Handler().ServeHTTP(w, r)
+	return w.Code, w.Body.String()
+}
+
+// streamChunk is one SSE chunk of a streamed completion carrying text.
+func streamChunk(text string) string {
+	return fmt.Sprintf("data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", text)
+}
+
+// sendStream starts a stream answer and sends chunks, flushed.
+func sendStream(w http.ResponseWriter, chunks ...string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	for _, c := range chunks {
+		io.WriteString(w, streamChunk(c))
+	}
+	w.(http.Flusher).Flush()
+}
+
+// TestEveryWayACallEndsChargesWhatItShould runs one call to each way a provider can answer, or
+// not, and asserts the requests, tokens and dollars the tenant was charged, and that the call's
+// slot in flight is free.
+func TestEveryWayACallEndsChargesWhatItShould(t *testing.T) {
+	usage := charged{requests: 1, tokens: 10 + 20, micros: 10*1 + 20*2}
+	nothing := charged{}
+	tests := []struct {
+		name     string
+		provider http.HandlerFunc // nil: nobody listens
+		stream   bool
+		leaves   bool // the client leaves once the provider has the call
+		want     func(g *settleGateway) charged
+		status   int
+		answer   string // in the body the client received
+	}{
+		{
+			name: "200 with usage",
+			provider: func(w http.ResponseWriter, r *http.Request) {
+				io.WriteString(w, `{"choices":[{"message":{"content":"Hello."}}],"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}`)
+			},
+			want:   func(*settleGateway) charged { return usage },
+			status: http.StatusOK,
+		},
+		{
+			name: "200 without usage is charged its estimate",
+			provider: func(w http.ResponseWriter, r *http.Request) {
+				io.WriteString(w, `{"choices":[{"message":{"content":"Hello."}}]}`)
+			},
+			status: http.StatusOK,
+		},
+		{
+			name: "500 is refunded",
+			provider: func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, `{"error":{"message":"boom"}}`, http.StatusInternalServerError)
+			},
+			want:   func(*settleGateway) charged { return nothing },
+			status: http.StatusInternalServerError,
+		},
+		{
+			name: "401 is refunded",
+			provider: func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, `{"error":{"message":"bad key"}}`, http.StatusUnauthorized)
+			},
+			want:   func(*settleGateway) charged { return nothing },
+			status: http.StatusBadGateway,
+			answer: "provider_auth_failed",
+		},
+		{
+			name:   "connection refused is refunded",
+			want:   func(*settleGateway) charged { return nothing },
+			status: http.StatusBadGateway,
+			answer: "provider_unreachable",
+		},
+		{
+			name: "an answer too large to read is charged its estimate",
+			provider: func(w http.ResponseWriter, r *http.Request) {
+				io.WriteString(w, `{"choices":[{"message":{"content":"`+strings.Repeat("a", maxResponseBytes)+`"}}],"usage":{"prompt_tokens":10,"completion_tokens":20}}`)
+			},
+			status: http.StatusOK,
+		},
+		{
+			name:   "a stream cut off is charged what it sent",
+			stream: true,
+			provider: func(w http.ResponseWriter, r *http.Request) {
+				sendStream(w, "Hello", " world")
+				panic(http.ErrAbortHandler) // the connection drops mid-stream
+			},
+			want:   streamed("Hello", " world"),
+			status: http.StatusOK,
+			answer: "provider_stream_broken",
+		},
+		{
+			name:   "a stream that stalls is cut at idleTimeout and charged what it sent",
+			stream: true,
+			provider: func(w http.ResponseWriter, r *http.Request) {
+				sendStream(w, "Hello")
+				<-r.Context().Done()
+			},
+			want:   streamed("Hello"),
+			status: http.StatusOK,
+			answer: "provider_timeout",
+		},
+		{
+			name: "an answer that stalls is cut at idleTimeout and charged its estimate",
+			provider: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Length", "100")
+				io.WriteString(w, `{"choices":`)
+				w.(http.Flusher).Flush()
+				<-r.Context().Done()
+			},
+			status: http.StatusGatewayTimeout,
+			answer: "provider_timeout",
+		},
+		{
+			name:   "a client that leaves after the call went out is charged its estimate",
+			leaves: true,
+			provider: func(w http.ResponseWriter, r *http.Request) {
+				<-r.Context().Done() // the gateway hangs up as its client left
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			received := make(chan struct{}, 1)
+			provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(io.Discard, r.Body) // as a provider reads the call before it answers
+				received <- struct{}{}
+				tc.provider(w, r)
+			}))
+			t.Cleanup(provider.Close)
+			if tc.provider == nil {
+				provider.Close()
+			}
+			g := newSettleGateway(t, provider.URL)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			if tc.leaves {
+				go func() { <-received; cancel() }()
+			}
+			status, body := g.call(ctx, tc.stream)
+			if !tc.leaves && status != tc.status {
+				t.Errorf("status %d; want %d (%.200s)", status, tc.status, body)
+			}
+			if !strings.Contains(body, tc.answer) {
+				t.Errorf("answer %.300q; want it to hold %q", body, tc.answer)
+			}
+			want := g.estimated(t)
+			if tc.want != nil {
+				want = tc.want(g)
+			}
+			if got := g.charged(t); got != want {
+				t.Errorf("charged %+v; want %+v", got, want)
+			}
+		})
+	}
+}
+
+// streamed is what a stream cut after these texts is charged: its estimated prompt and the
+// tokens of the text it sent.
+func streamed(texts ...string) func(g *settleGateway) charged {
+	return func(g *settleGateway) charged {
+		c, _ := g.newCall(context.Background(), g.policy, g.policy.Caller(settleKey), "chat", []byte(settleBody))
+		var completion int64
+		for _, text := range texts {
+			completion += g.counter.Count("o200k_base", text)
+		}
+		prompt := c.estimate.PromptTokens
+		return charged{requests: 1, tokens: prompt + completion, micros: prompt*1 + completion*2}
+	}
+}
