@@ -661,6 +661,18 @@ func TestListIsNewestFirstAndBounded(t *testing.T) {
 	}
 }
 
+// The stream's hygiene, each break checked to fail the test named (break it, run, restore):
+//
+//	break                                             caught by                                real Redis
+//	a cancelled or expired job's entry never dropped  TestRedisStreamHygiene (XLEN, XPENDING)  yes
+//	Finish after Cancel leaves the entry pending      TestRedisStreamHygiene (XPENDING)        yes
+//	a finished job with no expiry                     TestRedisStreamHygiene (TTL)             yes
+//	List oldest first, or not cut at ListLimit        TestListIsNewestFirstAndBounded          both stores
+//	the memory store retries without its delay        TestAFailedAttemptWaitsTheReclaimTime    no
+//	takes in arrival order, not round the tenants     TestTakeGoesRoundTheTenants              both stores
+//	Add does not count a tenant's bytes               TestATenantHoldsNoMoreBytesThanItMay     both stores
+//	a queued-again job left pending in its stream     TestRedisDeferredJobLeavesTheStream      yes
+
 // pending is the entries of a tenant's stream: its length and those pending with a consumer.
 type pending struct{ Len, Pending int64 }
 
