@@ -520,10 +520,19 @@ func (c *compiler) addTenant(tp *v1alpha1.TenantPlan, name, owner string, select
 			fmt.Sprintf("Tenant %q has no key Secret (a Secret labelled %s=%s with an %s item).", name, v1alpha1.LabelTenant, name, v1alpha1.KeySecretItem)})
 	}
 	t := toTenant(tp)
-	t.Name, t.Keys = name, hashes(keys)
+	t.Name, t.UID, t.Keys = name, tenantUID(tp, name), hashes(keys)
 	c.cfg.Tenants = append(c.cfg.Tenants, t)
 	tr.Compiled = true
 	return tr, probs
+}
+
+// tenantUID identifies a plan's tenant for as long as both exist: a tenant deleted and created
+// again, or moved to another plan, is another tenant, which does not see the jobs of the first.
+func tenantUID(tp *v1alpha1.TenantPlan, name string) string {
+	if tp.UID == "" {
+		return ""
+	}
+	return string(tp.UID) + "/" + name
 }
 
 // tenantKey is one tenant key read from its Secret.

@@ -437,6 +437,7 @@ func TestCompileConverts(t *testing.T) {
 	tp.Spec.Budget = &v1alpha1.Budget{Amount: "5000", Period: v1alpha1.PeriodMonth}
 	tp.Spec.TimeZone, tp.Spec.MaxWait = "Europe/Berlin", metav1.Duration{Duration: 10 * time.Minute}
 	tp.Spec.Degrade = &v1alpha1.Degrade{Model: "gpt-4o", Fallback: "gpt-4o-mini", BelowPercent: 20}
+	tp.Spec.JobScope, tp.UID = v1alpha1.JobScopeUser, "0b6e3c1e-5d0f-4e6a-9a57-2f3c8d1e7b42"
 	base := &gatewayv1.Config{
 		Store: gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{Address: "redis:6379", Replicas: 3,
 			Username: "sluice", PasswordFile: "/etc/sluice-redis/password", TLS: &gatewayv1.RedisTLS{CAFile: "/etc/sluice-redis-ca/ca.crt", ServerName: "redis.example"}}},
@@ -458,7 +459,8 @@ func TestCompileConverts(t *testing.T) {
 		Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
 		Store: gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{Address: "redis:6379", Replicas: 3, FailMode: gatewayv1.FailClosed,
 			Username: "sluice", PasswordFile: "/etc/sluice-redis/password", TLS: &gatewayv1.RedisTLS{CAFile: "/etc/sluice-redis-ca/ca.crt", ServerName: "redis.example"}}},
-		Jobs:   gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: metav1.Duration{Duration: time.Minute}, ResultTTL: metav1.Duration{Duration: 24 * time.Hour}, Workers: 8, MaxQueuedPerTenant: 10000},
+		Jobs: gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: metav1.Duration{Duration: time.Minute}, ResultTTL: metav1.Duration{Duration: 24 * time.Hour}, Workers: 8, MaxQueuedPerTenant: 10000,
+			MaxBodyBytes: 1 << 20, MaxResultBytes: 8 << 20, MaxBytesPerTenant: 256 << 20},
 		Global: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 10000, Per: gatewayv1.PeriodMinute, Burst: 10000, OnLimit: gatewayv1.BehaviorQueue}},
 		Providers: []gatewayv1.Provider{{
 			Name: "llama", BaseURL: "http://llama.sluice.svc:8000/v1",
@@ -482,6 +484,7 @@ func TestCompileConverts(t *testing.T) {
 		}},
 		Tenants: []gatewayv1.Tenant{{
 			Name:      "acme",
+			UID:       "0b6e3c1e-5d0f-4e6a-9a57-2f3c8d1e7b42/acme",
 			Keys:      []gatewayv1.Key{{SHA256: gatewayv1.HashKey("sk-acme-alice"), User: "alice"}},
 			Providers: []string{"openai", "llama"},
 			Priority:  gatewayv1.PriorityBatch, Weight: 3,
@@ -492,7 +495,8 @@ func TestCompileConverts(t *testing.T) {
 			}}},
 			Budget:   &gatewayv1.Budget{Amount: "5000", Period: gatewayv1.PeriodMonth},
 			TimeZone: "Europe/Berlin", MaxWait: metav1.Duration{Duration: 10 * time.Minute},
-			Degrade: &gatewayv1.Degrade{Model: "gpt-4o", Fallback: "gpt-4o-mini", BelowPercent: 20},
+			Degrade:  &gatewayv1.Degrade{Model: "gpt-4o", Fallback: "gpt-4o-mini", BelowPercent: 20},
+			JobScope: gatewayv1.JobScopeUser,
 		}},
 	}
 	if diff := cmp.Diff(want, out.Config); diff != "" {

@@ -91,6 +91,7 @@ func toTenant(tp *v1alpha1.TenantPlan) gatewayv1.Tenant {
 		PerTenant: toLimits(s.PerTenant),
 		TimeZone:  s.TimeZone,
 		MaxWait:   s.MaxWait,
+		JobScope:  gatewayv1.JobScope(s.JobScope),
 	}
 	for _, ep := range s.Endpoints {
 		t.Endpoints = append(t.Endpoints, gatewayv1.EndpointLimits{Endpoint: gatewayv1.Endpoint(ep.Endpoint), Limits: toLimits(ep.Limits)})

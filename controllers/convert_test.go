@@ -66,6 +66,7 @@ func TestSpecsMirrorGateway(t *testing.T) {
 		},
 		gatewayOnly: map[string]string{
 			"name":        "one of spec.tenants",
+			"uid":         "metadata.uid and one of spec.tenants",
 			"keys.sha256": "hashed from a key Secret",
 			"keys.user":   "a key Secret's user label or name",
 		},

@@ -142,7 +142,26 @@ type TenantPlanSpec struct {
 	// tenant's budget runs low. It requires a budget. Absent means never.
 	// +optional
 	Degrade *Degrade `json:"degrade,omitempty"`
+	// jobScope is who may read, list and cancel a tenant's jobs: Tenant,
+	// every user of the tenant, or User, only the user whose key sent the
+	// job. Defaults to Tenant.
+	// +optional
+	// +kubebuilder:default=Tenant
+	JobScope JobScope `json:"jobScope,omitempty"`
 }
+
+// JobScope is who may read, list and cancel a tenant's jobs.
+//
+// +kubebuilder:validation:Enum=Tenant;User
+type JobScope string
+
+// The job scopes.
+const (
+	// JobScopeTenant lets every user of a tenant see all its jobs.
+	JobScopeTenant JobScope = "Tenant"
+	// JobScopeUser lets each user see only the jobs its own keys sent.
+	JobScopeUser JobScope = "User"
+)
 
 // Priority is a tenant's class in the queue.
 //

@@ -141,6 +141,7 @@ func plan() *v1alpha1.TenantPlan {
 			TimeZone: "Europe/Berlin",
 			MaxWait:  metav1.Duration{Duration: 10 * time.Minute},
 			Degrade:  &v1alpha1.Degrade{Model: "gpt-4o", Fallback: "gpt-4o-mini", BelowPercent: 20},
+			JobScope: v1alpha1.JobScopeUser,
 		},
 	}
 }
@@ -189,6 +190,7 @@ func TestValidObjectsAreAccepted(t *testing.T) {
 			want.Spec.Weight = 1
 			want.Spec.TimeZone = "UTC"
 			want.Spec.MaxWait = metav1.Duration{Duration: time.Minute}
+			want.Spec.JobScope = v1alpha1.JobScopeTenant
 			return want
 		}()},
 	}
@@ -337,6 +339,8 @@ func TestValidation(t *testing.T) {
 			"spec.providers: Required value"},
 		{"unknown priority", plan(), `{spec: {priority: Urgent}}`,
 			`Unsupported value: "Urgent"`},
+		{"unknown jobScope", plan(), `{spec: {jobScope: Everyone}}`,
+			`Unsupported value: "Everyone"`},
 		{"weight 0", plan(), `{spec: {weight: 0}}`,
 			"should be greater than or equal to 1"},
 		{"weight 1001", plan(), `{spec: {weight: 1001}}`,

@@ -126,7 +126,7 @@ func apply(srv *server.Server, cfg *gatewayv1.Config, started gatewayv1.Store, r
 // jobsOptions are the jobs' settings, which a change takes a restart to apply.
 func jobsOptions(cfg gatewayv1.Jobs) jobs.Options {
 	return jobs.Options{MaxAttempts: int(cfg.MaxAttempts), ReclaimAfter: cfg.ReclaimAfter.Duration, ResultTTL: cfg.ResultTTL.Duration,
-		MaxQueuedPerTenant: int(cfg.MaxQueuedPerTenant)}
+		MaxQueuedPerTenant: int(cfg.MaxQueuedPerTenant), MaxBytesPerTenant: cfg.MaxBytesPerTenant}
 }
 
 // storeOptions connects the store of the limiter and the jobs: memory, or Redis with its fail

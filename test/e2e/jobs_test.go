@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -428,16 +429,16 @@ func TestJobsQueuedPerTenantAreBounded(t *testing.T) {
 	g.addJob(t, keyBob, chatJob)
 }
 
-// TestJobAnswerTooLargeFails has the provider answer a job with more than the gateway keeps: the
+// TestJobAnswerTooLargeFails has the provider answer a job with more than jobs.maxResultBytes: the
 // job fails at once rather than succeeding with a truncated answer.
 func TestJobAnswerTooLargeFails(t *testing.T) {
 	huge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"%s"}}]}`,
-			strings.Repeat("x", 33<<20))
+			strings.Repeat("x", 2000))
 	}))
 	t.Cleanup(huge.Close)
-	g := startGateway(t, jobsConfig(t, huge.URL, "", "jobs: {maxAttempts: 3}"))
+	g := startGateway(t, jobsConfig(t, huge.URL, "", "jobs: {maxAttempts: 3, maxResultBytes: 1000}"))
 	added := g.addJob(t, keyAlice, chatJob)
 	done := g.waitForJob(t, keyAlice, added.ID)
 	if done.Status != "failed" || done.Attempts != 1 || done.Error == nil || !strings.Contains(done.Error.Message, "response too large") {
@@ -464,4 +465,116 @@ func TestJobAttemptHasADeadline(t *testing.T) {
 	if done.Status != "failed" || done.Error == nil || !strings.Contains(done.Error.Message, "did not answer within") {
 		t.Fatalf("the job ended %+v; want failed: the provider did not answer within the attempt's deadline", done)
 	}
+}
+
+// editConfig replaces old, which must be there, with new in the configuration file at path.
+func editConfig(t *testing.T, path, old, new string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), old) {
+		t.Fatalf("the configuration has no %q to replace", old)
+	}
+	writeAtomically(t, path, strings.Replace(string(data), old, new, 1))
+}
+
+const acmeDailyTokens = "      - {dimension: tokens, amount: 100000, per: day}"
+
+// TestATenantOverItsLimitsHoldsNoWorker has acme send three jobs when it may make one call an
+// hour, on a gateway with two workers: the two refused by acme's own limit go back to the queue,
+// uncounted, and globex's job runs meanwhile.
+func TestATenantOverItsLimitsHoldsNoWorker(t *testing.T) {
+	up := newUpstream(t)
+	config := jobsConfig(t, up.URL, "", "jobs: {workers: 2}")
+	editConfig(t, config, acmeDailyTokens, acmeDailyTokens+"\n      - {dimension: requests, amount: 1, per: hour}")
+	g := startGateway(t, config)
+	acme := []job{g.addJob(t, keyAlice, chatJob), g.addJob(t, keyAlice, chatJob), g.addJob(t, keyAlice, chatJob)}
+	globex := g.waitForJob(t, keyBob, g.addJob(t, keyBob, chatJob).ID)
+	if globex.Status != "succeeded" {
+		t.Fatalf("globex's job ended %+v; want succeeded while acme waits on its own limit", globex)
+	}
+	var states []string
+	for _, j := range acme {
+		got := g.request(t, http.MethodGet, "/v1/jobs/"+j.ID, keyAlice, "").job(t)
+		states = append(states, fmt.Sprintf("%s after %d attempts", got.Status, got.Attempts))
+	}
+	slices.Sort(states)
+	want := []string{"queued after 0 attempts", "queued after 0 attempts", "succeeded after 1 attempts"}
+	if !slices.Equal(states, want) {
+		t.Errorf("acme's jobs are %v; want %v: those its limit refused wait uncounted", states, want)
+	}
+}
+
+// TestJobsHoldBoundedBytes keeps the one worker busy: a job body past jobs.maxBodyBytes is
+// refused with 413, and a job past jobs.maxBytesPerTenant with 429, while another tenant's is
+// taken.
+func TestJobsHoldBoundedBytes(t *testing.T) {
+	up, held, release := holdingUpstream(t, "Say hello as a job.")
+	g := startGateway(t, jobsConfig(t, up.URL, "", "jobs: {workers: 1, maxBodyBytes: 150, maxBytesPerTenant: 250}"))
+	t.Cleanup(release) // before the gateway stops, which waits for the attempt
+	large := `{"endpoint": "/v1/chat/completions", "body": ` + strings.Replace(chatBody, "Say hello.", strings.Repeat("Say hello. ", 10), 1) + `}`
+	if a := g.post(t, "/v1/jobs", keyAlice, large); a.status != http.StatusRequestEntityTooLarge || a.errorCode(t) != "request_too_large" {
+		t.Errorf("a job body past jobs.maxBodyBytes: %d %s; want 413 request_too_large", a.status, a.body)
+	}
+	g.addJob(t, keyAlice, `{"endpoint": "/v1/chat/completions", "body": `+strings.Replace(chatBody, "Say hello.", "Say hello as a job.", 1)+`}`)
+	<-held // running: its body is still kept
+	g.addJob(t, keyAlice, chatJob)
+	a := g.post(t, "/v1/jobs", keyAlice, chatJob)
+	if a.status != http.StatusTooManyRequests || a.errorCode(t) != "too_many_jobs" || !strings.Contains(string(a.body), "bytes") {
+		t.Errorf("a job past acme's bytes: %d %s; want 429 too_many_jobs about bytes", a.status, a.body)
+	}
+	g.addJob(t, keyBob, chatJob)
+}
+
+// TestJobsAreSeenByTheirUserAndTenant gives acme a second user and jobScope User: carol neither
+// reads, lists nor cancels alice's job. Then acme is created again (a new uid) under its name:
+// alice no longer sees the job of the acme that was.
+func TestJobsAreSeenByTheirUserAndTenant(t *testing.T) {
+	up, _, release := holdingUpstream(t, "Say hello as a job.")
+	config := jobsConfig(t, up.URL, "", "jobs: {workers: 1}")
+	aliceKey := fmt.Sprintf("    keys: [{sha256: %s, user: alice}]", gatewayv1.HashKey(keyAlice))
+	acmeAs := func(uid string) string {
+		return fmt.Sprintf("    uid: %s\n    jobScope: User\n    keys: [{sha256: %s, user: alice}, {sha256: %s, user: carol}]",
+			uid, gatewayv1.HashKey(keyAlice), gatewayv1.HashKey(keyCarol))
+	}
+	editConfig(t, config, aliceKey, acmeAs("plan-1/acme"))
+	g := startGateway(t, config)
+	t.Cleanup(release)
+	added := g.addJob(t, keyAlice, `{"endpoint": "/v1/chat/completions", "body": `+strings.Replace(chatBody, "Say hello.", "Say hello as a job.", 1)+`}`)
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		if a := g.request(t, method, "/v1/jobs/"+added.ID, keyCarol, ""); a.status != http.StatusNotFound {
+			t.Errorf("%s of alice's job by carol: %d %s; want 404", method, a.status, a.body)
+		}
+	}
+	if got := g.listJobs(t, keyCarol); len(got) != 0 {
+		t.Errorf("carol lists %v; want none of alice's jobs", got)
+	}
+	if got := g.listJobs(t, keyAlice); !slices.Equal(got, []string{added.ID}) {
+		t.Errorf("alice lists %v; want her job", got)
+	}
+
+	editConfig(t, config, acmeAs("plan-1/acme"), acmeAs("plan-2/acme"))
+	poll.Until(t, processWait, "the acme created again to be in force", func() bool {
+		return g.request(t, http.MethodGet, "/v1/jobs/"+added.ID, keyAlice, "").status == http.StatusNotFound
+	})
+	if got := g.listJobs(t, keyAlice); len(got) != 0 {
+		t.Errorf("alice of the new acme lists %v; want none of the old acme's jobs", got)
+	}
+}
+
+// listJobs lists the ids of the jobs key sees.
+func (g *gateway) listJobs(t *testing.T, key string) []string {
+	t.Helper()
+	var list struct{ Data []job }
+	a := g.request(t, http.MethodGet, "/v1/jobs", key, "")
+	if err := json.Unmarshal(a.body, &list); err != nil || a.status != http.StatusOK {
+		t.Fatalf("GET /v1/jobs: %d %s", a.status, a.body)
+	}
+	ids := []string{}
+	for _, j := range list.Data {
+		ids = append(ids, j.ID)
+	}
+	return ids
 }

@@ -82,6 +82,19 @@ type Jobs struct {
 	// no worker yet), 1 to 1,000,000; past it, POST /v1/jobs answers 429.
 	// Zero means 10000.
 	MaxQueuedPerTenant int32 `json:"maxQueuedPerTenant,omitempty"`
+	// maxBodyBytes caps the body a job sends its endpoint, 1 byte to 64 MiB,
+	// and at most server.maxBodyBytes to be of use; past it, POST /v1/jobs
+	// answers 413. Zero means 1 MiB.
+	MaxBodyBytes int64 `json:"maxBodyBytes,omitempty"`
+	// maxResultBytes caps the answer a job keeps, 1 byte to 32 MiB; a job
+	// whose answer is larger fails. Zero means 8 MiB.
+	MaxResultBytes int64 `json:"maxResultBytes,omitempty"`
+	// maxBytesPerTenant caps what a tenant's jobs hold in the store: the
+	// bodies of those not finished and the results of those finished within
+	// resultTTL. It is at least maxBodyBytes; past it, POST /v1/jobs answers
+	// 429. A result is kept even when it passes the cap, so a tenant may hold
+	// up to maxResultBytes more per job running. Zero means 256 MiB.
+	MaxBytesPerTenant int64 `json:"maxBytesPerTenant,omitempty"`
 }
 
 // FailMode says what the gateway does while Redis is unreachable.
@@ -245,11 +258,30 @@ const (
 	PriorityBatch Priority = "Batch"
 )
 
+// JobScope says who may read and cancel a tenant's jobs.
+type JobScope string
+
+// The job scopes.
+const (
+	// JobScopeTenant lets every user of a tenant read, list and cancel all
+	// its jobs.
+	JobScopeTenant JobScope = "Tenant"
+	// JobScopeUser lets each user of a tenant read, list and cancel only the
+	// jobs its own keys sent.
+	JobScopeUser JobScope = "User"
+)
+
 // Tenant is one customer: its keys, the providers it may use, and the limits
 // that apply to it.
 type Tenant struct {
 	// name identifies the tenant, unique.
 	Name string `json:"name"`
+	// uid identifies this tenant for as long as it exists, unique: its jobs
+	// are kept under it, so a tenant created again under the name of a
+	// deleted one does not see the deleted one's jobs. At most 128 letters,
+	// digits and '-', '_', '.', '/'. The operator sets it from its
+	// TenantPlan's metadata.uid and the tenant's name. Empty means the name.
+	UID string `json:"uid,omitempty"`
 	// keys are the tenant's API keys, at least one.
 	Keys []Key `json:"keys"`
 	// providers name the providers the tenant may use, at least one.
@@ -277,6 +309,18 @@ type Tenant struct {
 	// degrade sends requests for an expensive model to a cheaper one when
 	// the budget runs low. Nil means never; it requires a budget.
 	Degrade *Degrade `json:"degrade,omitempty"`
+	// jobScope is who may read, list and cancel the tenant's jobs: "Tenant"
+	// (the default), every user of the tenant, or "User", only the user
+	// whose key sent the job.
+	JobScope JobScope `json:"jobScope,omitempty"`
+}
+
+// ID is the tenant's uid, or its name when it has none.
+func (t *Tenant) ID() string {
+	if t.UID != "" {
+		return t.UID
+	}
+	return t.Name
 }
 
 // Key is one tenant API key, by hash.

@@ -32,6 +32,10 @@ const (
 	defaultResultTTL        = 24 * time.Hour
 	defaultJobWorkers       = 8
 	defaultMaxQueued        = 10000
+	defaultJobBodyBytes     = 1 << 20
+	defaultJobResultBytes   = 8 << 20
+	defaultJobTenantBytes   = 256 << 20
+	defaultJobScope         = JobScopeTenant
 )
 
 // Default fills every unset field that has a default, as documented on the
@@ -63,6 +67,9 @@ func (j *Jobs) defaults() {
 	setDefaultDuration(&j.ResultTTL, defaultResultTTL)
 	setDefault(&j.Workers, defaultJobWorkers)
 	setDefault(&j.MaxQueuedPerTenant, defaultMaxQueued)
+	setDefault(&j.MaxBodyBytes, defaultJobBodyBytes)
+	setDefault(&j.MaxResultBytes, defaultJobResultBytes)
+	setDefault(&j.MaxBytesPerTenant, defaultJobTenantBytes)
 }
 
 // Default fills every unset field of the provider and its models that has a
@@ -87,6 +94,7 @@ func (t *Tenant) Default() {
 	setDefault(&t.Weight, defaultWeight)
 	setDefault(&t.TimeZone, defaultTimeZone)
 	setDefaultDuration(&t.MaxWait, defaultMaxWait)
+	setDefault(&t.JobScope, defaultJobScope)
 	defaultLimits(t.PerUser)
 	defaultLimits(t.PerTenant)
 	for i := range t.Endpoints {

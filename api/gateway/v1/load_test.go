@@ -18,7 +18,8 @@ func duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration
 // defaultRetry is a provider's retry policy when the file sets none.
 var defaultRetry = gatewayv1.Retry{MaxAttempts: 3, BaseDelay: duration(500 * time.Millisecond), MaxDelay: duration(30 * time.Second)}
 
-var defaultJobs = gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: duration(time.Minute), ResultTTL: duration(24 * time.Hour), Workers: 8, MaxQueuedPerTenant: 10000}
+var defaultJobs = gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: duration(time.Minute), ResultTTL: duration(24 * time.Hour), Workers: 8, MaxQueuedPerTenant: 10000,
+	MaxBodyBytes: 1 << 20, MaxResultBytes: 8 << 20, MaxBytesPerTenant: 256 << 20}
 
 func TestLoadTwoTenants(t *testing.T) {
 	got, err := gatewayv1.Load(filepath.Join("testdata", "two-tenants.yaml"))
@@ -67,6 +68,7 @@ func TestLoadTwoTenants(t *testing.T) {
 			Budget:   &gatewayv1.Budget{Amount: "5000", Period: gatewayv1.PeriodMonth},
 			TimeZone: "UTC",
 			MaxWait:  duration(60 * time.Second),
+			JobScope: gatewayv1.JobScopeTenant,
 		}, {
 			Name:      "globex",
 			Keys:      []gatewayv1.Key{{SHA256: gatewayv1.HashKey("sk-globex-bob"), User: "bob"}},
@@ -75,6 +77,7 @@ func TestLoadTwoTenants(t *testing.T) {
 			Weight:    1,
 			TimeZone:  "UTC",
 			MaxWait:   duration(60 * time.Second),
+			JobScope:  gatewayv1.JobScopeTenant,
 		}},
 	}
 	if diff := cmp.Diff(got, want); diff != "" {
@@ -192,7 +195,8 @@ func TestParseDefaults(t *testing.T) {
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   gatewayv1.Jobs{MaxAttempts: 5, ReclaimAfter: duration(2 * time.Second), ResultTTL: duration(24 * time.Hour), Workers: 8, MaxQueuedPerTenant: 10000},
+			Jobs: gatewayv1.Jobs{MaxAttempts: 5, ReclaimAfter: duration(2 * time.Second), ResultTTL: duration(24 * time.Hour), Workers: 8, MaxQueuedPerTenant: 10000,
+				MaxBodyBytes: 1 << 20, MaxResultBytes: 8 << 20, MaxBytesPerTenant: 256 << 20},
 		},
 	}, {
 		name: "limits",
@@ -249,6 +253,7 @@ tenants:
 				Weight:    1,
 				TimeZone:  "UTC",
 				MaxWait:   duration(60 * time.Second),
+				JobScope:  gatewayv1.JobScopeTenant,
 			}},
 		},
 	}}

@@ -34,6 +34,10 @@ var (
 	maxJobAttempts   = int64(20)
 	maxJobWorkers    = int64(1000)
 	maxJobsQueued    = int64(1_000_000)
+	maxJobBodyBytes  = int64(64 << 20)
+	maxJobResult     = int64(32 << 20)
+	jobScopes        = []JobScope{JobScopeTenant, JobScopeUser}
+	uidPattern       = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_./]{0,127}$`)
 	minReclaimAfter  = time.Second
 )
 
@@ -100,7 +104,13 @@ func (j *Jobs) validate(p *field.Path) field.ErrorList {
 	errs = append(errs, validateMinDuration(p.Child("reclaimAfter"), j.ReclaimAfter, minReclaimAfter)...)
 	errs = append(errs, validatePositiveDuration(p.Child("resultTTL"), j.ResultTTL)...)
 	errs = append(errs, validateRange(p.Child("workers"), int64(j.Workers), 1, maxJobWorkers)...)
-	return append(errs, validateRange(p.Child("maxQueuedPerTenant"), int64(j.MaxQueuedPerTenant), 1, maxJobsQueued)...)
+	errs = append(errs, validateRange(p.Child("maxQueuedPerTenant"), int64(j.MaxQueuedPerTenant), 1, maxJobsQueued)...)
+	errs = append(errs, validateRange(p.Child("maxBodyBytes"), j.MaxBodyBytes, 1, maxJobBodyBytes)...)
+	errs = append(errs, validateRange(p.Child("maxResultBytes"), j.MaxResultBytes, 1, maxJobResult)...)
+	if j.MaxBytesPerTenant < j.MaxBodyBytes {
+		errs = append(errs, field.Invalid(p.Child("maxBytesPerTenant"), j.MaxBytesPerTenant, "must be at least maxBodyBytes, or no job fits"))
+	}
+	return errs
 }
 
 func validateProviders(p *field.Path, providers []Provider) field.ErrorList {
@@ -243,11 +253,12 @@ func (r *Retry) validate(p *field.Path) field.ErrorList {
 
 func validateTenants(p *field.Path, tenants []Tenant, providers []Provider) field.ErrorList {
 	var errs field.ErrorList
-	names, keys := map[string]bool{}, map[string]*field.Path{}
+	names, ids, keys := map[string]bool{}, map[string]bool{}, map[string]*field.Path{}
 	for i := range tenants {
 		tp := p.Index(i)
 		errs = append(errs, ValidateTenant(tp, &tenants[i], providers)...)
 		errs = append(errs, validateUnique(tp.Child("name"), tenants[i].Name, names)...)
+		errs = append(errs, validateUnique(tp.Child("uid"), tenants[i].ID(), ids)...)
 		errs = append(errs, validateUniqueKeys(tp.Child("keys"), tenants[i].Keys, keys)...)
 	}
 	return errs
@@ -261,6 +272,9 @@ func ValidateTenant(p *field.Path, t *Tenant, providers []Provider) field.ErrorL
 	var errs field.ErrorList
 	if t.Name == "" {
 		errs = append(errs, field.Required(p.Child("name"), ""))
+	}
+	if t.UID != "" && !uidPattern.MatchString(t.UID) {
+		errs = append(errs, field.Invalid(p.Child("uid"), t.UID, "must be at most 128 letters, digits and '-', '_', '.', '/', starting with a letter or digit"))
 	}
 	errs = append(errs, validateKeys(p.Child("keys"), t.Keys)...)
 	return append(errs, ValidateTenantTerms(p, t, providers)...)
@@ -281,6 +295,7 @@ func ValidateTenantTerms(p *field.Path, t *Tenant, providers []Provider) field.E
 	errs = append(errs, validateBudget(p.Child("budget"), t.Budget)...)
 	errs = append(errs, validateTimeZone(p.Child("timeZone"), t.TimeZone)...)
 	errs = append(errs, validateMaxWait(p.Child("maxWait"), t.MaxWait)...)
+	errs = append(errs, validateEnum(p.Child("jobScope"), t.JobScope, jobScopes)...)
 	return append(errs, validateDegrade(p, t, providers)...)
 }
 

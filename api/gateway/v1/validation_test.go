@@ -184,6 +184,21 @@ func TestValidate(t *testing.T) {
 			mutate: func(c *gatewayv1.Config) { c.Jobs.MaxQueuedPerTenant = 1_000_001 },
 			want:   []string{"jobs.maxQueuedPerTenant: Invalid value: 1000001", "must be from 1 to 1000000"},
 		},
+		{
+			name:   "jobs.maxBodyBytes",
+			mutate: func(c *gatewayv1.Config) { c.Jobs.MaxBodyBytes = 64<<20 + 1 },
+			want:   []string{"jobs.maxBodyBytes: Invalid value: 67108865", "must be from 1 to 67108864"},
+		},
+		{
+			name:   "jobs.maxResultBytes",
+			mutate: func(c *gatewayv1.Config) { c.Jobs.MaxResultBytes = -1 },
+			want:   []string{"jobs.maxResultBytes: Invalid value: -1", "must be from 1 to 33554432"},
+		},
+		{
+			name:   "jobs.maxBytesPerTenant below a body",
+			mutate: func(c *gatewayv1.Config) { c.Jobs.MaxBodyBytes, c.Jobs.MaxBytesPerTenant = 1000, 999 },
+			want:   []string{"jobs.maxBytesPerTenant: Invalid value: 999", "must be at least maxBodyBytes"},
+		},
 
 		{
 			name: "global limit",
@@ -335,6 +350,21 @@ func TestValidate(t *testing.T) {
 			name:   "tenants[].name missing",
 			mutate: func(c *gatewayv1.Config) { acme(c).Name = "" },
 			want:   []string{"tenants[0].name: Required value"},
+		},
+		{
+			name:   "tenants[].uid format",
+			mutate: func(c *gatewayv1.Config) { acme(c).UID = "a:b" },
+			want:   []string{`tenants[0].uid: Invalid value: "a:b"`, "must be at most 128 letters"},
+		},
+		{
+			name:   "tenants[].uid repeated",
+			mutate: func(c *gatewayv1.Config) { acme(c).UID = c.Tenants[1].Name },
+			want:   []string{`tenants[1].uid: Duplicate value: "globex"`},
+		},
+		{
+			name:   "tenants[].jobScope",
+			mutate: func(c *gatewayv1.Config) { acme(c).JobScope = "Everyone" },
+			want:   []string{`tenants[0].jobScope: Unsupported value: "Everyone"`},
 		},
 		{
 			name:   "tenants[].name repeated",

@@ -77,7 +77,7 @@ func (g *Gate) conclude(t *Ticket, d *ratelimit.Decision) verdict {
 	if d.Never {
 		r.Reason, r.RetryAfter = TooLarge, 0
 	}
-	return verdict{refusal: r, queues: !d.Never && t.queueing.Queues(d.Refused)}
+	return verdict{refusal: r, queues: !d.Never && t.queueing.Queues(d.Refused) && t.req.queuesAt(c.Limit.Level)}
 }
 
 func (t *Ticket) budgetKey() string {

@@ -431,3 +431,24 @@ func TestACallLargerThanALimitIsRefusedForGood(t *testing.T) {
 		}
 	})
 }
+
+// TestAJobDoesNotWaitOnItsOwnLimits has a job's attempt find its tenant's limit spent: it is
+// refused at once, with when to come back, where a live call would wait in the queue.
+func TestAJobDoesNotWaitOnItsOwnLimits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := plan{requestsPerMinute: 600_000, tokensPerMinute: 600_000_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		pl.tenants[0].PerTenant = []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 1, Per: gatewayv1.PeriodMinute}}
+		g, _, p := newGate(t, pl)
+		req := request(t, p, "sk-acme-alice", 100)
+		mustAdmit(t, g, req).Settle(estimate.Usage{PromptTokens: 50, CompletionTokens: 50})
+		req.Job = jobs.Attempt{Job: "job_1", N: 1}
+		start := time.Now()
+		_, r := g.Admit(t.Context(), req)
+		if r == nil || r.Reason != Limited || r.Level != ratelimit.LevelTenant || r.RetryAfter <= 0 {
+			t.Fatalf("the job's Admit = %+v; want limited by its tenant, with a time to come back", r)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("the job waited %s; want none: it goes back to the jobs' queue", waited)
+		}
+	})
+}

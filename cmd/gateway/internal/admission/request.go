@@ -7,6 +7,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/gateway/internal/fairqueue"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
 
 // Request is what a call asks of the limits: who calls, where to, and what it is estimated to
@@ -18,8 +19,8 @@ type Request struct {
 	// Cost is the call's estimate: its prompt and expected completion tokens and their price.
 	Cost policy.Cost
 	// Job is the job attempt the call is; zero for a live call. A job waits in the Batch class,
-	// passes no door, waits as long as it takes, and is charged once however often it is
-	// delivered.
+	// passes no door, waits as long as the global and provider limits take (its own limits it
+	// does not wait on), and is charged once however often it is delivered.
 	Job jobs.Attempt
 	// Held is what an earlier attempt of the job took from the limits and never settled, because
 	// its gateway stopped. Admit gives it back first.
@@ -38,6 +39,14 @@ func (r *Request) class() fairqueue.Class {
 		return fairqueue.Batch
 	}
 	return fairqueue.Interactive
+}
+
+// queuesAt reports whether the request may wait in the queue when a limit at level refuses it.
+// A job's attempt does not wait on its own limits (its user's, tenant's or endpoint's): it is
+// refused at once, and its job goes back to the jobs' queue, so that it holds no worker while
+// other tenants' jobs could run.
+func (r *Request) queuesAt(level ratelimit.Level) bool {
+	return !r.isJob() || level >= ratelimit.LevelGlobal
 }
 
 // maxWait is how long the request may wait in the queue; zero for a job, which has no bound.

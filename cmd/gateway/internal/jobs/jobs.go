@@ -1,12 +1,19 @@
 // Package jobs keeps the gateway's jobs: calls sent to POST /v1/jobs that nobody waits for. A job
 // is queued, taken by a worker for an attempt (running), and ends succeeded, failed or cancelled.
 // An attempt that fails in a way another may not (a 429, a 5xx, a provider that did not answer)
-// puts the job back in the queue until its last attempt, after which it fails with its error.
+// puts the job back in the queue until its last attempt, after which it fails with its error. An
+// attempt refused by its own tenant's limits before anything went out is deferred: the job goes
+// back to the queue, not counted, until the limit allows it, and its worker takes other work.
+//
+// Each tenant has its own queue, and takers go round the tenants with jobs that may go, one job
+// each in turn: a tenant with many jobs delays another's by at most one job per worker. What a
+// tenant keeps (the bodies of its unfinished jobs, the results of its finished ones) is bounded
+// in count and in bytes.
 //
 // Memory keeps jobs in one process; they do not survive a restart. Redis keeps them in a Redis
-// Stream read by a consumer group, shared by every replica: a job is delivered at least once, and
-// a job held by a replica that died is reclaimed (XAUTOCLAIM) by another once it has been idle
-// for the reclaim time.
+// Stream per tenant, read by a consumer group, shared by every replica: a job is delivered at
+// least once, and a job held by a replica that died is reclaimed by another once it has been
+// idle for the reclaim time.
 //
 // The state machine (Job.apply) is pure and shared by both stores.
 package jobs
@@ -52,25 +59,40 @@ var (
 	ErrNotRunning = errors.New("jobs: the job is not running this attempt")
 	// ErrTooManyQueued: the tenant has as many jobs queued as it may.
 	ErrTooManyQueued = errors.New("jobs: the tenant has too many jobs queued")
+	// ErrTooManyBytes: the tenant's jobs, queued and finished, hold as many bytes as it may.
+	ErrTooManyBytes = errors.New("jobs: the tenant's jobs hold too many bytes")
 )
 
 // Job is one job. Its request is kept as sent, with the SHA-256 of the key that sent it (never
 // the key), which names its caller when it runs.
 type Job struct {
-	ID       string    `json:"id"`
-	Tenant   string    `json:"tenant"`
+	ID string `json:"id"`
+	// Tenant names the job's tenant, for metrics and logs; TenantID identifies it, and is what
+	// the store indexes the job by, so that a tenant created again under the name of a deleted
+	// one does not see the deleted one's jobs.
+	Tenant   string `json:"tenant"`
+	TenantID string `json:"tenantID"`
+	// User is the user of the key that sent the job.
+	User     string    `json:"user,omitempty"`
 	KeyHash  string    `json:"keyHash"`
 	Endpoint string    `json:"endpoint"`
-	Body     []byte    `json:"body"`
 	State    State     `json:"state"`
 	Attempts int       `json:"attempts"`
 	Created  time.Time `json:"created"`
 	Updated  time.Time `json:"updated"`
+	// Deferrals counts the times the job was taken and put back, uncounted, because its own
+	// limits refused it before anything went out.
+	Deferrals int `json:"deferrals,omitempty"`
 	// Error is why the last attempt failed; when the job has failed, why it did.
 	Error string `json:"error,omitempty"`
-	// Status and Result are the provider's answer to the attempt that succeeded.
-	Status int    `json:"status,omitempty"`
-	Result []byte `json:"result,omitempty"`
+	// Status is the provider's status for the attempt that succeeded.
+	Status int `json:"status,omitempty"`
+	// Body is the request to send; it is kept until the job ends, and returned by Take only.
+	Body []byte `json:"-"`
+	// Result is the provider's answer to the attempt that succeeded; returned by Get only.
+	Result []byte `json:"-"`
+	// Size is the bytes the job holds in the store: its body until it ends, then its result.
+	Size int64 `json:"size"`
 	// Held is the estimate an attempt took from the limits and has not settled yet. An attempt
 	// that finds it left by an earlier one (whose replica died) gives it back.
 	Held Cost `json:"held,omitzero"`
@@ -78,6 +100,21 @@ type Job struct {
 	// key, so a job delivered twice is charged once.
 	Charged bool `json:"charged,omitempty"`
 }
+
+// Owner is whose jobs List returns: a tenant's, by its id, or only those one of its users sent.
+type Owner struct {
+	TenantID string
+	// User, when set, narrows the jobs to those its user sent.
+	User string
+}
+
+// Owns reports whether j is one of o's jobs.
+func (o Owner) Owns(j *Job) bool {
+	return j.TenantID == o.TenantID && (o.User == "" || j.User == o.User)
+}
+
+// owner is the narrowest owner of j: its user.
+func (j *Job) owner() Owner { return Owner{TenantID: j.TenantID, User: j.User} }
 
 // Cost is what a call took from the limits.
 type Cost struct {
@@ -97,15 +134,19 @@ type Attempt struct {
 }
 
 // Attempt returns the attempt that j, as taken, is.
-func (j *Job) Attempt() Attempt { return Attempt{Job: j.ID, N: j.Attempts} }
+func (j *Job) Attempt() Attempt { return Attempt{Job: j.ID, N: j.takes()} }
+
+// takes counts the times j was taken: its attempts and its deferrals. It names the latest take,
+// and never goes down.
+func (j *Job) takes() int { return j.Attempts + j.Deferrals }
 
 // runs checks that j is running attempt a.
 func (j *Job) runs(a Attempt) error {
 	switch {
 	case j.State.Final():
 		return ErrFinished
-	case j.State != Running || j.Attempts != a.N:
-		return fmt.Errorf("jobs: job %s is %s at attempt %d, not running attempt %d: %w", j.ID, j.State, j.Attempts, a.N, ErrNotRunning)
+	case j.State != Running || j.takes() != a.N:
+		return fmt.Errorf("jobs: job %s is %s at take %d, not running take %d: %w", j.ID, j.State, j.takes(), a.N, ErrNotRunning)
 	}
 	return nil
 }
@@ -123,7 +164,7 @@ func (j *Job) hold(a Attempt, held Cost) error {
 // attempt, what it held is settled.
 func (j *Job) charge(a Attempt) (first bool) {
 	first, j.Charged = !j.Charged, true
-	if j.Attempts == a.N {
+	if j.takes() == a.N {
 		j.Held = Cost{}
 	}
 	return first
@@ -138,6 +179,9 @@ type Outcome struct {
 	Err string
 	// Retry says whether another attempt may succeed where this one failed.
 	Retry bool
+	// NotBefore, when set, says that the attempt never went out: the job's own limits refused
+	// it. The job goes back to the queue, the attempt not counted, and is not taken before then.
+	NotBefore time.Time
 }
 
 // event is what happens to a job.
@@ -188,6 +232,10 @@ func (j *Job) takeAt(maxAttempts int) {
 
 func (j *Job) finish(o Outcome, maxAttempts int) {
 	switch {
+	case !o.NotBefore.IsZero():
+		j.State, j.Error = Queued, o.Err
+		j.Attempts--
+		j.Deferrals++
 	case o.Err == "":
 		j.State, j.Status, j.Result, j.Error = Succeeded, o.Status, o.Result, ""
 	case o.Retry && j.Attempts < maxAttempts:
@@ -197,6 +245,14 @@ func (j *Job) finish(o Outcome, maxAttempts int) {
 	default:
 		j.State, j.Error = Failed, o.Err
 	}
+}
+
+// settleSize drops the body of a job that has ended, whose size is now its result's, and returns
+// by how much its size changed.
+func (j *Job) settleSize() int64 {
+	before := j.Size
+	j.Body, j.Size = nil, int64(len(j.Result))
+	return j.Size - before
 }
 
 // Options configures a store.
@@ -211,6 +267,11 @@ type Options struct {
 	// MaxQueuedPerTenant is the most jobs a tenant may have queued; Add refuses more with
 	// ErrTooManyQueued. Zero means 10,000.
 	MaxQueuedPerTenant int
+	// MaxBytesPerTenant is the most bytes a tenant's jobs may hold: the bodies of those not
+	// finished and the results of those finished and not expired. Add refuses a job that would
+	// pass it with ErrTooManyBytes. A result is kept even when it passes the bound, so a tenant
+	// may hold up to a result per running job more. Zero means 256 MiB.
+	MaxBytesPerTenant int64
 	// Now returns the time. Nil means time.Now.
 	Now func() time.Time
 }
@@ -225,6 +286,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxQueuedPerTenant <= 0 {
 		o.MaxQueuedPerTenant = 10000
+	}
+	if o.MaxBytesPerTenant <= 0 {
+		o.MaxBytesPerTenant = 256 << 20
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -78,7 +78,7 @@ func TestApply(t *testing.T) {
 type store interface {
 	Add(ctx context.Context, j *Job) error
 	Get(ctx context.Context, id string) (*Job, error)
-	List(ctx context.Context, tenant string, state State) ([]*Job, error)
+	List(ctx context.Context, o Owner, state State) ([]*Job, error)
 	Cancel(ctx context.Context, id string) (*Job, error)
 	Take(ctx context.Context) (*Job, error)
 	Renew(ctx context.Context) ([]string, error)
@@ -123,9 +123,15 @@ func TestStores(t *testing.T) {
 	}
 }
 
+// add adds a job of tenant's user alice, whose tenant id is the tenant's name.
 func add(t *testing.T, s store, tenant string) *Job {
 	t.Helper()
-	j := &Job{ID: NewID(), Tenant: tenant, KeyHash: "abc", Endpoint: "chat", Body: []byte(`{"model":"m"}`)}
+	return addAs(t, s, tenant, "alice", `{"model":"m"}`)
+}
+
+func addAs(t *testing.T, s store, tenant, user, body string) *Job {
+	t.Helper()
+	j := &Job{ID: NewID(), Tenant: tenant, TenantID: tenant, User: user, KeyHash: "abc", Endpoint: "chat", Body: []byte(body)}
 	if err := s.Add(context.Background(), j); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +170,12 @@ func succeeds(t *testing.T, s store) {
 
 func listed(t *testing.T, s store, tenant string, state State, want ...string) {
 	t.Helper()
-	jobs, err := s.List(context.Background(), tenant, state)
+	listedFor(t, s, Owner{TenantID: tenant}, state, want...)
+}
+
+func listedFor(t *testing.T, s store, o Owner, state State, want ...string) {
+	t.Helper()
+	jobs, err := s.List(context.Background(), o, state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +184,7 @@ func listed(t *testing.T, s store, tenant string, state State, want ...string) {
 		ids = append(ids, j.ID)
 	}
 	if diff := cmp.Diff(want, ids); diff != "" {
-		t.Errorf("List(%s, %q) (-want +got):\n%s", tenant, state, diff)
+		t.Errorf("List(%+v, %q) (-want +got):\n%s", o, state, diff)
 	}
 }
 
@@ -275,7 +286,7 @@ func TestRedisReclaimsAJobFromADeadReplica(t *testing.T) {
 	if _, err := alive.Finish(context.Background(), got.Attempt(), Outcome{Status: 200, Result: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
-	if n := srv.Client(t).XLen(context.Background(), stream).Val(); n != 0 {
+	if n := srv.Client(t).XLen(context.Background(), streamKey("acme")).Val(); n != 0 {
 		t.Errorf("the stream holds %d entries after the job ended; want 0", n)
 	}
 }
@@ -300,7 +311,7 @@ func TestATenantQueuesNoMoreThanItMay(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			add(t, s, "acme")
 			second := add(t, s, "acme")
-			refused := &Job{ID: NewID(), Tenant: "acme", Endpoint: "chat"}
+			refused := &Job{ID: NewID(), Tenant: "acme", TenantID: "acme", Endpoint: "chat"}
 			if err := s.Add(ctx, refused); !errors.Is(err, ErrTooManyQueued) {
 				t.Fatalf("Add() past the limit: %v; want ErrTooManyQueued", err)
 			}
@@ -352,8 +363,8 @@ func TestRedisTrimsFinishedIndexesAsJobsEnd(t *testing.T) {
 		}
 		c.now = c.now.Add(2 * time.Hour)
 	}
-	if n := srv.Client(t).ZCard(ctx, indexKey("acme", Succeeded)).Val(); n != 1 {
-		t.Errorf("the succeeded index holds %d jobs; want 1: the expired one is trimmed when the next ends", n)
+	if n := srv.Client(t).ZCard(ctx, indexKey(Owner{TenantID: "acme"}, Succeeded)).Val(); n != 1 {
+		t.Errorf("the succeeded index holds %d jobs; want 1: the expired one is trimmed when the next is added", n)
 	}
 }
 
@@ -389,7 +400,7 @@ func TestRedisRenewsOnlyWhatItStillHolds(t *testing.T) {
 	if lost, err := alive.Renew(ctx); err != nil || len(lost) != 0 {
 		t.Fatalf("Renew() on the replica that reclaimed the job = %v, %v; want nothing lost", lost, err)
 	}
-	pending, err := to.server.Client(t).XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: "-", End: "+", Count: 10}).Result()
+	pending, err := to.server.Client(t).XPendingExt(ctx, &redis.XPendingExtArgs{Stream: streamKey("acme"), Group: group, Start: "-", End: "+", Count: 10}).Result()
 	if err != nil || len(pending) != 1 || pending[0].Consumer != "alive" {
 		t.Errorf("pending entries: %+v, %v; want the job's, held by the replica that reclaimed it", pending, err)
 	}
@@ -416,23 +427,18 @@ func TestRedisLateFinishIsNotRunning(t *testing.T) {
 	}
 }
 
-// TestRedisRecoversALostStream deletes the stream, as an eviction would: Take creates it and its
-// group again.
+// TestRedisRecoversALostStream deletes a tenant's stream, as an eviction would: the next job
+// added makes it and its group again, and is taken.
 func TestRedisRecoversALostStream(t *testing.T) {
 	ctx := context.Background()
 	srv := redisserver.Start(t)
 	s := NewRedis(srv.Client(t), "test", Options{})
 	add(t, s, "acme")
 	takeOne(t, s)
-	if err := srv.Client(t).Del(ctx, stream).Err(); err != nil {
+	if err := srv.Client(t).Del(ctx, streamKey("acme")).Err(); err != nil {
 		t.Fatal(err)
 	}
 	j := add(t, s, "acme")
-	short, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := s.Take(short); err == nil || !strings.Contains(err.Error(), "NOGROUP") {
-		t.Fatalf("Take() with the group lost: %v; want its NOGROUP error", err)
-	}
 	if got := takeOne(t, s); got.ID != j.ID {
 		t.Errorf("took %s; want %s", got.ID, j.ID)
 	}
@@ -456,7 +462,7 @@ func TestRedisLeave(t *testing.T) {
 			t.Fatalf("Leave() of %s: %v", s.consumer, err)
 		}
 	}
-	consumers, err := srv.Client(t).XInfoConsumers(ctx, stream, group).Result()
+	consumers, err := srv.Client(t).XInfoConsumers(ctx, streamKey("acme"), group).Result()
 	var names []string
 	for _, c := range consumers {
 		names = append(names, c.Name)
@@ -492,5 +498,290 @@ func TestRedisLateAttemptChangesNothing(t *testing.T) {
 	}
 	if got, err := alive.Finish(ctx, latest.Attempt(), Outcome{Status: 200}); err != nil || got.State != Succeeded {
 		t.Errorf("Finish() by the running attempt = %+v, %v; want succeeded", got, err)
+	}
+}
+
+// clockedStores returns a fresh store of each kind on a settable clock.
+func clockedStores(t *testing.T, opts Options) (map[string]store, *clock) {
+	c := &clock{now: time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC)}
+	opts.Now = c.Now
+	return stores(t, opts), c
+}
+
+// nothingToTake checks that Take finds no job that may go.
+func nothingToTake(t *testing.T, s store) {
+	t.Helper()
+	short, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if got, err := s.Take(short); got != nil {
+		t.Fatalf("Take() = %+v, %v; want nothing to take", got, err)
+	}
+}
+
+// TestTakeGoesRoundTheTenants has one tenant queue three jobs before two others queue one each:
+// the others' jobs are taken before the first tenant's second.
+func TestTakeGoesRoundTheTenants(t *testing.T) {
+	for kind, s := range stores(t, Options{ReclaimAfter: time.Hour}) {
+		t.Run(kind, func(t *testing.T) {
+			var want []string
+			a1, a2, a3 := add(t, s, "acme"), add(t, s, "acme"), add(t, s, "acme")
+			b1, c1 := add(t, s, "globex"), add(t, s, "initech")
+			want = append(want, a1.ID, b1.ID, c1.ID, a2.ID, a3.ID)
+			var got []string
+			for range want {
+				got = append(got, takeOne(t, s).ID)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("the order jobs were taken in (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestADeferredJobWaitsUncounted defers a job its own limits refused: it is not taken before its
+// time, the other tenant's job is, the deferral counts no attempt, and the deferred take can no
+// longer finish the job.
+func TestADeferredJobWaitsUncounted(t *testing.T) {
+	ctx := context.Background()
+	all, c := clockedStores(t, Options{MaxAttempts: 1, ReclaimAfter: time.Hour})
+	for kind, s := range all {
+		t.Run(kind, func(t *testing.T) {
+			a := add(t, s, "acme")
+			b := add(t, s, "globex")
+			taken := takeOne(t, s)
+			deferred, err := s.Finish(ctx, taken.Attempt(), Outcome{Err: "the tenant's tokens per minute", NotBefore: c.now.Add(time.Minute)})
+			if err != nil || deferred.State != Queued || deferred.Attempts != 0 || deferred.Deferrals != 1 {
+				t.Fatalf("Finish() of a deferred attempt = %+v, %v; want queued, no attempt counted, one deferral", deferred, err)
+			}
+			if got := takeOne(t, s); got.ID != b.ID {
+				t.Fatalf("took %s; want the other tenant's %s", got.ID, b.ID)
+			}
+			nothingToTake(t, s)
+			c.now = c.now.Add(time.Minute)
+			again := takeOne(t, s)
+			if again.ID != a.ID || again.State != Running || again.Attempts != 1 || string(again.Body) != `{"model":"m"}` {
+				t.Fatalf("took %+v; want %s's first attempt, with its body", again, a.ID)
+			}
+			if _, err := s.Finish(ctx, taken.Attempt(), Outcome{Status: 200}); !errors.Is(err, ErrNotRunning) {
+				t.Errorf("Finish() by the deferred take: %v; want ErrNotRunning", err)
+			}
+		})
+	}
+}
+
+// TestAFailedAttemptWaitsTheReclaimTime checks that a job whose attempt failed is not taken again
+// before the reclaim time has passed, and is once it has.
+func TestAFailedAttemptWaitsTheReclaimTime(t *testing.T) {
+	ctx := context.Background()
+	all, c := clockedStores(t, Options{MaxAttempts: 3, ReclaimAfter: time.Minute})
+	for kind, s := range all {
+		t.Run(kind, func(t *testing.T) {
+			j := add(t, s, "acme")
+			taken := takeOne(t, s)
+			if _, err := s.Finish(ctx, taken.Attempt(), Outcome{Err: "the provider answered 500", Retry: true}); err != nil {
+				t.Fatal(err)
+			}
+			c.now = c.now.Add(time.Minute - time.Millisecond)
+			nothingToTake(t, s)
+			c.now = c.now.Add(time.Millisecond)
+			if got := takeOne(t, s); got.ID != j.ID || got.Attempts != 2 {
+				t.Errorf("took %+v; want %s's second attempt", got, j.ID)
+			}
+		})
+	}
+}
+
+// TestATenantHoldsNoMoreBytesThanItMay fills a tenant's bytes with a body, then with a result,
+// and frees them as the result expires.
+func TestATenantHoldsNoMoreBytesThanItMay(t *testing.T) {
+	ctx := context.Background()
+	body := `{"model":"` + strings.Repeat("m", 48) + `"}` // 60 bytes
+	all, c := clockedStores(t, Options{MaxBytesPerTenant: 100, ReclaimAfter: time.Hour, ResultTTL: time.Hour})
+	for kind, s := range all {
+		t.Run(kind, func(t *testing.T) {
+			addAs(t, s, "acme", "alice", body)
+			refused := &Job{ID: NewID(), Tenant: "acme", TenantID: "acme", Endpoint: "chat", Body: []byte(body)}
+			if err := s.Add(ctx, refused); !errors.Is(err, ErrTooManyBytes) {
+				t.Fatalf("Add() past the bytes: %v; want ErrTooManyBytes", err)
+			}
+			addAs(t, s, "globex", "bob", body) // another tenant has its own bytes
+			j := takeOne(t, s)
+			result := []byte(strings.Repeat("r", 70))
+			if done, err := s.Finish(ctx, j.Attempt(), Outcome{Status: 200, Result: result}); err != nil || done.Size != 70 {
+				t.Fatalf("Finish() = %+v, %v; want the job to hold its result's 70 bytes", done, err)
+			}
+			if err := s.Add(ctx, refused); !errors.Is(err, ErrTooManyBytes) {
+				t.Fatalf("Add() with the result kept: %v; want ErrTooManyBytes", err)
+			}
+			c.now = c.now.Add(2 * time.Hour)
+			addAs(t, s, "acme", "alice", body) // the result expired
+		})
+	}
+}
+
+// TestAUserListsOnlyTheirJobs lists a tenant's jobs whole and by user.
+func TestAUserListsOnlyTheirJobs(t *testing.T) {
+	all, c := clockedStores(t, Options{})
+	for kind, s := range all {
+		t.Run(kind, func(t *testing.T) {
+			alice := addAs(t, s, "acme", "alice", `{}`)
+			c.now = c.now.Add(time.Second)
+			bob := addAs(t, s, "acme", "bob", `{}`)
+			listedFor(t, s, Owner{TenantID: "acme"}, "", bob.ID, alice.ID)
+			listedFor(t, s, Owner{TenantID: "acme", User: "alice"}, "", alice.ID)
+			listedFor(t, s, Owner{TenantID: "acme", User: "bob"}, Queued, bob.ID)
+			listedFor(t, s, Owner{TenantID: "acme-again"}, "")
+			if o := (Owner{TenantID: "acme", User: "alice"}); o.Owns(bob) || !o.Owns(alice) {
+				t.Errorf("Owns(): alice's owner owns bob's job %v, alice's %v; want false, true", o.Owns(bob), o.Owns(alice))
+			}
+		})
+	}
+}
+
+// TestListIsNewestFirstAndBounded adds one job more than List returns, the oldest finished: List
+// returns the newest ListLimit, newest first, whatever their state.
+func TestListIsNewestFirstAndBounded(t *testing.T) {
+	ctx := context.Background()
+	all, c := clockedStores(t, Options{ResultTTL: time.Hour})
+	for kind, s := range all {
+		t.Run(kind, func(t *testing.T) {
+			var ids []string
+			for range ListLimit + 1 {
+				ids = append(ids, add(t, s, "acme").ID)
+				c.now = c.now.Add(time.Second)
+			}
+			taken := takeOne(t, s)
+			if _, err := s.Finish(ctx, taken.Attempt(), Outcome{Status: 200}); err != nil {
+				t.Fatal(err)
+			}
+			slices.Reverse(ids)
+			listed(t, s, "acme", "", ids[:ListLimit]...)
+			listed(t, s, "acme", Queued, ids[:ListLimit]...)
+		})
+	}
+}
+
+// The stream's hygiene, each break checked to fail the test named (break it, run, restore):
+//
+//	break                                             caught by                                real Redis
+//	a cancelled or expired job's entry never dropped  TestRedisStreamHygiene (XLEN, XPENDING)  yes
+//	Finish after Cancel leaves the entry pending      TestRedisStreamHygiene (XPENDING)        yes
+//	a finished job with no expiry                     TestRedisStreamHygiene (TTL)             yes
+//	List oldest first, or not cut at ListLimit        TestListIsNewestFirstAndBounded          both stores
+//	the memory store retries without its delay        TestAFailedAttemptWaitsTheReclaimTime    no
+//	takes in arrival order, not round the tenants     TestTakeGoesRoundTheTenants              both stores
+//	Add does not count a tenant's bytes               TestATenantHoldsNoMoreBytesThanItMay     both stores
+//	a queued-again job left pending in its stream     TestRedisDeferredJobLeavesTheStream      yes
+
+// pending is the entries of a tenant's stream: its length and those pending with a consumer.
+type pending struct{ Len, Pending int64 }
+
+func streamOf(t *testing.T, srv *redisserver.Server, tenant string) pending {
+	t.Helper()
+	ctx := context.Background()
+	c := srv.Client(t)
+	p := pending{Len: c.XLen(ctx, streamKey(tenant)).Val()}
+	if info, err := c.XPending(ctx, streamKey(tenant), group).Result(); err == nil {
+		p.Pending = info.Count
+	} else if !strings.Contains(err.Error(), "NOGROUP") {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestRedisStreamHygiene checks what a job leaves in its tenant's stream and in Redis as it ends
+// each way: nothing in the stream, and its key expiring.
+func TestRedisStreamHygiene(t *testing.T) {
+	ctx := context.Background()
+	ttl := time.Hour
+	cases := []struct {
+		name string
+		// end ends a job added to s, and returns its id.
+		end func(t *testing.T, srv *redisserver.Server, s *Redis) string
+		// expires says whether the job's key is left, expiring within the result TTL.
+		expires bool
+	}{
+		{name: "succeeded", expires: true, end: func(t *testing.T, _ *redisserver.Server, s *Redis) string {
+			add(t, s, "acme")
+			j := takeOne(t, s)
+			if _, err := s.Finish(ctx, j.Attempt(), Outcome{Status: 200, Result: []byte("{}")}); err != nil {
+				t.Fatal(err)
+			}
+			return j.ID
+		}},
+		{name: "failed", expires: true, end: func(t *testing.T, _ *redisserver.Server, s *Redis) string {
+			add(t, s, "acme")
+			j := takeOne(t, s)
+			if _, err := s.Finish(ctx, j.Attempt(), Outcome{Err: "the provider answered 400"}); err != nil {
+				t.Fatal(err)
+			}
+			return j.ID
+		}},
+		{name: "cancelled while queued, then reached", expires: true, end: func(t *testing.T, _ *redisserver.Server, s *Redis) string {
+			j := add(t, s, "acme")
+			if _, err := s.Cancel(ctx, j.ID); err != nil {
+				t.Fatal(err)
+			}
+			nothingToTake(t, s)
+			return j.ID
+		}},
+		{name: "expired while queued, then reached", end: func(t *testing.T, srv *redisserver.Server, s *Redis) string {
+			j := add(t, s, "acme")
+			srv.Client(t).Del(ctx, jobKey(j.ID)) // as an expiry would
+			nothingToTake(t, s)
+			return j.ID
+		}},
+		{name: "finished after it was cancelled", expires: true, end: func(t *testing.T, _ *redisserver.Server, s *Redis) string {
+			add(t, s, "acme")
+			j := takeOne(t, s)
+			if _, err := s.Cancel(ctx, j.ID); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Finish(ctx, j.Attempt(), Outcome{Status: 200}); !errors.Is(err, ErrFinished) {
+				t.Fatalf("Finish() after Cancel: %v; want ErrFinished", err)
+			}
+			return j.ID
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redisserver.Start(t)
+			s := NewRedis(srv.Client(t), "test", Options{ResultTTL: ttl})
+			id := tc.end(t, srv, s)
+			if got := streamOf(t, srv, "acme"); got != (pending{}) {
+				t.Errorf("the tenant's stream after the job ended: %+v; want empty, nothing pending", got)
+			}
+			left := srv.Client(t).TTL(ctx, jobKey(id)).Val()
+			switch {
+			case tc.expires && (left <= 0 || left > ttl):
+				t.Errorf("the job's key expires in %v; want within the result TTL %v", left, ttl)
+			case !tc.expires && left != -2:
+				t.Errorf("the job's key TTL is %v; want the key gone", left)
+			}
+		})
+	}
+}
+
+// TestRedisDeferredJobLeavesTheStream checks that a job queued again waits out of its stream,
+// and that its tenant keeps its turn while it does.
+func TestRedisDeferredJobLeavesTheStream(t *testing.T) {
+	ctx := context.Background()
+	srv := redisserver.Start(t)
+	c := &clock{now: time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC)}
+	s := NewRedis(srv.Client(t), "test", Options{ReclaimAfter: time.Hour, Now: c.Now})
+	add(t, s, "acme")
+	j := takeOne(t, s)
+	if _, err := s.Finish(ctx, j.Attempt(), Outcome{Err: "limited", NotBefore: c.now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	nothingToTake(t, s)
+	if got := streamOf(t, srv, "acme"); got != (pending{}) {
+		t.Errorf("the tenant's stream while its job waits: %+v; want empty, nothing pending", got)
+	}
+	if n := srv.Client(t).ZCard(ctx, laterKey("acme")).Val(); n != 1 {
+		t.Errorf("the tenant's jobs for later hold %d; want 1", n)
+	}
+	if turns := srv.Client(t).ZRange(ctx, turnsKey, 0, -1).Val(); !slices.Equal(turns, []string{"acme"}) {
+		t.Errorf("turns = %v; want the waiting tenant's", turns)
 	}
 }

@@ -13,12 +13,19 @@ type Memory struct {
 	opts Options
 	wake chan struct{}
 
-	mu      sync.Mutex
-	jobs    map[string]*Job
-	fresh   []string       // jobs never taken, oldest first
-	retries []due          // jobs whose attempt failed, by the time they may go again
-	ended   []due          // final jobs, by the time they expire
-	queued  map[string]int // how many jobs each tenant has queued
+	mu     sync.Mutex
+	jobs   map[string]*Job
+	queues map[string]*queue // by tenant id: the tenants with jobs to take
+	turns  []string          // the tenant ids in queues, the next to take from first
+	ended  []due             // final jobs, by the time they expire
+	queued map[string]int    // how many jobs each tenant has queued
+	bytes  map[string]int64  // how many bytes each tenant's jobs hold
+}
+
+// queue is one tenant's jobs to take.
+type queue struct {
+	ready []string // jobs that may go, oldest first
+	later []due    // jobs that may go at a time: after a failed or deferred attempt
 }
 
 type due struct {
@@ -29,26 +36,42 @@ type due struct {
 // NewMemory returns an empty store.
 func NewMemory(opts Options) *Memory {
 	opts.defaults()
-	return &Memory{opts: opts, wake: make(chan struct{}, 1), jobs: map[string]*Job{}, queued: map[string]int{}}
+	return &Memory{opts: opts, wake: make(chan struct{}, 1), jobs: map[string]*Job{}, queues: map[string]*queue{},
+		queued: map[string]int{}, bytes: map[string]int64{}}
 }
 
-// Add queues a new job, unless its tenant has MaxQueuedPerTenant queued already. It forgets the
-// jobs that have expired, so that memory holds no more final jobs than those of the last
-// ResultTTL.
+// Add queues a new job, unless its tenant has MaxQueuedPerTenant queued already or its jobs
+// would hold more than MaxBytesPerTenant. It forgets the jobs that have expired, so that memory
+// holds no more final jobs than those of the last ResultTTL.
 func (m *Memory) Add(_ context.Context, j *Job) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.opts.Now()
 	m.forgetExpired(now)
-	if m.queued[j.Tenant] >= m.opts.MaxQueuedPerTenant {
+	switch {
+	case m.queued[j.TenantID] >= m.opts.MaxQueuedPerTenant:
 		return ErrTooManyQueued
+	case m.bytes[j.TenantID]+int64(len(j.Body)) > m.opts.MaxBytesPerTenant:
+		return ErrTooManyBytes
 	}
-	j.State, j.Created, j.Updated = Queued, now, now
+	j.State, j.Created, j.Updated, j.Size = Queued, now, now, int64(len(j.Body))
 	m.jobs[j.ID] = clone(j)
-	m.queued[j.Tenant]++
-	m.fresh = append(m.fresh, j.ID)
+	m.queued[j.TenantID]++
+	m.bytes[j.TenantID] += j.Size
+	m.queue(j.TenantID).ready = append(m.queue(j.TenantID).ready, j.ID)
 	m.kick()
 	return nil
+}
+
+// queue returns a tenant's queue, giving it a turn if it had none. The caller holds m.mu.
+func (m *Memory) queue(tenant string) *queue {
+	q := m.queues[tenant]
+	if q == nil {
+		q = &queue{}
+		m.queues[tenant] = q
+		m.turns = append(m.turns, tenant)
+	}
+	return q
 }
 
 // forgetExpired drops the final jobs whose time to be read has passed. The caller holds m.mu.
@@ -60,20 +83,21 @@ func (m *Memory) forgetExpired(now time.Time) {
 }
 
 // changed accounts for a job that went from state before to its own: its tenant's count of
-// queued jobs and, once it ends, when it expires. The caller holds m.mu.
+// queued jobs and, once it ends, its bytes and when it expires. The caller holds m.mu.
 func (m *Memory) changed(before State, j *Job) {
 	if before == j.State {
 		return
 	}
 	if before == Queued {
-		if m.queued[j.Tenant]--; m.queued[j.Tenant] <= 0 {
-			delete(m.queued, j.Tenant)
+		if m.queued[j.TenantID]--; m.queued[j.TenantID] <= 0 {
+			delete(m.queued, j.TenantID)
 		}
 	}
 	if j.State == Queued {
-		m.queued[j.Tenant]++
+		m.queued[j.TenantID]++
 	}
 	if j.State.Final() {
+		m.bytes[j.TenantID] += j.settleSize()
 		m.ended = append(m.ended, due{id: j.ID, at: j.Updated.Add(m.opts.ResultTTL)})
 	}
 }
@@ -85,7 +109,7 @@ func (m *Memory) kick() {
 	}
 }
 
-// Get returns a copy of a job.
+// Get returns a copy of a job, with its result.
 func (m *Memory) Get(_ context.Context, id string) (*Job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -96,24 +120,31 @@ func (m *Memory) Get(_ context.Context, id string) (*Job, error) {
 	return clone(j), nil
 }
 
-// live returns a job that has not expired, forgetting it if it has. The caller holds m.mu.
+// live returns a job that has not expired, forgetting it and its bytes if it has. The caller
+// holds m.mu.
 func (m *Memory) live(id string) *Job {
 	j := m.jobs[id]
 	if j != nil && j.State.Final() && m.opts.Now().Sub(j.Updated) > m.opts.ResultTTL {
 		delete(m.jobs, id)
+		if m.bytes[j.TenantID] -= j.Size; m.bytes[j.TenantID] <= 0 {
+			delete(m.bytes, j.TenantID)
+		}
 		return nil
 	}
 	return j
 }
 
-// List returns a tenant's newest jobs in a state (any state if empty), newest first.
-func (m *Memory) List(_ context.Context, tenant string, state State) ([]*Job, error) {
+// List returns the owner's newest jobs in a state (any state if empty), newest first, at most
+// ListLimit, without their results.
+func (m *Memory) List(_ context.Context, o Owner, state State) ([]*Job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []*Job
 	for id, j := range m.jobs {
-		if j.Tenant == tenant && (state == "" || j.State == state) && m.live(id) != nil {
-			out = append(out, clone(j))
+		if o.Owns(j) && (state == "" || j.State == state) && m.live(id) != nil {
+			c := clone(j)
+			c.Body, c.Result = nil, nil
+			out = append(out, c)
 		}
 	}
 	sortNewestFirst(out)
@@ -129,8 +160,9 @@ func (m *Memory) Cancel(_ context.Context, id string) (*Job, error) {
 	return m.update(id, func(j *Job) error { return j.apply(cancel, Attempt{}, Outcome{}, m.opts.MaxAttempts, m.opts.Now()) })
 }
 
-// Take waits for a job that may go, and returns it running, its attempt counted. A job that has
-// had all its attempts is returned failed: the caller only counts it.
+// Take waits for a job that may go, from the tenant whose turn it is, and returns it running,
+// with its body, its attempt counted. A job that has had all its attempts is returned failed:
+// the caller only counts it.
 func (m *Memory) Take(ctx context.Context) (*Job, error) {
 	for {
 		m.mu.Lock()
@@ -151,32 +183,59 @@ func (m *Memory) Take(ctx context.Context) (*Job, error) {
 	}
 }
 
-// next takes the first job that may go, or says how long until one may. The caller holds m.mu.
+// next takes the first job that may go, going round the tenants one job each, or says how long
+// until one may. The caller holds m.mu.
 func (m *Memory) next() (*Job, time.Duration) {
 	now := m.opts.Now()
-	for {
-		var id string
-		switch {
-		case len(m.retries) > 0 && !m.retries[0].at.After(now):
-			id, m.retries = m.retries[0].id, m.retries[1:]
-		case len(m.fresh) > 0:
-			id, m.fresh = m.fresh[0], m.fresh[1:]
-		case len(m.retries) > 0:
-			return nil, m.retries[0].at.Sub(now)
-		default:
-			return nil, time.Hour
+	wait := time.Hour
+	for range len(m.turns) {
+		tenant := m.turns[0]
+		m.turns = append(m.turns[1:], tenant)
+		if j := m.takeFrom(tenant, now); j != nil {
+			return j, 0
 		}
-		j := m.live(id)
-		if j == nil {
-			continue // expired
+		if q := m.queues[tenant]; q != nil {
+			wait = min(wait, q.later[0].at.Sub(now))
 		}
-		before := j.State
-		if j.apply(take, Attempt{}, Outcome{}, m.opts.MaxAttempts, now) != nil {
-			continue // cancelled while it waited
-		}
-		m.changed(before, j)
-		return clone(j), 0
 	}
+	return nil, wait
+}
+
+// takeFrom takes a tenant's next job that may go. A tenant left with nothing to take loses its
+// turn; one whose jobs all wait for a time keeps it. The caller holds m.mu.
+func (m *Memory) takeFrom(tenant string, now time.Time) *Job {
+	q := m.queues[tenant]
+	for len(q.later) > 0 && !q.later[0].at.After(now) {
+		q.ready = append(q.ready, q.later[0].id)
+		q.later = q.later[1:]
+	}
+	for len(q.ready) > 0 {
+		id := q.ready[0]
+		q.ready = q.ready[1:]
+		if j := m.start(id, now); j != nil {
+			return j
+		}
+	}
+	if len(q.later) == 0 {
+		delete(m.queues, tenant)
+		m.turns = slices.DeleteFunc(m.turns, func(t string) bool { return t == tenant })
+	}
+	return nil
+}
+
+// start starts an attempt of a job, or returns nil when it expired or was cancelled while it
+// waited. The caller holds m.mu.
+func (m *Memory) start(id string, now time.Time) *Job {
+	j := m.live(id)
+	if j == nil {
+		return nil
+	}
+	before := j.State
+	if j.apply(take, Attempt{}, Outcome{}, m.opts.MaxAttempts, now) != nil {
+		return nil
+	}
+	m.changed(before, j)
+	return clone(j)
 }
 
 // Renew keeps this replica's jobs from being reclaimed. In memory nobody else could take them,
@@ -187,16 +246,28 @@ func (m *Memory) Renew(context.Context) ([]string, error) { return nil, nil }
 func (m *Memory) Leave(context.Context) error { return nil }
 
 // Finish records how a running job's attempt ended. A failure another attempt may fix queues the
-// job again after the reclaim time, unless it was the last attempt.
+// job again after the reclaim time, unless it was the last attempt; a deferred attempt queues it
+// again at the outcome's NotBefore.
 func (m *Memory) Finish(_ context.Context, a Attempt, o Outcome) (*Job, error) {
 	j, err := m.update(a.Job, func(j *Job) error { return j.apply(finish, a, o, m.opts.MaxAttempts, m.opts.Now()) })
 	if err == nil && j.State == Queued {
 		m.mu.Lock()
-		m.retries = append(m.retries, due{id: a.Job, at: j.Updated.Add(m.opts.ReclaimAfter)})
+		q := m.queue(j.TenantID)
+		q.later = append(q.later, due{id: a.Job, at: retryAt(j, o, m.opts.ReclaimAfter)})
+		slices.SortStableFunc(q.later, func(a, b due) int { return a.at.Compare(b.at) })
 		m.mu.Unlock()
 		m.kick()
 	}
 	return j, err
+}
+
+// retryAt is when a job that an attempt queued again may be taken: when the outcome says, or
+// after the reclaim time.
+func retryAt(j *Job, o Outcome, reclaimAfter time.Duration) time.Time {
+	if !o.NotBefore.IsZero() {
+		return o.NotBefore
+	}
+	return j.Updated.Add(reclaimAfter)
 }
 
 // Hold records the estimate attempt a took from the limits; zero says nothing is held.

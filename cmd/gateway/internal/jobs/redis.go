@@ -5,140 +5,202 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// The Redis keys, under one hash tag so that a transaction never spans two Redis Cluster slots:
+// The Redis keys, under one hash tag: taking a job picks the tenant whose turn it is inside one
+// script, which must reach every tenant's queue, so they all live in one Redis Cluster slot.
 //
-//	{sluice-jobs}:stream               the stream of jobs to take: one entry per job, field "id"
-//	{sluice-jobs}:job:<id>             the job, as JSON in field "job"; expires resultTTL after it ends
-//	{sluice-jobs}:tenant:<t>:<state>   a tenant's jobs in a state, scored by their last change (ms)
+//	{sluice-jobs}:job:<id>                  the job: its JSON in field "job", its request in "body"
+//	                                        until it ends, its answer in "result"; it expires
+//	                                        resultTTL after it ends
+//	{sluice-jobs}:stream:<tenant>           a tenant's stream of jobs to take: one entry, field
+//	                                        "id", per job that may go or is running
+//	{sluice-jobs}:later:<tenant>            a tenant's jobs that may go at a time (after a failed
+//	                                        or deferred attempt), scored by that time (ms)
+//	{sluice-jobs}:turns                     the tenants with jobs in either, scored by their last
+//	                                        turn: the lowest is looked at first
+//	{sluice-jobs}:turn                      the count of turns given
+//	{sluice-jobs}:bytes:<tenant>            the bytes each of a tenant's jobs holds, by id, and
+//	                                        their sum in field "total"
+//	{sluice-jobs}:tenant:<tenant>:<state>   a tenant's jobs in a state, scored by their last change
+//	{sluice-jobs}:user:<tenant>:<state>:<user>  the same, for the jobs one user sent
 //
-// The consumer group "gateways" reads the stream. A job's entry is acknowledged and deleted when
-// it ends; until then it stays pending with the replica that took it, which renews it while it
-// still holds it (XCLAIM JUSTID, which resets its idle time and not its delivery count). An entry
-// idle for the reclaim time (its replica died or stalled, or its attempt failed and waits to be
-// tried again) is taken over by another replica with XAUTOCLAIM. The finished indexes are
-// trimmed of what has expired whenever a job joins them. Redis must keep every key
+// <tenant> is the tenant's id. The consumer group "gateways" reads each stream. A job's entry is
+// acknowledged and deleted when the job ends or waits for a time; until then it stays pending
+// with the replica that took it, which renews it while it still holds it (XCLAIM JUSTID, which
+// resets its idle time). An entry idle for the reclaim time (its replica died or stalled) is
+// taken over by another replica. The finished indexes, and the bytes their jobs hold, are
+// trimmed of what has expired whenever a job is added or joins them. Redis must keep every key
 // (maxmemory-policy noeviction): an evicted stream or job is a lost job.
 const (
 	keyPrefix = "{sluice-jobs}:"
-	stream    = keyPrefix + "stream"
+	turnsKey  = keyPrefix + "turns"
+	turnKey   = keyPrefix + "turn"
 	group     = "gateways"
 )
 
-// takeBlock is how long one read of the stream waits for a new job.
-const takeBlock = time.Second
+// takePoll is how long Take waits for a job after it found none, unless a job is added on this
+// replica meanwhile. takeTenants bounds the tenants one take looks at: the next take goes on
+// from where it stopped.
+const (
+	takePoll    = 250 * time.Millisecond
+	takeTenants = 64
+)
 
 // Redis keeps jobs in Redis, shared by every gateway replica. It is safe for concurrent use.
 type Redis struct {
 	client   redis.UniversalClient
 	consumer string
 	opts     Options
-	grouped  atomic.Bool // the consumer group exists
+	wake     chan struct{}
 
-	mu     sync.Mutex
-	held   map[string]string // job id -> stream entry, for the jobs this replica runs
-	cursor string            // where the next XAUTOCLAIM starts
+	mu   sync.Mutex
+	held map[string]entry // by job id, the entries of the jobs this replica runs
 }
+
+// entry is a job's entry in its tenant's stream.
+type entry struct{ stream, id string }
 
 // NewRedis returns a store in the Redis behind client. consumer names this replica in the
-// consumer group; each replica needs its own.
+// consumer groups; each replica needs its own.
 func NewRedis(client redis.UniversalClient, consumer string, opts Options) *Redis {
 	opts.defaults()
-	return &Redis{client: client, consumer: consumer, opts: opts, held: map[string]string{}, cursor: "0-0"}
+	return &Redis{client: client, consumer: consumer, opts: opts, wake: make(chan struct{}, 1), held: map[string]entry{}}
 }
 
-func jobKey(id string) string                { return keyPrefix + "job:" + id }
-func indexKey(tenant string, s State) string { return keyPrefix + "tenant:" + tenant + ":" + string(s) }
+func jobKey(id string) string         { return keyPrefix + "job:" + id }
+func streamKey(tenant string) string  { return keyPrefix + "stream:" + tenant }
+func laterKey(tenant string) string   { return keyPrefix + "later:" + tenant }
+func bytesKey(tenant string) string   { return keyPrefix + "bytes:" + tenant }
+func finalStates() []State            { return []State{Succeeded, Failed, Cancelled} }
+func tenantOwner(j *Job) Owner        { return Owner{TenantID: j.TenantID} }
+func (r *Redis) expiredBefore() int64 { return r.opts.Now().Add(-r.opts.ResultTTL).UnixMilli() }
 
-// ensureGroup creates the stream and its consumer group, once until they are found lost.
-func (r *Redis) ensureGroup(ctx context.Context) error {
-	if r.grouped.Load() {
-		return nil
+// indexKey is the key of an owner's jobs in a state. A tenant id holds no ':' (the gateway's
+// configuration says so), so a user's key cannot be another tenant's.
+func indexKey(o Owner, s State) string {
+	if o.User == "" {
+		return keyPrefix + "tenant:" + o.TenantID + ":" + string(s)
 	}
-	err := r.client.XGroupCreateMkStream(ctx, stream, group, "0").Err()
-	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-		return fmt.Errorf("jobs: create the consumer group: %w", err)
-	}
-	r.grouped.Store(true)
-	return nil
+	return keyPrefix + "user:" + o.TenantID + ":" + string(s) + ":" + o.User
 }
 
-// noticeLostGroup makes the next Take create the stream and its group again when err says they
-// are gone: the stream was deleted, or evicted by a Redis that is not run with
-// maxmemory-policy noeviction.
-func (r *Redis) noticeLostGroup(err error) {
-	if err != nil && strings.Contains(err.Error(), "NOGROUP") {
-		r.grouped.Store(false)
-	}
-}
+// trimLua forgets a tenant's finished jobs that have expired, and the bytes they held: KEYS[i]
+// for i in first..first+2 are its finished indexes, bytes its bytes, before the score they
+// expire at.
+const trimLua = `
+local function trim(first, bytes, before)
+  for i = first, first + 2 do
+    local gone = redis.call('ZRANGEBYSCORE', KEYS[i], '-inf', before)
+    for _, id in ipairs(gone) do
+      local size = tonumber(redis.call('HGET', bytes, id) or '0')
+      if size > 0 then redis.call('HINCRBY', bytes, 'total', -size) end
+      redis.call('HDEL', bytes, id)
+    end
+    if #gone > 0 then redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', before) end
+  end
+end
+`
 
-// addScript stores a job, indexes it queued and appends it to the stream, unless its tenant has
-// as many queued as it may: KEYS are the job, the tenant's queued index and the stream; ARGV the
-// job's JSON, its score, its id and the most queued. It returns 0 when it refuses.
-var addScript = redis.NewScript(`
-if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[4]) then return 0 end
-redis.call('HSET', KEYS[1], 'job', ARGV[1])
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
-redis.call('XADD', KEYS[3], '*', 'id', ARGV[3])
-return 1
+// addScript stores a job, indexes it queued and appends it to its tenant's stream, unless the
+// tenant has as many queued as it may, or its jobs would hold too many bytes. KEYS: the job,
+// the tenant's and the user's queued indexes, the tenant's bytes, its stream, the turns, the
+// turn count, the tenant's three finished indexes. ARGV: the job's JSON, its body, its score,
+// its id, the most queued, its size, the most bytes, the expiry score, the group, the tenant.
+// It returns 0, or 1 for too many queued, 2 for too many bytes.
+var addScript = redis.NewScript(trimLua + `
+trim(8, KEYS[4], ARGV[8])
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then return 1 end
+local total = tonumber(redis.call('HGET', KEYS[4], 'total') or '0')
+if total + tonumber(ARGV[6]) > tonumber(ARGV[7]) then return 2 end
+redis.call('HSET', KEYS[1], 'job', ARGV[1], 'body', ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
+redis.call('HINCRBY', KEYS[4], 'total', ARGV[6])
+redis.call('HSET', KEYS[4], ARGV[4], ARGV[6])
+redis.pcall('XGROUP', 'CREATE', KEYS[5], ARGV[9], '0', 'MKSTREAM')
+redis.call('XADD', KEYS[5], '*', 'id', ARGV[4])
+redis.call('ZADD', KEYS[6], 'NX', redis.call('GET', KEYS[7]) or 0, ARGV[10])
+return 0
 `)
 
-// Add stores a new job, queued, and appends it to the stream, unless its tenant has
-// MaxQueuedPerTenant queued already.
+// Add stores a new job, queued, and appends it to its tenant's stream, unless its tenant has
+// MaxQueuedPerTenant queued already or its jobs would hold more than MaxBytesPerTenant.
 func (r *Redis) Add(ctx context.Context, j *Job) error {
 	now := r.opts.Now()
-	j.State, j.Created, j.Updated = Queued, now, now
+	j.State, j.Created, j.Updated, j.Size = Queued, now, now, int64(len(j.Body))
 	data, err := json.Marshal(j)
 	if err != nil {
 		return fmt.Errorf("jobs: encode job %s: %w", j.ID, err)
 	}
-	keys := []string{jobKey(j.ID), indexKey(j.Tenant, Queued), stream}
-	added, err := addScript.Run(ctx, r.client, keys, data, now.UnixMilli(), j.ID, r.opts.MaxQueuedPerTenant).Int()
-	if err != nil {
-		return fmt.Errorf("jobs: add job %s: %w", j.ID, err)
+	t := tenantOwner(j)
+	keys := []string{jobKey(j.ID), indexKey(t, Queued), indexKey(j.owner(), Queued), bytesKey(j.TenantID), streamKey(j.TenantID), turnsKey, turnKey}
+	for _, s := range finalStates() {
+		keys = append(keys, indexKey(t, s))
 	}
-	if added == 0 {
+	refused, err := addScript.Run(ctx, r.client, keys, data, j.Body, now.UnixMilli(), j.ID, r.opts.MaxQueuedPerTenant,
+		j.Size, r.opts.MaxBytesPerTenant, r.expiredBefore(), group, j.TenantID).Int()
+	switch {
+	case err != nil:
+		return fmt.Errorf("jobs: add job %s: %w", j.ID, err)
+	case refused == 1:
 		return ErrTooManyQueued
+	case refused == 2:
+		return ErrTooManyBytes
+	}
+	select {
+	case r.wake <- struct{}{}:
+	default:
 	}
 	return nil
 }
 
-// Get returns a job.
+// Get returns a job, with its result.
 func (r *Redis) Get(ctx context.Context, id string) (*Job, error) {
-	return read(ctx, r.client, id)
+	return read(ctx, r.client, id, "result")
 }
 
-func read(ctx context.Context, c redis.Cmdable, id string) (*Job, error) {
-	data, err := c.HGet(ctx, jobKey(id), "job").Bytes()
-	if errors.Is(err, redis.Nil) {
-		return nil, ErrNotFound
-	}
+// read reads a job, and the named fields of its key besides its JSON: "body", "result".
+func read(ctx context.Context, c redis.Cmdable, id string, with ...string) (*Job, error) {
+	fields, err := c.HMGet(ctx, jobKey(id), append([]string{"job"}, with...)...).Result()
 	if err != nil {
 		return nil, fmt.Errorf("jobs: read job %s: %w", id, err)
 	}
+	data, ok := fields[0].(string)
+	if !ok {
+		return nil, ErrNotFound
+	}
 	var j Job
-	if err := json.Unmarshal(data, &j); err != nil {
+	if err := json.Unmarshal([]byte(data), &j); err != nil {
 		return nil, fmt.Errorf("jobs: decode job %s: %w", id, err)
+	}
+	for i, name := range with {
+		value, _ := fields[i+1].(string)
+		switch {
+		case value == "":
+		case name == "body":
+			j.Body = []byte(value)
+		case name == "result":
+			j.Result = []byte(value)
+		}
 	}
 	return &j, nil
 }
 
-// List returns a tenant's newest jobs in a state (any state if empty), newest first.
-func (r *Redis) List(ctx context.Context, tenant string, state State) ([]*Job, error) {
+// List returns the owner's newest jobs in a state (any state if empty), newest first, at most
+// ListLimit, without their results.
+func (r *Redis) List(ctx context.Context, o Owner, state State) ([]*Job, error) {
 	states := States
 	if state != "" {
 		states = []State{state}
 	}
 	var out []*Job
 	for _, s := range states {
-		jobs, err := r.list(ctx, tenant, s)
+		jobs, err := r.list(ctx, o, s)
 		if err != nil {
 			return nil, err
 		}
@@ -148,11 +210,10 @@ func (r *Redis) List(ctx context.Context, tenant string, state State) ([]*Job, e
 	return out[:min(len(out), ListLimit)], nil
 }
 
-func (r *Redis) list(ctx context.Context, tenant string, s State) ([]*Job, error) {
-	key := indexKey(tenant, s)
+func (r *Redis) list(ctx context.Context, o Owner, s State) ([]*Job, error) {
+	key := indexKey(o, s)
 	if s.Final() { // forget what has expired
-		expired := r.opts.Now().Add(-r.opts.ResultTTL).UnixMilli()
-		if err := r.client.ZRemRangeByScore(ctx, key, "-inf", fmt.Sprint(expired)).Err(); err != nil {
+		if err := r.client.ZRemRangeByScore(ctx, key, "-inf", fmt.Sprint(r.expiredBefore())).Err(); err != nil {
 			return nil, fmt.Errorf("jobs: trim %s: %w", key, err)
 		}
 	}
@@ -162,7 +223,7 @@ func (r *Redis) list(ctx context.Context, tenant string, s State) ([]*Job, error
 	}
 	var out []*Job
 	for _, id := range ids {
-		j, err := r.Get(ctx, id)
+		j, err := read(ctx, r.client, id)
 		if errors.Is(err, ErrNotFound) {
 			continue
 		}
@@ -177,27 +238,58 @@ func (r *Redis) list(ctx context.Context, tenant string, s State) ([]*Job, error
 }
 
 // Cancel cancels a job that has not finished. A replica running it finds out when its attempt
-// ends.
+// ends; a stream entry of a job that waits is dropped by the replica that takes it.
 func (r *Redis) Cancel(ctx context.Context, id string) (*Job, error) {
 	return r.update(ctx, id, func(j *Job) error { return j.apply(cancel, Attempt{}, Outcome{}, r.opts.MaxAttempts, r.opts.Now()) })
 }
 
-// Take waits for a job that may go: first one idle for the reclaim time (its replica died, or
-// its failed attempt has waited enough), then a new one. It returns the job running, its attempt
-// counted. A job that has had all its attempts is returned failed: the caller only counts it.
+// takeScript takes a job's stream entry for a consumer from the tenants whose turn it is, one
+// tenant after another, each moved to the back of the turns as it is looked at: first an entry
+// whose holder stopped renewing it, then a new one, after moving the tenant's jobs whose time has
+// come onto its stream. A tenant with no job left loses its turn. KEYS: the turns and the turn
+// count. ARGV: the group, the consumer, now (ms), the reclaim time (ms), the most tenants to look
+// at, the key prefix. It returns the tenant, the entry and the job's id, or nil.
+var takeScript = redis.NewScript(`
+local group, consumer, prefix = ARGV[1], ARGV[2], ARGV[6]
+for _, t in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[5]) - 1)) do
+  redis.call('ZADD', KEYS[1], redis.call('INCR', KEYS[2]), t)
+  local stream, later = prefix .. 'stream:' .. t, prefix .. 'later:' .. t
+  local due = redis.call('ZRANGEBYSCORE', later, '-inf', ARGV[3])
+  for _, id in ipairs(due) do redis.call('XADD', stream, '*', 'id', id) end
+  if #due > 0 then redis.call('ZREMRANGEBYSCORE', later, '-inf', ARGV[3]) end
+  if redis.call('EXISTS', stream) == 1 then
+    redis.pcall('XGROUP', 'CREATE', stream, group, '0')
+    local idle = redis.call('XPENDING', stream, group, 'IDLE', ARGV[4], '-', '+', 1)
+    if idle[1] then
+      local claimed = redis.call('XCLAIM', stream, group, consumer, ARGV[4], idle[1][1])
+      if claimed[1] then return {t, claimed[1][1], claimed[1][2][2]} end
+    end
+    local read = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', 1, 'STREAMS', stream, '>')
+    if read then return {t, read[1][2][1][1], read[1][2][1][2][2]} end
+  end
+  if redis.call('XLEN', stream) == 0 and redis.call('ZCARD', later) == 0 then
+    redis.call('DEL', stream)
+    redis.call('ZREM', KEYS[1], t)
+  end
+end
+return nil
+`)
+
+// Take waits for a job that may go, from the tenant whose turn it is: one whose holder died, or
+// a new one, or one whose time to go again has come. It returns the job running, with its body,
+// its attempt counted. A job that has had all its attempts is returned failed: the caller only
+// counts it.
 func (r *Redis) Take(ctx context.Context) (*Job, error) {
-	if err := r.ensureGroup(ctx); err != nil {
-		return nil, err
-	}
 	for ctx.Err() == nil {
-		entry, id, err := r.nextEntry(ctx)
+		e, id, err := r.nextEntry(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if entry == "" {
+		if e.id == "" {
+			r.sleep(ctx)
 			continue
 		}
-		j, err := r.takeEntry(ctx, entry, id)
+		j, err := r.takeEntry(ctx, e, id)
 		if err != nil || j != nil {
 			return j, err
 		}
@@ -205,80 +297,98 @@ func (r *Redis) Take(ctx context.Context) (*Job, error) {
 	return nil, ctx.Err()
 }
 
-// nextEntry returns a stream entry this replica now holds, or none after takeBlock.
-func (r *Redis) nextEntry(ctx context.Context) (entry, id string, err error) {
-	r.mu.Lock()
-	start := r.cursor
-	r.mu.Unlock()
-	claimed, next, err := r.client.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-		Stream: stream, Group: group, Consumer: r.consumer, MinIdle: r.opts.ReclaimAfter, Start: start, Count: 1,
-	}).Result()
-	if err != nil {
-		r.noticeLostGroup(err)
-		return "", "", fmt.Errorf("jobs: reclaim idle jobs: %w", err)
+// sleep waits takePoll, or less when a job is added on this replica.
+func (r *Redis) sleep(ctx context.Context) {
+	t := time.NewTimer(takePoll)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-r.wake:
+	case <-t.C:
 	}
-	r.mu.Lock()
-	r.cursor = next
-	r.mu.Unlock()
-	if len(claimed) > 0 {
-		return claimed[0].ID, fmt.Sprint(claimed[0].Values["id"]), nil
+}
+
+// nextEntry returns a stream entry this replica now holds, and its job's id, or none.
+func (r *Redis) nextEntry(ctx context.Context) (entry, string, error) {
+	res, err := takeScript.Run(ctx, r.client, []string{turnsKey, turnKey}, group, r.consumer,
+		r.opts.Now().UnixMilli(), r.opts.ReclaimAfter.Milliseconds(), takeTenants, keyPrefix).StringSlice()
+	switch {
+	case errors.Is(err, redis.Nil) || (err != nil && ctx.Err() != nil):
+		return entry{}, "", nil
+	case err != nil:
+		return entry{}, "", fmt.Errorf("jobs: take a job: %w", err)
 	}
-	streams, err := r.client.XReadGroup(ctx, &redis.XReadGroupArgs{
-		Group: group, Consumer: r.consumer, Streams: []string{stream, ">"}, Count: 1, Block: takeBlock,
-	}).Result()
-	if errors.Is(err, redis.Nil) || (err != nil && ctx.Err() != nil) {
-		return "", "", nil
-	}
-	if err != nil {
-		r.noticeLostGroup(err)
-		return "", "", fmt.Errorf("jobs: read the stream: %w", err)
-	}
-	msg := streams[0].Messages[0]
-	return msg.ID, fmt.Sprint(msg.Values["id"]), nil
+	return entry{stream: streamKey(res[0]), id: res[1]}, res[2], nil
 }
 
 // takeEntry starts an attempt of the entry's job. An entry whose job has expired, or already
 // ended, is dropped and nil returned.
-func (r *Redis) takeEntry(ctx context.Context, entry, id string) (*Job, error) {
+func (r *Redis) takeEntry(ctx context.Context, e entry, id string) (*Job, error) {
 	j, err := r.update(ctx, id, func(j *Job) error { return j.apply(take, Attempt{}, Outcome{}, r.opts.MaxAttempts, r.opts.Now()) })
 	switch {
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrFinished):
-		return nil, r.drop(ctx, entry)
+		return nil, r.drop(ctx, e)
 	case err != nil:
 		return nil, err
 	case j.State.Final():
-		return j, r.drop(ctx, entry) // out of attempts: failed
+		return j, r.drop(ctx, e) // out of attempts: failed
 	}
+	body, err := r.client.HGet(ctx, jobKey(id), "body").Bytes()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("jobs: read the body of job %s: %w", id, err)
+	}
+	j.Body = body
 	r.mu.Lock()
-	r.held[id] = entry
+	r.held[id] = e
 	r.mu.Unlock()
 	return j, nil
 }
 
 // drop acknowledges and deletes a stream entry: its job has ended.
-func (r *Redis) drop(ctx context.Context, entry string) error {
+func (r *Redis) drop(ctx context.Context, e entry) error {
 	_, err := r.client.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		pipe.XAck(ctx, stream, group, entry)
-		pipe.XDel(ctx, stream, entry)
+		pipe.XAck(ctx, e.stream, group, e.id)
+		pipe.XDel(ctx, e.stream, e.id)
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("jobs: acknowledge entry %s: %w", entry, err)
+		return fmt.Errorf("jobs: acknowledge entry %s: %w", e.id, err)
+	}
+	return nil
+}
+
+// laterScript acknowledges and deletes a job's stream entry and keeps the job for a time. KEYS:
+// the tenant's stream, its jobs for later, the turns. ARGV: the group, the entry, the job's id,
+// the time (ms), the tenant.
+var laterScript = redis.NewScript(`
+redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
+redis.call('ZADD', KEYS[3], 'NX', 0, ARGV[5])
+return 1
+`)
+
+// later keeps a job to be taken again at a time, in place of its stream entry.
+func (r *Redis) later(ctx context.Context, e entry, j *Job, at time.Time) error {
+	keys := []string{e.stream, laterKey(j.TenantID), turnsKey}
+	if err := laterScript.Run(ctx, r.client, keys, group, e.id, j.ID, at.UnixMilli(), j.TenantID).Err(); err != nil {
+		return fmt.Errorf("jobs: queue job %s again: %w", j.ID, err)
 	}
 	return nil
 }
 
 // renewScript resets the idle time of the entries this consumer still holds, and returns the
-// others: another replica reclaimed them, or their job ended. KEYS is the stream; ARGV the
-// group, the consumer and the entries.
+// others: another replica reclaimed them, their job ended, or their stream is gone. KEYS are the
+// entries' streams; ARGV the group, the consumer and the entries, one per stream.
 var renewScript = redis.NewScript(`
 local lost = {}
-for i = 3, #ARGV do
-  local pending = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[i], ARGV[i], 1)
-  if pending[1] and pending[1][2] == ARGV[2] then
-    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, ARGV[i], 'JUSTID')
+for i = 1, #KEYS do
+  local e = ARGV[i + 2]
+  local pending = redis.pcall('XPENDING', KEYS[i], ARGV[1], e, e, 1)
+  if type(pending) == 'table' and pending[1] and pending[1][2] == ARGV[2] then
+    redis.call('XCLAIM', KEYS[i], ARGV[1], ARGV[2], 0, e, 'JUSTID')
   else
-    lost[#lost + 1] = ARGV[i]
+    lost[#lost + 1] = e
   end
 end
 return lost
@@ -291,18 +401,19 @@ return lost
 func (r *Redis) Renew(ctx context.Context) ([]string, error) {
 	r.mu.Lock()
 	jobOf := make(map[string]string, len(r.held))
+	var streams []string
 	args := []any{group, r.consumer}
 	for id, e := range r.held {
-		jobOf[e] = id
-		args = append(args, e)
+		jobOf[e.id] = id
+		streams = append(streams, e.stream)
+		args = append(args, e.id)
 	}
 	r.mu.Unlock()
 	if len(jobOf) == 0 {
 		return nil, nil
 	}
-	lostEntries, err := renewScript.Run(ctx, r.client, []string{stream}, args...).StringSlice()
+	lostEntries, err := renewScript.Run(ctx, r.client, streams, args...).StringSlice()
 	if err != nil {
-		r.noticeLostGroup(err)
 		return nil, fmt.Errorf("jobs: renew %d jobs: %w", len(jobOf), err)
 	}
 	lost := make([]string, 0, len(lostEntries))
@@ -310,7 +421,7 @@ func (r *Redis) Renew(ctx context.Context) ([]string, error) {
 	defer r.mu.Unlock()
 	for _, e := range lostEntries {
 		id := jobOf[e]
-		if r.held[id] == e {
+		if r.held[id].id == e {
 			delete(r.held, id)
 			lost = append(lost, id)
 		}
@@ -318,48 +429,53 @@ func (r *Redis) Renew(ctx context.Context) ([]string, error) {
 	return lost, nil
 }
 
-// Leave takes this replica out of the consumer group when it holds no entry, so that the names
+// leaveScript deletes a consumer from the group of every tenant's stream where it holds no
+// entry. KEYS: the turns. ARGV: the group, the consumer, the key prefix.
+var leaveScript = redis.NewScript(`
+for _, t in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+  local stream = ARGV[3] .. 'stream:' .. t
+  local pending = redis.pcall('XPENDING', stream, ARGV[1], '-', '+', 1, ARGV[2])
+  if type(pending) == 'table' and not pending[1] then
+    redis.call('XGROUP', 'DELCONSUMER', stream, ARGV[1], ARGV[2])
+  end
+end
+return 1
+`)
+
+// Leave takes this replica out of the consumer groups where it holds no entry, so that the names
 // of stopped replicas do not pile up. Call it once this replica takes and runs no more jobs: an
-// entry it still holds (an attempt cut short) keeps it in the group until another replica
-// reclaims the entry.
+// entry it still holds (an attempt cut short) keeps it in its group until another replica
+// reclaims the entry. A tenant's stream is deleted, with its group, once it has no job left.
 func (r *Redis) Leave(ctx context.Context) error {
-	pending, err := r.client.XPendingExt(ctx, &redis.XPendingExtArgs{
-		Stream: stream, Group: group, Start: "-", End: "+", Count: 1, Consumer: r.consumer,
-	}).Result()
-	switch {
-	case err != nil && strings.Contains(err.Error(), "NOGROUP"):
-		return nil // no group to leave
-	case err != nil:
-		return fmt.Errorf("jobs: list the entries of consumer %s: %w", r.consumer, err)
-	case len(pending) > 0:
-		return nil
-	}
-	if err := r.client.XGroupDelConsumer(ctx, stream, group, r.consumer).Err(); err != nil {
+	if err := leaveScript.Run(ctx, r.client, []string{turnsKey}, group, r.consumer, keyPrefix).Err(); err != nil {
 		return fmt.Errorf("jobs: delete consumer %s: %w", r.consumer, err)
 	}
 	return nil
 }
 
-// Finish records how attempt a ended. The job's entry is acknowledged when the job ends; after
-// a failure another attempt may fix, it stays pending and unrenewed, so that it is reclaimed, by
-// any replica, after the reclaim time. An attempt the job no longer runs (another replica took
-// it over) is ErrNotRunning, and the job's entry is left to that replica.
+// Finish records how attempt a ended. The job's entry is acknowledged when the job ends, or
+// when it is queued again: it waits, out of the stream, until the reclaim time has passed (or the
+// outcome's NotBefore), and is then taken by any replica. An attempt the job no longer runs
+// (another replica took it over) is ErrNotRunning, and the job's entry is left to that replica.
 func (r *Redis) Finish(ctx context.Context, a Attempt, o Outcome) (*Job, error) {
 	j, err := r.update(ctx, a.Job, func(j *Job) error { return j.apply(finish, a, o, r.opts.MaxAttempts, r.opts.Now()) })
 	if errors.Is(err, ErrNotRunning) {
 		return j, err // another attempt's, with its entry; Renew tells whether that is this replica's
 	}
 	r.mu.Lock()
-	entry := r.held[a.Job]
+	e, held := r.held[a.Job]
 	delete(r.held, a.Job) // unrenewed, it is reclaimed, even if its end could not be recorded
 	r.mu.Unlock()
-	if err != nil && !errors.Is(err, ErrFinished) && !errors.Is(err, ErrNotFound) {
+	switch {
+	case err != nil && !errors.Is(err, ErrFinished) && !errors.Is(err, ErrNotFound):
 		return j, err
+	case !held:
+		return j, err
+	case err == nil && j.State == Queued:
+		return j, r.later(ctx, e, j, retryAt(j, o, r.opts.ReclaimAfter))
 	}
-	if entry != "" && (err != nil || j.State.Final()) {
-		if dropErr := r.drop(ctx, entry); dropErr != nil {
-			return j, dropErr
-		}
+	if dropErr := r.drop(ctx, e); dropErr != nil {
+		return j, dropErr
 	}
 	return j, err
 }
@@ -384,8 +500,9 @@ func (r *Redis) Charge(ctx context.Context, a Attempt) (bool, error) {
 const updateAttempts = 10
 
 // update changes a job in an optimistic transaction (WATCH, MULTI, EXEC), moving it between its
-// tenant's state indexes and setting its expiry when it ends. A change that returns an error is
-// not written; the job is returned as it was.
+// owners' state indexes and, when it ends, dropping its body, keeping its result, counting its
+// bytes anew and setting its expiry. A change that returns an error is not written; the job is
+// returned as it was. The job is read and returned without its body and result.
 func (r *Redis) update(ctx context.Context, id string, change func(*Job) error) (*Job, error) {
 	key := jobKey(id)
 	for range updateAttempts {
@@ -416,24 +533,45 @@ func (r *Redis) update(ctx context.Context, id string, change func(*Job) error) 
 }
 
 func (r *Redis) write(ctx context.Context, tx *redis.Tx, j *Job, before State) error {
+	ended := j.State.Final() && !before.Final()
+	var grown int64
+	if ended {
+		grown = j.settleSize()
+	}
 	data, err := json.Marshal(j)
 	if err != nil {
 		return fmt.Errorf("jobs: encode job %s: %w", j.ID, err)
 	}
 	_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		pipe.HSet(ctx, jobKey(j.ID), "job", data)
+		key := jobKey(j.ID)
+		pipe.HSet(ctx, key, "job", data)
 		if j.State != before {
-			pipe.ZRem(ctx, indexKey(j.Tenant, before), j.ID)
-			pipe.ZAdd(ctx, indexKey(j.Tenant, j.State), redis.Z{Score: float64(j.Updated.UnixMilli()), Member: j.ID})
+			r.reindex(ctx, pipe, j, before)
+		}
+		if ended {
+			pipe.HDel(ctx, key, "body")
+			if len(j.Result) > 0 {
+				pipe.HSet(ctx, key, "result", j.Result)
+			}
+			pipe.HIncrBy(ctx, bytesKey(j.TenantID), "total", grown)
+			pipe.HSet(ctx, bytesKey(j.TenantID), j.ID, j.Size)
 		}
 		if j.State.Final() {
-			pipe.Expire(ctx, jobKey(j.ID), r.opts.ResultTTL)
-		}
-		if j.State.Final() && j.State != before { // the index forgets what has expired
-			expired := r.opts.Now().Add(-r.opts.ResultTTL).UnixMilli()
-			pipe.ZRemRangeByScore(ctx, indexKey(j.Tenant, j.State), "-inf", fmt.Sprint(expired))
+			pipe.Expire(ctx, key, r.opts.ResultTTL)
 		}
 		return nil
 	})
 	return err
+}
+
+// reindex moves a job from its owners' indexes of state before to those of its state. The
+// finished index it joins forgets what has expired; the tenant's bytes are trimmed by Add.
+func (r *Redis) reindex(ctx context.Context, pipe redis.Pipeliner, j *Job, before State) {
+	for _, o := range []Owner{tenantOwner(j), j.owner()} {
+		pipe.ZRem(ctx, indexKey(o, before), j.ID)
+		pipe.ZAdd(ctx, indexKey(o, j.State), redis.Z{Score: float64(j.Updated.UnixMilli()), Member: j.ID})
+		if j.State.Final() && o.User != "" {
+			pipe.ZRemRangeByScore(ctx, indexKey(o, j.State), "-inf", fmt.Sprint(r.expiredBefore()))
+		}
+	}
 }

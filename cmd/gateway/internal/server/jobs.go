@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
 
 // leaveTimeout bounds leaving the jobs' store as the gateway stops.
@@ -26,7 +27,7 @@ const leaveTimeout = 5 * time.Second
 type Jobs interface {
 	Add(ctx context.Context, j *jobs.Job) error
 	Get(ctx context.Context, id string) (*jobs.Job, error)
-	List(ctx context.Context, tenant string, state jobs.State) ([]*jobs.Job, error)
+	List(ctx context.Context, o jobs.Owner, state jobs.State) ([]*jobs.Job, error)
 	Cancel(ctx context.Context, id string) (*jobs.Job, error)
 	Take(ctx context.Context) (*jobs.Job, error)
 	Renew(ctx context.Context) ([]string, error)
@@ -122,14 +123,22 @@ func (s *Server) serveAddJob(w http.ResponseWriter, r *http.Request) {
 	err := s.opts.Jobs.Add(r.Context(), j)
 	switch {
 	case errors.Is(err, jobs.ErrTooManyQueued):
-		(&apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "too_many_jobs", retryAfter: time.Minute,
-			Message: "Your organization has as many jobs queued as it may. Wait for some to run, or cancel some, and try again."}).write(w)
+		tooManyJobs("Your organization has as many jobs queued as it may. Wait for some to run, or cancel some, and try again.").write(w)
+		return
+	case errors.Is(err, jobs.ErrTooManyBytes):
+		tooManyJobs("Your organization's jobs hold as many bytes as they may: the requests of those not finished and the results of those finished. " +
+			"Wait for results to expire, or cancel some jobs, and try again.").write(w)
 		return
 	case err != nil:
 		s.jobStoreFailed(w, err)
 		return
 	}
 	writeJSON(w, http.StatusAccepted, answerOf(j))
+}
+
+// tooManyJobs is the answer to a job its tenant has no room for.
+func tooManyJobs(message string) *apiError {
+	return &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "too_many_jobs", retryAfter: time.Minute, Message: message}
 }
 
 // checkJob reads a job's request and checks its call as a live one would be checked.
@@ -144,6 +153,10 @@ func (s *Server) checkJob(ctx context.Context, p *policy.Policy, caller *policy.
 		e.Param = ptr("endpoint")
 		return nil, e
 	}
+	if most := p.Config.Jobs.MaxBodyBytes; int64(len(req.Body)) > most {
+		return nil, &apiError{status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large", Param: ptr("body"),
+			Message: fmt.Sprintf("A job's body is kept until it runs, and may be at most %d bytes; this one is %d.", most, len(req.Body))}
+	}
 	c, apiErr := s.newCall(ctx, p, caller, endpoint, req.Body)
 	if apiErr != nil {
 		return nil, apiErr
@@ -156,17 +169,28 @@ func (s *Server) checkJob(ctx context.Context, p *policy.Policy, caller *policy.
 	if r := s.gate.TooLarge(c.admission()); r != nil {
 		return nil, refusalError(nil, c, r)
 	}
-	return &jobs.Job{ID: jobs.NewID(), Tenant: caller.Tenant.Name, Endpoint: string(endpoint), Body: req.Body}, nil
+	return &jobs.Job{ID: jobs.NewID(), Tenant: caller.Tenant.Name, TenantID: caller.Tenant.Config.ID(), User: caller.User,
+		Endpoint: string(endpoint), Body: req.Body}, nil
 }
 
 func ptr(s string) *string { return &s }
 
-// serveGetJob answers a job of the caller's tenant.
+// ownerOf is whose jobs a caller may see: its tenant's, or its own when its plan's jobScope is
+// User.
+func ownerOf(caller *policy.Caller) jobs.Owner {
+	o := jobs.Owner{TenantID: caller.Tenant.Config.ID()}
+	if caller.Tenant.Config.JobScope == gatewayv1.JobScopeUser {
+		o.User = caller.User
+	}
+	return o
+}
+
+// serveGetJob answers a job the caller may see.
 func (s *Server) serveGetJob(w http.ResponseWriter, r *http.Request) {
 	s.serveJob(w, r, s.opts.Jobs.Get)
 }
 
-// serveCancelJob cancels a job of the caller's tenant that has not finished.
+// serveCancelJob cancels a job the caller may see that has not finished.
 func (s *Server) serveCancelJob(w http.ResponseWriter, r *http.Request) {
 	s.serveJob(w, r, func(ctx context.Context, id string) (*jobs.Job, error) {
 		j, err := s.opts.Jobs.Cancel(ctx, id)
@@ -177,7 +201,7 @@ func (s *Server) serveCancelJob(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// serveJob answers a job after do, when it is the caller's tenant's.
+// serveJob answers a job after do, when the caller may see it.
 func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, do func(context.Context, string) (*jobs.Job, error)) {
 	caller, apiErr := s.authenticate(s.policy.Load(), r)
 	if apiErr != nil {
@@ -186,8 +210,8 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, do func(contex
 	}
 	id := r.PathValue("id")
 	notFound := &apiError{status: http.StatusNotFound, Type: typeInvalidRequest, Code: "job_not_found", Message: fmt.Sprintf("No job %q.", id)}
-	// Another tenant's job is not found, whatever it is: its id says nothing.
-	if j, err := s.opts.Jobs.Get(r.Context(), id); errors.Is(err, jobs.ErrNotFound) || (err == nil && j.Tenant != caller.Tenant.Name) {
+	// A job the caller may not see is not found, whatever it is: its id says nothing.
+	if j, err := s.opts.Jobs.Get(r.Context(), id); errors.Is(err, jobs.ErrNotFound) || (err == nil && !ownerOf(caller).Owns(j)) {
 		notFound.write(w)
 		return
 	}
@@ -205,7 +229,7 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, do func(contex
 	}
 }
 
-// serveListJobs lists the newest jobs of the caller's tenant, in the state ?state= names.
+// serveListJobs lists the newest jobs the caller may see, in the state ?state= names.
 func (s *Server) serveListJobs(w http.ResponseWriter, r *http.Request) {
 	caller, apiErr := s.authenticate(s.policy.Load(), r)
 	if apiErr != nil {
@@ -219,7 +243,7 @@ func (s *Server) serveListJobs(w http.ResponseWriter, r *http.Request) {
 		e.write(w)
 		return
 	}
-	list, err := s.opts.Jobs.List(r.Context(), caller.Tenant.Name, state)
+	list, err := s.opts.Jobs.List(r.Context(), ownerOf(caller), state)
 	if err != nil {
 		s.jobStoreFailed(w, err)
 		return
@@ -371,11 +395,7 @@ func (s *Server) runJob(work context.Context, j *jobs.Job, running *runningJobs)
 	if ctx.Err() != nil {
 		return // stopping, or lost: another replica, or this one restarted, takes it again
 	}
-	result := "ok"
-	if o.Err != "" {
-		result = "failed"
-	}
-	s.metrics.jobAttempts.WithLabelValues(j.Tenant, result).Inc()
+	s.metrics.jobAttempts.WithLabelValues(j.Tenant, attemptResult(o)).Inc()
 	done, err := s.opts.Jobs.Finish(context.WithoutCancel(ctx), j.Attempt(), o)
 	switch {
 	case errors.Is(err, jobs.ErrFinished), errors.Is(err, jobs.ErrNotFound):
@@ -389,6 +409,17 @@ func (s *Server) runJob(work context.Context, j *jobs.Job, running *runningJobs)
 	}
 }
 
+// attemptResult names how an attempt ended, for the attempts' metric.
+func attemptResult(o jobs.Outcome) string {
+	switch {
+	case !o.NotBefore.IsZero():
+		return "deferred"
+	case o.Err != "":
+		return "failed"
+	}
+	return "ok"
+}
+
 func (s *Server) jobEnded(j *jobs.Job) {
 	s.metrics.jobsEnded.WithLabelValues(j.Tenant, string(j.State)).Inc()
 	if j.State == jobs.Failed {
@@ -396,7 +427,9 @@ func (s *Server) jobEnded(j *jobs.Job) {
 	}
 }
 
-// attempt sends a job's call through the queue, in the Batch class, and the provider.
+// attempt sends a job's call through the queue, in the Batch class, and the provider. A refusal
+// by the job's own limits (its user's, tenant's or endpoint's) defers the job until they allow
+// it, uncounted, so that its worker takes another tenant's job meanwhile.
 func (s *Server) attempt(ctx context.Context, j *jobs.Job) jobs.Outcome {
 	c, apiErr := s.jobCall(ctx, s.policy.Load(), j)
 	if apiErr != nil {
@@ -413,8 +446,15 @@ func (s *Server) attempt(ctx context.Context, j *jobs.Job) jobs.Outcome {
 	}
 	apiErr = refusalError(nil, c, refusal)
 	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOf(apiErr)).Inc()
-	return jobs.Outcome{Err: apiErr.Message, Retry: refusal.Retryable()}
+	o := jobs.Outcome{Err: apiErr.Message, Retry: refusal.Retryable()}
+	if refusal.Reason == admission.Limited && refusal.Level < ratelimit.LevelGlobal {
+		o.NotBefore = time.Now().Add(max(refusal.RetryAfter, minDeferral))
+	}
+	return o
 }
+
+// minDeferral is the least a job refused by its own limits waits before it is taken again.
+const minDeferral = 100 * time.Millisecond
 
 // jobCall builds the call of a job's attempt, under the configuration in force now.
 func (s *Server) jobCall(ctx context.Context, p *policy.Policy, j *jobs.Job) (*call, *apiError) {
@@ -422,7 +462,7 @@ func (s *Server) jobCall(ctx context.Context, p *policy.Policy, j *jobs.Job) (*c
 		return nil, &apiError{status: http.StatusServiceUnavailable, Message: "The gateway has no configuration yet."}
 	}
 	caller := p.CallerOf(j.KeyHash)
-	if caller == nil || caller.Tenant.Name != j.Tenant {
+	if caller == nil || caller.Tenant.Config.ID() != j.TenantID {
 		return nil, &apiError{status: http.StatusUnauthorized, Message: "The API key that sent this job is no longer valid."}
 	}
 	return s.newCall(ctx, p, caller, estimate.Endpoint(j.Endpoint), j.Body)
@@ -445,10 +485,11 @@ func (s *Server) forward(ctx context.Context, c *call, t *admission.Ticket) jobs
 		return jobs.Outcome{Err: fmt.Sprintf("%d: %s", e.status, e.Message), Retry: e.status >= 500}
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	most := s.policy.Load().Config.Jobs.MaxResultBytes
+	body, err := io.ReadAll(io.LimitReader(resp.Body, most+1))
 	switch {
-	case len(body) > maxResponseBytes:
-		return jobs.Outcome{Err: fmt.Sprintf("response too large: the provider's answer is over the %d MiB a job keeps", maxResponseBytes>>20)}
+	case int64(len(body)) > most:
+		return jobs.Outcome{Err: fmt.Sprintf("response too large: the provider's answer is over the %d bytes a job keeps", most)}
 	case err != nil:
 		return jobs.Outcome{Err: "the provider's answer was cut off", Retry: true}
 	case resp.StatusCode/100 == 2:

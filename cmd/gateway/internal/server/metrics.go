@@ -42,7 +42,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "sluice_gateway_jobs_ended_total", Help: "Jobs that ended, by tenant and state: succeeded, failed (after their attempts) or cancelled.",
 		}, []string{"tenant", "state"}),
 		jobAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_gateway_job_attempts_total", Help: "Attempts of jobs, by tenant and result (ok or failed).",
+			Name: "sluice_gateway_job_attempts_total", Help: "Attempts of jobs, by tenant and result: ok, failed, or deferred (refused by the job's own limits, not counted as an attempt).",
 		}, []string{"tenant", "result"}),
 	}
 	reg.MustRegister(m.requests, m.providerErrors, m.attempts, m.jobsEnded, m.jobAttempts)
