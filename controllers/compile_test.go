@@ -454,7 +454,7 @@ func TestCompileConverts(t *testing.T) {
 	}
 	want := &gatewayv1.Config{
 		APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
-		Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
+		Server: defaultServer(),
 		Store: gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{Address: "redis:6379", Replicas: 3, FailMode: gatewayv1.FailClosed,
 			Username: "sluice", PasswordFile: "/etc/sluice-redis/password", TLS: &gatewayv1.RedisTLS{CAFile: "/etc/sluice-redis-ca/ca.crt", ServerName: "redis.example"}}},
 		Jobs:   gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: metav1.Duration{Duration: time.Minute}, ResultTTL: metav1.Duration{Duration: 24 * time.Hour}, Workers: 8, MaxQueuedPerTenant: 10000},
@@ -620,4 +620,12 @@ func assertNoKeys(t *testing.T, out *Output, secrets []corev1.Secret) {
 			}
 		}
 	}
+}
+
+// defaultServer is the server section of a base configuration that sets none, as the gateway
+// configuration defaults it.
+func defaultServer() gatewayv1.Server {
+	var c gatewayv1.Config
+	c.Default()
+	return c.Server
 }

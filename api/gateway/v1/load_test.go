@@ -18,6 +18,22 @@ func duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration
 // defaultRetry is a provider's retry policy when the file sets none.
 var defaultRetry = gatewayv1.Retry{MaxAttempts: 3, BaseDelay: duration(500 * time.Millisecond), MaxDelay: duration(30 * time.Second)}
 
+// defaultServer is the server section when the file sets none.
+var defaultServer = gatewayv1.Server{
+	MaxBodyBytes: 4 << 20, ReadHeaderTimeout: duration(10 * time.Second), ReadTimeout: duration(time.Minute),
+	IdleTimeout: duration(2 * time.Minute), MaxHeaderBytes: 64 << 10, MaxConnections: 4096, MaxInFlight: 2048,
+}
+
+func withMaxBodyBytes(s gatewayv1.Server, n int64) gatewayv1.Server {
+	s.MaxBodyBytes = n
+	return s
+}
+
+func withConnections(s gatewayv1.Server, connections, inFlight int32) gatewayv1.Server {
+	s.MaxConnections, s.MaxInFlight = connections, inFlight
+	return s
+}
+
 var defaultJobs = gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: duration(time.Minute), ResultTTL: duration(24 * time.Hour), Workers: 8, MaxQueuedPerTenant: 10000}
 
 func TestLoadTwoTenants(t *testing.T) {
@@ -28,7 +44,7 @@ func TestLoadTwoTenants(t *testing.T) {
 	want := &gatewayv1.Config{
 		APIVersion: gatewayv1.APIVersion,
 		Kind:       gatewayv1.Kind,
-		Server:     gatewayv1.Server{MaxBodyBytes: 4 << 20},
+		Server:     defaultServer,
 		Store:      gatewayv1.Store{Type: gatewayv1.StoreMemory},
 		Jobs:       defaultJobs,
 		Providers: []gatewayv1.Provider{{
@@ -159,7 +175,7 @@ func TestParseDefaults(t *testing.T) {
 		input: minimal,
 		want: &gatewayv1.Config{
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
-			Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
+			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
 			Jobs:   defaultJobs,
 		},
@@ -168,7 +184,16 @@ func TestParseDefaults(t *testing.T) {
 		input: `{"apiVersion": "gateway.sluice.dev/v1", "kind": "GatewayConfig", "server": {"maxBodyBytes": 1024}}`,
 		want: &gatewayv1.Config{
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
-			Server: gatewayv1.Server{MaxBodyBytes: 1024},
+			Server: withMaxBodyBytes(defaultServer, 1024),
+			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
+			Jobs:   defaultJobs,
+		},
+	}, {
+		name:  "maxInFlight follows maxConnections",
+		input: minimal + "server: {maxConnections: 100}\n",
+		want: &gatewayv1.Config{
+			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
+			Server: withConnections(defaultServer, 100, 50),
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
 			Jobs:   defaultJobs,
 		},
@@ -177,7 +202,7 @@ func TestParseDefaults(t *testing.T) {
 		input: minimal + "store: {type: redis, redis: {address: 'redis:6379'}}\n",
 		want: &gatewayv1.Config{
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
-			Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
+			Server: defaultServer,
 			Store: gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{
 				Address: "redis:6379", FailMode: gatewayv1.FailClosed, Replicas: 1,
 			}},
@@ -188,7 +213,7 @@ func TestParseDefaults(t *testing.T) {
 		input: minimal + "jobs: {maxAttempts: 5, reclaimAfter: 2s}\n",
 		want: &gatewayv1.Config{
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
-			Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
+			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
 			Jobs:   gatewayv1.Jobs{MaxAttempts: 5, ReclaimAfter: duration(2 * time.Second), ResultTTL: duration(24 * time.Hour), Workers: 8, MaxQueuedPerTenant: 10000},
 		},
@@ -203,7 +228,7 @@ func TestParseDefaults(t *testing.T) {
 `,
 		want: &gatewayv1.Config{
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
-			Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
+			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
 			Jobs:   defaultJobs,
 			Global: []gatewayv1.Limit{
@@ -227,7 +252,7 @@ tenants:
 `,
 		want: &gatewayv1.Config{
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
-			Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
+			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
 			Jobs:   defaultJobs,
 			Providers: []gatewayv1.Provider{{

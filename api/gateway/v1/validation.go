@@ -35,6 +35,8 @@ var (
 	maxJobWorkers    = int64(1000)
 	maxJobsQueued    = int64(1_000_000)
 	minReclaimAfter  = time.Second
+	minHeaderBytes   = int64(4 << 10)
+	maxHeaderBytes   = int64(16 << 20)
 )
 
 // Validate checks a defaulted Config (see Default) and returns every problem
@@ -43,7 +45,7 @@ var (
 // or anything that may hold a credential.
 func (c *Config) Validate() error {
 	errs := validateTypeMeta(c.APIVersion, c.Kind)
-	errs = append(errs, validatePositive(field.NewPath("server", "maxBodyBytes"), c.Server.MaxBodyBytes)...)
+	errs = append(errs, c.Server.validate(field.NewPath("server"))...)
 	errs = append(errs, c.Store.validate(field.NewPath("store"))...)
 	errs = append(errs, c.Jobs.validate(field.NewPath("jobs"))...)
 	errs = append(errs, validateLimits(field.NewPath("global"), c.Global)...)
@@ -55,6 +57,25 @@ func (c *Config) Validate() error {
 func validateTypeMeta(apiVersion, kind string) field.ErrorList {
 	errs := validateEnum(field.NewPath("apiVersion"), apiVersion, []string{APIVersion})
 	return append(errs, validateEnum(field.NewPath("kind"), kind, []string{Kind})...)
+}
+
+func (s *Server) validate(p *field.Path) field.ErrorList {
+	errs := validatePositive(p.Child("maxBodyBytes"), s.MaxBodyBytes)
+	errs = append(errs, validatePositiveDuration(p.Child("readHeaderTimeout"), s.ReadHeaderTimeout)...)
+	errs = append(errs, validatePositiveDuration(p.Child("readTimeout"), s.ReadTimeout)...)
+	if s.ReadTimeout.Duration > 0 && s.ReadTimeout.Duration < s.ReadHeaderTimeout.Duration {
+		errs = append(errs, field.Invalid(p.Child("readTimeout"), s.ReadTimeout.Duration.String(),
+			fmt.Sprintf("must be at least readHeaderTimeout (%s): it covers the headers too", s.ReadHeaderTimeout.Duration)))
+	}
+	errs = append(errs, validatePositiveDuration(p.Child("idleTimeout"), s.IdleTimeout)...)
+	errs = append(errs, validateRange(p.Child("maxHeaderBytes"), int64(s.MaxHeaderBytes), minHeaderBytes, maxHeaderBytes)...)
+	errs = append(errs, validatePositive(p.Child("maxConnections"), int64(s.MaxConnections))...)
+	errs = append(errs, validatePositive(p.Child("maxInFlight"), int64(s.MaxInFlight))...)
+	if s.MaxInFlight > s.MaxConnections {
+		errs = append(errs, field.Invalid(p.Child("maxInFlight"), s.MaxInFlight,
+			fmt.Sprintf("must be at most maxConnections (%d): a call needs a connection, and a refusal one to be sent on", s.MaxConnections)))
+	}
+	return errs
 }
 
 func (s *Store) validate(p *field.Path) field.ErrorList {
