@@ -299,7 +299,8 @@ func TestParseRejects(t *testing.T) {
 	}{
 		{name: "empty", input: "", want: []string{"gatewayv1: config is empty"}},
 		{name: "malformed YAML", input: "providers: [", want: []string{"gatewayv1: parse config", "yaml: line 1"}},
-		{name: "not a mapping", input: "- a\n- b\n", want: []string{"gatewayv1: parse config"}},
+		{name: "not a mapping", input: "- a\n- b\n", want: []string{"gatewayv1: config must be a mapping"}},
+		{name: "a number", input: "5\n", want: []string{"gatewayv1: config must be a mapping"}},
 		{
 			name:  "wrong apiVersion",
 			input: "apiVersion: gateway.sluice.dev/v2\nkind: GatewayConfig\nnewField: 1\n",
@@ -320,12 +321,32 @@ func TestParseRejects(t *testing.T) {
 		{
 			name:  "unquoted money",
 			input: minimal + "providers: [{name: p, baseURL: 'http://h', models: [{name: m}], prices: {inputPerMillion: 3.00}}]\n",
-			want:  []string{"providers.prices.inputPerMillion", `quoted strings, such as "3.00"`},
+			want:  []string{"providers[0].prices.inputPerMillion", `quoted strings, such as "3.00"`},
 		},
 		{
 			name:  "wrong type",
 			input: minimal + "providers: [{name: p, baseURL: 'http://h', models: [{name: m}], requestsPerMinute: fast}]\n",
-			want:  []string{"providers.requestsPerMinute"},
+			want:  []string{"providers[0].requestsPerMinute: Invalid value: must be a whole number"},
+		},
+		{
+			name:  "not a duration",
+			input: minimal + "server: {readTimeout: soon}\n",
+			want:  []string{`server.readTimeout: Invalid value: must be a duration such as "30s"`},
+		},
+		{
+			name:  "a duration as a number",
+			input: minimal + "providers: [{name: p, baseURL: 'http://h', models: [{name: m}]}, {name: q, baseURL: 'http://h', models: [{name: m2}], timeout: 5}]\n",
+			want:  []string{`providers[1].timeout: Invalid value: must be a duration`},
+		},
+		{
+			name:  "too large",
+			input: minimal + "server: {maxConnections: 99999999999}\n",
+			want:  []string{"server.maxConnections: Invalid value: must be a whole number from -2147483648 to 2147483647"},
+		},
+		{
+			name:  "a list for a mapping",
+			input: minimal + "tenants: [{name: t, keys: [{sha256: x, user: u}], providers: [p], budget: [5]}]\n",
+			want:  []string{"tenants[0].budget: Invalid value: must be a mapping"},
 		},
 		{name: "invalid value", input: minimal + "server: {maxBodyBytes: -1}\n", want: []string{"gatewayv1: invalid config", "server.maxBodyBytes: Invalid value: -1"}},
 	}
