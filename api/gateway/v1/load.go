@@ -70,9 +70,9 @@ func Parse(data []byte) (*Config, error) {
 
 // parse is Parse with errors that do not yet name the package.
 func parse(data []byte) (*Config, error) {
-	j, err := yaml.YAMLToJSONStrict(data)
+	j, err := yaml.YAMLToJSONStrict(data) // JSON is YAML
 	if err != nil {
-		return nil, fmt.Errorf("parse config: %w", err)
+		return nil, fmt.Errorf("parse config as YAML: %w", err)
 	}
 	if err := checkTypeMeta(j); err != nil {
 		return nil, err
@@ -88,6 +88,12 @@ func parse(data []byte) (*Config, error) {
 	return c, nil
 }
 
+// typeMeta is what every version of the file holds.
+type typeMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+}
+
 // checkTypeMeta refuses a document that is not this version's config before
 // its fields are judged, so a file of another version gets one clear error.
 func checkTypeMeta(j []byte) error {
@@ -97,11 +103,11 @@ func checkTypeMeta(j []byte) error {
 	case !bytes.HasPrefix(j, []byte("{")):
 		return errors.New("config must be a mapping of apiVersion, kind and the other fields")
 	}
-	var tm struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-	}
+	var tm typeMeta
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(j, &tm); err != nil {
+		if fe := badField(j, reflect.TypeFor[typeMeta](), nil); fe != nil {
+			return fmt.Errorf("parse config: %w", fe)
+		}
 		return fmt.Errorf("parse config: %w", err)
 	}
 	if errs := validateTypeMeta(tm.APIVersion, tm.Kind); len(errs) > 0 {
