@@ -422,7 +422,7 @@ func TestCompileConverts(t *testing.T) {
 	pq.Spec.Spend = &v1alpha1.Spend{PerMinute: "0.50", PerMonth: "5000"}
 	pq.Spec.Retry = &v1alpha1.Retry{MaxAttempts: 4, BaseDelay: metav1.Duration{Duration: time.Second}, MaxDelay: metav1.Duration{Duration: 20 * time.Second}}
 	pq.Spec.Timeout = metav1.Duration{Duration: 2 * time.Minute}
-	pq.Spec.IdleTimeout = metav1.Duration{Duration: 90 * time.Second}
+	pq.Spec.StallTimeout = metav1.Duration{Duration: 90 * time.Second}
 	llama := quota("llama", 1, "llama-3.1-8b")
 	llama.Spec.BaseURL, llama.Spec.APIKeySecretRef = "", nil
 	llama.Spec.SelfHosted = &v1alpha1.SelfHosted{Port: 8000, Engine: v1alpha1.EngineVLLM, MaxConcurrencyPerGPU: 16}
@@ -456,7 +456,7 @@ func TestCompileConverts(t *testing.T) {
 	}
 	want := &gatewayv1.Config{
 		APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
-		Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
+		Server: defaultServer(),
 		Store: gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{Address: "redis:6379", Replicas: 3, FailMode: gatewayv1.FailClosed,
 			Username: "sluice", PasswordFile: "/etc/sluice-redis/password", TLS: &gatewayv1.RedisTLS{CAFile: "/etc/sluice-redis-ca/ca.crt", ServerName: "redis.example"}}},
 		Jobs: gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: metav1.Duration{Duration: time.Minute}, ResultTTL: metav1.Duration{Duration: 24 * time.Hour}, Workers: 8, MaxQueuedPerTenant: 10000,
@@ -469,7 +469,7 @@ func TestCompileConverts(t *testing.T) {
 			HeadroomPercent: 100,
 			Retry:           gatewayv1.Retry{MaxAttempts: 3, BaseDelay: metav1.Duration{Duration: 500 * time.Millisecond}, MaxDelay: metav1.Duration{Duration: 30 * time.Second}},
 			Timeout:         metav1.Duration{Duration: time.Minute},
-			IdleTimeout:     metav1.Duration{Duration: 5 * time.Minute},
+			StallTimeout:    metav1.Duration{Duration: 5 * time.Minute},
 			CallTimeout:     metav1.Duration{Duration: 30 * time.Minute},
 		}, {
 			Name: "openai", BaseURL: "https://openai.example/v1", APIKeyFile: "openai.key",
@@ -477,10 +477,10 @@ func TestCompileConverts(t *testing.T) {
 			RequestsPerMinute: 1500, TokensPerMinute: 300000, MaxInFlight: 200, HeadroomPercent: 95,
 			Prices:         gatewayv1.Prices{InputPerMillion: "2.50", OutputPerMillion: "10"},
 			SpendPerMinute: "0.50", SpendPerMonth: "5000",
-			Retry:       gatewayv1.Retry{MaxAttempts: 4, BaseDelay: metav1.Duration{Duration: time.Second}, MaxDelay: metav1.Duration{Duration: 20 * time.Second}},
-			Timeout:     metav1.Duration{Duration: 2 * time.Minute},
-			IdleTimeout: metav1.Duration{Duration: 90 * time.Second},
-			CallTimeout: metav1.Duration{Duration: 30 * time.Minute},
+			Retry:        gatewayv1.Retry{MaxAttempts: 4, BaseDelay: metav1.Duration{Duration: time.Second}, MaxDelay: metav1.Duration{Duration: 20 * time.Second}},
+			Timeout:      metav1.Duration{Duration: 2 * time.Minute},
+			StallTimeout: metav1.Duration{Duration: 90 * time.Second},
+			CallTimeout:  metav1.Duration{Duration: 30 * time.Minute},
 		}},
 		Tenants: []gatewayv1.Tenant{{
 			Name:      "acme",
@@ -629,4 +629,12 @@ func assertNoKeys(t *testing.T, out *Output, secrets []corev1.Secret) {
 			}
 		}
 	}
+}
+
+// defaultServer is the server section of a base configuration that sets none, as the gateway
+// configuration defaults it.
+func defaultServer() gatewayv1.Server {
+	var c gatewayv1.Config
+	c.Default()
+	return c.Server
 }

@@ -19,7 +19,7 @@ func toProvider(pq *v1alpha1.ProviderQuota) gatewayv1.Provider {
 		Models:          toModels(s.Models),
 		HeadroomPercent: s.HeadroomPercent,
 		Timeout:         s.Timeout,
-		IdleTimeout:     s.IdleTimeout,
+		StallTimeout:    s.StallTimeout,
 		CallTimeout:     s.CallTimeout,
 	}
 	if s.APIKeySecretRef != nil {

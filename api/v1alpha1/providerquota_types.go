@@ -95,13 +95,13 @@ type ProviderQuotaSpec struct {
 	// +kubebuilder:default="60s"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="timeout must be a positive duration such as 60s or 2m"
 	Timeout metav1.Duration `json:"timeout,omitzero"`
-	// idleTimeout bounds how long an answer that has begun may go without a
-	// byte from the provider. Past it the call ends: a stream with an error
+	// stallTimeout bounds how long an answer that has begun may go without
+	// a byte from the provider. Past it the call ends: a stream with an error
 	// event, any other answer with 504. Defaults to 5m.
 	// +optional
 	// +kubebuilder:default="5m"
-	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="idleTimeout must be a positive duration such as 5m"
-	IdleTimeout metav1.Duration `json:"idleTimeout,omitzero"`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="stallTimeout must be a positive duration such as 5m"
+	StallTimeout metav1.Duration `json:"stallTimeout,omitzero"`
 	// callTimeout bounds a call from when it is sent to the end of its
 	// answer, every attempt and a whole stream included. It must be at least
 	// timeout. Defaults to 30m.

@@ -89,7 +89,7 @@ func hostedQuota() *v1alpha1.ProviderQuota {
 				MaxDelay:    metav1.Duration{Duration: 20 * time.Second},
 			},
 			Timeout:         metav1.Duration{Duration: 2 * time.Minute},
-			IdleTimeout:     metav1.Duration{Duration: 2 * time.Minute},
+			StallTimeout:    metav1.Duration{Duration: 2 * time.Minute},
 			CallTimeout:     metav1.Duration{Duration: 10 * time.Minute},
 			APIKeySecretRef: &v1alpha1.SecretKeyRef{Name: "openai", Key: "token"},
 		},
@@ -225,7 +225,7 @@ func withQuotaDefaults(pq *v1alpha1.ProviderQuota) *v1alpha1.ProviderQuota {
 		MaxDelay:    metav1.Duration{Duration: 30 * time.Second},
 	}
 	pq.Spec.Timeout = metav1.Duration{Duration: time.Minute}
-	pq.Spec.IdleTimeout = metav1.Duration{Duration: 5 * time.Minute}
+	pq.Spec.StallTimeout = metav1.Duration{Duration: 5 * time.Minute}
 	pq.Spec.CallTimeout = metav1.Duration{Duration: 30 * time.Minute}
 	return pq
 }
@@ -317,8 +317,8 @@ func TestValidation(t *testing.T) {
 			"timeout must be a positive duration"},
 		{"timeout not a duration", hostedQuota(), `{spec: {timeout: soon}}`,
 			"timeout must be a positive duration"},
-		{"zero idleTimeout", hostedQuota(), `{spec: {idleTimeout: 0s}}`,
-			"idleTimeout must be a positive duration"},
+		{"zero stallTimeout", hostedQuota(), `{spec: {stallTimeout: 0s}}`,
+			"stallTimeout must be a positive duration"},
 		{"callTimeout below timeout", hostedQuota(), `{spec: {timeout: 2m, callTimeout: 90s}}`,
 			"spec.callTimeout: Invalid value: callTimeout must be at least timeout"},
 		{"callTimeout below the default timeout", hostedQuota(), `{spec: {callTimeout: 30s}}`,

@@ -212,7 +212,7 @@ func (in *ProviderQuotaSpec) DeepCopyInto(out *ProviderQuotaSpec) {
 		**out = **in
 	}
 	out.Timeout = in.Timeout
-	out.IdleTimeout = in.IdleTimeout
+	out.StallTimeout = in.StallTimeout
 	out.CallTimeout = in.CallTimeout
 	if in.APIKeySecretRef != nil {
 		in, out := &in.APIKeySecretRef, &out.APIKeySecretRef

@@ -62,17 +62,16 @@ func run() error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var srv *server.Server
-	var replicas int64
-	var store gatewayv1.Store // as started
+	var started startSettings
 	watcher, err := configwatch.New(*configPath, configwatch.Options{
 		Logger: log, Registerer: reg,
-		OnReload: func(cfg *gatewayv1.Config) { apply(srv, cfg, store, replicas, log) },
+		OnReload: func(cfg *gatewayv1.Config) { apply(srv, cfg, started, log) },
 	})
 	if err != nil {
 		return err
 	}
 	cfg := watcher.Config()
-	store = cfg.Store
+	started.store, started.server = cfg.Store, cfg.Server
 	opts, closeStore, err := storeOptions(cfg.Store, jobsOptions(cfg.Jobs), *name)
 	if err != nil {
 		return err
@@ -81,15 +80,20 @@ func run() error {
 	opts.Registerer, opts.Gatherer, opts.Logger, opts.Name = reg, reg, log, *name
 	srv = server.New(opts)
 	defer srv.Close()
-	replicas = 1
+	started.replicas = 1
 	if cfg.Store.Redis != nil {
-		replicas = int64(cfg.Store.Redis.Replicas)
+		started.replicas = int64(cfg.Store.Redis.Replicas)
 	}
-	p, err := policy.Compile(cfg, replicas)
+	p, err := policy.Compile(cfg, started.replicas)
 	if err != nil {
 		return err
 	}
 	srv.SetPolicy(p)
+	endpoints, err := openEndpoints(cfg.Server, *listen, *adminListen, srv.Handler(), srv.AdminHandler())
+	if err != nil {
+		return err
+	}
+	warnDescriptors(cfg.Server, log)
 	go watcher.Run(ctx)
 	jobsStopped := make(chan struct{})
 	go func() {
@@ -102,22 +106,33 @@ func run() error {
 		}
 	}
 	log.Info("gateway serving", "listen", *listen, "admin", *adminListen, "providers", len(cfg.Providers), "tenants", len(cfg.Tenants), "store", cfg.Store.Type)
-	err = serve(ctx, log, &http.Server{Addr: *listen, Handler: srv.Handler()}, &http.Server{Addr: *adminListen, Handler: srv.AdminHandler()})
+	err = serve(ctx, log, endpoints)
 	stop() // a server that failed stops the jobs too
 	<-jobsStopped
 	return err
 }
 
-// apply puts a reloaded configuration in force. The store is chosen at start (started): a change
-// of store, or of how to reach it, takes a restart, and apply says so.
-func apply(srv *server.Server, cfg *gatewayv1.Config, started gatewayv1.Store, replicas int64, log *slog.Logger) {
-	p, err := policy.Compile(cfg, replicas)
+// startSettings are the settings a gateway takes at start, which a change takes a restart to
+// apply.
+type startSettings struct {
+	store    gatewayv1.Store
+	server   gatewayv1.Server
+	replicas int64
+}
+
+// apply puts a reloaded configuration in force. The store, the listeners and the HTTP servers are
+// set up at start (started): a change to them takes a restart, and apply says so.
+func apply(srv *server.Server, cfg *gatewayv1.Config, started startSettings, log *slog.Logger) {
+	p, err := policy.Compile(cfg, started.replicas)
 	if err != nil {
 		log.Error("configuration refused; the previous one stays in force", "err", err)
 		return
 	}
-	if !reflect.DeepEqual(cfg.Store, started) {
+	if !reflect.DeepEqual(cfg.Store, started.store) {
 		log.Error("the configuration changes the store; the gateway keeps the one it started with until it restarts")
+	}
+	if listenerSettings(cfg.Server) != listenerSettings(started.server) {
+		log.Warn("the configuration changes server settings that take a restart; the gateway keeps readHeaderTimeout, readTimeout, idleTimeout, maxHeaderBytes and maxConnections as it started until it restarts")
 	}
 	srv.SetPolicy(p)
 	log.Info("configuration reloaded", "providers", len(cfg.Providers), "tenants", len(cfg.Tenants))
@@ -204,13 +219,20 @@ func sweep(ctx context.Context, m *ratelimit.Memory) {
 	}
 }
 
-// serve runs both servers until ctx ends, then gives calls in progress time to finish.
-func serve(ctx context.Context, log *slog.Logger, servers ...*http.Server) error {
-	errs := make(chan error, len(servers))
-	for _, s := range servers {
+// listenerSettings are the server settings taken at start: those of the listeners and the
+// http.Servers.
+func listenerSettings(s gatewayv1.Server) gatewayv1.Server {
+	return gatewayv1.Server{ReadHeaderTimeout: s.ReadHeaderTimeout, ReadTimeout: s.ReadTimeout, IdleTimeout: s.IdleTimeout,
+		MaxHeaderBytes: s.MaxHeaderBytes, MaxConnections: s.MaxConnections}
+}
+
+// serve runs the servers until ctx ends, then gives calls in progress time to finish.
+func serve(ctx context.Context, log *slog.Logger, endpoints []endpoint) error {
+	errs := make(chan error, len(endpoints))
+	for _, e := range endpoints {
 		go func() {
-			if err := s.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
-				errs <- fmt.Errorf("serve %s: %w", s.Addr, err)
+			if err := e.server.Serve(e.listener); !errors.Is(err, http.ErrServerClosed) {
+				errs <- fmt.Errorf("serve %s: %w", e.server.Addr, err)
 			}
 		}()
 	}
@@ -222,8 +244,8 @@ func serve(ctx context.Context, log *slog.Logger, servers ...*http.Server) error
 	log.Info("gateway stopping")
 	shutdown, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	for _, s := range servers {
-		s.Shutdown(shutdown)
+	for _, e := range endpoints {
+		e.server.Shutdown(shutdown)
 	}
 	return err
 }

@@ -34,10 +34,55 @@ type Config struct {
 	Tenants []Tenant `json:"tenants,omitempty"`
 }
 
-// Server holds the gateway's HTTP settings.
+// Server holds the gateway's HTTP settings: how much of a client it reads,
+// how long it waits for it, and how much it holds open at once. They bound
+// what a slow or hostile client, which needs no key to connect, can hold,
+// and keep a gateway past its capacity answering 503 rather than running out
+// of file descriptors. No setting bounds how long an answer may take to
+// send: a stream lasts as long as its provider sends.
 type Server struct {
 	// maxBodyBytes caps a request body. Zero means 4 MiB.
 	MaxBodyBytes int64 `json:"maxBodyBytes,omitempty"`
+	// readHeaderTimeout bounds the time a client has to send a request's
+	// headers, on a new connection or one kept alive; past it the gateway
+	// closes the connection without an answer. A change takes a restart.
+	// Zero means 10s.
+	ReadHeaderTimeout metav1.Duration `json:"readHeaderTimeout,omitzero"`
+	// readTimeout bounds the time a client has to send a whole request,
+	// headers and body, from its first byte, at least readHeaderTimeout;
+	// past it the gateway answers 408 and closes the connection. It ends
+	// once the body has been read, and so never cuts an answer, however
+	// long it streams. Allow maxBodyBytes at your slowest clients' upload
+	// rate. A change takes a restart. Zero means 1m.
+	ReadTimeout metav1.Duration `json:"readTimeout,omitzero"`
+	// idleTimeout is how long a kept-alive connection may wait for its next
+	// request before the gateway closes it. Keep it longer than the idle
+	// timeout of a load balancer in front, so that the gateway never closes
+	// a connection the balancer is about to reuse. A change takes a
+	// restart. Zero means 2m.
+	IdleTimeout metav1.Duration `json:"idleTimeout,omitzero"`
+	// maxHeaderBytes caps a request's headers, 4 KiB to 16 MiB; past it
+	// the gateway answers 431. A change takes a restart. Zero means
+	// 64 KiB.
+	MaxHeaderBytes int32 `json:"maxHeaderBytes,omitempty"`
+	// maxConnections caps the client connections one gateway holds open,
+	// busy or idle, on the API port. A connection past it is not refused:
+	// it waits in the kernel's accept queue until another closes. Each
+	// takes a file descriptor, and each call in flight may take one more to
+	// its provider: keep maxConnections plus maxInFlight, plus a hundred to
+	// spare, under the process's limit (ulimit -n); the gateway warns at
+	// start when they do not fit. A change takes a restart. Zero means
+	// 4096.
+	MaxConnections int32 `json:"maxConnections,omitempty"`
+	// maxInFlight caps the calls one gateway holds at once: those being
+	// read, waiting in a queue, at their provider or streaming back. Past
+	// it a call is answered 503 server_overloaded with Retry-After at once,
+	// before its body is read. Size it to what the queues should hold (the
+	// providers' maxInFlight, plus their rates times the plans' maxWait)
+	// and to the memory a call holds (its body and two buffers of 4 KiB),
+	// at most maxConnections, so that the connections left carry the
+	// refusals. Zero means half of maxConnections: 2048 by default.
+	MaxInFlight int32 `json:"maxInFlight,omitempty"`
 }
 
 // StoreType says where the limiter's state lives.
@@ -189,13 +234,13 @@ type Provider struct {
 	// timeout bounds how long each attempt waits for the provider's answer to
 	// begin (its headers). Zero means 60s.
 	Timeout metav1.Duration `json:"timeout,omitzero"`
-	// idleTimeout bounds how long an answer that has begun may go without a
-	// byte from the provider. Past it the call ends: a stream with an error
-	// event, any other answer with 504. Zero means 5m.
-	IdleTimeout metav1.Duration `json:"idleTimeout,omitzero"`
+	// stallTimeout bounds how long an answer that has begun may go without
+	// a byte from the provider. Past it the call ends: a stream with an
+	// error event, any other answer with 504. Zero means 5m.
+	StallTimeout metav1.Duration `json:"stallTimeout,omitzero"`
 	// callTimeout bounds a call from when it is sent to the end of its answer,
 	// every attempt and a whole stream included, at least timeout. Past it the
-	// call ends as at idleTimeout. Zero means 30m.
+	// call ends as at stallTimeout. Zero means 30m.
 	CallTimeout metav1.Duration `json:"callTimeout,omitzero"`
 }
 

@@ -10,6 +10,11 @@ import (
 // comments say.
 const (
 	defaultMaxBodyBytes     = 4 << 20
+	defaultReadHeaderTime   = 10 * time.Second
+	defaultReadTimeout      = time.Minute
+	defaultIdleTimeout      = 2 * time.Minute
+	defaultMaxHeaderBytes   = 64 << 10
+	defaultMaxConnections   = 4096
 	defaultReplicas         = 1
 	defaultHeadroomPercent  = 100
 	defaultMaxTokens        = 256
@@ -17,7 +22,7 @@ const (
 	defaultBaseDelay        = 500 * time.Millisecond
 	defaultMaxDelay         = 30 * time.Second
 	defaultTimeout          = 60 * time.Second
-	defaultIdleTimeout      = 5 * time.Minute
+	defaultStallTimeout     = 5 * time.Minute
 	defaultCallTimeout      = 30 * time.Minute
 	defaultWeight           = 1
 	defaultTimeZone         = "UTC"
@@ -41,7 +46,7 @@ const (
 // Default fills every unset field that has a default, as documented on the
 // field. It leaves set fields alone, so it is safe to call twice.
 func (c *Config) Default() {
-	setDefault(&c.Server.MaxBodyBytes, defaultMaxBodyBytes)
+	c.Server.defaults()
 	c.Store.defaults()
 	c.Jobs.defaults()
 	defaultLimits(c.Global)
@@ -50,6 +55,18 @@ func (c *Config) Default() {
 	}
 	for i := range c.Tenants {
 		c.Tenants[i].Default()
+	}
+}
+
+func (s *Server) defaults() {
+	setDefault(&s.MaxBodyBytes, defaultMaxBodyBytes)
+	setDefaultDuration(&s.ReadHeaderTimeout, defaultReadHeaderTime)
+	setDefaultDuration(&s.ReadTimeout, defaultReadTimeout)
+	setDefaultDuration(&s.IdleTimeout, defaultIdleTimeout)
+	setDefault(&s.MaxHeaderBytes, defaultMaxHeaderBytes)
+	setDefault(&s.MaxConnections, defaultMaxConnections)
+	if s.MaxConnections > 0 { // an invalid one is Validate's to report
+		setDefault(&s.MaxInFlight, max(s.MaxConnections/2, 1))
 	}
 }
 
@@ -83,7 +100,7 @@ func (p *Provider) Default() {
 	setDefaultDuration(&p.Retry.BaseDelay, defaultBaseDelay)
 	setDefaultDuration(&p.Retry.MaxDelay, defaultMaxDelay)
 	setDefaultDuration(&p.Timeout, defaultTimeout)
-	setDefaultDuration(&p.IdleTimeout, defaultIdleTimeout)
+	setDefaultDuration(&p.StallTimeout, defaultStallTimeout)
 	setDefaultDuration(&p.CallTimeout, defaultCallTimeout)
 }
 

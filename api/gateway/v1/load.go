@@ -2,13 +2,17 @@ package v1
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -66,9 +70,9 @@ func Parse(data []byte) (*Config, error) {
 
 // parse is Parse with errors that do not yet name the package.
 func parse(data []byte) (*Config, error) {
-	j, err := yaml.YAMLToJSONStrict(data)
+	j, err := yaml.YAMLToJSONStrict(data) // JSON is YAML
 	if err != nil {
-		return nil, fmt.Errorf("parse config: %w", err)
+		return nil, fmt.Errorf("parse config as YAML: %w", err)
 	}
 	if err := checkTypeMeta(j); err != nil {
 		return nil, err
@@ -84,17 +88,26 @@ func parse(data []byte) (*Config, error) {
 	return c, nil
 }
 
+// typeMeta is what every version of the file holds.
+type typeMeta struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+}
+
 // checkTypeMeta refuses a document that is not this version's config before
 // its fields are judged, so a file of another version gets one clear error.
 func checkTypeMeta(j []byte) error {
-	if bytes.Equal(bytes.TrimSpace(j), []byte("null")) {
+	switch j = bytes.TrimSpace(j); {
+	case bytes.Equal(j, []byte("null")):
 		return errors.New("config is empty")
+	case !bytes.HasPrefix(j, []byte("{")):
+		return errors.New("config must be a mapping of apiVersion, kind and the other fields")
 	}
-	var tm struct {
-		APIVersion string `json:"apiVersion"`
-		Kind       string `json:"kind"`
-	}
+	var tm typeMeta
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(j, &tm); err != nil {
+		if fe := badField(j, reflect.TypeFor[typeMeta](), nil); fe != nil {
+			return fmt.Errorf("parse config: %w", fe)
+		}
 		return fmt.Errorf("parse config: %w", err)
 	}
 	if errs := validateTypeMeta(tm.APIVersion, tm.Kind); len(errs) > 0 {
@@ -104,11 +117,14 @@ func checkTypeMeta(j []byte) error {
 }
 
 // decodeStrict decodes JSON into c, case-sensitively, refusing unknown and
-// repeated keys.
+// repeated keys. A value the decoder refuses is reported at its field's path.
 func decodeStrict(j []byte, c *Config) error {
 	strict, err := kjson.UnmarshalStrict(j, c)
 	if err != nil {
-		return fmt.Errorf("decode config: %w", moneyHint(err))
+		if fe := badField(j, reflect.TypeFor[Config](), nil); fe != nil {
+			return fmt.Errorf("decode config: %w", fe)
+		}
+		return fmt.Errorf("decode config: %w", err)
 	}
 	if len(strict) > 0 {
 		return fmt.Errorf("decode config: %w", utilerrors.NewAggregate(strict))
@@ -116,11 +132,81 @@ func decodeStrict(j []byte, c *Config) error {
 	return nil
 }
 
-// moneyHint explains the error YAML's unquoted decimals cause: `amount: 3.00`
-// is a number, and Money is a string.
-func moneyHint(err error) error {
-	if !strings.Contains(err.Error(), fmt.Sprintf("%T", Money(""))) {
-		return err
+// badField finds the value in j that does not decode into t, the type of the
+// field at path p (nil: the whole config), by decoding j again a field at a
+// time, and returns its error, or nil if every value decodes. The decoder
+// alone names a field of the wrong type without its index, and a value its
+// type refuses itself, such as a duration, not at all.
+func badField(j []byte, t reflect.Type, p *field.Path) *field.Error {
+	switch {
+	case reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()):
+		return decodeLeaf(j, t, p)
+	case t.Kind() == reflect.Pointer:
+		return badField(j, t.Elem(), p)
+	case t.Kind() == reflect.Struct:
+		return badStructField(j, t, p)
+	case t.Kind() == reflect.Slice:
+		var items []json.RawMessage
+		if kjson.UnmarshalCaseSensitivePreserveInts(j, &items) != nil {
+			return field.Invalid(p, field.OmitValueType{}, "must be a list")
+		}
+		for i, item := range items {
+			if fe := badField(item, t.Elem(), p.Index(i)); fe != nil {
+				return fe
+			}
+		}
+		return nil
 	}
-	return fmt.Errorf("%w (write amounts of money as quoted strings, such as \"3.00\")", err)
+	return decodeLeaf(j, t, p)
+}
+
+// badStructField is badField for a struct: a mapping whose keys are its
+// fields' JSON names.
+func badStructField(j []byte, t reflect.Type, p *field.Path) *field.Error {
+	var fields map[string]json.RawMessage
+	if kjson.UnmarshalCaseSensitivePreserveInts(j, &fields) != nil {
+		return field.Invalid(p, field.OmitValueType{}, "must be a mapping")
+	}
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		raw, ok := fields[name]
+		if !ok || name == "" || name == "-" {
+			continue
+		}
+		fp := field.NewPath(name)
+		if p != nil {
+			fp = p.Child(name)
+		}
+		if fe := badField(raw, t.Field(i).Type, fp); fe != nil {
+			return fe
+		}
+	}
+	return nil
+}
+
+// decodeLeaf decodes j into a new value of t, and says what the value must be
+// if it does not decode.
+func decodeLeaf(j []byte, t reflect.Type, p *field.Path) *field.Error {
+	if kjson.UnmarshalCaseSensitivePreserveInts(j, reflect.New(t).Interface()) == nil {
+		return nil
+	}
+	return field.Invalid(p, field.OmitValueType{}, "must be "+expected(t))
+}
+
+// expected says what a value of t is written as.
+func expected(t reflect.Type) string {
+	switch {
+	case t == reflect.TypeFor[Money]():
+		return `a quoted string: write amounts of money as quoted strings, such as "3.00"`
+	case t == reflect.TypeFor[metav1.Duration]():
+		return `a duration such as "30s", "1m" or "1h30m"`
+	case t.Kind() == reflect.String:
+		return "a string"
+	case t.Kind() == reflect.Bool:
+		return "true or false"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
+		bits := t.Bits() - 1
+		return fmt.Sprintf("a whole number from %d to %d", -(int64(1) << bits), int64(1)<<bits-1)
+	}
+	return "a " + t.Kind().String()
 }

@@ -18,6 +18,22 @@ func duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration
 // defaultRetry is a provider's retry policy when the file sets none.
 var defaultRetry = gatewayv1.Retry{MaxAttempts: 3, BaseDelay: duration(500 * time.Millisecond), MaxDelay: duration(30 * time.Second)}
 
+// defaultServer is the server section when the file sets none.
+var defaultServer = gatewayv1.Server{
+	MaxBodyBytes: 4 << 20, ReadHeaderTimeout: duration(10 * time.Second), ReadTimeout: duration(time.Minute),
+	IdleTimeout: duration(2 * time.Minute), MaxHeaderBytes: 64 << 10, MaxConnections: 4096, MaxInFlight: 2048,
+}
+
+func withMaxBodyBytes(s gatewayv1.Server, n int64) gatewayv1.Server {
+	s.MaxBodyBytes = n
+	return s
+}
+
+func withConnections(s gatewayv1.Server, connections, inFlight int32) gatewayv1.Server {
+	s.MaxConnections, s.MaxInFlight = connections, inFlight
+	return s
+}
+
 var defaultJobs = gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: duration(time.Minute), ResultTTL: duration(24 * time.Hour), Workers: 8, MaxQueuedPerTenant: 10000,
 	MaxBodyBytes: 1 << 20, MaxResultBytes: 8 << 20, MaxBytesPerTenant: 256 << 20}
 
@@ -29,7 +45,7 @@ func TestLoadTwoTenants(t *testing.T) {
 	want := &gatewayv1.Config{
 		APIVersion: gatewayv1.APIVersion,
 		Kind:       gatewayv1.Kind,
-		Server:     gatewayv1.Server{MaxBodyBytes: 4 << 20},
+		Server:     defaultServer,
 		Store:      gatewayv1.Store{Type: gatewayv1.StoreMemory},
 		Jobs:       defaultJobs,
 		Providers: []gatewayv1.Provider{{
@@ -44,7 +60,7 @@ func TestLoadTwoTenants(t *testing.T) {
 			Prices:            gatewayv1.Prices{InputPerMillion: "3.00", OutputPerMillion: "3.00"},
 			Retry:             defaultRetry,
 			Timeout:           duration(60 * time.Second),
-			IdleTimeout:       duration(5 * time.Minute),
+			StallTimeout:      duration(5 * time.Minute),
 			CallTimeout:       duration(30 * time.Minute),
 		}},
 		Tenants: []gatewayv1.Tenant{{
@@ -164,7 +180,7 @@ func TestParseDefaults(t *testing.T) {
 		input: minimal,
 		want: &gatewayv1.Config{
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
-			Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
+			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
 			Jobs:   defaultJobs,
 		},
@@ -173,7 +189,16 @@ func TestParseDefaults(t *testing.T) {
 		input: `{"apiVersion": "gateway.sluice.dev/v1", "kind": "GatewayConfig", "server": {"maxBodyBytes": 1024}}`,
 		want: &gatewayv1.Config{
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
-			Server: gatewayv1.Server{MaxBodyBytes: 1024},
+			Server: withMaxBodyBytes(defaultServer, 1024),
+			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
+			Jobs:   defaultJobs,
+		},
+	}, {
+		name:  "maxInFlight follows maxConnections",
+		input: minimal + "server: {maxConnections: 100}\n",
+		want: &gatewayv1.Config{
+			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
+			Server: withConnections(defaultServer, 100, 50),
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
 			Jobs:   defaultJobs,
 		},
@@ -182,7 +207,7 @@ func TestParseDefaults(t *testing.T) {
 		input: minimal + "store: {type: redis, redis: {address: 'redis:6379'}}\n",
 		want: &gatewayv1.Config{
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
-			Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
+			Server: defaultServer,
 			Store: gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{
 				Address: "redis:6379", FailMode: gatewayv1.FailClosed, Replicas: 1,
 			}},
@@ -193,7 +218,7 @@ func TestParseDefaults(t *testing.T) {
 		input: minimal + "jobs: {maxAttempts: 5, reclaimAfter: 2s}\n",
 		want: &gatewayv1.Config{
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
-			Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
+			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
 			Jobs: gatewayv1.Jobs{MaxAttempts: 5, ReclaimAfter: duration(2 * time.Second), ResultTTL: duration(24 * time.Hour), Workers: 8, MaxQueuedPerTenant: 10000,
 				MaxBodyBytes: 1 << 20, MaxResultBytes: 8 << 20, MaxBytesPerTenant: 256 << 20},
@@ -209,7 +234,7 @@ func TestParseDefaults(t *testing.T) {
 `,
 		want: &gatewayv1.Config{
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
-			Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
+			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
 			Jobs:   defaultJobs,
 			Global: []gatewayv1.Limit{
@@ -233,7 +258,7 @@ tenants:
 `,
 		want: &gatewayv1.Config{
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
-			Server: gatewayv1.Server{MaxBodyBytes: 4 << 20},
+			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
 			Jobs:   defaultJobs,
 			Providers: []gatewayv1.Provider{{
@@ -242,7 +267,7 @@ tenants:
 				HeadroomPercent: 100,
 				Retry:           defaultRetry,
 				Timeout:         duration(60 * time.Second),
-				IdleTimeout:     duration(5 * time.Minute),
+				StallTimeout:    duration(5 * time.Minute),
 				CallTimeout:     duration(30 * time.Minute),
 			}},
 			Tenants: []gatewayv1.Tenant{{
@@ -283,7 +308,8 @@ func TestParseRejects(t *testing.T) {
 	}{
 		{name: "empty", input: "", want: []string{"gatewayv1: config is empty"}},
 		{name: "malformed YAML", input: "providers: [", want: []string{"gatewayv1: parse config", "yaml: line 1"}},
-		{name: "not a mapping", input: "- a\n- b\n", want: []string{"gatewayv1: parse config"}},
+		{name: "not a mapping", input: "- a\n- b\n", want: []string{"gatewayv1: config must be a mapping"}},
+		{name: "a number", input: "5\n", want: []string{"gatewayv1: config must be a mapping"}},
 		{
 			name:  "wrong apiVersion",
 			input: "apiVersion: gateway.sluice.dev/v2\nkind: GatewayConfig\nnewField: 1\n",
@@ -304,12 +330,32 @@ func TestParseRejects(t *testing.T) {
 		{
 			name:  "unquoted money",
 			input: minimal + "providers: [{name: p, baseURL: 'http://h', models: [{name: m}], prices: {inputPerMillion: 3.00}}]\n",
-			want:  []string{"providers.prices.inputPerMillion", `quoted strings, such as "3.00"`},
+			want:  []string{"providers[0].prices.inputPerMillion", `quoted strings, such as "3.00"`},
 		},
 		{
 			name:  "wrong type",
 			input: minimal + "providers: [{name: p, baseURL: 'http://h', models: [{name: m}], requestsPerMinute: fast}]\n",
-			want:  []string{"providers.requestsPerMinute"},
+			want:  []string{"providers[0].requestsPerMinute: Invalid value: must be a whole number"},
+		},
+		{
+			name:  "not a duration",
+			input: minimal + "server: {readTimeout: soon}\n",
+			want:  []string{`server.readTimeout: Invalid value: must be a duration such as "30s"`},
+		},
+		{
+			name:  "a duration as a number",
+			input: minimal + "providers: [{name: p, baseURL: 'http://h', models: [{name: m}]}, {name: q, baseURL: 'http://h', models: [{name: m2}], timeout: 5}]\n",
+			want:  []string{`providers[1].timeout: Invalid value: must be a duration`},
+		},
+		{
+			name:  "too large",
+			input: minimal + "server: {maxConnections: 99999999999}\n",
+			want:  []string{"server.maxConnections: Invalid value: must be a whole number from -2147483648 to 2147483647"},
+		},
+		{
+			name:  "a list for a mapping",
+			input: minimal + "tenants: [{name: t, keys: [{sha256: x, user: u}], providers: [p], budget: [5]}]\n",
+			want:  []string{"tenants[0].budget: Invalid value: must be a mapping"},
 		},
 		{name: "invalid value", input: minimal + "server: {maxBodyBytes: -1}\n", want: []string{"gatewayv1: invalid config", "server.maxBodyBytes: Invalid value: -1"}},
 	}

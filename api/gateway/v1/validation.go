@@ -39,6 +39,8 @@ var (
 	jobScopes        = []JobScope{JobScopeTenant, JobScopeUser}
 	uidPattern       = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_./]{0,127}$`)
 	minReclaimAfter  = time.Second
+	minHeaderBytes   = int64(4 << 10)
+	maxHeaderBytes   = int64(16 << 20)
 )
 
 // Validate checks a defaulted Config (see Default) and returns every problem
@@ -47,7 +49,7 @@ var (
 // or anything that may hold a credential.
 func (c *Config) Validate() error {
 	errs := validateTypeMeta(c.APIVersion, c.Kind)
-	errs = append(errs, validatePositive(field.NewPath("server", "maxBodyBytes"), c.Server.MaxBodyBytes)...)
+	errs = append(errs, c.Server.validate(field.NewPath("server"))...)
 	errs = append(errs, c.Store.validate(field.NewPath("store"))...)
 	errs = append(errs, c.Jobs.validate(field.NewPath("jobs"))...)
 	errs = append(errs, validateLimits(field.NewPath("global"), c.Global)...)
@@ -59,6 +61,25 @@ func (c *Config) Validate() error {
 func validateTypeMeta(apiVersion, kind string) field.ErrorList {
 	errs := validateEnum(field.NewPath("apiVersion"), apiVersion, []string{APIVersion})
 	return append(errs, validateEnum(field.NewPath("kind"), kind, []string{Kind})...)
+}
+
+func (s *Server) validate(p *field.Path) field.ErrorList {
+	errs := validatePositive(p.Child("maxBodyBytes"), s.MaxBodyBytes)
+	errs = append(errs, validatePositiveDuration(p.Child("readHeaderTimeout"), s.ReadHeaderTimeout)...)
+	errs = append(errs, validatePositiveDuration(p.Child("readTimeout"), s.ReadTimeout)...)
+	if s.ReadTimeout.Duration > 0 && s.ReadTimeout.Duration < s.ReadHeaderTimeout.Duration {
+		errs = append(errs, field.Invalid(p.Child("readTimeout"), s.ReadTimeout.Duration.String(),
+			fmt.Sprintf("must be at least readHeaderTimeout (%s): it covers the headers too", s.ReadHeaderTimeout.Duration)))
+	}
+	errs = append(errs, validatePositiveDuration(p.Child("idleTimeout"), s.IdleTimeout)...)
+	errs = append(errs, validateRange(p.Child("maxHeaderBytes"), int64(s.MaxHeaderBytes), minHeaderBytes, maxHeaderBytes)...)
+	errs = append(errs, validatePositive(p.Child("maxConnections"), int64(s.MaxConnections))...)
+	errs = append(errs, validatePositive(p.Child("maxInFlight"), int64(s.MaxInFlight))...)
+	if s.MaxInFlight > s.MaxConnections {
+		errs = append(errs, field.Invalid(p.Child("maxInFlight"), s.MaxInFlight,
+			fmt.Sprintf("must be at most maxConnections (%d): a call needs a connection, and a refusal one to be sent on", s.MaxConnections)))
+	}
+	return errs
 }
 
 func (s *Store) validate(p *field.Path) field.ErrorList {
@@ -138,9 +159,9 @@ type ProviderPaths struct {
 	HeadroomPercent                                 *field.Path
 	// Prices and Retry are the paths of structs whose fields have the same
 	// JSON names wherever they are held.
-	Prices, Retry                     *field.Path
-	SpendPerMinute, SpendPerMonth     *field.Path
-	Timeout, IdleTimeout, CallTimeout *field.Path
+	Prices, Retry                      *field.Path
+	SpendPerMinute, SpendPerMonth      *field.Path
+	Timeout, StallTimeout, CallTimeout *field.Path
 }
 
 // NewProviderPaths returns the paths of a provider's fields in a
@@ -159,7 +180,7 @@ func NewProviderPaths(p *field.Path) ProviderPaths {
 		SpendPerMinute:    p.Child("spendPerMinute"),
 		SpendPerMonth:     p.Child("spendPerMonth"),
 		Timeout:           p.Child("timeout"),
-		IdleTimeout:       p.Child("idleTimeout"),
+		StallTimeout:      p.Child("stallTimeout"),
 		CallTimeout:       p.Child("callTimeout"),
 	}
 }
@@ -187,7 +208,7 @@ func ValidateProvider(paths ProviderPaths, pr *Provider) field.ErrorList {
 // last at least as long as one attempt waits for its answer to begin.
 func (pr *Provider) validateTimeouts(paths ProviderPaths) field.ErrorList {
 	errs := validatePositiveDuration(paths.Timeout, pr.Timeout)
-	errs = append(errs, validatePositiveDuration(paths.IdleTimeout, pr.IdleTimeout)...)
+	errs = append(errs, validatePositiveDuration(paths.StallTimeout, pr.StallTimeout)...)
 	errs = append(errs, validatePositiveDuration(paths.CallTimeout, pr.CallTimeout)...)
 	if len(errs) == 0 && pr.CallTimeout.Duration < pr.Timeout.Duration {
 		errs = append(errs, field.Invalid(paths.CallTimeout, pr.CallTimeout.Duration.String(), "must be at least timeout ("+pr.Timeout.Duration.String()+")"))

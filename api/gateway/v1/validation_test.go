@@ -99,6 +99,38 @@ func TestValidate(t *testing.T) {
 			mutate: func(c *gatewayv1.Config) { c.Server.MaxBodyBytes = -1 },
 			want:   []string{"server.maxBodyBytes: Invalid value: -1"},
 		},
+		{
+			name: "server timeouts",
+			mutate: func(c *gatewayv1.Config) {
+				c.Server.ReadHeaderTimeout = duration(-time.Second)
+				c.Server.ReadTimeout = duration(-time.Second)
+				c.Server.IdleTimeout = duration(-time.Second)
+			},
+			want: []string{`server.readHeaderTimeout: Invalid value: "-1s": must be more than 0s`,
+				`server.readTimeout: Invalid value: "-1s": must be more than 0s`, `server.idleTimeout: Invalid value: "-1s"`},
+		},
+		{
+			name: "server.readTimeout under readHeaderTimeout",
+			mutate: func(c *gatewayv1.Config) {
+				c.Server.ReadHeaderTimeout, c.Server.ReadTimeout = duration(20*time.Second), duration(10*time.Second)
+			},
+			want: []string{`server.readTimeout: Invalid value: "10s": must be at least readHeaderTimeout (20s)`},
+		},
+		{
+			name:   "server.maxHeaderBytes",
+			mutate: func(c *gatewayv1.Config) { c.Server.MaxHeaderBytes = 100 },
+			want:   []string{"server.maxHeaderBytes: Invalid value: 100: must be from 4096 to 16777216"},
+		},
+		{
+			name:   "server.maxConnections",
+			mutate: func(c *gatewayv1.Config) { c.Server.MaxConnections, c.Server.MaxInFlight = -1, -2 },
+			want:   []string{"server.maxConnections: Invalid value: -1", "server.maxInFlight: Invalid value: -2: must be more than 0"},
+		},
+		{
+			name:   "server.maxInFlight over maxConnections",
+			mutate: func(c *gatewayv1.Config) { c.Server.MaxConnections, c.Server.MaxInFlight = 100, 101 },
+			want:   []string{"server.maxInFlight: Invalid value: 101: must be at most maxConnections (100)"},
+		},
 
 		{
 			name:   "store.type",
@@ -336,9 +368,9 @@ func TestValidate(t *testing.T) {
 			want:   []string{`providers[0].timeout: Invalid value: "-1s"`},
 		},
 		{
-			name:   "providers[].idleTimeout",
-			mutate: func(c *gatewayv1.Config) { openai(c).IdleTimeout = duration(-time.Second) },
-			want:   []string{`providers[0].idleTimeout: Invalid value: "-1s"`},
+			name:   "providers[].stallTimeout",
+			mutate: func(c *gatewayv1.Config) { openai(c).StallTimeout = duration(-time.Second) },
+			want:   []string{`providers[0].stallTimeout: Invalid value: "-1s"`},
 		},
 		{
 			name:   "providers[].callTimeout below timeout",

@@ -124,7 +124,8 @@ func bearerKey(r *http.Request) (string, bool) {
 	return key, ok && strings.EqualFold(scheme, "Bearer") && key != ""
 }
 
-// readBody reads a request's body, at most server.maxBodyBytes of it.
+// readBody reads a request's body, at most server.maxBodyBytes of it, in the time
+// server.readTimeout allows.
 func readBody(p *policy.Policy, r *http.Request) ([]byte, *apiError) {
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, p.Config.Server.MaxBodyBytes))
 	if err != nil {
@@ -132,6 +133,10 @@ func readBody(p *policy.Policy, r *http.Request) ([]byte, *apiError) {
 		if errors.As(err, &tooLarge) {
 			return nil, &apiError{status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large",
 				Message: fmt.Sprintf("The request body is larger than %d bytes.", tooLarge.Limit)}
+		}
+		if isReadTimeout(err) {
+			return nil, &apiError{status: http.StatusRequestTimeout, Type: typeInvalidRequest, Code: "request_timeout",
+				Message: fmt.Sprintf("The request did not arrive within %s.", p.Config.Server.ReadTimeout.Duration)}
 		}
 		return nil, badRequest("unreadable_body", "The request body could not be read.")
 	}

@@ -12,6 +12,7 @@ type metrics struct {
 	attempts       *prometheus.CounterVec
 	jobsEnded      *prometheus.CounterVec
 	jobAttempts    *prometheus.CounterVec
+	overloaded     prometheus.Counter
 }
 
 // The outcomes a request is counted under.
@@ -27,7 +28,8 @@ const (
 	outcomeClientClosed  = "client_closed"
 )
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics registers the series; inFlight reads the calls the API holds.
+func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_requests_total", Help: "Requests answered, by tenant, provider and outcome.",
@@ -44,7 +46,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		jobAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_job_attempts_total", Help: "Attempts of jobs, by tenant and result: ok, failed, or deferred (refused by the job's own limits, not counted as an attempt).",
 		}, []string{"tenant", "result"}),
+		overloaded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_gateway_overloaded_total", Help: "Calls answered 503 server_overloaded because the gateway held server.maxInFlight calls already.",
+		}),
 	}
-	reg.MustRegister(m.requests, m.providerErrors, m.attempts, m.jobsEnded, m.jobAttempts)
+	reg.MustRegister(m.requests, m.providerErrors, m.attempts, m.jobsEnded, m.jobAttempts, m.overloaded,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_gateway_calls_in_flight", Help: "Calls the API holds: being read, waiting in a queue, at their provider or streaming back.",
+		}, inFlight))
 	return m
 }

@@ -27,26 +27,29 @@ import (
 // is passed on as it is and settled at the estimate.
 const maxResponseBytes = 32 << 20
 
-// proxyKey tells apart the reverse proxies: one per provider, timeout and retry settings.
+// idleConnsUncapped is how many idle connections the gateway keeps to a provider that caps no
+// calls in flight; the gateway's server.maxInFlight bounds how many it opens.
+const idleConnsUncapped = 256
+
+// proxyKey tells apart the reverse proxies: one per provider, timeout, retry settings and cap of
+// calls in flight.
 type proxyKey struct {
-	provider string
-	timeout  time.Duration
-	retry    gatewayv1.Retry
+	provider    string
+	timeout     time.Duration
+	retry       gatewayv1.Retry
+	maxInFlight int64
 }
 
-// proxy returns the reverse proxy for a provider's calls, one per provider, timeout and retry
-// settings. Its Transport retries and reports the provider's throttles to the gate.
+// proxy returns the reverse proxy for a provider's calls, one per provider, timeout, retry
+// settings and cap of calls in flight. Its Transport retries and reports the provider's throttles
+// to the gate.
 func (s *Server) proxy(p *policy.Provider) *httputil.ReverseProxy {
 	cfg := p.Config
-	key := proxyKey{provider: p.Name, timeout: cfg.Timeout.Duration, retry: cfg.Retry}
+	key := proxyKey{provider: p.Name, timeout: cfg.Timeout.Duration, retry: cfg.Retry, maxInFlight: cfg.MaxInFlight}
 	if rp, ok := s.proxies.Load(key); ok {
 		return rp.(*httputil.ReverseProxy)
 	}
-	// Each attempt has the provider's timeout to answer; a stream may take longer once it has.
-	base := http.DefaultTransport.(*http.Transport).Clone()
-	base.ResponseHeaderTimeout = cfg.Timeout.Duration
-	base.MaxIdleConnsPerHost = 256
-	transport := upstream.New(base, upstream.Options{
+	transport := upstream.New(providerTransport(cfg), upstream.Options{
 		MaxAttempts: int(cfg.Retry.MaxAttempts), BaseDelay: cfg.Retry.BaseDelay.Duration, MaxDelay: cfg.Retry.MaxDelay.Duration,
 		Throttled: func(_ int, retryAfter time.Duration) { s.gate.Throttled(p.Name, retryAfter) },
 		Attempted: func(status int) { s.metrics.attempts.WithLabelValues(p.Name, strconv.Itoa(status)).Inc() },
@@ -63,6 +66,24 @@ func (s *Server) proxy(p *policy.Provider) *httputil.ReverseProxy {
 	}
 	actual, _ := s.proxies.LoadOrStore(key, rp)
 	return actual.(*httputil.ReverseProxy)
+}
+
+// providerTransport is the connection pool of one provider's calls. Each attempt has the
+// provider's timeout to answer; a stream may take longer once it has. The pool keeps as many idle
+// connections as the provider takes calls at once, so that a busy provider's calls reuse them
+// instead of closing and dialling anew, and opens no more than that: the gate never lets more
+// calls go, so the cap only bounds the descriptors a miscount could take.
+func providerTransport(cfg *gatewayv1.Provider) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = cfg.Timeout.Duration
+	idle := idleConnsUncapped
+	if cfg.MaxInFlight > 0 {
+		idle = int(cfg.MaxInFlight)
+		t.MaxConnsPerHost = idle
+	}
+	// MaxIdleConns caps the idle connections of every host together: 100 in the default.
+	t.MaxIdleConns, t.MaxIdleConnsPerHost = idle, idle
+	return t
 }
 
 // copyBuffers are the buffers the proxies copy answers through, reused rather than allocated at
@@ -122,7 +143,7 @@ func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
 	if o.answer != nil && resp.Header.Get(headerRequestID) != "" {
 		o.answer.Del(headerRequestID) // the provider's own id names the call where it was served
 	}
-	resp.Body = o.watchIdle(resp.Body)
+	resp.Body = o.watchStall(resp.Body)
 	status := resp.StatusCode
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:

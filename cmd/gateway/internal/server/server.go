@@ -58,6 +58,7 @@ type Server struct {
 	metrics    *metrics
 	proxies    sync.Map // provider name and timeout -> *httputil.ReverseProxy
 	requestIDs *ids.Sequence
+	inFlight   inFlight // calls on the API, against server.maxInFlight
 }
 
 // New returns a server. Call SetPolicy before it serves requests.
@@ -70,7 +71,7 @@ func New(opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	s.metrics = newMetrics(opts.Registerer)
+	s.metrics = newMetrics(opts.Registerer, func() float64 { return float64(s.inFlight.n.Load()) })
 	s.gate = admission.New(admission.Options{
 		Limiter: opts.Limiter, Fallback: opts.Fallback, Jobs: opts.Jobs, Policy: s.policy.Load,
 		Registerer: opts.Registerer, Logger: s.log, Now: opts.Now,
@@ -116,7 +117,7 @@ func (s *Server) Handler() http.Handler {
 		(&apiError{status: http.StatusNotFound, Type: typeInvalidRequest, Code: "unknown_url",
 			Message: "Unknown request URL: " + r.Method + " " + r.URL.Path + "."}).write(w)
 	})
-	return s.withRequestID(mux)
+	return s.withRequestID(s.limitInFlight(mux))
 }
 
 // withRequestID gives every answer an x-request-id, as providers do, which the OpenAI SDKs show

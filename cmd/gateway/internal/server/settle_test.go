@@ -44,7 +44,7 @@ func settleConfig(url string) *gatewayv1.Config {
 			Prices: gatewayv1.Prices{InputPerMillion: "1.00", OutputPerMillion: "2.00"},
 			Retry:  gatewayv1.Retry{MaxAttempts: 1},
 			// Short enough that a stalled answer ends the test quickly; nothing asserts them.
-			IdleTimeout: metav1.Duration{Duration: 200 * time.Millisecond},
+			StallTimeout: metav1.Duration{Duration: 200 * time.Millisecond},
 		}},
 		Tenants: []gatewayv1.Tenant{{
 			Name: "acme", Providers: []string{"lab"},
@@ -229,7 +229,7 @@ func TestEveryWayACallEndsChargesWhatItShould(t *testing.T) {
 			answer: "provider_stream_broken",
 		},
 		{
-			name:   "a stream that stalls is cut at idleTimeout and charged what it sent",
+			name:   "a stream that stalls is cut at stallTimeout and charged what it sent",
 			stream: true,
 			provider: func(w http.ResponseWriter, r *http.Request) {
 				sendStream(w, "Hello")
@@ -240,7 +240,7 @@ func TestEveryWayACallEndsChargesWhatItShould(t *testing.T) {
 			answer: "provider_timeout",
 		},
 		{
-			name: "an answer that stalls is cut at idleTimeout and charged its estimate",
+			name: "an answer that stalls is cut at stallTimeout and charged its estimate",
 			provider: func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Length", "100")
 				io.WriteString(w, `{"choices":`)

@@ -8,7 +8,8 @@
 //     completion at once in OpenAI's JSON with a usage block;
 //   - proxy: a bare [httputil.ReverseProxy] in front of the stub, in a process
 //     of its own ([ProxyCommand] of this program), keeping as many idle
-//     connections to the stub as the gateway does (256);
+//     connections to the stub (256) as the gateway does to a provider without
+//     maxInFlight, more than the workers use;
 //   - gateway: the gateway binary in front of the stub, with a limit at each
 //     of the five levels (user, tenant, endpoint, global, provider), each set
 //     to queue (onLimit Queue) and to ten times what the run needs, so every

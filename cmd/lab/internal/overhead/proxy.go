@@ -25,8 +25,9 @@ import (
 const ProxyCommand = "overhead-proxy"
 
 // upstreamIdleConns is the idle connections the bare proxy keeps to the
-// stub: as many as the gateway keeps to a provider, so that neither pays
-// for new connections the other does not.
+// stub: as many as the gateway keeps to a provider without maxInFlight, and
+// more than the default run's workers, so that neither pays for new
+// connections the other does not.
 const upstreamIdleConns = 256
 
 // RunProxy serves a bare reverse proxy to the upstream URL args[0] on a
@@ -72,7 +73,7 @@ func RunProxy(ctx context.Context, args []string, stdin io.Reader, stdout io.Wri
 // nothing else, in front of upstream.
 func newProxy(upstream *url.URL) *httputil.ReverseProxy {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = upstreamIdleConns
+	transport.MaxIdleConns, transport.MaxIdleConnsPerHost = upstreamIdleConns, upstreamIdleConns // the first caps every host together: 100 by default
 	return &httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(upstream) },
 		Transport: transport,

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"golang.org/x/net/netutil"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+)
+
+// adminMaxConnections caps the connections the admin port holds at once: probes, Prometheus and
+// the manager's reads of the usage snapshot need a few.
+const adminMaxConnections = 64
+
+// spareDescriptors are the file descriptors a gateway needs besides its connections: Redis, the
+// configuration and key files, the log.
+const spareDescriptors = 100
+
+// endpoint is an http.Server and the listener it serves.
+type endpoint struct {
+	server   *http.Server
+	listener net.Listener
+}
+
+// openEndpoints opens the API port and the admin port with the bounds of cfg. Both take cfg's
+// timeouts and header limit; the API port holds at most cfg.MaxConnections connections, the
+// admin port adminMaxConnections.
+func openEndpoints(cfg gatewayv1.Server, api, admin string, apiHandler, adminHandler http.Handler) ([]endpoint, error) {
+	apiListener, err := limitedListener(api, int(cfg.MaxConnections))
+	if err != nil {
+		return nil, err
+	}
+	adminListener, err := limitedListener(admin, adminMaxConnections)
+	if err != nil {
+		apiListener.Close()
+		return nil, err
+	}
+	return []endpoint{
+		{newHTTPServer(cfg, api, apiHandler), apiListener},
+		{newHTTPServer(cfg, admin, adminHandler), adminListener},
+	}, nil
+}
+
+// limitedListener listens on addr and accepts at most n connections at once. Past n, Accept
+// waits until one closes: a new connection waits in the kernel's accept queue, and is served
+// then, or refused by the kernel once that queue is full.
+func limitedListener(addr string, n int) (net.Listener, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return netutil.LimitListener(l, n), nil
+}
+
+// newHTTPServer serves handler with cfg's bounds on what a client may hold: the time to send its
+// headers, and its whole request, the time a kept-alive connection may stay idle, and the size
+// of its headers. ReadTimeout is the connection's read deadline until the body has been read to
+// its end, when net/http lifts it to watch for a client that leaves, so it never cuts a stream;
+// a body left unread (a call refused before it is read) stays under it while the server drains
+// it. There is no WriteTimeout: a streamed answer may take many minutes.
+func newHTTPServer(cfg gatewayv1.Server, addr string, handler http.Handler) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           handler,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout.Duration,
+		ReadTimeout:       cfg.ReadTimeout.Duration,
+		IdleTimeout:       cfg.IdleTimeout.Duration,
+		MaxHeaderBytes:    int(cfg.MaxHeaderBytes),
+	}
+}
+
+// descriptorsNeeded is how many file descriptors cfg lets a gateway hold at most: each client
+// connection, one connection to a provider for each call in flight, and the spare ones.
+func descriptorsNeeded(cfg gatewayv1.Server) uint64 {
+	return uint64(cfg.MaxConnections) + uint64(cfg.MaxInFlight) + adminMaxConnections + spareDescriptors
+}
+
+// warnDescriptors warns when cfg lets the gateway hold more file descriptors than the process
+// may open: past that limit a call fails with "too many open files" rather than a clean 503.
+func warnDescriptors(cfg gatewayv1.Server, log *slog.Logger) {
+	limit, ok := descriptorLimit()
+	if need := descriptorsNeeded(cfg); ok && need > limit {
+		log.Warn("server.maxConnections and server.maxInFlight allow more open files than the process may open: lower them, or raise the limit (ulimit -n)",
+			"needed", need, "limit", limit, "maxConnections", cfg.MaxConnections, "maxInFlight", cfg.MaxInFlight)
+	}
+}
