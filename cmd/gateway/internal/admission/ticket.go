@@ -40,8 +40,9 @@ type Ticket struct {
 func (t *Ticket) Settle(u estimate.Usage) bool { return t.end(&u) }
 
 // Refund ends a call the provider did not serve: everything it took is given back, except the
-// request on its provider's own request limits (see policy.Unserved). It reports whether it ended
-// the ticket.
+// request on its provider's own request limits (see policy.Unserved). A job's delivery that
+// Settle does not charge, its job's earlier one having been, is given back the same way. It
+// reports whether it ended the ticket.
 func (t *Ticket) Refund() bool { return t.end(nil) }
 
 // end settles the ticket at usage u, or refunds it when u is nil, once.
@@ -49,13 +50,17 @@ func (t *Ticket) end(u *estimate.Usage) bool {
 	if !t.ended.CompareAndSwap(false, true) {
 		return false
 	}
-	actual := t.actual(u)
+	var actual policy.Cost
+	charged := t.charged(u)
+	if charged {
+		actual = t.costOf(*u)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	delta := policy.Cost{Tokens: actual.Tokens - t.req.Cost.Tokens, MicroDollars: actual.MicroDollars - t.req.Cost.MicroDollars}
 	var buf [ratelimit.MaxChecks]ratelimit.Check
 	settlement := policy.Release(policy.Settlement(buf[:0], t.checks, delta), t.checks)
-	if u == nil {
+	if !charged {
 		settlement = policy.Unserved(settlement, t.checks)
 	}
 	if err := t.limiter.Settle(ctx, settlement, t.g.now()); err != nil {
@@ -66,15 +71,17 @@ func (t *Ticket) end(u *estimate.Usage) bool {
 	return true
 }
 
-// actual is what the call really cost: its usage at its provider's prices, or nothing when it
-// was not served or is a job whose earlier delivery was charged.
-func (t *Ticket) actual(u *estimate.Usage) policy.Cost {
-	if t.req.isJob() && !t.g.chargeJob(t.req.Job, u != nil) {
-		return policy.Cost{}
+// charged reports whether the call is charged as it ends: it was served (u is its usage), and
+// it is not a job whose earlier delivery was charged.
+func (t *Ticket) charged(u *estimate.Usage) bool {
+	if t.req.isJob() {
+		return t.g.chargeJob(t.req.Job, u != nil)
 	}
-	if u == nil {
-		return policy.Cost{}
-	}
+	return u != nil
+}
+
+// costOf is what usage u costs at the call's provider's prices.
+func (t *Ticket) costOf(u estimate.Usage) policy.Cost {
 	return policy.Cost{
 		Tokens:       u.PromptTokens + u.CompletionTokens,
 		MicroDollars: t.req.Route.Provider.Prices.CostMicros(u.PromptTokens, u.CompletionTokens),

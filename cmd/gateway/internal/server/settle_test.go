@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,9 @@ func settleConfig(url string) *gatewayv1.Config {
 			Prices: gatewayv1.Prices{InputPerMillion: "1.00", OutputPerMillion: "2.00"},
 			Retry:  gatewayv1.Retry{MaxAttempts: 1},
 			// Short enough that a stalled answer ends the test quickly; nothing asserts them.
+			Timeout:      metav1.Duration{Duration: time.Second},
 			StallTimeout: metav1.Duration{Duration: 200 * time.Millisecond},
+			CallTimeout:  metav1.Duration{Duration: time.Second},
 		}},
 		Tenants: []gatewayv1.Tenant{{
 			Name: "acme", Providers: []string{"lab"},
@@ -81,7 +84,7 @@ func newSettleGateway(t *testing.T, providerURL string) *settleGateway {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	g := &settleGateway{limiter: ratelimit.NewMemory(), jobs: jobs.NewMemory(jobs.Options{}), policy: p}
+	g := &settleGateway{limiter: ratelimit.NewMemory(), jobs: jobs.NewMemory(jobs.Options{MaxAttempts: 3, ReclaimAfter: time.Millisecond}), policy: p}
 	g.Server = New(Options{Limiter: g.limiter, Jobs: g.jobs, Now: func() time.Time { return now }})
 	g.SetPolicy(p)
 	t.Cleanup(g.Close)
@@ -143,6 +146,37 @@ func (g *settleGateway) call(ctx context.Context, stream bool) (int, string) {
 	return w.Code, w.Body.String()
 }
 
+// jobDeliveredTwice sends the table's call as a job, and runs it twice as two replicas would when
+// the first lost the job after its call was served: the first attempt's end is never recorded, the
+// job is taken again, and its second attempt is served too. It returns the status of the job's
+// result and the result.
+func (g *settleGateway) jobDeliveredTwice(ctx context.Context, _ bool) (int, string) {
+	r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/jobs", strings.NewReader(`{"endpoint":"/v1/chat/completions","body":`+settleBody+`}`))
+	r.Header.Set("Authorization", "Bearer "+settleKey)
+	w := httptest.NewRecorder()
+	g.Handler().ServeHTTP(w, r)
+	if w.Code != http.StatusAccepted {
+		return w.Code, w.Body.String()
+	}
+	var outcome jobs.Outcome
+	for delivery := range 2 {
+		taken, cancel := context.WithTimeout(ctx, time.Minute) // bounds a job that never comes back
+		j, err := g.jobs.Take(taken)
+		cancel()
+		if err != nil {
+			return 0, err.Error()
+		}
+		outcome = g.attempt(ctx, j)
+		if delivery == 0 { // lost: the job comes back as its attempt failed
+			outcome = jobs.Outcome{Err: "the replica running it stopped", Retry: true}
+		}
+		if _, err := g.jobs.Finish(ctx, j.Attempt(), outcome); err != nil {
+			return 0, err.Error()
+		}
+	}
+	return outcome.Status, string(outcome.Result) + outcome.Err
+}
+
 // streamChunk is one SSE chunk of a streamed completion carrying text.
 func streamChunk(text string) string {
 	return fmt.Sprintf("data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", text)
@@ -168,7 +202,8 @@ func TestEveryWayACallEndsChargesWhatItShould(t *testing.T) {
 		provider http.HandlerFunc // nil: nobody listens
 		stream   bool
 		leaves   bool // the client leaves once the provider has the call
-		want     func(g *settleGateway) charged
+		job      bool // sent as a job, which the provider serves twice: its first delivery lost
+		want     func(g *settleGateway, answer string) charged
 		status   int
 		answer   string // in the body the client received
 	}{
@@ -177,7 +212,7 @@ func TestEveryWayACallEndsChargesWhatItShould(t *testing.T) {
 			provider: func(w http.ResponseWriter, r *http.Request) {
 				io.WriteString(w, `{"choices":[{"message":{"content":"Hello."}}],"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}`)
 			},
-			want:   func(*settleGateway) charged { return usage },
+			want:   func(*settleGateway, string) charged { return usage },
 			status: http.StatusOK,
 		},
 		{
@@ -192,7 +227,7 @@ func TestEveryWayACallEndsChargesWhatItShould(t *testing.T) {
 			provider: func(w http.ResponseWriter, r *http.Request) {
 				http.Error(w, `{"error":{"message":"boom"}}`, http.StatusInternalServerError)
 			},
-			want:   func(*settleGateway) charged { return nothing },
+			want:   func(*settleGateway, string) charged { return nothing },
 			status: http.StatusInternalServerError,
 		},
 		{
@@ -200,13 +235,13 @@ func TestEveryWayACallEndsChargesWhatItShould(t *testing.T) {
 			provider: func(w http.ResponseWriter, r *http.Request) {
 				http.Error(w, `{"error":{"message":"bad key"}}`, http.StatusUnauthorized)
 			},
-			want:   func(*settleGateway) charged { return nothing },
+			want:   func(*settleGateway, string) charged { return nothing },
 			status: http.StatusBadGateway,
 			answer: "provider_auth_failed",
 		},
 		{
 			name:   "connection refused is refunded",
-			want:   func(*settleGateway) charged { return nothing },
+			want:   func(*settleGateway, string) charged { return nothing },
 			status: http.StatusBadGateway,
 			answer: "provider_unreachable",
 		},
@@ -240,6 +275,26 @@ func TestEveryWayACallEndsChargesWhatItShould(t *testing.T) {
 			answer: "provider_timeout",
 		},
 		{
+			name:   "a stream that never ends is cut at callTimeout and charged what it sent",
+			stream: true,
+			provider: func(w http.ResponseWriter, r *http.Request) {
+				for {
+					sendStream(w, "Hello")
+					select {
+					case <-r.Context().Done():
+						return
+					case <-time.After(50 * time.Millisecond): // well within stallTimeout
+					}
+				}
+			},
+			want: func(g *settleGateway, answer string) charged {
+				sent := strings.Count(answer, streamChunk("Hello"))
+				return streamed(slices.Repeat([]string{"Hello"}, sent)...)(g, answer)
+			},
+			status: http.StatusOK,
+			answer: "callTimeout",
+		},
+		{
 			name: "an answer that stalls is cut at stallTimeout and charged its estimate",
 			provider: func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Length", "100")
@@ -249,6 +304,15 @@ func TestEveryWayACallEndsChargesWhatItShould(t *testing.T) {
 			},
 			status: http.StatusGatewayTimeout,
 			answer: "provider_timeout",
+		},
+		{
+			name: "a job delivered twice is charged once",
+			job:  true,
+			provider: func(w http.ResponseWriter, r *http.Request) {
+				io.WriteString(w, `{"choices":[{"message":{"content":"Hello."}}],"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}`)
+			},
+			want:   func(*settleGateway, string) charged { return usage },
+			status: http.StatusOK,
 		},
 		{
 			name:   "a client that leaves after the call went out is charged its estimate",
@@ -263,7 +327,10 @@ func TestEveryWayACallEndsChargesWhatItShould(t *testing.T) {
 			received := make(chan struct{}, 1)
 			provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				io.Copy(io.Discard, r.Body) // as a provider reads the call before it answers
-				received <- struct{}{}
+				select {
+				case received <- struct{}{}:
+				default:
+				}
 				tc.provider(w, r)
 			}))
 			t.Cleanup(provider.Close)
@@ -276,7 +343,11 @@ func TestEveryWayACallEndsChargesWhatItShould(t *testing.T) {
 			if tc.leaves {
 				go func() { <-received; cancel() }()
 			}
-			status, body := g.call(ctx, tc.stream)
+			call := g.call
+			if tc.job {
+				call = g.jobDeliveredTwice
+			}
+			status, body := call(ctx, tc.stream)
 			if !tc.leaves && status != tc.status {
 				t.Errorf("status %d; want %d (%.200s)", status, tc.status, body)
 			}
@@ -285,7 +356,7 @@ func TestEveryWayACallEndsChargesWhatItShould(t *testing.T) {
 			}
 			want := g.estimated(t)
 			if tc.want != nil {
-				want = tc.want(g)
+				want = tc.want(g, body)
 			}
 			if got := g.charged(t); got != want {
 				t.Errorf("charged %+v; want %+v", got, want)
@@ -296,8 +367,8 @@ func TestEveryWayACallEndsChargesWhatItShould(t *testing.T) {
 
 // streamed is what a stream cut after these texts is charged: its estimated prompt and the
 // tokens of the text it sent.
-func streamed(texts ...string) func(g *settleGateway) charged {
-	return func(g *settleGateway) charged {
+func streamed(texts ...string) func(*settleGateway, string) charged {
+	return func(g *settleGateway, _ string) charged {
 		c, _ := g.newCall(context.Background(), g.policy, g.policy.Caller(settleKey), "chat", []byte(settleBody))
 		var completion int64
 		for _, text := range texts {
