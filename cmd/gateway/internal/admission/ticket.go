@@ -53,7 +53,7 @@ func (t *Ticket) end(u *estimate.Usage) bool {
 	defer cancel()
 	delta := policy.Cost{Tokens: actual.Tokens - t.req.Cost.Tokens, MicroDollars: actual.MicroDollars - t.req.Cost.MicroDollars}
 	var buf [ratelimit.MaxChecks]ratelimit.Check
-	if err := t.limiter.Settle(ctx, policy.Release(policy.Settlement(buf[:0], t.checks, delta), t.checks), t.g.now()); err != nil {
+	if err := t.limiter.Settle(ctx, t.lease, policy.Release(policy.Settlement(buf[:0], t.checks, delta), t.checks), t.g.now()); err != nil {
 		t.g.metrics.storeErrors.WithLabelValues("settle").Inc()
 		t.g.log.Error("settle a call", "tenant", t.req.tenant(), "provider", t.req.provider(), "err", err)
 	}
