@@ -17,8 +17,8 @@ import (
 // own client of one Redis on Redis's own clock, and checks that together they never take more
 // than a level allows: not more than the bucket's burst (which refills once an hour), not more
 // than the day's quota, and never more than the concurrency limit in flight at once. Calls hold
-// their slots until the limit has been full once, so that they truly overlap: the most running
-// at once must reach the limit, and never pass it.
+// their slots until a call is refused by the in-flight limit while it is full, so that they truly
+// overlap: the most running at once must reach the limit, and never pass it.
 func TestRedisSharedByReplicas(t *testing.T) {
 	server := redisserver.Start(t)
 	const replicas, goroutines, attempts = 4, 100, 20
@@ -36,7 +36,7 @@ func TestRedisSharedByReplicas(t *testing.T) {
 	var allowed, running, mostRunning atomic.Int64
 	full := make(chan struct{})
 	var fill sync.Once
-	// Bounds the wait for the limit to fill, should decisions fail; it asserts no timing.
+	// Bounds the wait for the limit to refuse, should decisions fail; it asserts no timing.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -52,14 +52,14 @@ func TestRedisSharedByReplicas(t *testing.T) {
 					return
 				}
 				if !d.Allowed {
+					if d.Refused == 2 && running.Load() >= inFlight {
+						fill.Do(func() { close(full) })
+					}
 					continue
 				}
 				allowed.Add(1)
 				n := running.Add(1)
 				for cur := mostRunning.Load(); n > cur && !mostRunning.CompareAndSwap(cur, n); cur = mostRunning.Load() {
-				}
-				if n >= inFlight {
-					fill.Do(func() { close(full) })
 				}
 				select { // the call runs, holding its slot
 				case <-full:

@@ -95,8 +95,12 @@ func (p *pipeline) run(ctx context.Context, r *scriptRun) ([]int64, error) {
 	if send {
 		go p.sendPending()
 	}
-	timer := time.NewTimer(callerWait)
-	defer timer.Stop()
+	timer := waitTimers.Get().(*time.Timer)
+	timer.Reset(callerWait)
+	defer func() {
+		timer.Stop() // no value is left in timer.C once Stop returns
+		waitTimers.Put(timer)
+	}()
 	select {
 	case <-r.done:
 		return r.reply, r.err
@@ -106,6 +110,13 @@ func (p *pipeline) run(ctx context.Context, r *scriptRun) ([]int64, error) {
 		return r.leave(errNoAnswer)
 	}
 }
+
+// waitTimers holds stopped timers for callers' waits, to spare a decision two allocations.
+var waitTimers = sync.Pool{New: func() any {
+	t := time.NewTimer(callerWait)
+	t.Stop()
+	return t
+}}
 
 // leave stops waiting for r with err, unless r's answer came first.
 func (r *scriptRun) leave(err error) ([]int64, error) {
