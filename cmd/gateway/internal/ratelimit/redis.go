@@ -18,8 +18,10 @@ var decideScript = redis.NewScript(decideSource)
 
 // Redis keeps limiter state in Redis, so that every gateway replica draws from the same budgets.
 // Each decision is evaluated and taken atomically in a script, in one round trip, on Redis's own
-// clock; concurrent decisions share their round trips and script runs. Keys expire when idle. Redis
-// is safe for concurrent use.
+// clock; concurrent decisions share their round trips and script runs. Keys expire when idle. A
+// caller waits for its answer at most half a second (or until its context ends) and then gets an
+// error; whatever its run took is given back once Redis answers (see pipeline). Build the client
+// with ClientOptions. Redis is safe for concurrent use.
 type Redis struct {
 	pipeline     *pipeline
 	trustCallers bool
