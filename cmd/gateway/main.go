@@ -159,10 +159,9 @@ func storeOptions(store gatewayv1.Store, jobsOpts jobs.Options, name string) (se
 	if err != nil {
 		return server.Options{}, nil, err
 	}
-	client := redis.NewClient(&redis.Options{
+	client := redis.NewClient(ratelimit.ClientOptions(redis.Options{
 		Addr: cfg.Address, Username: cfg.Username, Password: password, DB: int(cfg.DB), TLSConfig: tlsConfig,
-		DialTimeout: time.Second, ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond, MaxRetries: 1,
-	})
+	}))
 	opts := server.Options{
 		Limiter: ratelimit.NewRedis(client),
 		Jobs:    jobs.NewRedis(client, name+"-"+rand.Text()[:8], jobsOpts),

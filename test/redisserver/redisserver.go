@@ -63,6 +63,12 @@ func OnlyUser(name, password string) Option {
 	}
 }
 
+// DebugCommand allows the DEBUG command from local clients, so that a test can stall the server
+// with DEBUG SLEEP.
+func DebugCommand() Option {
+	return func(s *settings) { s.args = append(s.args, "--enable-debug-command", "local") }
+}
+
 // TLS makes the server speak only TLS, with a certificate for 127.0.0.1 signed by a throwaway CA
 // (Server.CAFile). Client trusts it.
 func TLS() Option {

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -17,7 +18,10 @@ import (
 // Limiter keeps the limits' state: ratelimit.Memory or ratelimit.Redis.
 type Limiter interface {
 	Decide(ctx context.Context, checks []ratelimit.Check, now time.Time) (ratelimit.Decision, error)
-	Settle(ctx context.Context, checks []ratelimit.Check, now time.Time) error
+	// Settle applies a settlement once per id: sent again with the same id, it does nothing.
+	Settle(ctx context.Context, id string, checks []ratelimit.Check, now time.Time) error
+	// Renew keeps the held leases of checks' in-flight limits for another lease time from now.
+	Renew(ctx context.Context, checks []ratelimit.Check, now time.Time) error
 }
 
 // JobLedger records what a job's attempts hold and whether the job was charged: jobs.Memory or
@@ -155,7 +159,7 @@ func (g *Gate) giveBack(ctx context.Context, req Request) {
 	var taken, refund [ratelimit.MaxChecks]ratelimit.Check
 	checks, _ := policy.Checks(taken[:0], req.Caller, req.Route, req.Endpoint, policy.Cost(req.Held), policy.Shared, "")
 	back := policy.Cost{Tokens: -req.Held.Tokens, MicroDollars: -req.Held.MicroDollars}
-	if err := g.opts.Limiter.Settle(ctx, policy.Settlement(refund[:0], checks, back), g.now()); err != nil {
+	if err := g.opts.Limiter.Settle(ctx, fmt.Sprintf("give-back:%s:%d", req.Job.Job, req.Job.N), policy.Settlement(refund[:0], checks, back), g.now()); err != nil {
 		g.log.Error("give back what an earlier attempt of a job held", "job", req.Job.Job, "err", err)
 	}
 }

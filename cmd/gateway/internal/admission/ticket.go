@@ -63,7 +63,7 @@ func (t *Ticket) end(u *estimate.Usage) bool {
 	if !charged {
 		settlement = policy.Unserved(settlement, t.checks)
 	}
-	if err := t.limiter.Settle(ctx, settlement, t.g.now()); err != nil {
+	if err := t.limiter.Settle(ctx, t.lease, settlement, t.g.now()); err != nil {
 		t.g.metrics.storeErrors.WithLabelValues("settle").Inc()
 		t.g.log.Error("settle a call", "tenant", t.req.tenant(), "provider", t.req.provider(), "err", err)
 	}

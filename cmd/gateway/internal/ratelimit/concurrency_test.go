@@ -16,7 +16,9 @@ import (
 // TestRedisSharedByReplicas runs 100 goroutines spread over four gateway replicas, each with its
 // own client of one Redis on Redis's own clock, and checks that together they never take more
 // than a level allows: not more than the bucket's burst (which refills once an hour), not more
-// than the day's quota, and never more than the concurrency limit in flight at once.
+// than the day's quota, and never more than the concurrency limit in flight at once. Calls hold
+// their slots until a call is refused by the in-flight limit while it is full, so that they truly
+// overlap: the most running at once must reach the limit, and never pass it.
 func TestRedisSharedByReplicas(t *testing.T) {
 	server := redisserver.Start(t)
 	const replicas, goroutines, attempts = 4, 100, 20
@@ -32,6 +34,11 @@ func TestRedisSharedByReplicas(t *testing.T) {
 	}
 
 	var allowed, running, mostRunning atomic.Int64
+	full := make(chan struct{})
+	var fill sync.Once
+	// Bounds the wait for the limit to refuse, should decisions fail; it asserts no timing.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Go(func() {
@@ -45,15 +52,22 @@ func TestRedisSharedByReplicas(t *testing.T) {
 					return
 				}
 				if !d.Allowed {
+					if d.Refused == 2 && running.Load() >= inFlight {
+						fill.Do(func() { close(full) })
+					}
 					continue
 				}
 				allowed.Add(1)
 				n := running.Add(1)
 				for cur := mostRunning.Load(); n > cur && !mostRunning.CompareAndSwap(cur, n); cur = mostRunning.Load() {
 				}
+				select { // the call runs, holding its slot
+				case <-full:
+				case <-ctx.Done():
+				}
 				running.Add(-1)
 				release := []Check{{Limit: mine[2].Limit, Cost: -1, Lease: mine[2].Lease}}
-				if err := store.Settle(context.Background(), release, time.Now()); err != nil {
+				if err := store.Settle(context.Background(), mine[2].Lease, release, time.Now()); err != nil {
 					t.Error(err)
 				}
 			}
@@ -64,8 +78,8 @@ func TestRedisSharedByReplicas(t *testing.T) {
 	if got := allowed.Load(); got > quota {
 		t.Errorf("allowed %d requests; the day's quota is %d", got, quota)
 	}
-	if got := mostRunning.Load(); got > inFlight {
-		t.Errorf("%d requests were in flight at once; the limit is %d", got, inFlight)
+	if got := mostRunning.Load(); got != inFlight {
+		t.Errorf("%d requests were in flight at once; want the limit, %d", got, inFlight)
 	}
 	// A decision of cost zero reads what the day's quota has left without taking anything.
 	d, err := stores[0].Decide(context.Background(), []Check{{Limit: checks[1].Limit}}, time.Now())

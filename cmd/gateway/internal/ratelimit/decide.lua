@@ -1,18 +1,22 @@
 -- A batch of limiter runs, in order, each atomic: a decision takes every cost or none; a
--- settlement adds every cost without checking. Concurrent callers' runs share one script run, so
--- that the keys they have in common are read and written once. Every key carries one hash tag.
+-- settlement adds every cost without checking, once per settlement id; a renewal pushes back the
+-- expiry of the leases still held. Concurrent callers' runs share one script run, so that the
+-- keys they have in common are read and written once. Every key carries one hash tag.
 --
 -- KEYS: the batch's distinct keys.
 -- ARGV, per run: now in microseconds, or '' for Redis's own clock (the same for every replica);
--- 'decide' or 'settle'; the number of checks; then six values per check: the index of its key in
--- KEYS, kind, capacity, p1, p2, cost.
+-- 'decide', 'settle' or 'renew'; the number of checks; the index in KEYS of the settlement's mark
+-- (0 for none) and how long to keep it (milliseconds); then six values per check: the index of its
+-- key in KEYS, kind, capacity, p1, p2, cost.
 --   'b' bucket:      p1 = microseconds to earn one unit; the value is the theoretical arrival time.
 --   'w' window:      p1 = end of the current window by the caller's clock, p2 = end of the next
 --                    (microseconds); the value is "end used".
 --   'c' concurrency: p1 = lease time to live (microseconds), p2 = lease id; the value is a sorted
 --                    set of leases scored by expiry, so a dead gateway's slots free themselves.
--- Returns, for each decision in turn (a settlement returns nothing): allowed, refused index
--- (0-based, -1 for none), wait, never, then remaining and reset per check; times in microseconds.
+-- A settlement whose mark exists was applied before and does nothing; one that applies sets it.
+-- Returns, for each decision in turn (settlements and renewals return nothing): allowed, refused
+-- index (0-based, -1 for none), wait, never, then remaining and reset per check; times in
+-- microseconds.
 --
 -- Nothing is written until every run has been evaluated: a script that Redis stops with an error
 -- (a key of the wrong type) has changed nothing but dropping expired leases, so its runs can be
@@ -53,6 +57,8 @@ local values = call('MGET', unpack(KEYS))
 -- change, to store; leases[k][lease] a lease's new expiry, or false once released; ttls[k] the
 -- lease time to live to set on the key.
 local sa, sb, kinds, written, leases, ttls = {}, {}, {}, {}, {}, {}
+-- marks[k] holds how long to keep settlement mark k (milliseconds) once it is to be set.
+local marks = {}
 
 local function ms(us)
   return max(ceil(us / 1000), 1)
@@ -138,7 +144,11 @@ local function evaluate(kind, cap, p1, a, b, cost, now)
   return true, false, 0, cap - b - cost, reset, a, b + cost
 end
 
-local function settle(base, n, now)
+local function settle(base, n, now, mark, keep)
+  if mark > 0 then
+    if values[mark] or marks[mark] then return end -- applied before
+    marks[mark] = keep
+  end
   for j = base, base + 6 * (n - 1), 6 do
     local k, kind, cap, p1, p2 = num(ARGV[j]), ARGV[j + 1], num(ARGV[j + 2]), ARGV[j + 3], ARGV[j + 4]
     local delta = min(max(num(ARGV[j + 5]), -4 * cap), 4 * cap)
@@ -149,6 +159,18 @@ local function settle(base, n, now)
       b = max(b + delta, 0)
     end
     change(k, kind, a, b, p1, p2, delta, now)
+  end
+end
+
+-- renew pushes each held lease's expiry to now plus its time to live; a lease that expired or was
+-- released stays gone. Every check is a concurrency check.
+local function renew(base, n, now)
+  for j = base, base + 6 * (n - 1), 6 do
+    local k, p1, lease = num(ARGV[j]), ARGV[j + 3], ARGV[j + 4]
+    state(k, 'c', p1, lease, now)
+    if holds(k, lease) then
+      leases[k][lease], ttls[k] = now + num(p1), num(p1)
+    end
   end
 end
 
@@ -186,13 +208,15 @@ end
 
 local j = 1
 while j <= #ARGV do
-  local now, n = clock(ARGV[j]), num(ARGV[j + 2])
-  if ARGV[j + 1] == 'settle' then
-    settle(j + 3, n, now)
+  local now, mode, n = clock(ARGV[j]), ARGV[j + 1], num(ARGV[j + 2])
+  if mode == 'settle' then
+    settle(j + 5, n, now, num(ARGV[j + 3]), ARGV[j + 4])
+  elseif mode == 'renew' then
+    renew(j + 5, n, now)
   else
-    decide(j + 3, n, now)
+    decide(j + 5, n, now)
   end
-  j = j + 3 + 6 * n
+  j = j + 5 + 6 * n
 end
 
 -- Each changed bucket and window is written once, to expire when it would be full or over; each
@@ -212,5 +236,8 @@ for k, now in pairs(written) do
   else
     call('DEL', KEYS[k])
   end
+end
+for k, keep in pairs(marks) do
+  call('SET', KEYS[k], 1, 'PX', keep)
 end
 return reply

@@ -67,8 +67,10 @@ func (m *Memory) Decide(_ context.Context, checks []Check, now time.Time) (Decis
 	return d, nil
 }
 
-// Settle adds each check's Cost (negative to refund) to its limit, without checking it.
-func (m *Memory) Settle(_ context.Context, checks []Check, now time.Time) error {
+// Settle adds each check's Cost (negative to refund) to its limit, without checking it. It
+// ignores id: a settlement in memory cannot fail half-way, so no caller has reason to send one
+// again.
+func (m *Memory) Settle(_ context.Context, id string, checks []Check, now time.Time) error {
 	t := now.UnixNano()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -78,6 +80,10 @@ func (m *Memory) Settle(_ context.Context, checks []Check, now time.Time) error 
 	}
 	return nil
 }
+
+// Renew does nothing: in memory a slot in flight is held until it is released, without expiry,
+// since a process that dies takes its slots with it.
+func (m *Memory) Renew(context.Context, []Check, time.Time) error { return nil }
 
 // Sweep drops the keys that are idle at now. Call it every minute or so.
 func (m *Memory) Sweep(now time.Time) {

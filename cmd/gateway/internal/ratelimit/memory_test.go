@@ -74,3 +74,23 @@ func BenchmarkMemoryBytesPerKey(b *testing.B) {
 		runtime.KeepAlive(limits)
 	}
 }
+
+// TestMemoryRefundFillsABucketOnlyToNow refunds more than a bucket took, then decides on a clock
+// that stepped back a second: the refund filled the bucket as of the refund's now, not earlier,
+// so the full burst is a second away. (Redis drops a bucket that is full at now, and a clock
+// that steps back finds it full; Memory keeps it, so only Memory has this floor to test.)
+func TestMemoryRefundFillsABucketOnlyToNow(t *testing.T) {
+	ctx := context.Background()
+	m := NewMemory()
+	b := mustLimit(NewBucket("{p}:refunded", LevelUser, Requests, 1, time.Second, 2))
+	if d, err := m.Decide(ctx, []Check{{Limit: b, Cost: 1}}, t0); err != nil || !d.Allowed {
+		t.Fatalf("first decision: %+v, %v", d, err)
+	}
+	if err := m.Settle(ctx, "refund", []Check{{Limit: b, Cost: -8}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	d, err := m.Decide(ctx, []Check{{Limit: b, Cost: 2}}, t0.Add(-time.Second))
+	if err != nil || d.Allowed || d.RetryAfter != time.Second || d.Remaining[0] != 1 {
+		t.Errorf("the burst a second before the refund: %+v, %v; want refused for 1s with 1 left", d, err)
+	}
+}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -15,34 +18,70 @@ const (
 	maxBatches = 2
 	// maxBatch caps the runs sent in one batch.
 	maxBatch = 64
+	// callerWait is how long a caller waits for its run's answer, unless its context ends first: a
+	// stalled Redis fails decisions as soon as a read timeout of ClientOptions would.
+	callerWait = 500 * time.Millisecond
+	// scriptTimeout is how long the pipeline waits for a script run's answer, however soon its
+	// callers leave: only the answer tells whether a decision whose caller left took anything.
+	scriptTimeout = 30 * time.Second
 )
+
+// errNoAnswer is what a caller gets when Redis has not answered its run within callerWait.
+var errNoAnswer = errors.New("no answer from Redis in time")
 
 // pipeline sends the runs of concurrent callers together: while a batch is on the wire, the runs
 // that arrive wait and go in the next one. The runs of a batch whose keys share a hash tag go in
 // one script run, which evaluates them in turn, each atomically, on one clock, and reads and
-// writes the keys they have in common once. A caller alone goes at once. It is safe for
-// concurrent use.
+// writes the keys they have in common once. It is safe for concurrent use.
+//
+// A caller that stops waiting (its context ended, or callerWait passed) leaves its run: a run left
+// before it was sent is never sent, and a decision left after is given back once its answer says
+// it was allowed, so that a caller that got an error was charged nothing. The pipeline waits up to
+// scriptTimeout for every answer; only a run whose answer never comes (the connection broke) has
+// an outcome nobody knows, and then what it took stays taken: the limits err on the safe side,
+// and a lease frees itself when it expires.
 type pipeline struct {
-	client redis.UniversalClient
+	client redis.UniversalClient // with the read timeout scriptTimeout, where the client allows it
 
 	mu      sync.Mutex
 	pending []*scriptRun
-	batches int // on the wire
+	batches int            // on the wire
+	busy    sync.WaitGroup // batches on the wire or waiting to go
 }
 
-// scriptRun is one caller's decision or settlement, and its answer once done is closed.
+// The states of a run.
+const (
+	waiting   int32 = iota // in pending
+	sent                   // on the wire, its caller waiting
+	answered               // its caller has its answer
+	abandoned              // its caller stopped waiting
+)
+
+// scriptRun is one caller's decision, settlement or renewal, and its answer once done is closed.
 type scriptRun struct {
 	clock string // now in microseconds, or "" for Redis's own clock
-	mode  string // "decide" or "settle"
+	mode  string // "decide", "settle" or "renew"
 	keys  []string
-	args  []any // five per key: kind, capacity, p1, p2, cost
+	args  []any  // five per key: kind, capacity, p1, p2, cost
+	mark  string // a settlement's record that it was applied, or ""
+	keep  int64  // how long Redis keeps mark, in milliseconds
 	reply []int64
 	err   error
 	done  chan struct{}
+	state atomic.Int32
 }
 
-// run sends r and returns its reply. If ctx ends first, run returns ctx's error; the run may
-// still happen, as with any command whose caller stops waiting.
+// newPipeline returns a pipeline that sends its runs to client, waiting up to scriptTimeout for
+// their answers when client is a *redis.Client (others keep their own read timeouts).
+func newPipeline(client redis.UniversalClient) *pipeline {
+	if c, ok := client.(*redis.Client); ok {
+		client = c.WithTimeout(scriptTimeout)
+	}
+	return &pipeline{client: client}
+}
+
+// run sends r and returns its reply. If ctx ends or callerWait passes first, run returns an error
+// and r takes nothing (see pipeline).
 func (p *pipeline) run(ctx context.Context, r *scriptRun) ([]int64, error) {
 	r.done = make(chan struct{})
 	p.mu.Lock()
@@ -50,31 +89,69 @@ func (p *pipeline) run(ctx context.Context, r *scriptRun) ([]int64, error) {
 	send := p.batches < maxBatches
 	if send {
 		p.batches++
+		p.busy.Add(1)
 	}
 	p.mu.Unlock()
 	if send {
-		p.sendPending()
+		go p.sendPending()
 	}
+	timer := waitTimers.Get().(*time.Timer)
+	timer.Reset(callerWait)
+	defer func() {
+		timer.Stop() // no value is left in timer.C once Stop returns
+		waitTimers.Put(timer)
+	}()
 	select {
 	case <-r.done:
 		return r.reply, r.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return r.leave(ctx.Err())
+	case <-timer.C:
+		return r.leave(errNoAnswer)
 	}
 }
 
+// waitTimers holds stopped timers for callers' waits, to spare a decision two allocations.
+var waitTimers = sync.Pool{New: func() any {
+	t := time.NewTimer(callerWait)
+	t.Stop()
+	return t
+}}
+
+// leave stops waiting for r with err, unless r's answer came first.
+func (r *scriptRun) leave(err error) ([]int64, error) {
+	if r.state.CompareAndSwap(waiting, abandoned) || r.state.CompareAndSwap(sent, abandoned) {
+		return nil, err
+	}
+	<-r.done
+	return r.reply, r.err
+}
+
+// deliver hands r its answer and reports whether its caller had left.
+func (r *scriptRun) deliver(reply []int64, err error) (left bool) {
+	r.reply, r.err = reply, err
+	left = !r.state.CompareAndSwap(sent, answered)
+	close(r.done)
+	return left
+}
+
 // sendPending sends one batch of the runs waiting, and hands what is left to a goroutine of its
-// own, so that no caller waits for others' batches.
+// own, so that no batch waits for another.
 func (p *pipeline) sendPending() {
+	defer p.busy.Done()
 	p.mu.Lock()
 	n := min(len(p.pending), maxBatch)
 	batch := p.pending[:n:n]
 	p.pending = p.pending[n:]
 	p.mu.Unlock()
-	p.send(batch)
+	if batch = claim(batch); len(batch) > 0 {
+		p.send(batch)
+	}
 	p.mu.Lock()
 	more := len(p.pending) > 0
-	if !more {
+	if more {
+		p.busy.Add(1)
+	} else {
 		p.batches--
 	}
 	p.mu.Unlock()
@@ -83,38 +160,64 @@ func (p *pipeline) sendPending() {
 	}
 }
 
-// send runs a batch in one round trip. The calls Redis answers NOSCRIPT (it lost the script) are
-// sent again once it is loaded. A call that Redis refuses otherwise is sent again with each of
-// its runs alone, so that one bad run fails only its own caller: the script writes nothing
-// until every run has been evaluated, so the runs did not happen.
+// claim marks the runs of batch sent and returns them, without those their callers left.
+func claim(batch []*scriptRun) []*scriptRun {
+	kept := batch[:0]
+	for _, r := range batch {
+		if r.state.CompareAndSwap(waiting, sent) {
+			kept = append(kept, r)
+		}
+	}
+	return kept
+}
+
+// send runs a batch in one round trip. A call that Redis refuses is sent again with each of its
+// runs alone, so that one bad run fails only its own caller: the script writes nothing until
+// every run has been evaluated, so the runs did not happen. Then the decisions allowed for callers
+// that left are given back.
 func (p *pipeline) send(batch []*scriptRun) {
-	// The batch serves several callers: none of their contexts may cancel it. The client's own
-	// timeouts bound it.
+	// The batch serves several callers: none of their contexts may cancel it. scriptTimeout
+	// bounds it.
 	ctx := context.Background()
 	calls := groupByHashTag(batch)
-	p.exec(ctx, calls)
-	if lost := withoutScript(calls); len(lost) > 0 {
-		if err := decideScript.Load(ctx, p.client).Err(); err != nil {
-			finish(batch, err)
-			return
-		}
-		p.exec(ctx, lost)
+	if err := p.execLoading(ctx, calls); err != nil {
+		finish(batch, err)
+		return
 	}
-	var again []*scriptCall
+	var done, again []*scriptCall
 	for _, c := range calls {
 		var refused redis.Error
 		if errors.As(c.cmd.Err(), &refused) && len(c.runs) > 1 {
 			again = append(again, groupEach(c.runs)...)
 			continue
 		}
-		c.answer()
+		done = append(done, c)
 	}
 	if len(again) > 0 {
 		p.exec(ctx, again)
-		for _, c := range again {
-			c.answer()
-		}
+		done = append(done, again...)
 	}
+	var reverts []*scriptRun
+	for _, c := range done {
+		reverts = c.answer(reverts)
+	}
+	if len(reverts) > 0 {
+		// A give-back that fails leaves the decision taken: the limits err on the safe side.
+		_ = p.execLoading(ctx, groupByHashTag(reverts))
+	}
+}
+
+// execLoading sends calls as exec does, and once more those Redis answered NOSCRIPT (it lost the
+// script, so they did not run) after loading it.
+func (p *pipeline) execLoading(ctx context.Context, calls []*scriptCall) error {
+	p.exec(ctx, calls)
+	if lost := withoutScript(calls); len(lost) > 0 {
+		if err := decideScript.Load(ctx, p.client).Err(); err != nil {
+			return err
+		}
+		p.exec(ctx, lost)
+	}
+	return nil
 }
 
 // exec sends each call, read as integers without boxing each one.
@@ -138,10 +241,10 @@ func withoutScript(calls []*scriptCall) []*scriptCall {
 	return lost
 }
 
+// finish answers every run of batch with err.
 func finish(batch []*scriptRun, err error) {
 	for _, r := range batch {
-		r.err = err
-		close(r.done)
+		r.deliver(nil, err)
 	}
 }
 
@@ -186,26 +289,27 @@ func groupEach(runs []*scriptRun) []*scriptCall {
 }
 
 // newScriptCall returns the call of these runs: EVALSHA of the script on their distinct keys,
-// then per run its clock, mode and number of checks, and per check the position of its key
-// (from 1, as in Lua) and its five values.
+// then per run its clock, mode, number of checks, the position of its settlement mark (0: none)
+// and how long to keep it, and per check the position of its key (from 1, as in Lua) and its five
+// values.
 func newScriptCall(runs []*scriptRun) *scriptCall {
 	index := make(map[string]int, len(runs[0].keys))
 	var keys []any
 	size := 3
 	for _, r := range runs {
-		size += 3 + 6*len(r.keys)
+		size += 5 + 6*len(r.keys)
 		for _, key := range r.keys {
-			if _, ok := index[key]; !ok {
-				keys = append(keys, key)
-				index[key] = len(keys)
-			}
+			keys = appendKey(keys, index, key)
+		}
+		if r.mark != "" {
+			keys = appendKey(keys, index, r.mark)
 		}
 	}
 	args := make([]any, 0, size+len(keys))
 	args = append(args, "evalsha", decideScript.Hash(), len(keys))
 	args = append(args, keys...)
 	for _, r := range runs {
-		args = append(args, r.clock, r.mode, len(r.keys))
+		args = append(args, r.clock, r.mode, len(r.keys), index[r.mark], r.keep)
 		for i, key := range r.keys {
 			args = append(args, index[key])
 			args = append(args, r.args[5*i:5*i+5]...)
@@ -214,21 +318,44 @@ func newScriptCall(runs []*scriptRun) *scriptCall {
 	return &scriptCall{runs: runs, args: args}
 }
 
-// answer hands each run its part of the reply: a decision's 4+2n values, a settlement's none.
-func (c *scriptCall) answer() {
+// appendKey appends key to keys unless index holds it, and records its position (from 1).
+func appendKey(keys []any, index map[string]int, key string) []any {
+	if _, ok := index[key]; ok {
+		return keys
+	}
+	keys = append(keys, key)
+	index[key] = len(keys)
+	return keys
+}
+
+// answer hands each run its part of the reply: a decision's 4+2n values, a settlement's or a
+// renewal's none. It returns reverts with the give-back of each decision allowed for a caller
+// that had left.
+func (c *scriptCall) answer(reverts []*scriptRun) []*scriptRun {
 	reply, err := c.cmd.Result()
 	if want := c.replyLen(); err == nil && len(reply) != want {
 		err = fmt.Errorf("ratelimit: the decision script answered %d values, not %d", len(reply), want)
 	}
 	for _, r := range c.runs {
-		if err != nil {
-			r.err = err
-		} else {
+		var mine []int64
+		if err == nil {
 			n := r.replyLen()
-			r.reply, reply = reply[:n:n], reply[n:]
+			mine, reply = reply[:n:n], reply[n:]
 		}
-		close(r.done)
+		if r.deliver(mine, err) && r.mode == "decide" && len(mine) > 0 && mine[0] == 1 {
+			reverts = append(reverts, r.revert())
+		}
 	}
+	return reverts
+}
+
+// revert returns the settlement that gives back what decision r took: every cost, and its leases.
+func (r *scriptRun) revert() *scriptRun {
+	args := slices.Clone(r.args)
+	for i := 4; i < len(args); i += 5 {
+		args[i] = -args[i].(int64)
+	}
+	return &scriptRun{clock: r.clock, mode: "settle", keys: r.keys, args: args}
 }
 
 func (c *scriptCall) replyLen() int {

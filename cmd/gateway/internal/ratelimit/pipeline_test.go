@@ -37,19 +37,31 @@ func TestPipelineAnswersEachCaller(t *testing.T) {
 	wg.Wait()
 }
 
-// TestPipelineLoadsTheScriptAgain checks that decisions go on after Redis forgets the script.
+// TestPipelineLoadsTheScriptAgain checks that decisions and settlements go on after Redis forgets
+// the script, and that each is applied once: a call answered NOSCRIPT did not run.
 func TestPipelineLoadsTheScriptAgain(t *testing.T) {
 	server := redisserver.Start(t)
 	client := server.Client(t)
 	store := NewRedis(client)
-	checks := []Check{{Limit: mustLimit(NewBucket("{p}:k", LevelUser, Requests, 1, time.Hour, 10)), Cost: 1}}
-	for range 2 {
+	l := mustLimit(NewBucket("{p}:k", LevelUser, Requests, 1, time.Hour, 10))
+	checks := []Check{{Limit: l, Cost: 1}}
+	for i := range 2 {
 		if err := client.ScriptFlush(context.Background()).Err(); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := store.Decide(context.Background(), checks, time.Now()); err != nil {
 			t.Fatalf("Decide after SCRIPT FLUSH: %v", err)
 		}
+		if err := client.ScriptFlush(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Settle(context.Background(), fmt.Sprint("s", i), checks, time.Now()); err != nil {
+			t.Fatalf("Settle after SCRIPT FLUSH: %v", err)
+		}
+	}
+	d, err := store.Decide(context.Background(), []Check{{Limit: l}}, time.Now())
+	if err != nil || d.Remaining[0] != 6 {
+		t.Errorf("after two decisions and two settlements of 1: %d left, %v; want 6", d.Remaining[0], err)
 	}
 }
 
@@ -150,7 +162,7 @@ func TestBatchedInFlightCountsEachCallOnce(t *testing.T) {
 	}
 	for i := range callers {
 		wg.Go(func() {
-			if err := store.Settle(context.Background(), release(i), time.Now()); err != nil {
+			if err := store.Settle(context.Background(), fmt.Sprint("release-", i), release(i), time.Now()); err != nil {
 				t.Error(err)
 			}
 		})

@@ -18,8 +18,10 @@ var decideScript = redis.NewScript(decideSource)
 
 // Redis keeps limiter state in Redis, so that every gateway replica draws from the same budgets.
 // Each decision is evaluated and taken atomically in a script, in one round trip, on Redis's own
-// clock; concurrent decisions share their round trips and script runs. Keys expire when idle. Redis
-// is safe for concurrent use.
+// clock; concurrent decisions share their round trips and script runs. Keys expire when idle. A
+// caller waits for its answer at most half a second (or until its context ends) and then gets an
+// error; whatever its run took is given back once Redis answers (see pipeline). Build the client
+// with ClientOptions. Redis is safe for concurrent use.
 type Redis struct {
 	pipeline     *pipeline
 	trustCallers bool
@@ -34,11 +36,21 @@ func WithCallerClock() RedisOption { return func(r *Redis) { r.trustCallers = tr
 
 // NewRedis returns a store that keeps its state in the Redis behind client.
 func NewRedis(client redis.UniversalClient, opts ...RedisOption) *Redis {
-	r := &Redis{pipeline: &pipeline{client: client}}
+	r := &Redis{pipeline: newPipeline(client)}
 	for _, opt := range opts {
 		opt(r)
 	}
 	return r
+}
+
+// ClientOptions returns o with the timeouts and retries the limiter needs from its Redis client:
+// a read or write timeout of half a second, so that a stalled Redis fails over fast, and no
+// retries. A command that timed out may still run, and a script run sent twice would take twice.
+func ClientOptions(o redis.Options) *redis.Options {
+	o.DialTimeout = time.Second
+	o.ReadTimeout, o.WriteTimeout = 500*time.Millisecond, 500*time.Millisecond
+	o.MaxRetries = -1
+	return &o
 }
 
 // Decide checks every check and, when all pass, takes every cost; otherwise it takes nothing.
@@ -59,15 +71,79 @@ func (r *Redis) Decide(ctx context.Context, checks []Check, now time.Time) (Deci
 
 // Settle adds each check's Cost (negative to refund) to its limit without checking it; a
 // negative Cost on a concurrency limit releases the check's Lease.
-func (r *Redis) Settle(ctx context.Context, checks []Check, now time.Time) error {
+//
+// id names the settlement and must be unique to it (the call's lease name). A settlement whose id
+// was applied before does nothing, for as long as the longest lease among its checks lives and at
+// least settledFor, so a caller that does not know whether a settlement went through (it timed
+// out) may send it again. The record of the id is a key with the hash tag of the checks' keys.
+func (r *Redis) Settle(ctx context.Context, id string, checks []Check, now time.Time) error {
 	if len(checks) == 0 {
 		return nil
 	}
-	_, err := r.run(ctx, "settle", checks, now)
+	if id == "" {
+		return errors.New("ratelimit: a settlement needs an id")
+	}
+	run, err := r.newRun("settle", checks, now)
+	if err != nil {
+		return err
+	}
+	run.mark, run.keep = settledKey(checks[0].Limit.Key, id), settledTTL(checks).Milliseconds()
+	_, err = r.send(ctx, run)
+	return err
+}
+
+// settledFor is the shortest time a settlement's id is remembered: longer than a caller goes on
+// sending a settlement whose outcome it does not know.
+const settledFor = time.Minute
+
+// settledKey names the record that the settlement id was applied, in the hash tag of key.
+func settledKey(key, id string) string {
+	return "{" + hashTag(key) + "}:settled:" + id
+}
+
+// settledTTL is how long a settlement of checks is remembered: as long as its longest lease, and
+// at least settledFor.
+func settledTTL(checks []Check) time.Duration {
+	ttl := settledFor
+	for _, c := range checks {
+		if c.Limit.kind == concurrency {
+			ttl = max(ttl, c.Limit.leaseTTL)
+		}
+	}
+	return ttl
+}
+
+// Renew keeps the leases of the concurrency checks among checks for another lease time to live
+// from now, so that a call longer than its lease keeps its slot. A lease that has expired or was
+// released is not taken again. Other checks are ignored.
+func (r *Redis) Renew(ctx context.Context, checks []Check, now time.Time) error {
+	var leases []Check
+	for _, c := range checks {
+		if c.Limit.kind == concurrency {
+			leases = append(leases, c)
+		}
+	}
+	if len(leases) == 0 {
+		return nil
+	}
+	run, err := r.newRun("renew", leases, now)
+	if err != nil {
+		return err
+	}
+	_, err = r.send(ctx, run)
 	return err
 }
 
 func (r *Redis) run(ctx context.Context, mode string, checks []Check, now time.Time) ([]int64, error) {
+	run, err := r.newRun(mode, checks, now)
+	if err != nil {
+		return nil, err
+	}
+	return r.send(ctx, run)
+}
+
+// newRun returns the script run of checks in mode: "decide", "settle" or "renew".
+func (r *Redis) newRun(mode string, checks []Check, now time.Time) (*scriptRun, error) {
 	run := &scriptRun{mode: mode, keys: make([]string, len(checks)), args: make([]any, 0, 5*len(checks))}
 	if r.trustCallers {
 		run.clock = strconv.FormatInt(now.UnixMicro(), 10)
@@ -79,9 +155,13 @@ func (r *Redis) run(ctx context.Context, mode string, checks []Check, now time.T
 			return nil, err
 		}
 	}
+	return run, nil
+}
+
+func (r *Redis) send(ctx context.Context, run *scriptRun) ([]int64, error) {
 	reply, err := r.pipeline.run(ctx, run)
 	if err != nil {
-		return nil, fmt.Errorf("ratelimit: run the decision script on %d keys: %w", len(checks), err)
+		return nil, fmt.Errorf("ratelimit: run the decision script on %d keys: %w", len(run.keys), err)
 	}
 	return reply, nil
 }

@@ -1,13 +1,14 @@
 package ratelimit
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/test/redisserver"
 )
@@ -15,20 +16,24 @@ import (
 // store is what the shared table drives: both stores answer the same way on the same fake time.
 type store interface {
 	Decide(ctx context.Context, checks []Check, now time.Time) (Decision, error)
-	Settle(ctx context.Context, checks []Check, now time.Time) error
+	Settle(ctx context.Context, id string, checks []Check, now time.Time) error
+	Renew(ctx context.Context, checks []Check, now time.Time) error
 }
 
 // t0 is 23:00 UTC, an hour before a day's window resets.
 var t0 = time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC)
 
-// step is one call at t0+at: Decide, or Settle when settle is set.
+// step is one call at t0+at: Decide, or Settle or Renew when settle or renew is set.
 type step struct {
 	at     time.Duration
 	costs  []int64 // one per limit of the case
 	settle bool
-	// release names the earlier step whose concurrency lease a settle step gives back.
-	release int
-	want    result
+	renew  bool
+	// lease names the step's concurrency lease; empty means "step-i" for step i.
+	lease string
+	// id names a settlement; empty means "settle-i" for step i.
+	id   string
+	want result
 }
 
 // result is the part of a Decision a step checks.
@@ -47,20 +52,20 @@ func mustLimit(l *Limit, err error) *Limit {
 	return l
 }
 
-func limiterCases() []struct {
+// limiterCase is a sequence of steps on a fresh store.
+type limiterCase struct {
 	name   string
 	limits []*Limit
 	steps  []step
-} {
+}
+
+// limiterCases hold what both stores do alike.
+func limiterCases() []limiterCase {
 	newYork, err := time.LoadLocation("America/New_York")
 	if err != nil {
 		panic(err)
 	}
-	return []struct {
-		name   string
-		limits []*Limit
-		steps  []step
-	}{
+	return []limiterCase{
 		{
 			name:   "bucket allows its burst then says when the next unit is earned",
 			limits: []*Limit{mustLimit(NewBucket("{p}:u", LevelUser, Requests, 2, time.Second, 2))},
@@ -129,7 +134,7 @@ func limiterCases() []struct {
 				{costs: []int64{1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{1}}},
 				{costs: []int64{1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
 				{costs: []int64{1}, want: result{Refused: 0, Remaining: []int64{0}}},
-				{costs: []int64{-1}, settle: true, release: 0},
+				{costs: []int64{-1}, settle: true, lease: "step-0"},
 				{costs: []int64{1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
 			},
 		},
@@ -145,6 +150,27 @@ func limiterCases() []struct {
 			},
 		},
 		{
+			name:   "a refund never takes a window below empty",
+			limits: []*Limit{mustLimit(NewWindow("{p}:refunded", LevelUser, Requests, 3, Calendar{Period: Day}))},
+			steps: []step{
+				{costs: []int64{1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{2}}},
+				{costs: []int64{-5}, settle: true},
+				{costs: []int64{3}, want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
+				{costs: []int64{1}, want: result{Refused: 0, RetryAfter: time.Hour, Remaining: []int64{0}}},
+			},
+		},
+		{
+			name:   "a settlement too large to be real counts as four bursts",
+			limits: []*Limit{mustLimit(NewBucket("{p}:huge", LevelProvider, Tokens, 10, time.Second, 10))},
+			steps: []step{
+				// Four bursts of 10 at 100ms a unit put the bucket 4s in debt: one unit more is 3.1s away.
+				{costs: []int64{math.MaxInt64}, settle: true},
+				{costs: []int64{1}, want: result{Refused: 0, RetryAfter: 3100 * time.Millisecond, Remaining: []int64{0}}},
+				{costs: []int64{-math.MaxInt64}, settle: true},
+				{costs: []int64{10}, want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
+			},
+		},
+		{
 			name:   "a clock that steps back never gives more than the burst",
 			limits: []*Limit{mustLimit(NewBucket("{p}:back", LevelGlobal, Requests, 1, time.Second, 1))},
 			steps: []step{
@@ -155,50 +181,130 @@ func limiterCases() []struct {
 	}
 }
 
-func runCases(t *testing.T, newStore func(t *testing.T) store) {
-	ctx := context.Background()
-	for _, tc := range limiterCases() {
+func runCases(t *testing.T, cases []limiterCase, newStore func(t *testing.T) store) {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t)
 			for i, st := range tc.steps {
-				lease := fmt.Sprint("step-", i)
-				if st.settle {
-					lease = fmt.Sprint("step-", st.release)
-				}
-				checks := make([]Check, len(tc.limits))
-				for j, l := range tc.limits {
-					checks[j] = Check{Limit: l, Cost: st.costs[j], Lease: lease}
-				}
-				if st.settle {
-					if err := s.Settle(ctx, checks, t0.Add(st.at)); err != nil {
-						t.Fatalf("step %d: Settle: %v", i, err)
-					}
-					continue
-				}
-				d, err := s.Decide(ctx, checks, t0.Add(st.at))
-				if err != nil {
-					t.Fatalf("step %d: Decide: %v", i, err)
-				}
-				got := result{Allowed: d.Allowed, Refused: d.Refused, RetryAfter: d.RetryAfter, Never: d.Never, Remaining: d.Remaining[:len(checks)]}
-				if diff := cmp.Diff(st.want, got); diff != "" {
-					t.Errorf("step %d: decision (-want +got):\n%s", i, diff)
-				}
+				runStep(t, s, tc.limits, i, st)
 			}
 		})
 	}
 }
 
+// runStep runs step i on s and checks its decision.
+func runStep(t *testing.T, s store, limits []*Limit, i int, st step) {
+	t.Helper()
+	ctx, now := context.Background(), t0.Add(st.at)
+	lease, id := cmp.Or(st.lease, fmt.Sprint("step-", i)), cmp.Or(st.id, fmt.Sprint("settle-", i))
+	checks := make([]Check, len(limits))
+	for j, l := range limits {
+		checks[j] = Check{Limit: l, Cost: st.costs[j], Lease: lease}
+	}
+	switch {
+	case st.settle:
+		if err := s.Settle(ctx, id, checks, now); err != nil {
+			t.Fatalf("step %d: Settle: %v", i, err)
+		}
+	case st.renew:
+		if err := s.Renew(ctx, checks, now); err != nil {
+			t.Fatalf("step %d: Renew: %v", i, err)
+		}
+	default:
+		d, err := s.Decide(ctx, checks, now)
+		if err != nil {
+			t.Fatalf("step %d: Decide: %v", i, err)
+		}
+		got := result{Allowed: d.Allowed, Refused: d.Refused, RetryAfter: d.RetryAfter, Never: d.Never, Remaining: d.Remaining[:len(checks)]}
+		if diff := gocmp.Diff(st.want, got); diff != "" {
+			t.Errorf("step %d: decision (-want +got):\n%s", i, diff)
+		}
+	}
+}
+
 func TestMemory(t *testing.T) {
-	runCases(t, func(*testing.T) store { return NewMemory() })
+	runCases(t, limiterCases(), func(*testing.T) store { return NewMemory() })
 }
 
 func TestRedis(t *testing.T) {
 	server := redisserver.Start(t)
-	runCases(t, func(t *testing.T) store {
+	runCases(t, append(limiterCases(), redisCases()...), func(t *testing.T) store {
 		client := server.Client(t)
 		if err := client.FlushAll(context.Background()).Err(); err != nil {
 			t.Fatal(err)
 		}
 		return NewRedis(client, WithCallerClock())
 	})
+}
+
+// redisCases hold what only the Redis store does: leases that expire and are renewed, each
+// counted once, and settlements applied once per id. (Memory counts calls in flight without
+// naming them, and ignores settlement ids.)
+func redisCases() []limiterCase {
+	return []limiterCase{
+		{
+			name:   "a lease frees itself when its time to live ends",
+			limits: []*Limit{mustLimit(NewConcurrency("{p}:expiring", LevelProvider, 1, time.Minute))},
+			steps: []step{
+				{costs: []int64{1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
+				{at: time.Minute - time.Microsecond, costs: []int64{1}, want: result{Refused: 0, Remaining: []int64{0}}},
+				{at: time.Minute, costs: []int64{1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
+			},
+		},
+		{
+			name:   "a lease taken twice counts once, and released twice frees one slot",
+			limits: []*Limit{mustLimit(NewConcurrency("{p}:twice", LevelProvider, 2, time.Minute))},
+			steps: []step{
+				{costs: []int64{1}, lease: "a", want: result{Allowed: true, Refused: -1, Remaining: []int64{1}}},
+				// A decision reports what it has left as if its cost were new; a holds one slot still.
+				{costs: []int64{1}, lease: "a", want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
+				{costs: []int64{1}, lease: "b", want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
+				{costs: []int64{-1}, settle: true, lease: "a"},
+				{costs: []int64{-1}, settle: true, lease: "a"},
+				{costs: []int64{1}, lease: "c", want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
+				{costs: []int64{1}, lease: "d", want: result{Refused: 0, Remaining: []int64{0}}},
+			},
+		},
+		{
+			name:   "a renewed lease outlives its first time to live, and one not renewed is freed",
+			limits: []*Limit{mustLimit(NewConcurrency("{p}:renewed", LevelProvider, 2, time.Minute))},
+			steps: []step{
+				{costs: []int64{1}, lease: "a", want: result{Allowed: true, Refused: -1, Remaining: []int64{1}}},
+				{costs: []int64{1}, lease: "b", want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
+				{at: 50 * time.Second, costs: []int64{1}, lease: "a", renew: true},
+				// b has expired; a holds until 1m50s.
+				{at: time.Minute, costs: []int64{1}, lease: "c", want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
+				{at: time.Minute, costs: []int64{1}, lease: "d", want: result{Refused: 0, Remaining: []int64{0}}},
+				{at: 110 * time.Second, costs: []int64{1}, lease: "d", want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
+			},
+		},
+		{
+			name:   "renewing a lease released or expired does not take it again",
+			limits: []*Limit{mustLimit(NewConcurrency("{p}:gone", LevelProvider, 1, time.Minute))},
+			steps: []step{
+				{costs: []int64{1}, lease: "a", want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
+				{costs: []int64{-1}, settle: true, lease: "a"},
+				{costs: []int64{1}, lease: "a", renew: true},
+				{costs: []int64{1}, lease: "b", want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
+				{at: time.Minute, costs: []int64{1}, lease: "b", renew: true},
+				{at: time.Minute, costs: []int64{1}, lease: "c", want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
+			},
+		},
+		{
+			name: "a settlement sent again with its id applies once",
+			limits: []*Limit{
+				mustLimit(NewWindow("{p}:settled-tokens", LevelTenant, Tokens, 10, Calendar{Period: Day})),
+				mustLimit(NewConcurrency("{p}:settled-calls", LevelProvider, 2, time.Minute)),
+			},
+			steps: []step{
+				{costs: []int64{4, 1}, lease: "a", want: result{Allowed: true, Refused: -1, Remaining: []int64{6, 1}}},
+				{costs: []int64{4, 1}, lease: "b", want: result{Allowed: true, Refused: -1, Remaining: []int64{2, 0}}},
+				{costs: []int64{-2, -1}, settle: true, lease: "a", id: "a"},
+				{costs: []int64{-2, -1}, settle: true, lease: "a", id: "a"},
+				{costs: []int64{0, 0}, lease: "probe", want: result{Allowed: true, Refused: -1, Remaining: []int64{4, 1}}},
+				{costs: []int64{-2, -1}, settle: true, lease: "b", id: "b"},
+				{costs: []int64{0, 0}, lease: "probe", want: result{Allowed: true, Refused: -1, Remaining: []int64{6, 2}}},
+			},
+		},
+	}
 }
