@@ -6,6 +6,7 @@ package chaos
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -79,9 +80,9 @@ type settings struct {
 	provider string // base URL, without /v1
 	// store is the store's YAML (empty: memory); jobs the jobs' (empty: the defaults).
 	store, jobs string
-	// timeouts are more of the provider's settings, as "key: value, " YAML.
-	timeouts    string
-	maxInFlight int
+	// timeout, stallTimeout and callTimeout are the provider's (empty: the defaults).
+	timeout, stallTimeout, callTimeout string
+	maxInFlight                        int
 }
 
 // redisStore is the YAML of a Redis store at addr failing as failMode says, for one replica:
@@ -109,7 +110,9 @@ providers:
     maxInFlight: %d
     prices: {inputPerMillion: "1.00", outputPerMillion: "1.00"}
     retry: {maxAttempts: 1, baseDelay: 10ms, maxDelay: 10ms}
-    %s
+    timeout: %s
+    stallTimeout: %s
+    callTimeout: %s
 tenants:
   - name: acme
     keys: [{sha256: %s, user: alice}]
@@ -117,7 +120,8 @@ tenants:
     perTenant:
       - {dimension: tokens, amount: 100000000, per: day}
     budget: {amount: "%d", period: month}
-`, s.store, s.jobs, s.provider, s.maxInFlight, s.timeouts, gatewayv1.HashKey(apiKey), budgetMicros/1_000_000)
+`, s.store, s.jobs, s.provider, s.maxInFlight,
+		cmp.Or(s.timeout, "60s"), cmp.Or(s.stallTimeout, "5m"), cmp.Or(s.callTimeout, "30m"), gatewayv1.HashKey(apiKey), budgetMicros/1_000_000)
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
