@@ -93,6 +93,15 @@ func (p *Process) Stop() error {
 	return p.err
 }
 
+// Kill sends SIGKILL to the process group, as a crash or the kernel's OOM killer would end it,
+// and waits until the process has exited. It may be called more than once, and before Stop.
+func (p *Process) Kill() {
+	p.once.Do(func() {
+		signalGroup(p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	})
+}
+
 func signalGroup(pid int, sig syscall.Signal) {
 	// A negative pid signals the whole group, so children of the process stop too.
 	if err := syscall.Kill(-pid, sig); err != nil {

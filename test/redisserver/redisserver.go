@@ -34,6 +34,10 @@ type Server struct {
 	// CAFile is the PEM file of the CA that signed the server's certificate, when it speaks TLS.
 	CAFile string
 	proc   *proc.Process
+	// t, bin and args (which hold its directory) start the server again in Restart.
+	t    testing.TB
+	bin  string
+	args []string
 }
 
 // Option changes how the server is started.
@@ -48,6 +52,12 @@ type settings struct {
 // server keeps nothing on disk.
 func AppendOnly() Option {
 	return func(s *settings) { s.args = append(s.args, "--appendonly", "yes") }
+}
+
+// Durable turns on append-only persistence with an fsync before every reply: whatever the server
+// acknowledged survives Kill and Restart.
+func Durable() Option {
+	return func(s *settings) { s.args = append(s.args, "--appendonly", "yes", "--appendfsync", "always") }
 }
 
 // RequirePass makes the server require password from its clients. Client does not send it.
@@ -108,7 +118,7 @@ func start(t testing.TB, bin string, opts []Option) (*Server, error) {
 		opt(&set)
 	}
 	dir := t.TempDir()
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), t: t, bin: bin}
 	args := []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port)}
 	if set.tls {
 		if args, err = s.tlsArgs(dir, port); err != nil {
@@ -116,12 +126,21 @@ func start(t testing.TB, bin string, opts []Option) (*Server, error) {
 		}
 	}
 	args = append(args, "--dir", dir, "--save", "", "--appendonly", "no", "--protected-mode", "yes", "--loglevel", "warning")
-	s.proc = proc.Start(t, "redis-server", exec.Command(bin, append(args, set.args...)...))
-	if err := s.waitReady(10 * time.Second); err != nil {
-		s.proc.Stop()
-		return nil, fmt.Errorf("start on port %d: %w\n%s", port, err, s.proc.Log())
+	s.args = append(args, set.args...)
+	if err := s.run(); err != nil {
+		return nil, fmt.Errorf("start on port %d: %w", port, err)
 	}
 	return s, nil
+}
+
+// run starts redis-server with the server's arguments and waits until it answers.
+func (s *Server) run() error {
+	s.proc = proc.Start(s.t, "redis-server", exec.Command(s.bin, s.args...))
+	if err := s.waitReady(10 * time.Second); err != nil {
+		s.proc.Stop()
+		return fmt.Errorf("%w\n%s", err, s.proc.Log())
+	}
+	return nil
 }
 
 // tlsArgs writes a CA and a server certificate into dir and returns the arguments that make
@@ -178,6 +197,20 @@ func (s *Server) client(opts redis.Options) *redis.Client {
 
 // Stop stops the server before the test ends, for tests of an unreachable Redis.
 func (s *Server) Stop() error { return s.proc.Stop() }
+
+// Kill ends the server with SIGKILL, as a crash would: it writes nothing more and its clients'
+// connections break.
+func (s *Server) Kill() { s.proc.Kill() }
+
+// Restart starts a stopped or killed server again on its address, with its arguments and its
+// directory, so that a Durable server comes back with what it had acknowledged. It fails the
+// test if the port was taken meanwhile.
+func (s *Server) Restart() {
+	s.t.Helper()
+	if err := s.run(); err != nil {
+		s.t.Fatalf("redisserver: restart on %s: %v", s.Addr, err)
+	}
+}
 
 func (s *Server) waitReady(timeout time.Duration) error {
 	c := s.client(redis.Options{MaxRetries: -1})

@@ -173,6 +173,13 @@ func (s *Server) settleJSON(resp *http.Response, o *outbound) error {
 		o.ticket.Settle(o.estimatedUsage()) // the provider answered 200: it billed the call
 		return err
 	}
+	if len(body) <= maxResponseBytes && !json.Valid(body) {
+		// A 200 the client cannot parse is no answer: it gets an OpenAI error in its place. The
+		// provider answered 200, so it billed the call: it stays charged at its estimate.
+		resp.Body.Close()
+		o.ticket.Settle(o.estimatedUsage())
+		return errProviderGarbled
+	}
 	s.metrics.requests.WithLabelValues(o.tenant(), o.provider(), outcomeOK).Inc()
 	if len(body) > maxResponseBytes {
 		// Too large to settle from: passed on whole, settled at the estimate.
@@ -221,6 +228,9 @@ type readCloser struct {
 // errProviderCredentials stands for a provider's 401 or 403: the gateway's key for it is wrong.
 var errProviderCredentials = errors.New("the provider refused the gateway's credentials")
 
+// errProviderGarbled stands for a provider's 200 whose body is not JSON.
+var errProviderGarbled = errors.New("the provider answered 200 with a body that is not JSON")
+
 // providerFailed counts a provider's error answer.
 func (s *Server) providerFailed(c *call, status int) {
 	s.metrics.providerErrors.WithLabelValues(c.provider(), strconv.Itoa(status)).Inc()
@@ -249,9 +259,19 @@ func (s *Server) unanswered(o *outbound, err error) *apiError {
 		s.log.Error("the provider refused the gateway's credentials: check its API key", "provider", o.provider())
 		return &apiError{status: http.StatusBadGateway, Type: typeServer, Code: "provider_auth_failed",
 			Message: "The gateway's credentials for this model's provider were refused. Nothing was charged."}
+	case errors.Is(err, errProviderGarbled):
+		s.providerFailed(o.call, http.StatusOK)
+		s.log.Warn("provider answered garbage", "provider", o.provider())
+		return &apiError{status: http.StatusBadGateway, Type: typeServer, Code: "provider_bad_answer",
+			Message: "The provider of this model answered with a body that is not JSON; it was charged at its estimate, as the provider billed it."}
 	}
-	o.ticket.Refund()
-	return s.providerUnreachable(o.call, err)
+	e := s.providerUnreachable(o.call, err)
+	if !o.ticket.Refund() {
+		// An answer cut off after its 200 was settled at its estimate as it was read: the
+		// provider billed it. Say so rather than "nothing was charged".
+		e.Message = strings.TrimSuffix(e.Message, " Nothing was charged.") + " It was charged at its estimate: the provider had begun to answer."
+	}
+	return e
 }
 
 // providerTooSlow ends a call the gateway cut off for its provider's slowness, refunding it
