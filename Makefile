@@ -5,7 +5,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: all build test test-short generate manifests chart-manifests helm-lint helm-template docker-build lint bench demo demo-lab control-plane redis
+.PHONY: all build test test-short generate manifests chart-manifests helm-lint helm-template docker-build lint bench demo demo-lab lab-figures control-plane redis
 
 all: build
 
@@ -68,6 +68,12 @@ demo:
 ## demo-lab: the lab's five cases against the simulated provider; needs no control plane.
 demo-lab:
 	@hack/demo-lab.sh
+
+## lab-figures: runs demo-lab and keeps its table (with the command and the date) and the queue
+## case's chart in cmd/lab/demo/, where the README links them.
+lab-figures:
+	@DEMO_OUT=bin/demo hack/demo-lab.sh
+	cp bin/demo/table.txt bin/demo/queue.png cmd/lab/demo/
 
 control-plane:
 	@hack/build-control-plane.sh >/dev/null

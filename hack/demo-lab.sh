@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo-lab`: the lab's ramp against a simulated provider, showing where each way of calling a
 # provider breaks. Everything runs on loopback and stops by itself; each case is capped at
-# DEMO_DURATION (60s by default), so `time make demo-lab` took 3 min 29 s on two cores here.
+# DEMO_DURATION (60s by default). The table goes to stdout and, headed by the command, the date and
+# the cores and followed by the time the run took, to $DEMO_OUT/table.txt.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -17,6 +18,12 @@ demo: a simulated provider (1,500 requests/min, 300,000 tokens/min, 200 calls in
       sequential, burst (all at once), reject (the gateway with Reject), queue (the gateway
       with Queue, door at 60 s) and pool (200 connections, nothing else).
 PLAN
-bin/lab ramp -gateway bin/gateway -duration "${DEMO_DURATION:-60s}" -out "$out"
+mkdir -p "$out"
+duration=${DEMO_DURATION:-60s}
+{
+	echo "# make demo-lab (DEMO_DURATION=$duration) on $(date -u +%F), $(nproc) cores; the figures vary from run to run"
+	bin/lab ramp -gateway bin/gateway -duration "$duration" -out "$out"
+	echo "# the run took $((SECONDS / 60)) min $((SECONDS % 60)) s, the build included"
+} | tee "$out/table.txt"
 echo >&2
-echo "demo: the report is $out/report.json; the charts are $out/*.png" >&2
+echo "demo: the table is $out/table.txt, the report $out/report.json, the charts $out/*.png" >&2

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/test/poll"
 	"github.com/sluicehq/sluice/test/proc"
@@ -329,14 +330,61 @@ func (a answer) errorCode(t *testing.T) string {
 
 const chatBody = `{"model":"gpt-4o-mini","max_tokens":100,"messages":[{"role":"user","content":"Say hello."}]}`
 
+// chatEstimate is what the gateway charges chatBody before the call: its 100 max_tokens and a
+// prompt of 10 tokens in o200k_base, counted as OpenAI's cookbook counts a chat: 3 framing the
+// message, 1 for the role "user", 3 for "Say hello." ("Say", " hello", ".") and 3 priming the
+// reply.
+const chatEstimate = 10 + 100
+
+// checkFirstCallHeaders checks the limits a gateway on writeConfig's configuration reports on
+// alice's first chatBody call, sent at sent and answered at answered: the tightest are her 5
+// requests a day and acme's 100,000 tokens a day, each less this call, and acme's $10 budget less
+// the call's estimate, whole again on the first of next month in UTC.
+func checkFirstCallHeaders(t *testing.T, h http.Header, sent, answered time.Time) {
+	t.Helper()
+	want := map[string]string{
+		"X-Ratelimit-Limit-Requests":     "5",
+		"X-Ratelimit-Remaining-Requests": "4", // the user's, not the provider's own 999
+		"X-Ratelimit-Limit-Tokens":       "100000",
+		"X-Ratelimit-Remaining-Tokens":   strconv.Itoa(100000 - chatEstimate),
+		"X-Sluice-Budget-Remaining":      "9.99847", // $10 less 10 tokens at $3/M and 100 at $15/M
+	}
+	got := make(map[string]string, len(want))
+	for name := range want {
+		got[name] = h.Get(name)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("limit headers (-want +got):\n%s", diff)
+	}
+	for _, name := range []string{"X-Ratelimit-Reset-Requests", "X-Ratelimit-Reset-Tokens"} {
+		if d, err := time.ParseDuration(h.Get(name)); err != nil || d <= 0 || d > 24*time.Hour {
+			t.Errorf("%s = %q; want a duration up to the end of the day", name, h.Get(name))
+		}
+	}
+	// The gateway adds the time left to the moment it writes the header, just after it decides,
+	// and writes whole seconds: the reset may be late by no more than the call took.
+	reset, err := time.Parse(time.RFC3339, h.Get("X-Sluice-Budget-Reset"))
+	if earliest, latest := firstOfNextMonth(sent), firstOfNextMonth(answered).Add(answered.Sub(sent)); err != nil || reset.Before(earliest) || reset.After(latest) {
+		t.Errorf("X-Sluice-Budget-Reset = %q; want the first of next month, %s", h.Get("X-Sluice-Budget-Reset"), earliest.Format(time.RFC3339))
+	}
+}
+
+// firstOfNextMonth is midnight UTC on the first of the month after now's.
+func firstOfNextMonth(now time.Time) time.Time {
+	y, m, _ := now.UTC().Date()
+	return time.Date(y, m+1, 1, 0, 0, 0, 0, time.UTC)
+}
+
 func TestGatewayForwardsAndSettles(t *testing.T) {
 	up := newUpstream(t)
 	g := startGateway(t, writeConfig(t, t.TempDir(), up.URL))
 
+	before := time.Now()
 	first := g.post(t, "/v1/chat/completions", keyAlice, chatBody)
 	if first.status != http.StatusOK {
 		t.Fatalf("chat completion: %d %s", first.status, first.body)
 	}
+	checkFirstCallHeaders(t, first.header, before, time.Now())
 	auth, sent := up.last()
 	if auth != "Bearer "+providerKey {
 		t.Errorf("the provider received Authorization %q; want the provider's key", auth)
@@ -344,24 +392,12 @@ func TestGatewayForwardsAndSettles(t *testing.T) {
 	if sent["model"] != "gpt-4o-mini" {
 		t.Errorf("the provider received %v; want the client's body", sent)
 	}
-	if got := first.header.Get("X-Ratelimit-Remaining-Requests"); got != "4" {
-		t.Errorf("x-ratelimit-remaining-requests = %q; want the user's 4 left of 5, not the provider's own", got)
-	}
-	for _, h := range []string{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Reset-Requests", "X-Ratelimit-Limit-Tokens", "X-Ratelimit-Reset-Tokens", "X-Sluice-Budget-Remaining", "X-Sluice-Budget-Reset"} {
-		if first.header.Get(h) == "" {
-			t.Errorf("the answer has no %s header", h)
-		}
-	}
 
-	// The first call was charged its estimate (prompt + 100 completion tokens) and settled at the
-	// provider's usage: the second, identical call sees what the first really cost.
-	estimate := 100000 - first.int(t, "X-Ratelimit-Remaining-Tokens")
-	if estimate <= upstreamPrompt+upstreamCompletion {
-		t.Fatalf("estimated %d tokens; want more than the %d the provider reports, so settling shows", estimate, upstreamPrompt+upstreamCompletion)
-	}
+	// The first call was charged its estimate and settled at the provider's usage: the second,
+	// identical call sees what the first really cost.
 	second := g.post(t, "/v1/chat/completions", keyAlice, chatBody)
-	if got, want := second.int(t, "X-Ratelimit-Remaining-Tokens"), 100000-(upstreamPrompt+upstreamCompletion)-estimate; got != want {
-		t.Errorf("after settling, x-ratelimit-remaining-tokens = %d; want %d (100000 - %d actual - %d estimated)", got, want, upstreamPrompt+upstreamCompletion, estimate)
+	if got, want := second.int(t, "X-Ratelimit-Remaining-Tokens"), int64(100000-(upstreamPrompt+upstreamCompletion)-chatEstimate); got != want {
+		t.Errorf("after settling, x-ratelimit-remaining-tokens = %d; want %d (100000 - %d actual - %d estimated)", got, want, upstreamPrompt+upstreamCompletion, chatEstimate)
 	}
 
 	// Spend is settled at the provider's prices: 7 x $3/M + 3 x $15/M = $0.000066 a call.

@@ -215,9 +215,7 @@ func TestQueueDoorRefusesWithAPosition(t *testing.T) {
 	for _, a := range answers {
 		if a.status == http.StatusTooManyRequests && a.errorCode(t) == "queue_busy" {
 			busy++
-			if a.header.Get("X-Sluice-Queue-Position") == "" || a.header.Get("Retry-After") == "" {
-				t.Errorf("a busy answer lacks its position or Retry-After: %v", a.header)
-			}
+			checkBusy(t, a, time.Second)
 		}
 	}
 	if busy == 0 {
@@ -228,28 +226,67 @@ func TestQueueDoorRefusesWithAPosition(t *testing.T) {
 	}
 }
 
+// checkBusy checks the place and the time to come back a queue_busy answer gives, for a plan
+// that waits at most maxWait: a place of at least 1, the call's own, and a Retry-After of at least
+// a second that covers the wait estimated past maxWait.
+func checkBusy(t *testing.T, a answer, maxWait time.Duration) {
+	t.Helper()
+	position, retry, estimate := a.int(t, "X-Sluice-Queue-Position"), a.int(t, "Retry-After"), a.int(t, "X-Sluice-Queue-Estimate-Ms")
+	if position < 1 || retry < 1 || time.Duration(retry)*time.Second < time.Duration(estimate)*time.Millisecond-maxWait {
+		t.Errorf("a busy answer at position %d says Retry-After %d s for a wait estimated at %d ms; want a position of at least 1 and a Retry-After of at least 1 s that covers the wait past maxWait, %s",
+			position, retry, estimate, maxWait)
+	}
+}
+
+// TestQueueForgetsAClientThatLeft checks that a call whose client leaves while it waits leaves
+// the queue: it never reaches the provider, and its tenant is charged nothing. The provider is
+// paused until the client has left, so that the call is sure to be waiting when it does.
 func TestQueueForgetsAClientThatLeft(t *testing.T) {
 	sim := newSimulated(t, 600, 2)
-	g := startGateway(t, queueConfig(t, sim, 10_000_000, 2, "big", "gone"))
+	config := queueConfig(t, sim, 10_000_000, 2, "big", "gone")
+	running, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAtomically(t, config, strings.Replace(string(running), "  - name: sim\n", "  - name: sim\n    paused: true\n", 1))
+	g := startGateway(t, config)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		g.burst(t, "big", 20, 3000)
+		g.burst(t, "big", 10, 3000)
 	}()
-	poll.Until(t, processWait, "big's calls to queue", func() bool { return g.usage(t).Tenants[0].Queued >= 10 })
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
+	ctx, leave := context.WithCancel(context.Background())
+	defer leave()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, g.api+"/v1/chat/completions", strings.NewReader(page("gone", 3000)))
 	req.Header.Set("Authorization", "Bearer sk-gone")
-	if resp, err := http.DefaultClient.Do(req); err == nil {
+	answered := make(chan int, 1) // the status, or 0 for a call that got no answer
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- 0
+			return
+		}
 		resp.Body.Close()
-		t.Fatalf("the call that should have waited was answered %d", resp.StatusCode)
+		answered <- resp.StatusCode
+	}()
+	poll.Until(t, processWait, "big's calls and gone's to queue", func() bool {
+		u := g.usage(t)
+		return u.Tenants[0].Queued == 10 && u.Tenants[1].Queued == 1
+	})
+	leave()
+	if status := <-answered; status != 0 {
+		t.Fatalf("the call that should have waited was answered %d", status)
 	}
+	poll.Until(t, processWait, "gone's call to leave the queue", func() bool { return g.usage(t).Tenants[1].Queued == 0 })
+	writeAtomically(t, config, string(running)) // the pause lifted, big's calls go
 	<-done
 	for _, tenant := range sim.arrivals() {
 		if tenant == "gone" {
 			t.Error("the provider received the call of a client that had left")
 		}
+	}
+	if n := len(sim.arrivals()); n != 10 {
+		t.Errorf("the provider received %d calls; want big's 10", n)
 	}
 	gone := g.usage(t).Tenants[1]
 	if gone.Queued != 0 || gone.SpendThisPeriod != "0" || gone.RequestsLastMinute != 0 {
