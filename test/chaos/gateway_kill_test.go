@@ -18,9 +18,9 @@ import (
 	"github.com/sluicehq/sluice/test/redisserver"
 )
 
-// leaseWait bounds the wait for a dead gateway's slots in flight to come back: the lease the
-// gateway gives them is a minute more than a call's attempts may take.
-const leaseWait = 3 * time.Minute
+// leaseWait bounds the wait for a dead gateway's slots in flight to come back: a few times the
+// lease (policy.LeaseTTL), which a live gateway renews and a dead one does not.
+const leaseWait = 2 * time.Minute
 
 // holdingProvider holds every call that says "hold" (a stream, after its first chunk) until its
 // caller leaves, and the first call that says "hold once"; it answers any other call with 10
@@ -74,8 +74,6 @@ func TestGatewayKilledMidStream(t *testing.T) {
 	t.Parallel() // it waits out a lease, doing nothing
 	p := startHoldingProvider(t)
 	redis := redisserver.Start(t)
-	// The lease of a slot in flight is the attempts' timeouts and backoffs plus a minute: the
-	// shortest this configuration allows.
 	config := writeConfig(t, settings{provider: p.URL, store: redisStore(redis.Addr, "closed"), maxInFlight: 2, timeout: "1s",
 		jobs: "jobs: {maxAttempts: 3, reclaimAfter: 1s}"})
 	a, b := startGateway(t, config), startGateway(t, config)

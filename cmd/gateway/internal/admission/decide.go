@@ -87,10 +87,12 @@ func (t *Ticket) budgetKey() string {
 	return ""
 }
 
-// started counts a call going to its provider: in flight until its ticket ends.
+// started counts a call going to its provider: in flight until its ticket ends, its slots
+// renewed meanwhile.
 func (g *Gate) started(t *Ticket) {
 	t.started = g.now()
 	g.usage.started(&t.req, t.started)
+	t.renewal.Store(time.AfterFunc(renewEvery, t.renew))
 }
 
 // ended counts a call whose ticket ended, at its real cost, and frees its slot in flight.

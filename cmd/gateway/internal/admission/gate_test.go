@@ -2,9 +2,11 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -56,11 +58,38 @@ func (pl plan) compile(t *testing.T) *policy.Policy {
 
 // newGate returns a gate on the memory store with the plan in force, closed when the test ends.
 func newGate(t *testing.T, pl plan) (*Gate, *ratelimit.Memory, *policy.Policy) {
-	p := pl.compile(t)
 	limiter := ratelimit.NewMemory()
+	g, p := newGateOn(t, pl, limiter)
+	return g, limiter, p
+}
+
+// newGateOn returns a gate on limiter with the plan in force, closed when the test ends.
+func newGateOn(t *testing.T, pl plan, limiter Limiter) (*Gate, *policy.Policy) {
+	p := pl.compile(t)
 	g := New(Options{Limiter: limiter, Jobs: jobs.NewMemory(jobs.Options{}), Policy: func() *policy.Policy { return p }})
 	t.Cleanup(g.Close)
-	return g, limiter, p
+	return g, p
+}
+
+// failingStore is the memory store behind a connection that fails: its first failures
+// settlements fail before they reach the store. It counts settlements tried and renewals.
+type failingStore struct {
+	*ratelimit.Memory
+	failures          atomic.Int32
+	settles, renewals atomic.Int32
+}
+
+func (s *failingStore) Settle(ctx context.Context, id string, checks []ratelimit.Check, now time.Time) error {
+	s.settles.Add(1)
+	if s.failures.Add(-1) >= 0 {
+		return errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+	}
+	return s.Memory.Settle(ctx, id, checks, now)
+}
+
+func (s *failingStore) Renew(ctx context.Context, checks []ratelimit.Check, now time.Time) error {
+	s.renewals.Add(1)
+	return s.Memory.Renew(ctx, checks, now)
 }
 
 // request is a chat call of user's key costing tokens (half prompt, half completion).
@@ -137,6 +166,70 @@ func TestSettleChargesTheRealUsageOnce(t *testing.T) {
 		}
 		if n := g.usage.inFlight("lab"); n != 0 {
 			t.Errorf("in flight after settling = %d; want 0", n)
+		}
+	})
+}
+
+func TestARunningCallRenewsItsSlotsUntilItEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &failingStore{Memory: ratelimit.NewMemory()}
+		g, p := newGateOn(t, budgetPlan(), store)
+		ticket := mustAdmit(t, g, request(t, p, "sk-acme-alice", 1000))
+		time.Sleep(policy.LeaseTTL - time.Second)
+		synctest.Wait()
+		if got := store.renewals.Load(); got != 2 {
+			t.Errorf("renewals in %s of a call = %d; want 2, one every %s", policy.LeaseTTL-time.Second, got, renewEvery)
+		}
+		ticket.Settle(estimate.Usage{PromptTokens: 100, CompletionTokens: 50})
+		time.Sleep(2 * policy.LeaseTTL)
+		synctest.Wait()
+		if got := store.renewals.Load(); got != 2 {
+			t.Errorf("renewals after the call ended = %d; want none more than the 2 before", got)
+		}
+	})
+}
+
+func TestAFailedSettlementIsTriedAgainUntilItLands(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &failingStore{Memory: ratelimit.NewMemory()}
+		store.failures.Store(3)
+		g, p := newGateOn(t, budgetPlan(), store)
+		req := request(t, p, "sk-acme-alice", 1000)
+		before := left(t, store.Memory, req)
+		mustAdmit(t, g, req).Settle(estimate.Usage{PromptTokens: 100, CompletionTokens: 50})
+		time.Sleep(policy.LeaseTTL)
+		synctest.Wait()
+		if got := store.settles.Load(); got != 4 {
+			t.Errorf("settlements tried = %d; want 4: three that failed, one that landed", got)
+		}
+		after := left(t, store.Memory, req)
+		budget := p.Caller("sk-acme-alice").Tenant.Budget("lab").Key
+		if got, want := after[budget], before[budget]-req.Route.Provider.Config.Prices.CostMicros(100, 50); got != want {
+			t.Errorf("budget left = %d; want %d: the real cost, once", got, want)
+		}
+		inFlight := "{lab}:provider:inflight"
+		if after[inFlight] != before[inFlight] {
+			t.Errorf("slots in flight left = %d; want %d, the slot given back", after[inFlight], before[inFlight])
+		}
+	})
+}
+
+func TestASettlementThatNeverLandsIsGivenUpAfterALease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &failingStore{Memory: ratelimit.NewMemory()}
+		store.failures.Store(1 << 30)
+		g, p := newGateOn(t, budgetPlan(), store)
+		mustAdmit(t, g, request(t, p, "sk-acme-alice", 1000)).Refund()
+		time.Sleep(policy.LeaseTTL)
+		synctest.Wait()
+		tried := store.settles.Load()
+		if tried < 2 {
+			t.Errorf("settlements tried in a lease = %d; want it tried again", tried)
+		}
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		if got := store.settles.Load(); got != tried {
+			t.Errorf("settlements tried after a lease = %d; want no more than the %d of the lease", got, tried)
 		}
 	})
 }

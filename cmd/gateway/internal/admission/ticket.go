@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -11,8 +12,18 @@ import (
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
 
-// settleTimeout bounds settling a call, which happens after the client has its answer.
+// settleTimeout bounds one try to settle a call, which happens after the client has its answer.
 const settleTimeout = 5 * time.Second
+
+// renewEvery is how often a running call's slots in flight are renewed: three times a lease.
+const renewEvery = policy.LeaseTTL / 3
+
+// The backoff between tries of a settlement the store failed, which go on for a lease: the
+// settlement's id makes a try that had landed unseen do nothing.
+const (
+	firstSettleRetry = 500 * time.Millisecond
+	lastSettleRetry  = 8 * time.Second
+)
 
 // Ticket is a call the limits let go. It holds the estimate on every limit it passed, and one
 // slot in flight, until it ends: exactly once, in Settle or in Refund. It is safe for
@@ -31,6 +42,7 @@ type Ticket struct {
 	buf      [ratelimit.MaxChecks]ratelimit.Check
 	checks   []ratelimit.Check // in buf
 	started  time.Time
+	renewal  atomic.Pointer[time.Timer] // renews the call's slots in flight while it runs
 	ended    atomic.Bool
 }
 
@@ -63,12 +75,56 @@ func (t *Ticket) end(u *estimate.Usage) bool {
 	if !charged {
 		settlement = policy.Unserved(settlement, t.checks)
 	}
-	if err := t.limiter.Settle(ctx, t.lease, settlement, t.g.now()); err != nil {
+	if r := t.renewal.Load(); r != nil {
+		r.Stop()
+	}
+	if now := t.g.now(); t.limiter.Settle(ctx, t.lease, settlement, now) != nil {
 		t.g.metrics.storeErrors.WithLabelValues("settle").Inc()
-		t.g.log.Error("settle a call", "tenant", t.req.tenant(), "provider", t.req.provider(), "err", err)
+		go t.settleLater(slices.Clone(settlement), now)
 	}
 	t.g.ended(t, actual, delta, u != nil)
 	return true
+}
+
+// settleLater tries again a settlement the store failed, with backoff, until it lands, a lease
+// has passed (its slots in flight have freed themselves), or the gate closes.
+func (t *Ticket) settleLater(settlement []ratelimit.Check, now time.Time) {
+	give := time.NewTimer(policy.LeaseTTL)
+	defer give.Stop()
+	for wait := firstSettleRetry; ; wait = min(2*wait, lastSettleRetry) {
+		select {
+		case <-t.g.ctx.Done():
+			return
+		case <-give.C:
+			t.g.log.Error("a call's settlement did not reach the store in time: its estimate stays charged",
+				"tenant", t.req.tenant(), "provider", t.req.provider())
+			return
+		case <-time.After(wait):
+		}
+		ctx, cancel := context.WithTimeout(t.g.ctx, settleTimeout)
+		err := t.limiter.Settle(ctx, t.lease, settlement, now)
+		cancel()
+		if err == nil {
+			return
+		}
+		t.g.metrics.storeErrors.WithLabelValues("settle").Inc()
+	}
+}
+
+// renew keeps the call's slots in flight for another lease, and again every renewEvery until
+// the ticket ends.
+func (t *Ticket) renew() {
+	if t.ended.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(t.g.ctx, settleTimeout)
+	defer cancel()
+	if err := t.limiter.Renew(ctx, t.checks, t.g.now()); err != nil {
+		t.g.metrics.storeErrors.WithLabelValues("renew").Inc()
+	}
+	if r := t.renewal.Load(); r != nil {
+		r.Reset(renewEvery)
+	}
 }
 
 // charged reports whether the call is charged as it ends: it was served (u is its usage), and

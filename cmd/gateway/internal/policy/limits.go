@@ -133,9 +133,8 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 		}
 	}
 	if n := p.WithHeadroom(p.MaxInFlight); n > 0 {
-		lease := leaseTTL(p)
 		if err := add(b.pair(func(share func(int64) int64) (*ratelimit.Limit, error) {
-			return ratelimit.NewConcurrency(prefix+":inflight", level, share(n), lease)
+			return ratelimit.NewConcurrency(prefix+":inflight", level, share(n), LeaseTTL)
 		})); err != nil {
 			return nil, err
 		}
@@ -168,12 +167,10 @@ func (b *builder) perMinute(key string, dim ratelimit.Dimension, n, fraction int
 	return b.bucket(key, ratelimit.LevelProvider, dim, max(n-burst, 1), time.Minute, burst)
 }
 
-// leaseTTL is how long Redis holds a call's in-flight slot if its gateway dies: longer than every
-// attempt and backoff of the longest call.
-func leaseTTL(p *gatewayv1.Provider) time.Duration {
-	attempts := time.Duration(p.Retry.MaxAttempts)
-	return attempts*(p.Timeout.Duration+p.Retry.MaxDelay.Duration) + time.Minute
-}
+// LeaseTTL is how long Redis holds a call's slot in flight unless the call's gateway renews it,
+// which it does every third of LeaseTTL while the call runs: a dead gateway's slots come back
+// within it.
+const LeaseTTL = 30 * time.Second
 
 // tenantRules builds a tenant's own, budget and endpoint limits on one provider.
 func (b *builder) tenantRules(t *Tenant, provider string) error {

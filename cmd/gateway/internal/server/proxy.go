@@ -173,16 +173,9 @@ func (s *Server) settleJSON(resp *http.Response, o *outbound) error {
 		o.ticket.Settle(o.estimatedUsage()) // the provider answered 200: it billed the call
 		return err
 	}
-	if len(body) <= maxResponseBytes && !json.Valid(body) {
-		// A 200 the client cannot parse is no answer: it gets an OpenAI error in its place. The
-		// provider answered 200, so it billed the call: it stays charged at its estimate.
-		resp.Body.Close()
-		o.ticket.Settle(o.estimatedUsage())
-		return errProviderGarbled
-	}
-	s.metrics.requests.WithLabelValues(o.tenant(), o.provider(), outcomeOK).Inc()
 	if len(body) > maxResponseBytes {
 		// Too large to settle from: passed on whole, settled at the estimate.
+		s.metrics.requests.WithLabelValues(o.tenant(), o.provider(), outcomeOK).Inc()
 		o.ticket.Settle(o.estimatedUsage())
 		resp.Body = readCloser{io.MultiReader(bytes.NewReader(body), resp.Body), resp.Body}
 		return nil
@@ -191,7 +184,14 @@ func (s *Server) settleJSON(resp *http.Response, o *outbound) error {
 	usage, ok := estimate.ParseUsage(body)
 	if !ok {
 		usage = o.estimatedUsage()
+		if !json.Valid(body) {
+			// A 200 the client cannot parse is no answer: it gets an OpenAI error in its place.
+			// The provider answered 200, so it billed the call: it stays charged at its estimate.
+			o.ticket.Settle(usage)
+			return errProviderGarbled
+		}
 	}
+	s.metrics.requests.WithLabelValues(o.tenant(), o.provider(), outcomeOK).Inc()
 	o.ticket.Settle(usage)
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	resp.ContentLength = int64(len(body))
@@ -261,47 +261,46 @@ func (s *Server) unanswered(o *outbound, err error) *apiError {
 			Message: "The gateway's credentials for this model's provider were refused. Nothing was charged."}
 	case errors.Is(err, errProviderGarbled):
 		s.providerFailed(o.call, http.StatusOK)
-		s.log.Warn("provider answered garbage", "provider", o.provider())
+		s.log.Warn("the provider answered 200 with a body that is not JSON", "provider", o.provider())
 		return &apiError{status: http.StatusBadGateway, Type: typeServer, Code: "provider_bad_answer",
-			Message: "The provider of this model answered with a body that is not JSON; it was charged at its estimate, as the provider billed it."}
+			Message: "The provider of this model answered with a body that is not JSON." + chargedAnswer(o)}
 	}
-	e := s.providerUnreachable(o.call, err)
-	if !o.ticket.Refund() {
-		// An answer cut off after its 200 was settled at its estimate as it was read: the
-		// provider billed it. Say so rather than "nothing was charged".
-		e.Message = strings.TrimSuffix(e.Message, " Nothing was charged.") + " It was charged at its estimate: the provider had begun to answer."
-	}
-	return e
+	return s.providerUnreachable(o, err)
 }
 
-// providerTooSlow ends a call the gateway cut off for its provider's slowness, refunding it
-// unless its answer had begun and was charged, and returns the 504 to answer.
+// chargedAnswer ends the ticket of a call that failed, refunding it unless its answer had begun
+// and was charged already, and tells the client which.
+func chargedAnswer(o *outbound) string {
+	if o.ticket.Refund() {
+		return " Nothing was charged."
+	}
+	return " It was charged at its estimate: the provider had begun to answer, and bills it."
+}
+
+// providerTooSlow is the answer to a call the gateway cut off for its provider's slowness.
 func (s *Server) providerTooSlow(o *outbound) *apiError {
 	s.metrics.providerErrors.WithLabelValues(o.provider(), "0").Inc()
 	s.metrics.requests.WithLabelValues(o.tenant(), o.provider(), outcomeUnreachable).Inc()
 	cause := o.tooSlow()
 	s.log.Warn("provider too slow", "provider", o.provider(), "err", cause)
-	e := &apiError{status: http.StatusGatewayTimeout, Type: typeServer, Code: "provider_timeout",
-		Message: "The provider of this model did not finish its answer in time: " + cause.Error() + "."}
-	if o.ticket.Refund() {
-		e.Message += " Nothing was charged."
-	}
-	return e
+	return &apiError{status: http.StatusGatewayTimeout, Type: typeServer, Code: "provider_timeout",
+		Message: "The provider of this model did not finish its answer in time: " + cause.Error() + "." + chargedAnswer(o)}
 }
 
-// providerUnreachable is the answer to a call whose provider did not answer: 504 if it timed
-// out, 502 otherwise.
-func (s *Server) providerUnreachable(c *call, err error) *apiError {
-	s.metrics.providerErrors.WithLabelValues(c.provider(), "0").Inc()
-	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeUnreachable).Inc()
-	s.log.Warn("provider unreachable", "provider", c.provider(), "err", err)
+// providerUnreachable is the answer to a call whose provider did not answer, or broke off its
+// answer: 504 if it timed out, 502 otherwise.
+func (s *Server) providerUnreachable(o *outbound, err error) *apiError {
+	s.metrics.providerErrors.WithLabelValues(o.provider(), "0").Inc()
+	s.metrics.requests.WithLabelValues(o.tenant(), o.provider(), outcomeUnreachable).Inc()
+	s.log.Warn("provider unreachable", "provider", o.provider(), "err", err)
 	e := &apiError{status: http.StatusBadGateway, Type: typeServer, Code: "provider_unreachable",
-		Message: "The provider of this model could not be reached. Nothing was charged."}
+		Message: "The provider of this model could not be reached."}
 	var netErr net.Error
 	if errors.As(err, &netErr) && netErr.Timeout() {
 		e.status, e.Code = http.StatusGatewayTimeout, "provider_timeout"
-		e.Message = "The provider of this model did not answer in time. Nothing was charged."
+		e.Message = "The provider of this model did not answer in time."
 	}
+	e.Message += chargedAnswer(o)
 	return e
 }
 
