@@ -296,6 +296,12 @@ func TestPoisonJobFails(t *testing.T) {
 	if m := g.metrics(t); !strings.Contains(m, `sluice_gateway_jobs_ended_total{state="failed",tenant="acme"} 1`) {
 		t.Errorf("the metrics do not count the failed job:\n%s", grep(m, "sluice_gateway_job"))
 	}
+	for _, u := range g.usage(t).Tenants {
+		if u.Name == "acme" && (u.TokensLastMinute != 0 || u.InFlight != 0 || !u.SpendThisPeriod.IsZero()) {
+			t.Errorf("acme after three attempts the provider failed: %d tokens, %d in flight, $%s spent; want nothing charged and nothing held",
+				u.TokensLastMinute, u.InFlight, u.SpendThisPeriod)
+		}
+	}
 }
 
 func grep(text, prefix string) string {

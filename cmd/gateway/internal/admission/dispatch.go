@@ -146,7 +146,7 @@ func (d *dispatcher) abandon(wt *waiter) verdict {
 	select {
 	case v := <-wt.done:
 		if v.ticket != nil {
-			v.ticket.Refund()
+			v.ticket.Withdraw()
 		}
 	default:
 	}
@@ -213,7 +213,7 @@ func (d *dispatcher) conclude(wt *waiter, v verdict) time.Duration {
 	if !wt.item.Queued() { // its client left while the limiter decided: give back what it took
 		d.mu.Unlock()
 		if v.ticket != nil {
-			v.ticket.Refund()
+			v.ticket.Withdraw()
 		}
 		return 0
 	}

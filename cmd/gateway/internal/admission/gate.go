@@ -138,7 +138,7 @@ func (g *Gate) answer(ctx context.Context, req *Request, v verdict) (*Ticket, *R
 		return t, v.refusal
 	}
 	if jobs.Superseded(g.holdJob(ctx, t.req.Job, jobs.Cost(t.req.Cost))) {
-		t.Refund() // nothing went out: all is given back
+		t.Withdraw() // nothing went out: all is given back
 		return nil, &Refusal{Reason: Superseded}
 	}
 	return t, nil

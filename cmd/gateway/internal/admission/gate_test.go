@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -543,5 +544,35 @@ func TestAJobDoesNotWaitOnItsOwnLimits(t *testing.T) {
 		if waited := time.Since(start); waited != 0 {
 			t.Errorf("the job waited %s; want none: it goes back to the jobs' queue", waited)
 		}
+	})
+}
+
+func TestAJobAttemptTakenOverIsRefusedAndHoldsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := jobs.NewMemory(jobs.Options{MaxAttempts: 3, ReclaimAfter: time.Second})
+		limiter := ratelimit.NewMemory()
+		p := budgetPlan().compile(t)
+		g := New(Options{Limiter: limiter, Jobs: store, Policy: func() *policy.Policy { return p }})
+		t.Cleanup(g.Close)
+		job := &jobs.Job{ID: jobs.NewID(), Tenant: "acme", TenantID: "acme", User: "alice", Endpoint: "/v1/chat/completions", Body: []byte(`{}`)}
+		if err := store.Add(t.Context(), job); err != nil {
+			t.Fatal(err)
+		}
+		first, _ := store.Take(t.Context())
+		if _, err := store.Finish(t.Context(), first.Attempt(), jobs.Outcome{Err: "the replica running it stopped", Retry: true}); err != nil {
+			t.Fatal(err)
+		}
+		second, _ := store.Take(t.Context()) // the job is the second attempt's now
+		req := request(t, p, "sk-acme-alice", 1000)
+		before := left(t, limiter, req)
+		req.Job = first.Attempt()
+		if ticket, refusal := g.Admit(t.Context(), req); ticket != nil || refusal == nil || refusal.Reason != Superseded {
+			t.Fatalf("the first attempt admitted after the job was taken again: %v, %+v; want refused, Superseded", ticket, refusal)
+		}
+		if after := left(t, limiter, req); !maps.Equal(after, before) {
+			t.Errorf("limits left after a superseded attempt: %v; want all as before, %v", after, before)
+		}
+		req.Job = second.Attempt()
+		mustAdmit(t, g, req).Refund()
 	})
 }

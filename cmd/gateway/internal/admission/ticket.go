@@ -49,16 +49,21 @@ type Ticket struct {
 // Settle ends a call the provider served: its real usage is charged in place of the estimate on
 // every limit the estimate was taken from, and its slot in flight is freed. A job already
 // charged by an earlier delivery is refunded instead. It reports whether it ended the ticket.
-func (t *Ticket) Settle(u estimate.Usage) bool { return t.end(&u) }
+func (t *Ticket) Settle(u estimate.Usage) bool { return t.end(&u, true) }
 
-// Refund ends a call the provider did not serve: everything it took is given back, except the
-// request on its provider's own request limits (see policy.Unserved). A job's delivery that
-// Settle does not charge, its job's earlier one having been, is given back the same way. It
+// Refund ends a call that went to its provider and was not served (an error, no answer):
+// everything it took is given back, save the request on its provider's own request limits (see
+// policy.Unserved). A job's delivery that Settle does not charge, its job's earlier one having
+// been, is given back the same way. It reports whether it ended the ticket.
+func (t *Ticket) Refund() bool { return t.end(nil, true) }
+
+// Withdraw ends a call that never went to its provider: everything it took is given back. It
 // reports whether it ended the ticket.
-func (t *Ticket) Refund() bool { return t.end(nil) }
+func (t *Ticket) Withdraw() bool { return t.end(nil, false) }
 
-// end settles the ticket at usage u, or refunds it when u is nil, once.
-func (t *Ticket) end(u *estimate.Usage) bool {
+// end settles the ticket at usage u, or refunds it when u is nil, once; sent says whether the
+// call went to its provider.
+func (t *Ticket) end(u *estimate.Usage, sent bool) bool {
 	if !t.ended.CompareAndSwap(false, true) {
 		return false
 	}
@@ -73,7 +78,7 @@ func (t *Ticket) end(u *estimate.Usage) bool {
 	var buf [ratelimit.MaxChecks]ratelimit.Check
 	settlement := policy.Release(policy.Settlement(buf[:0], t.checks, delta), t.checks)
 	if !charged {
-		settlement = policy.Unserved(settlement, t.checks)
+		settlement = policy.Unserved(settlement, t.checks, sent)
 	}
 	if r := t.renewal.Load(); r != nil {
 		r.Stop()

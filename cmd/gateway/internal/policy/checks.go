@@ -81,11 +81,11 @@ func Settlement(dst []ratelimit.Check, checks []ratelimit.Check, delta Cost) []r
 }
 
 // Unserved appends to dst what gives back the request a call its provider did not serve took
-// from the caller's own limits (user, tenant, endpoint, global). The provider's own request
-// limits keep it: the provider may have counted the call.
-func Unserved(dst []ratelimit.Check, checks []ratelimit.Check) []ratelimit.Check {
+// on every limit, save its provider's own request limits when the call was sent: the provider
+// may have counted it.
+func Unserved(dst []ratelimit.Check, checks []ratelimit.Check, sent bool) []ratelimit.Check {
 	for _, c := range checks {
-		if c.Limit.Dimension == ratelimit.Requests && c.Limit.Level != ratelimit.LevelProvider {
+		if c.Limit.Dimension == ratelimit.Requests && !(sent && c.Limit.Level == ratelimit.LevelProvider) {
 			dst = append(dst, ratelimit.Check{Limit: c.Limit, Cost: -c.Cost})
 		}
 	}

@@ -48,7 +48,7 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 			return
 		}
 		if r.Context().Err() != nil {
-			t.Refund() // the client left before the call went out
+			t.Withdraw() // the client left before the call went out
 			return
 		}
 		o := newOutbound(r.Context(), c, t, w.Header())

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -177,6 +179,9 @@ func (g *settleGateway) jobDeliveredTwice(ctx context.Context, _ bool) (int, str
 	return outcome.Status, string(outcome.Result) + outcome.Err
 }
 
+// longText is a completion longer than a stream line the gateway reads for usage.
+var longText = strings.Repeat("a", 2*maxObservedLine)
+
 // streamChunk is one SSE chunk of a streamed completion carrying text.
 func streamChunk(text string) string {
 	return fmt.Sprintf("data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":%q}}]}\n\n", text)
@@ -262,6 +267,17 @@ func TestEveryWayACallEndsChargesWhatItShould(t *testing.T) {
 			want:   streamed("Hello", " world"),
 			status: http.StatusOK,
 			answer: "provider_stream_broken",
+		},
+		{
+			name:   "a stream line too long to read for usage passes whole, and the usage chunk settles it",
+			stream: true,
+			provider: func(w http.ResponseWriter, r *http.Request) {
+				sendStream(w, longText)
+				io.WriteString(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":20}}\n\ndata: [DONE]\n\n")
+			},
+			want:   func(*settleGateway, string) charged { return usage },
+			status: http.StatusOK,
+			answer: streamChunk(longText),
 		},
 		{
 			name:   "a stream that stalls is cut at stallTimeout and charged what it sent",
@@ -377,4 +393,53 @@ func streamed(texts ...string) func(*settleGateway, string) charged {
 		prompt := c.estimate.PromptTokens
 		return charged{requests: 1, tokens: prompt + completion, micros: prompt*1 + completion*2}
 	}
+}
+
+// TestALongStreamLineIsPassedOnAsItArrives has the provider send the first half of a stream line
+// longer than the gateway reads for usage and wait until the client has received some of it: a
+// gateway that held the line whole until its end would never pass it on.
+func TestALongStreamLineIsPassedOnAsItArrives(t *testing.T) {
+	client := &watchingWriter{ResponseRecorder: httptest.NewRecorder(), saw: make(chan struct{})}
+	heard := make(chan bool, 1)
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		half := streamChunk(longText)[:maxObservedLine+maxObservedLine/2]
+		io.WriteString(w, half)
+		w.(http.Flusher).Flush()
+		select {
+		case <-client.saw:
+			heard <- true
+		case <-time.After(10 * time.Second): // bounds a gateway that holds the line
+			heard <- false
+		}
+		io.WriteString(w, streamChunk(longText)[len(half):])
+	}))
+	t.Cleanup(provider.Close)
+	g := newSettleGateway(t, provider.URL)
+	body := strings.Replace(settleBody, `{"model"`, `{"stream":true,"model"`, 1)
+	r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+	r.Header.Set("Authorization", "Bearer "+settleKey)
+	g.Handler().ServeHTTP(client, r)
+	if !<-heard {
+		t.Error("the client received nothing of a long line before the provider sent its end")
+	}
+	if !strings.Contains(client.Body.String(), streamChunk(longText)) {
+		t.Error("the long line did not reach the client whole")
+	}
+}
+
+// watchingWriter is a client's side of an answer that says when the first completion text of a
+// long line arrives.
+type watchingWriter struct {
+	*httptest.ResponseRecorder
+	saw  chan struct{}
+	once sync.Once
+}
+
+func (w *watchingWriter) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("aaaaaaaa")) {
+		w.once.Do(func() { close(w.saw) })
+	}
+	return w.ResponseRecorder.Write(p)
 }
