@@ -306,19 +306,31 @@ func selfHostedResult(res ProviderResult, c capacity, p *gatewayv1.Provider) Pro
 // returns a problem naming the models an older one did.
 func (c *compiler) claimModels(pq *v1alpha1.ProviderQuota) *problem {
 	var taken []string
-	for _, m := range pq.Spec.Models {
-		owner, ok := c.modelOwner[m.Name]
-		if ok && owner != pq.Name {
-			taken = append(taken, fmt.Sprintf("%q (served by ProviderQuota %q)", m.Name, owner))
+	for _, name := range modelNames(pq) {
+		switch owner, ok := c.modelOwner[name]; {
+		case ok && owner == pq.Name:
+			taken = append(taken, fmt.Sprintf("%q (named twice in this ProviderQuota)", name))
+			continue
+		case ok:
+			taken = append(taken, fmt.Sprintf("%q (served by ProviderQuota %q)", name, owner))
 			continue
 		}
-		c.modelOwner[m.Name] = pq.Name
+		c.modelOwner[name] = pq.Name
 	}
 	if len(taken) == 0 {
 		return nil
 	}
 	return &problem{v1alpha1.ReasonModelConflict,
-		fmt.Sprintf("Models already served by an older ProviderQuota: %s. A request's model must pick one provider.", strings.Join(taken, ", "))}
+		fmt.Sprintf("Model names or aliases already taken: %s. A request's model must pick one provider.", strings.Join(taken, ", "))}
+}
+
+// modelNames are the names a ProviderQuota's models answer to: each model's name and aliases.
+func modelNames(pq *v1alpha1.ProviderQuota) []string {
+	var names []string
+	for _, m := range pq.Spec.Models {
+		names = append(append(names, m.Name), m.Aliases...)
+	}
+	return names
 }
 
 // checkProvider returns the provider's API key, or the first reason it cannot

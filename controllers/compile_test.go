@@ -198,6 +198,20 @@ func TestCompile(t *testing.T) {
 		wantQuotas:    map[string]string{"openai": v1alpha1.ReasonCompiled, "azure": v1alpha1.ReasonModelConflict},
 		wantMessages:  []string{`"gpt-4o" (served by ProviderQuota "openai")`},
 	}, {
+		name: "an alias that is another provider's model is a conflict too",
+		in: Inputs{
+			ProviderQuotas: []v1alpha1.ProviderQuota{func() v1alpha1.ProviderQuota {
+				azure := quota("azure", 5, "o3")
+				azure.Spec.Models[0].Aliases = []string{"gpt-4o"}
+				return azure
+			}(), openai},
+			Secrets: []corev1.Secret{openaiKey, providerSecret("azure", "sk-azure")},
+		},
+		wantProviders: []string{"openai"},
+		wantKeyFiles:  map[string]string{"openai.key": "sk-openai"},
+		wantQuotas:    map[string]string{"openai": v1alpha1.ReasonCompiled, "azure": v1alpha1.ReasonModelConflict},
+		wantMessages:  []string{`"gpt-4o" (served by ProviderQuota "openai")`},
+	}, {
 		name: "a plan naming an unknown provider is left out",
 		in: Inputs{
 			ProviderQuotas: []v1alpha1.ProviderQuota{openai},

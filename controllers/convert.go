@@ -74,7 +74,7 @@ func baseURL(pq *v1alpha1.ProviderQuota) string {
 func toModels(models []v1alpha1.Model) []gatewayv1.Model {
 	out := make([]gatewayv1.Model, len(models))
 	for i, m := range models {
-		out[i] = gatewayv1.Model{Name: m.Name, Encoding: string(m.Encoding), DefaultMaxTokens: m.DefaultMaxTokens}
+		out[i] = gatewayv1.Model{Name: m.Name, Aliases: m.Aliases, Encoding: string(m.Encoding), DefaultMaxTokens: m.DefaultMaxTokens}
 	}
 	return out
 }

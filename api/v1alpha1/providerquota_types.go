@@ -197,6 +197,16 @@ type Model struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	Name string `json:"name"`
+	// aliases are other names clients use for this model, each unique
+	// across every ProviderQuota's models and aliases. Dated snapshots of
+	// name (name-YYYY-MM-DD, name-MMDD) reach this model without being
+	// listed. A request goes upstream with the name the client sent.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	Aliases []string `json:"aliases,omitempty"`
 	// encoding is the tiktoken encoding that counts the model's prompt
 	// tokens: cl100k_base, o200k_base, p50k_base or r50k_base. Absent means
 	// the gateways estimate with their documented proxy, about four

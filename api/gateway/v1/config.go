@@ -259,8 +259,14 @@ func (p *Provider) WithHeadroom(limit int64) int64 {
 // Model is one model a provider serves.
 type Model struct {
 	// name is the model as clients name it in requests, unique across all
-	// providers.
+	// providers. A request also reaches this model under name's dated
+	// snapshots (name-YYYY-MM-DD, or name-MMDD), unless a snapshot is
+	// configured as a model of its own.
 	Name string `json:"name"`
+	// aliases are other names clients use for this model, each unique
+	// across all providers' names and aliases. A request goes upstream with
+	// the name the client sent.
+	Aliases []string `json:"aliases,omitempty"`
 	// encoding is the tiktoken encoding that counts the model's prompt
 	// tokens: "cl100k_base", "o200k_base", "p50k_base" or "r50k_base".
 	// Empty means the gateway estimates with its documented proxy.

@@ -142,7 +142,11 @@ func validateProviders(p *field.Path, providers []Provider) field.ErrorList {
 		errs = append(errs, ValidateProvider(paths, &providers[i])...)
 		errs = append(errs, validateUnique(paths.Name, providers[i].Name, names)...)
 		for j, m := range providers[i].Models {
-			errs = append(errs, validateUnique(paths.Models.Index(j).Child("name"), m.Name, models)...)
+			mp := paths.Models.Index(j)
+			errs = append(errs, validateUnique(mp.Child("name"), m.Name, models)...)
+			for k, alias := range m.Aliases {
+				errs = append(errs, validateUnique(mp.Child("aliases").Index(k), alias, models)...)
+			}
 		}
 	}
 	return errs
@@ -252,6 +256,11 @@ func validateModels(p *field.Path, models []Model) field.ErrorList {
 		mp := p.Index(i)
 		if m.Name == "" {
 			errs = append(errs, field.Required(mp.Child("name"), ""))
+		}
+		for k, alias := range m.Aliases {
+			if alias == "" {
+				errs = append(errs, field.Required(mp.Child("aliases").Index(k), ""))
+			}
 		}
 		if m.Encoding != "" {
 			errs = append(errs, validateEnum(mp.Child("encoding"), m.Encoding, encodings)...)

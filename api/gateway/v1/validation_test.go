@@ -363,6 +363,16 @@ func TestValidate(t *testing.T) {
 			want:   []string{`providers[0].retry.maxDelay: Invalid value: "100ms"`, "baseDelay (500ms)"},
 		},
 		{
+			name:   "providers[].models[].aliases repeating a model's name",
+			mutate: func(c *gatewayv1.Config) { openai(c).Models[0].Aliases = []string{"mini", openai(c).Models[0].Name} },
+			want:   []string{"providers[0].models[0].aliases[1]: Duplicate value"},
+		},
+		{
+			name:   "providers[].models[].aliases empty",
+			mutate: func(c *gatewayv1.Config) { openai(c).Models[0].Aliases = []string{""} },
+			want:   []string{"providers[0].models[0].aliases[0]: Required value"},
+		},
+		{
 			name:   "providers[].timeout",
 			mutate: func(c *gatewayv1.Config) { openai(c).Timeout = duration(-time.Second) },
 			want:   []string{`providers[0].timeout: Invalid value: "-1s"`},

@@ -122,3 +122,48 @@ func TestQueueingFollowsEachLimitsBehaviour(t *testing.T) {
 		}
 	}
 }
+
+func TestRouteFindsDatedSnapshotsAndAliases(t *testing.T) {
+	cfg := &gatewayv1.Config{
+		APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
+		Providers: []gatewayv1.Provider{{
+			Name: "openai", BaseURL: "https://api.openai.example/v1",
+			Models: []gatewayv1.Model{
+				{Name: "gpt-4o-mini", Aliases: []string{"mini"}},
+				{Name: "gpt-4"},
+				{Name: "gpt-4o"},
+				{Name: "gpt-4o-2024-05-13", DefaultMaxTokens: 99}, // a snapshot configured on its own
+			},
+		}},
+	}
+	cfg.Default()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for model, want := range map[string]string{
+		"gpt-4o-mini":            "gpt-4o-mini",
+		"gpt-4o-mini-2024-07-18": "gpt-4o-mini",
+		"mini":                   "gpt-4o-mini",
+		"gpt-4-0613":             "gpt-4",
+		"gpt-4o-2024-08-06":      "gpt-4o",
+		"gpt-4o-2024-05-13":      "gpt-4o-2024-05-13",
+		"mini-2024-07-18":        "", // an alias has no snapshots
+		"gpt-4o-mini-2024-13-45": "", // no such date
+		"gpt-4o-mini-latest":     "",
+		"gpt-4o-mini-07-18":      "",
+		"-2024-07-18":            "",
+		"gpt-5":                  "",
+	} {
+		got := ""
+		if r := p.Route(model); r != nil {
+			got = r.Model.Name
+		}
+		if got != want {
+			t.Errorf("Route(%q) is model %q; want %q", model, got, want)
+		}
+	}
+}

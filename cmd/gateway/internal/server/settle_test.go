@@ -77,7 +77,12 @@ type settleGateway struct {
 
 func newSettleGateway(t *testing.T, providerURL string) *settleGateway {
 	t.Helper()
-	cfg := settleConfig(providerURL)
+	return newSettleGatewayFrom(t, settleConfig(providerURL))
+}
+
+// newSettleGatewayFrom is newSettleGateway with a configuration of the test's own.
+func newSettleGatewayFrom(t *testing.T, cfg *gatewayv1.Config) *settleGateway {
+	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
