@@ -21,7 +21,8 @@ import (
 type call struct {
 	endpoint estimate.Endpoint
 	caller   *policy.Caller
-	route    *policy.Route
+	asked    *policy.Route // of the model the client named
+	route    *policy.Route // where the call goes: asked, or the plan's cheaper fallback
 	// request is the body as read: the client's own model, whether it streams, and what sets
 	// the completion's length (which a call too large to fit is told to change).
 	request  *estimate.Request
@@ -155,7 +156,7 @@ func (s *Server) newCall(ctx context.Context, p *policy.Policy, caller *policy.C
 	if apiErr != nil {
 		return c, apiErr
 	}
-	c.route = route
+	c.asked = route
 	sent, body, apiErr := s.degrade(ctx, p, caller, route, body)
 	if apiErr != nil {
 		return c, apiErr
@@ -205,7 +206,7 @@ func (s *Server) degrade(ctx context.Context, p *policy.Policy, caller *policy.C
 // degraded reports whether the call goes to another model than the one its client asked for:
 // the plan's cheaper fallback.
 func (c *call) degraded() bool {
-	return c.request != nil && c.route != nil && c.request.Model != c.route.Model.Name
+	return c.asked != nil && c.route != nil && c.route != c.asked
 }
 
 // withStreamUsage asks a stream's provider for its final usage chunk, and reports whether the

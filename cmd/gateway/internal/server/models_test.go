@@ -40,5 +40,8 @@ func TestASnapshotOrAliasGoesUpstreamAsTheClientNamedIt(t *testing.T) {
 		if got := <-seen; got != model {
 			t.Errorf("%s reached the provider as %q; want the name the client sent", model, got)
 		}
+		if got := w.Header().Get(headerDegradedModel); got != "" {
+			t.Errorf("%s: %s %q; want none, the call went to the model asked for", model, headerDegradedModel, got)
+		}
 	}
 }
