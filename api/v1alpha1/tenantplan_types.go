@@ -179,7 +179,7 @@ const (
 
 // Endpoint names an OpenAI-compatible endpoint.
 //
-// +kubebuilder:validation:Enum=chat;completions;embeddings
+// +kubebuilder:validation:Enum=chat;completions;embeddings;responses;moderations
 type Endpoint string
 
 // The endpoints a plan's limits can name.
@@ -190,12 +190,17 @@ const (
 	EndpointCompletions Endpoint = "completions"
 	// EndpointEmbeddings is /v1/embeddings.
 	EndpointEmbeddings Endpoint = "embeddings"
+	// EndpointResponses is /v1/responses.
+	EndpointResponses Endpoint = "responses"
+	// EndpointModerations is /v1/moderations.
+	EndpointModerations Endpoint = "moderations"
 )
 
 // EndpointLimits are limits on one endpoint.
 type EndpointLimits struct {
-	// endpoint is chat (/v1/chat/completions), completions (/v1/completions)
-	// or embeddings (/v1/embeddings).
+	// endpoint is chat (/v1/chat/completions), completions (/v1/completions),
+	// embeddings (/v1/embeddings), responses (/v1/responses) or moderations
+	// (/v1/moderations).
 	// +required
 	Endpoint Endpoint `json:"endpoint"`
 	// limits apply to the endpoint, 1 to 16.

@@ -402,12 +402,16 @@ const (
 	EndpointCompletions Endpoint = "completions"
 	// EndpointEmbeddings is /v1/embeddings.
 	EndpointEmbeddings Endpoint = "embeddings"
+	// EndpointResponses is /v1/responses.
+	EndpointResponses Endpoint = "responses"
+	// EndpointModerations is /v1/moderations.
+	EndpointModerations Endpoint = "moderations"
 )
 
 // EndpointLimits are a tenant's limits on one endpoint.
 type EndpointLimits struct {
-	// endpoint is "chat", "completions" or "embeddings", unique within a
-	// tenant.
+	// endpoint is "chat", "completions", "embeddings", "responses" or
+	// "moderations", unique within a tenant.
 	Endpoint Endpoint `json:"endpoint"`
 	// limits apply to the endpoint, at least one.
 	Limits []Limit `json:"limits"`

@@ -21,7 +21,7 @@ var (
 	storeTypes       = []StoreType{StoreMemory, StoreRedis}
 	failModes        = []FailMode{FailClosed, FailOpen}
 	priorities       = []Priority{PriorityInteractive, PriorityBatch}
-	endpoints        = []Endpoint{EndpointChat, EndpointCompletions, EndpointEmbeddings}
+	endpoints        = []Endpoint{EndpointChat, EndpointCompletions, EndpointEmbeddings, EndpointResponses, EndpointModerations}
 	dimensions       = []Dimension{DimensionRequests, DimensionTokens, DimensionDollars}
 	periods          = []Period{PeriodSecond, PeriodMinute, PeriodHour, PeriodDay, PeriodMonth}
 	calendarPeriods  = []Period{PeriodDay, PeriodMonth}

@@ -18,8 +18,8 @@ func (e Estimate) Total() int64 {
 
 // Estimate returns the cost of r, counting its prompt with c under encoding
 // (see [Counter.Count]). Completion tokens are r.MaxTokens, or
-// defaultMaxTokens when the request sets none, times r.N; embeddings have
-// none. A nil c counts with the proxy. Counts that would overflow stop at
+// defaultMaxTokens when the request sets none, times r.N; embeddings and
+// moderations have none. A nil c counts with the proxy. Counts that would overflow stop at
 // math.MaxInt64.
 func (r *Request) Estimate(c *Counter, encoding string, defaultMaxTokens int64) Estimate {
 	return Estimate{
@@ -39,7 +39,7 @@ func (p Prompt) count(c *Counter, encoding string) int64 {
 
 // completionTokens returns the most the provider may generate.
 func (r *Request) completionTokens(defaultMaxTokens int64) int64 {
-	if r.Endpoint == Embeddings {
+	if r.Endpoint == Embeddings || r.Endpoint == Moderations {
 		return 0
 	}
 	limit := r.MaxTokens

@@ -16,6 +16,10 @@ const (
 	Completions Endpoint = "completions"
 	// Embeddings is /v1/embeddings.
 	Embeddings Endpoint = "embeddings"
+	// Responses is /v1/responses.
+	Responses Endpoint = "responses"
+	// Moderations is /v1/moderations, which is free.
+	Moderations Endpoint = "moderations"
 )
 
 // Request is what the estimate needs from a request body, as Parse read it.
@@ -29,8 +33,8 @@ type Request struct {
 	Model string
 	// Stream reports whether the client asked for a streamed response.
 	Stream bool
-	// MaxTokens is max_completion_tokens, else max_tokens; 0 when the body
-	// sets neither.
+	// MaxTokens is max_completion_tokens, else max_tokens (max_output_tokens
+	// for Responses); 0 when the body sets none.
 	MaxTokens int64
 	// MaxTokensParam names the field MaxTokens came from; empty when the body
 	// sets neither.
@@ -76,6 +80,10 @@ func Parse(endpoint Endpoint, body []byte) (*Request, error) {
 		return parseCompletions(body)
 	case Embeddings:
 		return parseEmbeddings(body)
+	case Responses:
+		return parseResponses(body)
+	case Moderations:
+		return parseModerations(body)
 	}
 	return nil, fmt.Errorf("estimate: unknown endpoint %q", endpoint)
 }

@@ -18,6 +18,29 @@ type Usage struct {
 	TotalTokens int64 `json:"total_tokens"`
 }
 
+// UnmarshalJSON reads a usage in either API's names: prompt_tokens and completion_tokens, or
+// the Responses API's input_tokens and output_tokens.
+func (u *Usage) UnmarshalJSON(data []byte) error {
+	var v struct {
+		PromptTokens     *int64 `json:"prompt_tokens"`
+		CompletionTokens *int64 `json:"completion_tokens"`
+		InputTokens      int64  `json:"input_tokens"`
+		OutputTokens     int64  `json:"output_tokens"`
+		TotalTokens      int64  `json:"total_tokens"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*u = Usage{PromptTokens: v.InputTokens, CompletionTokens: v.OutputTokens, TotalTokens: v.TotalTokens}
+	if v.PromptTokens != nil {
+		u.PromptTokens = *v.PromptTokens
+	}
+	if v.CompletionTokens != nil {
+		u.CompletionTokens = *v.CompletionTokens
+	}
+	return nil
+}
+
 // ParseUsage reads the usage of a response that was not streamed. It reports
 // false when the body has no usage, or one that is not three counts of zero
 // or more.
@@ -145,9 +168,17 @@ func NewStreamUsage(c *Counter, encoding string, promptTokens int64) *StreamUsag
 	return &StreamUsage{counter: c, encoding: encoding, prompt: max(promptTokens, 0)}
 }
 
-// streamChunk is what a chunk of a streamed chat or completions response
-// carries that counts.
+// streamChunk is what a chunk of a streamed chat or completions response, or
+// an event of a streamed Responses API response, carries that counts.
 type streamChunk struct {
+	// Type, Delta and Response are a Responses event's: its type, the text a
+	// delta event adds, and the response a final event carries with its usage.
+	Type     string          `json:"type"`
+	Delta    json.RawMessage `json:"delta"`
+	Response *struct {
+		Usage *Usage `json:"usage"`
+	} `json:"response"`
+
 	Choices []struct {
 		Text  string `json:"text"`
 		Delta struct {
@@ -178,12 +209,30 @@ func (s *StreamUsage) Observe(data []byte) {
 	if json.Unmarshal(data, &chunk) != nil {
 		return
 	}
+	if chunk.Response != nil && chunk.Usage == nil {
+		chunk.Usage = chunk.Response.Usage
+	}
 	if chunk.Usage != nil {
 		if u, ok := chunk.Usage.checked(); ok {
 			s.reported, s.isReported = u, true
 		}
 	}
 	s.countChoices(&chunk)
+	if countedDeltas[chunk.Type] && firstByte(chunk.Delta) == '"' {
+		var text string
+		if json.Unmarshal(chunk.Delta, &text) == nil {
+			s.count(text)
+		}
+	}
+}
+
+// countedDeltas are the Responses events whose delta is completion text the provider bills.
+var countedDeltas = map[string]bool{
+	"response.output_text.delta":             true,
+	"response.refusal.delta":                 true,
+	"response.function_call_arguments.delta": true,
+	"response.reasoning_text.delta":          true,
+	"response.reasoning_summary_text.delta":  true,
 }
 
 // countChoices counts the completion text of a chunk, each delta on its own.

@@ -139,8 +139,11 @@ func tooLargeError(c *call, r *admission.Refusal) *apiError {
 		return e
 	}
 	param := c.request.MaxTokensParam
-	if param == "" {
-		param = "max_tokens" // unset, it counted as the model's default
+	if param == "" { // unset, it counted as the model's default
+		param = "max_tokens"
+		if c.endpoint == estimate.Responses {
+			param = "max_output_tokens"
+		}
 	}
 	e.Param = &param
 	e.Message += fmt.Sprintf(" The largest %s that fits is %d.", param, room/max(c.request.N, 1))
@@ -148,7 +151,8 @@ func tooLargeError(c *call, r *admission.Refusal) *apiError {
 }
 
 // promptParam names the field that holds each endpoint's prompt.
-var promptParam = map[estimate.Endpoint]string{estimate.Chat: "messages", estimate.Completions: "prompt", estimate.Embeddings: "input"}
+var promptParam = map[estimate.Endpoint]string{estimate.Chat: "messages", estimate.Completions: "prompt", estimate.Embeddings: "input",
+	estimate.Responses: "input", estimate.Moderations: "input"}
 
 // limitText names the limit that refused, with its numbers.
 func limitText(r *admission.Refusal) string {

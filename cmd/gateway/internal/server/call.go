@@ -169,7 +169,7 @@ func (s *Server) newCall(ctx context.Context, p *policy.Policy, caller *policy.C
 		MicroDollars: c.route.Provider.Prices.CostMicros(c.estimate.PromptTokens, c.estimate.CompletionTokens),
 	}
 	c.request = req
-	if req.Stream {
+	if req.Stream && (endpoint == estimate.Chat || endpoint == estimate.Completions) {
 		c.body, c.usageAdded, apiErr = withStreamUsage(c.body)
 	}
 	return c, apiErr

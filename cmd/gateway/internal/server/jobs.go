@@ -40,6 +40,7 @@ type Jobs interface {
 // jobEndpoints are the endpoints a job may call, by the path it names.
 var jobEndpoints = map[string]estimate.Endpoint{
 	"/v1/chat/completions": estimate.Chat,
+	"/v1/responses":        estimate.Responses,
 	"/v1/embeddings":       estimate.Embeddings,
 }
 

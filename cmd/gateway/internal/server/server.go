@@ -108,6 +108,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", s.serveCall(estimate.Chat))
 	mux.HandleFunc("POST /v1/completions", s.serveCall(estimate.Completions))
 	mux.HandleFunc("POST /v1/embeddings", s.serveCall(estimate.Embeddings))
+	mux.HandleFunc("POST /v1/responses", s.serveCall(estimate.Responses))
+	mux.HandleFunc("POST /v1/moderations", s.serveCall(estimate.Moderations))
 	mux.HandleFunc("GET /v1/models", s.serveModels)
 	mux.HandleFunc("POST /v1/jobs", s.serveAddJob)
 	mux.HandleFunc("GET /v1/jobs", s.serveListJobs)

@@ -1,0 +1,183 @@
+package estimate
+
+import (
+	"encoding/json"
+)
+
+// responsesBody is what Parse reads from a Responses API request. previous_response_id and
+// background pass through unread: the earlier turns a previous response adds to the input are
+// the provider's to count, and settle the call.
+type responsesBody struct {
+	Model           string          `json:"model"`
+	Stream          bool            `json:"stream"`
+	MaxOutputTokens *int64          `json:"max_output_tokens"`
+	Instructions    json.RawMessage `json:"instructions"`
+	Input           json.RawMessage `json:"input"`
+	Tools           json.RawMessage `json:"tools"`
+	// Text holds the output's format, whose JSON schema the model reads as prompt.
+	Text json.RawMessage `json:"text"`
+}
+
+// responseItem is what counts in one input item: a message (its role and content), a function
+// call (its name and arguments), or a call's output. Any other item counts as its JSON.
+type responseItem struct {
+	Type      string          `json:"type"`
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	Name      string          `json:"name"`
+	Arguments string          `json:"arguments"`
+	CallID    string          `json:"call_id"`
+	Output    json.RawMessage `json:"output"`
+}
+
+// responsePart is what counts in one part of a message's content.
+type responsePart struct {
+	Type    string `json:"type"`
+	Text    string `json:"text"`
+	Refusal string `json:"refusal"`
+	Detail  string `json:"detail"`
+}
+
+// moderationsBody is what Parse reads from a moderations request.
+type moderationsBody struct {
+	Model string          `json:"model"`
+	Input json.RawMessage `json:"input"`
+}
+
+// defaultModerationModel is the model a moderations request without one is for, as OpenAI's
+// API reference names it.
+const defaultModerationModel = "omni-moderation-latest"
+
+func parseResponses(body []byte) (*Request, error) {
+	var b responsesBody
+	if err := decode(body, &b); err != nil {
+		return nil, err
+	}
+	if b.Model == "" {
+		return nil, &RequestError{Err: ErrMissingModel, Param: "model"}
+	}
+	r := &Request{Endpoint: Responses, Model: b.Model, Stream: b.Stream, N: 1}
+	if v := b.MaxOutputTokens; v != nil {
+		if *v < 1 {
+			return nil, &RequestError{Err: ErrInvalidValue, Param: "max_output_tokens", Want: "1 or more"}
+		}
+		r.MaxTokens, r.MaxTokensParam = *v, "max_output_tokens"
+	}
+	if err := r.Prompt.addInstructions(b.Instructions); err != nil {
+		return nil, within("instructions", err)
+	}
+	if err := r.Prompt.addResponseInput(b.Input); err != nil {
+		return nil, within("input", err)
+	}
+	r.Prompt.addJSON(b.Tools)
+	r.Prompt.addJSON(b.Text)
+	r.Prompt.addTokens(tokensPerReply)
+	return r, nil
+}
+
+// addInstructions adds a Responses request's instructions, a system message: a string, or
+// items as in input.
+func (p *Prompt) addInstructions(raw json.RawMessage) error {
+	if firstByte(raw) == '"' {
+		p.addTokens(tokensPerMessage)
+		return p.addString(raw)
+	}
+	return p.addResponseInput(raw)
+}
+
+// addResponseInput adds a Responses request's input: absent, a string (one user message) or an
+// array of items.
+func (p *Prompt) addResponseInput(raw json.RawMessage) error {
+	switch firstByte(raw) {
+	case 0, 'n':
+		return nil
+	case '"':
+		p.addTokens(tokensPerMessage)
+		p.addText("user")
+		return p.addString(raw)
+	case '[':
+		return eachElement(raw, p.addResponseItem)
+	}
+	return wrongType("a string or an array")
+}
+
+// addResponseItem adds one input item.
+func (p *Prompt) addResponseItem(raw json.RawMessage) error {
+	var item responseItem
+	if err := decode(raw, &item); err != nil {
+		return err
+	}
+	switch {
+	case item.Role != "" && (item.Type == "" || item.Type == "message"):
+		p.addTokens(tokensPerMessage)
+		p.addText(item.Role)
+		return within("content", p.addResponseContent(item.Content))
+	case item.Type == "function_call":
+		p.addText(item.CallID)
+		p.addText(item.Name)
+		p.addText(item.Arguments)
+	case item.Type == "function_call_output" && firstByte(item.Output) == '"':
+		p.addText(item.CallID)
+		return within("output", p.addString(item.Output))
+	default:
+		p.addJSON(raw)
+	}
+	return nil
+}
+
+// addResponseContent adds a message's content: a string or an array of parts.
+func (p *Prompt) addResponseContent(raw json.RawMessage) error {
+	switch firstByte(raw) {
+	case 0, 'n':
+		return nil
+	case '"':
+		return p.addString(raw)
+	case '[':
+		return eachElement(raw, p.addResponsePart)
+	}
+	return wrongType("a string or an array")
+}
+
+// addResponsePart adds one part of a message's content: its text, an image at its detail's
+// fixed cost, or any other part (a file, audio) as its JSON.
+func (p *Prompt) addResponsePart(raw json.RawMessage) error {
+	var part responsePart
+	if err := decode(raw, &part); err != nil {
+		return err
+	}
+	switch part.Type {
+	case "input_text", "output_text":
+		p.addText(part.Text)
+	case "refusal":
+		p.addText(part.Refusal)
+	case "input_image":
+		if part.Detail == "low" {
+			p.addTokens(LowDetailImageTokens)
+		} else {
+			p.addTokens(ImageTokens)
+		}
+	default:
+		p.addJSON(raw)
+	}
+	return nil
+}
+
+// parseModerations reads a moderations request, which is free: it counts as a request and no
+// tokens.
+func parseModerations(body []byte) (*Request, error) {
+	var b moderationsBody
+	if err := decode(body, &b); err != nil {
+		return nil, err
+	}
+	switch firstByte(b.Input) {
+	case '"', '[':
+	case 0, 'n':
+		return nil, &RequestError{Err: ErrInvalidValue, Param: "input", Want: "a string or an array"}
+	default:
+		return nil, within("input", wrongType("a string or an array"))
+	}
+	if b.Model == "" {
+		b.Model = defaultModerationModel
+	}
+	return &Request{Endpoint: Moderations, Model: b.Model, N: 1}, nil
+}

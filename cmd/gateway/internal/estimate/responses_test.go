@@ -1,0 +1,154 @@
+package estimate
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func TestParseResponses(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want *Request
+	}{{
+		name: "string input is one user message",
+		body: `{"model":"gpt-4.1","input":"Tell me a story.","max_output_tokens":200,"stream":true}`,
+		want: &Request{Endpoint: Responses, Model: "gpt-4.1", Stream: true, MaxTokens: 200, MaxTokensParam: "max_output_tokens", N: 1,
+			Prompt: Prompt{Texts: []string{"user", "Tell me a story."}, Tokens: tokensPerMessage + tokensPerReply}},
+	}, {
+		name: "instructions are a system message",
+		body: `{"model":"m","instructions":"Be brief.","input":"Hi."}`,
+		want: &Request{Endpoint: Responses, Model: "m", N: 1,
+			Prompt: Prompt{Texts: []string{"Be brief.", "user", "Hi."}, Tokens: 2*tokensPerMessage + tokensPerReply}},
+	}, {
+		name: "messages with parts, an image at each detail",
+		body: `{"model":"m","input":[
+			{"role":"developer","content":"Answer in French."},
+			{"type":"message","role":"user","content":[
+				{"type":"input_text","text":"What is this?"},
+				{"type":"input_image","image_url":"https://example.com/a.png","detail":"low"},
+				{"type":"input_image","image_url":"data:image/png;base64,AAAA"}]},
+			{"role":"assistant","content":[{"type":"output_text","text":"Un chat."},{"type":"refusal","refusal":"Non."}]}]}`,
+		want: &Request{Endpoint: Responses, Model: "m", N: 1, Prompt: Prompt{
+			Texts:  []string{"developer", "Answer in French.", "user", "What is this?", "assistant", "Un chat.", "Non."},
+			Tokens: 3*tokensPerMessage + LowDetailImageTokens + ImageTokens + tokensPerReply,
+		}},
+	}, {
+		name: "a function call and its output",
+		body: `{"model":"m","input":[
+			{"type":"function_call","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}"},
+			{"type":"function_call_output","call_id":"call_1","output":"{\"temp\":21}"}]}`,
+		want: &Request{Endpoint: Responses, Model: "m", N: 1, Prompt: Prompt{
+			Texts:  []string{"call_1", "get_weather", `{"city":"Paris"}`, "call_1", `{"temp":21}`},
+			Tokens: tokensPerReply,
+		}},
+	}, {
+		name: "other items, tools and the output's schema count as their JSON",
+		body: `{"model":"m","input":[{"type":"item_reference","id":"msg_1"}],
+			"tools":[{"type":"function","name":"f"}],"text":{"format":{"type":"json_schema","name":"s","schema":{"type":"object"}}},
+			"previous_response_id":"resp_1","background":true}`,
+		want: &Request{Endpoint: Responses, Model: "m", N: 1, Prompt: Prompt{
+			Texts: []string{`{"type":"item_reference","id":"msg_1"}`, `[{"type":"function","name":"f"}]`,
+				`{"format":{"type":"json_schema","name":"s","schema":{"type":"object"}}}`},
+			Tokens: tokensPerReply,
+		}},
+	}, {
+		name: "no input, as with a previous response",
+		body: `{"model":"m","previous_response_id":"resp_1"}`,
+		want: &Request{Endpoint: Responses, Model: "m", N: 1, Prompt: Prompt{Tokens: tokensPerReply}},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse(Responses, []byte(tc.body))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if diff := cmp.Diff(got, tc.want); diff != "" {
+				t.Errorf("Parse (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseModerationsIsFree(t *testing.T) {
+	for body, model := range map[string]string{
+		`{"input":"I want to hurt them."}`:                                                                            defaultModerationModel,
+		`{"model":"omni-moderation-2024-09-26","input":["a","b"]}`:                                                    "omni-moderation-2024-09-26",
+		`{"input":[{"type":"text","text":"a"},{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}]}`: defaultModerationModel,
+	} {
+		got, err := Parse(Moderations, []byte(body))
+		if err != nil {
+			t.Fatalf("Parse(%s): %v", body, err)
+		}
+		want := &Request{Endpoint: Moderations, Model: model, N: 1}
+		if diff := cmp.Diff(got, want); diff != "" {
+			t.Errorf("Parse(%s) (-got +want):\n%s", body, diff)
+		}
+		if e := got.Estimate(NewCounter(), "o200k_base", 256); e.Total() != 0 {
+			t.Errorf("Parse(%s) is estimated at %+v; want nothing: moderations are free", body, e)
+		}
+	}
+}
+
+func TestParseResponsesAndModerationsErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		endpoint Endpoint
+		body     string
+		want     *RequestError
+	}{
+		{"no model", Responses, `{"input":"hunter2"}`, &RequestError{Err: ErrMissingModel, Param: "model"}},
+		{"zero max_output_tokens", Responses, `{"model":"m","max_output_tokens":0}`, &RequestError{Err: ErrInvalidValue, Param: "max_output_tokens", Want: "1 or more"}},
+		{"input is a number", Responses, `{"model":"m","input":5}`, &RequestError{Err: ErrWrongType, Param: "input", Want: "a string or an array"}},
+		{"item is a string", Responses, `{"model":"m","input":["hunter2"]}`, &RequestError{Err: ErrWrongType, Param: "input[0]", Want: "an object"}},
+		{"content is a number", Responses, `{"model":"m","input":[{"role":"user","content":7}]}`, &RequestError{Err: ErrWrongType, Param: "input[0].content", Want: "a string or an array"}},
+		{"part text is a number", Responses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":7}]}]}`, &RequestError{Err: ErrWrongType, Param: "input[0].content[0].text", Want: "a string"}},
+		{"instructions are a number", Responses, `{"model":"m","instructions":1}`, &RequestError{Err: ErrWrongType, Param: "instructions", Want: "a string or an array"}},
+		{"no input to moderate", Moderations, `{"model":"m"}`, &RequestError{Err: ErrInvalidValue, Param: "input", Want: "a string or an array"}},
+		{"input to moderate is a number", Moderations, `{"input":5}`, &RequestError{Err: ErrWrongType, Param: "input", Want: "a string or an array"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse(tc.endpoint, []byte(tc.body))
+			if got != nil {
+				t.Errorf("Parse returned %+v, want nil", got)
+			}
+			var re *RequestError
+			if !errors.As(err, &re) {
+				t.Fatalf("Parse error = %v (%T), want a *RequestError", err, err)
+			}
+			if diff := cmp.Diff(*re, *tc.want, cmpopts.EquateErrors()); diff != "" {
+				t.Errorf("Parse error (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestResponsesUsage(t *testing.T) {
+	body := `{"id":"resp_1","object":"response","output":[{"type":"message","content":[{"type":"output_text","text":"Hi."}]}],
+		"usage":{"input_tokens":36,"input_tokens_details":{"cached_tokens":0},"output_tokens":87,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":123}}`
+	got, ok := ParseUsage([]byte(body))
+	if want := (Usage{PromptTokens: 36, CompletionTokens: 87, TotalTokens: 123}); !ok || got != want {
+		t.Errorf("ParseUsage = %+v, %v; want %+v, true", got, ok, want)
+	}
+
+	s := NewStreamUsage(NewCounter(), "o200k_base", 50)
+	for _, event := range []string{
+		`{"type":"response.created","response":{"id":"resp_1","status":"in_progress","usage":null}}`,
+		`{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":"Hello"}`,
+		`{"type":"response.output_text.delta","item_id":"msg_1","output_index":0,"content_index":0,"delta":" world"}`,
+		`{"type":"response.output_text.done","item_id":"msg_1","text":"Hello world"}`,
+	} {
+		s.Observe([]byte(event))
+	}
+	if got, reported := s.Usage(); reported || got.PromptTokens != 50 || got.CompletionTokens != 2 {
+		t.Errorf("a stream cut before response.completed: %+v, reported %v; want the estimated prompt, 50, and the 2 tokens of its deltas", got, reported)
+	}
+	s.Observe([]byte(`{"type":"response.completed","response":{"id":"resp_1","status":"completed","usage":{"input_tokens":12,"output_tokens":2,"total_tokens":14}}}`))
+	if got, reported := s.Usage(); !reported || got != (Usage{PromptTokens: 12, CompletionTokens: 2, TotalTokens: 14}) {
+		t.Errorf("after response.completed: %+v, reported %v; want its usage", got, reported)
+	}
+}
