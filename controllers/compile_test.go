@@ -478,7 +478,9 @@ func TestCompileConverts(t *testing.T) {
 		Global: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 10000, Per: gatewayv1.PeriodMinute, Burst: 10000, OnLimit: gatewayv1.BehaviorQueue}},
 		Providers: []gatewayv1.Provider{{
 			Name: "llama", BaseURL: "http://llama.sluice.svc:8000/v1",
-			Models:          []gatewayv1.Model{{Name: "llama-3.1-8b", DefaultMaxTokens: 256}},
+			// A self-hosted provider's models are capped in max_tokens, which every engine reads.
+			Models:          []gatewayv1.Model{{Name: "llama-3.1-8b", DefaultMaxTokens: 256, MaxTokensParam: "max_tokens"}},
+			AdmissionCount:  "Characters",
 			MaxInFlight:     32, // 2 ready Pods × 1 GPU × 16
 			HeadroomPercent: 100,
 			Retry:           gatewayv1.Retry{MaxAttempts: 3, BaseDelay: metav1.Duration{Duration: 500 * time.Millisecond}, MaxDelay: metav1.Duration{Duration: 30 * time.Second}},
@@ -487,8 +489,9 @@ func TestCompileConverts(t *testing.T) {
 			CallTimeout:     metav1.Duration{Duration: 30 * time.Minute},
 		}, {
 			Name: "openai", BaseURL: "https://openai.example/v1", APIKeyFile: "openai.key",
-			Models:            []gatewayv1.Model{{Name: "gpt-4o", Encoding: "o200k_base", DefaultMaxTokens: 512}, {Name: "gpt-4o-mini", DefaultMaxTokens: 256}},
-			RequestsPerMinute: 1500, TokensPerMinute: 300000, MaxInFlight: 200, HeadroomPercent: 95,
+			Models: []gatewayv1.Model{{Name: "gpt-4o", Encoding: "o200k_base", DefaultMaxTokens: 512, MaxTokensParam: "max_completion_tokens"},
+				{Name: "gpt-4o-mini", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens"}},
+			RequestsPerMinute: 1500, TokensPerMinute: 300000, AdmissionCount: "Characters", MaxInFlight: 200, HeadroomPercent: 95,
 			Prices:         gatewayv1.Prices{InputPerMillion: "2.50", OutputPerMillion: "10"},
 			SpendPerMinute: "0.50", SpendPerMonth: "5000",
 			Retry:        gatewayv1.Retry{MaxAttempts: 4, BaseDelay: metav1.Duration{Duration: time.Second}, MaxDelay: metav1.Duration{Duration: 20 * time.Second}},

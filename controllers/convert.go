@@ -16,7 +16,8 @@ func toProvider(pq *v1alpha1.ProviderQuota) gatewayv1.Provider {
 	p := gatewayv1.Provider{
 		Name:            pq.Name,
 		BaseURL:         baseURL(pq),
-		Models:          toModels(s.Models),
+		Models:          toModels(s.Models, s.SelfHosted != nil),
+		AdmissionCount:  gatewayv1.AdmissionCount(s.AdmissionCount),
 		HeadroomPercent: s.HeadroomPercent,
 		Timeout:         s.Timeout,
 		StallTimeout:    s.StallTimeout,
@@ -71,10 +72,17 @@ func baseURL(pq *v1alpha1.ProviderQuota) string {
 	return pq.Spec.BaseURL
 }
 
-func toModels(models []v1alpha1.Model) []gatewayv1.Model {
+// toModels converts a provider's models. A model that names no maxTokensParam gets max_tokens
+// when its provider is self-hosted, since every engine reads it, and the gateway's default,
+// max_completion_tokens, otherwise.
+func toModels(models []v1alpha1.Model, selfHosted bool) []gatewayv1.Model {
 	out := make([]gatewayv1.Model, len(models))
 	for i, m := range models {
-		out[i] = gatewayv1.Model{Name: m.Name, Aliases: m.Aliases, Encoding: string(m.Encoding), DefaultMaxTokens: m.DefaultMaxTokens}
+		param := gatewayv1.MaxTokensParam(m.MaxTokensParam)
+		if param == "" && selfHosted {
+			param = gatewayv1.MaxTokensParamTokens
+		}
+		out[i] = gatewayv1.Model{Name: m.Name, Aliases: m.Aliases, Encoding: string(m.Encoding), DefaultMaxTokens: m.DefaultMaxTokens, MaxTokensParam: param}
 	}
 	return out
 }

@@ -68,6 +68,19 @@ type ProviderQuotaSpec struct {
 	// limits are the provider's published limits. Absent means unlimited.
 	// +optional
 	Limits *ProviderLimits `json:"limits,omitempty"`
+	// admissionCount is how the provider counts a call's prompt against its
+	// tokens per minute when it admits the call: Tokenizer, with the model's
+	// encoding, or Characters, about four characters a token, as OpenAI
+	// documents it does. With Characters the gateways take the larger of
+	// the encoding's count and ceil(UTF-8 bytes / 4) from limits.tokensPerMinute
+	// and keep the difference charged for the minute after the call
+	// settles, as the provider does; every other limit counts the
+	// encoding's. Defaults to Characters.
+	// +optional
+	// +kubebuilder:default=Characters
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self in ['Tokenizer', 'Characters']",message="admissionCount must be Tokenizer (the model's encoding) or Characters (about four characters a token)"
+	AdmissionCount AdmissionCount `json:"admissionCount,omitempty"`
 	// headroomPercent is the share of the published limits the gateways use,
 	// 1 to 100: 95 keeps 5% spare for other clients of the same account and
 	// for estimates that settle higher. Defaults to 100.
@@ -190,6 +203,26 @@ const (
 	EncodingR50kBase   Encoding = "r50k_base"
 )
 
+// AdmissionCount is how a provider counts a call's prompt against its tokens
+// per minute when it admits the call: Tokenizer or Characters.
+type AdmissionCount string
+
+// The admission counts.
+const (
+	AdmissionCountTokenizer  AdmissionCount = "Tokenizer"
+	AdmissionCountCharacters AdmissionCount = "Characters"
+)
+
+// MaxTokensParam names the request field that caps a chat completion:
+// max_completion_tokens or max_tokens.
+type MaxTokensParam string
+
+// The fields that cap a chat completion.
+const (
+	MaxTokensParamCompletion MaxTokensParam = "max_completion_tokens"
+	MaxTokensParamTokens     MaxTokensParam = "max_tokens"
+)
+
 // Model is one model a provider serves.
 type Model struct {
 	// name is the model as clients name it in requests, such as gpt-4o-mini.
@@ -218,6 +251,19 @@ type Model struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	DefaultMaxTokens int64 `json:"defaultMaxTokens,omitempty"`
+	// maxTokensParam is the field in which the gateways send
+	// defaultMaxTokens on a chat call that sets neither max_tokens nor
+	// max_completion_tokens, so that the provider writes no more than the
+	// gateways estimated: max_completion_tokens (OpenAI's field, which its
+	// reasoning models and current chat models require) or max_tokens
+	// (older models, and inference servers such as TGI). A call to
+	// /v1/completions gets max_tokens, that endpoint's only field. Absent
+	// means max_tokens for a selfHosted provider and max_completion_tokens
+	// for one at a baseURL.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self in ['max_completion_tokens', 'max_tokens']",message="maxTokensParam must be max_completion_tokens (OpenAI) or max_tokens (older models, inference servers such as TGI)"
+	MaxTokensParam MaxTokensParam `json:"maxTokensParam,omitempty"`
 }
 
 // ProviderLimits are limits on calls to one provider. Zero or absent means

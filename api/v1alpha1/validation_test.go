@@ -76,10 +76,11 @@ func hostedQuota() *v1alpha1.ProviderQuota {
 		Spec: v1alpha1.ProviderQuotaSpec{
 			BaseURL: "https://api.openai.com/v1",
 			Models: []v1alpha1.Model{
-				{Name: "gpt-4o", Encoding: v1alpha1.EncodingO200kBase, DefaultMaxTokens: 512},
+				{Name: "gpt-4o", Encoding: v1alpha1.EncodingO200kBase, DefaultMaxTokens: 512, MaxTokensParam: v1alpha1.MaxTokensParamCompletion},
 				{Name: "gpt-4o-mini"},
 			},
 			Limits:          &v1alpha1.ProviderLimits{RequestsPerMinute: 1500, TokensPerMinute: 300000, MaxInFlight: 200},
+			AdmissionCount:  v1alpha1.AdmissionCountCharacters,
 			HeadroomPercent: 95,
 			Prices:          &v1alpha1.Prices{InputPerMillion: "2.50", OutputPerMillion: "10"},
 			Spend:           &v1alpha1.Spend{PerMinute: "0.50", PerMonth: "5000"},
@@ -218,6 +219,7 @@ func TestValidObjectsAreAccepted(t *testing.T) {
 
 // withQuotaDefaults sets what the API server defaults in a ProviderQuota.
 func withQuotaDefaults(pq *v1alpha1.ProviderQuota) *v1alpha1.ProviderQuota {
+	pq.Spec.AdmissionCount = v1alpha1.AdmissionCountCharacters
 	pq.Spec.HeadroomPercent = 100
 	pq.Spec.Retry = &v1alpha1.Retry{
 		MaxAttempts: 3,
@@ -279,6 +281,12 @@ func TestValidation(t *testing.T) {
 			`spec.models[1]: Duplicate value: {"name":"gpt-4o"}`},
 		{"unknown encoding", hostedQuota(), `{spec: {models: [{name: gpt-4o, encoding: gpt2}]}}`,
 			`Unsupported value: "gpt2"`},
+		{"unknown maxTokensParam", hostedQuota(), `{spec: {models: [{name: gpt-4o, maxTokensParam: max_new_tokens}]}}`,
+			`spec.models[0].maxTokensParam: Invalid value: "max_new_tokens": maxTokensParam must be max_completion_tokens (OpenAI) or max_tokens`},
+		{"maxTokensParam max_tokens", selfHostedQuota(), `{spec: {models: [{name: llama, maxTokensParam: max_tokens}]}}`, ""},
+		{"unknown admissionCount", hostedQuota(), `{spec: {admissionCount: Bytes}}`,
+			`spec.admissionCount: Invalid value: "Bytes": admissionCount must be Tokenizer`},
+		{"admissionCount Tokenizer", hostedQuota(), `{spec: {admissionCount: Tokenizer}}`, ""},
 		{"negative requestsPerMinute", hostedQuota(), `{spec: {limits: {requestsPerMinute: -1}}}`,
 			"should be greater than or equal to 0"},
 		{"fractional tokensPerMinute", hostedQuota(), `{spec: {limits: {tokensPerMinute: 1.5}}}`,

@@ -210,6 +210,15 @@ type Provider struct {
 	// tokensPerMinute is the provider's published token rate. Zero means
 	// unlimited.
 	TokensPerMinute int64 `json:"tokensPerMinute,omitempty"`
+	// admissionCount is how the provider counts a call's prompt against its
+	// tokens per minute when it admits the call: "Tokenizer", with the
+	// model's encoding, or "Characters", about four characters a token, as
+	// OpenAI documents it does. With "Characters" the gateway takes the
+	// larger of the encoding's count and ceil(UTF-8 bytes / 4) from the
+	// provider's own tokens per minute, and keeps the difference charged for
+	// the minute after the call settles, as the provider does; every other
+	// limit counts the encoding's. Empty means "Characters".
+	AdmissionCount AdmissionCount `json:"admissionCount,omitempty"`
 	// maxInFlight caps concurrent calls. Zero means unlimited; a provider
 	// with no capacity at all is paused instead.
 	MaxInFlight int64 `json:"maxInFlight,omitempty"`
@@ -256,6 +265,31 @@ func (p *Provider) WithHeadroom(limit int64) int64 {
 	return max(n, 1)
 }
 
+// AdmissionCount is how a provider counts a call's prompt against its tokens
+// per minute when it admits the call.
+type AdmissionCount string
+
+// The admission counts.
+const (
+	// AdmissionCountTokenizer counts with the model's encoding.
+	AdmissionCountTokenizer AdmissionCount = "Tokenizer"
+	// AdmissionCountCharacters counts about four characters a token.
+	AdmissionCountCharacters AdmissionCount = "Characters"
+)
+
+// MaxTokensParam names the request field that caps a chat completion.
+type MaxTokensParam string
+
+// The fields that cap a chat completion.
+const (
+	// MaxTokensParamCompletion is max_completion_tokens: OpenAI's field, which
+	// its reasoning models and its current chat models require.
+	MaxTokensParamCompletion MaxTokensParam = "max_completion_tokens"
+	// MaxTokensParamTokens is max_tokens: the field older models and inference
+	// servers such as TGI read.
+	MaxTokensParamTokens MaxTokensParam = "max_tokens"
+)
+
 // Model is one model a provider serves.
 type Model struct {
 	// name is the model as clients name it in requests, unique across all
@@ -274,6 +308,13 @@ type Model struct {
 	// defaultMaxTokens is the completion the gateway expects when a request
 	// sets no max_tokens. Zero means 256.
 	DefaultMaxTokens int64 `json:"defaultMaxTokens,omitempty"`
+	// maxTokensParam is the field in which the gateway sends defaultMaxTokens
+	// on a chat call that sets neither max_tokens nor max_completion_tokens,
+	// so that the provider writes no more than the gateway estimated:
+	// "max_completion_tokens" or "max_tokens". A call to /v1/completions
+	// gets max_tokens, that endpoint's only field. Empty means
+	// "max_completion_tokens".
+	MaxTokensParam MaxTokensParam `json:"maxTokensParam,omitempty"`
 }
 
 // Prices are what a provider charges, in dollars per million tokens. Empty

@@ -18,6 +18,8 @@ const (
 	defaultReplicas         = 1
 	defaultHeadroomPercent  = 100
 	defaultMaxTokens        = 256
+	defaultMaxTokensParam   = MaxTokensParamCompletion
+	defaultAdmissionCount   = AdmissionCountCharacters
 	defaultMaxAttempts      = 3
 	defaultBaseDelay        = 500 * time.Millisecond
 	defaultMaxDelay         = 30 * time.Second
@@ -94,7 +96,9 @@ func (j *Jobs) defaults() {
 func (p *Provider) Default() {
 	for i := range p.Models {
 		setDefault(&p.Models[i].DefaultMaxTokens, defaultMaxTokens)
+		setDefault(&p.Models[i].MaxTokensParam, defaultMaxTokensParam)
 	}
+	setDefault(&p.AdmissionCount, defaultAdmissionCount)
 	setDefault(&p.HeadroomPercent, defaultHeadroomPercent)
 	setDefault(&p.Retry.MaxAttempts, defaultMaxAttempts)
 	setDefaultDuration(&p.Retry.BaseDelay, defaultBaseDelay)

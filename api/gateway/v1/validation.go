@@ -27,6 +27,8 @@ var (
 	calendarPeriods  = []Period{PeriodDay, PeriodMonth}
 	behaviors        = []Behavior{BehaviorReject, BehaviorQueue}
 	encodings        = []string{"cl100k_base", "o200k_base", "p50k_base", "r50k_base"}
+	maxTokensParams  = []MaxTokensParam{MaxTokensParamCompletion, MaxTokensParamTokens}
+	admissionCounts  = []AdmissionCount{AdmissionCountTokenizer, AdmissionCountCharacters}
 	keyHashPattern   = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	maxMaxWait       = 10 * time.Minute
 	maxRetryAttempts = int64(10)
@@ -160,7 +162,7 @@ func validateProviders(p *field.Path, providers []Provider) field.ErrorList {
 type ProviderPaths struct {
 	Name, BaseURL, Models                           *field.Path
 	RequestsPerMinute, TokensPerMinute, MaxInFlight *field.Path
-	HeadroomPercent                                 *field.Path
+	AdmissionCount, HeadroomPercent                 *field.Path
 	// Prices and Retry are the paths of structs whose fields have the same
 	// JSON names wherever they are held.
 	Prices, Retry                      *field.Path
@@ -178,6 +180,7 @@ func NewProviderPaths(p *field.Path) ProviderPaths {
 		RequestsPerMinute: p.Child("requestsPerMinute"),
 		TokensPerMinute:   p.Child("tokensPerMinute"),
 		MaxInFlight:       p.Child("maxInFlight"),
+		AdmissionCount:    p.Child("admissionCount"),
 		HeadroomPercent:   p.Child("headroomPercent"),
 		Prices:            p.Child("prices"),
 		Retry:             p.Child("retry"),
@@ -198,6 +201,7 @@ func ValidateProvider(paths ProviderPaths, pr *Provider) field.ErrorList {
 	errs = append(errs, validateModels(paths.Models, pr.Models)...)
 	errs = append(errs, validateNonNegative(paths.RequestsPerMinute, pr.RequestsPerMinute)...)
 	errs = append(errs, validateNonNegative(paths.TokensPerMinute, pr.TokensPerMinute)...)
+	errs = append(errs, validateEnum(paths.AdmissionCount, pr.AdmissionCount, admissionCounts)...)
 	errs = append(errs, validateNonNegative(paths.MaxInFlight, pr.MaxInFlight)...)
 	errs = append(errs, validateRange(paths.HeadroomPercent, int64(pr.HeadroomPercent), 1, 100)...)
 	errs = append(errs, validateMoney(paths.Prices.Child("inputPerMillion"), pr.Prices.InputPerMillion, false)...)
@@ -266,6 +270,7 @@ func validateModels(p *field.Path, models []Model) field.ErrorList {
 			errs = append(errs, validateEnum(mp.Child("encoding"), m.Encoding, encodings)...)
 		}
 		errs = append(errs, validatePositive(mp.Child("defaultMaxTokens"), m.DefaultMaxTokens)...)
+		errs = append(errs, validateEnum(mp.Child("maxTokensParam"), m.MaxTokensParam, maxTokensParams)...)
 	}
 	return errs
 }

@@ -308,6 +308,16 @@ func TestValidate(t *testing.T) {
 			want:   []string{"providers[0].models[1].defaultMaxTokens: Invalid value: -5"},
 		},
 		{
+			name:   "providers[].models[].maxTokensParam",
+			mutate: func(c *gatewayv1.Config) { openai(c).Models[0].MaxTokensParam = "max_new_tokens" },
+			want:   []string{`providers[0].models[0].maxTokensParam: Unsupported value: "max_new_tokens"`, `"max_tokens"`},
+		},
+		{
+			name:   "providers[].admissionCount",
+			mutate: func(c *gatewayv1.Config) { openai(c).AdmissionCount = "Bytes" },
+			want:   []string{`providers[0].admissionCount: Unsupported value: "Bytes"`, `"Characters"`},
+		},
+		{
 			name:   "providers[].requestsPerMinute",
 			mutate: func(c *gatewayv1.Config) { openai(c).RequestsPerMinute = -1 },
 			want:   []string{"providers[0].requestsPerMinute: Invalid value: -1"},

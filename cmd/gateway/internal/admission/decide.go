@@ -25,7 +25,7 @@ func (t *Ticket) use(limiter Limiter, share policy.Share) {
 	}
 	t.limiter = limiter
 	var queueing policy.Queueing
-	t.checks, queueing = policy.Checks(t.buf[:0], t.req.Caller, t.req.Route, t.req.Endpoint, t.req.Cost, share, t.lease)
+	t.checks, queueing = t.req.checks(t.buf[:0], share, t.lease)
 	t.queueing = queueing
 }
 

@@ -111,7 +111,7 @@ func (g *Gate) Admit(ctx context.Context, req Request) (*Ticket, *Refusal) {
 // nil. Such a call never waits: no wait makes it fit.
 func (g *Gate) TooLarge(req Request) *Refusal {
 	var buf [ratelimit.MaxChecks]ratelimit.Check
-	checks, _ := policy.Checks(buf[:0], req.Caller, req.Route, req.Endpoint, req.Cost, policy.Shared, "")
+	checks, _ := req.checks(buf[:0], policy.Shared, "")
 	return g.tooLarge(req, checks)
 }
 

@@ -18,6 +18,10 @@ type Request struct {
 	Endpoint gatewayv1.Endpoint
 	// Cost is the call's estimate: its prompt and expected completion tokens and their price.
 	Cost policy.Cost
+	// ProviderTokens is what the call's provider counts against its own tokens per minute when
+	// it admits the call, when that is more than Cost.Tokens: a provider that counts characters
+	// counts more for text its encoding packs densely. Zero or less means Cost.Tokens.
+	ProviderTokens int64
 	// Job is the job attempt the call is; zero for a live call. A job waits in the Batch class,
 	// passes no door, waits as long as the global and provider limits take (its own limits it
 	// does not wait on), and is charged once however often it is delivered.
@@ -28,6 +32,24 @@ type Request struct {
 }
 
 func (r *Request) isJob() bool { return r.Job.Job != "" }
+
+// checks appends to dst every check the request must pass (see policy.Checks), its provider's
+// own token limits charged ProviderTokens when that is more. Settling charges every token limit
+// the same difference, so what the provider counted beyond Cost.Tokens stays charged on its
+// limits for as long as the provider's own count holds it.
+func (r *Request) checks(dst []ratelimit.Check, share policy.Share, lease string) ([]ratelimit.Check, policy.Queueing) {
+	start := len(dst)
+	dst, queueing := policy.Checks(dst, r.Caller, r.Route, r.Endpoint, r.Cost, share, lease)
+	if r.ProviderTokens <= r.Cost.Tokens {
+		return dst, queueing
+	}
+	for i := start; i < len(dst); i++ {
+		if c := &dst[i]; c.Limit.Level == ratelimit.LevelProvider && c.Limit.Dimension == ratelimit.Tokens {
+			c.Cost = r.ProviderTokens
+		}
+	}
+	return dst, queueing
+}
 
 func (r *Request) tenant() string { return r.Caller.Tenant.Name }
 

@@ -17,22 +17,19 @@ const (
 	tokensPerReply = 3
 )
 
-// The fixed cost of an image part, which cannot be sized before the call
-// without fetching and decoding the image.
-const (
-	// ImageTokens is what an image part counts: a 1024×1024 image at high
-	// detail, 85 base tokens and 170 for each of its four 512-pixel tiles.
-	ImageTokens = 765
-	// LowDetailImageTokens is what an image part with detail "low" counts.
-	LowDetailImageTokens = 85
-)
-
 // chatBody is what Parse reads from a chat request.
 type chatBody struct {
 	options
-	Messages  []json.RawMessage `json:"messages"`
-	Tools     json.RawMessage   `json:"tools"`
-	Functions json.RawMessage   `json:"functions"`
+	rendered
+	Messages []json.RawMessage `json:"messages"`
+}
+
+// rendered are the fields of a chat request that the provider renders into the prompt its own
+// way: they count as their JSON text by the proxy.
+type rendered struct {
+	Tools          json.RawMessage `json:"tools"`
+	Functions      json.RawMessage `json:"functions"`
+	ResponseFormat json.RawMessage `json:"response_format"`
 }
 
 // chatMessage is what counts in one message.
@@ -59,9 +56,8 @@ var errNoMessages = &RequestError{Err: ErrInvalidValue, Param: "messages", Want:
 // chatBodyMessages is a chat request read in one pass, its messages decoded with it.
 type chatBodyMessages struct {
 	options
-	Messages  []chatMessage   `json:"messages"`
-	Tools     json.RawMessage `json:"tools"`
-	Functions json.RawMessage `json:"functions"`
+	rendered
+	Messages []chatMessage `json:"messages"`
 }
 
 // parseChat reads a chat request in one pass. A body that does not decode so is read again,
@@ -71,7 +67,7 @@ func parseChat(body []byte) (*Request, error) {
 	if json.Unmarshal(body, &b) != nil {
 		return parseChatByMessage(body)
 	}
-	return chatRequest(&b.options, b.Messages, (*Prompt).addChatMessage, b.Tools, b.Functions)
+	return chatRequest(body, &b.options, &b.rendered, b.Messages, (*Prompt).addChatMessage)
 }
 
 func parseChatByMessage(body []byte) (*Request, error) {
@@ -79,12 +75,13 @@ func parseChatByMessage(body []byte) (*Request, error) {
 	if err := decode(body, &b); err != nil {
 		return nil, err
 	}
-	return chatRequest(&b.options, b.Messages, (*Prompt).addMessage, b.Tools, b.Functions)
+	return chatRequest(body, &b.options, &b.rendered, b.Messages, (*Prompt).addMessage)
 }
 
 // chatRequest builds a chat request from its options, its messages, each added to the prompt
-// by add with its framing, and its tools; the reply's priming ends the prompt.
-func chatRequest[M any](o *options, messages []M, add func(*Prompt, *M) error, tools, functions json.RawMessage) (*Request, error) {
+// by add with its framing and the images of its model's family, the fields the provider
+// renders, and the fields the package does not know; the reply's priming ends the prompt.
+func chatRequest[M any](body []byte, o *options, rd *rendered, messages []M, add func(*Prompt, *M, imageFormula) error) (*Request, error) {
 	r, err := o.request(Chat)
 	if err != nil {
 		return nil, err
@@ -92,28 +89,31 @@ func chatRequest[M any](o *options, messages []M, add func(*Prompt, *M) error, t
 	if len(messages) == 0 {
 		return nil, errNoMessages
 	}
+	images := imageFormulaOf(r.Model)
 	for i := range messages {
-		if err := add(&r.Prompt, &messages[i]); err != nil {
+		if err := add(&r.Prompt, &messages[i], images); err != nil {
 			return nil, within("messages", within(index(i), err))
 		}
 	}
 	r.Prompt.addTokens(tokensPerReply)
-	r.Prompt.addJSON(tools)
-	r.Prompt.addJSON(functions)
+	r.Prompt.addJSON(rd.Tools)
+	r.Prompt.addJSON(rd.Functions)
+	r.Prompt.addJSON(rd.ResponseFormat)
+	r.Prompt.addUnknownFields(body, chatFields)
 	return r, nil
 }
 
 // addMessage adds one message, still to decode, with its framing.
-func (p *Prompt) addMessage(raw *json.RawMessage) error {
+func (p *Prompt) addMessage(raw *json.RawMessage, images imageFormula) error {
 	var m chatMessage
 	if err := decode(*raw, &m); err != nil {
 		return err
 	}
-	return p.addChatMessage(&m)
+	return p.addChatMessage(&m, images)
 }
 
 // addChatMessage adds one decoded message with its framing.
-func (p *Prompt) addChatMessage(m *chatMessage) error {
+func (p *Prompt) addChatMessage(m *chatMessage, images imageFormula) error {
 	p.addTokens(tokensPerMessage)
 	p.addText(m.Role)
 	if m.Name != "" {
@@ -123,25 +123,25 @@ func (p *Prompt) addChatMessage(m *chatMessage) error {
 	p.addText(m.ToolCallID)
 	p.addJSON(m.ToolCalls)
 	p.addJSON(m.FunctionCall)
-	return within("content", p.addContent(m.Content))
+	return within("content", p.addContent(m.Content, images))
 }
 
 // addContent adds a message content: absent, null, a string or an array of
 // parts.
-func (p *Prompt) addContent(raw json.RawMessage) error {
+func (p *Prompt) addContent(raw json.RawMessage, images imageFormula) error {
 	switch firstByte(raw) {
 	case 0, 'n':
 		return nil
 	case '"':
 		return p.addString(raw)
 	case '[':
-		return eachElement(raw, p.addPart)
+		return eachElement(raw, func(part json.RawMessage) error { return p.addPart(part, images) })
 	}
 	return wrongType("a string or an array")
 }
 
-// addPart adds one part of an array content.
-func (p *Prompt) addPart(raw json.RawMessage) error {
+// addPart adds one part of an array content; an image counts by its family's formula.
+func (p *Prompt) addPart(raw json.RawMessage, images imageFormula) error {
 	var part contentPart
 	if err := decode(raw, &part); err != nil {
 		return err
@@ -152,24 +152,14 @@ func (p *Prompt) addPart(raw json.RawMessage) error {
 	case "refusal":
 		p.addText(part.Refusal)
 	case "image_url":
-		p.addTokens(imageTokens(part.ImageURL))
+		p.addTokens(imageTokens(images, part.ImageURL))
 	}
 	return nil
 }
 
-// imageTokens is the fixed cost of an image; a detail it cannot read counts
-// as high.
-func imageTokens(imageURL json.RawMessage) int64 {
-	var v struct {
-		Detail string `json:"detail"`
-	}
-	if firstByte(imageURL) == '{' && json.Unmarshal(imageURL, &v) == nil && v.Detail == "low" {
-		return LowDetailImageTokens
-	}
-	return ImageTokens
-}
-
-// addJSON adds a JSON value as its compact text; null adds nothing.
+// addJSON adds a JSON value that the provider renders into the prompt its own way (tools, a
+// response format's schema, a tool call's arguments): its compact text counted by the proxy,
+// which counts JSON a little above the encodings do. null adds nothing.
 func (p *Prompt) addJSON(raw json.RawMessage) {
 	if firstByte(raw) == 0 || firstByte(raw) == 'n' {
 		return
@@ -178,7 +168,7 @@ func (p *Prompt) addJSON(raw json.RawMessage) {
 	if json.Compact(&buf, raw) != nil {
 		return
 	}
-	p.addText(buf.String())
+	p.addTokens(proxyBytes(buf.Len()))
 }
 
 // index is the path element of the i-th element of an array.

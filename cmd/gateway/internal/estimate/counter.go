@@ -115,7 +115,12 @@ func (e *encoder) count(segment string) int64 {
 
 // proxyTokens is the documented proxy: ceil(UTF-8 bytes / 4).
 func proxyTokens(text string) int64 {
-	return (int64(len(text)) + 3) / 4
+	return proxyBytes(len(text))
+}
+
+// proxyBytes is the documented proxy for n bytes of text: ceil(n / 4).
+func proxyBytes(n int) int64 {
+	return (int64(n) + 3) / 4
 }
 
 // cutPoint returns where to end the next segment of text. It prefers the

@@ -18,18 +18,42 @@
 // A chat request is counted as OpenAI's cookbook counts it: 3 tokens for each
 // message, its role, name (plus 1 token) and content, and 3 tokens that prime
 // the reply. Text and refusal parts of an array content are counted as text;
-// each image part counts a fixed [ImageTokens] (a 1024×1024 image at high
-// detail: 85 + 4 tiles × 170), or [LowDetailImageTokens] when its detail is
-// "low"; audio and file parts are not counted before the call. Tool calls,
-// tools and functions are counted as their compact JSON text, which is a
-// little more than the provider's own rendering. A prompt or input given as
-// token ids counts exactly one token per id.
+// audio and file parts are not counted before the call. A prompt or input
+// given as token ids counts exactly one token per id.
+//
+// What the provider renders into the prompt its own way counts as its compact
+// JSON text by the proxy, whatever the encoding: tools, functions,
+// response_format (a schema included), a message's tool calls, and every
+// field of the body the package does not know to be free (see chatFields):
+// one a provider or an inference server adds to OpenAI's API may reach the
+// model. The proxy counts JSON a little above the encodings do.
+//
+// An image part counts by the formula of its model's family (see
+// imageFamilies), from OpenAI's vision guide: gpt-4o, gpt-4.1 and gpt-4.5 count
+// 85 tokens and, at high detail, 170 for each 512-pixel tile of the image
+// scaled to fit 2048×2048 and then to a shortest side of 768; gpt-4o-mini, o1,
+// o3 and gpt-5 the same with their own numbers; gpt-4.1-mini, gpt-4.1-nano,
+// gpt-5-mini, gpt-5-nano and o4-mini count 32-pixel patches, at most 1536,
+// times their multiplier. The size of a PNG, JPEG or GIF sent as a data URL
+// is read from its header; an image sent by URL (or in another format) counts
+// as the largest its formula allows (1445 tokens for gpt-4o at high detail).
+// A detail other than "low" counts as high. Every other model counts as
+// gpt-4o does, which is about right for Claude (about width × height / 750,
+// at most about 1,600) and Gemini (258 a tile), but not an upper bound for
+// them, nor for a vision model an inference server runs.
 //
 // # Completion tokens
 //
 // The completion estimate is max_completion_tokens, else max_tokens, else a
 // default the caller passes for the model, times the number of completions
-// the provider generates ([Request.N]). Embeddings have none.
+// the provider generates ([Request.N]). Embeddings have none. The estimate is
+// an upper bound only if the provider is told the cap: [WithMaxTokens] adds
+// the default to a body that sets none.
+//
+// A provider that counts a call's tokens when it admits it may count
+// characters rather than tokens: OpenAI documents that it estimates from the
+// request's characters (about four a token) and max_tokens.
+// [Estimate.CharacterTotal] is the larger of the two counts.
 //
 // # Settlement
 //

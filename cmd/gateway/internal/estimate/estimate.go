@@ -9,11 +9,21 @@ type Estimate struct {
 	PromptTokens int64
 	// CompletionTokens is the most the provider may generate for the request.
 	CompletionTokens int64
+	// CharacterPromptTokens is the prompt with every text counted by the proxy, ceil(UTF-8
+	// bytes / 4), as a provider that counts characters when it admits a call counts it;
+	// PromptTokens when the encoding is the proxy already.
+	CharacterPromptTokens int64
 }
 
 // Total returns the prompt and completion tokens together.
 func (e Estimate) Total() int64 {
 	return addSat(e.PromptTokens, e.CompletionTokens)
+}
+
+// CharacterTotal returns the larger of the two prompt counts and the completion tokens
+// together: what a provider that counts characters when it admits a call counts, or more.
+func (e Estimate) CharacterTotal() int64 {
+	return addSat(max(e.PromptTokens, e.CharacterPromptTokens), e.CompletionTokens)
 }
 
 // Estimate returns the cost of r, counting its prompt with c under encoding
@@ -23,8 +33,9 @@ func (e Estimate) Total() int64 {
 // math.MaxInt64.
 func (r *Request) Estimate(c *Counter, encoding string, defaultMaxTokens int64) Estimate {
 	return Estimate{
-		PromptTokens:     r.Prompt.count(c, encoding),
-		CompletionTokens: r.completionTokens(defaultMaxTokens),
+		PromptTokens:          r.Prompt.count(c, encoding),
+		CompletionTokens:      r.completionTokens(defaultMaxTokens),
+		CharacterPromptTokens: r.Prompt.count(nil, ""),
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // cookbookChat is the example of OpenAI's cookbook "How to count tokens with
@@ -24,8 +25,9 @@ func TestEstimatePublished(t *testing.T) {
 		encoding string
 		want     Estimate
 	}{
-		{"cl100k_base", Estimate{PromptTokens: 129, CompletionTokens: 1}},
-		{"o200k_base", Estimate{PromptTokens: 124, CompletionTokens: 1}},
+		// By characters, every text counts ceil(bytes / 4): 660 bytes of text, 165 tokens.
+		{"cl100k_base", Estimate{PromptTokens: 129, CompletionTokens: 1, CharacterPromptTokens: 165}},
+		{"o200k_base", Estimate{PromptTokens: 124, CompletionTokens: 1, CharacterPromptTokens: 165}},
 	}
 	r, err := Parse(Chat, []byte(cookbookChat))
 	if err != nil {
@@ -113,7 +115,8 @@ func TestEstimate(t *testing.T) {
 				t.Fatalf("Parse: %v", err)
 			}
 			got := r.Estimate(counter, tc.encoding, tc.defaultMax)
-			if diff := cmp.Diff(got, tc.want); diff != "" {
+			// TestEstimatePublished and TestEstimateNilCounter check the count by characters.
+			if diff := cmp.Diff(got, tc.want, cmpopts.IgnoreFields(Estimate{}, "CharacterPromptTokens")); diff != "" {
 				t.Errorf("Estimate (-got +want):\n%s", diff)
 			}
 		})
@@ -123,7 +126,7 @@ func TestEstimate(t *testing.T) {
 func TestEstimateNilCounter(t *testing.T) {
 	r := &Request{Endpoint: Chat, N: 1, Prompt: Prompt{Texts: []string{"hello world"}, Tokens: 3}}
 	got := r.Estimate(nil, "cl100k_base", 7)
-	if diff := cmp.Diff(got, Estimate{PromptTokens: 6, CompletionTokens: 7}); diff != "" {
+	if diff := cmp.Diff(got, Estimate{PromptTokens: 6, CompletionTokens: 7, CharacterPromptTokens: 6}); diff != "" {
 		t.Errorf("Estimate (-got +want):\n%s", diff)
 	}
 }
@@ -142,6 +145,25 @@ func TestEstimateTotal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.e.Total(); got != tc.want {
 				t.Errorf("Total() = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEstimateCharacterTotal(t *testing.T) {
+	tests := []struct {
+		name string
+		e    Estimate
+		want int64
+	}{
+		{"characters count more", Estimate{PromptTokens: 100, CompletionTokens: 10, CharacterPromptTokens: 300}, 310},
+		{"the encoding counts more", Estimate{PromptTokens: 300, CompletionTokens: 10, CharacterPromptTokens: 100}, 310},
+		{"overflow stops at the maximum", Estimate{CharacterPromptTokens: math.MaxInt64, CompletionTokens: 1}, math.MaxInt64},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.e.CharacterTotal(); got != tc.want {
+				t.Errorf("CharacterTotal() = %d, want %d", got, tc.want)
 			}
 		})
 	}

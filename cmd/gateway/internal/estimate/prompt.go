@@ -36,6 +36,7 @@ func parseCompletions(body []byte) (*Request, error) {
 		return nil, within("prompt", err)
 	}
 	r.Prompt.addText(b.Suffix)
+	r.Prompt.addUnknownFields(body, completionsFields)
 	r.N = mulSat(max(r.N, bestOf), prompts)
 	return r, nil
 }
@@ -52,6 +53,7 @@ func parseEmbeddings(body []byte) (*Request, error) {
 	if _, err := r.Prompt.addInputs(b.Input); err != nil {
 		return nil, within("input", err)
 	}
+	r.Prompt.addUnknownFields(body, embeddingsFields)
 	return r, nil
 }
 

@@ -48,8 +48,10 @@ func TestParseChat(t *testing.T) {
 			{"type":"file","file":{"file_id":"file-1"}}
 		]},{"role":"assistant","content":[{"type":"refusal","refusal":"I can't."}]}]}`,
 		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{
+			// By URL, an image's size is not known: at high detail it counts the largest,
+			// 85 + 8 tiles × 170.
 			Texts:  []string{"user", "What is in these images?", "assistant", "I can't."},
-			Tokens: 3 + 765 + 85 + 765 + 765 + 3 + 3,
+			Tokens: 3 + 1445 + 85 + 1445 + 1445 + 3 + 3,
 		}},
 	}, {
 		name: "tool calls and tool results",
@@ -60,29 +62,26 @@ func TestParseChat(t *testing.T) {
 			{"role":"assistant","function_call":{"name":"f","arguments":"{}"}}
 		]}`,
 		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{
-			Texts: []string{
-				"assistant", `[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}}]`,
-				"tool", "call_1", "18C",
-				"assistant", `{"name":"f","arguments":"{}"}`,
-			},
-			Tokens: 3*3 + 3,
+			// Tool calls count their compact JSON by the proxy: 105 bytes and 29.
+			Texts:  []string{"assistant", "tool", "call_1", "18C", "assistant"},
+			Tokens: 3*3 + 3 + 27 + 8,
 		}},
 	}, {
-		name: "tools and functions as compact JSON",
+		name: "tools, functions and response format as compact JSON by the proxy",
 		body: `{"model":"m","messages":[{}],"tools":[ { "type": "function", "function": { "name": "f" } } ],
-			"functions":[{"name":"g"}],"tool_choice":"auto"}`,
-		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{
-			Texts:  []string{`[{"type":"function","function":{"name":"f"}}]`, `[{"name":"g"}]`},
-			Tokens: 3 + 3,
-		}},
+			"functions":[{"name":"g"}],"tool_choice":"auto",
+			"response_format":{"type":"json_schema","json_schema":{"name":"r","schema":{"type":"object"}}}}`,
+		// tools: 45 bytes; functions: 14; tool_choice, unknown: 11 + 6; response_format: 75.
+		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Tokens: 3 + 3 + 12 + 4 + 5 + 19}},
 	}, {
 		name: "space around values",
 		body: " { \"model\" : \"m\" , \"messages\" : [ { \"role\" : \"user\" , \"content\" : [ { \"type\" : \"text\" , \"text\" : \"x\" } ] } ] } \n",
 		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "x"}, Tokens: 6}},
 	}, {
-		name: "unknown fields are ignored",
+		name: "unknown fields count by the proxy, their name included",
 		body: `{"model":"m","temperature":"not read","x-vendor":{"a":[1,{"b":null}]},"messages":[{"role":"user","content":"hi","extra":5}]}`,
-		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "hi"}, Tokens: 6}},
+		// x-vendor: 8 + 20 bytes. Unknown fields of a message are not read.
+		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "hi"}, Tokens: 6 + 7}},
 	}, {
 		name: "null messages and empty content",
 		body: `{"model":"m","messages":[{"role":"user","content":""},{"role":"user"}]}`,
@@ -180,9 +179,9 @@ func TestParseEmbeddings(t *testing.T) {
 		body: `{"model":"m","input":[[1,2],[3,4,5]]}`,
 		want: &Request{Endpoint: Embeddings, Model: "m", N: 1, Prompt: Prompt{Tokens: 5}},
 	}, {
-		name: "completion fields are not read",
+		name: "completion fields are not read, and count as unknown fields",
 		body: `{"model":"m","input":"x","max_tokens":"not read","stream":"not read","n":-1}`,
-		want: &Request{Endpoint: Embeddings, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"x"}}},
+		want: &Request{Endpoint: Embeddings, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"x"}, Tokens: 5 + 4 + 1}},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

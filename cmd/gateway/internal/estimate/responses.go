@@ -32,10 +32,17 @@ type responseItem struct {
 
 // responsePart is what counts in one part of a message's content.
 type responsePart struct {
-	Type    string `json:"type"`
-	Text    string `json:"text"`
-	Refusal string `json:"refusal"`
-	Detail  string `json:"detail"`
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	Refusal  string `json:"refusal"`
+	ImageURL string `json:"image_url"`
+	Detail   string `json:"detail"`
+}
+
+// responses reads a Responses request's prompt with the image formula of its model's family.
+type responses struct {
+	p      *Prompt
+	images imageFormula
 }
 
 // moderationsBody is what Parse reads from a moderations request.
@@ -61,57 +68,60 @@ func parseResponses(body []byte) (*Request, error) {
 		if *v < 1 {
 			return nil, &RequestError{Err: ErrInvalidValue, Param: "max_output_tokens", Want: "1 or more"}
 		}
-		r.MaxTokens, r.MaxTokensParam = *v, "max_output_tokens"
+		r.MaxTokens, r.MaxTokensParam = *v, MaxOutputTokens
 	}
-	if err := r.Prompt.addInstructions(b.Instructions); err != nil {
+	rd := responses{p: &r.Prompt, images: imageFormulaOf(b.Model)}
+	if err := rd.addInstructions(b.Instructions); err != nil {
 		return nil, within("instructions", err)
 	}
-	if err := r.Prompt.addResponseInput(b.Input); err != nil {
+	if err := rd.addInput(b.Input); err != nil {
 		return nil, within("input", err)
 	}
 	r.Prompt.addJSON(b.Tools)
 	r.Prompt.addJSON(b.Text)
 	r.Prompt.addTokens(tokensPerReply)
+	r.Prompt.addUnknownFields(body, responsesFields)
 	return r, nil
 }
 
 // addInstructions adds a Responses request's instructions, a system message: a string, or
 // items as in input.
-func (p *Prompt) addInstructions(raw json.RawMessage) error {
+func (rd responses) addInstructions(raw json.RawMessage) error {
 	if firstByte(raw) == '"' {
-		p.addTokens(tokensPerMessage)
-		return p.addString(raw)
+		rd.p.addTokens(tokensPerMessage)
+		return rd.p.addString(raw)
 	}
-	return p.addResponseInput(raw)
+	return rd.addInput(raw)
 }
 
 // addResponseInput adds a Responses request's input: absent, a string (one user message) or an
 // array of items.
-func (p *Prompt) addResponseInput(raw json.RawMessage) error {
+func (rd responses) addInput(raw json.RawMessage) error {
 	switch firstByte(raw) {
 	case 0, 'n':
 		return nil
 	case '"':
-		p.addTokens(tokensPerMessage)
-		p.addText("user")
-		return p.addString(raw)
+		rd.p.addTokens(tokensPerMessage)
+		rd.p.addText("user")
+		return rd.p.addString(raw)
 	case '[':
-		return eachElement(raw, p.addResponseItem)
+		return eachElement(raw, rd.addItem)
 	}
 	return wrongType("a string or an array")
 }
 
 // addResponseItem adds one input item.
-func (p *Prompt) addResponseItem(raw json.RawMessage) error {
+func (rd responses) addItem(raw json.RawMessage) error {
 	var item responseItem
 	if err := decode(raw, &item); err != nil {
 		return err
 	}
+	p := rd.p
 	switch {
 	case item.Role != "" && (item.Type == "" || item.Type == "message"):
 		p.addTokens(tokensPerMessage)
 		p.addText(item.Role)
-		return within("content", p.addResponseContent(item.Content))
+		return within("content", rd.addContent(item.Content))
 	case item.Type == "function_call":
 		p.addText(item.CallID)
 		p.addText(item.Name)
@@ -126,36 +136,34 @@ func (p *Prompt) addResponseItem(raw json.RawMessage) error {
 }
 
 // addResponseContent adds a message's content: a string or an array of parts.
-func (p *Prompt) addResponseContent(raw json.RawMessage) error {
+func (rd responses) addContent(raw json.RawMessage) error {
 	switch firstByte(raw) {
 	case 0, 'n':
 		return nil
 	case '"':
-		return p.addString(raw)
+		return rd.p.addString(raw)
 	case '[':
-		return eachElement(raw, p.addResponsePart)
+		return eachElement(raw, rd.addPart)
 	}
 	return wrongType("a string or an array")
 }
 
-// addResponsePart adds one part of a message's content: its text, an image at its detail's
-// fixed cost, or any other part (a file, audio) as its JSON.
-func (p *Prompt) addResponsePart(raw json.RawMessage) error {
+// addPart adds one part of a message's content: its text, an image by its model family's
+// formula (see imageTokens), or any other part (a file, audio) as its JSON.
+func (rd responses) addPart(raw json.RawMessage) error {
 	var part responsePart
 	if err := decode(raw, &part); err != nil {
 		return err
 	}
+	p := rd.p
 	switch part.Type {
 	case "input_text", "output_text":
 		p.addText(part.Text)
 	case "refusal":
 		p.addText(part.Refusal)
 	case "input_image":
-		if part.Detail == "low" {
-			p.addTokens(LowDetailImageTokens)
-		} else {
-			p.addTokens(ImageTokens)
-		}
+		w, h := dataURLSize(part.ImageURL)
+		p.addTokens(rd.images(w, h, part.Detail == "low"))
 	default:
 		p.addJSON(raw)
 	}

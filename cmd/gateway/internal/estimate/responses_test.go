@@ -34,7 +34,9 @@ func TestParseResponses(t *testing.T) {
 			{"role":"assistant","content":[{"type":"output_text","text":"Un chat."},{"type":"refusal","refusal":"Non."}]}]}`,
 		want: &Request{Endpoint: Responses, Model: "m", N: 1, Prompt: Prompt{
 			Texts:  []string{"developer", "Answer in French.", "user", "What is this?", "assistant", "Un chat.", "Non."},
-			Tokens: 3*tokensPerMessage + LowDetailImageTokens + ImageTokens + tokensPerReply,
+			// gpt-4o's formula: 85 at low detail; an image whose size cannot be read counts the
+			// most, 85 and 8 tiles of 170.
+			Tokens: 3*tokensPerMessage + 85 + (85 + 8*170) + tokensPerReply,
 		}},
 	}, {
 		name: "a function call and its output",
@@ -51,10 +53,14 @@ func TestParseResponses(t *testing.T) {
 			"tools":[{"type":"function","name":"f"}],"text":{"format":{"type":"json_schema","name":"s","schema":{"type":"object"}}},
 			"previous_response_id":"resp_1","background":true}`,
 		want: &Request{Endpoint: Responses, Model: "m", N: 1, Prompt: Prompt{
-			Texts: []string{`{"type":"item_reference","id":"msg_1"}`, `[{"type":"function","name":"f"}]`,
-				`{"format":{"type":"json_schema","name":"s","schema":{"type":"object"}}}`},
-			Tokens: tokensPerReply,
+			Tokens: proxyBytes(len(`{"type":"item_reference","id":"msg_1"}`)) + proxyBytes(len(`[{"type":"function","name":"f"}]`)) +
+				proxyBytes(len(`{"format":{"type":"json_schema","name":"s","schema":{"type":"object"}}}`)) + tokensPerReply,
 		}},
+	}, {
+		name: "a field the package does not know counts as its JSON",
+		body: `{"model":"m","input":"Hi.","prediction":{"type":"content","content":"Hello"}}`,
+		want: &Request{Endpoint: Responses, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "Hi."},
+			Tokens: tokensPerMessage + tokensPerReply + proxyBytes(len(`prediction{"type":"content","content":"Hello"}`))}},
 	}, {
 		name: "no input, as with a previous response",
 		body: `{"model":"m","previous_response_id":"resp_1"}`,

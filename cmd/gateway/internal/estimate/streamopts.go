@@ -79,3 +79,40 @@ func WithModel(body []byte, model string) ([]byte, error) {
 	fields["model"] = raw
 	return encode(fields)
 }
+
+// The fields that cap a completion.
+const (
+	// MaxCompletionTokens is OpenAI's chat field, which its reasoning models and its current
+	// chat models require.
+	MaxCompletionTokens = "max_completion_tokens"
+	// MaxTokens is the completions endpoint's field, and the chat field that older models and
+	// inference servers such as TGI read.
+	MaxTokens = "max_tokens"
+	// MaxOutputTokens is the Responses API's cap.
+	MaxOutputTokens = "max_output_tokens"
+)
+
+// WithMaxTokens returns body with field set to n, so that the provider writes no more than the
+// estimate assumed, every other field kept as WithStreamUsage keeps them. It returns body
+// itself when body sets max_tokens, max_completion_tokens or max_output_tokens already. It refuses a body that is
+// not a JSON object with a [*RequestError].
+func WithMaxTokens(body []byte, field string, n int64) ([]byte, error) {
+	var fields map[string]json.RawMessage
+	if err := decode(body, &fields); err != nil {
+		return nil, err
+	}
+	if isSet(fields[MaxTokens]) || isSet(fields[MaxCompletionTokens]) || isSet(fields[MaxOutputTokens]) {
+		return body, nil
+	}
+	raw, err := encode(n)
+	if err != nil {
+		return nil, err
+	}
+	fields[field] = raw
+	return encode(fields)
+}
+
+// isSet reports whether a field is present and not null.
+func isSet(raw json.RawMessage) bool {
+	return len(raw) > 0 && !bytes.Equal(raw, json.RawMessage("null"))
+}

@@ -97,3 +97,51 @@ func TestWithModel(t *testing.T) {
 		t.Error("WithModel of a non-object succeeded; want an error")
 	}
 }
+
+func TestWithMaxTokens(t *testing.T) {
+	tests := []struct {
+		name  string
+		body  string
+		field string
+		want  string
+	}{{
+		name:  "adds max_completion_tokens and keeps unknown fields",
+		body:  `{"model":"m","x-vendor":{"a":"<&>"},"messages":[]}`,
+		field: MaxCompletionTokens,
+		want:  `{"max_completion_tokens":256,"messages":[],"model":"m","x-vendor":{"a":"<&>"}}`,
+	}, {
+		name:  "adds max_tokens",
+		body:  `{"model":"m","prompt":"hi"}`,
+		field: MaxTokens,
+		want:  `{"max_tokens":256,"model":"m","prompt":"hi"}`,
+	}, {
+		name:  "a null cap is no cap",
+		body:  `{"model":"m","max_tokens":null}`,
+		field: MaxTokens,
+		want:  `{"max_tokens":256,"model":"m"}`,
+	}, {
+		name:  "max_tokens set: body unchanged",
+		body:  `{ "model" : "m", "max_tokens" : 10 }`,
+		field: MaxCompletionTokens,
+		want:  `{ "model" : "m", "max_tokens" : 10 }`,
+	}, {
+		name:  "max_completion_tokens set: body unchanged",
+		body:  `{ "model" : "m", "max_completion_tokens" : 10 }`,
+		field: MaxTokens,
+		want:  `{ "model" : "m", "max_completion_tokens" : 10 }`,
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := WithMaxTokens([]byte(tc.body), tc.field, 256)
+			if err != nil {
+				t.Fatalf("WithMaxTokens: %v", err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("WithMaxTokens = %s, want %s", got, tc.want)
+			}
+		})
+	}
+	if _, err := WithMaxTokens([]byte(`[1]`), MaxTokens, 1); !errors.As(err, new(*RequestError)) {
+		t.Errorf("WithMaxTokens of an array: error %v, want a *RequestError", err)
+	}
+}

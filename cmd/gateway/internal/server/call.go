@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,9 @@ type call struct {
 	body     []byte // as sent upstream
 	estimate estimate.Estimate
 	cost     policy.Cost
+	// providerTokens is what the provider counts against its own tokens per minute when it
+	// admits the call (see gatewayv1.Provider.AdmissionCount).
+	providerTokens int64
 	// usageAdded is true when the gateway asked for the stream's usage chunk itself, so the
 	// client, which did not ask, does not receive it.
 	usageAdded bool
@@ -83,7 +87,8 @@ func setCallHeaders(h http.Header, c *call, t *admission.Ticket, r *admission.Re
 
 // admission is what the call asks of the limits.
 func (c *call) admission() admission.Request {
-	return admission.Request{Caller: c.caller, Route: c.route, Endpoint: gatewayv1.Endpoint(c.endpoint), Cost: c.cost}
+	return admission.Request{Caller: c.caller, Route: c.route, Endpoint: gatewayv1.Endpoint(c.endpoint), Cost: c.cost,
+		ProviderTokens: c.providerTokens}
 }
 
 // readCall authenticates a request and reads its call. The call is never nil, so that an error
@@ -145,7 +150,8 @@ func readBody(p *policy.Policy, r *http.Request) ([]byte, *apiError) {
 }
 
 // newCall parses a call's body, finds the model's provider (or the plan's cheaper fallback),
-// estimates the call and makes the body to send upstream.
+// estimates the call and makes the body to send upstream: with the cap the estimate assumed
+// when the client set none, and asking a stream for its usage.
 func (s *Server) newCall(ctx context.Context, p *policy.Policy, caller *policy.Caller, endpoint estimate.Endpoint, body []byte) (*call, *apiError) {
 	c := &call{endpoint: endpoint, caller: caller}
 	req, err := estimate.Parse(endpoint, body)
@@ -161,18 +167,67 @@ func (s *Server) newCall(ctx context.Context, p *policy.Policy, caller *policy.C
 	if apiErr != nil {
 		return c, apiErr
 	}
-	c.route, c.body = sent, body
-	m := c.route.Model
-	c.estimate = req.Estimate(s.counter, m.Encoding, m.DefaultMaxTokens)
+	c.route, c.body, c.request = sent, body, req
+	if c.estimate, apiErr = s.estimateSent(c); apiErr != nil {
+		return c, apiErr
+	}
 	c.cost = policy.Cost{
 		Tokens:       c.estimate.Total(),
 		MicroDollars: c.route.Provider.Prices.CostMicros(c.estimate.PromptTokens, c.estimate.CompletionTokens),
 	}
-	c.request = req
+	c.providerTokens = providerTokens(c.estimate, c.route.Provider.Config)
+	if c.body, apiErr = withCap(c.body, endpoint, req, c.route.Model); apiErr != nil {
+		return c, apiErr
+	}
 	if req.Stream && (endpoint == estimate.Chat || endpoint == estimate.Completions) {
 		c.body, c.usageAdded, apiErr = withStreamUsage(c.body)
 	}
 	return c, apiErr
+}
+
+// estimateSent estimates the call as it is sent: a call sent to the plan's cheaper fallback is
+// read again, so that its images count by the fallback's family.
+func (s *Server) estimateSent(c *call) (estimate.Estimate, *apiError) {
+	req, m := c.request, c.route.Model
+	if c.degraded() {
+		var err error
+		if req, err = estimate.Parse(c.endpoint, c.body); err != nil {
+			return estimate.Estimate{}, requestError(err)
+		}
+	}
+	return req.Estimate(s.counter, m.Encoding, m.DefaultMaxTokens), nil
+}
+
+// providerTokens is what provider p counts against its own tokens per minute when it admits a
+// call of estimate e.
+func providerTokens(e estimate.Estimate, p *gatewayv1.Provider) int64 {
+	if p.AdmissionCount == gatewayv1.AdmissionCountTokenizer {
+		return e.Total()
+	}
+	return e.CharacterTotal()
+}
+
+// withCap returns body with the completion cap the estimate assumed, m's defaultMaxTokens, when
+// the client set none: in m's maxTokensParam for a chat, in max_output_tokens for a response, in
+// max_tokens for a completion. An
+// uncapped call would let the provider write past the estimate, and a crowd of them pass every
+// limit by as many times the difference.
+func withCap(body []byte, endpoint estimate.Endpoint, req *estimate.Request, m *gatewayv1.Model) ([]byte, *apiError) {
+	if endpoint == estimate.Embeddings || endpoint == estimate.Moderations || req.MaxTokensParam != "" {
+		return body, nil
+	}
+	field := estimate.MaxTokens
+	switch endpoint {
+	case estimate.Chat:
+		field = cmp.Or(string(m.MaxTokensParam), estimate.MaxCompletionTokens)
+	case estimate.Responses:
+		field = estimate.MaxOutputTokens
+	}
+	capped, err := estimate.WithMaxTokens(body, field, m.DefaultMaxTokens)
+	if err != nil {
+		return nil, requestError(err)
+	}
+	return capped, nil
 }
 
 // routeOf is where a model's calls go, if the caller's plan includes its provider.

@@ -16,6 +16,7 @@ func TestResponsesAndModerationsAreChargedLikeCalls(t *testing.T) {
 	completed := `{"type":"response.completed","response":{"id":"resp_1","status":"completed","usage":{"input_tokens":10,"output_tokens":20,"total_tokens":30}}}`
 	tests := []struct {
 		name, path, body string
+		sent             string // in the body the provider received
 		provider         http.HandlerFunc
 		want             charged
 		answer           string
@@ -35,20 +36,21 @@ func TestResponsesAndModerationsAreChargedLikeCalls(t *testing.T) {
 			io.WriteString(w, "event: response.completed\ndata: "+completed+"\n\n")
 		},
 		want: usage, answer: "event: response.completed\ndata: " + completed,
+		sent: `"max_output_tokens":256`, // the cap the estimate assumed, the model's default
 	}, {
 		name: "a moderation", path: "/v1/moderations",
 		body: `{"model":"m","input":"I want to hurt them."}`,
 		provider: func(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, `{"id":"modr-1","model":"m","results":[{"flagged":true}]}`)
 		},
-		want: charged{requests: 1}, answer: `"flagged":true`,
+		want: charged{requests: 1}, answer: `"flagged":true`, sent: `{"model":"m","input":"I want to hurt them."}`,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var path string
+			var path, sent string
 			provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				io.Copy(io.Discard, r.Body)
-				path = r.URL.Path
+				body, _ := io.ReadAll(r.Body)
+				path, sent = r.URL.Path, string(body)
 				tc.provider(w, r)
 			}))
 			t.Cleanup(provider.Close)
@@ -59,6 +61,9 @@ func TestResponsesAndModerationsAreChargedLikeCalls(t *testing.T) {
 			g.Handler().ServeHTTP(w, r)
 			if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), tc.answer) {
 				t.Errorf("%d %s; want 200 holding %s", w.Code, w.Body, tc.answer)
+			}
+			if !strings.Contains(sent, tc.sent) {
+				t.Errorf("the provider received %s; want it to hold %s", sent, tc.sent)
 			}
 			if path != tc.path {
 				t.Errorf("the provider was called at %s; want %s", path, tc.path)
