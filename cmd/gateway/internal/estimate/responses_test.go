@@ -33,7 +33,7 @@ func TestParseResponses(t *testing.T) {
 				{"type":"input_image","image_url":"data:image/png;base64,AAAA"}]},
 			{"role":"assistant","content":[{"type":"output_text","text":"Un chat."},{"type":"refusal","refusal":"Non."}]}]}`,
 		want: &Request{Endpoint: Responses, Model: "m", N: 1, Prompt: Prompt{
-			Texts:  []string{"developer", "Answer in French.", "user", "What is this?", "assistant", "Un chat.", "Non."},
+			Texts: []string{"developer", "Answer in French.", "user", "What is this?", "assistant", "Un chat.", "Non."},
 			// gpt-4o's formula: 85 at low detail; an image whose size cannot be read counts the
 			// most, 85 and 8 tiles of 170.
 			Tokens: 3*tokensPerMessage + 85 + (85 + 8*170) + tokensPerReply,
