@@ -41,7 +41,11 @@ type Config struct {
 // of file descriptors. No setting bounds how long an answer may take to
 // send: a stream lasts as long as its provider sends.
 type Server struct {
-	// maxBodyBytes caps a request body. Zero means 4 MiB.
+	// maxBodyBytes caps a request body. Zero means 20 MiB: a few photos sent
+	// inline as base64 data URLs (a 6 MB phone photo is 8 MB of base64), within
+	// the 50 MB of images a request may carry to OpenAI. A gateway holds each
+	// body it reads in memory: maxInFlight × maxBodyBytes bounds what bodies
+	// take.
 	MaxBodyBytes int64 `json:"maxBodyBytes,omitempty"`
 	// readHeaderTimeout bounds the time a client has to send a request's
 	// headers, on a new connection or one kept alive; past it the gateway

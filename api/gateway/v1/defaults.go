@@ -9,7 +9,7 @@ import (
 // The defaults of fields whose zero value means "the default", as their
 // comments say.
 const (
-	defaultMaxBodyBytes     = 4 << 20
+	defaultMaxBodyBytes     = 20 << 20
 	defaultReadHeaderTime   = 10 * time.Second
 	defaultReadTimeout      = time.Minute
 	defaultIdleTimeout      = 2 * time.Minute

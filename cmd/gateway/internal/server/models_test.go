@@ -45,3 +45,28 @@ func TestASnapshotOrAliasGoesUpstreamAsTheClientNamedIt(t *testing.T) {
 		}
 	}
 }
+
+// TestAnOrdinaryPhotoFitsTheDefaultBody sends a chat call with a 5.2 MB photo inline, as a
+// client sends a phone's picture, and one past the default maxBodyBytes: the first goes to the
+// provider, the second is answered 413.
+func TestAnOrdinaryPhotoFitsTheDefaultBody(t *testing.T) {
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, `{"choices":[{"message":{"content":"A cat."}}],"usage":{"prompt_tokens":1000,"completion_tokens":20}}`)
+	}))
+	t.Cleanup(provider.Close)
+	cfg := settleConfig(provider.URL)
+	cfg.Tenants[0].PerTenant = nil // a photo's tokens are not what this test is about
+	g := newSettleGatewayFrom(t, cfg)
+	for size, status := range map[int]int{5_200_000: http.StatusOK, 21 << 20: http.StatusRequestEntityTooLarge} {
+		photo := "data:image/jpeg;base64," + strings.Repeat("A", size)
+		body := `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":[{"type":"text","text":"What is this?"},{"type":"image_url","image_url":{"url":"` + photo + `"}}]}]}`
+		r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+		r.Header.Set("Authorization", "Bearer "+settleKey)
+		w := httptest.NewRecorder()
+		g.Handler().ServeHTTP(w, r)
+		if w.Code != status {
+			t.Errorf("a body of %d bytes: %d %.300s; want %d", len(body), w.Code, w.Body, status)
+		}
+	}
+}
