@@ -8,7 +8,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -83,8 +86,9 @@ func (p *sdkProvider) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// sdkConfig is a gateway in front of the SDK provider: acme may call as it likes; burst may
-// send one request a second, refused at once past it.
+// sdkConfig is a gateway in front of the SDK provider, whose tokens per minute no call of 10
+// million tokens can fit: acme may call as it likes; burst may send one request a second,
+// refused at once past it.
 func sdkConfig(t *testing.T, providerURL string) string {
 	t.Helper()
 	cfg := fmt.Sprintf(`apiVersion: gateway.sluice.dev/v1
@@ -95,6 +99,7 @@ providers:
     models:
       - {name: gpt-4o-mini, encoding: o200k_base, defaultMaxTokens: 50}
       - {name: text-embedding-3-small, encoding: cl100k_base}
+    tokensPerMinute: 1000000
     prices: {inputPerMillion: "1.00", outputPerMillion: "2.00"}
     retry: {maxAttempts: 1}
 tenants:
@@ -209,4 +214,77 @@ func TestGoSDKThroughTheGateway(t *testing.T) {
 			t.Errorf("the provider got %d calls; want 2: a refused call never reaches it", got)
 		}
 	})
+}
+
+// nodeSDKResult is what testdata/node-sdk.js prints.
+type nodeSDKResult struct {
+	Chat, Stream, Response struct {
+		Content string
+		Total   int
+	}
+	ResponseStream struct{ Total int }
+	Embedding      struct{ Count, Prompt int }
+	Retried        []int
+	TooLarge       struct {
+		Status                  int
+		Type, Code, Param, Name string
+	}
+	TooLargeAnswers []int
+}
+
+// TestNodeSDKThroughTheGateway runs the official openai npm package through the gateway: the
+// calls of TestGoSDKThroughTheGateway, and a request that can never fit, which the SDK must
+// raise at once as a bad request rather than retry as a rate limit. It needs node and npm, and
+// installs the package once under bin/ (hack/node-sdk.sh).
+func TestNodeSDKThroughTheGateway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the gateway binary and node; skipped with -short")
+	}
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed: the Node SDK cannot run (install Node.js 20 or later to run this test)", tool)
+		}
+	}
+	modules, err := exec.Command("../../hack/node-sdk.sh").Output()
+	if err != nil {
+		t.Fatalf("install the openai npm package: %v", err)
+	}
+	p := newSDKProvider(t)
+	g := startGateway(t, sdkConfig(t, p.URL))
+	cmd := exec.Command("node", "testdata/node-sdk.js", g.api+"/v1", keyAlice, keyBob)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+strings.TrimSpace(string(modules)))
+	cmd.Stderr = os.Stderr
+	printed, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node-sdk.js: %v", err)
+	}
+	var got nodeSDKResult
+	if err := json.Unmarshal(printed, &got); err != nil {
+		t.Fatalf("node-sdk.js printed %s: %v", printed, err)
+	}
+	total := sdkInputTokens + sdkOutputTokens
+	for name, answer := range map[string]struct {
+		Content string
+		Total   int
+	}{"chat": got.Chat, "stream": got.Stream, "response": got.Response} {
+		if answer.Content != "Hello there!" || answer.Total != total {
+			t.Errorf("%s: %+v; want the provider's text and %d tokens", name, answer, total)
+		}
+	}
+	if got.ResponseStream.Total != total || got.Embedding.Count != 1 || got.Embedding.Prompt != sdkInputTokens {
+		t.Errorf("response stream %+v, embedding %+v; want the provider's usage", got.ResponseStream, got.Embedding)
+	}
+	if !slices.Contains(got.Retried, http.StatusTooManyRequests) || got.Retried[len(got.Retried)-1] != http.StatusOK {
+		t.Errorf("the retrying client saw %v; want a 429 it retried to a 200", got.Retried)
+	}
+	if got.TooLarge.Status != http.StatusBadRequest || got.TooLarge.Type != "invalid_request_error" || got.TooLarge.Param != "max_tokens" ||
+		got.TooLarge.Name != "BadRequestError" || !slices.Equal(got.TooLargeAnswers, []int{http.StatusBadRequest}) {
+		t.Errorf("a request that can never fit: %+v after answers %v; want one 400 invalid_request_error on max_tokens, raised as BadRequestError, not retried",
+			got.TooLarge, got.TooLargeAnswers)
+	}
+	for path, want := range map[string]int{"/v1/chat/completions": 4, "/v1/responses": 2, "/v1/embeddings": 1} {
+		if got := p.count(path); got != want {
+			t.Errorf("the provider got %d calls at %s; want %d", got, path, want)
+		}
+	}
 }
