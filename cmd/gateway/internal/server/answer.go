@@ -70,14 +70,14 @@ func (e *apiError) write(w http.ResponseWriter) {
 }
 
 // retryable reports whether the same request may succeed later: a limit, a queue or a store
-// that comes back. A bad request, a refused key or a provider that refuses the gateway's own
-// credentials will answer the same.
+// that comes back. A bad request, a refused key, a provider that refuses the gateway's own
+// credentials or a job that has finished will answer the same.
 func (e *apiError) retryable() bool {
 	switch {
-	case e.status == http.StatusTooManyRequests, e.status == http.StatusRequestTimeout, e.status == http.StatusConflict:
-		return true
-	case e.Code == "provider_auth_failed":
+	case e.Code == "provider_auth_failed", e.Code == "job_finished":
 		return false
+	case e.status == http.StatusTooManyRequests, e.status == http.StatusRequestTimeout:
+		return true
 	}
 	return e.status >= 500
 }
