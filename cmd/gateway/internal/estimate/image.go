@@ -63,7 +63,8 @@ const maxPatches = 1536
 var gpt4oImages = tiles(85, 170)
 
 // imageFamilies are the formulas of OpenAI's vision models, by model name prefix, as OpenAI's
-// vision guide gives them; the longest prefix that matches wins.
+// vision guide gives them (https://platform.openai.com/docs/guides/images-vision, "Calculating
+// costs"); the longest prefix that matches wins.
 var imageFamilies = map[string]imageFormula{
 	"gpt-4o":               gpt4oImages,
 	"chatgpt-4o":           gpt4oImages,
