@@ -324,3 +324,53 @@ func TestUndoGivesBackOnlyToTheWindowItTookFrom(t *testing.T) {
 		t.Errorf("after undoing today's decision today: %d left; want 9", got)
 	}
 }
+
+// TestClusterNeverSendsAScriptRunTwice stalls every primary for 1.5 s while a decision is on the
+// wire, through a client whose read timeout is 0.2 s. A cluster client sends a command again
+// after a timeout, up to three times; a script run sent again would take again. The caller gets
+// an error, and the decision, which ran once Redis woke, counts once: its answer was lost, so it
+// stays taken.
+func TestClusterNeverSendsAScriptRunTwice(t *testing.T) {
+	cluster := redisserver.StartCluster(t, redisserver.DebugCommand())
+	opts := ClusterClientOptions(redis.ClusterOptions{})
+	opts.ReadTimeout = 200 * time.Millisecond
+	client := cluster.ClientWith(t, *opts)
+	s := NewRedis(client)
+	ctx := context.Background()
+	day := mustLimit(NewWindow(tenantTag+"requests:day", LevelTenant, Requests, 100, Calendar{Period: Day, Location: dayEndingInTwelveHours(t, cluster.Nodes()[0].Client(t))}))
+	// A first decision, of cost zero, has the client learn the cluster's slots before the stall.
+	if _, err := s.Decide(ctx, []Check{{Limit: day}}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	var stalls sync.WaitGroup
+	for _, node := range cluster.Nodes() {
+		stall(t, node, &stalls)
+	}
+	if _, err := s.Decide(ctx, []Check{{Limit: day, Cost: 1}}, time.Now()); err == nil {
+		t.Fatal("a decision while every primary stalls: answered; want an error")
+	}
+	stalls.Wait()
+	s.pipeline.busy.Wait()
+	window, err := client.Get(ctx, day.Key).Result()
+	if _, used, _ := strings.Cut(window, " "); err != nil || used != "1" {
+		t.Errorf("the day's quota holds %q, %v; want 1 used: the decision ran once", window, err)
+	}
+}
+
+// stall makes node sleep for 1.5 s (DEBUG SLEEP), in the background, and returns once it does not
+// answer.
+func stall(t *testing.T, node *redisserver.Server, stalls *sync.WaitGroup) {
+	t.Helper()
+	ctx := context.Background()
+	sleeper := node.Client(t)
+	stalls.Go(func() { sleeper.Do(ctx, "debug", "sleep", "1.5") })
+	probe := redis.NewClient(&redis.Options{Addr: node.Addr, ReadTimeout: 20 * time.Millisecond, MaxRetries: -1})
+	defer probe.Close()
+	for range 500 { // bounds the wait should the server never stall; it asserts no timing
+		if probe.Ping(ctx).Err() != nil {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("%s never stalled", node.Addr)
+}

@@ -73,7 +73,10 @@ func FailoverClientOptions(o redis.FailoverOptions) *redis.FailoverOptions {
 }
 
 // ClusterClientOptions is ClientOptions for a Redis Cluster client. The client still follows
-// MOVED and ASK redirects (a redirected command did not run), but retries nothing else.
+// MOVED and ASK redirects (a redirected command did not run), up to MaxRedirects times. Beware
+// that a cluster client also sends a command again after a network error or a timeout, within
+// the same MaxRedirects, whatever MaxRetries says; the limiter's script runs are exempt (see
+// scriptCmd), other commands are not.
 //
 // A cluster client's read timeout cannot be lengthened for the limiter's script runs alone, as a
 // *redis.Client's is (see newPipeline): on Redis Cluster, a run whose answer takes longer than
