@@ -101,6 +101,27 @@ func TestClusterDecisionOverSlotsTakesAllOrNothing(t *testing.T) {
 	}
 }
 
+// TestClusterDecisionWithAFailedPartTakesNothing sends a decision over three primaries one of
+// whose parts Redis refuses (its key holds a string): the caller gets the error, and the parts
+// that took are undone.
+func TestClusterDecisionWithAFailedPartTakesNothing(t *testing.T) {
+	s, client := clusterStore(t, redisserver.StartCluster(t), WithCallerClock())
+	ctx := context.Background()
+	user := mustLimit(NewWindow(tenantTag+"user:alice:requests:day", LevelUser, Requests, 10, Calendar{Period: Day}))
+	global := mustLimit(NewBucket(globalTag+"tokens:minute", LevelGlobal, Tokens, 100, time.Hour, 100))
+	broken := mustLimit(NewConcurrency(openaiTag+"provider:inflight", LevelProvider, 1, time.Minute))
+	if err := client.Set(ctx, broken.Key, "not a lease set", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Decide(ctx, []Check{{Limit: user, Cost: 1}, {Limit: global, Cost: 30}, {Limit: broken, Cost: 1, Lease: "a"}}, t0)
+	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("a decision with a broken part: %v; want Redis's WRONGTYPE error", err)
+	}
+	if got := probe(t, s, user, global); got[0] != 10 || got[1] != 100 {
+		t.Errorf("after the failed decision: %v left; want 10 and 100, nothing taken", got)
+	}
+}
+
 // TestClusterConcurrentDecisionsNeverOvershoot runs 100 goroutines over four gateway replicas,
 // each with its own cluster client, deciding on a tenant's day quota, the global day's tokens and
 // a provider's calls in flight, three slots on three primaries. Calls hold their slots until one

@@ -213,8 +213,10 @@ func (p *pipeline) send(batch []*scriptRun) {
 	}
 	var undo []*scriptRun
 	for _, r := range batch {
-		if r.parts != nil && r.join() && !r.allowed() {
-			undo = r.undo(undo)
+		if r.parts != nil {
+			if r.join(); !r.allowed() {
+				undo = r.undo(undo)
+			}
 		}
 	}
 	p.execUndo(ctx, undo)

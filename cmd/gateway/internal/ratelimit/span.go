@@ -72,19 +72,18 @@ func splitByHashTag(r *scriptRun) []*scriptRun {
 }
 
 // join sets the answer of r, sent in parts, from theirs: the first part's error if any failed,
-// else for a decision the reply of a whole run. It reports whether r is answered without error.
-func (r *scriptRun) join() bool {
+// else for a decision the reply of a whole run.
+func (r *scriptRun) join() {
 	r.reply, r.err = nil, nil
 	for _, part := range r.parts {
 		if part.err != nil {
 			r.err = part.err
-			return false
+			return
 		}
 	}
 	if r.mode == "decide" {
 		r.reply = joinDecisions(r)
 	}
-	return true
 }
 
 // joinDecisions returns decision r's reply from its parts': allowed when each part allowed, the
