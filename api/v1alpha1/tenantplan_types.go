@@ -100,27 +100,31 @@ type TenantPlanSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
 	Weight int32 `json:"weight,omitempty"`
-	// perUser limits apply to each user of each tenant separately, at most
-	// 16. Absent means none.
+	// perUser limits apply to each user of each tenant separately, counting
+	// calls to every provider of the plan together, at most 16. Absent means
+	// none.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	PerUser []Limit `json:"perUser,omitempty"`
-	// perTenant limits apply to all the users of one tenant together, at
-	// most 16. Absent means none.
+	// perTenant limits apply to all the users of one tenant together,
+	// counting calls to every provider of the plan together, at most 16.
+	// Absent means none.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	PerTenant []Limit `json:"perTenant,omitempty"`
 	// endpoints hold limits for one endpoint each, over all the users of one
-	// tenant; each endpoint appears once. Absent means none.
+	// tenant and every provider of the plan; each endpoint appears once.
+	// Absent means none.
 	// +optional
 	// +listType=map
 	// +listMapKey=endpoint
 	// +kubebuilder:validation:MaxItems=3
 	Endpoints []EndpointLimits `json:"endpoints,omitempty"`
-	// budget caps each tenant's spend per calendar day or month, refusing
-	// requests past it until the period ends. Absent means no budget.
+	// budget caps each tenant's spend per calendar day or month, one budget
+	// spent by calls to every provider of the plan, refusing requests past it
+	// until the period ends. Absent means no budget.
 	// +optional
 	Budget *Budget `json:"budget,omitempty"`
 	// timeZone is the IANA time zone in which the tenants' calendar windows

@@ -53,7 +53,9 @@ func TestOperator(t *testing.T) {
 	mustContain(t, describeLlama, "the self-hosted provider without a Pod", `Reason:\s+NoReadyPods`, `Ready Pods:\s+0`)
 
 	dir := t.TempDir()
-	writeConfigSecret(t, c, dir, up.URL)
+	if cfg := writeConfigSecret(t, c, dir, up.URL); len(cfg.Providers) != 2 || len(cfg.Tenants) != 3 {
+		t.Errorf("config.yaml has %d providers and %d tenants; want the samples' 2 and 3", len(cfg.Providers), len(cfg.Tenants))
+	}
 	g := startGatewayOn(t, filepath.Join(dir, "config.yaml"), api, admin)
 	for range 3 {
 		if a := g.post(t, "/v1/chat/completions", sampleTenantKey, chatBody); a.status != http.StatusOK {
@@ -104,19 +106,21 @@ func TestOperator(t *testing.T) {
 	}
 }
 
-// startManager runs the manager on the cluster's namespace sluice, polling one gateway's usage.
-func startManager(t *testing.T, c *cluster.Cluster, usageURL string) *proc.Process {
+// startManager runs the manager on the cluster's namespace sluice, polling one gateway's usage,
+// with more flags if given.
+func startManager(t *testing.T, c *cluster.Cluster, usageURL string, flags ...string) *proc.Process {
 	t.Helper()
-	cmd := exec.Command(managerBin, "--namespace", "sluice", "--gateway-usage-urls", usageURL, "--usage-interval", "500ms",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", freeAddr(t))
+	args := []string{"--namespace", "sluice", "--gateway-usage-urls", usageURL, "--usage-interval", "500ms",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", freeAddr(t)}
+	cmd := exec.Command(managerBin, append(args, flags...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)
 	return proc.Start(t, "manager", cmd)
 }
 
 // writeConfigSecret waits until the configuration Secret the manager writes calls the upstream,
-// and writes its items (config.yaml and the providers' key files) into dir, as a gateway Pod
-// mounts them.
-func writeConfigSecret(t *testing.T, c *cluster.Cluster, dir, upstreamURL string) {
+// writes its items (config.yaml and the providers' key files) into dir, as a gateway Pod mounts
+// them, and returns the configuration.
+func writeConfigSecret(t *testing.T, c *cluster.Cluster, dir, upstreamURL string) *gatewayv1.Config {
 	t.Helper()
 	assets, err := cluster.AssetsDir()
 	if err != nil {
@@ -149,9 +153,7 @@ func writeConfigSecret(t *testing.T, c *cluster.Cluster, dir, upstreamURL string
 	if err != nil {
 		t.Fatalf("the configuration Secret's config.yaml: %v", err)
 	}
-	if len(cfg.Providers) != 2 || len(cfg.Tenants) != 3 {
-		t.Errorf("config.yaml has %d providers and %d tenants; want the samples' 2 and 3", len(cfg.Providers), len(cfg.Tenants))
-	}
+	return cfg
 }
 
 // waitDescribe waits until kubectl describe of one object matches every one of the patterns, and

@@ -44,8 +44,9 @@ type Server struct {
 type Option func(*settings)
 
 type settings struct {
-	args []string // added to redis-server's
-	tls  bool
+	args    []string // added to redis-server's
+	tls     bool
+	cluster bool // a node of a Redis Cluster, with a cluster bus port of its own
 }
 
 // AppendOnly turns on append-only persistence into the test's temporary directory. By default the
@@ -126,6 +127,11 @@ func start(t testing.TB, bin string, opts []Option) (*Server, error) {
 		}
 	}
 	args = append(args, "--dir", dir, "--save", "", "--appendonly", "no", "--protected-mode", "yes", "--loglevel", "warning")
+	if set.cluster {
+		if args, err = clusterArgs(args); err != nil {
+			return nil, err
+		}
+	}
 	s.args = append(args, set.args...)
 	if err := s.run(); err != nil {
 		return nil, fmt.Errorf("start on port %d: %w", port, err)

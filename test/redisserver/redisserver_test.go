@@ -2,6 +2,7 @@ package redisserver_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/test/redisserver"
@@ -37,5 +38,25 @@ func TestAppendOnly(t *testing.T) {
 	got, err := s.Client(t).ConfigGet(context.Background(), "appendonly").Result()
 	if err != nil || got["appendonly"] != "yes" {
 		t.Fatalf("CONFIG GET appendonly = %v, %v; want yes", got, err)
+	}
+}
+
+func TestClusterSpreadsSlotsOverThreePrimaries(t *testing.T) {
+	ctx := context.Background()
+	cluster := redisserver.StartCluster(t)
+	client := cluster.Client(t)
+	shards, err := client.ClusterShards(ctx).Result()
+	if err != nil || len(shards) != 3 {
+		t.Fatalf("CLUSTER SHARDS = %d shards, %v; want 3", len(shards), err)
+	}
+	// Keys of three hash tags that hash to the three primaries' slots, through one client.
+	for _, key := range []string{"{a}:k", "{b}:k", "{c}:k"} {
+		if err := client.Set(ctx, key, "v", 0).Err(); err != nil {
+			t.Fatalf("SET %s: %v", key, err)
+		}
+	}
+	err = client.Eval(ctx, "return redis.call('GET', KEYS[1])", []string{"{a}:k", "{b}:k"}).Err()
+	if err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+		t.Fatalf("a script over two hash tags: %v; want CROSSSLOT", err)
 	}
 }

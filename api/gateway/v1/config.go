@@ -25,8 +25,8 @@ type Config struct {
 	// jobs says how jobs, the work sent to /v1/jobs that nobody waits for,
 	// are run and kept.
 	Jobs Jobs `json:"jobs,omitzero"`
-	// global limits apply to all tenants together. Calendar windows here
-	// reset in UTC.
+	// global limits apply to all tenants and providers together. Calendar
+	// windows here reset in UTC.
 	Global []Limit `json:"global,omitempty"`
 	// providers are the upstream accounts the gateway calls.
 	Providers []Provider `json:"providers,omitempty"`
@@ -387,14 +387,17 @@ type Tenant struct {
 	// weight is the tenant's share in its priority class, 1 to 1000. Zero
 	// means 1.
 	Weight int32 `json:"weight,omitempty"`
-	// perUser limits apply to each user of the tenant separately.
+	// perUser limits apply to each user of the tenant separately, over
+	// every provider the tenant uses.
 	PerUser []Limit `json:"perUser,omitempty"`
-	// perTenant limits apply to all the tenant's users together.
+	// perTenant limits apply to all the tenant's users together, over every
+	// provider the tenant uses.
 	PerTenant []Limit `json:"perTenant,omitempty"`
 	// endpoints hold limits for one endpoint each, over all the tenant's
-	// users.
+	// users and providers.
 	Endpoints []EndpointLimits `json:"endpoints,omitempty"`
-	// budget caps the tenant's spend per day or month. Nil means no budget.
+	// budget caps the tenant's spend per day or month, over every provider
+	// the tenant uses. Nil means no budget.
 	Budget *Budget `json:"budget,omitempty"`
 	// timeZone is the IANA time zone in which the tenant's calendar windows
 	// reset, such as "Europe/Berlin". Empty means "UTC".

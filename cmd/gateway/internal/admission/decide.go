@@ -81,7 +81,7 @@ func (g *Gate) conclude(t *Ticket, d *ratelimit.Decision) verdict {
 }
 
 func (t *Ticket) budgetKey() string {
-	if b := t.req.Caller.Tenant.Budget(t.req.provider()); b != nil {
+	if b := t.req.Caller.Tenant.Budget(); b != nil {
 		return b.Key
 	}
 	return ""

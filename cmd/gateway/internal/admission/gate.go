@@ -164,11 +164,11 @@ func (g *Gate) giveBack(ctx context.Context, req Request) {
 	}
 }
 
-// BudgetBelow reports whether the tenant's budget on a provider has less than percent left. A
-// decision of cost zero reads it without taking anything; a store that cannot answer reports
-// false, leaving the call as it is.
-func (g *Gate) BudgetBelow(ctx context.Context, t *policy.Tenant, provider string, percent int32) bool {
-	b := t.Budget(provider)
+// BudgetBelow reports whether the tenant's budget, spent by calls to every provider it uses, has
+// less than percent left. A decision of cost zero reads it without taking anything; a store that
+// cannot answer reports false, leaving the call as it is.
+func (g *Gate) BudgetBelow(ctx context.Context, t *policy.Tenant, percent int32) bool {
+	b := t.Budget()
 	if b == nil {
 		return false
 	}

@@ -20,10 +20,12 @@ import (
 )
 
 // plan is a test configuration: one provider, "lab", with the given limits per minute, and
-// tenants each with one key per user, "sk-<tenant>-<user>".
+// tenants each with one key per user, "sk-<tenant>-<user>". With second set, a provider of that
+// name serves the model "m2" on the same terms.
 type plan struct {
 	requestsPerMinute, tokensPerMinute, maxInFlight int64
 	tenants                                         []gatewayv1.Tenant
+	second                                          string
 }
 
 func tenant(name string, users ...string) gatewayv1.Tenant {
@@ -45,6 +47,11 @@ func (pl plan) compile(t *testing.T) *policy.Policy {
 			Prices: gatewayv1.Prices{InputPerMillion: "1.00", OutputPerMillion: "2.00"},
 		}},
 		Tenants: pl.tenants,
+	}
+	if pl.second != "" {
+		other := cfg.Providers[0]
+		other.Name, other.Models = pl.second, []gatewayv1.Model{{Name: "m2"}}
+		cfg.Providers = append(cfg.Providers, other)
 	}
 	cfg.Default()
 	if err := cfg.Validate(); err != nil {
@@ -146,7 +153,7 @@ func TestSettleChargesTheRealUsageOnce(t *testing.T) {
 		req := request(t, p, "sk-acme-alice", 1000)
 		before := left(t, limiter, req)
 		ticket := mustAdmit(t, g, req)
-		budget := p.Caller("sk-acme-alice").Tenant.Budget("lab").Key
+		budget := p.Caller("sk-acme-alice").Tenant.Budget().Key
 		if got, want := left(t, limiter, req)[budget], before[budget]-req.Cost.MicroDollars; got != want {
 			t.Errorf("budget left while in flight = %d; want %d (the estimate taken)", got, want)
 		}
@@ -204,7 +211,7 @@ func TestAFailedSettlementIsTriedAgainUntilItLands(t *testing.T) {
 			t.Errorf("settlements tried = %d; want 4: three that failed, one that landed", got)
 		}
 		after := left(t, store.Memory, req)
-		budget := p.Caller("sk-acme-alice").Tenant.Budget("lab").Key
+		budget := p.Caller("sk-acme-alice").Tenant.Budget().Key
 		if got, want := after[budget], before[budget]-req.Route.Provider.Config.Prices.CostMicros(100, 50); got != want {
 			t.Errorf("budget left = %d; want %d: the real cost, once", got, want)
 		}
@@ -259,7 +266,7 @@ func TestTicketEndsExactlyOnceUnderConcurrency(t *testing.T) {
 	pl.tenants[0].Budget = &gatewayv1.Budget{Amount: "1000.00", Period: gatewayv1.PeriodMonth}
 	g, limiter, p := newGate(t, pl)
 	req := request(t, p, "sk-acme-alice", 1000)
-	budget := p.Caller("sk-acme-alice").Tenant.Budget("lab").Key
+	budget := p.Caller("sk-acme-alice").Tenant.Budget().Key
 	before := left(t, limiter, req)[budget]
 	const calls, enders = 50, 8
 	var settled sync.WaitGroup
@@ -295,6 +302,35 @@ func TestTicketEndsExactlyOnceUnderConcurrency(t *testing.T) {
 	if n := g.usage.inFlight("lab"); n != 0 {
 		t.Errorf("in flight after every ticket ended = %d; want 0", n)
 	}
+}
+
+// TestATwoProviderPlanSpendsOneBudget sends acme's calls to both of its providers: each spends
+// the one budget, which the usage snapshot and the degrade threshold read as one.
+func TestATwoProviderPlanSpendsOneBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := budgetPlan()
+		pl.second = "lab2"
+		pl.tenants[0].Providers = []string{"lab", "lab2"}
+		g, _, p := newGate(t, pl)
+		acme := p.Caller("sk-acme-alice").Tenant
+		toLab := request(t, p, "sk-acme-alice", 1000)
+		toLab2 := toLab
+		toLab2.Route = p.Route("m2")
+		costsFour := estimate.Usage{PromptTokens: 2_000_000, CompletionTokens: 1_000_000} // $4 at $1 and $2 a million
+
+		mustAdmit(t, g, toLab).Settle(costsFour)
+		if g.BudgetBelow(t.Context(), acme, 50) {
+			t.Error("after $4 of $10 through lab: budget below 50%; want 60% left")
+		}
+		mustAdmit(t, g, toLab2).Settle(costsFour)
+		if !g.BudgetBelow(t.Context(), acme, 50) || g.BudgetBelow(t.Context(), acme, 10) {
+			t.Error("after $4 more through lab2: want the budget below 50% and above 10%: 20% left")
+		}
+		u := g.Usage(t.Context()).Tenants[0]
+		if u.BudgetRemaining != "2" || u.SpendThisPeriod != "8" {
+			t.Errorf("usage: %s left, %s spent; want 2 left of the one budget of 10, 8 spent through both providers", u.BudgetRemaining, u.SpendThisPeriod)
+		}
+	})
 }
 
 // admitted runs Admit in the background and sends the ticket's key on order once it is let go.
@@ -404,7 +440,7 @@ func TestACallerThatLeavesIsNotCharged(t *testing.T) {
 		if r != nil {
 			t.Fatalf("first call refused: %+v", r)
 		}
-		budget := p.Caller("sk-acme-alice").Tenant.Budget("lab").Key
+		budget := p.Caller("sk-acme-alice").Tenant.Budget().Key
 		before := left(t, limiter, req)[budget]
 		ctx, cancel := context.WithCancel(t.Context())
 		got := make(chan *Refusal)

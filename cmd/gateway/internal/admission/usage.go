@@ -175,7 +175,7 @@ func (g *Gate) Usage(ctx context.Context) gatewayv1.Usage {
 	p, now := g.policy(), g.now()
 	out := g.usage.snapshot(p, now)
 	for i, t := range p.Tenants() {
-		g.budgetUsage(ctx, p, t, &out.Tenants[i], now)
+		g.budgetUsage(ctx, t, &out.Tenants[i], now)
 	}
 	return out
 }
@@ -201,27 +201,18 @@ func (u *usage) snapshot(p *policy.Policy, now time.Time) gatewayv1.Usage {
 }
 
 // budgetUsage fills a tenant's budget left and spend from the store: a decision of cost zero on
-// each provider's budget reads it without taking anything.
-func (g *Gate) budgetUsage(ctx context.Context, p *policy.Policy, t *policy.Tenant, tu *gatewayv1.TenantUsage, now time.Time) {
-	var remaining, spent int64
-	var reset time.Duration
-	found := false
-	for _, pr := range p.Providers() {
-		b := t.Budget(pr.Name)
-		if b == nil {
-			continue
-		}
-		d, err := g.opts.Limiter.Decide(ctx, []ratelimit.Check{{Limit: b}}, now)
-		if err != nil {
-			return
-		}
-		found = true
-		remaining += d.Remaining[0]
-		spent += b.Capacity() - d.Remaining[0]
-		reset = d.Reset[0]
+// its budget, one total over every provider, reads it without taking anything.
+func (g *Gate) budgetUsage(ctx context.Context, t *policy.Tenant, tu *gatewayv1.TenantUsage, now time.Time) {
+	b := t.Budget()
+	if b == nil {
+		return
 	}
-	if found {
-		at := metav1.NewTime(now.Add(reset))
-		tu.BudgetRemaining, tu.SpendThisPeriod, tu.ResetsAt = gatewayv1.MoneyFromMicro(remaining), gatewayv1.MoneyFromMicro(spent), &at
+	d, err := g.opts.Limiter.Decide(ctx, []ratelimit.Check{{Limit: b}}, now)
+	if err != nil {
+		return
 	}
+	at := metav1.NewTime(now.Add(d.Reset[0]))
+	tu.BudgetRemaining = gatewayv1.MoneyFromMicro(d.Remaining[0])
+	tu.SpendThisPeriod = gatewayv1.MoneyFromMicro(b.Capacity() - d.Remaining[0])
+	tu.ResetsAt = &at
 }

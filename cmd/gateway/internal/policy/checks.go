@@ -31,12 +31,11 @@ const (
 )
 
 // Checks appends to dst every check a call must pass: the caller's user limits, the tenant's
-// limits and budget, the endpoint's limits, then the global and provider limits of the route's
-// provider, at the given share of each limit. lease names
+// limits and budget, the endpoint's limits (each a total over the tenant's providers), then the
+// global limits and the route's provider's own, at the given share of each limit. lease names
 // the call's in-flight slot.
 func Checks(dst []ratelimit.Check, c *Caller, r *Route, ep gatewayv1.Endpoint, cost Cost, share Share, lease string) ([]ratelimit.Check, Queueing) {
-	p := r.Provider.Name
-	levels := [...][]rule{c.limits[p], c.Tenant.limits[p], c.Tenant.endpoints[p][ep], r.Provider.limits}
+	levels := [...][]rule{c.limits, c.Tenant.limits, c.Tenant.endpoints[ep], r.Provider.limits}
 	var queueing Queueing
 	for _, rules := range levels {
 		for _, rl := range rules {

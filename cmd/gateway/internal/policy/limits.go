@@ -27,8 +27,18 @@ type builder struct {
 	callers  map[string]*Caller
 }
 
-// tag starts a key with its provider as a Redis Cluster hash tag.
-func tag(provider, rest string) string { return "{" + provider + "}:" + rest }
+// The hash tags that start every limiter key (see the package doc). Names are DNS labels, so no
+// provider's tag can be a tenant's or the global one.
+
+// providerKey starts a key of a provider's own limits with the provider's hash tag.
+func providerKey(provider, rest string) string { return "{" + provider + "}:" + rest }
+
+// tenantKey starts a key of a tenant's limits (its users', its own, its budget, its endpoints')
+// with the tenant's hash tag.
+func tenantKey(tenant, rest string) string { return "{tenant:" + tenant + "}:" + rest }
+
+// globalKey is the prefix of the global limits' keys, in a hash tag of their own.
+const globalKey = "{sluice:global}"
 
 // rules builds one level's limits under a key prefix; calendar windows reset in loc.
 func (b *builder) rules(prefix string, level ratelimit.Level, limits []gatewayv1.Limit, loc *time.Location) ([]rule, error) {
@@ -120,7 +130,7 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 		}
 		return err
 	}
-	prefix := tag(p.Name, "provider")
+	prefix := providerKey(p.Name, "provider")
 	level := ratelimit.LevelProvider
 	if n := p.WithHeadroom(p.RequestsPerMinute); n > 0 {
 		if err := add(b.perMinute(prefix+":requests:minute", ratelimit.Requests, n, 60)); err != nil {
@@ -172,9 +182,10 @@ func (b *builder) perMinute(key string, dim ratelimit.Dimension, n, fraction int
 // within it.
 const LeaseTTL = 30 * time.Second
 
-// tenantRules builds a tenant's own, budget and endpoint limits on one provider.
-func (b *builder) tenantRules(t *Tenant, provider string) error {
-	prefix := tag(provider, "tenant:"+t.Name)
+// tenantRules builds a tenant's own, budget and endpoint limits: totals over every provider the
+// tenant uses.
+func (b *builder) tenantRules(t *Tenant) error {
+	prefix := tenantKey(t.Name, "tenant")
 	limits, err := b.rules(prefix, ratelimit.LevelTenant, t.Config.PerTenant, t.Location)
 	if err != nil {
 		return err
@@ -185,34 +196,31 @@ func (b *builder) tenantRules(t *Tenant, provider string) error {
 			return err
 		}
 		limits = append(limits, r)
-		t.budget[provider] = r.shared
+		t.budget = r.shared
 	}
-	t.limits[provider] = limits
-	t.endpoints[provider] = map[gatewayv1.Endpoint][]rule{}
+	t.limits = limits
+	t.endpoints = map[gatewayv1.Endpoint][]rule{}
 	for _, e := range t.Config.Endpoints {
-		rules, err := b.rules(tag(provider, "endpoint:"+t.Name+":"+string(e.Endpoint)), ratelimit.LevelEndpoint, e.Limits, t.Location)
+		rules, err := b.rules(tenantKey(t.Name, "endpoint:"+string(e.Endpoint)), ratelimit.LevelEndpoint, e.Limits, t.Location)
 		if err != nil {
 			return err
 		}
-		t.endpoints[provider][e.Endpoint] = rules
+		t.endpoints[e.Endpoint] = rules
 	}
 	return nil
 }
 
-// caller returns the tenant's user, with the per-user limits on each of its providers.
+// caller returns the tenant's user, with the per-user limits: totals over every provider.
 func (b *builder) caller(t *Tenant, user string) (*Caller, error) {
 	id := t.Name + "\x00" + user
 	if c, ok := b.callers[id]; ok {
 		return c, nil
 	}
-	c := &Caller{Tenant: t, User: user, limits: map[string][]rule{}}
-	for provider := range t.providers {
-		rules, err := b.rules(tag(provider, "user:"+t.Name+":"+user), ratelimit.LevelUser, t.Config.PerUser, t.Location)
-		if err != nil {
-			return nil, err
-		}
-		c.limits[provider] = rules
+	rules, err := b.rules(tenantKey(t.Name, "user:"+user), ratelimit.LevelUser, t.Config.PerUser, t.Location)
+	if err != nil {
+		return nil, err
 	}
+	c := &Caller{Tenant: t, User: user, limits: rules}
 	if b.callers == nil {
 		b.callers = map[string]*Caller{}
 	}

@@ -2,15 +2,19 @@
 // models by name, and every limit built once as a ratelimit.Limit, so that a request only looks
 // things up and adds up its checks.
 //
-// Every key carries its provider as a Redis Cluster hash tag ("{openai}:tenant:acme:..."), so
-// that one decision never spans two slots. It follows that user, tenant, endpoint and global
-// limits are counted per provider: a tenant that uses two providers has each limit once on each.
+// A tenant's limits (its users', its own, its budget and its endpoints') and the global limits are
+// totals over every provider: a call to any provider takes from the same keys. Only a provider's
+// own limits are per provider. Every key starts with a Redis Cluster hash tag: the tenant's
+// ("{tenant:acme}:user:alice:requests:day"), the global one ("{sluice:global}:requests:minute") or
+// the provider's ("{openai}:provider:inflight"), so that a call's checks lie in at most three
+// slots and a tenant's keys in one (see ratelimit.Redis for how a decision spans them).
 package policy
 
 import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,7 +38,7 @@ type Policy struct {
 type Caller struct {
 	Tenant *Tenant
 	User   string
-	limits map[string][]rule // per provider
+	limits []rule // perUser, over every provider
 }
 
 // Tenant is one tenant's plan, compiled.
@@ -44,9 +48,10 @@ type Tenant struct {
 	Location *time.Location
 
 	providers map[string]bool
-	limits    map[string][]rule                        // per provider: perTenant and the budget
-	endpoints map[string]map[gatewayv1.Endpoint][]rule // per provider, per endpoint
-	budget    map[string]*ratelimit.Limit              // per provider; nil without a budget
+	// The tenant's limits, each a total over every provider.
+	limits    []rule                        // perTenant and the budget
+	endpoints map[gatewayv1.Endpoint][]rule // per endpoint
+	budget    *ratelimit.Limit              // nil without a budget
 }
 
 // Provider is one upstream account, compiled.
@@ -60,7 +65,7 @@ type Provider struct {
 	// Prices are the configuration's prices, read once.
 	Prices gatewayv1.MicroPrices
 
-	limits []rule // the provider's own limits and the global ones
+	limits []rule // the global limits, shared by every provider, then the provider's own
 }
 
 // Route is where a model's calls go.
@@ -80,8 +85,12 @@ func Compile(cfg *gatewayv1.Config, replicas int64) (*Policy, error) {
 		providers: map[string]*Provider{},
 	}
 	b := builder{replicas: max(replicas, 1)}
+	globals, err := b.rules(globalKey, ratelimit.LevelGlobal, cfg.Global, time.UTC)
+	if err != nil {
+		return nil, err
+	}
 	for i := range cfg.Providers {
-		if err := p.addProvider(&b, &cfg.Providers[i], cfg.Global); err != nil {
+		if err := p.addProvider(&b, &cfg.Providers[i], globals); err != nil {
 			return nil, err
 		}
 	}
@@ -93,7 +102,9 @@ func Compile(cfg *gatewayv1.Config, replicas int64) (*Policy, error) {
 	return p, nil
 }
 
-func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, global []gatewayv1.Limit) error {
+// addProvider compiles a provider; globals are the global limits, which every provider's calls
+// take from.
+func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, globals []rule) error {
 	base, err := url.Parse(strings.TrimSuffix(cfg.BaseURL, "/"))
 	if err != nil {
 		return fmt.Errorf("policy: provider %q: base URL: %w", cfg.Name, err)
@@ -106,11 +117,7 @@ func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, global []gatew
 	if err != nil {
 		return err
 	}
-	globals, err := b.rules(tag(cfg.Name, "global"), ratelimit.LevelGlobal, global, time.UTC)
-	if err != nil {
-		return err
-	}
-	pr := &Provider{Name: cfg.Name, Config: cfg, BaseURL: base, APIKey: key, Prices: cfg.Prices.Micro(), limits: append(globals, limits...)}
+	pr := &Provider{Name: cfg.Name, Config: cfg, BaseURL: base, APIKey: key, Prices: cfg.Prices.Micro(), limits: append(slices.Clip(globals), limits...)}
 	p.providers[cfg.Name] = pr
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
@@ -145,18 +152,12 @@ func (p *Policy) addTenant(b *builder, cfg *gatewayv1.Tenant) error {
 	if err != nil {
 		return fmt.Errorf("policy: tenant %q: %w", cfg.Name, err)
 	}
-	t := &Tenant{
-		Name: cfg.Name, Config: cfg, Location: loc,
-		providers: map[string]bool{},
-		limits:    map[string][]rule{},
-		endpoints: map[string]map[gatewayv1.Endpoint][]rule{},
-		budget:    map[string]*ratelimit.Limit{},
-	}
+	t := &Tenant{Name: cfg.Name, Config: cfg, Location: loc, providers: map[string]bool{}}
 	for _, name := range cfg.Providers {
 		t.providers[name] = true
-		if err := b.tenantRules(t, name); err != nil {
-			return err
-		}
+	}
+	if err := b.tenantRules(t); err != nil {
+		return err
 	}
 	p.tenants = append(p.tenants, t)
 	for _, k := range cfg.Keys {
@@ -174,12 +175,12 @@ func (p *Policy) addTenant(b *builder, cfg *gatewayv1.Tenant) error {
 
 // checkCount refuses a plan whose calls would need more checks than one decision holds.
 func (p *Policy) checkCount(c *Caller) error {
+	most := 0
+	for _, rules := range c.Tenant.endpoints {
+		most = max(most, len(rules))
+	}
 	for name := range c.Tenant.providers {
-		n := len(c.limits[name]) + len(c.Tenant.limits[name]) + len(p.providers[name].limits)
-		most := 0
-		for _, rules := range c.Tenant.endpoints[name] {
-			most = max(most, len(rules))
-		}
+		n := len(c.limits) + len(c.Tenant.limits) + len(p.providers[name].limits)
 		if n+most > ratelimit.MaxChecks {
 			return fmt.Errorf("policy: tenant %q: a call to %q would pass %d limits; at most %d fit in one decision", c.Tenant.Name, name, n+most, ratelimit.MaxChecks)
 		}
@@ -277,5 +278,6 @@ func (p *Policy) Models(t *Tenant) []string {
 	return models
 }
 
-// Budget returns the tenant's budget limit on a provider, or nil if the tenant has no budget.
-func (t *Tenant) Budget(provider string) *ratelimit.Limit { return t.budget[provider] }
+// Budget returns the tenant's budget limit, a total over every provider it uses, or nil if the
+// tenant has no budget.
+func (t *Tenant) Budget() *ratelimit.Limit { return t.budget }

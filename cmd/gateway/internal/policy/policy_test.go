@@ -50,10 +50,10 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 	// 95% headroom on 1,500 RPM, 300,000 TPM and 200 in flight (the provider buckets hold one
 	// second of requests and six of tokens); $5,000 a month in micro-dollars.
 	want := []check{
-		{Key: "{openai}:user:acme:alice:requests:day", Level: "user", Capacity: 1000, Cost: 1},
-		{Key: "{openai}:tenant:acme:tokens:minute", Level: "tenant", Capacity: 200000, Cost: 900},
-		{Key: "{openai}:tenant:acme:budget", Level: "tenant", Capacity: 5_000_000_000, Cost: 2700},
-		{Key: "{openai}:endpoint:acme:chat:requests:minute", Level: "endpoint", Capacity: 60, Cost: 1},
+		{Key: "{tenant:acme}:user:alice:requests:day", Level: "user", Capacity: 1000, Cost: 1},
+		{Key: "{tenant:acme}:tenant:tokens:minute", Level: "tenant", Capacity: 200000, Cost: 900},
+		{Key: "{tenant:acme}:tenant:budget", Level: "tenant", Capacity: 5_000_000_000, Cost: 2700},
+		{Key: "{tenant:acme}:endpoint:chat:requests:minute", Level: "endpoint", Capacity: 60, Cost: 1},
 		{Key: "{openai}:provider:requests:minute", Level: "provider", Capacity: 23, Cost: 1},
 		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 28500, Cost: 900},
 		{Key: "{openai}:provider:inflight", Level: "provider", Capacity: 190, Cost: 1},
@@ -84,8 +84,8 @@ func TestSettlementChargesTheDifferenceAndFreesTheSlot(t *testing.T) {
 	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{Tokens: 900, MicroDollars: 2700}, Shared, "lease-1")
 	got := Release(Settlement(nil, checks, Cost{Tokens: -850, MicroDollars: -2550}), checks)
 	want := []check{
-		{Key: "{openai}:tenant:acme:tokens:minute", Level: "tenant", Capacity: 200000, Cost: -850},
-		{Key: "{openai}:tenant:acme:budget", Level: "tenant", Capacity: 5_000_000_000, Cost: -2550},
+		{Key: "{tenant:acme}:tenant:tokens:minute", Level: "tenant", Capacity: 200000, Cost: -850},
+		{Key: "{tenant:acme}:tenant:budget", Level: "tenant", Capacity: 5_000_000_000, Cost: -2550},
 		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 28500, Cost: -850},
 		{Key: "{openai}:provider:inflight", Level: "provider", Capacity: 190, Cost: -1},
 	}
@@ -120,6 +120,43 @@ func TestQueueingFollowsEachLimitsBehaviour(t *testing.T) {
 		if got := queueing.Queues(i); got != w {
 			t.Errorf("check %d queues = %v; want %v", i, got, w)
 		}
+	}
+}
+
+// TestTenantLimitsAreTotalsOverProviders gives acme a second provider and the gateway a global
+// limit: a call to either provider passes the same user, tenant, budget, endpoint and global
+// limits, and each provider's own.
+func TestTenantLimitsAreTotalsOverProviders(t *testing.T) {
+	cfg, err := gatewayv1.Load("../../../../api/gateway/v1/testdata/two-tenants.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := cfg.Providers[0]
+	second.Name, second.Models = "anthropic", []gatewayv1.Model{{Name: "claude-haiku", Encoding: "o200k_base"}}
+	cfg.Providers = append(cfg.Providers, second)
+	cfg.Tenants[0].Providers = []string{"openai", "anthropic"}
+	cfg.Global = []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 100, Per: gatewayv1.PeriodMinute}}
+	p, err := Compile(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := p.Caller("sk-acme-alice")
+	toOpenAI := first(Checks(nil, alice, p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{}, Shared, "l"))
+	toAnthropic := first(Checks(nil, alice, p.Route("claude-haiku"), gatewayv1.EndpointChat, Cost{}, Shared, "l"))
+	if len(toOpenAI) != len(toAnthropic) {
+		t.Fatalf("%d checks to openai, %d to anthropic; want as many", len(toOpenAI), len(toAnthropic))
+	}
+	for i := range toOpenAI {
+		a, b := toOpenAI[i].Limit, toAnthropic[i].Limit
+		if shared := a == b; shared != (a.Level != ratelimit.LevelProvider) {
+			t.Errorf("check %d: %s and %s: shared %v; want only a provider's own limits apart", i, a.Key, b.Key, shared)
+		}
+	}
+	if b := alice.Tenant.Budget(); b == nil || b != toAnthropic[2].Limit || b.Capacity() != 5_000_000_000 {
+		t.Errorf("Budget() = %v; want the one budget of $5,000 that calls to both providers take from", b)
+	}
+	if got := toOpenAI[4].Limit.Key; got != "{sluice:global}:requests:minute" {
+		t.Errorf("the global limit's key = %q; want it in a hash tag of its own", got)
 	}
 }
 

@@ -12,22 +12,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/time/rate"
 
 	"github.com/sluicehq/sluice/test/redisserver"
 )
 
-// fiveLevels is a request's checks at every level: a user's daily quota, a tenant's tokens per
-// minute, an endpoint's requests per minute, the global requests per minute and the provider's
-// tokens per minute, with capacities no benchmark exhausts.
+// fiveLevels is a request's checks at every level, keyed as the gateway keys them: a user's
+// daily quota, a tenant's tokens per minute and an endpoint's requests per minute under the
+// tenant's hash tag, the global requests per minute under its own and the provider's tokens per
+// minute under the provider's, with capacities no benchmark exhausts.
 func fiveLevels(b *testing.B) []Check {
 	const huge = 1 << 50
 	limits := []*Limit{
-		mustLimit(NewWindow("{openai}:user:acme:alice:requests:day", LevelUser, Requests, huge, Calendar{Period: Day})),
-		mustLimit(NewBucket("{openai}:tenant:acme:tokens:minute", LevelTenant, Tokens, 1_000_000, time.Second, huge)),
-		mustLimit(NewBucket("{openai}:endpoint:acme:chat:requests:minute", LevelEndpoint, Requests, 1_000_000, time.Second, huge)),
-		mustLimit(NewBucket("{openai}:global:requests:minute", LevelGlobal, Requests, 1_000_000, time.Second, huge)),
-		mustLimit(NewBucket("{openai}:provider:openai:tokens:minute", LevelProvider, Tokens, 1_000_000, time.Second, huge)),
+		mustLimit(NewWindow("{tenant:acme}:user:alice:requests:day", LevelUser, Requests, huge, Calendar{Period: Day})),
+		mustLimit(NewBucket("{tenant:acme}:tenant:tokens:minute", LevelTenant, Tokens, 1_000_000, time.Second, huge)),
+		mustLimit(NewBucket("{tenant:acme}:endpoint:chat:requests:minute", LevelEndpoint, Requests, 1_000_000, time.Second, huge)),
+		mustLimit(NewBucket("{sluice:global}:requests:minute", LevelGlobal, Requests, 1_000_000, time.Second, huge)),
+		mustLimit(NewBucket("{openai}:provider:tokens:minute", LevelProvider, Tokens, 1_000_000, time.Second, huge)),
 	}
 	checks := make([]Check, len(limits))
 	for i, l := range limits {
@@ -65,7 +67,17 @@ func BenchmarkXTimeRateAllowN(b *testing.B) {
 // beside BenchmarkEvalshaYardstick. redis-benchmark drives its 8 clients from one thread; -cpu 1
 // runs the callers on one thread too, which on a small machine also leaves Redis its own core.
 func BenchmarkDecideRedis(b *testing.B) {
-	client := redisserver.Start(b).Client(b)
+	benchmarkDecide(b, redisserver.Start(b).Client(b))
+}
+
+// BenchmarkDecideRedisCluster is BenchmarkDecideRedis on a Redis Cluster of three primaries on
+// the same machine: five levels lie in three slots (the tenant's, the global and the provider's),
+// so each decision is three script runs, two of them on one primary.
+func BenchmarkDecideRedisCluster(b *testing.B) {
+	benchmarkDecide(b, redisserver.StartCluster(b).Client(b))
+}
+
+func benchmarkDecide(b *testing.B, client redis.UniversalClient) {
 	for _, levels := range []int{1, 5} {
 		b.Run(fmt.Sprintf("levels=%d", levels), func(b *testing.B) {
 			r, checks, ctx := NewRedis(client), fiveLevels(b)[:levels], context.Background()

@@ -1,11 +1,12 @@
 -- A batch of limiter runs, in order, each atomic: a decision takes every cost or none; a
--- settlement adds every cost without checking, once per settlement id; a renewal pushes back the
--- expiry of the leases still held. Concurrent callers' runs share one script run, so that the
--- keys they have in common are read and written once. Every key carries one hash tag.
+-- settlement adds every cost without checking, once per settlement id; an undo gives back what a
+-- decision took; a renewal pushes back the expiry of the leases still held. Concurrent callers'
+-- runs share one script run, so that the keys they have in common are read and written once. On
+-- Redis Cluster every key of one script run carries one hash tag; on one primary they need not.
 --
 -- KEYS: the batch's distinct keys.
 -- ARGV, per run: now in microseconds, or '' for Redis's own clock (the same for every replica);
--- 'decide', 'settle' or 'renew'; the number of checks; the index in KEYS of the settlement's mark
+-- 'decide', 'settle', 'undo' or 'renew'; the number of checks; the index in KEYS of the settlement's mark
 -- (0 for none) and how long to keep it (milliseconds); then six values per check: the index of its
 -- key in KEYS, kind, capacity, p1, p2, cost.
 --   'b' bucket:      p1 = microseconds to earn one unit; the value is the theoretical arrival time.
@@ -14,9 +15,11 @@
 --   'c' concurrency: p1 = lease time to live (microseconds), p2 = lease id; the value is a sorted
 --                    set of leases scored by expiry, so a dead gateway's slots free themselves.
 -- A settlement whose mark exists was applied before and does nothing; one that applies sets it.
--- Returns, for each decision in turn (settlements and renewals return nothing): allowed, refused
--- index (0-based, -1 for none), wait, never, then remaining and reset per check; times in
--- microseconds.
+-- An undo is a settlement whose window checks carry, in p1 and p2, the end of the window the
+-- decision took from: a window gives back only to it, never to the next one.
+-- Returns, for each decision in turn (settlements, undos and renewals return nothing): allowed,
+-- refused index (0-based, -1 for none), wait, never, the decision's now, then remaining and reset
+-- per check; times in microseconds.
 --
 -- Nothing is written until every run has been evaluated: a script that Redis stops with an error
 -- (a key of the wrong type) has changed nothing but dropping expired leases, so its runs can be
@@ -144,7 +147,9 @@ local function evaluate(kind, cap, p1, a, b, cost, now)
   return true, false, 0, cap - b - cost, reset, a, b + cost
 end
 
-local function settle(base, n, now, mark, keep)
+-- settle adds each check's cost. With undo set, a window check's p1 is the end of the window its
+-- decision took from, and a window that has moved on since is left as it is.
+local function settle(base, n, now, mark, keep, undo)
   if mark > 0 then
     if values[mark] or marks[mark] then return end -- applied before
     marks[mark] = keep
@@ -158,7 +163,9 @@ local function settle(base, n, now, mark, keep)
     elseif kind == 'w' then
       b = max(b + delta, 0)
     end
-    change(k, kind, a, b, p1, p2, delta, now)
+    if not (undo and kind == 'w' and (a ~= num(p1) or now >= a)) then
+      change(k, kind, a, b, p1, p2, delta, now)
+    end
   end
 end
 
@@ -187,21 +194,21 @@ local function decide(base, n, now)
     local a, b = state(k, kind, p1, p2, now)
     local ok, nev, w, rem, reset
     ok, nev, w, rem, reset, nexta[i], nextb[i] = evaluate(kind, cap, p1, a, b, cost, now)
-    passed[i], reply[r + 3 + 2 * i], reply[r + 4 + 2 * i] = ok, rem, reset
+    passed[i], reply[r + 4 + 2 * i], reply[r + 5 + 2 * i] = ok, rem, reset
     if not ok then
       if allowed == 1 then allowed, refused = 0, i - 1 end
       wait = max(wait, w)
       if nev then never = 1 end
     end
   end
-  reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = allowed, refused, wait, never
+  reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4], reply[r + 5] = allowed, refused, wait, never, now
   for i = 1, n do
     local j = base + 6 * (i - 1)
     if allowed == 1 then
       change(num(ARGV[j]), ARGV[j + 1], nexta[i], nextb[i], ARGV[j + 3], ARGV[j + 4], num(ARGV[j + 5]), now)
     elseif passed[i] then
       -- Nothing was taken: a check that passed reports what it has before this request.
-      reply[r + 3 + 2 * i] = reply[r + 3 + 2 * i] + num(ARGV[j + 5])
+      reply[r + 4 + 2 * i] = reply[r + 4 + 2 * i] + num(ARGV[j + 5])
     end
   end
 end
@@ -209,8 +216,8 @@ end
 local j = 1
 while j <= #ARGV do
   local now, mode, n = clock(ARGV[j]), ARGV[j + 1], num(ARGV[j + 2])
-  if mode == 'settle' then
-    settle(j + 5, n, now, num(ARGV[j + 3]), ARGV[j + 4])
+  if mode == 'settle' or mode == 'undo' then
+    settle(j + 5, n, now, num(ARGV[j + 3]), ARGV[j + 4], mode == 'undo')
   elseif mode == 'renew' then
     renew(j + 5, n, now)
   else

@@ -101,8 +101,9 @@ func (c Calendar) Bounds(now time.Time) (start, end time.Time) {
 // immutable and safe to share between goroutines; build it once (when the configuration loads),
 // not per request.
 type Limit struct {
-	// Key names the limit's state in the store. Keys of one decision must differ. In Redis
-	// Cluster, every key of one decision must carry the same hash tag, like "{openai}:...".
+	// Key names the limit's state in the store. Keys of one decision must differ. On Redis
+	// Cluster, the keys of one hash tag, like "{openai}:...", are checked and taken together in
+	// one slot; a decision over several hash tags takes longer when it is refused (see Redis).
 	Key string
 	// Level is where the limit applies, for reporting.
 	Level Level

@@ -30,18 +30,24 @@ const (
 var errNoAnswer = errors.New("no answer from Redis in time")
 
 // pipeline sends the runs of concurrent callers together: while a batch is on the wire, the runs
-// that arrive wait and go in the next one. The runs of a batch whose keys share a hash tag go in
-// one script run, which evaluates them in turn, each atomically, on one clock, and reads and
-// writes the keys they have in common once. It is safe for concurrent use.
+// that arrive wait and go in the next one. On one primary the runs of a batch on one clock go in
+// one script run; on Redis Cluster, those whose keys share a hash tag do, and a run over several
+// hash tags is sent as one part per hash tag (see splitByHashTag). A script run evaluates its runs
+// in turn, each atomically, on one clock, and reads and writes the keys they have in common once.
+// It is safe for concurrent use.
 //
 // A caller that stops waiting (its context ended, or callerWait passed) leaves its run: a run left
 // before it was sent is never sent, and a decision left after is given back once its answer says
 // it was allowed, so that a caller that got an error was charged nothing. The pipeline waits up to
-// scriptTimeout for every answer; only a run whose answer never comes (the connection broke) has
-// an outcome nobody knows, and then what it took stays taken: the limits err on the safe side,
-// and a lease frees itself when it expires.
+// scriptTimeout for every answer (on Redis Cluster, up to the client's read timeout); only a run
+// whose answer never comes (the connection broke) has an outcome nobody knows, and then what it
+// took stays taken: the limits err on the safe side, and a lease frees itself when it expires.
+// No script run is ever sent twice by the client (scriptCmd).
 type pipeline struct {
 	client redis.UniversalClient // with the read timeout scriptTimeout, where the client allows it
+	// sharded is true when a script run may touch one slot only: on Redis Cluster (or a Ring),
+	// anything but one primary.
+	sharded bool
 
 	mu      sync.Mutex
 	pending []*scriptRun
@@ -57,27 +63,35 @@ const (
 	abandoned              // its caller stopped waiting
 )
 
-// scriptRun is one caller's decision, settlement or renewal, and its answer once done is closed.
+// scriptRun is one caller's decision, settlement or renewal, and its answer once done is closed;
+// or one part of it, or the undo of a decision.
 type scriptRun struct {
 	clock string // now in microseconds, or "" for Redis's own clock
-	mode  string // "decide", "settle" or "renew"
+	mode  string // "decide", "settle", "undo" or "renew"
 	keys  []string
 	args  []any  // five per key: kind, capacity, p1, p2, cost
+	id    string // a settlement's id, or ""
 	mark  string // a settlement's record that it was applied, or ""
 	keep  int64  // how long Redis keeps mark, in milliseconds
 	reply []int64
 	err   error
 	done  chan struct{}
 	state atomic.Int32
+	// parts are the runs a run over several hash tags is sent as on Redis Cluster, one per hash
+	// tag; nil when it is sent whole.
+	parts []*scriptRun
+	// checks holds, in a part, the index of each of its checks in its whole run.
+	checks []int
 }
 
-// newPipeline returns a pipeline that sends its runs to client, waiting up to scriptTimeout for
-// their answers when client is a *redis.Client (others keep their own read timeouts).
+// newPipeline returns a pipeline that sends its runs to client. On a *redis.Client (one primary)
+// it waits up to scriptTimeout for their answers; a cluster client keeps its own read timeout,
+// since it cannot lend the pipeline a longer one without a pool of connections of its own.
 func newPipeline(client redis.UniversalClient) *pipeline {
 	if c, ok := client.(*redis.Client); ok {
-		client = c.WithTimeout(scriptTimeout)
+		return &pipeline{client: c.WithTimeout(scriptTimeout)}
 	}
-	return &pipeline{client: client}
+	return &pipeline{client: client, sharded: true}
 }
 
 // run sends r and returns its reply. If ctx ends or callerWait passes first, run returns an error
@@ -173,51 +187,70 @@ func claim(batch []*scriptRun) []*scriptRun {
 
 // send runs a batch in one round trip. A call that Redis refuses is sent again with each of its
 // runs alone, so that one bad run fails only its own caller: the script writes nothing until
-// every run has been evaluated, so the runs did not happen. Then the decisions allowed for callers
-// that left are given back.
+// every run has been evaluated, so the runs did not happen. A decision sent in parts is undone
+// where it took when another part refused or failed, before its caller hears. Then the decisions
+// allowed for callers that left are given back.
 func (p *pipeline) send(batch []*scriptRun) {
 	// The batch serves several callers: none of their contexts may cancel it. scriptTimeout
 	// bounds it.
 	ctx := context.Background()
-	calls := groupByHashTag(batch)
-	if err := p.execLoading(ctx, calls); err != nil {
-		finish(batch, err)
-		return
-	}
-	var done, again []*scriptCall
+	calls := p.group(p.split(batch))
+	p.execLoading(ctx, calls)
+	var again []*scriptCall
 	for _, c := range calls {
 		var refused redis.Error
 		if errors.As(c.cmd.Err(), &refused) && len(c.runs) > 1 {
 			again = append(again, groupEach(c.runs)...)
 			continue
 		}
-		done = append(done, c)
+		c.answer()
 	}
 	if len(again) > 0 {
 		p.exec(ctx, again)
-		done = append(done, again...)
+		for _, c := range again {
+			c.answer()
+		}
 	}
-	var reverts []*scriptRun
-	for _, c := range done {
-		reverts = c.answer(reverts)
+	var undo []*scriptRun
+	for _, r := range batch {
+		if r.parts != nil {
+			if r.join(); !r.allowed() {
+				undo = r.undo(undo)
+			}
+		}
 	}
-	if len(reverts) > 0 {
-		// A give-back that fails leaves the decision taken: the limits err on the safe side.
-		_ = p.execLoading(ctx, groupByHashTag(reverts))
+	p.execUndo(ctx, undo)
+	undo = undo[:0]
+	for _, r := range batch {
+		if r.deliver(r.reply, r.err) && r.allowed() {
+			undo = r.undo(undo)
+		}
+	}
+	p.execUndo(ctx, undo)
+}
+
+// execUndo sends the undos of decisions. An undo that fails leaves the decision taken: the limits
+// err on the safe side.
+func (p *pipeline) execUndo(ctx context.Context, undo []*scriptRun) {
+	if len(undo) > 0 {
+		p.execLoading(ctx, p.group(undo))
 	}
 }
 
 // execLoading sends calls as exec does, and once more those Redis answered NOSCRIPT (it lost the
-// script, so they did not run) after loading it.
-func (p *pipeline) execLoading(ctx context.Context, calls []*scriptCall) error {
+// script, so they did not run) after loading it. If the script cannot be loaded, they fail with
+// the reason.
+func (p *pipeline) execLoading(ctx context.Context, calls []*scriptCall) {
 	p.exec(ctx, calls)
 	if lost := withoutScript(calls); len(lost) > 0 {
 		if err := decideScript.Load(ctx, p.client).Err(); err != nil {
-			return err
+			for _, c := range lost {
+				c.cmd.SetErr(err)
+			}
+			return
 		}
 		p.exec(ctx, lost)
 	}
-	return nil
 }
 
 // exec sends each call, read as integers without boxing each one.
@@ -225,10 +258,18 @@ func (p *pipeline) exec(ctx context.Context, calls []*scriptCall) {
 	pipe := p.client.Pipeline()
 	for _, c := range calls {
 		c.cmd = redis.NewIntSliceCmd(ctx, c.args...)
-		_ = pipe.Process(ctx, c.cmd) // queued; its error comes with Exec
+		_ = pipe.Process(ctx, scriptCmd{c.cmd}) // queued; its error comes with Exec
 	}
 	_, _ = pipe.Exec(ctx) // each command holds its own error
 }
+
+// scriptCmd is a script run's command, which the client never sends twice, whatever its retries:
+// a run whose answer was lost may have taken, and sent again would take twice. (A redirect on
+// Redis Cluster is still followed: a redirected command did not run.)
+type scriptCmd struct{ *redis.IntSliceCmd }
+
+// NoRetry tells the client not to send the command again.
+func (scriptCmd) NoRetry() bool { return true }
 
 // withoutScript returns the calls Redis answered NOSCRIPT.
 func withoutScript(calls []*scriptCall) []*scriptCall {
@@ -241,14 +282,7 @@ func withoutScript(calls []*scriptCall) []*scriptCall {
 	return lost
 }
 
-// finish answers every run of batch with err.
-func finish(batch []*scriptRun, err error) {
-	for _, r := range batch {
-		r.deliver(nil, err)
-	}
-}
-
-// scriptCall is one script run: the runs of a batch whose keys share a hash tag, and its
+// scriptCall is one script run: runs of a batch that may share it (see pipeline.group), and its
 // EVALSHA command's arguments.
 type scriptCall struct {
 	runs []*scriptRun
@@ -256,25 +290,29 @@ type scriptCall struct {
 	cmd  *redis.IntSliceCmd
 }
 
-// groupByHashTag puts the runs whose first keys have the same hash tag in one call, keeping their
-// order, since a script run may touch one Redis Cluster slot only. Runs on callers' clocks
-// (tests) share a call only with runs on the same clock. Every run has a key.
-func groupByHashTag(batch []*scriptRun) []*scriptCall {
-	if len(batch) == 1 {
-		return groupEach(batch)
+// group puts runs in calls, keeping their order: on one primary, every run in one call; when
+// sharded, the runs whose keys have the same hash tag (split has made each run's keys share
+// one), since a script run may touch one Redis Cluster slot only. Runs on callers' clocks (tests)
+// share a call only with runs on the same clock. Every run has a key.
+func (p *pipeline) group(runs []*scriptRun) []*scriptCall {
+	if len(runs) == 1 {
+		return groupEach(runs)
 	}
-	var tags []string
-	byTag := make(map[string][]*scriptRun, 1)
-	for _, r := range batch {
-		tag := r.clock + "/" + hashTag(r.keys[0])
-		if _, ok := byTag[tag]; !ok {
-			tags = append(tags, tag)
+	var groups []string
+	byGroup := make(map[string][]*scriptRun, 1)
+	for _, r := range runs {
+		group := r.clock
+		if p.sharded {
+			group += "/" + hashTag(r.keys[0])
 		}
-		byTag[tag] = append(byTag[tag], r)
+		if _, ok := byGroup[group]; !ok {
+			groups = append(groups, group)
+		}
+		byGroup[group] = append(byGroup[group], r)
 	}
-	calls := make([]*scriptCall, len(tags))
-	for i, tag := range tags {
-		calls[i] = newScriptCall(byTag[tag])
+	calls := make([]*scriptCall, len(groups))
+	for i, group := range groups {
+		calls[i] = newScriptCall(byGroup[group])
 	}
 	return calls
 }
@@ -328,34 +366,50 @@ func appendKey(keys []any, index map[string]int, key string) []any {
 	return keys
 }
 
-// answer hands each run its part of the reply: a decision's 4+2n values, a settlement's or a
-// renewal's none. It returns reverts with the give-back of each decision allowed for a caller
-// that had left.
-func (c *scriptCall) answer(reverts []*scriptRun) []*scriptRun {
+// answer gives each run its part of the reply (a decision's 5+2n values, a settlement's or a
+// renewal's none), or the call's error.
+func (c *scriptCall) answer() {
 	reply, err := c.cmd.Result()
 	if want := c.replyLen(); err == nil && len(reply) != want {
 		err = fmt.Errorf("ratelimit: the decision script answered %d values, not %d", len(reply), want)
 	}
 	for _, r := range c.runs {
-		var mine []int64
+		r.reply, r.err = nil, err
 		if err == nil {
 			n := r.replyLen()
-			mine, reply = reply[:n:n], reply[n:]
-		}
-		if r.deliver(mine, err) && r.mode == "decide" && len(mine) > 0 && mine[0] == 1 {
-			reverts = append(reverts, r.revert())
+			r.reply, reply = reply[:n:n], reply[n:]
 		}
 	}
-	return reverts
 }
 
-// revert returns the settlement that gives back what decision r took: every cost, and its leases.
-func (r *scriptRun) revert() *scriptRun {
-	args := slices.Clone(r.args)
-	for i := 4; i < len(args); i += 5 {
-		args[i] = -args[i].(int64)
+// allowed reports whether r is a decision that was answered allowed, and so took.
+func (r *scriptRun) allowed() bool {
+	return r.mode == "decide" && r.err == nil && len(r.reply) > 0 && r.reply[0] == 1
+}
+
+// undo appends to dst the runs that give back what decision r took: every cost, and its leases;
+// from a window, only while the window it took from lasts (see decide.lua). A decision sent in
+// parts is undone in each part that took.
+func (r *scriptRun) undo(dst []*scriptRun) []*scriptRun {
+	if r.parts != nil {
+		for _, part := range r.parts {
+			if part.allowed() {
+				dst = part.undo(dst)
+			}
+		}
+		return dst
 	}
-	return &scriptRun{clock: r.clock, mode: "settle", keys: r.keys, args: args}
+	args := slices.Clone(r.args)
+	now := r.reply[replyNow]
+	for i := range r.keys {
+		check := args[5*i : 5*i+5]
+		check[4] = -check[4].(int64)
+		if check[0] == "w" {
+			end := now + r.reply[remainingAt(i)+1] // the window's reset, after the decision
+			check[2], check[3] = end, end
+		}
+	}
+	return append(dst, &scriptRun{clock: r.clock, mode: "undo", keys: r.keys, args: args})
 }
 
 func (c *scriptCall) replyLen() int {
@@ -368,7 +422,7 @@ func (c *scriptCall) replyLen() int {
 
 func (r *scriptRun) replyLen() int {
 	if r.mode == "decide" {
-		return 4 + 2*len(r.keys)
+		return replyHeader + replyPerCheck*len(r.keys)
 	}
 	return 0
 }

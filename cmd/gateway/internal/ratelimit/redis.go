@@ -17,11 +17,19 @@ var decideSource string
 var decideScript = redis.NewScript(decideSource)
 
 // Redis keeps limiter state in Redis, so that every gateway replica draws from the same budgets.
-// Each decision is evaluated and taken atomically in a script, in one round trip, on Redis's own
-// clock; concurrent decisions share their round trips and script runs. Keys expire when idle. A
-// caller waits for its answer at most half a second (or until its context ends) and then gets an
-// error; whatever its run took is given back once Redis answers (see pipeline). Build the client
-// with ClientOptions. Redis is safe for concurrent use.
+// Each decision is evaluated and taken in one round trip, on Redis's own clock; concurrent
+// decisions share their round trips and script runs. Keys expire when idle. A caller waits for its
+// answer at most half a second (or until its context ends) and then gets an error; whatever its
+// run took is given back once Redis answers (see pipeline). Redis is safe for concurrent use.
+//
+// On one primary (a *redis.Client: standalone, or Sentinel's failover client) a decision is one
+// script run, atomic over all its keys whatever their hash tags. On Redis Cluster (any other
+// client) a script run touches one slot, so a decision whose keys carry several hash tags is
+// taken in one script run per hash tag, all sent at once, and undone where it took when another
+// part refused, before its caller hears: it takes from every level or from none, and since each
+// part checks and takes atomically on its own slot, no level ever passes its capacity (see
+// splitByHashTag). Build the client with ClientOptions, FailoverClientOptions or
+// ClusterClientOptions.
 type Redis struct {
 	pipeline     *pipeline
 	trustCallers bool
@@ -46,12 +54,42 @@ func NewRedis(client redis.UniversalClient, opts ...RedisOption) *Redis {
 // ClientOptions returns o with the timeouts and retries the limiter needs from its Redis client:
 // a read or write timeout of half a second, so that a stalled Redis fails over fast, and no
 // retries. A command that timed out may still run, and a script run sent twice would take twice.
+// (The limiter's own script runs are never sent twice, whatever the client's retries; the other
+// commands of the gateway's stores are written for a client without retries.)
 func ClientOptions(o redis.Options) *redis.Options {
 	o.DialTimeout = time.Second
-	o.ReadTimeout, o.WriteTimeout = 500*time.Millisecond, 500*time.Millisecond
+	o.ReadTimeout, o.WriteTimeout = clientTimeout, clientTimeout
 	o.MaxRetries = -1
 	return &o
 }
+
+// FailoverClientOptions is ClientOptions for a client that finds the primary through Sentinel
+// (redis.NewFailoverClient).
+func FailoverClientOptions(o redis.FailoverOptions) *redis.FailoverOptions {
+	o.DialTimeout = time.Second
+	o.ReadTimeout, o.WriteTimeout = clientTimeout, clientTimeout
+	o.MaxRetries = -1
+	return &o
+}
+
+// ClusterClientOptions is ClientOptions for a Redis Cluster client. The client still follows
+// MOVED and ASK redirects (a redirected command did not run), up to MaxRedirects times. Beware
+// that a cluster client also sends a command again after a network error or a timeout, within
+// the same MaxRedirects, whatever MaxRetries says; the limiter's script runs are exempt (see
+// scriptCmd), other commands are not.
+//
+// A cluster client's read timeout cannot be lengthened for the limiter's script runs alone, as a
+// *redis.Client's is (see newPipeline): on Redis Cluster, a run whose answer takes longer than
+// this half second has an outcome nobody knows, and what it took stays taken, on the safe side.
+func ClusterClientOptions(o redis.ClusterOptions) *redis.ClusterOptions {
+	o.DialTimeout = time.Second
+	o.ReadTimeout, o.WriteTimeout = clientTimeout, clientTimeout
+	o.MaxRetries = -1
+	return &o
+}
+
+// clientTimeout is the read and write timeout of the clients the Options functions configure.
+const clientTimeout = 500 * time.Millisecond
 
 // Decide checks every check and, when all pass, takes every cost; otherwise it takes nothing.
 // now is used only for the ends of calendar windows, unless WithCallerClock was given.
@@ -75,7 +113,9 @@ func (r *Redis) Decide(ctx context.Context, checks []Check, now time.Time) (Deci
 // id names the settlement and must be unique to it (the call's lease name). A settlement whose id
 // was applied before does nothing, for as long as the longest lease among its checks lives and at
 // least settledFor, so a caller that does not know whether a settlement went through (it timed
-// out) may send it again. The record of the id is a key with the hash tag of the checks' keys.
+// out) may send it again. The record of the id is a key with the hash tag of the first check's
+// key; on Redis Cluster, a settlement over several hash tags keeps one record in each, so each
+// slot's part applies once however often it is sent, even when another part failed.
 func (r *Redis) Settle(ctx context.Context, id string, checks []Check, now time.Time) error {
 	if len(checks) == 0 {
 		return nil
@@ -87,7 +127,7 @@ func (r *Redis) Settle(ctx context.Context, id string, checks []Check, now time.
 	if err != nil {
 		return err
 	}
-	run.mark, run.keep = settledKey(checks[0].Limit.Key, id), settledTTL(checks).Milliseconds()
+	run.id, run.mark, run.keep = id, settledKey(checks[0].Limit.Key, id), settledTTL(checks).Milliseconds()
 	_, err = r.send(ctx, run)
 	return err
 }
@@ -197,14 +237,25 @@ func appendScriptArgs(args []any, c Check, now time.Time) ([]any, error) {
 	}
 }
 
+// A decision's reply: allowed, refused, wait, never and now (see decide.lua), then remaining and
+// reset per check.
+const (
+	replyHeader   = 5
+	replyNow      = 4
+	replyPerCheck = 2
+)
+
 func parseReply(reply []int64, n int) (Decision, error) {
-	if len(reply) != 4+2*n {
+	if len(reply) != replyHeader+replyPerCheck*n {
 		return Decision{Refused: -1}, errors.New("ratelimit: the decision script answered in an unknown form")
 	}
 	d := Decision{Allowed: reply[0] == 1, Refused: int(reply[1]), RetryAfter: time.Duration(reply[2]) * time.Microsecond, Never: reply[3] == 1}
 	for i := range n {
-		d.Remaining[i] = reply[4+2*i]
-		d.Reset[i] = time.Duration(reply[5+2*i]) * time.Microsecond
+		d.Remaining[i] = reply[remainingAt(i)]
+		d.Reset[i] = time.Duration(reply[remainingAt(i)+1]) * time.Microsecond
 	}
 	return d, nil
 }
+
+// remainingAt is where a decision's reply holds check i's remaining units; its reset follows.
+func remainingAt(i int) int { return replyHeader + replyPerCheck*i }

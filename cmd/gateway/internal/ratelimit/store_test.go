@@ -100,6 +100,20 @@ func limiterCases() []limiterCase {
 			},
 		},
 		{
+			name: "a refusal by a level of another hash tag takes nothing from the others",
+			limits: []*Limit{
+				mustLimit(NewWindow("{tenant:acme}:user", LevelUser, Requests, 5, Calendar{Period: Day})),
+				mustLimit(NewBucket("{sluice:global}:requests", LevelGlobal, Requests, 10, time.Second, 10)),
+				mustLimit(NewBucket("{openai}:provider", LevelProvider, Requests, 1, time.Second, 1)),
+			},
+			steps: []step{
+				{costs: []int64{1, 1, 1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{4, 9, 0}}},
+				{costs: []int64{1, 1, 1}, want: result{Refused: 2, RetryAfter: time.Second, Remaining: []int64{4, 9, 0}}},
+				{costs: []int64{6, 1, 1}, want: result{Refused: 0, RetryAfter: time.Second, Never: true, Remaining: []int64{0, 9, 0}}},
+				{at: time.Second, costs: []int64{1, 1, 1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{3, 9, 0}}},
+			},
+		},
+		{
 			name:   "a day's quota resets at midnight UTC",
 			limits: []*Limit{mustLimit(NewWindow("{p}:day", LevelUser, Requests, 3, Calendar{Period: Day}))},
 			steps: []step{

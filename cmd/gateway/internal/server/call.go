@@ -245,10 +245,11 @@ func routeOf(p *policy.Policy, caller *policy.Caller, model string) (*policy.Rou
 }
 
 // degrade sends a call for the plan's expensive model to its cheaper fallback while the tenant's
-// budget left is below the plan's threshold. It returns the route and body to send.
+// budget left (spent by calls to every provider of the plan) is below the plan's threshold. It
+// returns the route and body to send.
 func (s *Server) degrade(ctx context.Context, p *policy.Policy, caller *policy.Caller, route *policy.Route, body []byte) (*policy.Route, []byte, *apiError) {
 	d := caller.Tenant.Config.Degrade
-	if d == nil || route.Model.Name != d.Model || !s.gate.BudgetBelow(ctx, caller.Tenant, route.Provider.Name, d.BelowPercent) {
+	if d == nil || route.Model.Name != d.Model || !s.gate.BudgetBelow(ctx, caller.Tenant, d.BelowPercent) {
 		return route, body, nil
 	}
 	body, err := estimate.WithModel(body, d.Fallback)
