@@ -43,10 +43,12 @@ func NewRedis(client redis.UniversalClient, opts ...RedisOption) *Redis {
 	return r
 }
 
-// ClientOptions returns o with the timeouts and retries the limiter needs from its Redis client:
-// a read or write timeout of half a second, so that a stalled Redis fails over fast, and no
-// retries. A command that timed out may still run, and a script run sent twice would take twice.
-func ClientOptions(o redis.Options) *redis.Options {
+// ClientOptions returns o with the timeouts and retries the limiter needs from its Redis client,
+// whatever its form (one server, Sentinel or Cluster): a read or write timeout of half a second,
+// so that a stalled Redis fails over fast, and no retries. A command that timed out may still
+// run, and a script run sent twice would take twice. A Cluster's redirections (MOVED, ASK) are
+// still followed: the node that redirects has not run the script.
+func ClientOptions(o redis.UniversalOptions) *redis.UniversalOptions {
 	o.DialTimeout = time.Second
 	o.ReadTimeout, o.WriteTimeout = 500*time.Millisecond, 500*time.Millisecond
 	o.MaxRetries = -1
