@@ -189,12 +189,7 @@ func baseConfig(base *gatewayv1.Config) *gatewayv1.Config {
 	}
 	cfg.Server, cfg.Store, cfg.Global = base.Server, base.Store, slices.Clone(base.Global)
 	if base.Store.Redis != nil {
-		redis := *base.Store.Redis
-		if redis.TLS != nil {
-			tls := *redis.TLS
-			redis.TLS = &tls
-		}
-		cfg.Store.Redis = &redis
+		cfg.Store.Redis = base.Store.Redis.Copy()
 	}
 	return cfg
 }

@@ -8,17 +8,15 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"reflect"
+	"sync"
 	"syscall"
 	"time"
 
@@ -32,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/redisstore"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/server"
 )
 
@@ -61,40 +60,47 @@ func run() error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var srv *server.Server
+	var compiled *policies
 	var started startSettings
 	watcher, err := configwatch.New(*configPath, configwatch.Options{
 		Logger: log, Registerer: reg,
-		OnReload: func(cfg *gatewayv1.Config) { apply(srv, cfg, started, log) },
+		OnReload: func(cfg *gatewayv1.Config) { compiled.reload(cfg, started) },
 	})
 	if err != nil {
 		return err
 	}
 	cfg := watcher.Config()
 	started.store, started.server = cfg.Store, cfg.Server
-	opts, closeStore, err := storeOptions(cfg.Store, jobsOptions(cfg.Jobs), *name)
+	replica := *name + "-" + rand.Text()[:8] // unique to this process, in the jobs' group and the heartbeats
+	opts, client, err := storeOptions(cfg.Store, jobsOptions(cfg.Jobs), replica)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	if client != nil {
+		defer client.Close()
+	}
 	opts.Registerer, opts.Gatherer, opts.Logger, opts.Name = reg, reg, log, *name
-	srv = server.New(opts)
+	srv := server.New(opts)
 	defer srv.Close()
-	started.replicas = 1
+	compiled = &policies{srv: srv, log: log, replicas: 1}
 	if cfg.Store.Redis != nil {
-		started.replicas = int64(cfg.Store.Redis.Replicas)
+		compiled.replicas = int64(cfg.Store.Redis.Replicas)
 	}
-	p, err := policy.Compile(cfg, started.replicas)
-	if err != nil {
+	if err := compiled.configure(cfg); err != nil {
 		return err
 	}
-	srv.SetPolicy(p)
 	endpoints, err := openEndpoints(cfg.Server, *listen, *adminListen, srv.Handler(), srv.AdminHandler())
 	if err != nil {
 		return err
 	}
 	warnDescriptors(cfg.Server, log)
-	go watcher.Run(ctx)
+	var background sync.WaitGroup
+	background.Go(func() { watcher.Run(ctx) })
+	if client != nil {
+		background.Go(func() { redisstore.WatchDurability(ctx, client, reg, log) })
+		peers := redisstore.NewPeers(client, replica, compiled.setReplicas, reg, log)
+		background.Go(func() { peers.Run(ctx) })
+	}
 	jobsStopped := make(chan struct{})
 	go func() {
 		defer close(jobsStopped)
@@ -109,33 +115,73 @@ func run() error {
 	err = serve(ctx, log, endpoints)
 	stop() // a server that failed stops the jobs too
 	<-jobsStopped
+	background.Wait() // before the client closes: the heartbeat leaves the count
 	return err
 }
 
 // startSettings are the settings a gateway takes at start, which a change takes a restart to
 // apply.
 type startSettings struct {
-	store    gatewayv1.Store
-	server   gatewayv1.Server
-	replicas int64
+	store  gatewayv1.Store
+	server gatewayv1.Server
 }
 
-// apply puts a reloaded configuration in force. The store, the listeners and the HTTP servers are
-// set up at start (started): a change to them takes a restart, and apply says so.
-func apply(srv *server.Server, cfg *gatewayv1.Config, started startSettings, log *slog.Logger) {
-	p, err := policy.Compile(cfg, started.replicas)
+// policies compiles the configuration in force into the server's policy, at this replica's
+// share of each limit for the number of replicas last counted, and again when either changes.
+// It is safe for concurrent use.
+type policies struct {
+	srv *server.Server
+	log *slog.Logger
+
+	mu       sync.Mutex
+	cfg      *gatewayv1.Config
+	replicas int64 // the last count of the gateways alive, or store.redis.replicas before one
+}
+
+// configure puts cfg in force, or returns why it cannot be.
+func (p *policies) configure(cfg *gatewayv1.Config) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	compiled, err := policy.Compile(cfg, p.replicas)
 	if err != nil {
-		log.Error("configuration refused; the previous one stays in force", "err", err)
+		return err
+	}
+	p.cfg = cfg
+	p.srv.SetPolicy(compiled)
+	return nil
+}
+
+// setReplicas recompiles the configuration in force for n replicas sharing the limits.
+func (p *policies) setReplicas(n int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n == p.replicas {
+		return
+	}
+	compiled, err := policy.Compile(p.cfg, n)
+	if err != nil {
+		p.log.Error("recompile the configuration for the replicas counted; the previous shares stay in force", "replicas", n, "err", err)
+		return
+	}
+	p.replicas = n
+	p.srv.SetPolicy(compiled)
+	p.log.Info("gateway replicas counted; failMode open limits at 1/replicas of each limit", "replicas", n)
+}
+
+// reload puts a reloaded configuration in force. The store, the listeners and the HTTP servers
+// are set up at start (started): a change to them takes a restart, and reload says so.
+func (p *policies) reload(cfg *gatewayv1.Config, started startSettings) {
+	if err := p.configure(cfg); err != nil {
+		p.log.Error("configuration refused; the previous one stays in force", "err", err)
 		return
 	}
 	if !reflect.DeepEqual(cfg.Store, started.store) {
-		log.Error("the configuration changes the store; the gateway keeps the one it started with until it restarts")
+		p.log.Error("the configuration changes the store; the gateway keeps the one it started with until it restarts")
 	}
 	if listenerSettings(cfg.Server) != listenerSettings(started.server) {
-		log.Warn("the configuration changes server settings that take a restart; the gateway keeps readHeaderTimeout, readTimeout, idleTimeout, maxHeaderBytes and maxConnections as it started until it restarts")
+		p.log.Warn("the configuration changes server settings that take a restart; the gateway keeps readHeaderTimeout, readTimeout, idleTimeout, maxHeaderBytes and maxConnections as it started until it restarts")
 	}
-	srv.SetPolicy(p)
-	log.Info("configuration reloaded", "providers", len(cfg.Providers), "tenants", len(cfg.Tenants))
+	p.log.Info("configuration reloaded", "providers", len(cfg.Providers), "tenants", len(cfg.Tenants))
 }
 
 // jobsOptions are the jobs' settings, which a change takes a restart to apply.
@@ -145,55 +191,25 @@ func jobsOptions(cfg gatewayv1.Jobs) jobs.Options {
 }
 
 // storeOptions connects the store of the limiter and the jobs: memory, or Redis with its fail
-// mode. name, made unique, names this replica in the jobs' consumer group.
-func storeOptions(store gatewayv1.Store, jobsOpts jobs.Options, name string) (server.Options, func(), error) {
+// mode, whose client it returns (nil for memory). replica names this replica in the jobs'
+// consumer group.
+func storeOptions(store gatewayv1.Store, jobsOpts jobs.Options, replica string) (server.Options, redis.UniversalClient, error) {
 	if store.Type != gatewayv1.StoreRedis {
-		return server.Options{Limiter: ratelimit.NewMemory(), Jobs: jobs.NewMemory(jobsOpts)}, func() {}, nil
+		return server.Options{Limiter: ratelimit.NewMemory(), Jobs: jobs.NewMemory(jobsOpts)}, nil, nil
 	}
-	cfg := store.Redis
-	password, err := policy.ReadSecret(cfg.PasswordFile)
-	if err != nil {
-		return server.Options{}, nil, fmt.Errorf("redis password: %w", err)
-	}
-	tlsConfig, err := redisTLS(cfg)
+	client, err := redisstore.NewClient(store.Redis)
 	if err != nil {
 		return server.Options{}, nil, err
 	}
-	client := redis.NewClient(ratelimit.ClientOptions(redis.Options{
-		Addr: cfg.Address, Username: cfg.Username, Password: password, DB: int(cfg.DB), TLSConfig: tlsConfig,
-	}))
 	opts := server.Options{
 		Limiter: ratelimit.NewRedis(client),
-		Jobs:    jobs.NewRedis(client, name+"-"+rand.Text()[:8], jobsOpts),
+		Jobs:    jobs.NewRedis(client, replica, jobsOpts),
 		Ping:    func(ctx context.Context) error { return client.Ping(ctx).Err() },
 	}
-	if cfg.FailMode == gatewayv1.FailOpen {
+	if store.Redis.FailMode == gatewayv1.FailOpen {
 		opts.Fallback = ratelimit.NewMemory()
 	}
-	return opts, func() { client.Close() }, nil
-}
-
-// redisTLS is the TLS configuration for cfg's Redis: nil without tls; else one that verifies
-// the server's certificate against the authorities of caFile, or the system's.
-func redisTLS(cfg *gatewayv1.RedisStore) (*tls.Config, error) {
-	if cfg.TLS == nil {
-		return nil, nil
-	}
-	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: cfg.TLS.ServerName}
-	if c.ServerName == "" {
-		c.ServerName, _, _ = net.SplitHostPort(cfg.Address)
-	}
-	if cfg.TLS.CAFile != "" {
-		pem, err := os.ReadFile(cfg.TLS.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("redis tls: %w", err)
-		}
-		c.RootCAs = x509.NewCertPool()
-		if !c.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("redis tls: %s holds no PEM certificate", cfg.TLS.CAFile)
-		}
-	}
-	return c, nil
+	return opts, client, nil
 }
 
 // redisLog passes the Redis client's own messages, such as why it cannot connect, into the

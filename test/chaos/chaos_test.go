@@ -83,6 +83,9 @@ type settings struct {
 	// timeout, stallTimeout and callTimeout are the provider's (empty: the defaults).
 	timeout, stallTimeout, callTimeout string
 	maxInFlight                        int
+	// limits is the YAML of the tenant's limits (empty: a day's tokens and a month's budget of
+	// budgetMicros, limits no test reaches).
+	limits string
 }
 
 // redisStore is the YAML of a Redis store at addr failing as failMode says, for one replica:
@@ -117,11 +120,10 @@ tenants:
   - name: acme
     keys: [{sha256: %s, user: alice}]
     providers: [lab]
-    perTenant:
-      - {dimension: tokens, amount: 100000000, per: day}
-    budget: {amount: "%d", period: month}
+%s
 `, s.store, s.jobs, s.provider, s.maxInFlight,
-		cmp.Or(s.timeout, "60s"), cmp.Or(s.stallTimeout, "5m"), cmp.Or(s.callTimeout, "30m"), gatewayv1.HashKey(apiKey), budgetMicros/1_000_000)
+		cmp.Or(s.timeout, "60s"), cmp.Or(s.stallTimeout, "5m"), cmp.Or(s.callTimeout, "30m"), gatewayv1.HashKey(apiKey),
+		cmp.Or(s.limits, fmt.Sprintf("    perTenant:\n      - {dimension: tokens, amount: 100000000, per: day}\n    budget: {amount: \"%d\", period: month}", budgetMicros/1_000_000)))
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

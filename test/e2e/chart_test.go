@@ -56,8 +56,12 @@ func TestChartRefusesBadValues(t *testing.T) {
 		"redis.passwordSecret=Not_A_Secret",
 		"redis.tls.caSecret=Not_A_Secret",
 		"redis.tls.verify=false",
-		"redis.tls.caSecret=redis-ca", // without redis.tls.enabled, which would mean no TLS
-		"redis.username=sluice",       // without a password, with which a user logs in
+		"redis.tls.caSecret=redis-ca",      // without redis.tls.enabled, which would mean no TLS
+		"redis.username=sluice",            // without a password, with which a user logs in
+		"redis.sentinel.masterName=sluice", // without the sentinels
+		"redis.sentinel.masterName=sluice,redis.sentinel.addresses={s:26379},redis.cluster.addresses={c:6379}", // two forms
+		"redis.cluster.addresses={c:6379},redis.db=1",                                                          // a Cluster has only database 0
+		"redis.sentinel.addresses={sentinel}",
 		"manager.image.pullPolicy=Sometimes",
 		"manager.watchNamespace=Not_A_Namespace",
 		"gateway.resources.requests.cpu=lots",

@@ -4,7 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicehq/sluice/test/poll"
 	"github.com/sluicehq/sluice/test/redisserver"
 )
 
@@ -38,6 +40,33 @@ func TestAppendOnly(t *testing.T) {
 	got, err := s.Client(t).ConfigGet(context.Background(), "appendonly").Result()
 	if err != nil || got["appendonly"] != "yes" {
 		t.Fatalf("CONFIG GET appendonly = %v, %v; want yes", got, err)
+	}
+}
+
+// TestSentinelFailover kills the primary of a sentinel group: the sentinels promote the replica,
+// and a client that follows them writes to it, with what it wrote before.
+func TestSentinelFailover(t *testing.T) {
+	ctx := context.Background()
+	g := redisserver.StartSentinel(t)
+	if got, err := g.PrimaryAddr(ctx); err != nil || got != g.Primary.Addr {
+		t.Fatalf("PrimaryAddr = %q, %v; want the primary, %s", got, err, g.Primary.Addr)
+	}
+	c := g.Client(t)
+	if err := c.Set(ctx, "before", "1", 0).Err(); err != nil {
+		t.Fatalf("SET before the failover: %v", err)
+	}
+	if err := c.Do(ctx, "WAIT", 1, 0).Err(); err != nil { // the replica has it
+		t.Fatalf("WAIT: %v", err)
+	}
+
+	g.Primary.Kill()
+	poll.Until(t, 30*time.Second, "the sentinels to promote the replica", func() bool {
+		addr, err := g.PrimaryAddr(ctx)
+		return err == nil && addr == g.Replica.Addr
+	})
+	poll.Until(t, 30*time.Second, "the client to write to the new primary", func() bool { return c.Set(ctx, "after", "1", 0).Err() == nil })
+	if got, err := c.Get(ctx, "before").Result(); err != nil || got != "1" {
+		t.Fatalf("GET before on the new primary = %q, %v; want 1", got, err)
 	}
 }
 

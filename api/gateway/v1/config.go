@@ -3,6 +3,7 @@ package v1
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -153,14 +154,35 @@ type FailMode string
 const (
 	// FailClosed refuses requests with 503 while Redis is unreachable.
 	FailClosed FailMode = "closed"
-	// FailOpen limits locally at 1/N of each budget for N known replicas.
+	// FailOpen limits rates locally at 1/N of each limit for the N
+	// replicas last counted, and refuses with 503 what a calendar window
+	// (a budget, a day's or month's quota) covers.
 	FailOpen FailMode = "open"
 )
 
-// RedisStore locates the Redis that holds the shared limiter state.
+// RedisStore locates the Redis that holds the shared limiter state, the jobs
+// and the gateways' heartbeats, in exactly one of three forms: address (one
+// server, or a proxy in front of several), sentinel (a primary found through
+// Redis Sentinel, followed through its failovers) or cluster (Redis Cluster).
+//
+// Limits and budgets must survive a restart of Redis: run it with
+// append-only persistence (appendonly yes, appendfsync everysec) and
+// maxmemory-policy noeviction. Without them a restart, or an eviction, gives
+// every tenant its month's budget and its day's quota back. The gateway
+// reports both settings in sluice_gateway_store_persistent and
+// sluice_gateway_store_noeviction.
 type RedisStore struct {
-	// address is Redis's host:port.
-	Address string `json:"address"`
+	// address is the host:port of a standalone Redis. Exactly one of
+	// address, sentinel and cluster is set.
+	Address string `json:"address,omitempty"`
+	// sentinel finds the primary through Redis Sentinel: the gateway asks
+	// the sentinels for the primary of masterName, and again after each
+	// failover. Calls the failover catches are answered as failMode says.
+	Sentinel *RedisSentinel `json:"sentinel,omitempty"`
+	// cluster reaches a Redis Cluster through seed nodes. A decision's
+	// limits live in the slots of their hash tags; the jobs live in one
+	// slot ({sluice-jobs}). With cluster, db must be 0.
+	Cluster *RedisCluster `json:"cluster,omitempty"`
 	// username is the Redis ACL user the gateway logs in as. Empty means
 	// the default user.
 	Username string `json:"username,omitempty"`
@@ -168,16 +190,69 @@ type RedisStore struct {
 	// relative path resolves against the configuration file's directory.
 	// Empty means no password.
 	PasswordFile string `json:"passwordFile,omitempty"`
-	// tls, when present, connects to Redis over TLS and verifies its
-	// certificate.
+	// tls, when present, connects to Redis (and to the sentinels) over TLS
+	// and verifies its certificate.
 	TLS *RedisTLS `json:"tls,omitempty"`
-	// db is the Redis database number. Zero is database 0.
+	// db is the Redis database number. Zero is database 0, the only one a
+	// Cluster has.
 	DB int32 `json:"db,omitempty"`
-	// failMode is "closed" (the default) or "open".
+	// failMode is "closed" (the default) or "open". While Redis is
+	// unreachable, "closed" answers every call 503 with Retry-After; "open"
+	// goes on limiting rates locally, each gateway at its share of every
+	// limit (see replicas), and answers 503 to a call that a budget or a
+	// day's or month's quota covers: those are never started again from
+	// full.
 	FailMode FailMode `json:"failMode,omitempty"`
-	// replicas is the known number of gateway replicas; failMode "open"
-	// limits locally at 1/replicas of each budget. Zero means 1.
+	// replicas is how many gateways share the limits until a gateway has
+	// counted them. Each gateway writes a heartbeat into Redis every few
+	// seconds and counts the gateways whose heartbeat is alive; failMode
+	// "open" limits locally at 1/N of each limit, N being the last count
+	// seen, or replicas before any count was (Redis down when the gateway
+	// started). Zero means 1.
 	Replicas int32 `json:"replicas,omitempty"`
+}
+
+// RedisSentinel is how the gateway finds its Redis primary through Redis
+// Sentinel.
+type RedisSentinel struct {
+	// masterName is the name the sentinels monitor the primary under
+	// (sentinel monitor <masterName> ...).
+	MasterName string `json:"masterName"`
+	// addresses are the sentinels' host:port, at least one: list them all,
+	// since the gateway needs one of them up to find the primary.
+	Addresses []string `json:"addresses"`
+	// username is the ACL user the gateway logs in to the sentinels as.
+	// Empty means the default user.
+	Username string `json:"username,omitempty"`
+	// passwordFile is the path of a file holding the sentinels' password,
+	// which may differ from Redis's. A relative path resolves against the
+	// configuration file's directory. Empty means none.
+	PasswordFile string `json:"passwordFile,omitempty"`
+}
+
+// RedisCluster is how the gateway reaches a Redis Cluster.
+type RedisCluster struct {
+	// addresses are host:port of some of the cluster's nodes, at least one;
+	// the gateway learns the others, and the slots, from them.
+	Addresses []string `json:"addresses"`
+}
+
+// Copy returns a copy of r that shares nothing with it.
+func (r *RedisStore) Copy() *RedisStore {
+	c := *r
+	if r.Sentinel != nil {
+		s := *r.Sentinel
+		s.Addresses = slices.Clone(s.Addresses)
+		c.Sentinel = &s
+	}
+	if r.Cluster != nil {
+		c.Cluster = &RedisCluster{Addresses: slices.Clone(r.Cluster.Addresses)}
+	}
+	if r.TLS != nil {
+		tls := *r.TLS
+		c.TLS = &tls
+	}
+	return &c
 }
 
 // RedisTLS is how the gateway verifies the Redis it reaches over TLS.
@@ -186,8 +261,9 @@ type RedisTLS struct {
 	// trust. A relative path resolves against the configuration file's
 	// directory. Empty means the system's.
 	CAFile string `json:"caFile,omitempty"`
-	// serverName is the name Redis's certificate must carry. Empty means
-	// the host of address.
+	// serverName is the name every certificate the gateway is shown (by
+	// Redis, a Cluster's nodes, the sentinels) must carry. Empty means the
+	// host of the address dialled.
 	ServerName string `json:"serverName,omitempty"`
 }
 

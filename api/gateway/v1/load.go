@@ -18,9 +18,9 @@ import (
 )
 
 // Load reads the configuration file at path and parses it (see Parse). It
-// resolves a relative apiKeyFile, passwordFile or caFile against the file's
-// directory, but never reads those files: the gateway does, when it applies
-// the configuration.
+// resolves a relative apiKeyFile, passwordFile (Redis's or the sentinels')
+// or caFile against the file's directory, but never reads those files: the
+// gateway does, when it applies the configuration.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -43,6 +43,9 @@ func (c *Config) resolvePaths(dir string) {
 		r.PasswordFile = resolve(dir, r.PasswordFile)
 		if r.TLS != nil {
 			r.TLS.CAFile = resolve(dir, r.TLS.CAFile)
+		}
+		if r.Sentinel != nil {
+			r.Sentinel.PasswordFile = resolve(dir, r.Sentinel.PasswordFile)
 		}
 	}
 }

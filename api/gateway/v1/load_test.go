@@ -110,7 +110,7 @@ func TestLoadResolvesSecretFiles(t *testing.T) {
 store:
   type: redis
   redis:
-    address: 127.0.0.1:6379
+    sentinel: {masterName: sluice, addresses: ["127.0.0.1:26379"], passwordFile: secrets/sentinel-password}
     passwordFile: secrets/redis-password
     tls: {caFile: secrets/redis-ca.pem}
 providers:
@@ -133,11 +133,11 @@ providers:
 	if err != nil {
 		t.Fatalf("Load() error = %v", err)
 	}
-	got := []string{c.Store.Redis.PasswordFile, c.Store.Redis.TLS.CAFile}
+	got := []string{c.Store.Redis.PasswordFile, c.Store.Redis.Sentinel.PasswordFile, c.Store.Redis.TLS.CAFile}
 	for _, p := range c.Providers {
 		got = append(got, p.APIKeyFile)
 	}
-	want := []string{filepath.Join(dir, "secrets", "redis-password"), filepath.Join(dir, "secrets", "redis-ca.pem"),
+	want := []string{filepath.Join(dir, "secrets", "redis-password"), filepath.Join(dir, "secrets", "sentinel-password"), filepath.Join(dir, "secrets", "redis-ca.pem"),
 		filepath.Join(dir, "relative.key"), abs, ""}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("secret file paths mismatch (-got +want):\n%s", diff)

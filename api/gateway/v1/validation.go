@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 	_ "time/tzdata" // a time zone validates the same on every machine, with or without a zoneinfo database
+	"unicode"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -99,13 +100,70 @@ func (s *Store) validate(p *field.Path) field.ErrorList {
 }
 
 func (r *RedisStore) validate(p *field.Path) field.ErrorList {
-	errs := validateHostPort(p.Child("address"), r.Address)
+	errs := r.validateForm(p)
 	if r.Username != "" && r.PasswordFile == "" { // Redis logs a user in only with a password
 		errs = append(errs, field.Required(p.Child("passwordFile"), "must be set when username is"))
 	}
 	errs = append(errs, validateNonNegative(p.Child("db"), int64(r.DB))...)
+	if r.Cluster != nil && r.DB != 0 {
+		errs = append(errs, field.Invalid(p.Child("db"), r.DB, "must be 0 with cluster: a Redis Cluster has only database 0"))
+	}
 	errs = append(errs, validateEnum(p.Child("failMode"), r.FailMode, failModes)...)
 	return append(errs, validatePositive(p.Child("replicas"), int64(r.Replicas))...)
+}
+
+// validateForm checks that exactly one of address, sentinel and cluster is set, and that one.
+func (r *RedisStore) validateForm(p *field.Path) field.ErrorList {
+	var set []string
+	for _, form := range []struct {
+		name string
+		set  bool
+	}{{"address", r.Address != ""}, {"sentinel", r.Sentinel != nil}, {"cluster", r.Cluster != nil}} {
+		if form.set {
+			set = append(set, form.name)
+		}
+	}
+	switch {
+	case len(set) == 0:
+		return field.ErrorList{field.Required(p.Child("address"), "must set exactly one of address (one server), sentinel or cluster")}
+	case len(set) > 1:
+		return field.ErrorList{field.Forbidden(p.Child(set[1]), "must not be set with "+set[0]+": set exactly one of address, sentinel and cluster")}
+	case r.Sentinel != nil:
+		return r.Sentinel.validate(p.Child("sentinel"))
+	case r.Cluster != nil:
+		return validateAddresses(p.Child("cluster", "addresses"), r.Cluster.Addresses)
+	}
+	return validateHostPort(p.Child("address"), r.Address)
+}
+
+func (s *RedisSentinel) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if s.MasterName == "" || strings.ContainsFunc(s.MasterName, unicode.IsSpace) {
+		errs = append(errs, field.Required(p.Child("masterName"), "must name the primary the sentinels monitor, without spaces"))
+	}
+	errs = append(errs, validateAddresses(p.Child("addresses"), s.Addresses)...)
+	if s.Username != "" && s.PasswordFile == "" {
+		errs = append(errs, field.Required(p.Child("passwordFile"), "must be set when username is"))
+	}
+	return errs
+}
+
+// validateAddresses checks a list of host:port, at least one, each once.
+func validateAddresses(p *field.Path, addrs []string) field.ErrorList {
+	if len(addrs) == 0 {
+		return field.ErrorList{field.Required(p, "must list at least one host:port")}
+	}
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, a := range addrs {
+		if seen[a] {
+			errs = append(errs, field.Duplicate(p.Index(i), a))
+			continue
+		}
+		seen[a] = true
+		errs = append(errs, validateHostPort(p.Index(i), a)...)
+	}
+	return errs
 }
 
 func validateHostPort(p *field.Path, addr string) field.ErrorList {

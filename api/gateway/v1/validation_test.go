@@ -185,6 +185,72 @@ func TestValidate(t *testing.T) {
 			mutate: func(c *gatewayv1.Config) { redis(c); c.Store.Redis.Replicas = -2 },
 			want:   []string{"store.redis.replicas: Invalid value: -2"},
 		},
+		{
+			name: "valid redis sentinel",
+			mutate: func(c *gatewayv1.Config) {
+				redis(c)
+				c.Store.Redis.Address = ""
+				c.Store.Redis.Sentinel = &gatewayv1.RedisSentinel{MasterName: "sluice", Addresses: []string{"s1:26379", "s2:26379"}}
+			},
+		},
+		{
+			name: "valid redis cluster",
+			mutate: func(c *gatewayv1.Config) {
+				redis(c)
+				c.Store.Redis.Address = ""
+				c.Store.Redis.Cluster = &gatewayv1.RedisCluster{Addresses: []string{"node-0:6379"}}
+			},
+		},
+		{
+			name:   "store.redis with no form",
+			mutate: func(c *gatewayv1.Config) { redis(c); c.Store.Redis.Address = "" },
+			want:   []string{"store.redis.address: Required value: must set exactly one of address (one server), sentinel or cluster"},
+		},
+		{
+			name: "store.redis with two forms",
+			mutate: func(c *gatewayv1.Config) {
+				redis(c)
+				c.Store.Redis.Cluster = &gatewayv1.RedisCluster{Addresses: []string{"node-0:6379"}}
+			},
+			want: []string{"store.redis.cluster: Forbidden: must not be set with address: set exactly one of address, sentinel and cluster"},
+		},
+		{
+			name: "store.redis.sentinel without a master name or addresses",
+			mutate: func(c *gatewayv1.Config) {
+				redis(c)
+				c.Store.Redis.Address = ""
+				c.Store.Redis.Sentinel = &gatewayv1.RedisSentinel{}
+			},
+			want: []string{"store.redis.sentinel.masterName: Required value", "store.redis.sentinel.addresses: Required value: must list at least one host:port"},
+		},
+		{
+			name: "store.redis.sentinel.addresses bad and twice",
+			mutate: func(c *gatewayv1.Config) {
+				redis(c)
+				c.Store.Redis.Address = ""
+				c.Store.Redis.Sentinel = &gatewayv1.RedisSentinel{MasterName: "sluice", Addresses: []string{"s1:26379", "s1", "s1:26379"}}
+			},
+			want: []string{`store.redis.sentinel.addresses[1]: Invalid value: "s1"`, `store.redis.sentinel.addresses[2]: Duplicate value: "s1:26379"`},
+		},
+		{
+			name: "store.redis.sentinel.username without a password",
+			mutate: func(c *gatewayv1.Config) {
+				redis(c)
+				c.Store.Redis.Address = ""
+				c.Store.Redis.Sentinel = &gatewayv1.RedisSentinel{MasterName: "sluice", Addresses: []string{"s1:26379"}, Username: "watcher"}
+			},
+			want: []string{"store.redis.sentinel.passwordFile: Required value: must be set when username is"},
+		},
+		{
+			name: "store.redis.cluster with a database",
+			mutate: func(c *gatewayv1.Config) {
+				redis(c)
+				c.Store.Redis.Address, c.Store.Redis.DB = "", 2
+				c.Store.Redis.Cluster = &gatewayv1.RedisCluster{Addresses: []string{"redis://:pw@node-0:6379"}}
+			},
+			want:    []string{"store.redis.db: Invalid value: 2: must be 0 with cluster", "store.redis.cluster.addresses[0]: Invalid value", "not a URL"},
+			notWant: []string{"pw@"},
+		},
 
 		{
 			name:   "jobs.maxAttempts",

@@ -78,7 +78,13 @@ store:
 {{- if .Values.redis.enabled }}
   type: redis
   redis:
+    {{- if .Values.redis.sentinel.masterName }}
+    sentinel: {{ dict "masterName" .Values.redis.sentinel.masterName "addresses" .Values.redis.sentinel.addresses | toJson }}
+    {{- else if .Values.redis.cluster.addresses }}
+    cluster: {{ dict "addresses" .Values.redis.cluster.addresses | toJson }}
+    {{- else }}
     address: {{ .Values.redis.address | quote }}
+    {{- end }}
     db: {{ .Values.redis.db }}
     failMode: {{ .Values.redis.failMode }}
     replicas: {{ include "sluice.gatewayReplicas" . }}

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
@@ -30,7 +31,10 @@ func (t *Ticket) use(limiter Limiter, share policy.Share) {
 }
 
 // decide checks every limit of the ticket's call and takes the estimate from all of them, or
-// from none: on the shared store, or on this replica's shares when the store fails open.
+// from none: on the shared store, or on this replica's shares when the store fails open. A
+// calendar window (a budget, a day's or month's quota) is never decided locally: a replica's
+// local window would start from full, so a call that one covers is refused as if the store
+// failed closed.
 func (g *Gate) decide(ctx context.Context, t *Ticket) verdict {
 	t.use(g.opts.Limiter, policy.Shared)
 	d, err := g.timedDecide(ctx, "shared", t)
@@ -48,12 +52,21 @@ func (g *Gate) decide(ctx context.Context, t *Ticket) verdict {
 		g.log.Error("limiter store failed; refusing (failMode: closed)", "err", err)
 		return verdict{refusal: &Refusal{Reason: Unavailable, RetryAfter: time.Second}}
 	}
+	if coversWindow(t.checks) {
+		g.metrics.storeErrors.WithLabelValues("refused").Inc()
+		return verdict{refusal: &Refusal{Reason: Unavailable, RetryAfter: time.Second}}
+	}
 	g.metrics.storeErrors.WithLabelValues("local").Inc()
 	t.use(g.opts.Fallback, policy.Local)
 	if d, err = g.timedDecide(ctx, "local", t); err != nil {
 		return verdict{refusal: &Refusal{Reason: Failed}}
 	}
 	return g.conclude(t, &d)
+}
+
+// coversWindow reports whether any of checks is on a calendar window.
+func coversWindow(checks []ratelimit.Check) bool {
+	return slices.ContainsFunc(checks, func(c ratelimit.Check) bool { return c.Limit.IsWindow() })
 }
 
 func (g *Gate) timedDecide(ctx context.Context, store string, t *Ticket) (ratelimit.Decision, error) {

@@ -18,7 +18,8 @@ const (
 	// Busy: the door turned the call away (or it waited its plan's maxWait), because its lane
 	// would wait longer than its maxWait. Nothing was charged.
 	Busy
-	// Unavailable: the limits' store could not decide and the gateway fails closed.
+	// Unavailable: the limits' store could not decide and the gateway fails closed, or fails
+	// open but a calendar window covers the call.
 	Unavailable
 	// Failed: neither the store nor this replica's local limits could decide.
 	Failed

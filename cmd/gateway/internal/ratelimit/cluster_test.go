@@ -27,7 +27,7 @@ const (
 // every primary first.
 func clusterStore(t *testing.T, cluster *redisserver.Cluster, opts ...RedisOption) (*Redis, *redis.ClusterClient) {
 	t.Helper()
-	client := cluster.ClientWith(t, *ClusterClientOptions(redis.ClusterOptions{}))
+	client := cluster.ClientWith(t, *ClientOptions(redis.UniversalOptions{}).Cluster())
 	err := client.ForEachMaster(context.Background(), func(ctx context.Context, node *redis.Client) error {
 		return node.FlushAll(ctx).Err()
 	})
@@ -353,7 +353,7 @@ func TestUndoGivesBackOnlyToTheWindowItTookFrom(t *testing.T) {
 // stays taken.
 func TestClusterNeverSendsAScriptRunTwice(t *testing.T) {
 	cluster := redisserver.StartCluster(t, redisserver.DebugCommand())
-	opts := ClusterClientOptions(redis.ClusterOptions{})
+	opts := ClientOptions(redis.UniversalOptions{}).Cluster()
 	opts.ReadTimeout = 200 * time.Millisecond
 	client := cluster.ClientWith(t, *opts)
 	s := NewRedis(client)

@@ -171,6 +171,10 @@ func newLimit(key string, level Level, dim Dimension, k kind, capacity int64, se
 // most calls in flight.
 func (l *Limit) Capacity() int64 { return l.capacity }
 
+// IsWindow reports whether the limit is a calendar window (a quota or a budget that resets at
+// midnight or on the first of the month) rather than a rate or calls in flight.
+func (l *Limit) IsWindow() bool { return l.kind == window }
+
 // Check is one limit a request must pass and what the request costs on it. In Settle, Cost is
 // the difference to add (negative to refund).
 type Check struct {

@@ -51,37 +51,20 @@ func NewRedis(client redis.UniversalClient, opts ...RedisOption) *Redis {
 	return r
 }
 
-// ClientOptions returns o with the timeouts and retries the limiter needs from its Redis client:
-// a read or write timeout of half a second, so that a stalled Redis fails over fast, and no
-// retries. A command that timed out may still run, and a script run sent twice would take twice.
-// (The limiter's own script runs are never sent twice, whatever the client's retries; the other
-// commands of the gateway's stores are written for a client without retries.)
-func ClientOptions(o redis.Options) *redis.Options {
-	o.DialTimeout = time.Second
-	o.ReadTimeout, o.WriteTimeout = clientTimeout, clientTimeout
-	o.MaxRetries = -1
-	return &o
-}
-
-// FailoverClientOptions is ClientOptions for a client that finds the primary through Sentinel
-// (redis.NewFailoverClient).
-func FailoverClientOptions(o redis.FailoverOptions) *redis.FailoverOptions {
-	o.DialTimeout = time.Second
-	o.ReadTimeout, o.WriteTimeout = clientTimeout, clientTimeout
-	o.MaxRetries = -1
-	return &o
-}
-
-// ClusterClientOptions is ClientOptions for a Redis Cluster client. The client still follows
-// MOVED and ASK redirects (a redirected command did not run), up to MaxRedirects times. Beware
-// that a cluster client also sends a command again after a network error or a timeout, within
-// the same MaxRedirects, whatever MaxRetries says; the limiter's script runs are exempt (see
-// scriptCmd), other commands are not.
+// ClientOptions returns o with the timeouts and retries the limiter needs from its Redis client,
+// whatever its form (one server, Sentinel or Cluster): a read or write timeout of half a second,
+// so that a stalled Redis fails over fast, and no retries. A command that timed out may still
+// run, and a script run sent twice would take twice; the limiter's own script runs are never
+// sent twice (see scriptCmd), and the other commands of the gateway's stores are written for a
+// client without retries.
 //
-// A cluster client's read timeout cannot be lengthened for the limiter's script runs alone, as a
-// *redis.Client's is (see newPipeline): on Redis Cluster, a run whose answer takes longer than
-// this half second has an outcome nobody knows, and what it took stays taken, on the safe side.
-func ClusterClientOptions(o redis.ClusterOptions) *redis.ClusterOptions {
+// A Cluster client still follows MOVED and ASK redirects (a redirected command did not run), up
+// to MaxRedirects times, and sends a command again after a network error or a timeout within
+// the same MaxRedirects, whatever MaxRetries says. Its read timeout cannot be lengthened for the
+// limiter's script runs alone, as a *redis.Client's is (see newPipeline): on Redis Cluster, a run
+// whose answer takes longer than this half second has an outcome nobody knows, and what it took
+// stays taken, on the safe side.
+func ClientOptions(o redis.UniversalOptions) *redis.UniversalOptions {
 	o.DialTimeout = time.Second
 	o.ReadTimeout, o.WriteTimeout = clientTimeout, clientTimeout
 	o.MaxRetries = -1

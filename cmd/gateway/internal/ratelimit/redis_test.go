@@ -14,7 +14,7 @@ import (
 )
 
 // redisTime returns Redis's own clock.
-func redisTime(t *testing.T, client *redis.Client) time.Time {
+func redisTime(t *testing.T, client redis.UniversalClient) time.Time {
 	t.Helper()
 	now, err := client.Time(context.Background()).Result()
 	if err != nil {
@@ -125,7 +125,7 @@ func TestRedisWindowRollsOnRedisClock(t *testing.T) {
 func TestRedisStallChargesOnlyWhatItAllowed(t *testing.T) {
 	ctx := context.Background()
 	server := redisserver.Start(t, redisserver.DebugCommand())
-	client := redis.NewClient(ClientOptions(redis.Options{Addr: server.Addr}))
+	client := redis.NewUniversalClient(ClientOptions(redis.UniversalOptions{Addrs: []string{server.Addr}}))
 	t.Cleanup(func() { client.Close() })
 	store := NewRedis(client)
 
