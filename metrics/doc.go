@@ -26,6 +26,14 @@
 // The Pods scraped are those that each self-hosted ProviderQuota selects, on
 // its port, plus any Pod annotated sluice.dev/scrape: "true" with
 // sluice.dev/port (and optionally sluice.dev/path and sluice.dev/engine).
+// The engine a quota or annotation names decides which names are read; a
+// Pod that names none is told by names only its engine serves. engineRules
+// holds each engine's names, with where they come from: Triton read through
+// its TensorRT-LLM or vLLM backend, vLLM under Ray Serve, SGLang counted
+// once per tensor-parallel group, and TGI idle before its first request.
+//
+// A line that the text parser refuses (an exemplar, a -nan) is skipped and
+// counted, and the rest of the page is read.
 //
 // A Pod that fails to report, or whose last value is older than three
 // intervals, has no value: it is left out of lists and not found by name,

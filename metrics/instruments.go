@@ -27,7 +27,7 @@ func newInstruments(newestAge func() (float64, bool)) *instruments {
 		errors: metrics.NewCounterVec(&metrics.CounterOpts{
 			Namespace:      "sluice_adapter",
 			Name:           "scrape_errors_total",
-			Help:           "Scrapes of a Pod that gave no value, by reason: timeout, connect, status, parse or no_metrics.",
+			Help:           "Scrape errors by reason: timeout, connect, status, parse or no_metrics for a scrape of a Pod that gave no value; bad_line for each line of a Pod's metrics that did not parse and was skipped.",
 			StabilityLevel: metrics.ALPHA,
 		}, []string{"reason"}),
 		newest: &ageCollector{
@@ -47,9 +47,13 @@ func (in *instruments) register(register func(metrics.Registerable) error, custo
 	return errors.Join(register(in.duration), register(in.errors), customRegister(in.newest))
 }
 
-// observe records one scrape.
-func (in *instruments) observe(took time.Duration, err error) {
+// observe records one scrape: how long it took, the lines it skipped, and
+// why it gave no value if it did not.
+func (in *instruments) observe(took time.Duration, skippedLines int, err error) {
 	in.duration.Observe(took.Seconds())
+	if skippedLines > 0 {
+		in.errors.WithLabelValues(reasonBadLine).Add(float64(skippedLines))
+	}
 	if se, ok := errors.AsType[*scrapeError](err); ok {
 		in.errors.WithLabelValues(se.reason).Inc()
 	}

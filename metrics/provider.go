@@ -252,6 +252,9 @@ func (p *Provider) keep(log klog.Logger, samples []sample) {
 			if !had {
 				log.V(1).Info("Pod reports", "pod", s.target.Pod, "url", s.target.URL)
 			}
+			if s.skipped != nil {
+				log.V(2).Info("Skipped lines of a Pod's metrics that do not parse", "pod", s.target.Pod, "reasons", s.skipped.Error())
+			}
 		case had:
 			log.Info("Pod stopped reporting; it has no value until it does", "pod", s.target.Pod, "url", s.target.URL, "err", s.err.Error())
 		}

@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,8 +10,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"k8s.io/utils/clock"
 )
 
@@ -32,6 +29,9 @@ const (
 	reasonStatus    = "status"
 	reasonParse     = "parse"
 	reasonNoMetrics = "no_metrics"
+	// reasonBadLine counts each line of a Pod's metrics that does not
+	// parse and was skipped, in a scrape that still gave values.
+	reasonBadLine = "bad_line"
 )
 
 // scrapeError is why one Pod gave no values.
@@ -50,8 +50,11 @@ type sample struct {
 	// is set.
 	values map[string]float64
 	// at is when the scrape started.
-	at  time.Time
-	err error
+	at time.Time
+	// skipped is why lines of the Pod's metrics were skipped; nil if none
+	// was.
+	skipped error
+	err     error
 }
 
 // scraper reads the Pods' metrics. It is safe for concurrent use.
@@ -87,58 +90,65 @@ func (s *scraper) all(ctx context.Context, targets []Target) []sample {
 // one scrapes one target within s.timeout.
 func (s *scraper) one(ctx context.Context, t Target) sample {
 	start := s.clock.Now()
-	values, err := s.read(ctx, t)
-	s.inst.observe(s.clock.Since(start), err)
+	values, skipped, err := s.read(ctx, t)
+	s.inst.observe(s.clock.Since(start), len(skipped), err)
 	if err != nil {
 		return sample{target: t, at: start, err: err}
 	}
-	return sample{target: t, values: values, at: start}
+	return sample{target: t, values: values, at: start, skipped: errors.Join(skipped...)}
 }
 
-func (s *scraper) read(ctx context.Context, t Target) (map[string]float64, error) {
-	families, err := s.fetch(ctx, t.URL)
+// read returns a Pod's values, and why lines of its metrics were skipped.
+// A page that reports none of the engine's metrics is an error, a parse
+// error if lines were skipped: a page that is not metrics at all (an HTML
+// error page) never reads as an idle Pod.
+func (s *scraper) read(ctx context.Context, t Target) (map[string]float64, []error, error) {
+	families, skipped, err := s.fetch(ctx, t.URL)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	values := podValues(t.Engine, families)
-	if len(values) == 0 {
-		return nil, &scrapeError{reasonNoMetrics, fmt.Errorf("none of the engine's metrics in %d families", len(families))}
+	values, reported := podValues(t.Engine, families)
+	switch {
+	case !reported && len(skipped) > 0:
+		return nil, nil, &scrapeError{reasonParse, errors.Join(skipped...)}
+	case len(values) == 0:
+		return nil, nil, &scrapeError{reasonNoMetrics, fmt.Errorf("none of the engine's metrics in %d families", len(families))}
 	}
 	if waiting, ok := values[RequestsWaiting]; ok && t.GPUs > 0 {
 		values[RequestsWaitingPerGPU] = waiting / float64(t.GPUs)
 	}
-	return values, nil
+	return values, skipped, nil
 }
 
-// fetch reads and parses one Pod's metrics.
-func (s *scraper) fetch(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
+// fetch reads and parses one Pod's metrics, skipping the lines that do not
+// parse, and returns why each was skipped.
+func (s *scraper) fetch(ctx context.Context, url string) (map[string]*dto.MetricFamily, []error, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, &scrapeError{reasonConnect, err}
+		return nil, nil, &scrapeError{reasonConnect, err}
 	}
 	req.Header.Set("Accept", acceptText)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return nil, transportError(err)
+		return nil, nil, transportError(err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetricsBytes+1))
 	switch {
 	case err != nil:
-		return nil, transportError(err)
+		return nil, nil, transportError(err)
 	case resp.StatusCode != http.StatusOK:
-		return nil, &scrapeError{reasonStatus, fmt.Errorf("answered %s", resp.Status)}
+		return nil, nil, &scrapeError{reasonStatus, fmt.Errorf("answered %s", resp.Status)}
 	case len(body) > maxMetricsBytes:
-		return nil, &scrapeError{reasonParse, fmt.Errorf("answer longer than %d bytes", maxMetricsBytes)}
+		return nil, nil, &scrapeError{reasonParse, fmt.Errorf("answer longer than %d bytes", maxMetricsBytes)}
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	families, skipped, err := parseSkipping(body)
 	if err != nil {
-		return nil, &scrapeError{reasonParse, err}
+		return nil, nil, &scrapeError{reasonParse, err}
 	}
-	return families, nil
+	return families, skipped, nil
 }
 
 func transportError(err error) error {

@@ -50,6 +50,85 @@ func TestScrapeReadsTheEnginesMetrics(t *testing.T) {
 	}
 }
 
+// TestScrapeSkipsBadLines scrapes a vLLM Pod whose page has an exemplar
+// and a -nan value: the Pod keeps its values, and each line skipped is
+// counted.
+func TestScrapeSkipsBadLines(t *testing.T) {
+	page := vllmSample +
+		"# TYPE vllm:e2e_request_latency_seconds histogram\n" +
+		"vllm:e2e_request_latency_seconds_bucket{le=\"1.0\",model_name=\"m\"} 3 # {trace_id=\"4bf92f3577b34da6\"} 0.7 1717000000.000\n" +
+		"# TYPE nv_gpu_power_usage gauge\n" +
+		"nv_gpu_power_usage{gpu_uuid=\"GPU-0\"} -nan\n"
+	pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, page) }))
+	defer pod.Close()
+	s, reg := newTestScraper(t, 1, time.Second)
+
+	got := s.one(context.Background(), Target{URL: pod.URL + "/metrics", Engine: v1alpha1.EngineVLLM})
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if diff := cmp.Diff(map[string]float64{RequestsWaiting: 7, RequestsRunning: 30}, got.values); diff != "" {
+		t.Errorf("values (-want +got):\n%s", diff)
+	}
+	if got.skipped == nil {
+		t.Error("skipped = nil; want the lines skipped")
+	}
+	assertScrapeErrors(t, reg, map[string]float64{reasonBadLine: 2})
+}
+
+// TestScrapeReadsAnIdleTGIPod scrapes a TGI Pod before its first request,
+// whose page is empty: named TGI it is idle, unnamed it tells nothing.
+func TestScrapeReadsAnIdleTGIPod(t *testing.T) {
+	pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer pod.Close()
+	s, reg := newTestScraper(t, 1, time.Second)
+
+	got := s.one(context.Background(), Target{URL: pod.URL + "/metrics", Engine: v1alpha1.EngineTGI, GPUs: 1})
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	want := map[string]float64{RequestsWaiting: 0, RequestsRunning: 0, RequestsWaitingPerGPU: 0}
+	if diff := cmp.Diff(want, got.values); diff != "" {
+		t.Errorf("values (-want +got):\n%s", diff)
+	}
+
+	unnamed := s.one(context.Background(), Target{URL: pod.URL + "/metrics"})
+	if se, ok := errors.AsType[*scrapeError](unnamed.err); !ok || se.reason != reasonNoMetrics {
+		t.Errorf("unnamed engine: err = %v; want a %s error", unnamed.err, reasonNoMetrics)
+	}
+	assertScrapeErrors(t, reg, map[string]float64{reasonNoMetrics: 1}) // the unnamed scrape's only
+}
+
+// TestScrapeDoesNotTakeAnErrorPageForAnIdleTGIPod scrapes a TGI Pod whose
+// port answers 200 with a page that is not metrics: it has no value.
+func TestScrapeDoesNotTakeAnErrorPageForAnIdleTGIPod(t *testing.T) {
+	pod := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "<html>\n<body>upstream connect error</body>\n</html>\n")
+	}))
+	defer pod.Close()
+	s, reg := newTestScraper(t, 1, time.Second)
+
+	got := s.one(context.Background(), Target{URL: pod.URL + "/metrics", Engine: v1alpha1.EngineTGI})
+	if se, ok := errors.AsType[*scrapeError](got.err); !ok || se.reason != reasonParse {
+		t.Errorf("err = %v; want a %s error", got.err, reasonParse)
+	}
+	if got.values != nil {
+		t.Errorf("values = %v; want none", got.values)
+	}
+	assertScrapeErrors(t, reg, map[string]float64{reasonParse: 1})
+}
+
+func assertScrapeErrors(t *testing.T, reg basemetrics.KubeRegistry, want map[string]float64) {
+	t.Helper()
+	counts, err := testutil.GetCounterValuesFromGatherer(reg, "sluice_adapter_scrape_errors_total", nil, "reason")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, counts); diff != "" {
+		t.Errorf("scrape errors (-want +got):\n%s", diff)
+	}
+}
+
 // TestScrapeFailuresGiveNoValue checks that every way a Pod can fail to
 // report leaves it without values, and is counted by reason.
 func TestScrapeFailuresGiveNoValue(t *testing.T) {
@@ -87,13 +166,7 @@ func TestScrapeFailuresGiveNoValue(t *testing.T) {
 			if got.values != nil {
 				t.Errorf("values = %v; want none", got.values)
 			}
-			counts, err := testutil.GetCounterValuesFromGatherer(reg, "sluice_adapter_scrape_errors_total", nil, "reason")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(map[string]float64{tc.reason: 1}, counts); diff != "" {
-				t.Errorf("scrape errors (-want +got):\n%s", diff)
-			}
+			assertScrapeErrors(t, reg, map[string]float64{tc.reason: 1})
 		})
 	}
 }

@@ -120,7 +120,7 @@ func annotatedTarget(pod *corev1.Pod) (Target, error) {
 		return Target{}, fmt.Errorf("metrics: Pod %s/%s: annotation %s must be a path starting with /", pod.Namespace, pod.Name, AnnotationPath)
 	}
 	engine := v1alpha1.Engine(pod.Annotations[AnnotationEngine])
-	if _, ok := engineNames[engine]; engine != "" && !ok {
+	if engine != "" && !knownEngine(engine) {
 		return Target{}, fmt.Errorf("metrics: Pod %s/%s: annotation %s names no known engine: %q", pod.Namespace, pod.Name, AnnotationEngine, engine)
 	}
 	return newTarget(pod, int32(port), path, engine, 0), nil

@@ -135,7 +135,7 @@ type ProviderQuotaSpec struct {
 
 // Engine names the inference server that self-hosted Pods run. It tells the
 // metrics adapter which of the Pods' own metrics count waiting and running
-// requests.
+// requests, and is authoritative over what their names suggest.
 //
 // +kubebuilder:validation:Enum=vllm;tgi;sglang;triton;llamacpp
 type Engine string
@@ -167,8 +167,12 @@ type SelfHosted struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=65535
 	Port int32 `json:"port"`
-	// engine is the inference server the Pods run: vllm, tgi, sglang, triton
-	// or llamacpp.
+	// engine is the inference server the Pods run: vllm (also under Ray
+	// Serve), tgi, sglang, triton (with any backend) or llamacpp. The metrics
+	// adapter reads the Pods' metrics by this engine's rules and never
+	// guesses another engine from the names it finds; a Pod that names tgi
+	// and serves none of TGI's gauges, which TGI creates on its first
+	// request, counts as idle.
 	// +required
 	Engine Engine `json:"engine"`
 	// gpusPerPod is the number of GPUs each Pod holds, at least 1. Defaults
