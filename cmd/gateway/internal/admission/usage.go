@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -174,9 +175,7 @@ func (m *meter) spendNow(now time.Time) int64 {
 func (g *Gate) Usage(ctx context.Context) gatewayv1.Usage {
 	p, now := g.policy(), g.now()
 	out := g.usage.snapshot(p, now)
-	for i, t := range p.Tenants() {
-		g.budgetUsage(ctx, p, t, &out.Tenants[i], now)
-	}
+	g.budgetUsage(ctx, p, out.Tenants, now)
 	return out
 }
 
@@ -200,28 +199,49 @@ func (u *usage) snapshot(p *policy.Policy, now time.Time) gatewayv1.Usage {
 	return out
 }
 
-// budgetUsage fills a tenant's budget left and spend from the store: a decision of cost zero on
-// each provider's budget reads it without taking anything.
-func (g *Gate) budgetUsage(ctx context.Context, p *policy.Policy, t *policy.Tenant, tu *gatewayv1.TenantUsage, now time.Time) {
+// budgetUsage fills each tenant's budget left and spend from the store: every budget is read in
+// one peek, which takes nothing. If the store cannot answer, each tenant keeps the spend this
+// replica counted.
+func (g *Gate) budgetUsage(ctx context.Context, p *policy.Policy, tenants []gatewayv1.TenantUsage, now time.Time) {
+	budgets := tenantBudgets(p)
+	readings, err := g.opts.Limiter.Peek(ctx, slices.Concat(budgets...), now)
+	if err != nil {
+		return
+	}
+	for i, limits := range budgets {
+		setBudget(&tenants[i], limits, readings[:len(limits)], now)
+		readings = readings[len(limits):]
+	}
+}
+
+// tenantBudgets returns the budget limits of each tenant, in the order of p.Tenants: each
+// distinct limit once, whether the policy keys a budget per provider or one for all of them.
+func tenantBudgets(p *policy.Policy) [][]*ratelimit.Limit {
+	out := make([][]*ratelimit.Limit, len(p.Tenants()))
+	for i, t := range p.Tenants() {
+		for _, pr := range p.Providers() {
+			b := t.Budget(pr.Name)
+			if b != nil && !slices.ContainsFunc(out[i], func(l *ratelimit.Limit) bool { return l.Key == b.Key }) {
+				out[i] = append(out[i], b)
+			}
+		}
+	}
+	return out
+}
+
+// setBudget fills a tenant's budget left, spend and reset from the readings of its budget limits,
+// if it has any.
+func setBudget(tu *gatewayv1.TenantUsage, limits []*ratelimit.Limit, readings []ratelimit.Reading, now time.Time) {
+	if len(limits) == 0 {
+		return
+	}
 	var remaining, spent int64
 	var reset time.Duration
-	found := false
-	for _, pr := range p.Providers() {
-		b := t.Budget(pr.Name)
-		if b == nil {
-			continue
-		}
-		d, err := g.opts.Limiter.Decide(ctx, []ratelimit.Check{{Limit: b}}, now)
-		if err != nil {
-			return
-		}
-		found = true
-		remaining += d.Remaining[0]
-		spent += b.Capacity() - d.Remaining[0]
-		reset = d.Reset[0]
+	for i, l := range limits {
+		remaining += readings[i].Remaining
+		spent += l.Capacity() - readings[i].Remaining
+		reset = readings[i].Reset
 	}
-	if found {
-		at := metav1.NewTime(now.Add(reset))
-		tu.BudgetRemaining, tu.SpendThisPeriod, tu.ResetsAt = gatewayv1.MoneyFromMicro(remaining), gatewayv1.MoneyFromMicro(spent), &at
-	}
+	at := metav1.NewTime(now.Add(reset))
+	tu.BudgetRemaining, tu.SpendThisPeriod, tu.ResetsAt = gatewayv1.MoneyFromMicro(remaining), gatewayv1.MoneyFromMicro(spent), &at
 }
