@@ -14,7 +14,7 @@
 //	inference_requests_waiting           pods                       the engine's waiting requests
 //	inference_requests_running           pods                       the engine's running requests
 //	inference_requests_waiting_per_gpu   pods                       waiting / the ProviderQuota's gpusPerPod
-//	sluice_queue_depth                   providerquotas.sluice.dev  requests queued in the gateways (/admin/usage)
+//	sluice_queue_depth                   providerquotas.sluice.dev  requests queued in the gateways (/admin/queues)
 //	sluice_queued_tokens                 providerquotas.sluice.dev  their estimated tokens
 //
 // sluice_queue_depth and sluice_queued_tokens are also external metrics,

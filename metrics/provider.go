@@ -66,11 +66,13 @@ type Options struct {
 	// Mapper resolves the resources that requests name, ProviderQuotas
 	// included; it must be kept fresh as CRDs come and go.
 	Mapper apimeta.RESTMapper
-	// Gateways are the gateways' usage URLs (…/admin/usage) by namespace:
-	// a namespace's gateways queue the requests for its ProviderQuotas.
+	// Gateways are the gateways' queue URLs (…/admin/queues; a usage URL,
+	// …/admin/usage, serves too but costs the gateway a store read) by
+	// namespace: a namespace's gateways queue the requests for its
+	// ProviderQuotas.
 	Gateways map[string][]string
 	// GatewaySelector selects the gateway Pods, in every namespace, whose
-	// admin port serves their usage; each queues the requests for the
+	// admin port serves their queues; each queues the requests for the
 	// ProviderQuotas of its own namespace. Nil means none: only Gateways
 	// are polled, and without either the queue metrics have no value.
 	GatewaySelector labels.Selector

@@ -56,9 +56,9 @@ func main() {
 	fs.DurationVar(&a.opts.Interval, "scrape-interval", metrics.DefaultInterval, "time between scrapes of the Pods' /metrics and polls of the gateways")
 	fs.DurationVar(&a.opts.Timeout, "scrape-timeout", metrics.DefaultTimeout, "time one Pod or gateway has to answer")
 	fs.IntVar(&a.opts.Workers, "scrape-workers", metrics.DefaultWorkers, "Pods scraped at once")
-	fs.StringArrayVar(&a.gateways, "gateway-usage", nil, "NAMESPACE=URL: a gateway's usage endpoint, queueing for the ProviderQuotas of NAMESPACE; repeat for each gateway")
+	fs.StringArrayVar(&a.gateways, "gateway-usage", nil, "NAMESPACE=URL: a gateway's queues endpoint (…/admin/queues), queueing for the ProviderQuotas of NAMESPACE; repeat for each gateway")
 	fs.StringVar(&a.gatewaySelector, "gateway-selector", "", "label selector of the gateway Pods, in every namespace, such as app.kubernetes.io/name=sluice-gateway; each queues for the ProviderQuotas of its namespace")
-	fs.IntVar(&a.gatewayPort, "gateway-admin-port", 9090, "the gateway Pods' admin port, which serves /admin/usage")
+	fs.IntVar(&a.gatewayPort, "gateway-admin-port", 9090, "the gateway Pods' admin port, which serves /admin/queues")
 	logs.AddFlags(fs)
 	if err := fs.Parse(os.Args); err != nil {
 		klog.Fatalf("metrics-adapter: %v", err)
@@ -131,7 +131,7 @@ func parseGateways(values []string) (map[string][]string, error) {
 	for _, v := range values {
 		ns, url, ok := strings.Cut(v, "=")
 		if !ok || ns == "" || !strings.HasPrefix(url, "http") {
-			return nil, fmt.Errorf("--gateway-usage %q: want NAMESPACE=URL, such as ai=http://sluice-gateway.ai:9090/admin/usage", v)
+			return nil, fmt.Errorf("--gateway-usage %q: want NAMESPACE=URL, such as ai=http://10.0.0.1:9090/admin/queues", v)
 		}
 		out[ns] = append(out[ns], url)
 	}

@@ -179,6 +179,29 @@ func (g *Gate) Usage(ctx context.Context) gatewayv1.Usage {
 	return out
 }
 
+// Queues returns what waits in this replica's queues now, per provider and tenant of the
+// configuration in force. It reads nothing from the limiter's store.
+func (g *Gate) Queues() gatewayv1.Queues {
+	return g.usage.queues(g.policy(), g.now())
+}
+
+func (u *usage) queues(p *policy.Policy, now time.Time) gatewayv1.Queues {
+	out := gatewayv1.Queues{Time: metav1.NewTime(now)}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, pr := range p.Providers() {
+		out.Providers = append(out.Providers, get(u.providers, pr.Name).depth(pr.Name))
+	}
+	for _, t := range p.Tenants() {
+		out.Tenants = append(out.Tenants, get(u.tenants, t.Name).depth(t.Name))
+	}
+	return out
+}
+
+func (m *meter) depth(name string) gatewayv1.QueueDepth {
+	return gatewayv1.QueueDepth{Name: name, Queued: m.queued, QueuedTokens: m.queuedTokens}
+}
+
 func (u *usage) snapshot(p *policy.Policy, now time.Time) gatewayv1.Usage {
 	out := gatewayv1.Usage{Time: metav1.NewTime(now)}
 	u.mu.Lock()

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,6 +50,39 @@ func TestUsageReadsEveryBudget(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestQueuesReadsNoStore checks that the queue snapshot reports what waits, per provider and
+// tenant, without asking the store anything.
+func TestQueuesReadsNoStore(t *testing.T) {
+	store := &countingStore{Memory: ratelimit.NewMemory()}
+	tenants := append(budgetedTenants(1), tenant("free", "u"))
+	g, p := newGateOn(t, plan{requestsPerMinute: 100, tokensPerMinute: 100_000, maxInFlight: 10, tenants: tenants}, store)
+	g.usage.queued(new(request(t, p, "sk-free-u", 800)), 2, 1600)
+	want := []gatewayv1.QueueDepth{{Name: "lab", Queued: 2, QueuedTokens: 1600}, {Name: "t0"}, {Name: "free", Queued: 2, QueuedTokens: 1600}}
+	q := g.Queues()
+	if diff := cmp.Diff(want, append(q.Providers, q.Tenants...)); diff != "" {
+		t.Errorf("queues (-want +got):\n%s", diff)
+	}
+	if n := store.reads.Load(); n != 0 {
+		t.Errorf("the queue snapshot asked the store %d times; want none", n)
+	}
+}
+
+// countingStore is the memory store, counting the decisions and peeks asked of it.
+type countingStore struct {
+	*ratelimit.Memory
+	reads atomic.Int32
+}
+
+func (s *countingStore) Decide(ctx context.Context, checks []ratelimit.Check, now time.Time) (ratelimit.Decision, error) {
+	s.reads.Add(1)
+	return s.Memory.Decide(ctx, checks, now)
+}
+
+func (s *countingStore) Peek(ctx context.Context, limits []*ratelimit.Limit, now time.Time) ([]ratelimit.Reading, error) {
+	s.reads.Add(1)
+	return s.Memory.Peek(ctx, limits, now)
 }
 
 // budgetLine is what a snapshot says of one tenant's budget.
