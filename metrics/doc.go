@@ -25,7 +25,10 @@
 //
 // The Pods scraped are those that each self-hosted ProviderQuota selects, on
 // its port, plus any Pod annotated sluice.dev/scrape: "true" with
-// sluice.dev/port (and optionally sluice.dev/path and sluice.dev/engine).
+// sluice.dev/port (and optionally sluice.dev/path and sluice.dev/engine), in
+// the namespaces Options.AnnotatedNamespaces lists, or any. One scrape reads
+// at most Options.MaxScrapeBytes and MaxScrapeSeries; a Pod that serves more
+// gives no value. The informer cache keeps each Pod trimmed by TrimPod.
 //
 // A Pod that fails to report, or whose last value is older than three
 // intervals, has no value: it is left out of lists and not found by name,

@@ -27,7 +27,7 @@ func newInstruments(newestAge func() (float64, bool)) *instruments {
 		errors: metrics.NewCounterVec(&metrics.CounterOpts{
 			Namespace:      "sluice_adapter",
 			Name:           "scrape_errors_total",
-			Help:           "Scrapes of a Pod that gave no value, by reason: timeout, connect, status, parse or no_metrics.",
+			Help:           "Scrapes of a Pod that gave no value, by reason: timeout, connect, status, too_large, parse or no_metrics.",
 			StabilityLevel: metrics.ALPHA,
 		}, []string{"reason"}),
 		newest: &ageCollector{

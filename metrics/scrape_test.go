@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,7 +26,8 @@ func newTestScraper(t *testing.T, workers int, timeout time.Duration) (*scraper,
 	if err := inst.register(reg.Register, reg.CustomRegister); err != nil {
 		t.Fatal(err)
 	}
-	return &scraper{client: &http.Client{}, workers: workers, timeout: timeout, clock: clock.RealClock{}, inst: inst}, reg
+	return &scraper{client: &http.Client{}, workers: workers, timeout: timeout, maxBytes: 1 << 10, maxSeries: 10,
+		clock: clock.RealClock{}, inst: inst}, reg
 }
 
 // TestScrapeReadsTheEnginesMetrics scrapes a vLLM Pod with two GPUs.
@@ -66,6 +68,14 @@ func TestScrapeFailuresGiveNoValue(t *testing.T) {
 			http.Error(w, "loading model", http.StatusServiceUnavailable)
 		}, reason: reasonStatus},
 		{name: "not the text format", handler: func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "<html>{not metrics\n") }, reason: reasonParse},
+		{name: "more bytes than the cap", handler: func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "# HELP %s\nvllm:num_requests_waiting 1\n", strings.Repeat("x", 1<<10))
+		}, reason: reasonTooLarge},
+		{name: "more series than the cap", handler: func(w http.ResponseWriter, r *http.Request) {
+			for i := range 11 {
+				fmt.Fprintf(w, "vllm:num_requests_waiting{model_name=\"m%d\"} 1\n", i)
+			}
+		}, reason: reasonTooLarge},
 		{name: "none of the engine's metrics", handler: func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(w, "process_cpu_seconds_total 3\n")
 		}, reason: reasonNoMetrics},
