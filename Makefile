@@ -30,11 +30,12 @@ manifests:
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 	@$(MAKE) --no-print-directory chart-manifests
 
-## chart-manifests: the chart's copies of the generated CRDs and the manager's RBAC rules.
+## chart-manifests: the chart's copies of the generated CRDs, the manager's RBAC rules and the alerts.
 chart-manifests:
 	rm -f charts/sluice/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/sluice/crds/
 	cp config/rbac/role.yaml charts/sluice/files/manager-role.yaml
+	cp config/components/prometheusrule/prometheusrule.yaml charts/sluice/files/prometheusrule.yaml
 
 ## helm-lint, helm-template: helm, built from the module's tool dependency, on charts/sluice.
 helm-lint:

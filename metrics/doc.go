@@ -14,7 +14,7 @@
 //	inference_requests_waiting           pods                       the engine's waiting requests
 //	inference_requests_running           pods                       the engine's running requests
 //	inference_requests_waiting_per_gpu   pods                       waiting / the ProviderQuota's gpusPerPod
-//	sluice_queue_depth                   providerquotas.sluice.dev  requests queued in the gateways (/admin/usage)
+//	sluice_queue_depth                   providerquotas.sluice.dev  requests queued in the gateways (/admin/queues)
 //	sluice_queued_tokens                 providerquotas.sluice.dev  their estimated tokens
 //
 // sluice_queue_depth and sluice_queued_tokens are also external metrics,
@@ -25,7 +25,11 @@
 //
 // The Pods scraped are those that each self-hosted ProviderQuota selects, on
 // its port, plus any Pod annotated sluice.dev/scrape: "true" with
-// sluice.dev/port (and optionally sluice.dev/path and sluice.dev/engine).
+// sluice.dev/port (and optionally sluice.dev/path and sluice.dev/engine), in
+// the namespaces Options.AnnotatedNamespaces lists, or any. One scrape reads
+// at most Options.MaxScrapeBytes and MaxScrapeSeries; a Pod that serves more
+// gives no value. The informer cache keeps each Pod trimmed by TrimPod.
+//
 // The engine a quota or annotation names decides which names are read; a
 // Pod that names none is told by names only its engine serves. engineRules
 // holds each engine's names, with where they come from: Triton read through

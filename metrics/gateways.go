@@ -13,12 +13,12 @@ import (
 	"github.com/sluicehq/sluice/controllers/usage"
 )
 
-// gateways polls the usage of the gateways of each namespace: those at fixed
-// URLs, and the Pods that a selector finds in any namespace. It is safe for
-// concurrent use.
+// gateways polls the queues of the gateways of each namespace: those at
+// fixed URLs, and the Pods that a selector finds in any namespace, at
+// /admin/queues. It is safe for concurrent use.
 type gateways struct {
 	reader   client.Reader
-	static   map[string][]string // usage URLs by namespace
+	static   map[string][]string // queue (or usage) URLs by namespace
 	selector labels.Selector     // nil means no Pods
 	port     int32
 	client   *http.Client
@@ -70,7 +70,7 @@ func (g *gateways) namespaces(ctx context.Context) (map[string]bool, error) {
 func (g *gateways) newPoller(namespace string) *usage.Poller {
 	listers := usage.AllGateways{usage.StaticGateways(g.static[namespace])}
 	if g.selector != nil {
-		listers = append(listers, &usage.PodGateways{Reader: g.reader, Namespace: namespace, Selector: g.selector, Port: g.port})
+		listers = append(listers, &usage.PodGateways{Reader: g.reader, Namespace: namespace, Selector: g.selector, Port: g.port, Path: usage.QueuesPath})
 	}
 	return &usage.Poller{Namespace: namespace, Gateways: listers, Client: g.client}
 }

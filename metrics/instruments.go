@@ -27,7 +27,7 @@ func newInstruments(newestAge func() (float64, bool)) *instruments {
 		errors: metrics.NewCounterVec(&metrics.CounterOpts{
 			Namespace:      "sluice_adapter",
 			Name:           "scrape_errors_total",
-			Help:           "Scrape errors by reason: timeout, connect, status, parse or no_metrics for a scrape of a Pod that gave no value; bad_line for each line of a Pod's metrics that did not parse and was skipped.",
+			Help:           "Scrape errors by reason: timeout, connect, status, too_large, parse or no_metrics for a scrape of a Pod that gave no value; bad_line for each line of a Pod's metrics that did not parse and was skipped.",
 			StabilityLevel: metrics.ALPHA,
 		}, []string{"reason"}),
 		newest: &ageCollector{

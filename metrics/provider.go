@@ -38,6 +38,12 @@ const (
 	DefaultTimeout = time.Second
 	// DefaultWorkers is how many Pods are scraped at once by default.
 	DefaultWorkers = 16
+	// DefaultMaxScrapeBytes caps one Pod's /metrics answer by default;
+	// vLLM's, histograms included, is a few hundred kilobytes.
+	DefaultMaxScrapeBytes = 4 << 20
+	// DefaultMaxScrapeSeries caps the series read from one Pod by default;
+	// an engine serves a few hundred.
+	DefaultMaxScrapeSeries = 20_000
 	// staleIntervals is how many intervals a value lives without a newer
 	// one.
 	staleIntervals = 3
@@ -66,11 +72,13 @@ type Options struct {
 	// Mapper resolves the resources that requests name, ProviderQuotas
 	// included; it must be kept fresh as CRDs come and go.
 	Mapper apimeta.RESTMapper
-	// Gateways are the gateways' usage URLs (…/admin/usage) by namespace:
-	// a namespace's gateways queue the requests for its ProviderQuotas.
+	// Gateways are the gateways' queue URLs (…/admin/queues; a usage URL,
+	// …/admin/usage, serves too but costs the gateway a store read) by
+	// namespace: a namespace's gateways queue the requests for its
+	// ProviderQuotas.
 	Gateways map[string][]string
 	// GatewaySelector selects the gateway Pods, in every namespace, whose
-	// admin port serves their usage; each queues the requests for the
+	// admin port serves their queues; each queues the requests for the
 	// ProviderQuotas of its own namespace. Nil means none: only Gateways
 	// are polled, and without either the queue metrics have no value.
 	GatewaySelector labels.Selector
@@ -84,6 +92,17 @@ type Options struct {
 	// Workers is how many Pods are scraped at once. Zero means
 	// DefaultWorkers.
 	Workers int
+	// MaxScrapeBytes caps the bytes read from one Pod: a longer answer gives
+	// no value. Zero means DefaultMaxScrapeBytes.
+	MaxScrapeBytes int64
+	// MaxScrapeSeries caps the series read from one Pod: an answer with
+	// more gives no value, and is not parsed. Zero means
+	// DefaultMaxScrapeSeries.
+	MaxScrapeSeries int
+	// AnnotatedNamespaces are the namespaces whose Pods annotated
+	// sluice.dev/scrape are scraped. None means every namespace. The Pods a
+	// ProviderQuota selects are scraped wherever it is.
+	AnnotatedNamespaces []string
 	// Transport makes the requests. Nil means http.DefaultTransport.
 	Transport http.RoundTripper
 	// Clock times the scrapes and ages the values. Nil means the real
@@ -97,13 +116,14 @@ type Options struct {
 // values; the metrics API reads the last ones. It is safe for concurrent
 // use.
 type Provider struct {
-	reader   client.Reader
-	mapper   apimeta.RESTMapper
-	interval time.Duration
-	clock    clock.WithTicker
-	scraper  *scraper
-	gateways *gateways
-	inst     *instruments
+	reader      client.Reader
+	mapper      apimeta.RESTMapper
+	annotatedIn []string // none means every namespace
+	interval    time.Duration
+	clock       clock.WithTicker
+	scraper     *scraper
+	gateways    *gateways
+	inst        *instruments
 
 	mu     sync.Mutex
 	pods   map[types.NamespacedName]sample     // the Pods that reported in the last scrape
@@ -128,10 +148,11 @@ func New(opts Options) *Provider {
 		transport = http.DefaultTransport
 	}
 	p := &Provider{
-		reader:   opts.Reader,
-		mapper:   opts.Mapper,
-		interval: interval,
-		clock:    clk,
+		reader:      opts.Reader,
+		mapper:      opts.Mapper,
+		annotatedIn: opts.AnnotatedNamespaces,
+		interval:    interval,
+		clock:       clk,
 		gateways: &gateways{
 			reader:      opts.Reader,
 			static:      opts.Gateways,
@@ -145,11 +166,13 @@ func New(opts Options) *Provider {
 	}
 	p.inst = newInstruments(p.newestAge)
 	p.scraper = &scraper{
-		client:  &http.Client{Transport: transport},
-		workers: cmpOr(opts.Workers, DefaultWorkers),
-		timeout: timeout,
-		clock:   clk,
-		inst:    p.inst,
+		client:    &http.Client{Transport: transport},
+		workers:   cmpOr(opts.Workers, DefaultWorkers),
+		timeout:   timeout,
+		maxBytes:  cmpOr(opts.MaxScrapeBytes, DefaultMaxScrapeBytes),
+		maxSeries: cmpOr(opts.MaxScrapeSeries, DefaultMaxScrapeSeries),
+		clock:     clk,
+		inst:      p.inst,
 	}
 	return p
 }
@@ -224,7 +247,7 @@ func (p *Provider) targets(ctx context.Context) ([]Target, error) {
 	if err := p.reader.List(ctx, &quotas); err != nil && !apimeta.IsNoMatchError(err) {
 		return nil, err
 	}
-	targets, errs := Targets(quotas.Items, pods.Items)
+	targets, errs := Targets(quotas.Items, pods.Items, p.annotatedIn)
 	if len(errs) > 0 {
 		klog.FromContext(ctx).V(2).Info("Some Pods cannot be scraped", "reasons", errors.Join(errs...).Error())
 	}

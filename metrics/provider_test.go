@@ -32,6 +32,7 @@ import (
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/api/v1alpha1"
+	"github.com/sluicehq/sluice/controllers/usage"
 )
 
 // t0 is a whole second: usage snapshots carry their time to the second.
@@ -87,14 +88,16 @@ func tryStartPods(t *testing.T, texts map[string]string) (int32, map[string]*fak
 	return int32(n), pods, true
 }
 
-// gatewayUsage serves a gateway's usage snapshot, with queued requests of
-// 1,000 estimated tokens each.
-func gatewayUsage(t *testing.T, at time.Time, queued map[string]int64) *httptest.Server {
-	u := gatewayv1.Usage{Gateway: "gw-0", Time: metav1.NewTime(at)}
+// gatewayQueues serves a gateway's queue snapshot at /admin/queues, with
+// queued requests of 1,000 estimated tokens each, and nothing else.
+func gatewayQueues(t *testing.T, at time.Time, queued map[string]int64) *httptest.Server {
+	q := gatewayv1.Queues{Gateway: "gw-0", Time: metav1.NewTime(at)}
 	for name, n := range queued {
-		u.Providers = append(u.Providers, gatewayv1.ProviderUsage{Name: name, Traffic: gatewayv1.Traffic{Queued: n, QueuedTokens: 1000 * n}})
+		q.Providers = append(q.Providers, gatewayv1.QueueDepth{Name: name, Queued: n, QueuedTokens: 1000 * n})
 	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { json.NewEncoder(w).Encode(u) }))
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+usage.QueuesPath, func(w http.ResponseWriter, _ *http.Request) { json.NewEncoder(w).Encode(q) })
+	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -198,12 +201,12 @@ func TestProviderServesWhatPodsAndGatewaysReport(t *testing.T) {
 	llamaA := runningPod("ai", "llama-a", "127.0.0.2", map[string]string{"app": "llama"}, nil)
 	llamaB := runningPod("ai", "llama-b", "127.0.0.3", map[string]string{"app": "llama"}, nil)
 	annotated := runningPod("ai", "tgi-0", "127.0.0.1", map[string]string{"app": "tgi"}, map[string]string{AnnotationScrape: "true", AnnotationPort: tgiPort})
-	gateway := gatewayUsage(t, t0, map[string]int64{"llama": 7})
+	gateway := gatewayQueues(t, t0, map[string]int64{"llama": 7})
 	clk := clocktesting.NewFakeClock(t0)
 	p := New(Options{
 		Reader:   testReader(t, &quota, &llamaA, &llamaB, &annotated),
 		Mapper:   testMapper(),
-		Gateways: map[string][]string{"ai": {gateway.URL}},
+		Gateways: map[string][]string{"ai": {gateway.URL + usage.QueuesPath}},
 		Clock:    clk,
 	})
 
@@ -243,7 +246,7 @@ func TestProviderServesWhatPodsAndGatewaysReport(t *testing.T) {
 // that a gateway gone takes its value with it.
 func TestProviderFindsGatewaysBySelector(t *testing.T) {
 	ctx := context.Background()
-	gateway := gatewayUsage(t, t0, map[string]int64{"llama": 4})
+	gateway := gatewayQueues(t, t0, map[string]int64{"llama": 4})
 	_, port, _ := net.SplitHostPort(gateway.Listener.Addr().String())
 	gwPort, _ := strconv.Atoi(port)
 	gatewayLabels := map[string]string{"app.kubernetes.io/name": "sluice-gateway"}

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,9 +15,6 @@ import (
 )
 
 const (
-	// maxMetricsBytes caps one Pod's /metrics answer; vLLM's, histograms
-	// included, is a few hundred kilobytes.
-	maxMetricsBytes = 16 << 20
 	// acceptText asks for the Prometheus text format, which every engine
 	// serves.
 	acceptText = "text/plain;version=0.0.4"
@@ -29,6 +27,7 @@ const (
 	reasonStatus    = "status"
 	reasonParse     = "parse"
 	reasonNoMetrics = "no_metrics"
+	reasonTooLarge  = "too_large"
 	// reasonBadLine counts each line of a Pod's metrics that does not
 	// parse and was skipped, in a scrape that still gave values.
 	reasonBadLine = "bad_line"
@@ -59,11 +58,13 @@ type sample struct {
 
 // scraper reads the Pods' metrics. It is safe for concurrent use.
 type scraper struct {
-	client  *http.Client
-	workers int
-	timeout time.Duration
-	clock   clock.PassiveClock
-	inst    *instruments
+	client    *http.Client
+	workers   int
+	timeout   time.Duration
+	maxBytes  int64 // read from one Pod at most
+	maxSeries int   // parsed from one Pod at most
+	clock     clock.PassiveClock
+	inst      *instruments
 }
 
 // all scrapes every target, at most s.workers at once, and returns one
@@ -135,20 +136,34 @@ func (s *scraper) fetch(ctx context.Context, url string) (map[string]*dto.Metric
 		return nil, nil, transportError(err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxMetricsBytes+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, s.maxBytes+1))
 	switch {
 	case err != nil:
 		return nil, nil, transportError(err)
 	case resp.StatusCode != http.StatusOK:
 		return nil, nil, &scrapeError{reasonStatus, fmt.Errorf("answered %s", resp.Status)}
-	case len(body) > maxMetricsBytes:
-		return nil, nil, &scrapeError{reasonParse, fmt.Errorf("answer longer than %d bytes", maxMetricsBytes)}
+	case int64(len(body)) > s.maxBytes:
+		return nil, nil, &scrapeError{reasonTooLarge, fmt.Errorf("answer longer than %d bytes", s.maxBytes)}
+	case countSeries(body) > s.maxSeries:
+		return nil, nil, &scrapeError{reasonTooLarge, fmt.Errorf("more than %d series", s.maxSeries)}
 	}
 	families, skipped, err := parseSkipping(body)
 	if err != nil {
 		return nil, nil, &scrapeError{reasonParse, err}
 	}
 	return families, skipped, nil
+}
+
+// countSeries counts the series of a text-format answer, before it is
+// parsed: one a line that is neither empty nor a comment.
+func countSeries(body []byte) int {
+	n := 0
+	for line := range bytes.Lines(body) {
+		if line = bytes.TrimSpace(line); len(line) > 0 && line[0] != '#' {
+			n++
+		}
+	}
+	return n
 }
 
 func transportError(err error) error {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -18,6 +19,12 @@ import (
 	"github.com/sluicehq/sluice/api/v1alpha1"
 )
 
+// The caps of a test's scraper: above every sample page, small enough to pass in a test.
+const (
+	testMaxBytes  = 64 << 10
+	testMaxSeries = 200
+)
+
 func newTestScraper(t *testing.T, workers int, timeout time.Duration) (*scraper, basemetrics.KubeRegistry) {
 	t.Helper()
 	inst := newInstruments(func() (float64, bool) { return 0, false })
@@ -25,7 +32,8 @@ func newTestScraper(t *testing.T, workers int, timeout time.Duration) (*scraper,
 	if err := inst.register(reg.Register, reg.CustomRegister); err != nil {
 		t.Fatal(err)
 	}
-	return &scraper{client: &http.Client{}, workers: workers, timeout: timeout, clock: clock.RealClock{}, inst: inst}, reg
+	return &scraper{client: &http.Client{}, workers: workers, timeout: timeout, maxBytes: testMaxBytes, maxSeries: testMaxSeries,
+		clock: clock.RealClock{}, inst: inst}, reg
 }
 
 // TestScrapeReadsTheEnginesMetrics scrapes a vLLM Pod with two GPUs.
@@ -145,6 +153,14 @@ func TestScrapeFailuresGiveNoValue(t *testing.T) {
 			http.Error(w, "loading model", http.StatusServiceUnavailable)
 		}, reason: reasonStatus},
 		{name: "not the text format", handler: func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "<html>{not metrics\n") }, reason: reasonParse},
+		{name: "more bytes than the cap", handler: func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "# HELP %s\nvllm:num_requests_waiting 1\n", strings.Repeat("x", testMaxBytes))
+		}, reason: reasonTooLarge},
+		{name: "more series than the cap", handler: func(w http.ResponseWriter, r *http.Request) {
+			for i := range testMaxSeries + 1 {
+				fmt.Fprintf(w, "vllm:num_requests_waiting{model_name=\"m%d\"} 1\n", i)
+			}
+		}, reason: reasonTooLarge},
 		{name: "none of the engine's metrics", handler: func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(w, "process_cpu_seconds_total 3\n")
 		}, reason: reasonNoMetrics},

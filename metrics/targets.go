@@ -3,6 +3,7 @@ package metrics
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,6 +29,9 @@ const (
 	AnnotationEngine = "sluice.dev/engine"
 )
 
+// annotationPrefix starts every annotation the adapter reads.
+const annotationPrefix = "sluice.dev/"
+
 // defaultPath is where engines serve their metrics.
 const defaultPath = "/metrics"
 
@@ -48,9 +52,10 @@ type Target struct {
 
 // Targets returns the Pods to scrape: those each self-hosted ProviderQuota
 // selects in its namespace, then those annotated for scraping that no
-// ProviderQuota selects. Only running Pods with an address count. It also
+// ProviderQuota selects, in the namespaces annotatedIn lists (none means
+// every namespace). Only running Pods with an address count. It also
 // returns, for each ProviderQuota it could not use, why.
-func Targets(quotas []v1alpha1.ProviderQuota, pods []corev1.Pod) ([]Target, []error) {
+func Targets(quotas []v1alpha1.ProviderQuota, pods []corev1.Pod, annotatedIn []string) ([]Target, []error) {
 	var out []Target
 	var errs []error
 	seen := map[types.NamespacedName]bool{}
@@ -68,7 +73,7 @@ func Targets(quotas []v1alpha1.ProviderQuota, pods []corev1.Pod) ([]Target, []er
 	}
 	for i := range pods {
 		pod := &pods[i]
-		if seen[podName(pod)] || !scrapable(pod) || pod.Annotations[AnnotationScrape] != "true" {
+		if seen[podName(pod)] || !scrapable(pod) || !annotated(pod, annotatedIn) {
 			continue
 		}
 		t, err := annotatedTarget(pod)
@@ -104,6 +109,44 @@ func quotaTargets(pq *v1alpha1.ProviderQuota, pods []corev1.Pod) ([]Target, erro
 		out = append(out, newTarget(pod, sh.Port, defaultPath, sh.Engine, gpus))
 	}
 	return out, nil
+}
+
+// annotated reports whether a Pod asks to be scraped, in a namespace whose
+// annotated Pods are scraped (no namespaces means every one).
+func annotated(pod *corev1.Pod, namespaces []string) bool {
+	return pod.Annotations[AnnotationScrape] == "true" && (len(namespaces) == 0 || slices.Contains(namespaces, pod.Namespace))
+}
+
+// TrimPod keeps of a Pod only what the adapter reads (its name, labels,
+// Sluice's annotations, phase, address and deletion), for the informer
+// cache's TransformFunc: the adapter caches every Pod of the cluster.
+func TrimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil // a tombstone of a deleted Pod, passed through
+	}
+	trimmed := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+			Labels: pod.Labels, Annotations: sluiceAnnotations(pod.Annotations), DeletionTimestamp: pod.DeletionTimestamp,
+		},
+		Status: corev1.PodStatus{Phase: pod.Status.Phase, PodIP: pod.Status.PodIP},
+	}
+	return trimmed, nil
+}
+
+// sluiceAnnotations returns the annotations of Sluice's own prefix, or nil.
+func sluiceAnnotations(all map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range all {
+		if strings.HasPrefix(k, annotationPrefix) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // annotatedTarget reads a Pod's scrape annotations.

@@ -16,11 +16,12 @@ import (
 func TestTargets(t *testing.T) {
 	quota := selfHosted("llama", "ai", map[string]string{"app": "llama"}, 8000, v1alpha1.EngineVLLM, 2)
 	tests := []struct {
-		name     string
-		quotas   []v1alpha1.ProviderQuota
-		pods     []corev1.Pod
-		want     []Target
-		wantErrs int
+		name        string
+		quotas      []v1alpha1.ProviderQuota
+		pods        []corev1.Pod
+		annotatedIn []string // nil means every namespace
+		want        []Target
+		wantErrs    int
 	}{
 		{
 			name:   "a ProviderQuota's running Pods, on its port",
@@ -59,6 +60,20 @@ func TestTargets(t *testing.T) {
 			},
 		},
 		{
+			name:        "annotated Pods only in the namespaces chosen; a ProviderQuota's anywhere",
+			quotas:      []v1alpha1.ProviderQuota{quota},
+			annotatedIn: []string{"ml"},
+			pods: []corev1.Pod{
+				runningPod("ml", "tgi-0", "10.0.1.1", nil, map[string]string{AnnotationScrape: "true", AnnotationPort: "3000"}),
+				runningPod("web", "app-0", "10.0.2.1", nil, map[string]string{AnnotationScrape: "true", AnnotationPort: "3000"}),
+				runningPod("ai", "llama-1", "10.0.0.1", map[string]string{"app": "llama"}, nil),
+			},
+			want: []Target{
+				target("ai", "llama-1", "http://10.0.0.1:8000/metrics", map[string]string{"app": "llama"}, v1alpha1.EngineVLLM, 2),
+				target("ml", "tgi-0", "http://10.0.1.1:3000/metrics", nil, "", 0),
+			},
+		},
+		{
 			name: "wrong annotations are reported, and the Pod left out",
 			pods: []corev1.Pod{
 				runningPod("ml", "noport", "10.0.1.1", nil, map[string]string{AnnotationScrape: "true"}),
@@ -78,15 +93,42 @@ func TestTargets(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, errs := Targets(tc.quotas, tc.pods)
+			got, errs := Targets(tc.quotas, tc.pods, tc.annotatedIn)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("Targets (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(got, trimmedTargets(t, tc.quotas, tc.pods, tc.annotatedIn)); diff != "" {
+				t.Errorf("Targets of the trimmed Pods differ (-untrimmed +trimmed):\n%s", diff)
 			}
 			if len(errs) != tc.wantErrs {
 				t.Errorf("Targets reported %d errors %v; want %d", len(errs), errs, tc.wantErrs)
 			}
 		})
 	}
+}
+
+// trimmedTargets returns the Targets of the Pods as the adapter's cache
+// keeps them, trimmed, with a container, an unrelated annotation and
+// managed fields added first, which trimming drops.
+func trimmedTargets(t *testing.T, quotas []v1alpha1.ProviderQuota, pods []corev1.Pod, annotatedIn []string) []Target {
+	t.Helper()
+	trimmed := make([]corev1.Pod, len(pods))
+	for i, pod := range pods {
+		pod := *pod.DeepCopy()
+		pod.Spec.Containers = []corev1.Container{{Name: "server", Image: "vllm/vllm-openai"}}
+		pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
+		pod.Annotations = labels.Merge(pod.Annotations, map[string]string{"kubectl.kubernetes.io/last-applied-configuration": "{}"})
+		out, err := TrimPod(&pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trimmed[i] = *out.(*corev1.Pod)
+		if len(trimmed[i].Spec.Containers) != 0 || trimmed[i].ManagedFields != nil || trimmed[i].Annotations["kubectl.kubernetes.io/last-applied-configuration"] != "" {
+			t.Errorf("TrimPod(%s) kept %+v; want only what the adapter reads", pod.Name, trimmed[i])
+		}
+	}
+	got, _ := Targets(quotas, trimmed, annotatedIn)
+	return got
 }
 
 func selfHosted(name, ns string, selector map[string]string, port int32, engine v1alpha1.Engine, gpus int32) v1alpha1.ProviderQuota {

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	apimetrics "sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver/metrics"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
@@ -56,9 +58,12 @@ func main() {
 	fs.DurationVar(&a.opts.Interval, "scrape-interval", metrics.DefaultInterval, "time between scrapes of the Pods' /metrics and polls of the gateways")
 	fs.DurationVar(&a.opts.Timeout, "scrape-timeout", metrics.DefaultTimeout, "time one Pod or gateway has to answer")
 	fs.IntVar(&a.opts.Workers, "scrape-workers", metrics.DefaultWorkers, "Pods scraped at once")
-	fs.StringArrayVar(&a.gateways, "gateway-usage", nil, "NAMESPACE=URL: a gateway's usage endpoint, queueing for the ProviderQuotas of NAMESPACE; repeat for each gateway")
+	fs.Int64Var(&a.opts.MaxScrapeBytes, "scrape-max-bytes", metrics.DefaultMaxScrapeBytes, "the most bytes read from one Pod's /metrics; a longer answer gives no value")
+	fs.IntVar(&a.opts.MaxScrapeSeries, "scrape-max-series", metrics.DefaultMaxScrapeSeries, "the most series read from one Pod's /metrics; an answer with more gives no value")
+	fs.StringSliceVar(&a.opts.AnnotatedNamespaces, "scrape-annotated-namespaces", nil, "comma-separated namespaces whose Pods annotated sluice.dev/scrape are scraped; empty means every namespace (ProviderQuotas' Pods are scraped wherever they are)")
+	fs.StringArrayVar(&a.gateways, "gateway-usage", nil, "NAMESPACE=URL: a gateway's queues endpoint (…/admin/queues), queueing for the ProviderQuotas of NAMESPACE; repeat for each gateway")
 	fs.StringVar(&a.gatewaySelector, "gateway-selector", "", "label selector of the gateway Pods, in every namespace, such as app.kubernetes.io/name=sluice-gateway; each queues for the ProviderQuotas of its namespace")
-	fs.IntVar(&a.gatewayPort, "gateway-admin-port", 9090, "the gateway Pods' admin port, which serves /admin/usage")
+	fs.IntVar(&a.gatewayPort, "gateway-admin-port", 9090, "the gateway Pods' admin port, which serves /admin/queues")
 	logs.AddFlags(fs)
 	if err := fs.Parse(os.Args); err != nil {
 		klog.Fatalf("metrics-adapter: %v", err)
@@ -101,7 +106,14 @@ func (a *adapter) run(ctx context.Context) error {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	reader, err := cache.New(cfg, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
+	if err := checkScrapeLimits(a.opts); err != nil {
+		return err
+	}
+	reader, err := cache.New(cfg, cache.Options{
+		Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields(),
+		// Every Pod of the cluster is cached: only what the adapter reads.
+		ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: metrics.TrimPod}},
+	})
 	if err != nil {
 		return fmt.Errorf("informer cache: %w", err)
 	}
@@ -125,13 +137,21 @@ func (a *adapter) run(ctx context.Context) error {
 	return a.Run(ctx)
 }
 
+// checkScrapeLimits refuses caps that would let no Pod report.
+func checkScrapeLimits(o metrics.Options) error {
+	if o.MaxScrapeBytes < 1 || o.MaxScrapeSeries < 1 {
+		return fmt.Errorf("--scrape-max-bytes %d and --scrape-max-series %d: want both at least 1", o.MaxScrapeBytes, o.MaxScrapeSeries)
+	}
+	return nil
+}
+
 // parseGateways reads --gateway-usage values into URLs by namespace.
 func parseGateways(values []string) (map[string][]string, error) {
 	out := map[string][]string{}
 	for _, v := range values {
 		ns, url, ok := strings.Cut(v, "=")
 		if !ok || ns == "" || !strings.HasPrefix(url, "http") {
-			return nil, fmt.Errorf("--gateway-usage %q: want NAMESPACE=URL, such as ai=http://sluice-gateway.ai:9090/admin/usage", v)
+			return nil, fmt.Errorf("--gateway-usage %q: want NAMESPACE=URL, such as ai=http://10.0.0.1:9090/admin/queues", v)
 		}
 		out[ns] = append(out[ns], url)
 	}

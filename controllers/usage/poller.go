@@ -1,6 +1,7 @@
 package usage
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,6 +34,10 @@ const (
 	maxBytes = 8 << 20
 	// Path is where a gateway's admin port serves its usage snapshot.
 	Path = "/admin/usage"
+	// QueuesPath is where a gateway's admin port serves what waits in its
+	// queues: a snapshot that reads as a usage snapshot with only queue
+	// counts, and costs the gateway no store read.
+	QueuesPath = "/admin/queues"
 )
 
 // Gateway is one gateway to poll.
@@ -91,6 +96,9 @@ type PodGateways struct {
 	Selector labels.Selector
 	// Port is the gateways' admin port.
 	Port int32
+	// Path is the snapshot to poll on that port: Path or QueuesPath. Empty
+	// means Path.
+	Path string
 }
 
 // Gateways returns the Pods that run and have an address. A Pod that is
@@ -106,7 +114,7 @@ func (p *PodGateways) Gateways(ctx context.Context) ([]Gateway, error) {
 			continue
 		}
 		host := net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(int(p.Port)))
-		out = append(out, Gateway{Name: pod.Name, URL: "http://" + host + Path})
+		out = append(out, Gateway{Name: pod.Name, URL: "http://" + host + cmp.Or(p.Path, Path)})
 	}
 	return out, nil
 }

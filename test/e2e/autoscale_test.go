@@ -286,13 +286,15 @@ const gatewaySelector = "app.kubernetes.io/name=sluice-gateway"
 // fakeGateway serves a gateway's usage snapshot, taken now, with the requests queued per
 // provider given, of 1,000 estimated tokens each, on 127.0.0.1; it returns the port.
 func fakeGateway(t *testing.T, queued map[string]int64) int {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		u := gatewayv1.Usage{Gateway: "gw-test", Time: metav1.Now()}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /admin/queues", func(w http.ResponseWriter, _ *http.Request) {
+		q := gatewayv1.Queues{Gateway: "gw-test", Time: metav1.Now()}
 		for name, n := range queued {
-			u.Providers = append(u.Providers, gatewayv1.ProviderUsage{Name: name, Traffic: gatewayv1.Traffic{Queued: n, QueuedTokens: 1000 * n}})
+			q.Providers = append(q.Providers, gatewayv1.QueueDepth{Name: name, Queued: n, QueuedTokens: 1000 * n})
 		}
-		json.NewEncoder(w).Encode(u)
-	}))
+		json.NewEncoder(w).Encode(q)
+	})
+	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv.Listener.Addr().(*net.TCPAddr).Port
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/base64"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,6 +67,11 @@ func TestChartRefusesBadValues(t *testing.T) {
 		"manager.watchNamespace=Not_A_Namespace",
 		"gateway.resources.requests.cpu=lots",
 		"metricsAdapter.scrapeInterval=often",
+		"metricsAdapter.replicas=0",
+		"metricsAdapter.tls.caBundle=QUJD",                // without the Secret of the certificate it verifies
+		"metricsAdapter.tls.secret=adapter-cert",          // without the caBundle that verifies it
+		"metricsAdapter.tls.issuerRef.kind=ClusterIssuer", // without a name
+		"networkPolicy.enabled=maybe",
 		"gatway.replicas=2",
 	} {
 		if out, err := helm(t, "template", "sluice", "charts/sluice", "--set", set); err == nil || !strings.Contains(out, "schema") {
@@ -107,7 +113,10 @@ func TestChartApplies(t *testing.T) {
 		t.Errorf("gateway replicas = %d; want 2", got)
 	}
 	c.Kubectl(t, "get", "pdb/sluice-gateway", "service/sluice-gateway", "service/sluice-metrics-adapter", "-n", "sluice-system")
-	c.Kubectl(t, "get", "apiservice/v1beta2.custom.metrics.k8s.io", "apiservice/v1beta1.external.metrics.k8s.io")
+	checkGatewayNetworkPolicy(t, c, "sluice-system", "sluice-gateway")
+	checkAdapterAvailability(t, c, "sluice-system", "sluice-metrics-adapter")
+	checkAPIServicesTLS(t, c, apiServiceTLS{Insecure: true})
+	checkChartAlertsAndTLS(t, c)
 
 	// Redis off: one gateway with an in-memory store, in the namespace the manager watches.
 	c.Kubectl(t, "create", "namespace", "memory")
@@ -143,6 +152,30 @@ func TestChartApplies(t *testing.T) {
 	})
 }
 
+// checkChartAlertsAndTLS applies the release sluice again, as an upgrade would, with the
+// PrometheusRule and cert-manager's certificate for the adapter, then with a certificate Secret
+// of one's own and its caBundle, and checks what each made.
+func checkChartAlertsAndTLS(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	applyOptionalCRDs(t, c)
+	c.Kubectl(t, "apply", "--server-side", "-f", render(t, "sluice", "sluice-system",
+		"--set", "prometheusRule.enabled=true", "--set", "metricsAdapter.tls.certManager=true"))
+	checkAlertsApplied(t, c, "sluice-system", "sluice")
+	checkAPIServicesTLS(t, c, apiServiceTLS{InjectCAFrom: "sluice-system/sluice-metrics-adapter"})
+	c.Kubectl(t, "get", "certificate/sluice-metrics-adapter", "issuer/sluice-selfsigned", "-n", "sluice-system")
+	if !adapterMountsSecret(t, c, "sluice-system", "sluice-metrics-adapter", "sluice-metrics-adapter-tls") {
+		t.Error("with cert-manager, the adapter does not serve the certificate's Secret")
+	}
+
+	ca := testCA(t)
+	c.Kubectl(t, "apply", "--server-side", "-f", render(t, "sluice", "sluice-system",
+		"--set", "metricsAdapter.tls.secret=adapter-cert", "--set", "metricsAdapter.tls.caBundle="+base64.StdEncoding.EncodeToString(ca)))
+	checkAPIServicesTLS(t, c, apiServiceTLS{CABundle: ca})
+	if !adapterMountsSecret(t, c, "sluice-system", "sluice-metrics-adapter", "adapter-cert") {
+		t.Error("with metricsAdapter.tls.secret, the adapter does not serve that Secret")
+	}
+}
+
 // render writes helm template's output for a release and returns the file.
 func render(t *testing.T, release, namespace string, args ...string) string {
 	t.Helper()
@@ -156,7 +189,10 @@ func render(t *testing.T, release, namespace string, args ...string) string {
 // TestChartCopiesAreGenerated checks that the chart's CRDs and the manager's RBAC rules are
 // those make manifests generates, as make chart-manifests copies them.
 func TestChartCopiesAreGenerated(t *testing.T) {
-	copies := map[string]string{repoRoot + "/config/rbac/role.yaml": chartDir + "/files/manager-role.yaml"}
+	copies := map[string]string{
+		repoRoot + "/config/rbac/role.yaml":                                chartDir + "/files/manager-role.yaml",
+		repoRoot + "/config/components/prometheusrule/prometheusrule.yaml": chartDir + "/files/prometheusrule.yaml",
+	}
 	bases, _ := filepath.Glob(repoRoot + "/config/crd/bases/*.yaml")
 	for _, base := range bases {
 		copies[base] = chartDir + "/crds/" + filepath.Base(base)
@@ -201,12 +237,12 @@ func TestChartValuesAreDocumented(t *testing.T) {
 	}
 }
 
-// valueKeys lists the dotted paths of values' leaves; resources count as one value.
+// valueKeys lists the dotted paths of values' leaves; resources and selectors count as one value.
 func valueKeys(prefix string, values map[string]any) []string {
 	var keys []string
 	for k, v := range values {
 		path := prefix + k
-		if m, ok := v.(map[string]any); ok && k != "resources" {
+		if m, ok := v.(map[string]any); ok && k != "resources" && !strings.HasSuffix(k, "Selector") {
 			keys = append(keys, valueKeys(path+".", m)...)
 			continue
 		}

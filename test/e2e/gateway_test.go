@@ -582,15 +582,31 @@ func TestGatewayReloadsItsConfiguration(t *testing.T) {
 func (g *gateway) usage(t *testing.T) gatewayv1.Usage {
 	t.Helper()
 	var u gatewayv1.Usage
-	resp, err := http.Get(g.admin + "/admin/usage")
+	g.getJSON(t, "/admin/usage", &u)
+	return u
+}
+
+func (g *gateway) queues(t *testing.T) gatewayv1.Queues {
+	t.Helper()
+	var q gatewayv1.Queues
+	g.getJSON(t, "/admin/queues", &q)
+	return q
+}
+
+// getJSON decodes what the admin port serves at path into v.
+func (g *gateway) getJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	resp, err := http.Get(g.admin + path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(&u); err != nil {
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", path, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
 		t.Fatal(err)
 	}
-	return u
 }
 
 func (g *gateway) metrics(t *testing.T) string {

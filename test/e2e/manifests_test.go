@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,9 +43,11 @@ spec:
 `
 
 // TestManifestsApply applies config/default and config/samples to a real API server, as a person
-// would with kubectl, then the ServiceMonitor component over a minimal ServiceMonitor CRD, and
-// checks the Deployments' hardening, the base configuration, and, with kubectl auth can-i, what
-// the manager's and the adapter's service accounts, and the HPA controller, may and may not do.
+// would with kubectl, then the ServiceMonitor and PrometheusRule components over minimal CRDs,
+// and the adapter's certificate components, and checks the Deployments' hardening, the base
+// configuration, the gateways' NetworkPolicy, the adapter's replicas and PodDisruptionBudget, how
+// the aggregator verifies the adapter, and, with kubectl auth can-i, what the manager's and the
+// adapter's service accounts, and the HPA controller, may and may not do.
 func TestManifestsApply(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
 	c.Kubectl(t, "apply", "--server-side", "-k", repoRoot+"/config/default")
@@ -56,14 +60,19 @@ func TestManifestsApply(t *testing.T) {
 
 	c.Kubectl(t, "apply", "--server-side", "-f", writeManifest(t, serviceMonitorCRD))
 	c.Kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/servicemonitors.monitoring.coreos.com")
-	c.Kubectl(t, "apply", "--server-side", "-k", overlay(t, []string{"servicemonitor"}, "", map[string]string{}))
+	applyOptionalCRDs(t, c)
+	c.Kubectl(t, "apply", "--server-side", "-k", overlay(t, []string{"servicemonitor", "prometheusrule"}, "", map[string]string{}))
 	if out := c.Kubectl(t, "get", "servicemonitors", "-n", "sluice-system", "-o", "name"); strings.Count(out, "servicemonitor") != 3 {
 		t.Errorf("kubectl get servicemonitors shows:\n%s\nwant the gateway's, the manager's and the adapter's", out)
 	}
+	checkAlertsApplied(t, c, "sluice-system", "sluice")
 
 	deployments := checkDeployments(t, c, "sluice-system", "sluice-manager", "sluice-gateway", "sluice-metrics-adapter")
 	checkBaseConfig(t, c, "sluice-system", "sluice-base-config-", deployments["sluice-gateway"])
 	checkRedisComponents(t, c)
+	checkGatewayNetworkPolicy(t, c, "sluice-system", "sluice-gateway")
+	checkAdapterAvailability(t, c, "sluice-system", "sluice-metrics-adapter")
+	checkAdapterTLSComponents(t, c)
 
 	const (
 		manager = "system:serviceaccount:sluice-system:sluice-manager"
@@ -81,6 +90,30 @@ func TestManifestsApply(t *testing.T) {
 	// no adapter runs; the API server answers the same question asked directly.
 	if !allowed(t, c, hpa, authorizationv1.ResourceAttributes{Verb: "get", Group: "custom.metrics.k8s.io", Resource: "pods", Namespace: "default"}) {
 		t.Errorf("%s may not get custom metrics; want it may", hpa)
+	}
+}
+
+// checkAdapterTLSComponents applies config/default with each way of verifying the metrics adapter
+// the README names, and checks the APIServices and the adapter's Deployment: first
+// metrics-adapter-cert-manager (cert-manager's Certificate and CA injection), then
+// metrics-adapter-tls with a caBundle patch, as its kustomization says to write it.
+func checkAdapterTLSComponents(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	checkAPIServicesTLS(t, c, apiServiceTLS{Insecure: true})
+	c.Kubectl(t, "apply", "--server-side", "-k", overlay(t, []string{"metrics-adapter-cert-manager"}, "", map[string]string{}))
+	checkAPIServicesTLS(t, c, apiServiceTLS{InjectCAFrom: "sluice-system/sluice-metrics-adapter"})
+	c.Kubectl(t, "get", "certificate/sluice-metrics-adapter", "issuer/sluice-selfsigned", "-n", "sluice-system")
+	if !adapterMountsSecret(t, c, "sluice-system", "sluice-metrics-adapter", "sluice-metrics-adapter-tls") {
+		t.Error("with cert-manager, the adapter does not serve the certificate's Secret")
+	}
+
+	ca := testCA(t)
+	patch := fmt.Sprintf("patches:\n  - target: {kind: APIService}\n    patch: '[{\"op\": \"add\", \"path\": \"/spec/caBundle\", \"value\": \"%s\"}]'\n",
+		base64.StdEncoding.EncodeToString(ca))
+	c.Kubectl(t, "apply", "--server-side", "-k", overlay(t, []string{"metrics-adapter-tls"}, patch, map[string]string{}))
+	checkAPIServicesTLS(t, c, apiServiceTLS{CABundle: ca})
+	if !adapterMountsSecret(t, c, "sluice-system", "sluice-metrics-adapter", "sluice-metrics-adapter-tls") {
+		t.Error("with metrics-adapter-tls, the adapter does not serve the Secret sluice-metrics-adapter-tls")
 	}
 }
 

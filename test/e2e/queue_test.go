@@ -182,9 +182,9 @@ func TestQueueServesASmallTenantWithinOneRound(t *testing.T) {
 		defer close(done)
 		g.burst(t, "big", 30, 3000) // about 3,000 tokens each: two and a half per 8,192-token round
 	}()
-	poll.Until(t, processWait, "big's calls to queue", func() bool { return g.usage(t).Tenants[0].Queued >= 20 })
-	if u := g.usage(t).Providers[0]; u.QueuedTokens < u.Queued*3000 {
-		t.Errorf("the provider's queue holds %d requests of %d estimated tokens; want at least 3,000 tokens each", u.Queued, u.QueuedTokens)
+	poll.Until(t, processWait, "big's calls to queue", func() bool { return g.queues(t).Tenants[0].Queued >= 20 })
+	if q := g.queues(t).Providers[0]; q.QueuedTokens < q.Queued*3000 {
+		t.Errorf("the provider's queue holds %d requests of %d estimated tokens; want at least 3,000 tokens each", q.Queued, q.QueuedTokens)
 	}
 	before := len(sim.arrivals())
 	if a := g.post(t, "/v1/chat/completions", "sk-small", page("small", 3000)); a.status != http.StatusOK {

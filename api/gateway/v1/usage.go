@@ -61,3 +61,29 @@ type TenantUsage struct {
 	// resetsAt is when the budget's period ends. Nil means no budget.
 	ResetsAt *metav1.Time `json:"resetsAt,omitempty"`
 }
+
+// Queues is the snapshot one gateway serves at GET /admin/queues: what
+// waits in its queues now, per provider and tenant. It reads nothing from
+// the limiter's store, so that the metrics adapter may poll it every few
+// seconds. Its JSON reads as a Usage whose entries hold only their names
+// and queue counts.
+type Queues struct {
+	// gateway identifies the gateway replica that took the snapshot.
+	Gateway string `json:"gateway"`
+	// time is when the snapshot was taken.
+	Time metav1.Time `json:"time"`
+	// providers hold one entry per configured provider.
+	Providers []QueueDepth `json:"providers,omitempty"`
+	// tenants hold one entry per configured tenant.
+	Tenants []QueueDepth `json:"tenants,omitempty"`
+}
+
+// QueueDepth is what waits for one provider or one tenant in one gateway.
+type QueueDepth struct {
+	// name is the provider's or the tenant's name in the configuration.
+	Name string `json:"name"`
+	// queued counts requests waiting in the gateway now.
+	Queued int64 `json:"queued"`
+	// queuedTokens is the estimated tokens of the requests waiting now.
+	QueuedTokens int64 `json:"queuedTokens"`
+}

@@ -50,3 +50,32 @@ func TestUsageJSON(t *testing.T) {
 		t.Errorf("round trip mismatch (-got +want):\n%s", diff)
 	}
 }
+
+// TestQueuesReadAsUsage checks that a queue snapshot decodes as a usage
+// snapshot with only its queue counts, so that one poller reads both.
+func TestQueuesReadAsUsage(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 1, 15, 12, 0, 0, 0, time.UTC))
+	q := gatewayv1.Queues{
+		Gateway:   "gateway-0",
+		Time:      at,
+		Providers: []gatewayv1.QueueDepth{{Name: "openai", Queued: 12, QueuedTokens: 9600}},
+		Tenants:   []gatewayv1.QueueDepth{{Name: "acme", Queued: 2, QueuedTokens: 1600}},
+	}
+	data, err := json.Marshal(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got gatewayv1.Usage
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := gatewayv1.Usage{
+		Gateway:   "gateway-0",
+		Time:      at,
+		Providers: []gatewayv1.ProviderUsage{{Name: "openai", Traffic: gatewayv1.Traffic{Queued: 12, QueuedTokens: 9600}}},
+		Tenants:   []gatewayv1.TenantUsage{{Name: "acme", Traffic: gatewayv1.Traffic{Queued: 2, QueuedTokens: 1600}}},
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("Queues read as Usage (-got +want):\n%s", diff)
+	}
+}

@@ -119,3 +119,13 @@ store:
 {{- define "sluice.redisCAFile" -}}
 /etc/sluice-redis-ca/ca.crt
 {{- end -}}
+
+{{/* The Secret of the metrics adapter's certificate: cert-manager's, metricsAdapter.tls.secret, or
+none (a self-signed certificate the adapter makes itself). */}}
+{{- define "sluice.metricsAdapterTLSSecret" -}}
+{{- if .Values.metricsAdapter.tls.certManager -}}
+{{- printf "%s-metrics-adapter-tls" (include "sluice.fullname" .) -}}
+{{- else -}}
+{{- .Values.metricsAdapter.tls.secret -}}
+{{- end -}}
+{{- end -}}

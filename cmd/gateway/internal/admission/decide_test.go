@@ -22,6 +22,9 @@ func (downStore) Decide(context.Context, []ratelimit.Check, time.Time) (ratelimi
 }
 func (downStore) Settle(context.Context, string, []ratelimit.Check, time.Time) error { return errDown }
 func (downStore) Renew(context.Context, []ratelimit.Check, time.Time) error          { return errDown }
+func (downStore) Peek(context.Context, []*ratelimit.Limit, time.Time) ([]ratelimit.Reading, error) {
+	return nil, errDown
+}
 
 // TestFailOpenNeverDecidesWindowsLocally: with the store down and failing open, a call that a
 // budget or a day's quota covers is refused as unavailable, and one that only rates cover is

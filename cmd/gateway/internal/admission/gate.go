@@ -18,6 +18,8 @@ import (
 // Limiter keeps the limits' state: ratelimit.Memory or ratelimit.Redis.
 type Limiter interface {
 	Decide(ctx context.Context, checks []ratelimit.Check, now time.Time) (ratelimit.Decision, error)
+	// Peek reads what each limit holds, taking nothing; many limits in one round trip.
+	Peek(ctx context.Context, limits []*ratelimit.Limit, now time.Time) ([]ratelimit.Reading, error)
 	// Settle applies a settlement once per id: sent again with the same id, it does nothing.
 	Settle(ctx context.Context, id string, checks []ratelimit.Check, now time.Time) error
 	// Renew keeps the held leases of checks' in-flight limits for another lease time from now.
@@ -165,15 +167,15 @@ func (g *Gate) giveBack(ctx context.Context, req Request) {
 }
 
 // BudgetBelow reports whether the tenant's budget, spent by calls to every provider it uses, has
-// less than percent left. A decision of cost zero reads it without taking anything; a store that
-// cannot answer reports false, leaving the call as it is.
+// less than percent left. A peek reads it without taking anything; a store that cannot answer
+// reports false, leaving the call as it is.
 func (g *Gate) BudgetBelow(ctx context.Context, t *policy.Tenant, percent int32) bool {
 	b := t.Budget()
 	if b == nil {
 		return false
 	}
-	d, err := g.opts.Limiter.Decide(ctx, []ratelimit.Check{{Limit: b}}, g.now())
-	return err == nil && d.Remaining[0]*100 < int64(percent)*b.Capacity()
+	r, err := g.opts.Limiter.Peek(ctx, []*ratelimit.Limit{b}, g.now())
+	return err == nil && r[0].Remaining*100 < int64(percent)*b.Capacity()
 }
 
 // Throttled takes in a provider's 429 or 503 and the retry-after it named (zero for none): our

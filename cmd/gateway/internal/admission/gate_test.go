@@ -36,7 +36,7 @@ func tenant(name string, users ...string) gatewayv1.Tenant {
 	return t
 }
 
-func (pl plan) compile(t *testing.T) *policy.Policy {
+func (pl plan) compile(t testing.TB) *policy.Policy {
 	t.Helper()
 	cfg := &gatewayv1.Config{
 		APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,

@@ -174,10 +174,31 @@ func (m *meter) spendNow(now time.Time) int64 {
 func (g *Gate) Usage(ctx context.Context) gatewayv1.Usage {
 	p, now := g.policy(), g.now()
 	out := g.usage.snapshot(p, now)
-	for i, t := range p.Tenants() {
-		g.budgetUsage(ctx, t, &out.Tenants[i], now)
+	g.budgetUsage(ctx, p, out.Tenants, now)
+	return out
+}
+
+// Queues returns what waits in this replica's queues now, per provider and tenant of the
+// configuration in force. It reads nothing from the limiter's store.
+func (g *Gate) Queues() gatewayv1.Queues {
+	return g.usage.queues(g.policy(), g.now())
+}
+
+func (u *usage) queues(p *policy.Policy, now time.Time) gatewayv1.Queues {
+	out := gatewayv1.Queues{Time: metav1.NewTime(now)}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for _, pr := range p.Providers() {
+		out.Providers = append(out.Providers, get(u.providers, pr.Name).depth(pr.Name))
+	}
+	for _, t := range p.Tenants() {
+		out.Tenants = append(out.Tenants, get(u.tenants, t.Name).depth(t.Name))
 	}
 	return out
+}
+
+func (m *meter) depth(name string) gatewayv1.QueueDepth {
+	return gatewayv1.QueueDepth{Name: name, Queued: m.queued, QueuedTokens: m.queuedTokens}
 }
 
 func (u *usage) snapshot(p *policy.Policy, now time.Time) gatewayv1.Usage {
@@ -200,19 +221,24 @@ func (u *usage) snapshot(p *policy.Policy, now time.Time) gatewayv1.Usage {
 	return out
 }
 
-// budgetUsage fills a tenant's budget left and spend from the store: a decision of cost zero on
-// its budget, one total over every provider, reads it without taking anything.
-func (g *Gate) budgetUsage(ctx context.Context, t *policy.Tenant, tu *gatewayv1.TenantUsage, now time.Time) {
-	b := t.Budget()
-	if b == nil {
-		return
+// budgetUsage fills each tenant's budget left and spend from the store: every tenant's one
+// budget, spent by calls to all its providers, is read in one peek, which takes nothing. If the
+// store cannot answer, each tenant keeps the spend this replica counted.
+func (g *Gate) budgetUsage(ctx context.Context, p *policy.Policy, tenants []gatewayv1.TenantUsage, now time.Time) {
+	var budgets []*ratelimit.Limit
+	var of []int // the index in tenants of each budget's tenant
+	for i, t := range p.Tenants() {
+		if b := t.Budget(); b != nil {
+			budgets, of = append(budgets, b), append(of, i)
+		}
 	}
-	d, err := g.opts.Limiter.Decide(ctx, []ratelimit.Check{{Limit: b}}, now)
+	readings, err := g.opts.Limiter.Peek(ctx, budgets, now)
 	if err != nil {
 		return
 	}
-	at := metav1.NewTime(now.Add(d.Reset[0]))
-	tu.BudgetRemaining = gatewayv1.MoneyFromMicro(d.Remaining[0])
-	tu.SpendThisPeriod = gatewayv1.MoneyFromMicro(b.Capacity() - d.Remaining[0])
-	tu.ResetsAt = &at
+	for j, r := range readings {
+		at := metav1.NewTime(now.Add(r.Reset))
+		tu := &tenants[of[j]]
+		tu.BudgetRemaining, tu.SpendThisPeriod, tu.ResetsAt = gatewayv1.MoneyFromMicro(r.Remaining), gatewayv1.MoneyFromMicro(budgets[j].Capacity()-r.Remaining), &at
+	}
 }

@@ -85,6 +85,13 @@ func (d *Decision) refuse(i int, wait int64, never bool) {
 	d.Never = d.Never || never
 }
 
+// reading is what l holds in state s at now (ns): what a decision of cost zero reports.
+func reading(l *Limit, s state, now int64) Reading {
+	var d Decision
+	d.evaluate(0, l, s, 0, now)
+	return Reading{Remaining: d.Remaining[0], Reset: d.Reset[0]}
+}
+
 // units returns how many whole units a bucket earns in ns nanoseconds: ns / interval, without a
 // 64-bit division, which costs more than the rest of a decision on some processors.
 func (l *Limit) units(ns int64) int64 {

@@ -207,6 +207,14 @@ type Decision struct {
 	Reset [MaxChecks]time.Duration
 }
 
+// Reading is what a limit holds now, as Peek reads it.
+type Reading struct {
+	// Remaining is the units left.
+	Remaining int64
+	// Reset is the time until the limit is whole again: a bucket full, a window reset.
+	Reset time.Duration
+}
+
 // RefusedBy returns the limit that refused, or nil when the decision allowed.
 func (d *Decision) RefusedBy(checks []Check) *Limit {
 	if d.Refused < 0 || d.Refused >= len(checks) {

@@ -81,6 +81,31 @@ func (m *Memory) Settle(_ context.Context, id string, checks []Check, now time.T
 	return nil
 }
 
+// Peek reads what each limit holds at now, as a decision of cost zero would, and changes
+// nothing.
+func (m *Memory) Peek(_ context.Context, limits []*Limit, now time.Time) ([]Reading, error) {
+	t := now.UnixNano()
+	out := make([]Reading, len(limits))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, l := range limits {
+		out[i] = reading(l, m.state(l), t)
+	}
+	return out, nil
+}
+
+// state returns l's state in m without binding a cell: a key never used has the zero state. The
+// caller holds m.mu.
+func (m *Memory) state(l *Limit) state {
+	if cl := l.cell.Load(); cl != nil && cl.owner == m && !cl.dropped {
+		return cl.state
+	}
+	if cl := m.cells[l.Key]; cl != nil {
+		return cl.state
+	}
+	return state{}
+}
+
 // Renew does nothing: in memory a slot in flight is held until it is released, without expiry,
 // since a process that dies takes its slots with it.
 func (m *Memory) Renew(context.Context, []Check, time.Time) error { return nil }

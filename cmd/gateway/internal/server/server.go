@@ -132,14 +132,17 @@ func (s *Server) withRequestID(next http.Handler) http.Handler {
 	})
 }
 
-// AdminHandler returns the endpoints for operators and Kubernetes: /healthz, /readyz, /metrics
-// and /admin/usage. Serve it on its own port: the usage snapshot names every tenant.
+// AdminHandler returns the endpoints for operators and Kubernetes: /healthz, /readyz, /metrics,
+// /admin/usage and /admin/queues. Serve it on its own port, open only to the manager, the metrics
+// adapter and Prometheus: the snapshots name every tenant, and the usage snapshot reads every
+// tenant's budget from the store.
 func (s *Server) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.serveReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /admin/usage", s.serveUsage)
+	mux.HandleFunc("GET /admin/queues", s.serveQueues)
 	return mux
 }
 
@@ -184,6 +187,7 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(list)
 }
 
+// serveUsage serves the usage snapshot, for the manager's status.
 func (s *Server) serveUsage(w http.ResponseWriter, r *http.Request) {
 	if s.policy.Load() == nil {
 		http.Error(w, "no configuration in force", http.StatusServiceUnavailable)
@@ -191,6 +195,16 @@ func (s *Server) serveUsage(w http.ResponseWriter, r *http.Request) {
 	}
 	u := s.gate.Usage(r.Context())
 	u.Gateway = s.opts.Name
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(u)
+	writeJSON(w, http.StatusOK, u)
+}
+
+// serveQueues serves what waits in the queues, for the metrics adapter: it costs no store read.
+func (s *Server) serveQueues(w http.ResponseWriter, r *http.Request) {
+	if s.policy.Load() == nil {
+		http.Error(w, "no configuration in force", http.StatusServiceUnavailable)
+		return
+	}
+	q := s.gate.Queues()
+	q.Gateway = s.opts.Name
+	writeJSON(w, http.StatusOK, q)
 }

@@ -1,0 +1,74 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Peek reads what each limit holds, as a decision of cost zero would, and changes nothing.
+// However many the limits, it costs one round trip: a pipeline of plain reads of one key each,
+// which suits Redis Cluster whatever the keys' hash tags, evaluated here on Redis's own clock
+// (on now with WithCallerClock). A read costs Redis far less than a script run, so that a usage
+// snapshot reads thousands of budgets at once.
+func (r *Redis) Peek(ctx context.Context, limits []*Limit, now time.Time) ([]Reading, error) {
+	if len(limits) == 0 {
+		return nil, nil
+	}
+	pipe := r.pipeline.client.Pipeline()
+	clock := pipe.Time(ctx)
+	reads := make([]redis.Cmder, len(limits))
+	for i, l := range limits {
+		if l.kind == concurrency {
+			reads[i] = pipe.ZRangeWithScores(ctx, l.Key, 0, -1)
+		} else {
+			reads[i] = pipe.Get(ctx, l.Key)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("ratelimit: read %d limits: %w", len(limits), err)
+	}
+	if !r.trustCallers {
+		now = clock.Val()
+	}
+	out := make([]Reading, len(limits))
+	for i, l := range limits {
+		s, err := storedState(l, reads[i], now)
+		if err != nil {
+			return nil, fmt.Errorf("ratelimit: read %q: %w", l.Key, err)
+		}
+		out[i] = reading(l, s, now.UnixNano())
+	}
+	return out, nil
+}
+
+// storedState converts the state the decision script keeps for l (see decide.lua), in
+// microseconds, to the core's, in nanoseconds. A key that does not exist has the zero state.
+func storedState(l *Limit, read redis.Cmder, now time.Time) (state, error) {
+	if z, ok := read.(*redis.ZSliceCmd); ok { // concurrency: leases scored by expiry
+		var held int64
+		for _, lease := range z.Val() {
+			if lease.Score > float64(now.UnixMicro()) {
+				held++
+			}
+		}
+		return state{b: held}, nil
+	}
+	v, err := read.(*redis.StringCmd).Result()
+	if errors.Is(err, redis.Nil) {
+		return state{}, nil
+	}
+	if l.kind == bucket { // the theoretical arrival time
+		tat, err := strconv.ParseFloat(v, 64)
+		return state{a: int64(tat * 1000)}, err
+	}
+	end, used, _ := strings.Cut(v, " ") // a window: "end used"
+	e, err1 := strconv.ParseInt(end, 10, 64)
+	u, err2 := strconv.ParseInt(used, 10, 64)
+	return state{a: e * 1000, b: u}, errors.Join(err1, err2)
+}

@@ -1,0 +1,88 @@
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	gocmp "github.com/google/go-cmp/cmp"
+
+	"github.com/sluicehq/sluice/test/redisserver"
+)
+
+// peeker is a store that reads limits without taking from them.
+type peeker interface {
+	store
+	Peek(ctx context.Context, limits []*Limit, now time.Time) ([]Reading, error)
+}
+
+// testPeek takes from a bucket, a window and a concurrency limit under two hash tags, peeks at
+// them and at a key never used, and checks that the readings say what a decision would, and
+// that peeking took nothing.
+func testPeek(t *testing.T, s peeker) {
+	ctx := context.Background()
+	bucket := mustLimit(NewBucket("{a}:bucket", LevelTenant, Tokens, 100, time.Second, 100))
+	window := mustLimit(NewWindow("{b}:budget", LevelTenant, MicroDollars, 5_000_000, Calendar{Period: Day}))
+	slots := mustLimit(NewConcurrency("{a}:slots", LevelProvider, 3, time.Minute))
+	unused := mustLimit(NewWindow("{c}:budget", LevelTenant, MicroDollars, 7, Calendar{Period: Month}))
+	checks := []Check{{Limit: bucket, Cost: 40}, {Limit: window, Cost: 1_500_000}, {Limit: slots, Cost: 1, Lease: "call"}}
+	if d, err := s.Decide(ctx, checks, t0); err != nil || !d.Allowed {
+		t.Fatalf("Decide: %+v, %v; want allowed", d, err)
+	}
+	limits := []*Limit{bucket, window, slots, unused}
+	want := []Reading{
+		{Remaining: 60, Reset: 400 * time.Millisecond},
+		{Remaining: 3_500_000, Reset: time.Hour},
+		{Remaining: 2},
+		{Remaining: 7, Reset: time.Hour}, // t0 is an hour before the month ends
+	}
+	for i := range 2 {
+		got, err := s.Peek(ctx, limits, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := gocmp.Diff(want, got); diff != "" {
+			t.Errorf("peek %d (-want +got):\n%s", i, diff)
+		}
+	}
+	one, err := s.Peek(ctx, limits[1:2], t0)
+	if err != nil || len(one) != 1 || one[0] != want[1] {
+		t.Errorf("Peek of the window alone = %v, %v; want %v", one, err, want[1:2])
+	}
+}
+
+func TestMemoryPeek(t *testing.T) {
+	m := NewMemory()
+	testPeek(t, m)
+	if got := m.Len(); got != 3 {
+		t.Errorf("the memory store holds %d keys after the peeks; want the 3 decided", got)
+	}
+}
+
+func TestRedisPeek(t *testing.T) {
+	testPeek(t, NewRedis(redisserver.Start(t).Client(t), WithCallerClock()))
+}
+
+// BenchmarkPeekRedis reads 5,000 windows, as a usage snapshot reads 5,000 tenants' budgets: under
+// one hash tag (one script run), and each under its own (a script run each, as on Redis Cluster).
+func BenchmarkPeekRedis(b *testing.B) {
+	client := redisserver.Start(b).Client(b)
+	for _, keys := range []string{"{p}:tenant:%d:budget", "{tenant:%d}:budget"} {
+		b.Run("keys="+keys, func(b *testing.B) {
+			r, ctx, now := NewRedis(client), context.Background(), time.Now()
+			limits := make([]*Limit, 5000)
+			for i := range limits {
+				limits[i] = mustLimit(NewWindow(fmt.Sprintf(keys, i), LevelTenant, MicroDollars, 100_000_000, Calendar{Period: Month}))
+				if _, err := r.Decide(ctx, []Check{{Limit: limits[i], Cost: int64(i)}}, now); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for b.Loop() {
+				if _, err := r.Peek(ctx, limits, now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
