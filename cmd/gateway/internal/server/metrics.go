@@ -13,6 +13,9 @@ type metrics struct {
 	jobsEnded      *prometheus.CounterVec
 	jobAttempts    *prometheus.CounterVec
 	overloaded     prometheus.Counter
+	// maxInFlight is each provider's cap on calls in flight, across every gateway, beside which
+	// Little's law puts what its traffic needs: rate(arrivals) × mean call duration.
+	maxInFlight *prometheus.GaugeVec
 }
 
 // The outcomes a request is counted under.
@@ -49,8 +52,12 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 		overloaded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_gateway_overloaded_total", Help: "Calls answered 503 server_overloaded because the gateway held server.maxInFlight calls already.",
 		}),
+		maxInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_gateway_provider_max_in_flight",
+			Help: "A provider's cap on calls in flight across every gateway (its maxInFlight, less headroom); absent for a provider without one. Compare with rate(arrivals) × mean call duration, the calls in flight its traffic needs.",
+		}, []string{"provider"}),
 	}
-	reg.MustRegister(m.requests, m.providerErrors, m.attempts, m.jobsEnded, m.jobAttempts, m.overloaded,
+	reg.MustRegister(m.requests, m.providerErrors, m.attempts, m.jobsEnded, m.jobAttempts, m.overloaded, m.maxInFlight,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_gateway_calls_in_flight", Help: "Calls the API holds: being read, waiting in a queue, at their provider or streaming back.",
 		}, inFlight))

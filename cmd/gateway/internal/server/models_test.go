@@ -7,6 +7,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 )
 
 // TestASnapshotOrAliasGoesUpstreamAsTheClientNamedIt calls the settle table's model, "m", by a
@@ -68,5 +72,26 @@ func TestAnOrdinaryPhotoFitsTheDefaultBody(t *testing.T) {
 		if w.Code != status {
 			t.Errorf("a body of %d bytes: %d %.300s; want %d", len(body), w.Code, w.Body, status)
 		}
+	}
+}
+
+// TestEachProvidersCapIsExported checks the series beside which Little's law puts a provider's
+// needs: its maxInFlight less headroom, gone with a configuration that sets none.
+func TestEachProvidersCapIsExported(t *testing.T) {
+	cfg := settleConfig("http://127.0.0.1:1")
+	cfg.Providers[0].MaxInFlight, cfg.Providers[0].HeadroomPercent = 200, 90
+	g := newSettleGatewayFrom(t, cfg)
+	if got := testutil.ToFloat64(g.metrics.maxInFlight.WithLabelValues("lab")); got != 180 {
+		t.Errorf("sluice_gateway_provider_max_in_flight{provider=lab} = %v; want 180, 90%% of 200", got)
+	}
+	uncapped := settleConfig("http://127.0.0.1:1")
+	uncapped.Providers[0].MaxInFlight = 0
+	p, err := policy.Compile(uncapped, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.SetPolicy(p)
+	if n := testutil.CollectAndCount(g.metrics.maxInFlight); n != 0 {
+		t.Errorf("%d series of sluice_gateway_provider_max_in_flight for a provider without a cap; want none", n)
 	}
 }

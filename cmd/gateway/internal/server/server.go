@@ -86,9 +86,13 @@ func (s *Server) Close() { s.gate.Close() }
 // started with.
 func (s *Server) SetPolicy(p *policy.Policy) {
 	s.policy.Store(p)
+	s.metrics.maxInFlight.Reset()
 	for _, pr := range p.Providers() {
 		if enc := modelEncoding(pr); enc != "" {
 			s.counter.Count(enc, "") // load the encoding now, not on a caller's request
+		}
+		if n := pr.Config.WithHeadroom(pr.Config.MaxInFlight); n > 0 {
+			s.metrics.maxInFlight.WithLabelValues(pr.Name).Set(float64(n))
 		}
 	}
 }
