@@ -66,6 +66,10 @@ func TestChartRefusesBadValues(t *testing.T) {
 		"manager.image.pullPolicy=Sometimes",
 		"manager.watchNamespace=Not_A_Namespace",
 		"gateway.resources.requests.cpu=lots",
+		"gateway.server.readTimeout=soon",
+		"gateway.server.maxBodyBytes=0",
+		"gateway.server.maxBodyByte=1",
+		"gateway.jobs.workers=0",
 		"metricsAdapter.scrapeInterval=often",
 		"metricsAdapter.replicas=0",
 		"metricsAdapter.tls.caBundle=QUJD",                // without the Secret of the certificate it verifies
@@ -80,8 +84,9 @@ func TestChartRefusesBadValues(t *testing.T) {
 	}
 }
 
-// TestChartRollsGatewaysOnStoreChange checks that a change of how the gateways reach Redis changes
-// their Pod template, so that they restart with it: they read it only when they start.
+// TestChartRollsGatewaysOnStoreChange checks that a change of how the gateways reach Redis, or of
+// their server or jobs settings, changes their Pod template, so that they restart with it: they
+// read those only when they start.
 func TestChartRollsGatewaysOnStoreChange(t *testing.T) {
 	skipWithoutHelm(t)
 	template := func(args ...string) string {
@@ -92,7 +97,8 @@ func TestChartRollsGatewaysOnStoreChange(t *testing.T) {
 		return out
 	}
 	plain := template()
-	for _, set := range []string{"redis.tls.enabled=true", "redis.passwordSecret=redis-auth", "redis.address=other:6379"} {
+	for _, set := range []string{"redis.tls.enabled=true", "redis.passwordSecret=redis-auth", "redis.address=other:6379",
+		"gateway.server.readTimeout=2m", "gateway.jobs.workers=4"} { // settings the gateways read only when they start
 		if template("--set", set) == plain {
 			t.Errorf("--set %s leaves the gateways' Deployment as it was; want a new Pod template", set)
 		}

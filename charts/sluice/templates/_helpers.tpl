@@ -74,6 +74,12 @@ chart-manifests copies from the generated config/rbac/role.yaml. */}}
 {{- define "sluice.baseConfig" -}}
 apiVersion: gateway.sluice.dev/v1
 kind: GatewayConfig
+{{- with .Values.gateway.server }}
+server: {{ toJson . }}
+{{- end }}
+{{- with .Values.gateway.jobs }}
+jobs: {{ toJson . }}
+{{- end }}
 store:
 {{- if .Values.redis.enabled }}
   type: redis
