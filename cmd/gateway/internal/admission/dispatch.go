@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/gateway/internal/fairqueue"
@@ -26,6 +27,9 @@ const (
 type waiter struct {
 	t    *Ticket
 	item *fairqueue.Item
+	// estimate is the wait the door estimated when the call entered: the queue's metrics set it
+	// against the wait the call had.
+	estimate time.Duration
 	// done receives the dispatcher's verdict on the call.
 	done chan verdict
 }
@@ -65,27 +69,31 @@ func (d *dispatcher) wait(ctx context.Context, t *Ticket) verdict {
 	}
 	select {
 	case v := <-wt.done:
-		return d.waited(v, start)
+		return d.waited(wt, v, start)
 	case <-ctx.Done():
 		return d.abandon(wt)
 	case <-expired:
 		select {
 		case v := <-wt.done: // decided as the time ran out
-			return d.waited(v, start)
+			return d.waited(wt, v, start)
 		default:
 		}
 		return d.expire(wt, start)
 	}
 }
 
-// waited records how long a decided call waited.
-func (d *dispatcher) waited(v verdict, start time.Time) verdict {
+// waited records how long a decided call waited, and for one let go, that wait against the
+// door's estimate.
+func (d *dispatcher) waited(wt *waiter, v verdict, start time.Time) verdict {
 	waited := d.g.now().Sub(start)
 	d.queueWait.Observe(waited.Seconds())
-	if v.ticket != nil {
-		v.ticket.Waited = waited
-	} else {
+	if v.ticket == nil {
 		v.refusal.Waited = waited
+		return v
+	}
+	v.ticket.Waited = waited
+	if wt.estimate > 0 {
+		d.estimateRatio.Observe(waited.Seconds() / wt.estimate.Seconds())
 	}
 	return v
 }
@@ -96,42 +104,93 @@ func (d *dispatcher) push(wt *waiter, now time.Time) *Refusal {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	it, req := wt.item, &wt.t.req
-	estimate := d.q.EstimateWait(it, d.drainRate(now))
+	rate := d.drainRate(now)
+	estimate := d.q.EstimateWait(it, rate)
 	if maxWait := req.maxWait(); maxWait > 0 && (estimate > maxWait || (estimate < 0 && d.q.Len() >= maxUnestimated)) {
 		ahead, _ := d.q.Ahead(it.Class, it.Tenant)
-		return d.busy(req, max(estimate, maxWait), ahead+1)
+		return d.busy(req, max(estimate, maxWait), ahead+1, now, rate)
 	}
 	if d.q.Len() == 0 {
 		d.backlogSince = now
 	}
+	wt.estimate = estimate
+	d.cameBack(req, now)
 	d.q.Push(it)
 	d.queued(req, it, 1)
 	return nil
 }
 
 // expire takes a call that waited its plan's maxWait out of the queue and refuses it busy, as
-// the door would have, with the wait its lane would still have.
+// the door would have, with the wait its lane would still have were it to come back now.
 func (d *dispatcher) expire(wt *waiter, start time.Time) verdict {
-	d.mu.Lock()
-	estimate := d.q.EstimateWait(wt.item, d.drainRate(d.g.now()))
-	ahead, _ := d.q.Ahead(wt.item.Class, wt.item.Tenant)
-	d.mu.Unlock()
 	d.abandon(wt) // a decision made meanwhile is given back
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.g.now()
+	rate := d.drainRate(now)
+	estimate := d.q.EstimateWait(wt.item, rate)
+	ahead, _ := d.q.Ahead(wt.item.Class, wt.item.Tenant)
 	maxWait := wt.t.req.maxWait()
 	if estimate < 0 {
 		estimate = maxWait // unknown, as for a paused provider: ask to come back after another maxWait
 	}
-	r := d.busy(&wt.t.req, maxWait+estimate, max(ahead, 1)) // ahead counts this call
-	r.Waited = d.g.now().Sub(start)
+	r := d.busy(&wt.t.req, maxWait+estimate, ahead+1, now, rate)
+	r.Waited = now.Sub(start)
 	return verdict{refusal: r}
 }
 
-// busy is the refusal of a call whose lane would wait estimate, at position in it.
-func (d *dispatcher) busy(req *Request, estimate time.Duration, position int) *Refusal {
+// busy is the refusal of a call whose lane would wait estimate, at position in it, with a time to
+// come back (see comeback). The caller holds d.mu.
+func (d *dispatcher) busy(req *Request, estimate time.Duration, position int, now time.Time, rate float64) *Refusal {
 	d.g.metrics.doorRefusals.WithLabelValues(d.provider, req.tenant()).Inc()
 	maxWait := req.maxWait()
-	return &Refusal{Reason: Busy, Estimate: estimate, MaxWait: maxWait, Position: position, RetryAfter: estimate - maxWait}
+	r := &Refusal{Reason: Busy, Estimate: estimate, MaxWait: maxWait, Position: position}
+	r.RetryAfter = d.comeback(now, estimate-maxWait, req.Cost.Tokens, rate)
+	d.promise(req, now.Add(r.RetryAfter))
+	return r
 }
+
+// comeback is how long a call turned away should wait before it comes back with a fair chance to
+// be let in: until its lane has room (after at least least), and after the comebacks of those
+// turned away before it, spread at the rate the queue drains: each refusal pushes the horizon on
+// by its cost over the drain rate, and a random point in that slot spreads a crowd told at once.
+// The caller holds d.mu.
+func (d *dispatcher) comeback(now time.Time, least time.Duration, cost int64, rate float64) time.Duration {
+	at := now.Add(max(least, 0))
+	if d.horizon.After(at) {
+		at = d.horizon
+	}
+	var slot time.Duration
+	if rate > 0 {
+		slot = time.Duration(float64(cost) / rate * float64(time.Second))
+	}
+	d.horizon = at.Add(slot)
+	return at.Sub(now) + time.Duration(rand.Float64()*float64(slot))
+}
+
+// promise remembers when a caller turned away was told to come back, and cameBack measures, when
+// it is let in, how far from that time it came: a comeback time is worth what it predicts. The
+// caller holds d.mu.
+func (d *dispatcher) promise(req *Request, at time.Time) {
+	if len(d.promised) >= maxPromises {
+		clear(d.promised) // callers that never came back
+	}
+	d.promised[callerOf(req)] = at
+}
+
+func (d *dispatcher) cameBack(req *Request, now time.Time) {
+	key := callerOf(req)
+	if at, ok := d.promised[key]; ok {
+		d.comebackError.Observe(now.Sub(at).Seconds())
+		delete(d.promised, key)
+	}
+}
+
+// maxPromises bounds the comeback times a dispatcher remembers.
+const maxPromises = 10_000
+
+// callerOf names a caller for its comeback: its tenant and user.
+func callerOf(req *Request) string { return req.tenant() + "/" + req.Caller.User }
 
 // abandon takes a call whose client left out of the queue. If the dispatcher let it go in the
 // meantime, its ticket is refunded: the call is never made.

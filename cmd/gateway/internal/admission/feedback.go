@@ -29,11 +29,18 @@ type dispatcher struct {
 	callDuration prometheus.Observer
 	queueWait    prometheus.Observer
 
+	// estimateRatio and comebackError measure the door: a call's wait against its estimate, and
+	// when a caller turned away came back against when it was told to.
+	estimateRatio prometheus.Observer
+	comebackError prometheus.Observer
+
 	mu           sync.Mutex
 	q            *fairqueue.Queue
-	drained      lastMinute // tokens dispatched from the queue
-	backlogSince time.Time  // when the queue last became non-empty
-	feedback                // what the provider's throttles taught
+	drained      lastMinute           // tokens dispatched from the queue
+	backlogSince time.Time            // when the queue last became non-empty
+	horizon      time.Time            // the latest comeback given to a call turned away
+	promised     map[string]time.Time // when each caller turned away was told to come back
+	feedback                          // what the provider's throttles taught
 }
 
 // feedback is what a provider's 429s and 503s say: our model of its limits is wrong. Dispatch
@@ -46,10 +53,12 @@ type feedback struct {
 
 func newDispatcher(g *Gate, provider string) *dispatcher {
 	return &dispatcher{g: g, provider: provider, wake: make(chan struct{}, 1),
-		arrivals:     g.metrics.arrivals.WithLabelValues(provider),
-		callDuration: g.metrics.callDuration.WithLabelValues(provider),
-		queueWait:    g.metrics.queueWait.WithLabelValues(provider),
-		q:            fairqueue.New(fairqueue.Options{}), feedback: feedback{share: 1}}
+		arrivals:      g.metrics.arrivals.WithLabelValues(provider),
+		callDuration:  g.metrics.callDuration.WithLabelValues(provider),
+		queueWait:     g.metrics.queueWait.WithLabelValues(provider),
+		estimateRatio: g.metrics.estimateRatio.WithLabelValues(provider),
+		comebackError: g.metrics.comebackError.WithLabelValues(provider),
+		q:             fairqueue.New(fairqueue.Options{}), promised: map[string]time.Time{}, feedback: feedback{share: 1}}
 }
 
 // idle reports whether nobody waits and the provider is open, so a new call may try to go at once.

@@ -421,9 +421,11 @@ func TestTheDoorRefusesALongWaitBeforeCharging(t *testing.T) {
 		if refusal.Position != queued+1 {
 			t.Errorf("position = %d; want %d (the %d queued, then this call)", refusal.Position, queued+1, queued)
 		}
-		if refusal.Estimate <= refusal.MaxWait || refusal.RetryAfter != refusal.Estimate-refusal.MaxWait {
-			t.Errorf("estimate %s, maxWait %s, retry after %s; want an estimate past maxWait, and to come back when the wait is within it",
-				refusal.Estimate, refusal.MaxWait, refusal.RetryAfter)
+		// The call's own slot of the drain: 1,000 tokens at 100 a second.
+		soonest, slot := refusal.Estimate-refusal.MaxWait, 10*time.Second
+		if refusal.Estimate <= refusal.MaxWait || refusal.RetryAfter < soonest || refusal.RetryAfter >= soonest+slot {
+			t.Errorf("estimate %s, maxWait %s, retry after %s; want an estimate past maxWait, and to come back once the wait is within it, within the call's slot of the drain (%s)",
+				refusal.Estimate, refusal.MaxWait, refusal.RetryAfter, slot)
 		}
 		cancel()
 		wg.Wait()
@@ -610,5 +612,56 @@ func TestAJobAttemptTakenOverIsRefusedAndHoldsNothing(t *testing.T) {
 		}
 		req.Job = second.Attempt()
 		mustAdmit(t, g, req).Refund()
+	})
+}
+
+// TestACrowdTurnedAwayComesBackSpreadAtTheDrainRate fills a queue to its door, then turns away
+// five more calls at once: each is told to come back once the lane has room and after those told
+// before it, one slot of the drain later (its cost over the rate), never all at the same second.
+func TestACrowdTurnedAwayComesBackSpreadAtTheDrainRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// 6,000 tokens a minute drain 100 a second: a call of 1,000 tokens is a slot of 10 s.
+		const slot = 10 * time.Second
+		pl := plan{requestsPerMinute: 6000, tokensPerMinute: 6000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		g, _, p := newGate(t, pl)
+		req := request(t, p, "sk-acme-alice", 1000)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		var turnedAway []*Refusal
+		for range 100 {
+			answered := make(chan *Refusal, 1)
+			wg.Go(func() {
+				ticket, r := g.Admit(ctx, req)
+				if ticket != nil {
+					<-ctx.Done() // held: what it took stays taken until the test ends
+					ticket.Refund()
+				}
+				answered <- r
+			})
+			synctest.Wait()
+			select {
+			case r := <-answered:
+				if r != nil {
+					turnedAway = append(turnedAway, r)
+				}
+			default:
+			}
+			if len(turnedAway) == 6 {
+				break
+			}
+		}
+		if len(turnedAway) != 6 {
+			t.Fatalf("%d calls turned away; want 6", len(turnedAway))
+		}
+		soonest := turnedAway[0].Estimate - turnedAway[0].MaxWait
+		for i, r := range turnedAway {
+			from := soonest + time.Duration(i)*slot
+			if r.Reason != Busy || r.RetryAfter < from || r.RetryAfter >= from+slot {
+				t.Errorf("call %d turned away: %s, come back after %s; want busy, within [%s, %s)", i, r.Reason, r.RetryAfter, from, from+slot)
+			}
+		}
+		cancel()
 	})
 }

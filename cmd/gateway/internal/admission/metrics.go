@@ -16,6 +16,8 @@ type metrics struct {
 	queueTokens   *prometheus.GaugeVec
 	queueWait     *prometheus.HistogramVec
 	doorRefusals  *prometheus.CounterVec
+	estimateRatio *prometheus.HistogramVec
+	comebackError *prometheus.HistogramVec
 	providerShare *prometheus.GaugeVec
 }
 
@@ -43,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.addQueueMetrics()
 	reg.MustRegister(m.refusals, m.tokens, m.spend, m.decisions, m.storeErrors, m.storeUp,
-		m.arrivals, m.callDuration, m.queueDepth, m.queueTokens, m.queueWait, m.doorRefusals, m.providerShare)
+		m.arrivals, m.callDuration, m.queueDepth, m.queueTokens, m.queueWait, m.doorRefusals, m.estimateRatio, m.comebackError, m.providerShare)
 	m.storeUp.Set(1)
 	return m
 }
@@ -70,6 +72,14 @@ func (m *metrics) addQueueMetrics() {
 	}, []string{"provider"})
 	m.providerShare = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sluice_gateway_provider_effective_share", Help: "The share of a provider's in-flight cap this replica uses: 1 until the provider throttles, halved at each throttle, regained call by call.",
+	}, []string{"provider"})
+	m.estimateRatio = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "sluice_gateway_queue_wait_estimate_ratio", Help: "A queued call's wait over the wait the door estimated when it entered: 1 is a true estimate.",
+		Buckets: prometheus.ExponentialBucketsRange(0.125, 8, 19),
+	}, []string{"provider"})
+	m.comebackError = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "sluice_gateway_door_comeback_seconds", Help: "When a caller turned away at the door was let in, less when it was told to come back: negative, sooner.",
+		Buckets: []float64{-60, -30, -10, -5, -2, -1, 0, 1, 2, 5, 10, 30, 60, 120, 300},
 	}, []string{"provider"})
 	m.doorRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_gateway_door_refusals_total", Help: "Calls turned away at the door because their estimated wait passed maxWait.",

@@ -159,21 +159,28 @@ func (q *Queue) Ahead(class Class, tenant string) (items int, cost int64) {
 	return 0, 0
 }
 
-// EstimateWait returns how long a new item would wait under fair sharing when the queue drains
-// tokensPerSecond: the tenant's work ahead plus the item, at the tenant's weighted share of its
-// class's share of the drain. It returns -1 when nothing drains.
+// EstimateWait returns how long an item would wait, until it is served, when the queue drains
+// tokensPerSecond under its fair sharing: an item not yet queued as if pushed now, a queued one
+// from where it stands. Before it go the items ahead of it in its own lane, and in each other
+// lane of its tenant as many items as it has ahead of it plus one (users take one item each in
+// turn, so one user's ten items delay another's first by one); meanwhile every other tenant of its
+// class is served at its weight, up to what it has waiting (a tenant with less than its share
+// finishes first). The class gets its share of the drain. It returns -1 when nothing drains.
 func (q *Queue) EstimateWait(it *Item, tokensPerSecond float64) time.Duration {
-	r := q.classes[it.Class]
-	weights := r.weights
-	_, ahead := q.Ahead(it.Class, it.Tenant)
-	if r.tenants[it.Tenant] == nil {
-		weights += int64(max(it.Weight, 1))
-	}
-	rate := tokensPerSecond * q.classShare(it.Class) * float64(max(it.Weight, 1)) / float64(weights)
+	rate := tokensPerSecond * q.classShare(it.Class)
 	if rate <= 0 {
 		return -1
 	}
-	return time.Duration((float64(ahead) + float64(it.Cost)) / rate * float64(time.Second))
+	r := q.classes[it.Class]
+	own := r.tenantWorkBefore(it)
+	weight := float64(max(it.Weight, 1))
+	total := float64(own)
+	for name, t := range r.tenants {
+		if name != it.Tenant {
+			total += min(float64(t.cost), float64(own)*float64(t.weight)/weight)
+		}
+	}
+	return time.Duration(total / rate * float64(time.Second))
 }
 
 // classShare is the share of the drain a class gets while the other class also waits.

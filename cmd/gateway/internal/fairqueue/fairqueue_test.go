@@ -189,6 +189,15 @@ func TestRemoveLeavesNoTrace(t *testing.T) {
 	}
 }
 
+// tenItems is ten items of a user's, of cost each.
+func tenItems(tenant, user string, cost int64) []*Item {
+	items := make([]*Item, 10)
+	for i := range items {
+		items[i] = item(tenant, user, 1, Interactive, cost)
+	}
+	return items
+}
+
 func TestEstimateWaitUnderFairSharing(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -203,6 +212,12 @@ func TestEstimateWaitUnderFairSharing(t *testing.T) {
 		{"weight 3 against weight 1", []*Item{item("big", "u", 1, Interactive, 1_000_000)}, item("a", "u", 3, Interactive, 3000), 1000, 4 * time.Second},
 		{"batch behind interactive gets its share", []*Item{item("web", "u", 1, Interactive, 1_000_000)}, item("jobs", "u", 1, Batch, 1000), 1000, 10 * time.Second},
 		{"nothing drains", nil, item("a", "u", 1, Interactive, 1000), 0, -1},
+		{"a tenant with less waiting than its share finishes first", []*Item{item("small", "u", 1, Interactive, 500)},
+			item("a", "u", 1, Interactive, 3000), 1000, 3500 * time.Millisecond},
+		{"one user's ten items delay another user's first by one", tenItems("a", "heavy", 1000),
+			item("a", "newcomer", 1, Interactive, 1000), 1000, 2 * time.Second},
+		{"the heavy user's next item waits behind everyone's", append(tenItems("a", "heavy", 1000), item("a", "light", 1, Interactive, 1000)),
+			item("a", "heavy", 1, Interactive, 1000), 1000, 12 * time.Second},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -214,5 +229,22 @@ func TestEstimateWaitUnderFairSharing(t *testing.T) {
 				t.Errorf("EstimateWait = %v; want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestEstimateWaitOfAQueuedItemCountsWhatIsAheadOfIt checks a queued item's estimate: the items
+// before it in its lane and one of each other lane per place, not those behind it.
+func TestEstimateWaitOfAQueuedItemCountsWhatIsAheadOfIt(t *testing.T) {
+	q := New(Options{})
+	heavy := tenItems("a", "heavy", 1000)
+	for _, it := range heavy {
+		q.Push(it)
+	}
+	q.Push(item("a", "light", 1, Interactive, 1000))
+	if got, want := q.EstimateWait(heavy[0], 1000), 2*time.Second; got != want {
+		t.Errorf("the heavy user's first item: %v; want %v, itself and the light user's one", got, want)
+	}
+	if got, want := q.EstimateWait(heavy[9], 1000), 11*time.Second; got != want {
+		t.Errorf("the heavy user's tenth item: %v; want %v, its lane and the light user's one", got, want)
 	}
 }

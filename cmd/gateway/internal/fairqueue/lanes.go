@@ -129,3 +129,45 @@ func (t *tenantLane) head(now time.Time) (*Item, time.Time) {
 	}
 	return nil, opens
 }
+
+// tenantWorkBefore is the cost its tenant serves until it has served it, it included: the items
+// of its own lane up to it, and of each other user's lane as many as its position in its own.
+func (r *rounds) tenantWorkBefore(it *Item) int64 {
+	t := r.tenants[it.Tenant]
+	position, own := int64(1), it.Cost // not queued: after its lane's items
+	if t == nil {
+		return own
+	}
+	if lane := t.byUser[it.User]; lane != nil {
+		position, own = lane.upTo(it)
+	}
+	work := own
+	for e := t.users.Front(); e != nil; e = e.Next() {
+		if u := e.Value.(*userLane); u.name != it.User {
+			work += u.firstCost(position)
+		}
+	}
+	return work
+}
+
+// upTo returns it's position in the lane and the cost of the lane's items up to it, it included;
+// for an item not in the lane, those of the lane's items and it after them.
+func (u *userLane) upTo(it *Item) (position, cost int64) {
+	for e := u.items.Front(); e != nil; e = e.Next() {
+		position++
+		cost += e.Value.(*Item).Cost
+		if e.Value == it {
+			return position, cost
+		}
+	}
+	return position + 1, cost + it.Cost
+}
+
+// firstCost is the cost of the lane's first n items.
+func (u *userLane) firstCost(n int64) int64 {
+	var cost int64
+	for e := u.items.Front(); e != nil && n > 0; e, n = e.Next(), n-1 {
+		cost += e.Value.(*Item).Cost
+	}
+	return cost
+}
