@@ -558,8 +558,13 @@ func (c *compiler) tenantKeys(tenant string, selector labels.Selector) ([]tenant
 			probs = append(probs, prob)
 			continue
 		}
+		key := strings.TrimSpace(string(v))
+		if len(key) < v1alpha1.MinKeyLength {
+			probs = append(probs, &problem{v1alpha1.ReasonKeyTooShort, fmt.Sprintf("The key in Secret %q is shorter than %d characters; it is left out.", s.Name, v1alpha1.MinKeyLength)})
+			continue
+		}
 		user := cmp.Or(s.Labels[v1alpha1.LabelUser], s.Name)
-		keys = append(keys, tenantKey{secret: s.Name, user: user, hash: gatewayv1.HashKey(strings.TrimSpace(string(v)))})
+		keys = append(keys, tenantKey{secret: s.Name, user: user, hash: gatewayv1.HashKey(key)})
 	}
 	return keys, probs
 }

@@ -27,8 +27,8 @@ const configSecretName = "sluice-gateway-config"
 const (
 	openaiKey  = "sk-openai-0123456789"
 	openaiKey2 = "sk-openai-rotated-9876543210"
-	aliceKey   = "sk-acme-alice-0123456789"
-	bobKey     = "sk-globex-bob-0123456789"
+	aliceKey   = "sk-acme-alice-0123456789abcdef0123456789abcdef"
+	bobKey     = "sk-globex-bob-0123456789abcdef0123456789abcdef"
 	claudeKey  = "sk-anthropic-0123456789"
 )
 
