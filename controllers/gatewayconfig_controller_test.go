@@ -68,7 +68,7 @@ func TestReconcile(t *testing.T) {
 		providerSecret("openai", openaiKey),
 		keySecret("acme-alice", "acme", "alice", aliceKey),
 		keySecret("globex-bob", "globex", "bob", bobKey),
-		keySecret("initech-carol", "initech", "carol", "sk-initech-carol-0123456789"),
+		keySecret("initech-carol", "initech", "carol", "sk-initech-carol-0123456789abcdef0123456789"),
 		{ObjectMeta: metav1.ObjectMeta{Name: "unrelated"}, StringData: map[string]string{"password": "hunter2-0123456789"}},
 	}
 	create(t, c, ns, &openai, &anthropic, &pro, &onClaude)
