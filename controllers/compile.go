@@ -149,15 +149,16 @@ func Compile(in Inputs) (*Output, error) {
 
 // compiler holds the state of one Compile.
 type compiler struct {
-	secrets     map[string]*corev1.Secret
-	readyPods   map[string]int32              // by ProviderQuota name
-	quotas      map[string]bool               // every ProviderQuota's name
-	providers   map[string]gatewayv1.Provider // the compiled ones
-	modelOwner  map[string]string             // model → the ProviderQuota that claimed it
-	tenantOwner map[string]string             // tenant → the TenantPlan that claimed it
-	keyOwner    map[string]string             // key hash → the Secret that holds it
-	cfg         *gatewayv1.Config
-	out         *Output
+	secrets      map[string]*corev1.Secret
+	keySecretsOf map[string][]*corev1.Secret   // by tenant label, by name
+	readyPods    map[string]int32              // by ProviderQuota name
+	quotas       map[string]bool               // every ProviderQuota's name
+	providers    map[string]gatewayv1.Provider // the compiled ones
+	modelOwner   map[string]string             // model → the ProviderQuota that claimed it
+	tenantOwner  map[string]string             // tenant → the TenantPlan that claimed it
+	keyOwner     map[string]string             // key hash → the Secret that holds it
+	cfg          *gatewayv1.Config
+	out          *Output
 }
 
 func newCompiler(in Inputs) *compiler {
@@ -171,8 +172,13 @@ func newCompiler(in Inputs) *compiler {
 			TenantPlans:    map[string]PlanResult{},
 		},
 	}
+	c.keySecretsOf = map[string][]*corev1.Secret{}
 	for i := range in.Secrets {
-		c.secrets[in.Secrets[i].Name] = &in.Secrets[i]
+		s := &in.Secrets[i]
+		c.secrets[s.Name] = s
+		if tenant := s.Labels[v1alpha1.LabelTenant]; tenant != "" {
+			c.keySecretsOf[tenant] = append(c.keySecretsOf[tenant], s)
+		}
 	}
 	for _, pq := range in.ProviderQuotas {
 		c.quotas[pq.Name] = true
@@ -558,8 +564,13 @@ func (c *compiler) tenantKeys(tenant string, selector labels.Selector) ([]tenant
 			probs = append(probs, prob)
 			continue
 		}
+		key := strings.TrimSpace(string(v))
+		if len(key) < v1alpha1.MinKeyLength {
+			probs = append(probs, &problem{v1alpha1.ReasonKeyTooShort, fmt.Sprintf("The key in Secret %q is shorter than %d characters; it is left out.", s.Name, v1alpha1.MinKeyLength)})
+			continue
+		}
 		user := cmp.Or(s.Labels[v1alpha1.LabelUser], s.Name)
-		keys = append(keys, tenantKey{secret: s.Name, user: user, hash: gatewayv1.HashKey(strings.TrimSpace(string(v)))})
+		keys = append(keys, tenantKey{secret: s.Name, user: user, hash: gatewayv1.HashKey(key)})
 	}
 	return keys, probs
 }
@@ -567,8 +578,8 @@ func (c *compiler) tenantKeys(tenant string, selector labels.Selector) ([]tenant
 // keySecrets returns a tenant's key Secrets by name.
 func (c *compiler) keySecrets(tenant string, selector labels.Selector) []*corev1.Secret {
 	var out []*corev1.Secret
-	for _, s := range c.secrets {
-		if s.Labels[v1alpha1.LabelTenant] == tenant && selector.Matches(labels.Set(s.Labels)) {
+	for _, s := range c.keySecretsOf[tenant] {
+		if selector.Matches(labels.Set(s.Labels)) {
 			out = append(out, s)
 		}
 	}

@@ -110,8 +110,8 @@ func TestCompile(t *testing.T) {
 		return *c
 	}
 	openai, openaiKey := quota("openai", 0, "gpt-4o", "gpt-4o-mini"), providerSecret("openai", "sk-openai")
-	acmeAlice := keySecret("acme-alice", "acme", "alice", "sk-acme-alice")
-	globexBob := keySecret("globex-bob", "globex", "bob", "sk-globex-bob")
+	acmeAlice := keySecret("acme-alice", "acme", "alice", "sk-acme-alice-0123456789abcdef0123456789abcdef")
+	globexBob := keySecret("globex-bob", "globex", "bob", "sk-globex-bob-0123456789abcdef0123456789abcdef")
 	basic := plan("basic", 0, []string{"acme", "globex"}, []string{"openai"})
 
 	tests := []struct {
@@ -130,8 +130,8 @@ func TestCompile(t *testing.T) {
 		wantProviders: []string{"openai"},
 		wantKeyFiles:  map[string]string{"openai.key": "sk-openai"},
 		wantTenants: map[string][]gatewayv1.Key{
-			"acme":   {{SHA256: gatewayv1.HashKey("sk-acme-alice"), User: "alice"}},
-			"globex": {{SHA256: gatewayv1.HashKey("sk-globex-bob"), User: "bob"}},
+			"acme":   {{SHA256: gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789abcdef"), User: "alice"}},
+			"globex": {{SHA256: gatewayv1.HashKey("sk-globex-bob-0123456789abcdef0123456789abcdef"), User: "bob"}},
 		},
 		wantQuotas: map[string]string{"openai": v1alpha1.ReasonCompiled},
 		wantPlans:  map[string]string{"basic": v1alpha1.ReasonCompiled},
@@ -147,7 +147,7 @@ func TestCompile(t *testing.T) {
 			Secrets:        []corev1.Secret{acmeAlice},
 		},
 		wantProviders: []string{"openai"},
-		wantTenants:   map[string][]gatewayv1.Key{"acme": {{SHA256: gatewayv1.HashKey("sk-acme-alice"), User: "alice"}}},
+		wantTenants:   map[string][]gatewayv1.Key{"acme": {{SHA256: gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789abcdef"), User: "alice"}}},
 		wantQuotas:    map[string]string{"openai": v1alpha1.ReasonCompiled},
 		wantPlans:     map[string]string{"p": v1alpha1.ReasonCompiled},
 		wantCounts:    map[string]int32{"p": 1},
@@ -163,7 +163,7 @@ func TestCompile(t *testing.T) {
 		},
 		wantProviders: []string{"openai"},
 		wantKeyFiles:  map[string]string{"openai.key": "sk-openai"},
-		wantTenants:   map[string][]gatewayv1.Key{"acme": {{SHA256: gatewayv1.HashKey("sk-acme-alice"), User: "alice"}}},
+		wantTenants:   map[string][]gatewayv1.Key{"acme": {{SHA256: gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789abcdef"), User: "alice"}}},
 		wantQuotas:    map[string]string{"openai": v1alpha1.ReasonCompiled, "anthropic": v1alpha1.ReasonKeySecretMissing},
 		wantPlans:     map[string]string{"on-openai": v1alpha1.ReasonCompiled, "on-anthropic": v1alpha1.ReasonUnknownProvider},
 		wantCounts:    map[string]int32{"on-openai": 1, "on-anthropic": 0},
@@ -223,7 +223,7 @@ func TestCompile(t *testing.T) {
 		},
 		wantProviders: []string{"openai"},
 		wantKeyFiles:  map[string]string{"openai.key": "sk-openai"},
-		wantTenants:   map[string][]gatewayv1.Key{"globex": {{SHA256: gatewayv1.HashKey("sk-globex-bob"), User: "bob"}}},
+		wantTenants:   map[string][]gatewayv1.Key{"globex": {{SHA256: gatewayv1.HashKey("sk-globex-bob-0123456789abcdef0123456789abcdef"), User: "bob"}}},
 		wantQuotas:    map[string]string{"openai": v1alpha1.ReasonCompiled},
 		wantPlans:     map[string]string{"typo": v1alpha1.ReasonUnknownProvider, "fine": v1alpha1.ReasonCompiled},
 		wantCounts:    map[string]int32{"typo": 0, "fine": 1},
@@ -237,7 +237,7 @@ func TestCompile(t *testing.T) {
 		},
 		wantProviders: []string{"openai"},
 		wantKeyFiles:  map[string]string{"openai.key": "sk-openai"},
-		wantTenants:   map[string][]gatewayv1.Key{"acme": {{SHA256: gatewayv1.HashKey("sk-acme-alice"), User: "alice"}}},
+		wantTenants:   map[string][]gatewayv1.Key{"acme": {{SHA256: gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789abcdef"), User: "alice"}}},
 		wantQuotas:    map[string]string{"openai": v1alpha1.ReasonCompiled},
 		wantPlans:     map[string]string{"basic": v1alpha1.ReasonKeySecretMissing},
 		wantCounts:    map[string]int32{"basic": 1},
@@ -251,7 +251,7 @@ func TestCompile(t *testing.T) {
 		},
 		wantProviders: []string{"openai"},
 		wantKeyFiles:  map[string]string{"openai.key": "sk-openai"},
-		wantTenants:   map[string][]gatewayv1.Key{"acme": {{SHA256: gatewayv1.HashKey("sk-acme-alice"), User: "alice"}}},
+		wantTenants:   map[string][]gatewayv1.Key{"acme": {{SHA256: gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789abcdef"), User: "alice"}}},
 		wantQuotas:    map[string]string{"openai": v1alpha1.ReasonCompiled},
 		wantPlans:     map[string]string{"basic": v1alpha1.ReasonKeySecretMissing},
 		wantCounts:    map[string]int32{"basic": 1},
@@ -269,8 +269,8 @@ func TestCompile(t *testing.T) {
 		wantProviders: []string{"openai"},
 		wantKeyFiles:  map[string]string{"openai.key": "sk-openai"},
 		wantTenants: map[string][]gatewayv1.Key{
-			"acme":   {{SHA256: gatewayv1.HashKey("sk-acme-alice"), User: "alice"}},
-			"globex": {{SHA256: gatewayv1.HashKey("sk-globex-bob"), User: "bob"}},
+			"acme":   {{SHA256: gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789abcdef"), User: "alice"}},
+			"globex": {{SHA256: gatewayv1.HashKey("sk-globex-bob-0123456789abcdef0123456789abcdef"), User: "bob"}},
 		},
 		wantQuotas:   map[string]string{"openai": v1alpha1.ReasonCompiled},
 		wantPlans:    map[string]string{"free": v1alpha1.ReasonCompiled, "pro": v1alpha1.ReasonTenantConflict},
@@ -281,13 +281,13 @@ func TestCompile(t *testing.T) {
 		in: Inputs{
 			ProviderQuotas: []v1alpha1.ProviderQuota{openai},
 			TenantPlans:    []v1alpha1.TenantPlan{basic},
-			Secrets:        []corev1.Secret{openaiKey, acmeAlice, keySecret("globex-copy", "globex", "bob", "sk-acme-alice"), globexBob},
+			Secrets:        []corev1.Secret{openaiKey, acmeAlice, keySecret("globex-copy", "globex", "bob", "sk-acme-alice-0123456789abcdef0123456789abcdef"), globexBob},
 		},
 		wantProviders: []string{"openai"},
 		wantKeyFiles:  map[string]string{"openai.key": "sk-openai"},
 		wantTenants: map[string][]gatewayv1.Key{
-			"acme":   {{SHA256: gatewayv1.HashKey("sk-acme-alice"), User: "alice"}},
-			"globex": {{SHA256: gatewayv1.HashKey("sk-globex-bob"), User: "bob"}},
+			"acme":   {{SHA256: gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789abcdef"), User: "alice"}},
+			"globex": {{SHA256: gatewayv1.HashKey("sk-globex-bob-0123456789abcdef0123456789abcdef"), User: "bob"}},
 		},
 		wantQuotas:   map[string]string{"openai": v1alpha1.ReasonCompiled},
 		wantPlans:    map[string]string{"basic": v1alpha1.ReasonKeyConflict},
@@ -361,7 +361,7 @@ func TestCompile(t *testing.T) {
 		},
 		wantProviders: []string{"openai"},
 		wantKeyFiles:  map[string]string{"openai.key": "sk-openai"},
-		wantTenants:   map[string][]gatewayv1.Key{"acme": {{SHA256: gatewayv1.HashKey("sk-acme-alice"), User: "alice"}}},
+		wantTenants:   map[string][]gatewayv1.Key{"acme": {{SHA256: gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789abcdef"), User: "alice"}}},
 		wantQuotas:    map[string]string{"openai": v1alpha1.ReasonCompiled},
 		wantPlans:     map[string]string{"p": v1alpha1.ReasonCompiled},
 		wantCounts:    map[string]int32{"p": 1},
@@ -373,19 +373,33 @@ func TestCompile(t *testing.T) {
 			Secrets: []corev1.Secret{
 				openaiKey,
 				acmeAlice, // not selected
-				labelled(keySecret("acme-ci", "acme", "", "sk-ci\n"), "sluice.dev/plan", "p"),
-				labelled(keySecret("acme-bob", "acme", "bob", "sk-bob"), "sluice.dev/plan", "p"),
+				labelled(keySecret("acme-ci", "acme", "", "sk-ci-0123456789abcdef0123456789abcdef\n"), "sluice.dev/plan", "p"),
+				labelled(keySecret("acme-bob", "acme", "bob", "sk-bob-0123456789abcdef0123456789abcdef"), "sluice.dev/plan", "p"),
 			},
 		},
 		wantProviders: []string{"openai"},
 		wantKeyFiles:  map[string]string{"openai.key": "sk-openai"},
 		wantTenants: map[string][]gatewayv1.Key{"acme": {
-			{SHA256: gatewayv1.HashKey("sk-bob"), User: "bob"},
-			{SHA256: gatewayv1.HashKey("sk-ci"), User: "acme-ci"},
+			{SHA256: gatewayv1.HashKey("sk-bob-0123456789abcdef0123456789abcdef"), User: "bob"},
+			{SHA256: gatewayv1.HashKey("sk-ci-0123456789abcdef0123456789abcdef"), User: "acme-ci"},
 		}},
 		wantQuotas: map[string]string{"openai": v1alpha1.ReasonCompiled},
 		wantPlans:  map[string]string{"p": v1alpha1.ReasonCompiled},
 		wantCounts: map[string]int32{"p": 1},
+	}, {
+		name: "a key shorter than 32 characters is left out, by its Secret's name",
+		in: Inputs{
+			ProviderQuotas: []v1alpha1.ProviderQuota{openai},
+			TenantPlans:    []v1alpha1.TenantPlan{plan("p", 0, []string{"acme"}, []string{"openai"})},
+			Secrets:        []corev1.Secret{openaiKey, acmeAlice, keySecret("acme-short", "acme", "carol", "sk-0123456789abcdef0123456789a\n")},
+		},
+		wantProviders: []string{"openai"},
+		wantKeyFiles:  map[string]string{"openai.key": "sk-openai"},
+		wantTenants:   map[string][]gatewayv1.Key{"acme": {{SHA256: gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789abcdef"), User: "alice"}}},
+		wantQuotas:    map[string]string{"openai": v1alpha1.ReasonCompiled},
+		wantPlans:     map[string]string{"p": v1alpha1.ReasonKeyTooShort},
+		wantCounts:    map[string]int32{"p": 1},
+		wantMessages:  []string{`The key in Secret "acme-short" is shorter than 32 characters`},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -463,7 +477,7 @@ func TestCompileConverts(t *testing.T) {
 		Base:           base,
 		ProviderQuotas: []v1alpha1.ProviderQuota{pq, llama},
 		TenantPlans:    []v1alpha1.TenantPlan{tp},
-		Secrets:        []corev1.Secret{providerSecret("openai", "sk-openai"), keySecret("acme-alice", "acme", "alice", "sk-acme-alice")},
+		Secrets:        []corev1.Secret{providerSecret("openai", "sk-openai"), keySecret("acme-alice", "acme", "alice", "sk-acme-alice-0123456789abcdef0123456789abcdef")},
 		ReadyPods:      map[string]int32{"llama": 2},
 	})
 	if err != nil {
@@ -503,7 +517,7 @@ func TestCompileConverts(t *testing.T) {
 		Tenants: []gatewayv1.Tenant{{
 			Name:      "acme",
 			UID:       "0b6e3c1e-5d0f-4e6a-9a57-2f3c8d1e7b42/acme",
-			Keys:      []gatewayv1.Key{{SHA256: gatewayv1.HashKey("sk-acme-alice"), User: "alice"}},
+			Keys:      []gatewayv1.Key{{SHA256: gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789abcdef"), User: "alice"}},
 			Providers: []string{"openai", "llama"},
 			Priority:  gatewayv1.PriorityBatch, Weight: 3,
 			PerUser:   []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 1000, Per: gatewayv1.PeriodDay, OnLimit: gatewayv1.BehaviorReject}},

@@ -107,3 +107,36 @@ func updateSecret(existing, desired *corev1.Secret) {
 	}
 	maps.Copy(existing.Annotations, desired.Annotations)
 }
+
+// secretDataSize is what the API server counts against
+// corev1.MaxSecretSize: the bytes of every item's name and value.
+func secretDataSize(s *corev1.Secret) int {
+	n := 0
+	for name, v := range s.Data {
+		n += len(name) + len(v)
+	}
+	return n
+}
+
+// tooLarge returns out with every object that would have been in the
+// configuration marked ConfigTooLarge, for a Secret of size bytes that the
+// API server would refuse. Objects left out for a reason of their own keep
+// it.
+func tooLarge(out *Output, size int) *Output {
+	res := Result{Reason: v1alpha1.ReasonConfigTooLarge, Message: fmt.Sprintf(
+		"The gateway configuration is %d bytes, past the %d a Secret holds; it was not written and the gateways keep the one they have. Spread the tenants over more namespaces, or remove tenants or keys.",
+		size, corev1.MaxSecretSize)}
+	for name, pr := range out.ProviderQuotas {
+		if pr.Ready() {
+			pr.Result = res
+			out.ProviderQuotas[name] = pr
+		}
+	}
+	for name, pr := range out.TenantPlans {
+		if pr.Reason == v1alpha1.ReasonCompiled || pr.TenantCount() > 0 {
+			pr.Result = res
+			out.TenantPlans[name] = pr
+		}
+	}
+	return out
+}

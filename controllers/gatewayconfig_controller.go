@@ -148,7 +148,8 @@ func (r *GatewayConfigReconciler) configOfPod(ctx context.Context, o client.Obje
 // Reconcile gathers the namespace's objects, compiles them, writes the
 // configuration Secret when it changed, and then each object's status when
 // it changed. A status is written only once the Secret holds what it
-// reports.
+// reports. A configuration past the size a Secret holds is not written:
+// the objects it would have carried say ConfigTooLarge instead.
 func (r *GatewayConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	in, err := r.gather(ctx, req.Namespace)
 	if err != nil {
@@ -158,7 +159,17 @@ func (r *GatewayConfigReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.writeSecret(ctx, req.NamespacedName, in, out); err != nil {
+	desired, err := configSecret(req.NamespacedName, in, out)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if size := secretDataSize(desired); size > corev1.MaxSecretSize {
+		// Retrying cannot help: the statuses say why, and a change of the
+		// objects compiles again.
+		ctrl.LoggerFrom(ctx).Info("The gateway configuration does not fit its Secret", "secret", desired.Name, "bytes", size)
+		return ctrl.Result{}, r.writeStatuses(ctx, req.Namespace, in, tooLarge(out, size))
+	}
+	if err := r.writeSecret(ctx, desired, out); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, r.writeStatuses(ctx, req.Namespace, in, out)
@@ -192,17 +203,17 @@ func (r *GatewayConfigReconciler) gather(ctx context.Context, namespace string) 
 	return in, nil
 }
 
-// writeSecret creates or updates the configuration Secret in one write, or
+// writeSecret creates or updates the configuration Secret, desired, in one write, or
 // leaves it when it already holds the compile. With no objects left it
 // writes nothing: the garbage collector removes the Secret they owned, and
 // an ownerless Secret rewritten here would stay for ever.
-func (r *GatewayConfigReconciler) writeSecret(ctx context.Context, key types.NamespacedName, in *Inputs, out *Output) error {
-	desired, err := configSecret(key, in, out)
-	if err != nil || len(desired.OwnerReferences) == 0 {
-		return err
+func (r *GatewayConfigReconciler) writeSecret(ctx context.Context, desired *corev1.Secret, out *Output) error {
+	if len(desired.OwnerReferences) == 0 {
+		return nil
 	}
+	key := client.ObjectKeyFromObject(desired)
 	var existing corev1.Secret
-	err = r.Client.Get(ctx, key, &existing)
+	err := r.Client.Get(ctx, key, &existing)
 	switch {
 	case apierrors.IsNotFound(err):
 		if err := r.Client.Create(ctx, desired); err != nil {

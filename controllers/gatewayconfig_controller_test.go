@@ -27,8 +27,8 @@ const configSecretName = "sluice-gateway-config"
 const (
 	openaiKey  = "sk-openai-0123456789"
 	openaiKey2 = "sk-openai-rotated-9876543210"
-	aliceKey   = "sk-acme-alice-0123456789"
-	bobKey     = "sk-globex-bob-0123456789"
+	aliceKey   = "sk-acme-alice-0123456789abcdef0123456789abcdef"
+	bobKey     = "sk-globex-bob-0123456789abcdef0123456789abcdef"
 	claudeKey  = "sk-anthropic-0123456789"
 )
 
@@ -68,7 +68,7 @@ func TestReconcile(t *testing.T) {
 		providerSecret("openai", openaiKey),
 		keySecret("acme-alice", "acme", "alice", aliceKey),
 		keySecret("globex-bob", "globex", "bob", bobKey),
-		keySecret("initech-carol", "initech", "carol", "sk-initech-carol-0123456789"),
+		keySecret("initech-carol", "initech", "carol", "sk-initech-carol-0123456789abcdef0123456789"),
 		{ObjectMeta: metav1.ObjectMeta{Name: "unrelated"}, StringData: map[string]string{"password": "hunter2-0123456789"}},
 	}
 	create(t, c, ns, &openai, &anthropic, &pro, &onClaude)

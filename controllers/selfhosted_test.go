@@ -82,7 +82,7 @@ func TestCompileSelfHosted(t *testing.T) {
 			pro := plan("pro", 0, []string{"acme"}, []string{"llama"})
 			out, err := Compile(Inputs{
 				ProviderQuotas: []v1alpha1.ProviderQuota{tc.pq}, TenantPlans: []v1alpha1.TenantPlan{pro},
-				Secrets: []corev1.Secret{keySecret("acme-alice", "acme", "alice", "sk-acme-alice")}, ReadyPods: tc.readyPods,
+				Secrets: []corev1.Secret{keySecret("acme-alice", "acme", "alice", "sk-acme-alice-0123456789abcdef0123456789abcdef")}, ReadyPods: tc.readyPods,
 			})
 			if err != nil {
 				t.Fatal(err)

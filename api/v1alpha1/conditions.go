@@ -42,7 +42,20 @@ const (
 	// key Secret already in the configuration; a key must name one tenant
 	// and user.
 	ReasonKeyConflict = "KeyConflict"
+	// ReasonKeyTooShort: a tenant's key Secret holds a key shorter than
+	// MinKeyLength characters, which is left out; the message names the
+	// Secret, never the key.
+	ReasonKeyTooShort = "KeyTooShort"
+	// ReasonConfigTooLarge: the compiled configuration does not fit the
+	// Secrets it is written to, even with each plan written once and the
+	// keys spread over several; the gateways keep the configuration they
+	// have. The message gives the sizes.
+	ReasonConfigTooLarge = "ConfigTooLarge"
 )
+
+// MinKeyLength is the fewest characters a tenant's API key may have: a
+// shorter key could be guessed.
+const MinKeyLength = 32
 
 // ConditionUsageReported says whether the usage in status is current: True
 // when every gateway answered the operator's latest poll, False when one did

@@ -19,12 +19,12 @@ import (
 
 // Two of the keys config/samples holds: the tenant key the test calls with, and the provider's.
 const (
-	sampleTenantKey   = "sk-acme-alice"
+	sampleTenantKey   = "sk-acme-alice-0123456789abcdef0123456789"
 	sampleProviderKey = "sk-provider-example"
 )
 
 // sampleKeys are every key in config/samples, none of which may leave its Secret.
-var sampleKeys = []string{sampleTenantKey, "sk-globex-bob", "sk-initech-carol", sampleProviderKey}
+var sampleKeys = []string{sampleTenantKey, "sk-globex-bob-0123456789abcdef0123456789", "sk-initech-carol-0123456789abcdef0123456789", sampleProviderKey}
 
 // TestOperator applies the CRDs and config/samples to a real API server with kubectl, runs the
 // manager as a process, runs a real gateway on the configuration Secret the manager wrote, sends

@@ -38,7 +38,7 @@ func TestOperatorTwoProviderPlanSpendsOneBudget(t *testing.T) {
 	for i := range 9 {
 		model := []string{"gpt-4o-mini", "claude-haiku"}[i%2]
 		body := strings.Replace(chatBody, "gpt-4o-mini", model, 1)
-		if a := g.post(t, "/v1/chat/completions", "sk-hooli-dana", body); a.status != http.StatusOK {
+		if a := g.post(t, "/v1/chat/completions", "sk-hooli-dana-0123456789abcdef0123456789", body); a.status != http.StatusOK {
 			t.Fatalf("call %d, to %s: %d %s", i+1, model, a.status, a.body)
 		}
 	}
@@ -94,7 +94,7 @@ spec:
 apiVersion: v1
 kind: Secret
 metadata: {name: hooli-dana, labels: {sluice.dev/tenant: hooli, sluice.dev/user: dana}}
-stringData: {apiKey: sk-hooli-dana}
+stringData: {apiKey: sk-hooli-dana-0123456789abcdef0123456789}
 `)
 	return b.String()
 }

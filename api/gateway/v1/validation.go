@@ -267,6 +267,7 @@ func ValidateProvider(paths ProviderPaths, pr *Provider) field.ErrorList {
 	errs = append(errs, validateMoney(paths.SpendPerMinute, pr.SpendPerMinute, false)...)
 	errs = append(errs, validateMoney(paths.SpendPerMonth, pr.SpendPerMonth, false)...)
 	errs = append(errs, pr.Retry.validate(paths.Retry)...)
+	errs = append(errs, pr.validateProviderRates(paths)...)
 	return append(errs, pr.validateTimeouts(paths)...)
 }
 
@@ -478,6 +479,7 @@ func (l *Limit) validate(p *field.Path) field.ErrorList {
 	errs = append(errs, validateEnum(p.Child("per"), l.Per, periods)...)
 	errs = append(errs, l.validateAmount(p)...)
 	errs = append(errs, l.validateBurst(p.Child("burst"))...)
+	errs = append(errs, l.validateRate(p.Child("per"))...)
 	errs = append(errs, validateEnum(p.Child("onLimit"), l.OnLimit, behaviors)...)
 	if l.Per.IsCalendar() && l.OnLimit == BehaviorQueue {
 		errs = append(errs, field.Invalid(p.Child("onLimit"), l.OnLimit,

@@ -699,6 +699,23 @@ func TestValidate(t *testing.T) {
 			want:   []string{`tenants[0].degrade.fallback: Invalid value: "gpt-4o"`, "must differ"},
 		},
 		{
+			name:   "providers[].spendPerMinute past what the limiter holds",
+			mutate: func(c *gatewayv1.Config) { openai(c).SpendPerMinute = "70000" },
+			want:   []string{`providers[0].spendPerMinute: Invalid value: "70000": must fit the gateway's limiter`, "finer than the limiter can hold"},
+		},
+		{
+			name:   "a rate finer than the limiter holds",
+			mutate: func(c *gatewayv1.Config) { perUser(c).Amount, perUser(c).Per = 2_000_000_000, gatewayv1.PeriodSecond },
+			want:   []string{`tenants[0].perUser[0].per: Invalid value: "second": must fit the gateway's limiter`},
+		},
+		{
+			name: "a burst too large to refill",
+			mutate: func(c *gatewayv1.Config) {
+				perUser(c).Dimension, perUser(c).Amount, perUser(c).Per, perUser(c).Burst = gatewayv1.DimensionTokens, 1, gatewayv1.PeriodHour, 1<<40
+			},
+			want: []string{"tenants[0].perUser[0].per", "takes too long to refill"},
+		},
+		{
 			name:   "tenants[].degrade.belowPercent",
 			mutate: func(c *gatewayv1.Config) { acme(c).Degrade.BelowPercent = 100 },
 			want:   []string{"tenants[0].degrade.belowPercent: Invalid value: 100", "from 1 to 99"},

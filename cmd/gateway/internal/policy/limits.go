@@ -8,10 +8,6 @@ import (
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
 
-// minTokenBurst is the least burst of a provider's tokens-per-minute bucket, so that a small
-// account still takes a long prompt.
-const minTokenBurst = 16384
-
 // rule is one limit in its two forms: shared (in the configured store, the whole budget) and
 // local (this replica's share, used only when Redis is unreachable and the store fails open).
 type rule struct {
@@ -133,12 +129,12 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 	prefix := providerKey(p.Name, "provider")
 	level := ratelimit.LevelProvider
 	if n := p.WithHeadroom(p.RequestsPerMinute); n > 0 {
-		if err := add(b.perMinute(prefix+":requests:minute", ratelimit.Requests, n, 60)); err != nil {
+		if err := add(b.perMinute(prefix+":requests:minute", ratelimit.Requests, n, gatewayv1.RequestsBurstFraction)); err != nil {
 			return nil, err
 		}
 	}
 	if n := p.WithHeadroom(p.TokensPerMinute); n > 0 {
-		if err := add(b.perMinute(prefix+":tokens:minute", ratelimit.Tokens, n, 10)); err != nil {
+		if err := add(b.perMinute(prefix+":tokens:minute", ratelimit.Tokens, n, gatewayv1.TokensBurstFraction)); err != nil {
 			return nil, err
 		}
 	}
@@ -150,7 +146,7 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 		}
 	}
 	if n, _ := p.SpendPerMinute.MicroDollars(); n > 0 { // validated already
-		if err := add(b.perMinute(prefix+":microdollars:minute", ratelimit.MicroDollars, n, 10)); err != nil {
+		if err := add(b.perMinute(prefix+":microdollars:minute", ratelimit.MicroDollars, n, gatewayv1.SpendBurstFraction)); err != nil {
 			return nil, err
 		}
 	}
@@ -168,13 +164,14 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 
 // perMinute is a provider's per-minute limit n as a bucket with a burst of n/fraction that
 // refills at n less the burst, so no rolling minute passes n. Tokens get a burst of at least
-// minTokenBurst (at most half the minute): the burst is also the largest call that can pass.
+// gatewayv1.MinTokenBurst (at most half the minute): the burst is also the largest call that can pass.
 func (b *builder) perMinute(key string, dim ratelimit.Dimension, n, fraction int64) (rule, error) {
-	burst := max(n/fraction, 1)
+	var minBurst int64
 	if dim == ratelimit.Tokens {
-		burst = max(burst, min(n/2, minTokenBurst))
+		minBurst = gatewayv1.MinTokenBurst
 	}
-	return b.bucket(key, ratelimit.LevelProvider, dim, max(n-burst, 1), time.Minute, burst)
+	rate, burst := gatewayv1.PerMinuteBucket(n, fraction, minBurst)
+	return b.bucket(key, ratelimit.LevelProvider, dim, rate, time.Minute, burst)
 }
 
 // LeaseTTL is how long Redis holds a call's slot in flight unless the call's gateway renews it,

@@ -13,9 +13,10 @@ package ratelimit
 
 import (
 	"fmt"
-	"math"
 	"sync/atomic"
 	"time"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 )
 
 // Level is where a limit applies. It is reported when that limit refuses.
@@ -128,16 +129,10 @@ type Limit struct {
 // NewBucket returns a token bucket that earns rate units every per, up to burst units. A request
 // may take up to burst units at once.
 func NewBucket(key string, level Level, dim Dimension, rate int64, per time.Duration, burst int64) (*Limit, error) {
-	if rate <= 0 || per <= 0 || burst <= 0 {
-		return nil, fmt.Errorf("ratelimit: bucket %q: rate %d per %s with burst %d must all be positive", key, rate, per, burst)
+	if err := gatewayv1.CheckRate(rate, per, burst); err != nil {
+		return nil, fmt.Errorf("ratelimit: bucket %q: %w", key, err)
 	}
 	interval := per / time.Duration(rate)
-	if interval <= 0 {
-		return nil, fmt.Errorf("ratelimit: bucket %q: rate %d per %s is finer than a nanosecond", key, rate, per)
-	}
-	if burst > math.MaxInt64/4/int64(interval) {
-		return nil, fmt.Errorf("ratelimit: bucket %q: burst %d at %s a unit takes too long to refill", key, burst, interval)
-	}
 	return newLimit(key, level, dim, bucket, burst, func(l *Limit) {
 		l.interval, l.perInterval = interval, 1/float64(interval)
 	}), nil
