@@ -10,7 +10,7 @@ const rampTenant = "ramp"
 
 // rampPlan is the ramp's TenantPlan, like the gateway the ramp starts for its queue case (each
 // user 2 requests a second in bursts of 5, queued; the door at 60 s), and a key Secret for each
-// of users users, with the keys the ramp sends: sk-ramp-user-000, sk-ramp-user-001, ...
+// of users users, with the keys the ramp sends: sk-ramp-user-000-0123456789abcdef0123, sk-ramp-user-001-0123456789abcdef0123, ...
 func rampPlan(users int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `apiVersion: sluice.dev/v1alpha1
@@ -33,7 +33,7 @@ metadata:
   name: ramp-user-%03[1]d
   labels: {sluice.dev/tenant: %[2]s, sluice.dev/user: user-%03[1]d}
 stringData:
-  apiKey: sk-ramp-user-%03[1]d
+  apiKey: sk-ramp-user-%03[1]d-0123456789abcdef0123
 `, u, rampTenant)
 	}
 	return b.String()

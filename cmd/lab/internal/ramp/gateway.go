@@ -18,7 +18,7 @@ const (
 )
 
 // userKey is the API key of user in a gateway case.
-func userKey(user int) string { return fmt.Sprintf("sk-ramp-user-%03d", user) }
+func userKey(user int) string { return fmt.Sprintf("sk-ramp-user-%03d-0123456789abcdef0123", user) }
 
 // gatewayConfig is the gateway's configuration for a case whose limits
 // behave as b, in front of the provider at providerURL, for users users.

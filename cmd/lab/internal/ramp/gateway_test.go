@@ -37,9 +37,9 @@ func viewOf(c *gatewayv1.Config) gatewayView {
 
 func TestGatewayConfig(t *testing.T) {
 	keys := []gatewayv1.Key{
-		{SHA256: gatewayv1.HashKey("sk-ramp-user-000"), User: "user-000"},
-		{SHA256: gatewayv1.HashKey("sk-ramp-user-001"), User: "user-001"},
-		{SHA256: gatewayv1.HashKey("sk-ramp-user-002"), User: "user-002"},
+		{SHA256: gatewayv1.HashKey(userKey(0)), User: "user-000"},
+		{SHA256: gatewayv1.HashKey(userKey(1)), User: "user-001"},
+		{SHA256: gatewayv1.HashKey(userKey(2)), User: "user-002"},
 	}
 	perUser := func(b gatewayv1.Behavior) []gatewayv1.Limit {
 		return []gatewayv1.Limit{{Dimension: "requests", Amount: 2, Per: "second", Burst: 5, OnLimit: b}}

@@ -49,7 +49,7 @@ type Options struct {
 	// GatewayURLs are running gateways to send the reject and queue cases'
 	// pages to, instead of starting one: user u sends to
 	// GatewayURLs[u%len(GatewayURLs)] with the key sk-ramp-user-<u, three
-	// digits>, and the gateways must know those keys and send to the
+	// digits>-0123456789abcdef0123, and the gateways must know those keys and send to the
 	// provider at ProviderAddr. Empty means a gateway of the case's own.
 	GatewayURLs []string
 	// ProviderAddr is where each case's provider listens. Empty means a free
