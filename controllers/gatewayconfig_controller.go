@@ -276,7 +276,8 @@ func (r *GatewayConfigReconciler) writeStatuses(ctx context.Context, namespace s
 }
 
 // patchStatus patches obj's status from before's, and records a change of
-// readiness from the conditions was to now. An object deleted meanwhile is
+// readiness, or of the limits a provider reports, from the conditions was to
+// now. An object deleted meanwhile is
 // no error.
 func (r *GatewayConfigReconciler) patchStatus(ctx context.Context, kind string, obj, before client.Object, was, now []metav1.Condition) error {
 	if err := r.Client.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil {
@@ -287,6 +288,9 @@ func (r *GatewayConfigReconciler) patchStatus(ctx context.Context, kind string, 
 	}
 	if eventType, reason, note, ok := readyEvent(was, now); ok {
 		r.event(obj, eventType, reason, "Compile", note)
+	}
+	if eventType, reason, note, ok := limitsEvent(was, now); ok {
+		r.event(obj, eventType, reason, "ReadProviderLimits", note)
 	}
 	return nil
 }

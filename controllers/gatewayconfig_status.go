@@ -22,16 +22,79 @@ func providerQuotaStatus(pq *v1alpha1.ProviderQuota, res ProviderResult, u *usag
 	st := pq.Status.DeepCopy()
 	st.ObservedGeneration = pq.Generation
 	meta.SetStatusCondition(&st.Conditions, readyCondition(res.Result, pq.Generation, now))
-	st.EffectiveLimits = res.EffectiveLimits
 	st.ReadyPods, st.ReadyGPUs = res.ReadyPods, res.ReadyGPUs
+	var throttledInFlight int64
 	if u != nil {
 		meta.SetStatusCondition(&st.Conditions, usageCondition(u, pq.Generation, now))
 		st.Usage, st.LastUsageTime = nil, nil
 		if pu, ok := u.Providers[pq.Name]; ok {
 			st.Usage, st.LastUsageTime = &pu, timeOrNil(u.Oldest)
 		}
+		fb := u.Feedback[pq.Name]
+		st.LearnedLimits, throttledInFlight = learnedLimits(fb.Learned), fb.ThrottledInFlight
+		meta.SetStatusCondition(&st.Conditions, limitsCondition(st.LearnedLimits, pq.Generation, now))
 	}
+	st.EffectiveLimits = lowered(res.EffectiveLimits, st.LearnedLimits, throttledInFlight, pq.Spec.HeadroomPercent)
 	return *st
+}
+
+// learnedLimits are the limits a provider reported lower than its spec's, as
+// status shows them, or nil for none.
+func learnedLimits(l gatewayv1.LearnedLimits) *v1alpha1.ProviderLimits {
+	if l.IsZero() {
+		return nil
+	}
+	return &v1alpha1.ProviderLimits{RequestsPerMinute: l.RequestsPerMinute, TokensPerMinute: l.TokensPerMinute}
+}
+
+// lowered returns the effective limits of a compile lowered to what the
+// provider's answers taught: the learned limits, at the spec's headroom, in
+// place of the spec's, and, when a gateway caps its calls in flight after a
+// throttle, those caps summed (never above the compile's). A nil effective
+// (not compiled) stays nil.
+func lowered(effective, learned *v1alpha1.ProviderLimits, throttledInFlight int64, headroomPercent int32) *v1alpha1.ProviderLimits {
+	if effective == nil || (learned == nil && throttledInFlight == 0) {
+		return effective
+	}
+	out := *effective
+	if learned != nil {
+		headroom := gatewayv1.Provider{HeadroomPercent: headroomPercent}
+		out.RequestsPerMinute = lowerOf(out.RequestsPerMinute, headroom.WithHeadroom(learned.RequestsPerMinute))
+		out.TokensPerMinute = lowerOf(out.TokensPerMinute, headroom.WithHeadroom(learned.TokensPerMinute))
+	}
+	out.MaxInFlight = lowerOf(out.MaxInFlight, throttledInFlight)
+	return &out
+}
+
+// lowerOf is the lower of two limits, where zero is unlimited.
+func lowerOf(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return max(a, b)
+	}
+	return min(a, b)
+}
+
+// limitsCondition says whether the provider reports limits lower than its
+// spec's. Its message names them, so that it changes only when they do.
+func limitsCondition(learned *v1alpha1.ProviderLimits, generation int64, now time.Time) metav1.Condition {
+	c := metav1.Condition{
+		Type: v1alpha1.ConditionLimitsBelowSpec, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonLimitsAsSpec,
+		Message:            "No gateway read a limit lower than spec.limits in the provider's answers.",
+		ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now),
+	}
+	if learned == nil {
+		return c
+	}
+	var lower []string
+	if n := learned.RequestsPerMinute; n > 0 {
+		lower = append(lower, fmt.Sprintf("%d requests per minute", n))
+	}
+	if n := learned.TokensPerMinute; n > 0 {
+		lower = append(lower, fmt.Sprintf("%d tokens per minute", n))
+	}
+	c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonProviderReportsLower
+	c.Message = fmt.Sprintf("The provider reports %s, lower than spec.limits; the gateways pace to what it reports.", strings.Join(lower, " and "))
+	return c
 }
 
 // tenantPlanStatus returns tp's status after a compile and, unless u is nil,
@@ -160,6 +223,24 @@ func timeOrNil(t time.Time) *metav1.Time {
 		return nil
 	}
 	return &metav1.Time{Time: t.Truncate(time.Second)}
+}
+
+// limitsEvent returns the event a change of the LimitsBelowSpec condition
+// deserves: Warning when the provider starts reporting lower limits or
+// reports other ones, Normal when it reports them no longer. ok is false when
+// nothing changed that a person should hear about.
+func limitsEvent(before, after []metav1.Condition) (eventType, reason, note string, ok bool) {
+	was := meta.FindStatusCondition(before, v1alpha1.ConditionLimitsBelowSpec)
+	now := meta.FindStatusCondition(after, v1alpha1.ConditionLimitsBelowSpec)
+	switch {
+	case now == nil, was != nil && was.Status == now.Status && was.Message == now.Message:
+		return "", "", "", false
+	case now.Status == metav1.ConditionTrue:
+		return "Warning", now.Reason, now.Message, true
+	case was != nil && was.Status == metav1.ConditionTrue:
+		return "Normal", now.Reason, "The provider no longer reports limits lower than spec.limits; the gateways pace to the spec's.", true
+	}
+	return "", "", "", false
 }
 
 // readyEvent returns the event a change of the Ready condition deserves:

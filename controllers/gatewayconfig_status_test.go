@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/api/v1alpha1"
 	"github.com/sluicehq/sluice/controllers/usage"
 )
@@ -32,6 +33,16 @@ func TestProviderQuotaStatus(t *testing.T) {
 	}
 	usageCond := metav1.Condition{Type: v1alpha1.ConditionUsageReported, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonGatewaysReported,
 		Message: "Usage summed over 2 gateways.", ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(now)}
+	asSpec := metav1.Condition{Type: v1alpha1.ConditionLimitsBelowSpec, Status: metav1.ConditionFalse, Reason: v1alpha1.ReasonLimitsAsSpec,
+		Message: "No gateway read a limit lower than spec.limits in the provider's answers.", ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(now)}
+	below := metav1.Condition{Type: v1alpha1.ConditionLimitsBelowSpec, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonProviderReportsLower,
+		Message:            "The provider reports 60 requests per minute, lower than spec.limits; the gateways pace to what it reports.",
+		ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(epoch)}
+	throttled := &usage.Totals{
+		Providers: map[string]v1alpha1.ProviderUsage{"openai": {RequestsLastMinute: 7}},
+		Feedback:  map[string]usage.ProviderFeedback{"openai": {Learned: gatewayv1.LearnedLimits{RequestsPerMinute: 60}, ThrottledInFlight: 3}},
+		Oldest:    now.Add(-1500 * time.Millisecond), Gateways: 2,
+	}
 
 	tests := []struct {
 		name  string
@@ -74,7 +85,7 @@ func TestProviderQuotaStatus(t *testing.T) {
 		usage: polled,
 		want: v1alpha1.ProviderQuotaStatus{
 			ObservedGeneration: 3,
-			Conditions:         []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", now), usageCond},
+			Conditions:         []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", now), usageCond, asSpec},
 			EffectiveLimits:    &v1alpha1.ProviderLimits{RequestsPerMinute: 95},
 			Usage:              &v1alpha1.ProviderUsage{RequestsLastMinute: 7},
 			LastUsageTime:      &metav1.Time{Time: now.Add(-2 * time.Second)},
@@ -87,8 +98,48 @@ func TestProviderQuotaStatus(t *testing.T) {
 		usage: &usage.Totals{Gateways: 2, Oldest: now},
 		want: v1alpha1.ProviderQuotaStatus{
 			ObservedGeneration: 3,
-			Conditions:         []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", now), usageCond},
+			Conditions:         []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", now), usageCond, asSpec},
 			EffectiveLimits:    &v1alpha1.ProviderLimits{RequestsPerMinute: 95},
+		},
+	}, {
+		name: "the provider reports lower limits and throttles: the effective limits are lowered",
+		pq: withStatus(v1alpha1.ProviderQuotaStatus{
+			Conditions: []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", now), usageCond, below}}),
+		res:   compiled,
+		usage: throttled,
+		want: v1alpha1.ProviderQuotaStatus{
+			ObservedGeneration: 3,
+			Conditions:         []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", now), usageCond, below},
+			EffectiveLimits:    &v1alpha1.ProviderLimits{RequestsPerMinute: 60, MaxInFlight: 3},
+			LearnedLimits:      &v1alpha1.ProviderLimits{RequestsPerMinute: 60},
+			Usage:              &v1alpha1.ProviderUsage{RequestsLastMinute: 7},
+			LastUsageTime:      &metav1.Time{Time: now.Add(-2 * time.Second)},
+		},
+	}, {
+		name: "the provider reports them no longer: the effective limits are raised back",
+		pq: withStatus(v1alpha1.ProviderQuotaStatus{
+			Conditions:      []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", now), usageCond, below},
+			EffectiveLimits: &v1alpha1.ProviderLimits{RequestsPerMinute: 60, MaxInFlight: 3}, LearnedLimits: &v1alpha1.ProviderLimits{RequestsPerMinute: 60}}),
+		res:   compiled,
+		usage: polled,
+		want: v1alpha1.ProviderQuotaStatus{
+			ObservedGeneration: 3,
+			Conditions:         []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", now), usageCond, asSpec},
+			EffectiveLimits:    &v1alpha1.ProviderLimits{RequestsPerMinute: 95},
+			Usage:              &v1alpha1.ProviderUsage{RequestsLastMinute: 7},
+			LastUsageTime:      &metav1.Time{Time: now.Add(-2 * time.Second)},
+		},
+	}, {
+		name: "without a poller the learned limits stay in force",
+		pq: withStatus(v1alpha1.ProviderQuotaStatus{
+			Conditions:    []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", now), below},
+			LearnedLimits: &v1alpha1.ProviderLimits{RequestsPerMinute: 60}}),
+		res: compiled,
+		want: v1alpha1.ProviderQuotaStatus{
+			ObservedGeneration: 3,
+			Conditions:         []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", now), below},
+			EffectiveLimits:    &v1alpha1.ProviderLimits{RequestsPerMinute: 60},
+			LearnedLimits:      &v1alpha1.ProviderLimits{RequestsPerMinute: 60},
 		},
 	}, {
 		name: "without a poller the usage stays",
@@ -210,6 +261,36 @@ func TestReadyEvent(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Errorf("readyEvent = %q; want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestLimitsEvent(t *testing.T) {
+	cond := func(status metav1.ConditionStatus, msg string) []metav1.Condition {
+		return []metav1.Condition{{Type: v1alpha1.ConditionLimitsBelowSpec, Status: status, Reason: "R", Message: msg}}
+	}
+	tests := []struct {
+		name          string
+		before, after []metav1.Condition
+		want          string // "type reason", or "" for no event
+	}{
+		{"first seen as the spec", nil, cond(metav1.ConditionFalse, "as spec"), ""},
+		{"first seen lower", nil, cond(metav1.ConditionTrue, "60 RPM"), "Warning R"},
+		{"still lower, the same", cond(metav1.ConditionTrue, "60 RPM"), cond(metav1.ConditionTrue, "60 RPM"), ""},
+		{"lower still", cond(metav1.ConditionTrue, "60 RPM"), cond(metav1.ConditionTrue, "30 RPM"), "Warning R"},
+		{"back to the spec", cond(metav1.ConditionTrue, "60 RPM"), cond(metav1.ConditionFalse, "as spec"), "Normal R"},
+		{"still as the spec", cond(metav1.ConditionFalse, "as spec"), cond(metav1.ConditionFalse, "as spec"), ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			eventType, reason, _, ok := limitsEvent(tc.before, tc.after)
+			got := ""
+			if ok {
+				got = eventType + " " + reason
+			}
+			if got != tc.want {
+				t.Errorf("limitsEvent = %q; want %q", got, tc.want)
 			}
 		})
 	}

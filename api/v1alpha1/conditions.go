@@ -74,3 +74,20 @@ const (
 	// ReasonNoGateways: the operator found no gateway to poll.
 	ReasonNoGateways = "NoGateways"
 )
+
+// ConditionLimitsBelowSpec says whether a ProviderQuota's provider reports
+// lower limits than spec.limits states: True when a gateway read, in the
+// provider's x-ratelimit-limit-requests or -tokens headers, a limit below
+// the spec's (the gateways then pace to it, and status.learnedLimits shows
+// it), False when none did. The operator sets it only when it polls the
+// gateways.
+const ConditionLimitsBelowSpec = "LimitsBelowSpec"
+
+// The reasons of the LimitsBelowSpec condition.
+const (
+	// ReasonProviderReportsLower: the provider reports a limit lower than
+	// spec.limits; the message says which.
+	ReasonProviderReportsLower = "ProviderReportsLower"
+	// ReasonLimitsAsSpec: no gateway read a limit lower than spec.limits.
+	ReasonLimitsAsSpec = "LimitsAsSpec"
+)

@@ -370,7 +370,8 @@ type ProviderQuotaStatus struct {
 	// configuration the gateways load, else False with a reason (see the
 	// Reason constants) and a message that says what to fix. While the
 	// operator polls the gateways, UsageReported says whether every gateway
-	// answered the latest poll.
+	// answered the latest poll, and LimitsBelowSpec whether the provider
+	// reports lower limits than spec.limits.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -381,14 +382,27 @@ type ProviderQuotaStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// effectiveLimits are the limits the gateways enforce now: the published
-	// limits × headroomPercent / 100, lowered while the provider answers 429
-	// or 503, and for a self-hosted provider maxInFlight = readyGPUs ×
+	// limits × headroomPercent / 100, where requestsPerMinute and
+	// tokensPerMinute are those of learnedLimits when it holds them; while
+	// the provider answers 429 or 503, maxInFlight is the sum of the caps the
+	// gateways it throttles keep (each halves its cap at every throttle,
+	// starting from the calls it had in flight when limits.maxInFlight is
+	// unset, and grows it back at every success, lifting it once whole); and
+	// for a self-hosted provider maxInFlight = readyGPUs ×
 	// maxConcurrencyPerGPU (no more than limits.maxInFlight). Zero or absent
 	// means unlimited, but for a self-hosted provider with no ready Pod: the
 	// gateways then hold its calls in their queue, and Ready is False with
 	// reason NoReadyPods.
 	// +optional
 	EffectiveLimits *ProviderLimits `json:"effectiveLimits,omitempty"`
+	// learnedLimits are the limits the provider reports, in OpenAI's
+	// x-ratelimit-limit-requests and -tokens headers, where they are lower
+	// than spec.limits: the lowest any gateway read in its last report. The
+	// gateways pace to them in place of the spec's, and LimitsBelowSpec is
+	// True. Absent means no gateway read a lower one; maxInFlight is never
+	// set.
+	// +optional
+	LearnedLimits *ProviderLimits `json:"learnedLimits,omitempty"`
 	// usage is the provider's recent usage, summed over every gateway's last
 	// report. Absent means no gateway has reported yet.
 	// +optional

@@ -253,6 +253,11 @@ func (in *ProviderQuotaStatus) DeepCopyInto(out *ProviderQuotaStatus) {
 		*out = new(ProviderLimits)
 		**out = **in
 	}
+	if in.LearnedLimits != nil {
+		in, out := &in.LearnedLimits, &out.LearnedLimits
+		*out = new(ProviderLimits)
+		**out = **in
+	}
 	if in.Usage != nil {
 		in, out := &in.Usage, &out.Usage
 		*out = new(ProviderUsage)

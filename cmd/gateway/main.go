@@ -80,6 +80,7 @@ func run() error {
 		defer client.Close()
 	}
 	opts.Registerer, opts.Gatherer, opts.Logger, opts.Name = reg, reg, log, *name
+	opts.LimitsLearned = func() { compiled.learned() }
 	srv := server.New(opts)
 	defer srv.Close()
 	compiled = &policies{srv: srv, log: log, replicas: 1}
@@ -142,7 +143,7 @@ type policies struct {
 func (p *policies) configure(cfg *gatewayv1.Config) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	compiled, err := policy.Compile(cfg, p.replicas)
+	compiled, err := p.compile(cfg, p.replicas)
 	if err != nil {
 		return err
 	}
@@ -158,7 +159,7 @@ func (p *policies) setReplicas(n int64) {
 	if n == p.replicas {
 		return
 	}
-	compiled, err := policy.Compile(p.cfg, n)
+	compiled, err := p.compile(p.cfg, n)
 	if err != nil {
 		p.log.Error("recompile the configuration for the replicas counted; the previous shares stay in force", "replicas", n, "err", err)
 		return
@@ -166,6 +167,28 @@ func (p *policies) setReplicas(n int64) {
 	p.replicas = n
 	p.srv.SetPolicy(compiled)
 	p.log.Info("gateway replicas counted; failMode open limits at 1/replicas of each limit", "replicas", n)
+}
+
+// learned recompiles the configuration in force for the limits the providers reported lower
+// than configured, which their buckets then pace to. Each gateway lowers its own buckets:
+// every replica calls the same accounts and reads the same limits, so their shared buckets
+// in Redis agree once each has seen one answer.
+func (p *policies) learned() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	compiled, err := p.compile(p.cfg, p.replicas)
+	if err != nil {
+		p.log.Error("recompile the configuration for the limits providers reported; the previous limits stay in force", "err", err)
+		return
+	}
+	p.srv.SetPolicy(compiled)
+	p.log.Info("providers reported limits lower than configured; their calls are paced to them", "learned", p.srv.Learned())
+}
+
+// compile compiles cfg for replicas sharing the limits, at the limits learned from the
+// providers. The caller holds p.mu.
+func (p *policies) compile(cfg *gatewayv1.Config, replicas int64) (*policy.Policy, error) {
+	return policy.CompileLearned(cfg, replicas, p.srv.Learned())
 }
 
 // reload puts a reloaded configuration in force. The store, the listeners and the HTTP servers

@@ -34,6 +34,10 @@ type Totals struct {
 	Providers map[string]v1alpha1.ProviderUsage
 	// Tenants hold each tenant's usage by name.
 	Tenants map[string]TenantTotals
+	// Feedback holds what each provider's answers taught the gateways, by
+	// name: only providers that reported limits lower than configured, or
+	// that a gateway caps after a throttle. Nil means none did.
+	Feedback map[string]ProviderFeedback
 	// Oldest is when the oldest snapshot counted was taken. Zero means none
 	// was.
 	Oldest time.Time
@@ -43,6 +47,16 @@ type Totals struct {
 	// Their last snapshots are counted; a gateway that never answered is
 	// not, and is never read as zero.
 	Unanswered []string
+}
+
+// ProviderFeedback is what one provider's answers taught the gateways.
+type ProviderFeedback struct {
+	// Learned are the lowest limits below the configured ones that the
+	// provider reported to any gateway. A zero field means none lower.
+	Learned gatewayv1.LearnedLimits
+	// ThrottledInFlight sums the in-flight caps of the gateways that keep
+	// one after the provider's throttles. Zero means none does.
+	ThrottledInFlight int64
 }
 
 // TenantTotals is one tenant's usage, summed over the gateways.
@@ -61,8 +75,9 @@ type TenantTotals struct {
 }
 
 // Sum adds up the gateways' reports. Traffic (requests, tokens, in
-// flight, queued, refused, throttles) and a provider's spend are each
-// gateway's own, so they are summed. A tenant's budget lives in the limiter
+// flight, queued, refused, throttles), a provider's spend and the in-flight
+// caps its throttles left are each gateway's own, so they are summed; the
+// limits a provider reported are its account's, so the lowest is taken. A tenant's budget lives in the limiter
 // store the gateways share, so each gateway reports the same figures: the
 // largest spend, the least left and the earliest reset are taken, not sums.
 // A tenant without a budget reports what it spent through that gateway,
@@ -81,6 +96,12 @@ func Sum(reports []GatewayReport) Totals {
 		}
 		for _, p := range r.Usage.Providers {
 			t.Providers[p.Name] = addProvider(t.Providers[p.Name], p)
+			if p.LearnedLimits != nil || p.ThrottledInFlight > 0 {
+				if t.Feedback == nil {
+					t.Feedback = map[string]ProviderFeedback{}
+				}
+				t.Feedback[p.Name] = addFeedback(t.Feedback[p.Name], p)
+			}
 		}
 		for _, tu := range r.Usage.Tenants {
 			t.Tenants[tu.Name] = addTenant(t.Tenants[tu.Name], tu)
@@ -101,6 +122,25 @@ func addProvider(sum v1alpha1.ProviderUsage, p gatewayv1.ProviderUsage) v1alpha1
 	spent := micros(gatewayv1.Money(sum.SpendThisMonth)) + micros(p.SpendThisMonth)
 	sum.SpendThisMonth = v1alpha1.Money(gatewayv1.MoneyFromMicro(spent))
 	return sum
+}
+
+// addFeedback takes the lowest limit learned, since every gateway calls the same account, and
+// sums the caps, which are each gateway's own.
+func addFeedback(sum ProviderFeedback, p gatewayv1.ProviderUsage) ProviderFeedback {
+	if l := p.LearnedLimits; l != nil {
+		sum.Learned.RequestsPerMinute = lowestSet(sum.Learned.RequestsPerMinute, l.RequestsPerMinute)
+		sum.Learned.TokensPerMinute = lowestSet(sum.Learned.TokensPerMinute, l.TokensPerMinute)
+	}
+	sum.ThrottledInFlight += p.ThrottledInFlight
+	return sum
+}
+
+// lowestSet is the lower of a and b, where zero is not set.
+func lowestSet(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return max(a, b)
+	}
+	return min(a, b)
 }
 
 func addTenant(sum TenantTotals, tu gatewayv1.TenantUsage) TenantTotals {

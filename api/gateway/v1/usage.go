@@ -45,7 +45,32 @@ type ProviderUsage struct {
 	Throttles int64 `json:"throttles"`
 	// spendThisMonth is what calls cost this calendar month (UTC).
 	SpendThisMonth Money `json:"spendThisMonth,omitempty"`
+	// learnedLimits are the limits the provider last reported to this
+	// gateway, in its x-ratelimit-limit-requests and -tokens headers, where
+	// they are lower than the configured ones. The gateway paces to them
+	// (after headroom) in place of the configured ones. Nil means the
+	// provider reported none lower.
+	LearnedLimits *LearnedLimits `json:"learnedLimits,omitempty"`
+	// throttledInFlight is the cap of calls in flight this gateway keeps to
+	// the provider while it recovers from a 429 or 503: halved at each
+	// throttle, grown back at each success. Zero means no cap of the
+	// throttles' own is in force.
+	ThrottledInFlight int64 `json:"throttledInFlight,omitempty"`
 }
+
+// LearnedLimits are a provider's limits as it reports them in its answers'
+// headers: the published account limits, before the gateway's headroom.
+type LearnedLimits struct {
+	// requestsPerMinute is x-ratelimit-limit-requests. Zero means it
+	// reported none lower than configured.
+	RequestsPerMinute int64 `json:"requestsPerMinute,omitempty"`
+	// tokensPerMinute is x-ratelimit-limit-tokens. Zero means it reported
+	// none lower than configured.
+	TokensPerMinute int64 `json:"tokensPerMinute,omitempty"`
+}
+
+// IsZero reports whether l holds no limit.
+func (l LearnedLimits) IsZero() bool { return l == LearnedLimits{} }
 
 // TenantUsage is one tenant's recent usage through one gateway.
 type TenantUsage struct {

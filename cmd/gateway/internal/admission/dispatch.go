@@ -332,7 +332,7 @@ func (d *dispatcher) drainRate(now time.Time) float64 {
 	if p == nil {
 		return -1
 	}
-	return float64(p.Config.WithHeadroom(p.Config.TokensPerMinute)) / 60
+	return float64(p.TokensPerMinute()) / 60
 }
 
 // queued counts a call into (+1) or out of (-1) its provider's queue.

@@ -1,12 +1,15 @@
 package admission
 
 import (
+	"cmp"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/fairqueue"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 )
 
 const (
@@ -43,12 +46,17 @@ type dispatcher struct {
 	feedback                          // what the provider's throttles taught
 }
 
-// feedback is what a provider's 429s and 503s say: our model of its limits is wrong. Dispatch
-// pauses for the time it asked, and the calls this replica keeps in flight to it are cut by half
-// at each throttle and grow back by a step at each success (AIMD).
+// feedback is what a provider's answers say. A 429 or 503 says our model of its limits is
+// wrong: dispatch pauses for the time it asked, and the calls this replica keeps in flight to it
+// are cut by half at each throttle and grow back by a step at each success (AIMD). Its rate-limit
+// headers say what its limits are: those lower than configured are learned.
 type feedback struct {
 	pausedUntil time.Time
 	share       float64 // of the in-flight cap; 1 when the provider is happy
+	// throttledBase is the in-flight cap the share cuts from when the provider has none
+	// configured: the calls in flight at the first throttle. Zero while the share is 1.
+	throttledBase int64
+	learned       gatewayv1.LearnedLimits // lower than configured, as last reported
 }
 
 func newDispatcher(g *Gate, provider string) *dispatcher {
@@ -86,13 +94,18 @@ func (d *dispatcher) open(now time.Time) (time.Duration, bool) {
 }
 
 // maxInFlight is this replica's share of the provider's in-flight cap, after throttles; zero
-// means no cap.
+// means no cap of the throttles' own (the limiter still holds a configured maxInFlight). A
+// provider with no maxInFlight is capped at the calls that were in flight when it first
+// throttled. The caller holds d.mu.
 func (d *dispatcher) maxInFlight() int64 {
-	p := d.g.policy().Provider(d.provider)
-	if p == nil || p.Config.MaxInFlight == 0 || d.share >= 1 {
+	if d.share >= 1 {
 		return 0
 	}
-	return max(int64(d.share*float64(p.Config.WithHeadroom(p.Config.MaxInFlight))), 1)
+	base := d.throttledBase
+	if p := d.g.policy().Provider(d.provider); p != nil && p.Config.MaxInFlight > 0 {
+		base = p.Config.WithHeadroom(p.Config.MaxInFlight)
+	}
+	return max(int64(d.share*float64(base)), 1)
 }
 
 // throttled takes in a 429 or 503 from the provider. The pause it asks for is held to the
@@ -101,27 +114,83 @@ func (d *dispatcher) maxInFlight() int64 {
 func (d *dispatcher) throttled(retryAfter time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	pause := max(retryAfter, minPause)
-	if p := d.g.policy().Provider(d.provider); p != nil {
-		pause = min(pause, max(p.Config.Retry.MaxDelay.Duration, minPause))
+	pause := min(max(retryAfter, minPause), d.maxPause())
+	d.pauseFor(pause)
+	if d.share >= 1 {
+		// The throttled call is still in flight, so the base is at least one.
+		d.throttledBase = max(d.g.usage.inFlight(d.provider), 1)
 	}
-	until := d.g.now().Add(pause)
-	if until.After(d.pausedUntil) {
+	d.setShare(max(d.share/2, minShare))
+}
+
+// pauseFor stops dispatch for d from now, unless it is stopped for longer already. The caller
+// holds d.mu.
+func (d *dispatcher) pauseFor(pause time.Duration) {
+	if until := d.g.now().Add(pause); until.After(d.pausedUntil) {
 		d.pausedUntil = until
 	}
-	d.share = max(d.share/2, minShare)
-	d.g.metrics.providerShare.WithLabelValues(d.provider).Set(d.share)
+}
+
+// setShare sets the share of the in-flight cap; back at 1, the provider is happy and the base
+// a throttle took is forgotten. The caller holds d.mu.
+func (d *dispatcher) setShare(share float64) {
+	d.share = share
+	if share >= 1 {
+		d.throttledBase = 0
+	}
+	d.g.metrics.providerShare.WithLabelValues(d.provider).Set(share)
+}
+
+// maxPause is the longest pause the provider's answers may ask for: its retry maxDelay, and
+// never less than minPause.
+func (d *dispatcher) maxPause() time.Duration {
+	if p := d.g.policy().Provider(d.provider); p != nil {
+		return max(p.Config.Retry.MaxDelay.Duration, minPause)
+	}
+	return minPause
 }
 
 // ended takes in a call back from the provider: its slot is free, and a success grows the share.
 func (d *dispatcher) ended(served bool) {
 	d.mu.Lock()
 	if served && d.share < 1 {
-		d.share = min(d.share+shareStep, 1)
-		d.g.metrics.providerShare.WithLabelValues(d.provider).Set(d.share)
+		d.setShare(min(d.share+shareStep, 1))
 	}
 	d.mu.Unlock()
 	d.kick()
+}
+
+// reported takes in the limits a provider's answer reported and reports whether the limits
+// learned from it changed: those lower than configured are learned, and one reported no
+// longer lower is forgotten. A remaining count of zero pauses dispatch until the provider said
+// it resets, held to maxPause: nothing sent before would pass.
+func (d *dispatcher) reported(r Reported) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if r.Exhausted {
+		d.pauseFor(min(r.Reset, d.maxPause()))
+	}
+	p := d.g.policy().Provider(d.provider)
+	if p == nil {
+		return false
+	}
+	learned := policy.Lower(p.Config, r.keepUnreported(d.learned))
+	changed := learned != d.learned
+	d.learned = learned
+	return changed
+}
+
+// learning is what the provider's answers taught, as the usage snapshot reports it.
+type learning struct {
+	learned  gatewayv1.LearnedLimits
+	inFlight int64 // the throttles' in-flight cap; zero for none
+}
+
+// feedbackNow returns what the provider's answers taught so far.
+func (d *dispatcher) feedbackNow() learning {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return learning{learned: d.learned, inFlight: d.maxInFlight()}
 }
 
 // kick wakes the dispatcher: a call arrived, or one ended and gave back what it held.
@@ -129,5 +198,25 @@ func (d *dispatcher) kick() {
 	select {
 	case d.wake <- struct{}{}:
 	default:
+	}
+}
+
+// Reported is what one of a provider's answers says of its limits, in OpenAI's x-ratelimit-*
+// headers. The zero value says nothing.
+type Reported struct {
+	// Limits are x-ratelimit-limit-requests and -tokens. A zero field was not in the answer.
+	Limits gatewayv1.LearnedLimits
+	// Exhausted is true when x-ratelimit-remaining-requests or -tokens was zero.
+	Exhausted bool
+	// Reset is, when Exhausted, how long until the exhausted limit resets
+	// (x-ratelimit-reset-requests or -tokens). Zero means the answer did not say.
+	Reset time.Duration
+}
+
+// keepUnreported returns r's limits, with those the answer did not carry taken from learned.
+func (r Reported) keepUnreported(learned gatewayv1.LearnedLimits) gatewayv1.LearnedLimits {
+	return gatewayv1.LearnedLimits{
+		RequestsPerMinute: cmp.Or(r.Limits.RequestsPerMinute, learned.RequestsPerMinute),
+		TokensPerMinute:   cmp.Or(r.Limits.TokensPerMinute, learned.TokensPerMinute),
 	}
 }

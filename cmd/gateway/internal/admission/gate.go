@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ids"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
@@ -184,6 +186,28 @@ func (g *Gate) BudgetBelow(ctx context.Context, t *policy.Tenant, percent int32)
 func (g *Gate) Throttled(provider string, retryAfter time.Duration) {
 	g.usage.throttled(provider)
 	g.dispatcher(provider).throttled(retryAfter)
+}
+
+// Reported takes in the limits a provider's answer reported, and reports whether the limits
+// learned from the provider (those lower than configured) changed: the caller then compiles
+// the configuration anew with Learned (see policy.CompileLearned), so that the provider's
+// buckets pace to them. An answer that says a limit has nothing left pauses the provider's
+// queue until it resets.
+func (g *Gate) Reported(provider string, r Reported) bool {
+	return g.dispatcher(provider).reported(r)
+}
+
+// Learned returns the limits learned from the providers that reported some lower than
+// configured, by provider name.
+func (g *Gate) Learned() map[string]gatewayv1.LearnedLimits {
+	out := map[string]gatewayv1.LearnedLimits{}
+	g.dispatchers.Range(func(name, d any) bool {
+		if l := d.(*dispatcher).feedbackNow().learned; !l.IsZero() {
+			out[name.(string)] = l
+		}
+		return true
+	})
+	return out
 }
 
 func (g *Gate) policy() *policy.Policy { return g.opts.Policy() }

@@ -175,7 +175,24 @@ func (g *Gate) Usage(ctx context.Context) gatewayv1.Usage {
 	p, now := g.policy(), g.now()
 	out := g.usage.snapshot(p, now)
 	g.budgetUsage(ctx, p, out.Tenants, now)
+	g.feedbackUsage(out.Providers)
 	return out
+}
+
+// feedbackUsage fills each provider's limits learned from its answers and the in-flight cap its
+// throttles left. A provider that was never called taught nothing.
+func (g *Gate) feedbackUsage(providers []gatewayv1.ProviderUsage) {
+	for i := range providers {
+		d, ok := g.dispatchers.Load(providers[i].Name)
+		if !ok {
+			continue
+		}
+		l := d.(*dispatcher).feedbackNow()
+		providers[i].ThrottledInFlight = l.inFlight
+		if !l.learned.IsZero() {
+			providers[i].LearnedLimits = &l.learned
+		}
+	}
 }
 
 // Queues returns what waits in this replica's queues now, per provider and tenant of the

@@ -11,6 +11,7 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"os"
@@ -64,6 +65,9 @@ type Provider struct {
 	APIKey string
 	// Prices are the configuration's prices, read once.
 	Prices gatewayv1.MicroPrices
+	// Learned are the limits the provider reported lower than configured, which its buckets
+	// pace to in place of the configured ones. Zero fields mean none lower.
+	Learned gatewayv1.LearnedLimits
 
 	limits []rule // the global limits, shared by every provider, then the provider's own
 }
@@ -78,6 +82,12 @@ type Route struct {
 // replicas is the number of gateway replicas that share the configuration's budgets; it sizes
 // the local limits used when Redis is unreachable and the store fails open.
 func Compile(cfg *gatewayv1.Config, replicas int64) (*Policy, error) {
+	return CompileLearned(cfg, replicas, nil)
+}
+
+// CompileLearned is Compile with each provider's requests and tokens per minute lowered to the
+// limits learned from its answers (by provider name), where they are lower: see Lower.
+func CompileLearned(cfg *gatewayv1.Config, replicas int64, learned map[string]gatewayv1.LearnedLimits) (*Policy, error) {
 	p := &Policy{
 		Config:    cfg,
 		callers:   map[string]*Caller{},
@@ -90,7 +100,8 @@ func Compile(cfg *gatewayv1.Config, replicas int64) (*Policy, error) {
 		return nil, err
 	}
 	for i := range cfg.Providers {
-		if err := p.addProvider(&b, &cfg.Providers[i], globals); err != nil {
+		pc := &cfg.Providers[i]
+		if err := p.addProvider(&b, pc, Lower(pc, learned[pc.Name]), globals); err != nil {
 			return nil, err
 		}
 	}
@@ -102,9 +113,9 @@ func Compile(cfg *gatewayv1.Config, replicas int64) (*Policy, error) {
 	return p, nil
 }
 
-// addProvider compiles a provider; globals are the global limits, which every provider's calls
-// take from.
-func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, globals []rule) error {
+// addProvider compiles a provider, pacing to the limits it reported lower than cfg's; globals
+// are the global limits, which every provider's calls take from.
+func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, learned gatewayv1.LearnedLimits, globals []rule) error {
 	base, err := url.Parse(strings.TrimSuffix(cfg.BaseURL, "/"))
 	if err != nil {
 		return fmt.Errorf("policy: provider %q: base URL: %w", cfg.Name, err)
@@ -113,11 +124,12 @@ func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, globals []rule
 	if err != nil {
 		return fmt.Errorf("policy: provider %q: %w", cfg.Name, err)
 	}
-	limits, err := b.providerRules(cfg)
+	limits, err := b.providerRules(paced(cfg, learned))
 	if err != nil {
 		return err
 	}
-	pr := &Provider{Name: cfg.Name, Config: cfg, BaseURL: base, APIKey: key, Prices: cfg.Prices.Micro(), limits: append(slices.Clip(globals), limits...)}
+	pr := &Provider{Name: cfg.Name, Config: cfg, BaseURL: base, APIKey: key, Prices: cfg.Prices.Micro(), Learned: learned,
+		limits: append(slices.Clip(globals), limits...)}
 	p.providers[cfg.Name] = pr
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
@@ -128,6 +140,40 @@ func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, globals []rule
 		}
 	}
 	return nil
+}
+
+// Lower returns the limits a provider reported that are lower than cfg's (before headroom):
+// a configured zero, unlimited, is higher than any. A limit it did not report (zero) is none.
+func Lower(cfg *gatewayv1.Provider, reported gatewayv1.LearnedLimits) gatewayv1.LearnedLimits {
+	return gatewayv1.LearnedLimits{
+		RequestsPerMinute: lowerThan(cfg.RequestsPerMinute, reported.RequestsPerMinute),
+		TokensPerMinute:   lowerThan(cfg.TokensPerMinute, reported.TokensPerMinute),
+	}
+}
+
+// lowerThan is reported when it is a limit below configured, else zero.
+func lowerThan(configured, reported int64) int64 {
+	if reported > 0 && (configured == 0 || reported < configured) {
+		return reported
+	}
+	return 0
+}
+
+// paced is cfg with its per-minute limits replaced by the learned ones that are set.
+func paced(cfg *gatewayv1.Provider, learned gatewayv1.LearnedLimits) *gatewayv1.Provider {
+	if learned.IsZero() {
+		return cfg
+	}
+	out := *cfg
+	out.RequestsPerMinute = cmp.Or(learned.RequestsPerMinute, cfg.RequestsPerMinute)
+	out.TokensPerMinute = cmp.Or(learned.TokensPerMinute, cfg.TokensPerMinute)
+	return &out
+}
+
+// TokensPerMinute is the tokens per minute the gateway paces the provider's calls to: the
+// configured or learned limit, after headroom. Zero means no limit.
+func (p *Provider) TokensPerMinute() int64 {
+	return p.Config.WithHeadroom(cmp.Or(p.Learned.TokensPerMinute, p.Config.TokensPerMinute))
 }
 
 // ReadSecret reads a secret (an API key, a password) from a file of its own; an empty path is no

@@ -204,3 +204,34 @@ func TestRouteFindsDatedSnapshotsAndAliases(t *testing.T) {
 		}
 	}
 }
+
+func TestLearnedLimitsLowerTheProvidersBuckets(t *testing.T) {
+	cfg, err := gatewayv1.Load("../../../../api/gateway/v1/testdata/two-tenants.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1,500 RPM and 300,000 TPM configured; the provider reports 600 RPM, and 400,000 TPM,
+	// which is higher than configured and so not learned.
+	learned := Lower(&cfg.Providers[0], gatewayv1.LearnedLimits{RequestsPerMinute: 600, TokensPerMinute: 400_000})
+	if want := (gatewayv1.LearnedLimits{RequestsPerMinute: 600}); learned != want {
+		t.Fatalf("Lower = %+v; want %+v", learned, want)
+	}
+	p, err := CompileLearned(cfg, 1, map[string]gatewayv1.LearnedLimits{"openai": learned})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := summarize(first(Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{}, Shared, "l")))
+	// 95% of 600 RPM is 570, a bucket of 9 (one second); tokens stay at 95% of 300,000.
+	want := map[string]int64{"{openai}:provider:requests:minute": 9, "{openai}:provider:tokens:minute": 28500}
+	for _, c := range got {
+		if w, ok := want[c.Key]; ok && c.Capacity != w {
+			t.Errorf("%s: capacity %d; want %d", c.Key, c.Capacity, w)
+		}
+	}
+	if got := p.Provider("openai").Config.RequestsPerMinute; got != 1500 {
+		t.Errorf("the provider's configuration says %d RPM; want 1500, as configured", got)
+	}
+	if got := p.Provider("openai").TokensPerMinute(); got != 285_000 {
+		t.Errorf("TokensPerMinute() = %d; want 285000", got)
+	}
+}

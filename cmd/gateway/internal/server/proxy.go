@@ -18,6 +18,7 @@ import (
 	"time"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/upstream"
@@ -134,6 +135,7 @@ func setProviderHeaders(h http.Header, c *call) {
 // settleResponse ends the call's ticket from the provider's answer: at once for JSON and errors,
 // as the stream ends for SSE.
 func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
+	s.learn(o.call.route.Provider.Name, resp.Header)
 	for name := range resp.Header {
 		// The caller sees its own limits, set before the call, not the gateway's account.
 		if strings.HasPrefix(name, "X-Ratelimit-") || strings.HasPrefix(name, "Openai-") {
@@ -164,6 +166,45 @@ func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
 		return s.settleJSON(resp, o)
 	}
 	return nil
+}
+
+// learn tells the gate what the provider's rate-limit headers say, and when the limits learned
+// from them change, hands them on to be compiled into the provider's buckets.
+func (s *Server) learn(provider string, h http.Header) {
+	if s.gate.Reported(provider, reportedLimits(h)) && s.opts.LimitsLearned != nil {
+		s.opts.LimitsLearned()
+	}
+}
+
+// Learned returns the limits learned from the providers that reported some lower than
+// configured, by provider name.
+func (s *Server) Learned() map[string]gatewayv1.LearnedLimits { return s.gate.Learned() }
+
+// reportedLimits reads OpenAI's x-ratelimit-limit-, -remaining- and -reset-requests and
+// -tokens. A header that is missing or not a number says nothing.
+func reportedLimits(h http.Header) admission.Reported {
+	var r admission.Reported
+	r.Limits.RequestsPerMinute = positiveHeader(h, requestsHeaders.limit)
+	r.Limits.TokensPerMinute = positiveHeader(h, tokensHeaders.limit)
+	for _, names := range []dimensionHeaders{requestsHeaders, tokensHeaders} {
+		if h.Get(names.remaining) != "0" {
+			continue
+		}
+		r.Exhausted = true
+		if reset, err := time.ParseDuration(h.Get(names.reset)); err == nil {
+			r.Reset = max(r.Reset, reset)
+		}
+	}
+	return r
+}
+
+// positiveHeader is a header's value as a number above zero, or zero.
+func positiveHeader(h http.Header, name string) int64 {
+	n, err := strconv.ParseInt(h.Get(name), 10, 64)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }
 
 func (s *Server) settleJSON(resp *http.Response, o *outbound) error {

@@ -5,8 +5,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
 )
 
 func TestReadAtMost(t *testing.T) {
@@ -49,6 +51,35 @@ func TestProviderTransportPoolFollowsMaxInFlight(t *testing.T) {
 			if tr.MaxIdleConns != tc.wantIdle || tr.MaxIdleConnsPerHost != tc.wantIdle || tr.MaxConnsPerHost != tc.wantPerHost {
 				t.Errorf("idle %d, idle per host %d, per host %d; want idle %d for both, per host %d",
 					tr.MaxIdleConns, tr.MaxIdleConnsPerHost, tr.MaxConnsPerHost, tc.wantIdle, tc.wantPerHost)
+			}
+		})
+	}
+}
+
+func TestReportedLimitsReadOpenAIsHeaders(t *testing.T) {
+	tests := []struct {
+		name   string
+		header map[string]string
+		want   admission.Reported
+	}{
+		{"none", nil, admission.Reported{}},
+		{"limits and some left", map[string]string{
+			"x-ratelimit-limit-requests": "500", "x-ratelimit-remaining-requests": "499", "x-ratelimit-reset-requests": "120ms",
+			"x-ratelimit-limit-tokens": "30000", "x-ratelimit-remaining-tokens": "29000", "x-ratelimit-reset-tokens": "2s",
+		}, admission.Reported{Limits: gatewayv1.LearnedLimits{RequestsPerMinute: 500, TokensPerMinute: 30000}}},
+		{"tokens exhausted", map[string]string{
+			"x-ratelimit-limit-tokens": "30000", "x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "6m0s",
+		}, admission.Reported{Limits: gatewayv1.LearnedLimits{TokensPerMinute: 30000}, Exhausted: true, Reset: 6 * time.Minute}},
+		{"not numbers", map[string]string{"x-ratelimit-limit-requests": "many", "x-ratelimit-limit-tokens": "-3"}, admission.Reported{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			for k, v := range tc.header {
+				h.Set(k, v)
+			}
+			if got := reportedLimits(h); got != tc.want {
+				t.Errorf("reportedLimits = %+v; want %+v", got, tc.want)
 			}
 		})
 	}

@@ -45,6 +45,10 @@ type Options struct {
 	Name string
 	// Now returns the time. Nil means time.Now.
 	Now func() time.Time
+	// LimitsLearned, when set, is called whenever the limits learned from a provider's
+	// rate-limit headers change, to compile Learned into the providers' buckets
+	// (policy.CompileLearned) and SetPolicy the result. Nil means they are only reported.
+	LimitsLearned func()
 }
 
 // Server serves the gateway. It is safe for concurrent use; SetPolicy swaps the configuration

@@ -1,0 +1,119 @@
+package admission
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
+)
+
+func TestAThrottleHalvesTheCallsInFlightToAProviderWithNoMaxInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := plan{requestsPerMinute: 600_000, tokensPerMinute: 600_000_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		g, _, p := newGate(t, pl)
+		req := request(t, p, "sk-acme-alice", 100)
+		var running []*Ticket
+		for range 8 {
+			running = append(running, mustAdmit(t, g, req))
+		}
+		g.Throttled("lab", time.Second) // answered to one of the 8
+		if got := g.Usage(t.Context()).Providers[0].ThrottledInFlight; got != 4 {
+			t.Fatalf("in-flight cap after one throttle with 8 calls in flight = %d; want 4", got)
+		}
+		admitted := make(chan *Ticket, 1)
+		go func() {
+			ticket, _ := g.Admit(t.Context(), req)
+			admitted <- ticket
+		}()
+		time.Sleep(2 * time.Second) // past the pause
+		synctest.Wait()
+		for _, ticket := range running[:4] {
+			ticket.Settle(estimate.Usage{PromptTokens: 50, CompletionTokens: 50})
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if len(admitted) != 0 {
+			t.Fatal("a call went with 4 in flight; want it held under the cap of 4")
+		}
+		running[4].Settle(estimate.Usage{PromptTokens: 50, CompletionTokens: 50})
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if len(admitted) != 1 {
+			t.Fatal("a call still waits with 3 in flight under a cap of 4")
+		}
+		if ticket := <-admitted; ticket != nil {
+			ticket.Refund()
+		} else {
+			t.Error("the call waiting was refused; want it let go")
+		}
+		for _, ticket := range running[5:] {
+			ticket.Refund()
+		}
+	})
+}
+
+func TestTheThrottlesCapIsLiftedWhenTheShareGrowsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := plan{requestsPerMinute: 600_000, tokensPerMinute: 600_000_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		g, _, p := newGate(t, pl)
+		req := request(t, p, "sk-acme-alice", 100)
+		first := mustAdmit(t, g, req)
+		g.Throttled("lab", time.Second)
+		first.Refund()
+		for range 32 { // one call at a time, each a success: a step each, from a half back to 1
+			time.Sleep(time.Second)
+			mustAdmit(t, g, req).Settle(estimate.Usage{PromptTokens: 50, CompletionTokens: 50})
+		}
+		if got := g.Usage(t.Context()).Providers[0].ThrottledInFlight; got != 0 {
+			t.Errorf("in-flight cap after 32 successes = %d; want 0, none", got)
+		}
+	})
+}
+
+func TestLimitsReportedLowerThanConfiguredAreLearned(t *testing.T) {
+	pl := plan{requestsPerMinute: 600, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+	g, _, _ := newGate(t, pl)
+	steps := []struct {
+		name        string
+		reported    gatewayv1.LearnedLimits
+		wantChanged bool
+		want        gatewayv1.LearnedLimits
+	}{
+		{"both lower than configured", gatewayv1.LearnedLimits{RequestsPerMinute: 100, TokensPerMinute: 5000}, true, gatewayv1.LearnedLimits{RequestsPerMinute: 100, TokensPerMinute: 5000}},
+		{"the same again", gatewayv1.LearnedLimits{RequestsPerMinute: 100, TokensPerMinute: 5000}, false, gatewayv1.LearnedLimits{RequestsPerMinute: 100, TokensPerMinute: 5000}},
+		{"tokens only: requests kept", gatewayv1.LearnedLimits{TokensPerMinute: 4000}, true, gatewayv1.LearnedLimits{RequestsPerMinute: 100, TokensPerMinute: 4000}},
+		{"requests as configured: forgotten", gatewayv1.LearnedLimits{RequestsPerMinute: 600}, true, gatewayv1.LearnedLimits{TokensPerMinute: 4000}},
+		{"nothing reported", gatewayv1.LearnedLimits{}, false, gatewayv1.LearnedLimits{TokensPerMinute: 4000}},
+	}
+	for _, s := range steps {
+		if got := g.Reported("lab", Reported{Limits: s.reported}); got != s.wantChanged {
+			t.Errorf("%s: changed = %t; want %t", s.name, got, s.wantChanged)
+		}
+		if diff := cmp.Diff(map[string]gatewayv1.LearnedLimits{"lab": s.want}, g.Learned()); diff != "" {
+			t.Errorf("%s: learned (-want +got):\n%s", s.name, diff)
+		}
+		if got := g.Usage(t.Context()).Providers[0].LearnedLimits; got == nil || *got != s.want {
+			t.Errorf("%s: the snapshot's learned limits = %+v; want %+v", s.name, got, s.want)
+		}
+	}
+}
+
+func TestAnExhaustedLimitPausesTheQueueUntilItResets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := plan{requestsPerMinute: 600_000, tokensPerMinute: 600_000_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		g, _, p := newGate(t, pl)
+		start := time.Now()
+		g.Reported("lab", Reported{Exhausted: true, Reset: 1500 * time.Millisecond})
+		mustAdmit(t, g, request(t, p, "sk-acme-alice", 100)).Refund()
+		if waited := time.Since(start); waited != 1500*time.Millisecond {
+			t.Errorf("a call after the provider said nothing is left for 1.5s went after %s", waited)
+		}
+		if got := g.Usage(t.Context()).Providers[0].ThrottledInFlight; got != 0 {
+			t.Errorf("in-flight cap = %d; want 0: an exhausted limit is no throttle", got)
+		}
+	})
+}
