@@ -53,6 +53,9 @@ type pipeline struct {
 	pending []*scriptRun
 	batches int            // on the wire
 	busy    sync.WaitGroup // batches on the wire or waiting to go
+	// ready holds a token for each batch that may go, which one of the senders takes.
+	ready       chan struct{}
+	sendersOnce sync.Once
 }
 
 // The states of a run.
@@ -107,7 +110,8 @@ func (p *pipeline) run(ctx context.Context, r *scriptRun) ([]int64, error) {
 	}
 	p.mu.Unlock()
 	if send {
-		go p.sendPending()
+		p.startSenders()
+		p.ready <- struct{}{}
 	}
 	timer := waitTimers.Get().(*time.Timer)
 	timer.Reset(callerWait)
@@ -149,8 +153,24 @@ func (r *scriptRun) deliver(reply []int64, err error) (left bool) {
 	return left
 }
 
-// sendPending sends one batch of the runs waiting, and hands what is left to a goroutine of its
-// own, so that no batch waits for another.
+// startSenders starts, once, the pipeline's maxBatches senders: goroutines that live as long as
+// the process and send a batch each time ready says one may go. A sender of its own per batch
+// would cost a fresh goroutine's stack growing, at every batch, to the depth of a round trip.
+func (p *pipeline) startSenders() {
+	p.sendersOnce.Do(func() {
+		p.ready = make(chan struct{}, maxBatches)
+		for range maxBatches {
+			go func() {
+				for range p.ready {
+					p.sendPending()
+				}
+			}()
+		}
+	})
+}
+
+// sendPending sends one batch of the runs waiting, and hands what is left to another sender, so
+// that no batch waits for another.
 func (p *pipeline) sendPending() {
 	defer p.busy.Done()
 	p.mu.Lock()
@@ -170,7 +190,7 @@ func (p *pipeline) sendPending() {
 	}
 	p.mu.Unlock()
 	if more {
-		go p.sendPending()
+		p.ready <- struct{}{} // never blocks: at most maxBatches batches are ready or on the wire
 	}
 }
 
