@@ -247,6 +247,16 @@ func TestParseErrors(t *testing.T) {
 		{"negative max_tokens for completions", Completions, `{"model":"m","max_tokens":-1}`, &RequestError{Err: ErrInvalidValue, Param: "max_tokens", Want: "1 or more"}},
 		{"zero n", Chat, `{"model":"m","n":0}`, &RequestError{Err: ErrInvalidValue, Param: "n", Want: "1 or more"}},
 		{"zero best_of", Completions, `{"model":"m","best_of":0}`, &RequestError{Err: ErrInvalidValue, Param: "best_of", Want: "1 or more"}},
+
+		{"no model", Responses, `{"input":"hunter2"}`, &RequestError{Err: ErrMissingModel, Param: "model"}},
+		{"zero max_output_tokens", Responses, `{"model":"m","max_output_tokens":0}`, &RequestError{Err: ErrInvalidValue, Param: "max_output_tokens", Want: "1 or more"}},
+		{"input is a number", Responses, `{"model":"m","input":5}`, &RequestError{Err: ErrWrongType, Param: "input", Want: "a string or an array"}},
+		{"item is a string", Responses, `{"model":"m","input":["hunter2"]}`, &RequestError{Err: ErrWrongType, Param: "input[0]", Want: "an object"}},
+		{"content is a number", Responses, `{"model":"m","input":[{"role":"user","content":7}]}`, &RequestError{Err: ErrWrongType, Param: "input[0].content", Want: "a string or an array"}},
+		{"part text is a number", Responses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":7}]}]}`, &RequestError{Err: ErrWrongType, Param: "input[0].content[0].text", Want: "a string"}},
+		{"instructions are a number", Responses, `{"model":"m","instructions":1}`, &RequestError{Err: ErrWrongType, Param: "instructions", Want: "a string or an array"}},
+		{"no input to moderate", Moderations, `{"model":"m"}`, &RequestError{Err: ErrInvalidValue, Param: "input", Want: "a string or an array"}},
+		{"input to moderate is a number", Moderations, `{"input":5}`, &RequestError{Err: ErrWrongType, Param: "input", Want: "a string or an array"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

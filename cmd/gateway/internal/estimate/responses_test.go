@@ -1,11 +1,9 @@
 package estimate
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 func TestParseResponses(t *testing.T) {
@@ -96,40 +94,6 @@ func TestParseModerationsIsFree(t *testing.T) {
 		if e := got.Estimate(NewCounter(), "o200k_base", 256); e.Total() != 0 {
 			t.Errorf("Parse(%s) is estimated at %+v; want nothing: moderations are free", body, e)
 		}
-	}
-}
-
-func TestParseResponsesAndModerationsErrors(t *testing.T) {
-	tests := []struct {
-		name     string
-		endpoint Endpoint
-		body     string
-		want     *RequestError
-	}{
-		{"no model", Responses, `{"input":"hunter2"}`, &RequestError{Err: ErrMissingModel, Param: "model"}},
-		{"zero max_output_tokens", Responses, `{"model":"m","max_output_tokens":0}`, &RequestError{Err: ErrInvalidValue, Param: "max_output_tokens", Want: "1 or more"}},
-		{"input is a number", Responses, `{"model":"m","input":5}`, &RequestError{Err: ErrWrongType, Param: "input", Want: "a string or an array"}},
-		{"item is a string", Responses, `{"model":"m","input":["hunter2"]}`, &RequestError{Err: ErrWrongType, Param: "input[0]", Want: "an object"}},
-		{"content is a number", Responses, `{"model":"m","input":[{"role":"user","content":7}]}`, &RequestError{Err: ErrWrongType, Param: "input[0].content", Want: "a string or an array"}},
-		{"part text is a number", Responses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":7}]}]}`, &RequestError{Err: ErrWrongType, Param: "input[0].content[0].text", Want: "a string"}},
-		{"instructions are a number", Responses, `{"model":"m","instructions":1}`, &RequestError{Err: ErrWrongType, Param: "instructions", Want: "a string or an array"}},
-		{"no input to moderate", Moderations, `{"model":"m"}`, &RequestError{Err: ErrInvalidValue, Param: "input", Want: "a string or an array"}},
-		{"input to moderate is a number", Moderations, `{"input":5}`, &RequestError{Err: ErrWrongType, Param: "input", Want: "a string or an array"}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := Parse(tc.endpoint, []byte(tc.body))
-			if got != nil {
-				t.Errorf("Parse returned %+v, want nil", got)
-			}
-			var re *RequestError
-			if !errors.As(err, &re) {
-				t.Fatalf("Parse error = %v (%T), want a *RequestError", err, err)
-			}
-			if diff := cmp.Diff(*re, *tc.want, cmpopts.EquateErrors()); diff != "" {
-				t.Errorf("Parse error (-got +want):\n%s", diff)
-			}
-		})
 	}
 }
 

@@ -98,7 +98,12 @@ func TestACharacterCountingProviderGetsNo429s(t *testing.T) {
 // sendWords sends n calls of long words at once to the gateway at url and returns how many were
 // answered 200.
 func sendWords(ctx context.Context, url string, n int) int {
-	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + longWords + `"}]}`
+	return sendAtOnce(ctx, url, admissionKey, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"`+longWords+`"}]}`, n)
+}
+
+// sendAtOnce sends n chat calls of body at once with key to the API at url and returns how many
+// were answered 200.
+func sendAtOnce(ctx context.Context, url, key, body string, n int) int {
 	var (
 		wg     sync.WaitGroup
 		mu     sync.Mutex
@@ -110,7 +115,7 @@ func sendWords(ctx context.Context, url string, n int) int {
 			if err != nil {
 				return
 			}
-			r.Header.Set("Authorization", "Bearer "+admissionKey)
+			r.Header.Set("Authorization", "Bearer "+key)
 			resp, err := http.DefaultClient.Do(r)
 			if err != nil {
 				return

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -137,32 +136,7 @@ func startLabProvider(t *testing.T, args ...string) string {
 // sendSmall sends n small calls at once with key to the API at url and returns how many were
 // answered 200.
 func sendSmall(ctx context.Context, url, key string, n int) int {
-	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		served int
-	)
-	for range n {
-		wg.Go(func() {
-			r, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(smallCall))
-			if err != nil {
-				return
-			}
-			r.Header.Set("Authorization", "Bearer "+key)
-			resp, err := http.DefaultClient.Do(r)
-			if err != nil {
-				return
-			}
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				mu.Lock()
-				served++
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	return served
+	return sendAtOnce(ctx, url, key, smallCall, n)
 }
 
 // labStats reads the lab's counts.
