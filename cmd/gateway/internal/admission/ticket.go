@@ -26,7 +26,7 @@ const (
 )
 
 // Ticket is a call the limits let go. It holds the estimate on every limit it passed, and one
-// slot in flight, until it ends: exactly once, in Settle or in Refund. It is safe for
+// slot in flight, until it ends: exactly once, in Settle, Refund or Withdraw. It is safe for
 // concurrent use; a second end does nothing.
 type Ticket struct {
 	// Waited is how long the call queued before it was let go.
