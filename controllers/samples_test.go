@@ -50,7 +50,7 @@ func TestSamplesCompile(t *testing.T) {
 		tenants[tenant.Name] = tenant
 	}
 	acme, free := tenants["acme"], tenants["initech"]
-	if len(cfg.Providers) != 1 || len(acme.Keys) != 1 || acme.Keys[0].SHA256 != gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789abcdef") || acme.Budget == nil || acme.Degrade == nil {
+	if len(cfg.Providers) != 1 || len(acme.Keys) != 1 || acme.Keys[0].SHA256 != gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789") || acme.Budget == nil || acme.Degrade == nil {
 		t.Errorf("compiled samples = %d providers, acme %+v; want openai, and acme on the enterprise plan with alice's key hash", len(cfg.Providers), acme)
 	}
 	if len(free.PerUser) != 1 || free.PerUser[0].Amount != 50 || free.PerUser[0].Per != gatewayv1.PeriodDay || free.PerUser[0].OnLimit != gatewayv1.BehaviorReject {
