@@ -1,9 +1,6 @@
 package estimate
 
-import (
-	"bytes"
-	"encoding/json"
-)
+import "bytes"
 
 // The fields of each endpoint's body that the package reads or knows to add nothing to the
 // prompt: sampling and output settings, streaming, metadata the provider stores. Every other
@@ -37,20 +34,49 @@ func fieldSet(names ...string) map[string]bool {
 }
 
 // addUnknownFields adds each field of body that known does not hold as its JSON text by the
-// proxy, its name included. body has decoded already, so a body that does not decode here
-// adds nothing.
+// proxy, its name included, in one pass over body that decodes nothing. body has decoded
+// already.
 func (p *Prompt) addUnknownFields(body []byte, known map[string]bool) {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(body, &fields) != nil {
-		return
-	}
-	for name, raw := range fields {
-		if known[name] {
-			continue
+	eachTopField(body, func(name, value []byte) {
+		if !known[string(name)] {
+			p.addTokens(proxyBytes(len(name) + len(value)))
 		}
-		var buf bytes.Buffer
-		if json.Compact(&buf, raw) == nil {
-			p.addTokens(proxyBytes(len(name) + buf.Len()))
+	})
+}
+
+// eachTopField calls fn with the name and raw value of each field of a JSON object's top level,
+// in one pass that follows strings and depth and decodes nothing. It stops at a string that does
+// not end.
+func eachTopField(body []byte, fn func(name, value []byte)) {
+	depth, nameStart, nameEnd, valueAt := 0, 0, 0, -1
+	field := func(end int) {
+		fn(body[nameStart:nameEnd], bytes.TrimSpace(body[valueAt:end]))
+		valueAt = -1
+	}
+	for i := 0; i < len(body); i++ {
+		switch body[i] {
+		case '"':
+			end := stringEnd(body, i)
+			if end < 0 {
+				return
+			}
+			if depth == 1 && valueAt < 0 {
+				if at := valueStart(body, end); at >= 0 {
+					nameStart, nameEnd, valueAt = i+1, end-1, at
+				}
+			}
+			i = end - 1
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 && valueAt >= 0 {
+				field(i)
+			}
+		case ',':
+			if depth == 1 && valueAt >= 0 {
+				field(i)
+			}
 		}
 	}
 }

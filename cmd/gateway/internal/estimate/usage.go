@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 )
 
@@ -22,22 +23,17 @@ type Usage struct {
 // the Responses API's input_tokens and output_tokens.
 func (u *Usage) UnmarshalJSON(data []byte) error {
 	var v struct {
-		PromptTokens     *int64 `json:"prompt_tokens"`
-		CompletionTokens *int64 `json:"completion_tokens"`
-		InputTokens      int64  `json:"input_tokens"`
-		OutputTokens     int64  `json:"output_tokens"`
-		TotalTokens      int64  `json:"total_tokens"`
+		PromptTokens     int64 `json:"prompt_tokens"`
+		CompletionTokens int64 `json:"completion_tokens"`
+		InputTokens      int64 `json:"input_tokens"`
+		OutputTokens     int64 `json:"output_tokens"`
+		TotalTokens      int64 `json:"total_tokens"`
 	}
 	if err := json.Unmarshal(data, &v); err != nil {
 		return err
 	}
-	*u = Usage{PromptTokens: v.InputTokens, CompletionTokens: v.OutputTokens, TotalTokens: v.TotalTokens}
-	if v.PromptTokens != nil {
-		u.PromptTokens = *v.PromptTokens
-	}
-	if v.CompletionTokens != nil {
-		u.CompletionTokens = *v.CompletionTokens
-	}
+	*u = Usage{PromptTokens: cmp.Or(v.PromptTokens, v.InputTokens), CompletionTokens: cmp.Or(v.CompletionTokens, v.OutputTokens),
+		TotalTokens: v.TotalTokens}
 	return nil
 }
 
