@@ -28,7 +28,7 @@ type outbound struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	deadline *time.Timer // ends ctx at callTimeout
-	stall    *time.Timer // ends ctx when the answer stalls; armed when the answer begins
+	stall    *time.Timer // ends ctx when the answer stalls; nil until the answer begins
 }
 
 type outboundKey struct{}
@@ -41,17 +41,18 @@ func newOutbound(ctx context.Context, c *call, t *admission.Ticket, answer http.
 	o.ctx = context.WithValue(ctx, outboundKey{}, o)
 	cfg := c.route.Provider.Config
 	o.deadline = time.AfterFunc(cfg.CallTimeout.Duration, func() { o.cancel(errCallTimeout) })
-	o.stall = time.AfterFunc(cfg.StallTimeout.Duration, func() { o.cancel(errProviderStalled) })
-	o.stall.Stop()
 	return o
 }
 
 func outboundFrom(ctx context.Context) *outbound { return ctx.Value(outboundKey{}).(*outbound) }
 
-// end stops the call's timers and ends its context.
+// end stops the call's timers and ends its context. It runs in the goroutine that read the
+// answer, as watchStall does.
 func (o *outbound) end() {
 	o.deadline.Stop()
-	o.stall.Stop()
+	if o.stall != nil {
+		o.stall.Stop()
+	}
 	o.cancel(context.Canceled)
 }
 
@@ -67,7 +68,7 @@ func (o *outbound) tooSlow() error {
 // watchStall arms the stall timeout on an answer that has begun: every byte the provider sends
 // puts it back.
 func (o *outbound) watchStall(body io.ReadCloser) io.ReadCloser {
-	o.stall.Reset(o.route.Provider.Config.StallTimeout.Duration)
+	o.stall = time.AfterFunc(o.route.Provider.Config.StallTimeout.Duration, func() { o.cancel(errProviderStalled) })
 	return &stallBody{ReadCloser: body, o: o}
 }
 
