@@ -93,6 +93,7 @@ func (d *dispatcher) waited(wt *waiter, v verdict, start time.Time) verdict {
 	}
 	v.ticket.Waited = waited
 	if wt.estimate > 0 {
+		v.ticket.Estimated = wt.estimate
 		d.estimateRatio.Observe(waited.Seconds() / wt.estimate.Seconds())
 	}
 	return v

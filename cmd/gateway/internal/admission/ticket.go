@@ -31,6 +31,9 @@ const (
 type Ticket struct {
 	// Waited is how long the call queued before it was let go.
 	Waited time.Duration
+	// Estimated is the wait the door estimated when the call queued; zero for a call that did
+	// not queue, or whose wait the door could not estimate.
+	Estimated time.Duration
 	// Limits are the caller's limits as the decision that let the call go left them.
 	Limits Limits
 

@@ -68,14 +68,17 @@ func (s *Server) fail(w http.ResponseWriter, c *call, e *apiError) {
 	e.write(w)
 }
 
-// setCallHeaders writes what the limits said of a call: the wait, the limits left and the
-// cheaper model it went to.
+// setCallHeaders writes what the limits said of a call: the wait (and for a call that queued,
+// the wait the door estimated), the limits left and the cheaper model it went to.
 func setCallHeaders(h http.Header, c *call, t *admission.Ticket, r *admission.Refusal) {
 	var waited time.Duration
 	switch {
 	case t != nil:
 		waited = t.Waited
 		setLimitHeaders(h, t.Limits)
+		if t.Estimated > 0 {
+			h.Set(headerQueueEstimate, strconv.FormatInt(t.Estimated.Milliseconds(), 10))
+		}
 	case r != nil:
 		waited = r.Waited
 	}
