@@ -83,6 +83,8 @@ func settingsOf(o Options) Settings {
 		UserBurst:             o.UserBurst,
 		UserRequestsPerSecond: o.UserRate,
 		QueueMaxWaitSeconds:   o.MaxWait.Seconds(),
+		Gateways:              o.Gateways,
+		Comebacks:             o.Comebacks,
 	}
 }
 
@@ -134,7 +136,7 @@ func drive(ctx context.Context, opts Options, c kase, t target, progress io.Writ
 	return l, time.Since(l.start)
 }
 
-// targetOf is where the case's pages go: the provider, or a gateway in
+// targetOf is where the case's pages go: the provider, or the gateways in
 // front of it, which the returned function stops.
 func targetOf(ctx context.Context, opts Options, c kase, providerURL string) (target, func(), error) {
 	if c.gateway == "" {
@@ -144,12 +146,38 @@ func targetOf(ctx context.Context, opts Options, c kase, providerURL string) (ta
 	if len(opts.GatewayURLs) > 0 {
 		return target{urls: opts.GatewayURLs, key: userKey}, func() {}, nil
 	}
+	var stops stack
 	cfg := gatewayConfig(opts, c.gateway, providerURL, opts.Users[len(opts.Users)-1])
-	g, err := gatewayproc.Start(ctx, opts.Gateway, "lab-ramp", cfg, gatewayFiles(opts.Provider.APIKey))
-	if err != nil {
-		return target{}, nil, err
+	if opts.Gateways > 1 {
+		r, err := gatewayproc.StartRedis(ctx, opts.RedisServer)
+		if err != nil {
+			return target{}, nil, err
+		}
+		stops.push(r.Stop)
+		cfg.Store = sharedStore(r.Addr, opts.Gateways)
 	}
-	return target{urls: []string{g.URL}, key: userKey}, g.Stop, nil
+	t := target{key: userKey}
+	for range opts.Gateways {
+		g, err := gatewayproc.Start(ctx, opts.Gateway, "lab-ramp", cfg, gatewayFiles(opts.Provider.APIKey))
+		if err != nil {
+			stops.run()
+			return target{}, nil, err
+		}
+		stops.push(g.Stop)
+		t.urls = append(t.urls, g.URL)
+	}
+	return t, stops.run, nil
+}
+
+// stack is what to stop, the last started first.
+type stack []func()
+
+func (s *stack) push(stop func()) { *s = append(*s, stop) }
+
+func (s stack) run() {
+	for i := len(s) - 1; i >= 0; i-- {
+		s[i]()
+	}
 }
 
 // serveLocal serves h on addr, or on a free loopback port if addr is empty,

@@ -53,6 +53,11 @@ func gatewayConfig(opts Options, b gatewayv1.Behavior, providerURL string, users
 	}
 }
 
+// sharedStore keeps the limits of replicas gateways in the Redis at addr.
+func sharedStore(addr string, replicas int) gatewayv1.Store {
+	return gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{Address: addr, Replicas: int32(replicas)}}
+}
+
 // rampTenant is the one tenant of a gateway case, with a key for each of
 // users users and a bucket for each.
 func rampTenant(opts Options, b gatewayv1.Behavior, users int) gatewayv1.Tenant {

@@ -89,6 +89,7 @@ func (l *load) page(ctx context.Context, user, index int) page {
 	l.inFlight.Add(1)
 	defer l.inFlight.Add(-1)
 	for {
+		attempt := time.Since(l.start)
 		a, err := l.post(ctx, user)
 		p.answered = time.Since(l.start)
 		switch {
@@ -99,8 +100,9 @@ func (l *load) page(ctx context.Context, user, index int) page {
 		default:
 			p.cause = classify(a.status, a.header, a.body)
 			p.promptTokens, p.completionTokens = a.usage()
+			p.door = doorOf(attempt, a.header)
 		}
-		if p.cause != Busy || !l.kase.honoursDoor {
+		if p.cause != Busy || !l.kase.honoursDoor || p.busy >= l.opts.Comebacks {
 			return p
 		}
 		p.busy++
@@ -119,6 +121,25 @@ func retryAfter(h http.Header) time.Duration {
 		return time.Second
 	}
 	return time.Duration(secs) * time.Second
+}
+
+// doorOf is what a gateway's answer to an attempt sent at attempt says of its queue: nothing
+// for an answer that did not queue.
+func doorOf(attempt time.Duration, h http.Header) door {
+	waited, estimated := headerMillis(h, "X-Sluice-Queue-Wait-Ms"), headerMillis(h, "X-Sluice-Queue-Estimate-Ms")
+	if waited <= 0 && estimated <= 0 {
+		return door{}
+	}
+	return door{queued: attempt, dispatched: attempt + waited, estimated: estimated}
+}
+
+// headerMillis is a header of milliseconds; 0 when absent or not a number.
+func headerMillis(h http.Header, name string) time.Duration {
+	ms, err := strconv.ParseInt(h.Get(name), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // answer is an answer, read whole.

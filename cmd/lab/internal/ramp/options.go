@@ -46,6 +46,12 @@ type Options struct {
 	// Gateway is the path of the gateway binary, for the reject and queue
 	// cases.
 	Gateway string
+	// Gateways is how many gateway processes a case starts: more than one share their limits in
+	// a redis-server of the case's own (RedisServer), and user u sends to gateway u%Gateways, as
+	// a Service would spread them. Must be positive; ignored with GatewayURLs.
+	Gateways int
+	// RedisServer is the path of the redis-server binary, for Gateways above one.
+	RedisServer string
 	// GatewayURLs are running gateways to send the reject and queue cases'
 	// pages to, instead of starting one: user u sends to
 	// GatewayURLs[u%len(GatewayURLs)] with the key sk-ramp-user-<u, three
@@ -64,6 +70,9 @@ type Options struct {
 	// UserRate is the gateway's per-user bucket: requests a second; must be
 	// positive.
 	UserRate int64
+	// Comebacks caps how often a page the queue's door turned away waits its Retry-After and
+	// comes back; turned away once more, it is refused. Zero means it never comes back.
+	Comebacks int
 	// MaxWait is the queue's door: the longest wait the gateway accepts
 	// before it answers busy. More than zero and at most 10m.
 	MaxWait time.Duration
@@ -94,9 +103,12 @@ func DefaultOptions() Options {
 		Duration:     5 * time.Minute,
 		Cases:        []string{CaseSequential, CaseBurst, CaseReject, CaseQueue, CasePool},
 		Gateway:      gatewayproc.DefaultBinary,
+		Gateways:     1,
+		RedisServer:  gatewayproc.DefaultRedisServer,
 		PoolConns:    200,
 		UserBurst:    5,
 		UserRate:     2,
+		Comebacks:    3,
 		MaxWait:      time.Minute,
 	}
 }
@@ -113,11 +125,14 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "the longest a case runs; it ends sooner when every book has finished")
 	fs.Func("cases", "comma-separated cases to run, in order (default "+strings.Join(o.Cases, ",")+")", o.setCases)
 	gatewayproc.AddFlag(fs, &o.Gateway, "path of the gateway binary, for the reject and queue cases")
+	fs.IntVar(&o.Gateways, "gateways", o.Gateways, "gateway processes a case starts; more than one share their limits in a redis-server of the case's own")
+	fs.StringVar(&o.RedisServer, "redis-server", o.RedisServer, "path of the redis-server binary, for --gateways above 1")
 	fs.Func("gateway-url", "a running gateway's base URL for the reject and queue cases, instead of starting one; repeat to spread the users over several", o.addGatewayURL)
 	fs.Func("provider-addr", "where each case's provider listens, a loopback host:port; empty means a free loopback port", o.setProviderAddr)
 	fs.IntVar(&o.PoolConns, "pool-conns", o.PoolConns, "the pool case's cap on connections to the provider")
 	fs.Int64Var(&o.UserBurst, "user-burst", o.UserBurst, "the gateway's per-user bucket: its capacity")
 	fs.Int64Var(&o.UserRate, "user-rate", o.UserRate, "the gateway's per-user bucket: requests a second")
+	fs.IntVar(&o.Comebacks, "comebacks", o.Comebacks, "how often a page the queue's door turned away comes back after its Retry-After before it gives up")
 	fs.DurationVar(&o.MaxWait, "max-wait", o.MaxWait, "the queue case's door: the longest wait the gateway accepts")
 }
 
@@ -166,8 +181,10 @@ func (o Options) validate() error {
 		return errors.New("ramp: options: Step and Duration must be positive")
 	case o.Pages <= 0, o.PromptTokens <= 0, o.MaxTokens <= 0:
 		return errors.New("ramp: options: Pages, PromptTokens and MaxTokens must be positive")
-	case o.PoolConns <= 0, o.UserBurst <= 0, o.UserRate <= 0:
-		return errors.New("ramp: options: PoolConns, UserBurst and UserRate must be positive")
+	case o.PoolConns <= 0, o.UserBurst <= 0, o.UserRate <= 0, o.Gateways <= 0:
+		return errors.New("ramp: options: PoolConns, UserBurst, UserRate and Gateways must be positive")
+	case o.Comebacks < 0:
+		return errors.New("ramp: options: Comebacks must not be negative")
 	case o.MaxWait <= 0 || o.MaxWait > maxMaxWait:
 		return fmt.Errorf("ramp: options: MaxWait must be more than 0s and at most %s", maxMaxWait)
 	case len(o.Provider.Models) == 0:

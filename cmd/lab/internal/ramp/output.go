@@ -9,10 +9,14 @@ import (
 	"github.com/sluicehq/sluice/cmd/lab/internal/labrun"
 )
 
-// WriteTable writes the report as a table, one case a row, and the cases'
-// notes under it.
+// WriteTable writes the report as two tables, one case a row in each: what
+// happened to the pages and the books, then how fair the queue was and how
+// true its door; and the cases' notes under them.
 func (r Report) WriteTable(w io.Writer) error {
-	return labrun.WriteTable(w, tableHeader, r.Cases, CaseReport.row, r.notes())
+	if err := labrun.WriteTable(w, tableHeader, r.Cases, CaseReport.row, "\n"); err != nil {
+		return err
+	}
+	return labrun.WriteTable(w, doorHeader, r.Cases, CaseReport.doorRow, r.notes())
 }
 
 // notes are the cases' notes, a line each, under the table.
@@ -34,6 +38,24 @@ func (c CaseReport) row() string {
 	return fmt.Sprintf("%s\t%s\t%d\t%d\t%d\t%d/%d\t%d\t$%s\t$%s\t%.2fs\t%.2fs\t%.0f%% of limit",
 		c.Case, c.FirstFailure.String(), c.DiedAtProvider, c.Refused, c.BusyAnswers, c.CleanBooks, c.Books, c.UnfinishedBooks,
 		c.Billed, c.BilledForBrokenBooks, c.WaitP50Seconds, c.WaitP95Seconds, 100*c.PeakTokensShare)
+}
+
+// doorHeader is the second table's first line.
+const doorHeader = "case\tprovider 429+503\ttokens/min while queued\trefusals/page\tJain over users\tbooks whole/broken/on way\twhole book p50\twhole book p95\testimate error p90"
+
+// doorRow is the case's row of the second table.
+func (c CaseReport) doorRow() string {
+	return fmt.Sprintf("%s\t%.2f%%\t%s\t%.2f\t%.3f\t%d/%d/%d\t%s\t%s\t%s",
+		c.Case, 100*c.ProviderErrorShare, orNone(c.BacklogTokensShare, "%.0f%% of limit", 100), c.RefusalsPerPage, c.JainOverUsers,
+		c.CleanBooks, c.BrokenBooks, c.UnfinishedBooks, orNone(c.WholeBookP50Seconds, "%.1fs", 1), orNone(c.WholeBookP95Seconds, "%.1fs", 1), orNone(c.EstimateErrorP90, "%.0f%%", 100))
+}
+
+// orNone is x×scale in format, or "-" when x is zero: nothing was measured.
+func orNone(x float64, format string, scale float64) string {
+	if x == 0 {
+		return "-"
+	}
+	return fmt.Sprintf(format, x*scale)
 }
 
 // String is the failure as the table writes it: "none" for nil.

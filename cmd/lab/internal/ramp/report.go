@@ -37,6 +37,8 @@ type Settings struct {
 	UserBurst             int64           `json:"userBurst"`
 	UserRequestsPerSecond int64           `json:"userRequestsPerSecond"`
 	QueueMaxWaitSeconds   float64         `json:"queueMaxWaitSeconds"`
+	Gateways              int             `json:"gateways"`
+	Comebacks             int             `json:"comebacks"`
 }
 
 // CaseReport is what one case found.
@@ -52,6 +54,8 @@ type CaseReport struct {
 	// UnfinishedBooks counts the books that nothing broke but that were not
 	// done when the case ended.
 	UnfinishedBooks int `json:"unfinishedBooks"`
+	// BrokenBooks counts the books a page of which failed.
+	BrokenBooks int `json:"brokenBooks"`
 	// Pages counts the pages of the books started, and Outcomes them by
 	// cause.
 	Pages    int           `json:"pages"`
@@ -77,6 +81,24 @@ type CaseReport struct {
 	// rolling minute; PeakTokensShare is that over its limit.
 	PeakTokensPerMinute int64   `json:"peakTokensPerMinute"`
 	PeakTokensShare     float64 `json:"peakTokensShare"`
+	// ProviderErrorShare is the provider's 429s and 503s over the calls it received.
+	ProviderErrorShare float64 `json:"providerErrorShare"`
+	// BacklogTokensShare is the tokens the provider admitted while a gateway's queue held pages,
+	// over what its tokens per minute allow in that time; 0 when nothing queued.
+	BacklogTokensShare float64 `json:"backlogTokensShare"`
+	// RefusalsPerPage counts the gateway's refusals, the busy answers a page came back from
+	// included, over the pages.
+	RefusalsPerPage float64 `json:"refusalsPerPage"`
+	// JainOverUsers is Jain's fairness index over the pages served to each user who started a
+	// book: 1 when each had as many.
+	JainOverUsers float64 `json:"jainOverUsers"`
+	// WholeBookP50Seconds and WholeBookP95Seconds are percentiles of the time from a clean
+	// book's first page sent to its last answered.
+	WholeBookP50Seconds float64 `json:"wholeBookP50Seconds"`
+	WholeBookP95Seconds float64 `json:"wholeBookP95Seconds"`
+	// EstimateErrorP90 is the 90th percentile, over the pages that queued with an estimate, of
+	// how far a page's wait in the queue was from the door's estimate, as a share of it.
+	EstimateErrorP90 float64 `json:"estimateErrorP90"`
 	// Provider is the provider's own counts at the end of the case.
 	Provider provider.Stats `json:"provider"`
 	// Series is the case over time, for the charts.
@@ -105,6 +127,16 @@ type page struct {
 	busy int
 	// usage of a served page.
 	promptTokens, completionTokens int64
+	// door is what the gateway said of the served attempt's wait in its queue.
+	door door
+}
+
+// door is a served attempt's wait in a gateway's queue, from the case's start; zero for an
+// attempt that did not queue.
+type door struct {
+	queued, dispatched time.Duration
+	// estimated is the wait the door estimated when it let the attempt in; 0 if it gave none.
+	estimated time.Duration
 }
 
 // call is one call as the provider saw it.
@@ -148,6 +180,7 @@ func summarize(r caseRun) CaseReport {
 		Books:                books,
 		CleanBooks:           clean,
 		UnfinishedBooks:      unfinished,
+		BrokenBooks:          books - clean - unfinished,
 		Pages:                len(r.pages),
 		Outcomes:             outcomes(r.pages),
 		FirstFailure:         firstFailure(r.pages, r.schedule),
@@ -171,6 +204,7 @@ func summarize(r caseRun) CaseReport {
 	for _, p := range r.pages {
 		cr.BusyAnswers += p.busy
 	}
+	figures(&cr, r)
 	cr.Notes = notes(r, cr.Outcomes)
 	return cr
 }

@@ -1,0 +1,157 @@
+package ramp
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/labrun"
+)
+
+// providerErrorShare is the provider's 429s and 503s over the calls it received; 0 for none.
+func providerErrorShare(calls []call) float64 {
+	refused := 0
+	for _, c := range calls {
+		if c.refusedByProvider() {
+			refused++
+		}
+	}
+	return share(int64(refused), int64(len(calls)))
+}
+
+// backlog is when the gateways' queues held pages: from the first page that queued to the last
+// dispatch of one; zero when none queued.
+func backlog(pages []page) (from, to time.Duration) {
+	from = -1
+	for _, p := range pages {
+		if p.door == (door{}) {
+			continue
+		}
+		if from < 0 || p.door.queued < from {
+			from = p.door.queued
+		}
+		to = max(to, p.door.dispatched)
+	}
+	if from < 0 {
+		return 0, 0
+	}
+	return from, to
+}
+
+// backlogTokensShare is the tokens the provider admitted while the backlog lasted, over what its
+// tokens per minute allow in that time; 0 without a backlog or a limit.
+func backlogTokensShare(pages []page, calls []call, tokensPerMinute int64) float64 {
+	from, to := backlog(pages)
+	allowed := float64(tokensPerMinute) * (to - from).Minutes()
+	if allowed <= 0 {
+		return 0
+	}
+	var admitted int64
+	for _, c := range calls {
+		if c.admitted() && c.at >= from && c.at < to {
+			admitted += c.tokens
+		}
+	}
+	return float64(admitted) / allowed
+}
+
+// refusalsPerPage counts every refusal a page was answered, those it came back from included,
+// over the pages.
+func refusalsPerPage(pages []page) float64 {
+	refusals := 0
+	for _, p := range pages {
+		refusals += p.busy
+		if p.cause.refused() {
+			refusals++
+		}
+	}
+	return share(int64(refusals), int64(len(pages)))
+}
+
+// servedPerUser counts the pages served to each user who started a book, by user.
+func servedPerUser(pages []page) map[int]int {
+	served := map[int]int{}
+	for _, p := range pages {
+		served[p.user] += 0 // a user served nothing still counts
+		if p.cause == Served {
+			served[p.user]++
+		}
+	}
+	return served
+}
+
+// jain is Jain's fairness index of xs: 1 when all are equal, 1/n when one has everything; 1 for
+// none or all zero, which no one had more of than another.
+func jain(xs []float64) float64 {
+	var sum, squares float64
+	for _, x := range xs {
+		sum += x
+		squares += x * x
+	}
+	if squares == 0 {
+		return 1
+	}
+	return sum * sum / (float64(len(xs)) * squares)
+}
+
+// jainOverUsers is Jain's index over the pages served to each user who started a book.
+func jainOverUsers(pages []page) float64 {
+	var xs []float64
+	for _, n := range servedPerUser(pages) {
+		xs = append(xs, float64(n))
+	}
+	return jain(xs)
+}
+
+// wholeBookTimes are, for each book whose every page was served, the time from its first page
+// sent to its last answered, sorted.
+func wholeBookTimes(pages []page) []time.Duration {
+	type span struct {
+		from, to time.Duration
+		broken   bool
+	}
+	books := map[int]*span{}
+	for _, p := range pages {
+		b := books[p.user]
+		if b == nil {
+			b = &span{from: p.sent}
+			books[p.user] = b
+		}
+		b.from, b.to = min(b.from, p.sent), max(b.to, p.answered)
+		b.broken = b.broken || p.cause != Served
+	}
+	var times []time.Duration
+	for _, b := range books {
+		if !b.broken {
+			times = append(times, b.to-b.from)
+		}
+	}
+	slices.Sort(times)
+	return times
+}
+
+// estimateErrors are, for each page that queued with an estimate, how far its wait was from it,
+// as a share of the estimate, sorted.
+func estimateErrors(pages []page) []float64 {
+	var errs []float64
+	for _, p := range pages {
+		if d := p.door; d.estimated > 0 {
+			waited := d.dispatched - d.queued
+			errs = append(errs, float64(max(waited-d.estimated, d.estimated-waited))/float64(d.estimated))
+		}
+	}
+	slices.SortFunc(errs, cmp.Compare[float64])
+	return errs
+}
+
+// figures fills in cr the measures of fairness and of the door from what the case recorded.
+func figures(cr *CaseReport, r caseRun) {
+	cr.ProviderErrorShare = providerErrorShare(r.calls)
+	cr.BacklogTokensShare = backlogTokensShare(r.pages, r.calls, r.tokensPerMinute)
+	cr.RefusalsPerPage = refusalsPerPage(r.pages)
+	cr.JainOverUsers = jainOverUsers(r.pages)
+	whole := wholeBookTimes(r.pages)
+	cr.WholeBookP50Seconds = labrun.Percentile(whole, 50).Seconds()
+	cr.WholeBookP95Seconds = labrun.Percentile(whole, 95).Seconds()
+	cr.EstimateErrorP90 = labrun.Percentile(estimateErrors(r.pages), 90)
+}
