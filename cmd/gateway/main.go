@@ -227,6 +227,7 @@ func storeOptions(store gatewayv1.Store, jobsOpts jobs.Options, replica string) 
 	opts := server.Options{
 		Limiter: ratelimit.NewRedis(client),
 		Jobs:    jobs.NewRedis(client, replica, jobsOpts),
+		Shares:  redisstore.NewShares(client, replica),
 		Ping:    func(ctx context.Context) error { return client.Ping(ctx).Err() },
 	}
 	if store.Redis.FailMode == gatewayv1.FailOpen {

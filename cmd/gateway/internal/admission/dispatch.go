@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/gateway/internal/fairqueue"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/fairshare"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
 
@@ -18,6 +19,12 @@ const (
 	// drainWindow is how long a backlog must last before its measured drain replaces the
 	// configured one in the door's estimate.
 	drainWindow = 10 * time.Second
+	// shareEvery is how often a dispatcher exchanges with the gateways sharing its provider what
+	// each lane was served; shareSlack is how far, in tokens (over the tenant's weight), a lane
+	// may get ahead of the least served lane of its group before it is held back: two of the
+	// fair queue's rounds, more than a gateway serves between two exchanges.
+	shareEvery = 100 * time.Millisecond
+	shareSlack = 16_384
 	// maxUnestimated bounds a queue whose drain the door cannot estimate (a provider with no
 	// tokens per minute, before anything drained).
 	maxUnestimated = 10_000
@@ -43,6 +50,9 @@ func (g *Gate) dispatcher(provider string) *dispatcher {
 	actual, loaded := g.dispatchers.LoadOrStore(provider, d)
 	if !loaded {
 		go d.run(g.ctx)
+		if d.shares != nil {
+			go d.exchangeShares(g.ctx)
+		}
 	}
 	return actual.(*dispatcher)
 }
@@ -283,6 +293,9 @@ func (d *dispatcher) conclude(wt *waiter, v verdict) time.Duration {
 	switch {
 	case v.ticket != nil:
 		d.drained.add(now, wt.item.Cost)
+		if d.shares != nil {
+			d.shares.Served(wt.item)
+		}
 		d.finish(wt, v, true)
 		return 0
 	case !v.queues || (req.maxWait() > 0 && v.refusal.RetryAfter > req.maxWait()):
@@ -322,7 +335,8 @@ func (d *dispatcher) block(wt *waiter, r *Refusal, now time.Time) time.Duration 
 }
 
 // drainRate is the tokens per second the door expects the queue to drain: what it measured once
-// a backlog has lasted drainWindow, else the provider's tokens per minute (after headroom).
+// a backlog has lasted drainWindow, else this gateway's share of the provider's tokens per minute
+// (after headroom), the gateways sharing it taking equal shares.
 func (d *dispatcher) drainRate(now time.Time) float64 {
 	if d.q.Len() > 0 && now.Sub(d.backlogSince) >= drainWindow {
 		if measured := float64(d.drained.sumWithin(now, drainWindow)) / drainWindow.Seconds(); measured > 0 {
@@ -333,7 +347,7 @@ func (d *dispatcher) drainRate(now time.Time) float64 {
 	if p == nil {
 		return -1
 	}
-	return float64(p.TokensPerMinute()) / 60
+	return float64(p.TokensPerMinute()) / 60 / float64(d.g.policy().Replicas)
 }
 
 // queued counts a call into (+1) or out of (-1) its provider's queue.
@@ -345,4 +359,53 @@ func (d *dispatcher) queued(req *Request, it *fairqueue.Item, delta int64) {
 	d.g.metrics.queueDepth.WithLabelValues(d.provider, class, req.tenant()).Add(float64(delta))
 	d.g.metrics.queueTokens.WithLabelValues(d.provider, class, req.tenant()).Add(float64(delta * it.Cost))
 	d.g.usage.queued(req, delta, delta*it.Cost)
+}
+
+// exchangeShares tells the gateways sharing the provider, every shareEvery until ctx ends, what
+// this one served and which of its lanes wait, and takes in what they all served: the queue then
+// holds back a lane that got ahead of its fair share. An exchange that fails forgets what the
+// others served, so that no lane is held on old news.
+func (d *dispatcher) exchangeShares(ctx context.Context) {
+	t := time.NewTicker(shareEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		d.exchangeOnce(ctx)
+	}
+}
+
+func (d *dispatcher) exchangeOnce(ctx context.Context) {
+	d.mu.Lock()
+	ups := d.shares.Updates(d.waitingLanes(d.g.now()))
+	d.mu.Unlock()
+	if len(ups) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, decideTimeout)
+	st, err := d.g.opts.Shares.Exchange(ctx, d.provider, ups)
+	cancel()
+	d.mu.Lock()
+	if err != nil {
+		d.g.log.Debug("exchange the queue's shares with the other gateways; the queue is served as if alone meanwhile", "provider", d.provider, "err", err)
+		d.shares.Forget()
+	} else {
+		d.shares.Took(ups, st)
+	}
+	d.mu.Unlock()
+	d.kick() // a lane held back may go now
+}
+
+// waitingLanes are the shared ledger's members of the queue's lanes that wait and that no limit of
+// their own blocks at now. The caller holds d.mu.
+func (d *dispatcher) waitingLanes(now time.Time) map[fairshare.Member]bool {
+	waiting := map[fairshare.Member]bool{}
+	d.q.Open(now, func(it *fairqueue.Item) {
+		waiting[fairshare.TenantOf(it)] = true
+		waiting[fairshare.UserOf(it)] = true
+	})
+	return waiting
 }

@@ -9,6 +9,7 @@ import (
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/fairqueue"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/fairshare"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 )
 
@@ -39,6 +40,7 @@ type dispatcher struct {
 
 	mu           sync.Mutex
 	q            *fairqueue.Queue
+	shares       *fairshare.Ledger    // what the gateways sharing the provider served; nil alone
 	drained      lastMinute           // tokens dispatched from the queue
 	backlogSince time.Time            // when the queue last became non-empty
 	horizon      time.Time            // the latest comeback given to a call turned away
@@ -60,13 +62,20 @@ type feedback struct {
 }
 
 func newDispatcher(g *Gate, provider string) *dispatcher {
-	return &dispatcher{g: g, provider: provider, wake: make(chan struct{}, 1),
+	d := &dispatcher{g: g, provider: provider, wake: make(chan struct{}, 1),
 		arrivals:      g.metrics.arrivals.WithLabelValues(provider),
 		callDuration:  g.metrics.callDuration.WithLabelValues(provider),
 		queueWait:     g.metrics.queueWait.WithLabelValues(provider),
 		estimateRatio: g.metrics.estimateRatio.WithLabelValues(provider),
 		comebackError: g.metrics.comebackError.WithLabelValues(provider),
-		q:             fairqueue.New(fairqueue.Options{}), promised: map[string]time.Time{}, feedback: feedback{share: 1}}
+		promised:      map[string]time.Time{}, feedback: feedback{share: 1}}
+	var opts fairqueue.Options
+	if g.opts.Shares != nil {
+		d.shares = fairshare.New(shareSlack)
+		opts.Hold = d.shares.Held // asked under d.mu, in d.q.Next
+	}
+	d.q = fairqueue.New(opts)
+	return d
 }
 
 // idle reports whether nobody waits and the provider is open, so a new call may try to go at once.

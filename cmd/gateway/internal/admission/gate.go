@@ -11,6 +11,7 @@ import (
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 
+	"github.com/sluicehq/sluice/cmd/gateway/internal/fairshare"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ids"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
@@ -35,6 +36,12 @@ type JobLedger interface {
 	Charge(ctx context.Context, a jobs.Attempt) (bool, error)
 }
 
+// Shares is the ledger the gateways sharing a provider keep of what each of its queue's lanes
+// was served: redisstore.Shares.
+type Shares interface {
+	Exchange(ctx context.Context, provider string, ups []fairshare.Update) (fairshare.Standing, error)
+}
+
 // Options configures a Gate.
 type Options struct {
 	// Limiter keeps the limits. Required.
@@ -44,6 +51,9 @@ type Options struct {
 	Fallback Limiter
 	// Jobs records jobs' attempts. Required to admit a Request with a Job.
 	Jobs JobLedger
+	// Shares, when set, keeps each provider's queue fair across the gateways that share the
+	// provider. Nil means this gateway serves its queues alone.
+	Shares Shares
 	// Policy returns the configuration in force. Required.
 	Policy func() *policy.Policy
 	// Registerer receives the gate's metrics. Nil means they are not exported.

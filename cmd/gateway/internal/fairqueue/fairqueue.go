@@ -35,6 +35,10 @@ type Options struct {
 	// BatchShare is the share of served tokens that Batch lanes get while Interactive lanes are
 	// busy. Zero means 0.1.
 	BatchShare float64
+	// Hold, when set, is asked of the first item of each open lane before it is served: true
+	// holds the lane back for now, as the lanes of other gateways sharing the provider are owed
+	// first (see package fairshare). Nil holds nothing.
+	Hold func(it *Item) bool
 }
 
 // Item is one waiting request.
@@ -93,14 +97,15 @@ func (q *Queue) Push(it *Item) {
 
 // Next returns the item to send next, without removing it: call Pop when it goes, Remove when it
 // leaves, or Block when a limit of its own lane holds it. It returns nil when nothing may go at
-// now, with the earliest time a blocked lane opens (zero if none is blocked).
+// now, with the earliest time a blocked lane opens (zero if none is blocked; a lane Options.Hold
+// holds opens when its owner says, and calls Next again).
 func (q *Queue) Next(now time.Time) (*Item, time.Time) {
 	first, second := q.order()
-	it, opensA := q.classes[first].next(now, q.opts.Quantum)
+	it, opensA := q.classes[first].next(now, q.opts.Quantum, q.opts.Hold)
 	if it != nil {
 		return it, time.Time{}
 	}
-	it, opensB := q.classes[second].next(now, q.opts.Quantum)
+	it, opensB := q.classes[second].next(now, q.opts.Quantum, q.opts.Hold)
 	if it != nil {
 		return it, time.Time{}
 	}
@@ -149,6 +154,13 @@ func (q *Queue) Block(it *Item, until time.Time, tenantWide bool) {
 		return
 	}
 	it.user.blockedUntil = until
+}
+
+// Open calls visit with the first item of each lane that waits and that no limit blocks at now.
+func (q *Queue) Open(now time.Time, visit func(it *Item)) {
+	for _, r := range q.classes {
+		r.open(now, visit)
+	}
 }
 
 // Ahead returns how many items of a tenant wait, and their cost.

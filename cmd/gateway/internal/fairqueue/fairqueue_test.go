@@ -248,3 +248,38 @@ func TestEstimateWaitOfAQueuedItemCountsWhatIsAheadOfIt(t *testing.T) {
 		t.Errorf("the heavy user's tenth item: %v; want %v, its lane and the light user's one", got, want)
 	}
 }
+
+// TestHoldSkipsALaneUntilReleased checks that a lane Options.Hold holds is passed over, other
+// lanes going meanwhile, that a queue whose every lane is held gives nothing and no time, and
+// that Open still counts a held lane as waiting.
+func TestHoldSkipsALaneUntilReleased(t *testing.T) {
+	held := map[string]bool{"a": true}
+	q := New(Options{Hold: func(it *Item) bool { return held[it.Tenant+"/"+it.User] || held[it.Tenant] }})
+	for range 2 {
+		q.Push(item("a", "x", 1, Interactive, 100))
+		q.Push(item("b", "y", 1, Interactive, 100))
+		q.Push(item("b", "z", 1, Interactive, 100))
+	}
+	held["b/y"] = true
+	var users []string
+	for range 2 {
+		it, _ := q.Next(t0)
+		q.Pop(it)
+		users = append(users, it.Tenant+"/"+it.User)
+	}
+	if diff := cmp.Diff(users, []string{"b/z", "b/z"}); diff != "" {
+		t.Errorf("served with a and b/y held (-got +want):\n%s", diff)
+	}
+	if it, opens := q.Next(t0); it != nil || !opens.IsZero() {
+		t.Errorf("Next with every lane held = %v, %v; want nothing and no time", it, opens)
+	}
+	open := 0
+	q.Open(t0, func(*Item) { open++ })
+	if open != 2 {
+		t.Errorf("Open visited %d lanes; want 2: held lanes still wait", open)
+	}
+	clear(held)
+	if it, _ := q.Next(t0); it == nil {
+		t.Error("Next after the holds were released gives nothing")
+	}
+}

@@ -84,12 +84,12 @@ func (r *rounds) remove(it *Item) {
 // next walks the rounds until a tenant's deficit covers the head of one of its open lanes. A
 // tenant gets quantum × weight when its turn starts and keeps what it does not spend while it
 // has items waiting; its turn ends when its next item costs more than it has left.
-func (r *rounds) next(now time.Time, quantum int64) (*Item, time.Time) {
+func (r *rounds) next(now time.Time, quantum int64, hold func(*Item) bool) (*Item, time.Time) {
 	var opens time.Time
 	passes := 0
 	for e := r.active.Front(); e != nil; e = r.active.Front() {
 		t := e.Value.(*tenantLane)
-		it, until := t.head(now)
+		it, until := t.head(now, hold)
 		if it == nil {
 			opens = earliest(opens, until)
 			if passes++; passes > r.active.Len() {
@@ -112,9 +112,9 @@ func (r *rounds) next(now time.Time, quantum int64) (*Item, time.Time) {
 	return nil, opens
 }
 
-// head returns the first item of the tenant's first open user lane, or when every lane is
-// blocked, the earliest time one opens.
-func (t *tenantLane) head(now time.Time) (*Item, time.Time) {
+// head returns the first item of the tenant's first open user lane that hold does not hold (nil
+// holds none), or when there is none, the earliest time a blocked lane opens.
+func (t *tenantLane) head(now time.Time, hold func(*Item) bool) (*Item, time.Time) {
 	if now.Before(t.blockedUntil) {
 		return nil, t.blockedUntil
 	}
@@ -125,9 +125,26 @@ func (t *tenantLane) head(now time.Time) (*Item, time.Time) {
 			opens = earliest(opens, u.blockedUntil)
 			continue
 		}
-		return u.items.Front().Value.(*Item), time.Time{}
+		if it := u.items.Front().Value.(*Item); hold == nil || !hold(it) {
+			return it, time.Time{}
+		}
 	}
 	return nil, opens
+}
+
+// open calls visit with the first item of each lane that no limit blocks at now.
+func (r *rounds) open(now time.Time, visit func(*Item)) {
+	for e := r.active.Front(); e != nil; e = e.Next() {
+		t := e.Value.(*tenantLane)
+		if now.Before(t.blockedUntil) {
+			continue
+		}
+		for ue := t.users.Front(); ue != nil; ue = ue.Next() {
+			if u := ue.Value.(*userLane); !now.Before(u.blockedUntil) {
+				visit(u.items.Front().Value.(*Item))
+			}
+		}
+	}
 }
 
 // tenantWorkBefore is the cost its tenant serves until it has served it, it included: the items

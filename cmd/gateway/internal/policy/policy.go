@@ -28,6 +28,8 @@ import (
 type Policy struct {
 	// Config is the configuration the policy was compiled from.
 	Config *gatewayv1.Config
+	// Replicas is how many gateways share the configuration's limits, as compiled: at least 1.
+	Replicas int64
 
 	callers   map[string]*Caller   // by the key's SHA-256, hex
 	routes    map[string]*Route    // by model name
@@ -90,6 +92,7 @@ func Compile(cfg *gatewayv1.Config, replicas int64) (*Policy, error) {
 func CompileLearned(cfg *gatewayv1.Config, replicas int64, learned map[string]gatewayv1.LearnedLimits) (*Policy, error) {
 	p := &Policy{
 		Config:    cfg,
+		Replicas:  max(replicas, 1),
 		callers:   map[string]*Caller{},
 		routes:    map[string]*Route{},
 		providers: map[string]*Provider{},

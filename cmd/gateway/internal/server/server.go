@@ -31,6 +31,9 @@ type Options struct {
 	// Fallback, when set, takes decisions on each limit's local share whenever Limiter fails
 	// (Redis unreachable, failMode: open). Nil refuses with 503 instead (failMode: closed).
 	Fallback admission.Limiter
+	// Shares, when set, keeps each provider's queue fair across the gateways that share the
+	// provider. Nil means this gateway serves its queues alone.
+	Shares admission.Shares
 	// Jobs keeps the jobs sent to /v1/jobs. Required.
 	Jobs Jobs
 	// Ping reports whether the limiter's store is reachable, for /readyz. Nil means always.
@@ -77,7 +80,7 @@ func New(opts Options) *Server {
 	}
 	s.metrics = newMetrics(opts.Registerer, func() float64 { return float64(s.inFlight.n.Load()) })
 	s.gate = admission.New(admission.Options{
-		Limiter: opts.Limiter, Fallback: opts.Fallback, Jobs: opts.Jobs, Policy: s.policy.Load,
+		Limiter: opts.Limiter, Fallback: opts.Fallback, Shares: opts.Shares, Jobs: opts.Jobs, Policy: s.policy.Load,
 		Registerer: opts.Registerer, Logger: s.log, Now: opts.Now,
 	})
 	return s

@@ -1,0 +1,161 @@
+// Package fairshare keeps the fair queue fair across the gateways that share a provider. Each
+// gateway serves its own queue by deficit round-robin (package fairqueue), and a ledger the
+// gateways share says how much each lane has been served by all of them together: a tenant's
+// tokens over its weight, and a user's tokens inside its tenant. A lane more than a slack ahead of
+// the least-served lane of its group waiting on any gateway is held back, so that together the
+// gateways serve tenants at their weights and a tenant's users equally, whichever gateway each
+// call reached.
+//
+// The Ledger is the pure core: it never waits and holds no connection. Its owner exchanges what
+// it served with the shared ledger every so often (Updates, then Took with the answer), and asks
+// it, before serving an item, whether the item's lanes are held.
+package fairshare
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice/cmd/gateway/internal/fairqueue"
+)
+
+// sep separates the parts of a Member; no tenant name holds it.
+const sep = "\x1f"
+
+// Member names a lane in the shared ledger: a tenant of a class, or a user of a tenant of a class.
+// The lanes of one group (a class's tenants, or a tenant's users) are compared with each other.
+type Member string
+
+// TenantOf is the member of an item's tenant.
+func TenantOf(it *fairqueue.Item) Member {
+	return Member(strconv.Itoa(int(it.Class)) + sep + it.Tenant)
+}
+
+// UserOf is the member of an item's user.
+func UserOf(it *fairqueue.Item) Member { return TenantOf(it) + Member(sep+it.User) }
+
+// group is what the member is compared within: its class, or its class and tenant.
+func (m Member) group() string {
+	s := string(m)
+	class, rest, _ := strings.Cut(s, sep)
+	if tenant := strings.Index(rest, sep); tenant >= 0 {
+		return s[:len(class)+len(sep)+tenant] // a user's name may hold sep
+	}
+	return class
+}
+
+// Update is what one gateway tells the shared ledger of a member at an exchange.
+type Update struct {
+	Member Member
+	// Served is what the gateway served the member since its last exchange: tokens over weight
+	// for a tenant, tokens for a user.
+	Served float64
+	// Floor, when positive, raises the member's count to at least it before Served is added: a
+	// lane that waits again after nobody waited for it starts level with the least served of its
+	// group, not ahead by the time it was idle.
+	Floor float64
+	// Waiting says the gateway has the member's lane waiting and free to go.
+	Waiting bool
+}
+
+// Standing is the shared ledger's answer to an exchange: the count of every member waiting on
+// some gateway.
+type Standing map[Member]float64
+
+// Ledger is one gateway's view of the shared ledger of one provider's queue. The zero value is
+// not usable; call New. A Ledger is not safe for concurrent use: its owner serializes calls.
+type Ledger struct {
+	slack    float64
+	standing Standing
+	local    map[Member]float64 // served here and not yet taken in by the shared ledger
+	reported map[Member]bool    // the members this gateway last reported waiting
+}
+
+// New returns a ledger that holds a lane back when it is more than slack ahead of the least
+// served of its group: a tenant's tokens over its weight, a user's tokens.
+func New(slack float64) *Ledger {
+	return &Ledger{slack: slack, standing: Standing{}, local: map[Member]float64{}, reported: map[Member]bool{}}
+}
+
+// Served counts an item this gateway served.
+func (l *Ledger) Served(it *fairqueue.Item) {
+	l.local[TenantOf(it)] += float64(it.Cost) / float64(max(it.Weight, 1))
+	l.local[UserOf(it)] += float64(it.Cost)
+}
+
+// Held reports whether the item's lanes are held back: its tenant or its user is more than the
+// slack ahead of the least served lane of its group that waits.
+func (l *Ledger) Held(it *fairqueue.Item) bool {
+	return l.ahead(TenantOf(it)) || l.ahead(UserOf(it))
+}
+
+// ahead reports whether m is more than the slack ahead of the least of its group. A member the
+// shared ledger does not count as waiting is level with it: it is floored at the next exchange.
+func (l *Ledger) ahead(m Member) bool {
+	least, ok := l.least(m.group())
+	if !ok {
+		return false
+	}
+	v, waiting := l.standing[m]
+	if !waiting {
+		v = least
+	}
+	return v+l.local[m] > least+l.slack
+}
+
+// least is the smallest count, this gateway's unreported service included, of the members of a
+// group waiting on some gateway; false when none does.
+func (l *Ledger) least(group string) (float64, bool) {
+	least, found := 0.0, false
+	for m, v := range l.standing {
+		if m.group() != group {
+			continue
+		}
+		if v += l.local[m]; !found || v < least {
+			least, found = v, true
+		}
+	}
+	return least, found
+}
+
+// Updates are what to tell the shared ledger, for the members whose lanes wait here now: what
+// was served, which lanes wait, and which stopped waiting. Pass them to Took with the answer.
+func (l *Ledger) Updates(waiting map[Member]bool) []Update {
+	var ups []Update
+	for m := range waiting {
+		u := Update{Member: m, Served: l.local[m], Waiting: true}
+		if _, known := l.standing[m]; !known {
+			u.Floor, _ = l.least(m.group())
+		}
+		ups = append(ups, u)
+	}
+	for m, served := range l.local {
+		if !waiting[m] {
+			ups = append(ups, Update{Member: m, Served: served})
+		}
+	}
+	for m := range l.reported {
+		if !waiting[m] && l.local[m] == 0 {
+			ups = append(ups, Update{Member: m})
+		}
+	}
+	return ups
+}
+
+// Took takes in the shared ledger's answer to an exchange of ups: what they reported served is
+// counted there now, not here.
+func (l *Ledger) Took(ups []Update, s Standing) {
+	clear(l.reported)
+	for _, u := range ups {
+		if l.local[u.Member] -= u.Served; l.local[u.Member] == 0 {
+			delete(l.local, u.Member)
+		}
+		if u.Waiting {
+			l.reported[u.Member] = true
+		}
+	}
+	l.standing = s
+}
+
+// Forget forgets what the other gateways served, as when the shared ledger cannot be reached:
+// nothing is held back until the next exchange. What this gateway served is kept, to be reported.
+func (l *Ledger) Forget() { l.standing = Standing{} }
