@@ -15,33 +15,63 @@ import (
 
 // TestTwoGatewaysShareTheProviderByWeight runs two gateways on one Redis in front of a provider
 // that takes four calls at once, and two tenants, heavy (weight 2) and light (weight 1), with two
-// users each, all sending more than the provider takes. The calls reach the gateways unevenly, as
-// kept-alive connections behind a Service do: gateway a gets both of heavy's users and one of
-// light's, gateway b light's other user only. While both tenants wait, the provider must serve
-// heavy twice what it serves light, within 10%, and a tenant's two users alike (Jain's index of at
-// least 0.95), whichever gateway each reached. The figures are counts of calls, all of one size.
+// users each, all sending more than the provider takes. While both tenants wait, the provider
+// must serve heavy twice what it serves light, within 10%, and a tenant's two users alike
+// (Jain's index of at least 0.95), whichever gateway each call reached: spread evenly, or
+// unevenly, as kept-alive connections behind a Service are (gateway a gets both of heavy's users
+// and one of light's, gateway b light's other user only). The figures are counts of calls, all
+// of one size (about 2,000 tokens: a gateway may run a round of the fair queue, 8,192 tokens,
+// ahead of the other).
 func TestTwoGatewaysShareTheProviderByWeight(t *testing.T) {
-	sim := newSimulated(t, 6000, 100)
-	redis := redisserver.Start(t)
-	config := weightedConfig(t, sim, redis.Addr)
-	a, b := startGateway(t, config), startGateway(t, config)
-	const perUser = 200
-	senders := []struct {
-		g            *gateway
-		tenant, user string
-	}{{a, "heavy", "h0"}, {a, "heavy", "h1"}, {a, "light", "l0"}, {b, "light", "l1"}}
+	tests := []struct {
+		name string
+		// gatewayOf is the gateway, a (0) or b (1), of a user's i-th call.
+		gatewayOf func(user string, i int) int
+	}{
+		{"calls spread evenly", func(_ string, i int) int { return i % 2 }},
+		{"users kept on one gateway, light's split", func(user string, _ int) int {
+			if user == "l1" {
+				return 1
+			}
+			return 0
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sim := newSimulated(t, 6000, 100)
+			redis := redisserver.Start(t)
+			config := weightedConfig(t, sim, redis.Addr)
+			gateways := []*gateway{startGateway(t, config), startGateway(t, config)}
+			const perUser = 200
+			sendAll(t, perUser, func(tenant, user string, i int) *gateway { return gateways[tc.gatewayOf(user, i)] })
+			checkWeightedShares(t, sim, perUser)
+		})
+	}
+}
+
+// sendAll sends perUser calls of each user of heavy and light at once, each to the gateway
+// gatewayOf picks, and waits for their answers, which must be 200.
+func sendAll(t *testing.T, perUser int, gatewayOf func(tenant, user string, i int) *gateway) {
 	var wg sync.WaitGroup
-	for _, s := range senders {
-		for range perUser {
+	for _, caller := range []string{"heavy/h0", "heavy/h1", "light/l0", "light/l1"} {
+		tenant, user, _ := strings.Cut(caller, "/")
+		for i := range perUser {
+			g := gatewayOf(tenant, user, i)
 			wg.Go(func() {
-				body := fmt.Sprintf(`{"model":"gpt-4o-mini","user":"%s/%s","max_tokens":50,"messages":[{"role":"user","content":"A page."}]}`, s.tenant, s.user)
-				if got := s.g.post(t, "/v1/chat/completions", "sk-"+s.tenant+"-"+s.user, body); got.status != http.StatusOK {
-					t.Errorf("%s/%s: %d %s", s.tenant, s.user, got.status, got.body)
+				body := fmt.Sprintf(`{"model":"gpt-4o-mini","user":%q,"max_tokens":2000,"messages":[{"role":"user","content":"A page."}]}`, caller)
+				if got := g.post(t, "/v1/chat/completions", "sk-"+tenant+"-"+user, body); got.status != http.StatusOK {
+					t.Errorf("%s: %d %s", caller, got.status, got.body)
 				}
 			})
 		}
 	}
 	wg.Wait()
+}
+
+// checkWeightedShares checks what the provider served while both tenants waited: heavy twice
+// light, within 10%, and each tenant's users alike.
+func checkWeightedShares(t *testing.T, sim *simulated, perUser int) {
+	t.Helper()
 	served := whileBothWait(sim.arrivals(), "heavy/", 2*perUser*9/10)
 	ratio := float64(served["heavy/h0"]+served["heavy/h1"]) / float64(served["light/l0"]+served["light/l1"])
 	light, heavy := jain(served["light/l0"], served["light/l1"]), jain(served["heavy/h0"], served["heavy/h1"])

@@ -21,10 +21,10 @@ const (
 	drainWindow = 10 * time.Second
 	// shareEvery is how often a dispatcher exchanges with the gateways sharing its provider what
 	// each lane was served; shareSlack is how far, in tokens (over the tenant's weight), a lane
-	// may get ahead of the least served lane of its group before it is held back: two of the
+	// may get ahead of the least served lane of its group before it is held back: one of the
 	// fair queue's rounds, more than a gateway serves between two exchanges.
-	shareEvery = 100 * time.Millisecond
-	shareSlack = 16_384
+	shareEvery = 200 * time.Millisecond
+	shareSlack = 8192
 	// maxUnestimated bounds a queue whose drain the door cannot estimate (a provider with no
 	// tokens per minute, before anything drained).
 	maxUnestimated = 10_000
