@@ -29,6 +29,25 @@ type kase struct {
 	// Retry-After it was given and come back, as a client of an honest door
 	// does: "busy" means "later", not "never".
 	honoursDoor bool
+	// untilDone runs the case until its books are done, at most
+	// Options.QueueCap, rather than Options.Duration.
+	untilDone bool
+}
+
+// limit is the longest the case runs.
+func (c kase) limit(opts Options) time.Duration {
+	if c.untilDone {
+		return opts.QueueCap
+	}
+	return opts.Duration
+}
+
+// capFlag is the flag that sets the case's limit.
+func (c kase) capFlag() string {
+	if c.untilDone {
+		return "--queue-cap"
+	}
+	return "--duration"
 }
 
 // cases are every case, in their default order.
@@ -36,7 +55,7 @@ var cases = []kase{
 	{name: CaseSequential},
 	{name: CaseBurst, allAtOnce: true},
 	{name: CaseReject, allAtOnce: true, gateway: gatewayv1.BehaviorReject},
-	{name: CaseQueue, allAtOnce: true, gateway: gatewayv1.BehaviorQueue, honoursDoor: true},
+	{name: CaseQueue, allAtOnce: true, gateway: gatewayv1.BehaviorQueue, honoursDoor: true, untilDone: true},
 	{name: CasePool, allAtOnce: true, pooled: true},
 }
 

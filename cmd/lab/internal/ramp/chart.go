@@ -12,19 +12,38 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// panel is one of a chart's panels: a title and the value it draws of
-// each point, if the point has one.
+// panel is one of a chart's panels: a title and its lines.
 type panel struct {
 	title string
+	lines []line
+}
+
+// line is one line of a panel: its name in the legend (none for a panel's
+// only line) and the value it draws of each point, if the point has one.
+type line struct {
+	name  string
 	value func(Point) (float64, bool)
 }
 
-var panels = []panel{
-	{"pages served per second", func(p Point) (float64, bool) { return p.PagesPerSecond, true }},
-	{"provider errors (429, 503) per second", func(p Point) (float64, bool) { return p.ProviderErrorsPerSecond, true }},
-	// A bucket without a page served has no wait, rather than a wait of 0.
-	{"mean wait of the pages served (s)", func(p Point) (float64, bool) { return p.MeanWaitSeconds, p.PagesPerSecond > 0 }},
+// always is a value every point has.
+func always(v func(Point) float64) func(Point) (float64, bool) {
+	return func(p Point) (float64, bool) { return v(p), true }
 }
+
+var panels = []panel{
+	{"pages served per second", []line{{"", always(func(p Point) float64 { return p.PagesPerSecond })}}},
+	{"provider errors (429, 503) per second", []line{{"", always(func(p Point) float64 { return p.ProviderErrorsPerSecond })}}},
+	// A bucket without a page served has no wait, rather than a wait of 0.
+	{"mean wait of the pages served (s)", []line{{"", func(p Point) (float64, bool) { return p.MeanWaitSeconds, p.PagesPerSecond > 0 }}}},
+	{"pages served per user so far", []line{
+		{"most", always(func(p Point) float64 { return p.UserPagesMost })},
+		{"median", always(func(p Point) float64 { return p.UserPagesMedian })},
+		{"least", always(func(p Point) float64 { return p.UserPagesLeast })},
+	}},
+}
+
+// lineColors tell a panel's lines apart.
+var lineColors = []color.Color{color.Black, color.RGBA{R: 200, A: 255}, color.RGBA{B: 200, A: 255}}
 
 // writeChart draws a case's series as a PNG at path: one panel for each of
 // panels, stacked, over the same time axis, with the ramp's steps marked.
@@ -37,9 +56,9 @@ func writeChart(path string, c CaseReport) error {
 		}
 		plots[i] = []*plot.Plot{pl}
 	}
-	plots[0][0].Title.Text = fmt.Sprintf("%s: %d of %d books clean (dashed lines: users added)", c.Case, c.CleanBooks, c.Books)
+	plots[0][0].Title.Text = headline(c) + " (dashed lines: users added)"
 	plots[len(plots)-1][0].X.Label.Text = "seconds since the case started"
-	img := vgimg.New(8*vg.Inch, 9*vg.Inch)
+	img := vgimg.New(8*vg.Inch, 12*vg.Inch)
 	dc := draw.New(img)
 	tiles := draw.Tiles{Rows: len(panels), Cols: 1, PadX: vg.Millimeter, PadY: 4 * vg.Millimeter,
 		PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 4 * vg.Millimeter}
@@ -55,14 +74,23 @@ func panelPlot(s Series, p panel) (*plot.Plot, error) {
 	pl := plot.New()
 	pl.Y.Label.Text = p.title
 	pl.Add(stepMarks(s.StepsAtSeconds))
-	if xys := p.points(s); len(xys) > 0 {
-		line, err := plotter.NewLine(xys)
+	for i, l := range p.lines {
+		xys := l.points(s)
+		if len(xys) == 0 {
+			continue
+		}
+		drawn, err := plotter.NewLine(xys)
 		if err != nil {
 			return nil, err
 		}
-		line.StepStyle = plotter.PostStep
-		pl.Add(line)
+		drawn.StepStyle = plotter.PostStep
+		drawn.Color = lineColors[i%len(lineColors)]
+		pl.Add(drawn)
+		if l.name != "" {
+			pl.Legend.Add(l.name, drawn)
+		}
 	}
+	pl.Legend.Top, pl.Legend.Left = true, true
 	// Every panel spans the whole case from zero; a panel of zeros still
 	// has an axis.
 	pl.X.Min, pl.Y.Min = 0, 0
@@ -73,8 +101,14 @@ func panelPlot(s Series, p panel) (*plot.Plot, error) {
 	return pl, nil
 }
 
-// points are the panel's points of s, for a step line.
-func (p panel) points(s Series) plotter.XYs {
+// headline tells what happened to a case's books: whole, broken and still
+// on their way.
+func headline(c CaseReport) string {
+	return fmt.Sprintf("%s: %d books whole, %d broken, %d on their way", c.Case, c.CleanBooks, c.BrokenBooks, c.UnfinishedBooks)
+}
+
+// points are the line's points of s, for a step line.
+func (p line) points(s Series) plotter.XYs {
 	var xys plotter.XYs
 	for _, pt := range s.Points {
 		if y, ok := p.value(pt); ok {

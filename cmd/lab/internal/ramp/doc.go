@@ -6,7 +6,8 @@
 // 30, 50, then 80 of them ([Options.Users]). Each case runs against a fresh
 // simulated provider (package provider) on a loopback port, so its limits
 // start clean, and ends when every book has finished or after
-// [Options.Duration]. The cases:
+// [Options.Duration] (the queue case after [Options.QueueCap]: it runs until
+// its books are done). The cases:
 //
 //   - sequential: each user sends one page after another.
 //   - burst: each user sends all its pages at once, nothing in front; the
@@ -17,8 +18,8 @@
 //     Reject). The client does not retry a 429: the page dies.
 //   - queue: the same through a gateway told to queue (onLimit Queue, maxWait
 //     60s), which also paces on the provider's published requests, tokens and
-//     calls in flight. Until the gateway has its queue, it refuses instead,
-//     and the report says so.
+//     calls in flight. A page the door turns away waits its Retry-After and
+//     comes back, at most [Options.Comebacks] times.
 //   - pool: all at once through one HTTP client whose transport holds at
 //     most 200 connections to the provider: the pool becomes the queue.
 //
@@ -26,14 +27,21 @@
 // directory: one tenant, "ramp", with one key and user per simulated user, so
 // the per-user bucket applies to each user and the queue can give each user a
 // lane of its own, while the configuration stays one tenant however many users
-// there are. The gateway runs on free loopback ports until the case ends.
+// there are. The gateway runs on free loopback ports until the case ends;
+// with [Options.Gateways] above one, that many run, sharing their limits in a
+// redis-server of the case's own, and user u sends to gateway u%Gateways.
 //
 // For each case the report gives the first failure (how many users had
 // started, when, and why), the pages that died at the provider and those the
 // gateway refused, the books that came out clean, what the provider billed
 // and how much of it went to pages of broken books, the wait of the pages
 // served (p50 and p95, from submit to answer), and the provider's peak tokens
-// over a rolling minute as a share of its limit. Why a page failed is read
+// over a rolling minute as a share of its limit. A second table tells how
+// fair the queue was and how true its door: the provider's 429s and 503s
+// over the calls it received, its tokens while pages queued as a share of its
+// limit, the gateway's refusals per page, Jain's index over the pages served
+// to each user, the books whole, broken and on their way, the time to a whole
+// book (p50, p95), and the p90 of the door's estimate's error. Why a page failed is read
 // from its answer alone: the status, the OpenAI error body's type, code and
 // message, and the headers (see [Cause]).
 //

@@ -73,6 +73,7 @@ func settingsOf(o Options) Settings {
 		PromptTokens:          o.PromptTokens,
 		MaxTokens:             o.MaxTokens,
 		DurationSeconds:       o.Duration.Seconds(),
+		QueueCapSeconds:       o.QueueCap.Seconds(),
 		RequestsPerMinute:     p.RequestsPerMinute,
 		TokensPerMinute:       p.TokensPerMinute,
 		MaxInFlight:           p.MaxInFlight,
@@ -109,7 +110,7 @@ func runCase(ctx context.Context, opts Options, c kase, progress io.Writer) (Cas
 	stopGateway()
 	shutdown(srv)
 	run := caseRun{
-		name: c.name, queued: c.gateway == gatewayv1.BehaviorQueue,
+		name: c.name, queued: c.gateway == gatewayv1.BehaviorQueue, limit: c.limit(opts), capFlag: c.capFlag(),
 		schedule: schedule{users: opts.Users, step: opts.Step}, elapsed: elapsed,
 		pages: l.recorded(), calls: rec.calls(l.start), stats: p.Stats(),
 		tokensPerMinute: opts.Provider.TokensPerMinute,
@@ -120,12 +121,12 @@ func runCase(ctx context.Context, opts Options, c kase, progress io.Writer) (Cas
 	return cr, nil
 }
 
-// drive runs the case's users against t for at most Duration and returns
+// drive runs the case's users against t for at most its cap and returns
 // what they did and how long it took.
 func drive(ctx context.Context, opts Options, c kase, t target, progress io.Writer) (*load, time.Duration) {
 	client := c.client(opts)
 	defer client.CloseIdleConnections()
-	ctx, cancel := context.WithTimeout(ctx, opts.Duration)
+	ctx, cancel := context.WithTimeout(ctx, c.limit(opts))
 	defer cancel()
 	l := &load{
 		kase: c, opts: opts, client: client, target: t,

@@ -2,8 +2,11 @@ package ramp
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"time"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/labrun"
 )
 
 // window is the provider's rolling window.
@@ -77,6 +80,12 @@ type Point struct {
 	// MeanWaitSeconds is the mean wait of the pages served in the bucket;
 	// 0 if none was.
 	MeanWaitSeconds float64 `json:"meanWaitSeconds"`
+	// UserPagesLeast, UserPagesMedian and UserPagesMost are the pages
+	// served so far, by the bucket's end, to the users who had started a
+	// book by then: the least served of them, the median and the most.
+	UserPagesLeast  float64 `json:"userPagesLeast"`
+	UserPagesMedian float64 `json:"userPagesMedian"`
+	UserPagesMost   float64 `json:"userPagesMost"`
 }
 
 // bucketFor is the width of a series' buckets: a second, or narrower for a
@@ -108,10 +117,57 @@ func seriesOf(r caseRun) Series {
 	for _, at := range r.schedule.steps() {
 		s.StepsAtSeconds = append(s.StepsAtSeconds, at.Seconds())
 	}
+	perUser := userPages(r.pages, n, width)
 	for b := range n {
-		s.Points = append(s.Points, point(time.Duration(b)*width, width, served[b], errs[b], waits[b]))
+		pt := point(time.Duration(b)*width, width, served[b], errs[b], waits[b])
+		pt.UserPagesLeast, pt.UserPagesMedian, pt.UserPagesMost = perUser[b][0], perUser[b][1], perUser[b][2]
+		s.Points = append(s.Points, pt)
 	}
 	return s
+}
+
+// userPages are, at the end of each of n buckets of width, the least,
+// median and most pages served so far to a user who had started a book by
+// then. The last bucket counts every page, as seriesOf does.
+func userPages(pages []page, n int, width time.Duration) [][3]float64 {
+	started, answered := map[int]time.Duration{}, map[int][]time.Duration{}
+	for _, p := range pages {
+		if at, ok := started[p.user]; !ok || p.sent < at {
+			started[p.user] = p.sent
+		}
+		if p.cause == Served {
+			answered[p.user] = append(answered[p.user], p.answered)
+		}
+	}
+	out := make([][3]float64, n)
+	for b := range out {
+		end := time.Duration(b+1) * width
+		if b == n-1 {
+			end = math.MaxInt64
+		}
+		var counts []int
+		for user, at := range started {
+			if at < end {
+				counts = append(counts, countBefore(answered[user], end))
+			}
+		}
+		slices.Sort(counts)
+		if len(counts) > 0 {
+			out[b] = [3]float64{float64(counts[0]), float64(labrun.Percentile(counts, 50)), float64(counts[len(counts)-1])}
+		}
+	}
+	return out
+}
+
+// countBefore counts the times before end.
+func countBefore(times []time.Duration, end time.Duration) int {
+	n := 0
+	for _, t := range times {
+		if t < end {
+			n++
+		}
+	}
+	return n
 }
 
 func point(at, width time.Duration, served, errs int, waits time.Duration) Point {

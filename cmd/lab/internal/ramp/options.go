@@ -37,9 +37,13 @@ type Options struct {
 	// MaxTokens is a page's max_tokens, the answer's length; must be
 	// positive.
 	MaxTokens int64
-	// Duration caps each case; a case ends sooner when every book has
-	// finished. Must be positive.
+	// Duration caps each case but the queue; a case ends sooner when every
+	// book has finished. Must be positive.
 	Duration time.Duration
+	// QueueCap caps the queue case, which runs until its books are done: it
+	// neither breaks nor drops a page, so a shorter run would show books on
+	// their way rather than how long they take. Must be positive.
+	QueueCap time.Duration
 	// Cases name the cases to run, in order: some of sequential, burst,
 	// reject, queue and pool.
 	Cases []string
@@ -101,6 +105,7 @@ func DefaultOptions() Options {
 		PromptTokens: 600,
 		MaxTokens:    200,
 		Duration:     5 * time.Minute,
+		QueueCap:     10 * time.Minute,
 		Cases:        []string{CaseSequential, CaseBurst, CaseReject, CaseQueue, CasePool},
 		Gateway:      gatewayproc.DefaultBinary,
 		Gateways:     1,
@@ -122,7 +127,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Pages, "pages", o.Pages, "pages in each user's book, one chat completion each")
 	fs.Int64Var(&o.PromptTokens, "prompt-tokens", o.PromptTokens, "tokens of a page's prompt")
 	fs.Int64Var(&o.MaxTokens, "max-tokens", o.MaxTokens, "a page's max_tokens: the answer's length")
-	fs.DurationVar(&o.Duration, "duration", o.Duration, "the longest a case runs; it ends sooner when every book has finished")
+	fs.DurationVar(&o.Duration, "duration", o.Duration, "the longest a case but the queue runs; it ends sooner when every book has finished")
+	fs.DurationVar(&o.QueueCap, "queue-cap", o.QueueCap, "the longest the queue case runs; it runs until its books are done")
 	fs.Func("cases", "comma-separated cases to run, in order (default "+strings.Join(o.Cases, ",")+")", o.setCases)
 	gatewayproc.AddFlag(fs, &o.Gateway, "path of the gateway binary, for the reject and queue cases")
 	fs.IntVar(&o.Gateways, "gateways", o.Gateways, "gateway processes a case starts; more than one share their limits in a redis-server of the case's own")
@@ -177,8 +183,8 @@ func (o Options) validate() error {
 	switch {
 	case !ladder.Ladder(o.Users).Increasing():
 		return errors.New("ramp: options: Users must be positive and increasing")
-	case o.Step <= 0, o.Duration <= 0:
-		return errors.New("ramp: options: Step and Duration must be positive")
+	case o.Step <= 0, o.Duration <= 0, o.QueueCap <= 0:
+		return errors.New("ramp: options: Step, Duration and QueueCap must be positive")
 	case o.Pages <= 0, o.PromptTokens <= 0, o.MaxTokens <= 0:
 		return errors.New("ramp: options: Pages, PromptTokens and MaxTokens must be positive")
 	case o.PoolConns <= 0, o.UserBurst <= 0, o.UserRate <= 0, o.Gateways <= 0:

@@ -13,7 +13,8 @@ import (
 func TestAddFlagsSetsEveryOption(t *testing.T) {
 	got, err := labtest.ParseFlags(DefaultOptions(), "-users", "1, 3,9", "-step", "200ms", "-pages", "10", "-cases", "burst,sequential",
 		"-latency", "50ms", "-max-in-flight", "14", "-gateway", "/tmp/gw",
-		"-gateway-url", "http://127.0.0.1:8080/", "-gateway-url", "http://127.0.0.1:8090", "-provider-addr", "127.0.0.1:8081")
+		"-gateway-url", "http://127.0.0.1:8080/", "-gateway-url", "http://127.0.0.1:8090", "-provider-addr", "127.0.0.1:8081",
+		"-gateways", "2", "-redis-server", "/tmp/redis-server", "-comebacks", "5", "-queue-cap", "7m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,6 +22,7 @@ func TestAddFlagsSetsEveryOption(t *testing.T) {
 	want.Users, want.Step, want.Pages, want.Cases, want.Gateway = []int{1, 3, 9}, 200*time.Millisecond, 10, []string{"burst", "sequential"}, "/tmp/gw"
 	want.Provider.Latency, want.Provider.MaxInFlight = 50*time.Millisecond, 14
 	want.GatewayURLs, want.ProviderAddr = []string{"http://127.0.0.1:8080", "http://127.0.0.1:8090"}, "127.0.0.1:8081"
+	want.Gateways, want.RedisServer, want.Comebacks, want.QueueCap = 2, "/tmp/redis-server", 5, 7*time.Minute
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("options mismatch (-got +want):\n%s", diff)
 	}
@@ -49,7 +51,7 @@ func TestValidate(t *testing.T) {
 		{name: "users that do not increase", change: func(o *Options) { o.Users = []int{1, 3, 3} }, want: "Users must be positive and increasing"},
 		{name: "no users", change: func(o *Options) { o.Users = nil }, want: "Users must be positive and increasing"},
 		{name: "zero users first", change: func(o *Options) { o.Users = []int{0, 1} }, want: "Users must be positive and increasing"},
-		{name: "no step", change: func(o *Options) { o.Step = 0 }, want: "Step and Duration must be positive"},
+		{name: "no step", change: func(o *Options) { o.Step = 0 }, want: "Step, Duration and QueueCap must be positive"},
 		{name: "an empty book", change: func(o *Options) { o.Pages = 0 }, want: "Pages, PromptTokens and MaxTokens must be positive"},
 		{name: "a door past 10 minutes", change: func(o *Options) { o.MaxWait = time.Hour }, want: "MaxWait must be more than 0s and at most 10m0s"},
 		{name: "an unknown case", change: func(o *Options) { o.Cases = []string{"burst", "retry"} }, want: `unknown case "retry": must be one of sequential, burst, reject, queue, pool`},

@@ -27,6 +27,7 @@ type Settings struct {
 	PromptTokens          int64           `json:"promptTokens"`
 	MaxTokens             int64           `json:"maxTokens"`
 	DurationSeconds       float64         `json:"durationSeconds"`
+	QueueCapSeconds       float64         `json:"queueCapSeconds"`
 	RequestsPerMinute     int64           `json:"requestsPerMinute"`
 	TokensPerMinute       int64           `json:"tokensPerMinute"`
 	MaxInFlight           int64           `json:"maxInFlight"`
@@ -158,7 +159,10 @@ func (c call) refusedByProvider() bool { return c.status == 429 || c.status == 5
 type caseRun struct {
 	name string
 	// queued says the case asked the gateway to queue.
-	queued   bool
+	queued bool
+	// limit is the longest the case could run, which the flag capFlag sets.
+	limit    time.Duration
+	capFlag  string
 	schedule schedule
 	elapsed  time.Duration
 	pages    []page // every page of every book started
@@ -296,7 +300,9 @@ func notes(r caseRun, out map[Cause]int) []string {
 			"for those pages this case measured refusal, not a queue", countPages(n)))
 	}
 	if n := out[CutOff]; n > 0 {
-		ns = append(ns, fmt.Sprintf("%s had no answer when the case stopped at %s (--duration)", countPages(n), r.elapsed.Round(time.Millisecond)))
+		ns = append(ns, fmt.Sprintf("%s had no answer when the case stopped at its cap, %s (%s)", countPages(n), r.limit, r.capFlag))
+	} else if r.queued {
+		ns = append(ns, fmt.Sprintf("ran until its books were done, in %s (its cap: %s, %s)", r.elapsed.Round(time.Second), r.limit, r.capFlag))
 	}
 	if n := out[NoAnswer]; n > 0 {
 		ns = append(ns, fmt.Sprintf("%s got no answer: the connection failed", countPages(n)))

@@ -78,7 +78,7 @@ func TestSummarize(t *testing.T) {
 	}, {
 		name: "a gateway asked to queue that refuses says so",
 		run: caseRun{
-			name: "queue", queued: true, schedule: ramp, elapsed: 3 * s, tokensPerMinute: 10_000, prices: threeDollars,
+			name: "queue", queued: true, limit: 10 * time.Minute, capFlag: "--queue-cap", schedule: ramp, elapsed: 3 * s, tokensPerMinute: 10_000, prices: threeDollars,
 			pages: []page{served(0, 0, 0, 2*s), failed(0, 1, 0, Refused), failed(0, 2, 0, Busy)},
 			calls: []call{ok(0)},
 			stats: provider.Stats{Accepted: 1, MicroDollars: 2400},
@@ -94,12 +94,12 @@ func TestSummarize(t *testing.T) {
 			PeakTokensPerMinute: 800, PeakTokensShare: 0.08,
 			Provider: provider.Stats{Accepted: 1, MicroDollars: 2400},
 			Notes: []string{"the gateway, told to queue, refused 1 page with its own 429 (rate_limit_exceeded) instead: " +
-				"for those pages this case measured refusal, not a queue"},
+				"for those pages this case measured refusal, not a queue", "ran until its books were done, in 3s (its cap: 10m0s, --queue-cap)"},
 		},
 	}, {
 		name: "pages cut off by the case's end leave books unfinished, not broken",
 		run: caseRun{
-			name: "pool", schedule: ramp, elapsed: 300 * s, tokensPerMinute: 10_000, prices: threeDollars,
+			name: "pool", schedule: ramp, elapsed: 300 * s, limit: 300 * s, capFlag: "--duration", tokensPerMinute: 10_000, prices: threeDollars,
 			pages: []page{served(0, 0, 0, 200*s), failed(0, 1, 300*s, CutOff), failed(1, 0, 300*s, NoAnswer)},
 			calls: []call{ok(0), {at: 250 * s, tokens: 800}}, // the second call's client left
 			stats: provider.Stats{Accepted: 2, Canceled: 1, MicroDollars: 2400},
@@ -112,7 +112,7 @@ func TestSummarize(t *testing.T) {
 			WaitP50Seconds: 200, WaitP95Seconds: 200,
 			PeakTokensPerMinute: 800, PeakTokensShare: 0.08,
 			Provider: provider.Stats{Accepted: 2, Canceled: 1, MicroDollars: 2400},
-			Notes:    []string{"1 page had no answer when the case stopped at 5m0s (--duration)", "1 page got no answer: the connection failed"},
+			Notes:    []string{"1 page had no answer when the case stopped at its cap, 5m0s (--duration)", "1 page got no answer: the connection failed"},
 		},
 	}}
 	for _, tc := range tests {
@@ -143,9 +143,10 @@ func TestSeries(t *testing.T) {
 		BucketSeconds:  1,
 		StepsAtSeconds: []float64{0, 3, 6},
 		Points: []Point{
-			{AtSeconds: 0, PagesPerSecond: 1, ProviderErrorsPerSecond: 1, MeanWaitSeconds: 0.5},
-			{AtSeconds: 1, PagesPerSecond: 2, MeanWaitSeconds: 1},
-			{AtSeconds: 2, PagesPerSecond: 1, ProviderErrorsPerSecond: 1, MeanWaitSeconds: 1},
+			{AtSeconds: 0, PagesPerSecond: 1, ProviderErrorsPerSecond: 1, MeanWaitSeconds: 0.5, UserPagesLeast: 1, UserPagesMedian: 1, UserPagesMost: 1},
+			{AtSeconds: 1, PagesPerSecond: 2, MeanWaitSeconds: 1, UserPagesLeast: 3, UserPagesMedian: 3, UserPagesMost: 3},
+			// User 1, who started at 2 s, was served its page after the end: the last bucket.
+			{AtSeconds: 2, PagesPerSecond: 1, ProviderErrorsPerSecond: 1, MeanWaitSeconds: 1, UserPagesLeast: 1, UserPagesMedian: 1, UserPagesMost: 3},
 		},
 	}
 	if diff := cmp.Diff(seriesOf(run), want); diff != "" {
