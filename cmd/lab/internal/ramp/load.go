@@ -100,7 +100,9 @@ func (l *load) page(ctx context.Context, user, index int) page {
 		default:
 			p.cause = classify(a.status, a.header, a.body)
 			p.promptTokens, p.completionTokens = a.usage()
-			p.door = doorOf(attempt, a.header)
+			if p.cause == Served {
+				p.door = doorOf(attempt, a.header)
+			}
 		}
 		if p.cause != Busy || !l.kase.honoursDoor || p.busy >= l.opts.Comebacks {
 			return p
