@@ -172,12 +172,15 @@ func (d *dispatcher) ended(served bool) {
 // reported takes in the limits a provider's answer reported and reports whether the limits
 // learned from it changed: those lower than configured are learned, and one reported no
 // longer lower is forgotten. A remaining count of zero pauses dispatch until the provider said
-// it resets, held to maxPause: nothing sent before would pass.
+// it resets, held to minPause: its reset is when all of its limit is back, and a provider that
+// counts a rolling minute (as OpenAI's do) earns it back all along, while the gateway's own
+// buckets already pace to the limit. Held to maxPause, the queue stood still for up to its
+// retry maxDelay whenever the provider's minute was exactly full.
 func (d *dispatcher) reported(r Reported) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if r.Exhausted {
-		d.pauseFor(min(r.Reset, d.maxPause()))
+		d.pauseFor(min(r.Reset, minPause))
 	}
 	p := d.g.policy().Provider(d.provider)
 	if p == nil {

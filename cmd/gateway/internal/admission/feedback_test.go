@@ -102,15 +102,24 @@ func TestLimitsReportedLowerThanConfiguredAreLearned(t *testing.T) {
 	}
 }
 
-func TestAnExhaustedLimitPausesTheQueueUntilItResets(t *testing.T) {
+// TestAnExhaustedLimitPausesTheQueueForAMoment checks that a provider's answer saying nothing is
+// left pauses the queue until it resets, for at most minPause: a rolling minute earns capacity
+// back all along.
+func TestAnExhaustedLimitPausesTheQueueForAMoment(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pl := plan{requestsPerMinute: 600_000, tokensPerMinute: 600_000_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
 		g, _, p := newGate(t, pl)
 		start := time.Now()
-		g.Reported("lab", Reported{Exhausted: true, Reset: 1500 * time.Millisecond})
+		g.Reported("lab", Reported{Exhausted: true, Reset: 500 * time.Millisecond})
 		mustAdmit(t, g, request(t, p, "sk-acme-alice", 100)).Refund()
-		if waited := time.Since(start); waited != 1500*time.Millisecond {
-			t.Errorf("a call after the provider said nothing is left for 1.5s went after %s", waited)
+		if waited := time.Since(start); waited != 500*time.Millisecond {
+			t.Errorf("a call after the provider said nothing is left for 0.5s went after %s", waited)
+		}
+		start = time.Now()
+		g.Reported("lab", Reported{Exhausted: true, Reset: time.Minute})
+		mustAdmit(t, g, request(t, p, "sk-acme-alice", 100)).Refund()
+		if waited := time.Since(start); waited != minPause {
+			t.Errorf("a call after the provider said nothing is left until its minute resets went after %s; want %s", waited, minPause)
 		}
 		if got := g.Usage(t.Context()).Providers[0].ThrottledInFlight; got != 0 {
 			t.Errorf("in-flight cap = %d; want 0: an exhausted limit is no throttle", got)

@@ -28,12 +28,13 @@ func smallRamp() Options {
 	opts.Provider.RequestsPerMinute, opts.Provider.TokensPerMinute, opts.Provider.MaxInFlight = 600, 20_000, 14
 	opts.Users, opts.Step = []int{1, 2, 4, 6}, 300*time.Millisecond
 	opts.Pages, opts.PromptTokens, opts.MaxTokens = 10, 60, 20
-	opts.Duration = time.Minute // a bound, not an expectation: the queue case ends in about 15 s
+	opts.Duration, opts.QueueCap = time.Minute, time.Minute // bounds, not expectations: the queue case ends in about 15 s
 	opts.Cases = []string{CaseSequential, CaseBurst}
 	if !testing.Short() {
 		// The door at 3 s: the queue's 60 pages take about 15 s at the provider's 20,000 tokens a
-		// minute, so it turns pages away, and they come back when they were told to.
-		opts.MaxWait = 3 * time.Second
+		// minute, so it turns pages away, and they come back when they were told to. The gateway
+		// cases run two gateways sharing a redis-server, as behind a Service.
+		opts.MaxWait, opts.Gateways = 3*time.Second, 2
 		opts.Cases = append(opts.Cases, CaseReject, CaseQueue)
 		opts.Gateway = gatewayBin
 	}
