@@ -29,6 +29,10 @@ type kase struct {
 	// Retry-After it was given and come back, as a client of an honest door
 	// does: "busy" means "later", not "never".
 	honoursDoor bool
+	// retries makes a page the provider refused (429 or 503) wait the
+	// Retry-After it was given, or a second, and be sent again, as an SDK's
+	// client does.
+	retries bool
 	// untilDone runs the case until its books are done, at most
 	// Options.QueueCap, rather than Options.Duration.
 	untilDone bool
@@ -56,7 +60,7 @@ var cases = []kase{
 	{name: CaseBurst, allAtOnce: true},
 	{name: CaseReject, allAtOnce: true, gateway: gatewayv1.BehaviorReject},
 	{name: CaseQueue, allAtOnce: true, gateway: gatewayv1.BehaviorQueue, honoursDoor: true, untilDone: true},
-	{name: CasePool, allAtOnce: true, pooled: true},
+	{name: CasePool, allAtOnce: true, pooled: true, retries: true},
 }
 
 func caseNamed(name string) (kase, bool) {

@@ -21,7 +21,9 @@
 //     calls in flight. A page the door turns away waits its Retry-After and
 //     comes back, at most [Options.Comebacks] times.
 //   - pool: all at once through one HTTP client whose transport holds at
-//     most 200 connections to the provider: the pool becomes the queue.
+//     most 200 connections to the provider: the pool becomes the queue. Its
+//     clients send a page the provider refused again after its Retry-After,
+//     at most [Options.Comebacks] times, as an SDK's client does.
 //
 // A gateway case writes the gateway's configuration into a temporary
 // directory: one tenant, "ramp", with one key and user per simulated user, so

@@ -110,7 +110,7 @@ func runCase(ctx context.Context, opts Options, c kase, progress io.Writer) (Cas
 	stopGateway()
 	shutdown(srv)
 	run := caseRun{
-		name: c.name, queued: c.gateway == gatewayv1.BehaviorQueue, limit: c.limit(opts), capFlag: c.capFlag(),
+		name: c.name, queued: c.gateway == gatewayv1.BehaviorQueue, limit: c.limit(opts), capFlag: c.capFlag(), comebacks: opts.Comebacks,
 		schedule: schedule{users: opts.Users, step: opts.Step}, elapsed: elapsed,
 		pages: l.recorded(), calls: rec.calls(l.start), stats: p.Stats(),
 		tokensPerMinute: opts.Provider.TokensPerMinute,

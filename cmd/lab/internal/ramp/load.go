@@ -104,16 +104,33 @@ func (l *load) page(ctx context.Context, user, index int) page {
 				p.door = doorOf(attempt, a.header)
 			}
 		}
-		if p.cause != Busy || !l.kase.honoursDoor || p.busy >= l.opts.Comebacks {
+		if !l.comesBack(&p) {
 			return p
 		}
-		p.busy++
-		l.busy.Add(1)
 		if !labrun.SleepUntil(ctx, time.Now().Add(retryAfter(a.header))) {
 			p.answered, p.cause = time.Since(l.start), CutOff
 			return p
 		}
 	}
+}
+
+// comesBack reports whether the page is sent again after its answer, and
+// counts it: turned away at the door of a case whose clients honour it, or
+// refused by the provider in a case whose clients retry, at most Comebacks
+// times in all.
+func (l *load) comesBack(p *page) bool {
+	door := p.cause == Busy && l.kase.honoursDoor
+	provider := p.cause.diedAtProvider() && l.kase.retries
+	if !(door || provider) || p.busy+p.retried >= l.opts.Comebacks {
+		return false
+	}
+	if door {
+		p.busy++
+		l.busy.Add(1)
+	} else {
+		p.retried++
+	}
+	return true
 }
 
 // retryAfter is the wait a busy answer asked for, at least a second.

@@ -124,8 +124,9 @@ type page struct {
 	// client gave up for a page without an answer.
 	sent, answered time.Duration
 	cause          Cause
-	// busy counts the door's busy answers that the page waited out.
-	busy int
+	// busy counts the door's busy answers that the page waited out, and
+	// retried the provider's refusals it waited out and was sent again after.
+	busy, retried int
 	// usage of a served page.
 	promptTokens, completionTokens int64
 	// door is what the gateway said of the served attempt's wait in its queue.
@@ -161,13 +162,15 @@ type caseRun struct {
 	// queued says the case asked the gateway to queue.
 	queued bool
 	// limit is the longest the case could run, which the flag capFlag sets.
-	limit    time.Duration
-	capFlag  string
-	schedule schedule
-	elapsed  time.Duration
-	pages    []page // every page of every book started
-	calls    []call
-	stats    provider.Stats
+	limit   time.Duration
+	capFlag string
+	// comebacks is the most times a page was sent again.
+	comebacks int
+	schedule  schedule
+	elapsed   time.Duration
+	pages     []page // every page of every book started
+	calls     []call
+	stats     provider.Stats
 	// tokensPerMinute is the provider's limit.
 	tokensPerMinute int64
 	prices          gatewayv1.Prices
@@ -304,10 +307,24 @@ func notes(r caseRun, out map[Cause]int) []string {
 	} else if r.queued {
 		ns = append(ns, fmt.Sprintf("ran until its books were done, in %s (its cap: %s, %s)", r.elapsed.Round(time.Second), r.limit, r.capFlag))
 	}
+	if n := retriedPages(r.pages); n > 0 {
+		ns = append(ns, fmt.Sprintf("its clients sent %s again after the provider refused them, at most %d times each (--comebacks)", countPages(n), r.comebacks))
+	}
 	if n := out[NoAnswer]; n > 0 {
 		ns = append(ns, fmt.Sprintf("%s got no answer: the connection failed", countPages(n)))
 	}
 	return ns
+}
+
+// retriedPages counts the pages sent again after the provider refused them.
+func retriedPages(pages []page) int {
+	n := 0
+	for _, p := range pages {
+		if p.retried > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // countPages is "1 page" or "n pages".
