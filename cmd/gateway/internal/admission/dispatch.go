@@ -404,6 +404,7 @@ func (d *dispatcher) exchangeOnce(ctx context.Context) {
 func (d *dispatcher) waitingLanes(now time.Time) map[fairshare.Member]bool {
 	waiting := map[fairshare.Member]bool{}
 	d.q.Open(now, func(it *fairqueue.Item) {
+		waiting[fairshare.ClassOf(it)] = true
 		waiting[fairshare.TenantOf(it)] = true
 		waiting[fairshare.UserOf(it)] = true
 	})

@@ -71,7 +71,7 @@ func newDispatcher(g *Gate, provider string) *dispatcher {
 		promised:      map[string]time.Time{}, feedback: feedback{share: 1}}
 	var opts fairqueue.Options
 	if g.opts.Shares != nil {
-		d.shares = fairshare.New(shareSlack)
+		d.shares = fairshare.New(shareSlack, fairqueue.DefaultBatchShare)
 		opts.Hold = d.shares.Held // asked under d.mu, in d.q.Next
 	}
 	d.q = fairqueue.New(opts)

@@ -26,6 +26,10 @@ const (
 	Batch
 )
 
+// DefaultBatchShare is the share of served tokens Batch lanes keep while Interactive lanes wait,
+// unless Options say otherwise.
+const DefaultBatchShare = 0.1
+
 // Options configures a Queue. The zero value is usable.
 type Options struct {
 	// Quantum is the tokens a tenant of weight 1 may be served per round. Zero means 8192: a few
@@ -33,7 +37,7 @@ type Options struct {
 	// tenant's deficit to cover it.
 	Quantum int64
 	// BatchShare is the share of served tokens that Batch lanes get while Interactive lanes are
-	// busy. Zero means 0.1.
+	// busy. Zero means DefaultBatchShare.
 	BatchShare float64
 	// Hold, when set, is asked of the first item of each open lane before it is served: true
 	// holds the lane back for now, as the lanes of other gateways sharing the provider are owed
@@ -73,7 +77,7 @@ func New(opts Options) *Queue {
 		opts.Quantum = 8192
 	}
 	if opts.BatchShare <= 0 {
-		opts.BatchShare = 0.1
+		opts.BatchShare = DefaultBatchShare
 	}
 	return &Queue{opts: opts, classes: [2]*rounds{newRounds(), newRounds()}}
 }

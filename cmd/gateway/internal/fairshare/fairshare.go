@@ -1,10 +1,11 @@
 // Package fairshare keeps the fair queue fair across the gateways that share a provider. Each
 // gateway serves its own queue by deficit round-robin (package fairqueue), and a ledger the
-// gateways share says how much each lane has been served by all of them together: a tenant's
-// tokens over its weight, and a user's tokens inside its tenant. A lane more than a slack ahead of
-// the least-served lane of its group waiting on any gateway is held back, so that together the
-// gateways serve tenants at their weights and a tenant's users equally, whichever gateway each
-// call reached.
+// gateways share says how much each lane has been served by all of them together: a class's
+// tokens over its share (Interactive first, Batch keeping its share), a tenant's tokens over its
+// weight, and a user's tokens inside its tenant. A lane more than a slack ahead of the
+// least-served lane of its group waiting on any gateway is held back, so that together the
+// gateways serve Interactive before Batch, tenants at their weights and a tenant's users equally,
+// whichever gateway each call reached.
 //
 // The Ledger is the pure core: it never waits and holds no connection. Its owner exchanges what
 // it served with the shared ledger every so often (Updates, then Took with the answer), and asks
@@ -25,6 +26,14 @@ const sep = "\x1f"
 // The lanes of one group (a class's tenants, or a tenant's users) are compared with each other.
 type Member string
 
+// classes is the group of the classes' members.
+const classes = "classes"
+
+// ClassOf is the member of an item's class.
+func ClassOf(it *fairqueue.Item) Member {
+	return Member(classes + sep + strconv.Itoa(int(it.Class)))
+}
+
 // TenantOf is the member of an item's tenant.
 func TenantOf(it *fairqueue.Item) Member {
 	return Member(strconv.Itoa(int(it.Class)) + sep + it.Tenant)
@@ -33,7 +42,7 @@ func TenantOf(it *fairqueue.Item) Member {
 // UserOf is the member of an item's user.
 func UserOf(it *fairqueue.Item) Member { return TenantOf(it) + Member(sep+it.User) }
 
-// group is what the member is compared within: its class, or its class and tenant.
+// group is what the member is compared within: the classes, its class, or its class and tenant.
 func (m Member) group() string {
 	s := string(m)
 	class, rest, _ := strings.Cut(s, sep)
@@ -64,28 +73,35 @@ type Standing map[Member]float64
 // Ledger is one gateway's view of the shared ledger of one provider's queue. The zero value is
 // not usable; call New. A Ledger is not safe for concurrent use: its owner serializes calls.
 type Ledger struct {
-	slack    float64
+	slack      float64
+	batchShare float64
 	standing Standing
 	local    map[Member]float64 // served here and not yet taken in by the shared ledger
 	reported map[Member]bool    // the members this gateway last reported waiting
 }
 
 // New returns a ledger that holds a lane back when it is more than slack ahead of the least
-// served of its group: a tenant's tokens over its weight, a user's tokens.
-func New(slack float64) *Ledger {
-	return &Ledger{slack: slack, standing: Standing{}, local: map[Member]float64{}, reported: map[Member]bool{}}
+// served of its group: a class's tokens over its share (batchShare for Batch, the rest for
+// Interactive), a tenant's tokens over its weight, a user's tokens.
+func New(slack, batchShare float64) *Ledger {
+	return &Ledger{slack: slack, batchShare: batchShare, standing: Standing{}, local: map[Member]float64{}, reported: map[Member]bool{}}
 }
 
 // Served counts an item this gateway served.
 func (l *Ledger) Served(it *fairqueue.Item) {
+	share := 1 - l.batchShare
+	if it.Class == fairqueue.Batch {
+		share = l.batchShare
+	}
+	l.local[ClassOf(it)] += float64(it.Cost) / share
 	l.local[TenantOf(it)] += float64(it.Cost) / float64(max(it.Weight, 1))
 	l.local[UserOf(it)] += float64(it.Cost)
 }
 
-// Held reports whether the item's lanes are held back: its tenant or its user is more than the
-// slack ahead of the least served lane of its group that waits.
+// Held reports whether the item's lanes are held back: its class, its tenant or its user is more
+// than the slack ahead of the least served lane of its group that waits.
 func (l *Ledger) Held(it *fairqueue.Item) bool {
-	return l.ahead(TenantOf(it)) || l.ahead(UserOf(it))
+	return l.ahead(ClassOf(it)) || l.ahead(TenantOf(it)) || l.ahead(UserOf(it))
 }
 
 // ahead reports whether m is more than the slack ahead of the least of its group. A member the

@@ -17,6 +17,7 @@ var (
 	heavy = item("heavy", "h0", 2, 1000)
 	light = item("light", "l0", 1, 1000)
 	other = item("light", "l1", 1, 1000)
+	batch = &fairqueue.Item{Tenant: "nightly", User: "n0", Weight: 1, Class: fairqueue.Batch, Cost: 1000}
 )
 
 func TestHeldByGroup(t *testing.T) {
@@ -54,13 +55,23 @@ func TestHeldByGroup(t *testing.T) {
 		standing: Standing{TenantOf(light): 5000, TenantOf(heavy): 5000, UserOf(light): 9000, UserOf(heavy): 1000},
 		it:       light,
 	}, {
+		name:     "Batch past its share of what Interactive was served waits",
+		standing: Standing{ClassOf(light): 10_000, ClassOf(batch): 12_001, TenantOf(batch): 0},
+		it:       batch,
+		want:     true,
+	}, {
+		name:     "Interactive past Batch's share waits, so Batch keeps it",
+		standing: Standing{ClassOf(light): 12_001, ClassOf(batch): 10_000, TenantOf(light): 0},
+		it:       light,
+		want:     true,
+	}, {
 		name:     "a lane nobody waited for is level with the least of its group",
 		standing: Standing{TenantOf(heavy): 5000},
 		it:       light,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			l := New(2000)
+			l := New(2000, 0.5)
 			l.Took(nil, tc.standing)
 			for _, it := range tc.served {
 				l.Served(it)
@@ -73,12 +84,13 @@ func TestHeldByGroup(t *testing.T) {
 }
 
 func TestUpdatesReportServiceWaitingAndFloors(t *testing.T) {
-	l := New(2000)
+	l := New(2000, 0.5)
 	l.Took(nil, Standing{TenantOf(heavy): 5000, UserOf(heavy): 3000})
 	l.Served(heavy)
-	waiting := map[Member]bool{TenantOf(heavy): true, UserOf(heavy): true, TenantOf(light): true, UserOf(light): true}
+	waiting := map[Member]bool{ClassOf(heavy): true, TenantOf(heavy): true, UserOf(heavy): true, TenantOf(light): true, UserOf(light): true}
 	ups := l.Updates(waiting)
 	want := []Update{
+		{Member: ClassOf(heavy), Served: 2000, Waiting: true}, // 1,000 tokens over Interactive's share, 0.5
 		{Member: TenantOf(heavy), Served: 500, Waiting: true},
 		{Member: UserOf(heavy), Served: 1000, Waiting: true},
 		{Member: TenantOf(light), Floor: 5500, Waiting: true}, // level with heavy, what was served here included
@@ -94,6 +106,7 @@ func TestUpdatesReportServiceWaitingAndFloors(t *testing.T) {
 	got := l.Updates(map[Member]bool{TenantOf(heavy): true})
 	want = []Update{
 		{Member: TenantOf(heavy), Waiting: true},
+		{Member: ClassOf(light), Served: 2000},
 		{Member: TenantOf(light), Served: 1000}, // served, and no longer waiting here
 		{Member: UserOf(light), Served: 1000},
 		{Member: UserOf(heavy)}, // no longer waiting here
@@ -104,7 +117,7 @@ func TestUpdatesReportServiceWaitingAndFloors(t *testing.T) {
 }
 
 func TestForgetHoldsNothingAndKeepsWhatWasServed(t *testing.T) {
-	l := New(0)
+	l := New(0, 0.5)
 	l.Took(nil, Standing{TenantOf(heavy): 0, TenantOf(light): 0})
 	l.Served(light)
 	if !l.Held(light) {
@@ -115,7 +128,7 @@ func TestForgetHoldsNothingAndKeepsWhatWasServed(t *testing.T) {
 		t.Error("light is held after the ledger was forgotten; want nothing held")
 	}
 	ups := l.Updates(nil)
-	if diff := cmp.Diff(ups, []Update{{Member: TenantOf(light), Served: 1000}, {Member: UserOf(light), Served: 1000}},
+	if diff := cmp.Diff(ups, []Update{{Member: ClassOf(light), Served: 2000}, {Member: TenantOf(light), Served: 1000}, {Member: UserOf(light), Served: 1000}},
 		cmpopts.SortSlices(func(a, b Update) bool { return a.Member < b.Member })); diff != "" {
 		t.Errorf("Updates after Forget mismatch (-got +want):\n%s", diff)
 	}
@@ -126,6 +139,7 @@ func TestMemberGroups(t *testing.T) {
 		m    Member
 		want string
 	}{
+		{ClassOf(heavy), "classes"},
 		{TenantOf(heavy), "0"},
 		{UserOf(heavy), "0\x1fheavy"},
 		{UserOf(item("t", "a\x1fb", 1, 1)), "0\x1ft"},

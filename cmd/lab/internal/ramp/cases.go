@@ -33,6 +33,10 @@ type kase struct {
 	// Retry-After it was given, or a second, and be sent again, as an SDK's
 	// client does.
 	retries bool
+	// steady replaces the books with two tenants sending at steady rates
+	// for Options.Duration: an interactive one at Options.InteractiveRate
+	// and a batch one at twice what the provider serves.
+	steady bool
 	// untilDone runs the case until its books are done, at most
 	// Options.QueueCap, rather than Options.Duration.
 	untilDone bool
@@ -61,6 +65,7 @@ var cases = []kase{
 	{name: CaseReject, allAtOnce: true, gateway: gatewayv1.BehaviorReject},
 	{name: CaseQueue, allAtOnce: true, gateway: gatewayv1.BehaviorQueue, honoursDoor: true, untilDone: true},
 	{name: CasePool, allAtOnce: true, pooled: true, retries: true},
+	{name: CaseInteractive, gateway: gatewayv1.BehaviorQueue, steady: true},
 }
 
 func caseNamed(name string) (kase, bool) {

@@ -104,6 +104,9 @@ func panelPlot(s Series, p panel) (*plot.Plot, error) {
 // headline tells what happened to a case's books: whole, broken and still
 // on their way.
 func headline(c CaseReport) string {
+	if m := c.Mixed; m != nil {
+		return fmt.Sprintf("%s: the interactive tenant's p95 %.2fs, the provider's own %.2fs", c.Case, m.InteractiveP95Seconds, m.ProviderP95Seconds)
+	}
 	return fmt.Sprintf("%s: %d books whole, %d broken, %d on their way", c.Case, c.CleanBooks, c.BrokenBooks, c.UnfinishedBooks)
 }
 

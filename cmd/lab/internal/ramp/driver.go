@@ -110,7 +110,7 @@ func runCase(ctx context.Context, opts Options, c kase, progress io.Writer) (Cas
 	stopGateway()
 	shutdown(srv)
 	run := caseRun{
-		name: c.name, queued: c.gateway == gatewayv1.BehaviorQueue, limit: c.limit(opts), capFlag: c.capFlag(), comebacks: opts.Comebacks,
+		name: c.name, queued: c.gateway == gatewayv1.BehaviorQueue && !c.steady, steady: c.steady, limit: c.limit(opts), capFlag: c.capFlag(), comebacks: opts.Comebacks,
 		schedule: schedule{users: opts.Users, step: opts.Step}, elapsed: elapsed,
 		pages: l.recorded(), calls: rec.calls(l.start), stats: p.Stats(),
 		tokensPerMinute: opts.Provider.TokensPerMinute,
@@ -133,7 +133,11 @@ func drive(ctx context.Context, opts Options, c kase, t target, progress io.Writ
 		body:  openai.ChatBody(opts.Provider.Models[0], opts.MaxTokens, openai.Filler(opts.PromptTokens)),
 		start: time.Now(),
 	}
-	l.run(ctx, progress)
+	if c.steady {
+		l.steady(ctx, progress)
+	} else {
+		l.run(ctx, progress)
+	}
 	return l, time.Since(l.start)
 }
 
@@ -149,6 +153,9 @@ func targetOf(ctx context.Context, opts Options, c kase, providerURL string) (ta
 	}
 	var stops stack
 	cfg := gatewayConfig(opts, c.gateway, providerURL, opts.Users[len(opts.Users)-1])
+	if c.steady {
+		cfg.Tenants = mixedTenants(opts)
+	}
 	if opts.Gateways > 1 {
 		r, err := gatewayproc.StartRedis(ctx, opts.RedisServer)
 		if err != nil {

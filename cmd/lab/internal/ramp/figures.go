@@ -155,3 +155,42 @@ func figures(cr *CaseReport, r caseRun) {
 	cr.WholeBookP95Seconds = labrun.Percentile(whole, 95).Seconds()
 	cr.EstimateErrorP90 = labrun.Percentile(estimateErrors(r.pages), 90)
 }
+
+// Mixed is what the interactive case found: the interactive tenant's
+// latency beside the provider's own, and what each tenant was served.
+type Mixed struct {
+	// InteractiveP95Seconds is the p95 of the interactive tenant's calls
+	// served, from submit to answer; ProviderP95Seconds the p95 of the
+	// provider's own time to answer the calls it served.
+	InteractiveP95Seconds float64 `json:"interactiveP95Seconds"`
+	ProviderP95Seconds    float64 `json:"providerP95Seconds"`
+	// Sent and Served count each tenant's calls, interactive then batch.
+	Sent   [2]int `json:"sent"`
+	Served [2]int `json:"served"`
+}
+
+// mixedOf is what the interactive case found: user 0 is the interactive
+// tenant, user 1 the batch one.
+func mixedOf(r caseRun) *Mixed {
+	m := &Mixed{}
+	var interactive, provider []time.Duration
+	for _, p := range r.pages {
+		m.Sent[p.user]++
+		if p.cause == Served {
+			m.Served[p.user]++
+			if p.user == 0 {
+				interactive = append(interactive, p.answered-p.sent)
+			}
+		}
+	}
+	for _, c := range r.calls {
+		if c.status == 200 {
+			provider = append(provider, c.took)
+		}
+	}
+	slices.Sort(interactive)
+	slices.Sort(provider)
+	m.InteractiveP95Seconds = labrun.Percentile(interactive, 95).Seconds()
+	m.ProviderP95Seconds = labrun.Percentile(provider, 95).Seconds()
+	return m
+}

@@ -53,6 +53,16 @@ func gatewayConfig(opts Options, b gatewayv1.Behavior, providerURL string, users
 	}
 }
 
+// mixedTenants are the interactive case's tenants: user 0's key is the
+// interactive tenant's, user 1's the batch tenant's.
+func mixedTenants(opts Options) []gatewayv1.Tenant {
+	tenant := func(name string, user int, p gatewayv1.Priority) gatewayv1.Tenant {
+		return gatewayv1.Tenant{Name: name, Providers: []string{providerName}, Priority: p, MaxWait: metav1.Duration{Duration: opts.MaxWait},
+			Keys: []gatewayv1.Key{{SHA256: gatewayv1.HashKey(userKey(user)), User: name}}}
+	}
+	return []gatewayv1.Tenant{tenant("interactive", 0, gatewayv1.PriorityInteractive), tenant("batch", 1, gatewayv1.PriorityBatch)}
+}
+
 // sharedStore keeps the limits of replicas gateways in the Redis at addr.
 func sharedStore(addr string, replicas int) gatewayv1.Store {
 	return gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{Address: addr, Replicas: int32(replicas)}}

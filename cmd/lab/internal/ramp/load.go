@@ -21,7 +21,7 @@ const maxAnswerBytes = 1 << 20
 
 // target is where a case's pages go.
 type target struct {
-	// urls are the base URLs, without /v1; user u sends to urls[u%len(urls)].
+	// urls are the base URLs, without /v1 (see load.urlOf).
 	urls []string
 	// key is the API key user sends; empty sends none.
 	key func(user int) string
@@ -63,6 +63,30 @@ func (l *load) run(ctx context.Context, progress io.Writer) {
 	books.Wait()
 }
 
+// steady sends, until ctx ends, user 0's calls at InteractiveRate a second
+// and user 1's at twice what the provider serves, each call a page of its
+// own, and returns when every call has an answer.
+func (l *load) steady(ctx context.Context, progress io.Writer) {
+	var calls sync.WaitGroup
+	calls.Go(func() { l.every(ctx, 0, l.opts.InteractiveRate, &calls) })
+	calls.Go(func() { l.every(ctx, 1, 2*l.opts.servedPerSecond(), &calls) })
+	for k := range l.opts.Users {
+		if !labrun.SleepUntil(ctx, l.start.Add(time.Duration(k)*l.opts.Step)) {
+			break
+		}
+		l.progress(progress, k, 2)
+	}
+	calls.Wait()
+}
+
+// every sends a page of user's perSecond times a second until ctx ends.
+func (l *load) every(ctx context.Context, user int, perSecond float64, calls *sync.WaitGroup) {
+	gap := time.Duration(float64(time.Second) / perSecond)
+	for i := 0; labrun.SleepUntil(ctx, l.start.Add(time.Duration(i)*gap)); i++ {
+		calls.Go(func() { l.record(l.page(ctx, user, i)) })
+	}
+}
+
 // book uploads one user's book, page after page or all at once.
 func (l *load) book(ctx context.Context, user int) {
 	if !l.kase.allAtOnce {
@@ -90,7 +114,7 @@ func (l *load) page(ctx context.Context, user, index int) page {
 	defer l.inFlight.Add(-1)
 	for {
 		attempt := time.Since(l.start)
-		a, err := l.post(ctx, user)
+		a, err := l.post(ctx, user, index)
 		p.answered = time.Since(l.start)
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -168,9 +192,19 @@ type answer struct {
 	body   []byte
 }
 
+// urlOf is where a user's page goes: a book's pages go where its user's
+// connections are kept, and the steady case's calls are spread over the
+// targets one by one.
+func (l *load) urlOf(user, index int) string {
+	if l.kase.steady {
+		return l.target.urls[index%len(l.target.urls)]
+	}
+	return l.target.urls[user%len(l.target.urls)]
+}
+
 // post sends the page's request as user.
-func (l *load) post(ctx context.Context, user int) (answer, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.target.urls[user%len(l.target.urls)]+openai.Chat.Path(), bytes.NewReader(l.body))
+func (l *load) post(ctx context.Context, user, index int) (answer, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.urlOf(user, index)+openai.Chat.Path(), bytes.NewReader(l.body))
 	if err != nil {
 		return answer{}, fmt.Errorf("ramp: new request: %w", err)
 	}

@@ -77,6 +77,9 @@ type Options struct {
 	// Comebacks caps how often a page the queue's door turned away waits its Retry-After and
 	// comes back; turned away once more, it is refused. Zero means it never comes back.
 	Comebacks int
+	// InteractiveRate is the interactive case's calls a second from its
+	// interactive tenant; must be positive.
+	InteractiveRate float64
 	// MaxWait is the queue's door: the longest wait the gateway accepts
 	// before it answers busy. More than zero and at most 10m.
 	MaxWait time.Duration
@@ -89,6 +92,9 @@ const (
 	CaseReject     = "reject"
 	CaseQueue      = "queue"
 	CasePool       = "pool"
+	// CaseInteractive is an interactive tenant beside a batch tenant that
+	// sends twice what the provider serves, through the gateway's queue.
+	CaseInteractive = "interactive"
 )
 
 // DefaultOptions is the reference ramp: the lab's reference provider
@@ -98,23 +104,24 @@ const (
 // bin/gateway.
 func DefaultOptions() Options {
 	return Options{
-		Provider:     provider.DefaultOptions(),
-		Users:        []int{1, 2, 3, 5, 8, 12, 20, 30, 50, 80},
-		Step:         3 * time.Second,
-		Pages:        100,
-		PromptTokens: 600,
-		MaxTokens:    200,
-		Duration:     5 * time.Minute,
-		QueueCap:     10 * time.Minute,
-		Cases:        []string{CaseSequential, CaseBurst, CaseReject, CaseQueue, CasePool},
-		Gateway:      gatewayproc.DefaultBinary,
-		Gateways:     1,
-		RedisServer:  gatewayproc.DefaultRedisServer,
-		PoolConns:    200,
-		UserBurst:    5,
-		UserRate:     2,
-		Comebacks:    3,
-		MaxWait:      time.Minute,
+		Provider:        provider.DefaultOptions(),
+		Users:           []int{1, 2, 3, 5, 8, 12, 20, 30, 50, 80},
+		Step:            3 * time.Second,
+		Pages:           100,
+		PromptTokens:    600,
+		MaxTokens:       200,
+		Duration:        5 * time.Minute,
+		QueueCap:        10 * time.Minute,
+		Cases:           []string{CaseSequential, CaseBurst, CaseReject, CaseQueue, CasePool, CaseInteractive},
+		InteractiveRate: 5,
+		Gateway:         gatewayproc.DefaultBinary,
+		Gateways:        1,
+		RedisServer:     gatewayproc.DefaultRedisServer,
+		PoolConns:       200,
+		UserBurst:       5,
+		UserRate:        2,
+		Comebacks:       3,
+		MaxWait:         time.Minute,
 	}
 }
 
@@ -139,6 +146,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&o.UserBurst, "user-burst", o.UserBurst, "the gateway's per-user bucket: its capacity")
 	fs.Int64Var(&o.UserRate, "user-rate", o.UserRate, "the gateway's per-user bucket: requests a second")
 	fs.IntVar(&o.Comebacks, "comebacks", o.Comebacks, "how often a page the queue's door turned away comes back after its Retry-After before it gives up")
+	fs.Float64Var(&o.InteractiveRate, "interactive-rate", o.InteractiveRate, "the interactive case's calls a second from its interactive tenant")
 	fs.DurationVar(&o.MaxWait, "max-wait", o.MaxWait, "the queue case's door: the longest wait the gateway accepts")
 }
 
@@ -189,6 +197,8 @@ func (o Options) validate() error {
 		return errors.New("ramp: options: Pages, PromptTokens and MaxTokens must be positive")
 	case o.PoolConns <= 0, o.UserBurst <= 0, o.UserRate <= 0, o.Gateways <= 0:
 		return errors.New("ramp: options: PoolConns, UserBurst, UserRate and Gateways must be positive")
+	case o.InteractiveRate <= 0:
+		return errors.New("ramp: options: InteractiveRate must be positive")
 	case o.Comebacks < 0:
 		return errors.New("ramp: options: Comebacks must not be negative")
 	case o.MaxWait <= 0 || o.MaxWait > maxMaxWait:
@@ -212,4 +222,11 @@ func validateCases(names []string) error {
 		}
 	}
 	return nil
+}
+
+// servedPerSecond is the pages a second the provider serves at most: its
+// requests or its tokens a minute, whichever runs out first.
+func (o Options) servedPerSecond() float64 {
+	p := o.Provider
+	return min(float64(p.RequestsPerMinute), float64(p.TokensPerMinute)/float64(o.PromptTokens+o.MaxTokens)) / 60
 }

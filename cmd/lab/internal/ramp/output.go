@@ -13,10 +13,43 @@ import (
 // happened to the pages and the books, then how fair the queue was and how
 // true its door; and the cases' notes under them.
 func (r Report) WriteTable(w io.Writer) error {
-	if err := labrun.WriteTable(w, tableHeader, r.Cases, CaseReport.row, "\n"); err != nil {
+	books, mixed := r.split()
+	if err := labrun.WriteTable(w, tableHeader, books, CaseReport.row, "\n"); err != nil {
 		return err
 	}
-	return labrun.WriteTable(w, doorHeader, r.Cases, CaseReport.doorRow, r.notes())
+	footer := r.notes()
+	if len(mixed) > 0 {
+		footer = "\n"
+	}
+	if err := labrun.WriteTable(w, doorHeader, books, CaseReport.doorRow, footer); err != nil {
+		return err
+	}
+	if len(mixed) == 0 {
+		return nil
+	}
+	return labrun.WriteTable(w, mixedHeader, mixed, CaseReport.mixedRow, r.notes())
+}
+
+// split are the cases of books, and those of steady tenants.
+func (r Report) split() (books, mixed []CaseReport) {
+	for _, c := range r.Cases {
+		if c.Mixed != nil {
+			mixed = append(mixed, c)
+		} else {
+			books = append(books, c)
+		}
+	}
+	return books, mixed
+}
+
+// mixedHeader is the first line of the interactive case's table.
+const mixedHeader = "case\tinteractive p95\tprovider's own p95\tinteractive over provider\tinteractive served\tbatch served\tprovider 429+503"
+
+// mixedRow is the interactive case's row.
+func (c CaseReport) mixedRow() string {
+	m := c.Mixed
+	return fmt.Sprintf("%s\t%.2fs\t%.2fs\t%+.0f%%\t%d/%d\t%d/%d\t%.2f%%", c.Case, m.InteractiveP95Seconds, m.ProviderP95Seconds,
+		100*(m.InteractiveP95Seconds/m.ProviderP95Seconds-1), m.Served[0], m.Sent[0], m.Served[1], m.Sent[1], 100*c.ProviderErrorShare)
 }
 
 // notes are the cases' notes, a line each, under the table.

@@ -26,6 +26,7 @@ type recorder struct {
 // seenCall is a call as the recorder saw it.
 type seenCall struct {
 	at     time.Time
+	took   time.Duration // until the provider had answered
 	status int
 	tokens int64
 }
@@ -47,7 +48,7 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	sw := &statusWriter{ResponseWriter: w}
 	rec.next.ServeHTTP(sw, r)
-	rec.note(seenCall{at: at, status: sw.status, tokens: rec.tokens(body)})
+	rec.note(seenCall{at: at, took: time.Since(at), status: sw.status, tokens: rec.tokens(body)})
 }
 
 // tokens is what the provider counts for a call in its minute; 0 for a
@@ -72,7 +73,7 @@ func (rec *recorder) calls(start time.Time) []call {
 	defer rec.mu.Unlock()
 	out := make([]call, len(rec.seen))
 	for i, c := range rec.seen {
-		out[i] = call{at: c.at.Sub(start), status: c.status, tokens: c.tokens}
+		out[i] = call{at: c.at.Sub(start), took: c.took, status: c.status, tokens: c.tokens}
 	}
 	return out
 }

@@ -100,6 +100,8 @@ type CaseReport struct {
 	// EstimateErrorP90 is the 90th percentile, over the pages that queued with an estimate, of
 	// how far a page's wait in the queue was from the door's estimate, as a share of it.
 	EstimateErrorP90 float64 `json:"estimateErrorP90"`
+	// Mixed is what the interactive case found; nil for a case of books.
+	Mixed *Mixed `json:"mixed,omitempty"`
 	// Provider is the provider's own counts at the end of the case.
 	Provider provider.Stats `json:"provider"`
 	// Series is the case over time, for the charts.
@@ -143,7 +145,8 @@ type door struct {
 
 // call is one call as the provider saw it.
 type call struct {
-	at time.Duration // arrival, from the case's start
+	at   time.Duration // arrival, from the case's start
+	took time.Duration // until the provider had answered
 	// status answered; 0 when the client left before the answer.
 	status int
 	tokens int64 // prompt and expected completion, as the provider counts them
@@ -159,8 +162,9 @@ func (c call) refusedByProvider() bool { return c.status == 429 || c.status == 5
 // caseRun is everything one case recorded: the input of summarize.
 type caseRun struct {
 	name string
-	// queued says the case asked the gateway to queue.
-	queued bool
+	// queued says the case asked the gateway to queue its books; steady
+	// that it sent steady rates of two tenants instead of books.
+	queued, steady bool
 	// limit is the longest the case could run, which the flag capFlag sets.
 	limit   time.Duration
 	capFlag string
@@ -212,6 +216,9 @@ func summarize(r caseRun) CaseReport {
 		cr.BusyAnswers += p.busy
 	}
 	figures(&cr, r)
+	if r.steady {
+		cr.Mixed = mixedOf(r)
+	}
 	cr.Notes = notes(r, cr.Outcomes)
 	return cr
 }
