@@ -38,7 +38,7 @@ func (st *story) rampThroughGateways() {
 		"200 calls in flight, and the gateways keep to 95%% of that.\n\n", st.s.step, st.s.users, st.s.pages)
 	args := []string{"ramp", "-cases", "queue", "-provider-addr", st.providerAddr,
 		"-users", st.s.users, "-step", st.s.step.String(), "-pages", strconv.Itoa(st.s.pages),
-		"-duration", st.s.duration.String(), "-out", st.out}
+		"-queue-cap", st.s.duration.String(), "-out", st.out}
 	for _, g := range st.gateways {
 		args = append(args, "-gateway-url", g.url)
 	}
