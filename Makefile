@@ -66,7 +66,7 @@ bench: redis
 demo:
 	@hack/demo.sh
 
-## demo-lab: the lab's five cases against the simulated provider; needs no control plane.
+## demo-lab: the lab's six cases against the simulated provider; needs no control plane.
 demo-lab:
 	@hack/demo-lab.sh
 

@@ -19,8 +19,10 @@ demo: a simulated provider (1,500 requests/min, 300,000 tokens/min, 200 calls in
       $3 per million tokens, about 2 s a call); users join every 3 s (1, 2, 3, 5, 8, 12, 20,
       30, 50, 80), each uploading a 20-page book, one call a page. Five ways of calling it:
       sequential, burst (all at once), reject (two gateways with Reject), queue (two gateways
-      with Queue, door at 60 s, pages turned away come back at most 3 times) and pool (200
-      connections, nothing else).
+      with Queue, door at 60 s, pages turned away come back at most 3 times; it runs until its
+      books are done) and pool (200 connections, clients that retry). Then the interactive
+      case: a tenant at 5 calls a second beside a batch tenant sending twice what the provider
+      serves, through the two gateways.
 PLAN
 mkdir -p "$out"
 duration=${DEMO_DURATION:-60s}
