@@ -75,9 +75,9 @@ type Standing map[Member]float64
 type Ledger struct {
 	slack      float64
 	batchShare float64
-	standing Standing
-	local    map[Member]float64 // served here and not yet taken in by the shared ledger
-	reported map[Member]bool    // the members this gateway last reported waiting
+	standing   Standing
+	local      map[Member]float64 // served here and not yet taken in by the shared ledger
+	reported   map[Member]bool    // the members this gateway last reported waiting
 }
 
 // New returns a ledger that holds a lane back when it is more than slack ahead of the least
