@@ -239,12 +239,12 @@ func (p *pipeline) sendPending(sender int) {
 	defer p.busy.Done()
 	p.mu.Lock()
 	n := min(len(p.pending), maxBatch)
-	batch := p.pending[:n:n]
+	batch := claim(p.pending[:n:n])
 	p.pending = p.pending[n:]
 	p.onWire[sender] = batch
 	p.mu.Unlock()
-	if kept := claim(batch); len(kept) > 0 {
-		p.send(kept)
+	if len(batch) > 0 {
+		p.send(batch)
 	}
 	p.mu.Lock()
 	p.onWire[sender] = nil
@@ -262,7 +262,7 @@ func (p *pipeline) sendPending(sender int) {
 
 // claim marks the runs of batch sent and returns them, without those their callers left.
 func claim(batch []*scriptRun) []*scriptRun {
-	kept := make([]*scriptRun, 0, len(batch))
+	kept := batch[:0]
 	for _, r := range batch {
 		if r.state.CompareAndSwap(waiting, sent) {
 			kept = append(kept, r)
