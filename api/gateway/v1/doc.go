@@ -24,3 +24,7 @@ const APIVersion = "gateway.sluice.dev/v1"
 
 // Kind is the kind every configuration file must carry.
 const Kind = "GatewayConfig"
+
+// TenantListKind is the kind every tenant file (see Config.TenantFiles) must
+// carry.
+const TenantListKind = "TenantList"
