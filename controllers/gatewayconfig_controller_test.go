@@ -83,10 +83,7 @@ func TestReconcile(t *testing.T) {
 	// The Secret: config.yaml parses, holds hashes only, names the key
 	// file; the key file; the hash; the owners.
 	secret := getSecret(t, c, ns)
-	cfg, err := gatewayv1.Parse(secret.Data[ConfigFile])
-	if err != nil {
-		t.Fatalf("config.yaml does not parse: %v\n%s", err, secret.Data[ConfigFile])
-	}
+	cfg := mustLoadWritten(t, c, ns)
 	if diff := cmp.Diff([]string{"openai"}, providerNames(cfg)); diff != "" {
 		t.Errorf("providers (-want +got):\n%s", diff)
 	}
@@ -165,7 +162,7 @@ func TestReconcile(t *testing.T) {
 	if got := meta.FindStatusCondition(gotQuota.Status.Conditions, v1alpha1.ConditionReady).LastTransitionTime; !got.Equal(&metav1.Time{Time: epoch}) {
 		t.Errorf("openai's Ready lastTransitionTime = %v; want %v, when it became Ready", got, epoch)
 	}
-	if cfg, err := gatewayv1.Parse(getSecret(t, c, ns).Data[ConfigFile]); err != nil || len(cfg.Tenants) != 3 {
+	if cfg, err := loadWritten(t, c, ns); err != nil || len(cfg.Tenants) != 3 {
 		t.Errorf("after the key arrived: config parses with err %v; want 3 tenants", err)
 	}
 
@@ -252,10 +249,10 @@ func assertReady(t *testing.T, c client.Client, ns string, obj client.Object, na
 }
 
 // resourceVersions returns the resourceVersion of every Sluice object and
-// of the configuration Secret.
+// of the configuration's Secrets.
 func resourceVersions(t *testing.T, c client.Client, ns string) map[string]string {
 	t.Helper()
-	out := map[string]string{"Secret": getSecret(t, c, ns).ResourceVersion}
+	out := secretVersions(getConfigSecrets(t, c, ns))
 	var pqs v1alpha1.ProviderQuotaList
 	var tps v1alpha1.TenantPlanList
 	if err := c.List(context.Background(), &pqs, client.InNamespace(ns)); err != nil {
