@@ -34,8 +34,9 @@ func KeyFile(provider string) string {
 // one namespace.
 type Inputs struct {
 	// Base carries what no object holds: the server settings, the store and
-	// the global limits. Its providers and tenants are ignored. Nil means the
-	// defaults: an in-memory store and no global limits.
+	// the global limits. Its providers, plans, tenants and tenantFiles are
+	// ignored. Nil means the defaults: an in-memory store and no global
+	// limits.
 	Base *gatewayv1.Config
 	// ProviderQuotas are every ProviderQuota of the namespace.
 	ProviderQuotas []v1alpha1.ProviderQuota

@@ -57,9 +57,10 @@ type UsageSource interface {
 var _ UsageSource = (*usage.Poller)(nil)
 
 // GatewayConfigReconciler compiles the ProviderQuotas and TenantPlans of a
-// namespace, with their key Secrets, into the one configuration Secret the
-// gateways of that namespace mount, and writes each object's status. Its
-// requests name that Secret: one per namespace, whatever changed in it.
+// namespace, with their key Secrets, into the configuration Secret and the
+// tenant Secrets the gateways of that namespace mount, and writes each
+// object's status. Its requests name the configuration Secret: one per
+// namespace, whatever changed in it.
 type GatewayConfigReconciler struct {
 	// Client reads and writes the objects. In a manager, reads come from
 	// its cache.
@@ -83,7 +84,7 @@ type GatewayConfigReconciler struct {
 
 // SetupWithManager registers the reconciler and its watches: ProviderQuotas
 // and TenantPlans whose spec changed, the Secrets they draw on, the
-// configuration Secret itself, the readiness of the Pods self-hosted
+// configuration's own Secrets, the readiness of the Pods self-hosted
 // ProviderQuotas select, and the usage poller's updates. Pods are read
 // through the manager's cache; TrimPod keeps that cache small.
 func (r *GatewayConfigReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
@@ -148,10 +149,11 @@ func (r *GatewayConfigReconciler) configOfPod(ctx context.Context, o client.Obje
 }
 
 // Reconcile gathers the namespace's objects, compiles them, writes the
-// configuration Secret when it changed, and then each object's status when
-// it changed. A status is written only once the Secret holds what it
-// reports. A configuration past the size a Secret holds is not written:
-// the objects it would have carried say ConfigTooLarge instead.
+// configuration's Secrets that changed, and then each object's status when
+// it changed. A status is written only once the Secrets hold what it
+// reports. A configuration with a Secret past the size a Secret holds is
+// not written at all: the objects it would have carried say ConfigTooLarge
+// instead.
 func (r *GatewayConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	in, err := r.gather(ctx, req.Namespace)
 	if err != nil {

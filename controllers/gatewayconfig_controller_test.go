@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -94,8 +95,8 @@ func TestReconcile(t *testing.T) {
 	if diff := cmp.Diff(wantKeys, tenantKeys(cfg)); diff != "" {
 		t.Errorf("tenants' keys (-want +got):\n%s", diff)
 	}
-	if got := cfg.Provider("openai").APIKeyFile; got != "openai.key" {
-		t.Errorf("openai's apiKeyFile = %q; want openai.key", got)
+	if key, err := os.ReadFile(cfg.Provider("openai").APIKeyFile); err != nil || string(key) != openaiKey {
+		t.Errorf("openai's apiKeyFile %s: %d bytes, %v; want the provider's key, beside config.yaml", cfg.Provider("openai").APIKeyFile, len(key), err)
 	}
 	if got := string(secret.Data["openai.key"]); got != openaiKey {
 		t.Errorf("item openai.key = %d bytes; want the provider's key", len(got))
