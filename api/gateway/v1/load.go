@@ -30,16 +30,26 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gatewayv1: read config: %w", err)
 	}
-	c, err := decodeConfig(data)
-	if err == nil {
-		c.resolvePaths(filepath.Dir(path))
-		err = c.readTenantFiles()
-	}
-	if err == nil {
-		err = c.complete()
-	}
+	c, err := load(data, filepath.Dir(path))
 	if err != nil {
 		return nil, fmt.Errorf("gatewayv1: %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// load is Load of a file's data, read from dir, with errors that do not yet
+// name the file.
+func load(data []byte, dir string) (*Config, error) {
+	c, err := decodeConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	c.resolvePaths(dir)
+	if err := c.readTenantFiles(); err != nil {
+		return nil, err
+	}
+	if err := c.complete(); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -108,10 +118,10 @@ func resolve(dir, path string) string {
 
 // Parse decodes a configuration from YAML or JSON, applies the defaults,
 // validates it and gives each tenant that names a plan the plan's terms. It
-// does not read tenantFiles: Load does. Decoding is strict and case-sensitive, as Kubernetes decodes
-// objects: a key the format does not know, misspelt or given twice, is an
-// error that names it with its path, such as
-// unknown field "providers[0].requestsPerMin".
+// does not read tenantFiles: Load does. Decoding is strict and
+// case-sensitive, as Kubernetes decodes objects: a key the format does not
+// know, misspelt or given twice, is an error that names it with its path,
+// such as unknown field "providers[0].requestsPerMin".
 func Parse(data []byte) (*Config, error) {
 	c, err := parse(data)
 	if err != nil {
@@ -126,7 +136,10 @@ func parse(data []byte) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c, c.complete()
+	if err := c.complete(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // decodeConfig decodes a configuration strictly, without defaults.
