@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -37,7 +38,7 @@ const (
 // the tenants whose names hash to it (see TenantSecretName, TenantFile). The
 // count is fixed so that a gateway Deployment mounts each by name and the
 // manager's Role names each one it may update; eight Secrets of 1 MiB hold
-// about 70,000 keys.
+// about 65,000 keys.
 const TenantShards = 8
 
 // TenantSecretName returns the name of the nth tenant Secret of the
@@ -68,7 +69,7 @@ func tenantSecretPrefix(config string) string {
 // configuration names, which a gateway finds beside config.yaml when the
 // Secrets are projected into one volume.
 func TenantFile(n int) string {
-	return fmt.Sprintf("tenants-%d.yaml", n)
+	return fmt.Sprintf("tenants-%d.json", n)
 }
 
 // tenantShard is the tenant Secret that holds a tenant: FNV-1a of its name,
@@ -81,8 +82,9 @@ func tenantShard(name string) int {
 }
 
 // configSecrets returns the Secrets of a compile: the TenantShards tenant
-// Secrets, then the configuration Secret, whose config.yaml names each
-// tenant file with its SHA-256 and which holds the providers' key files.
+// Secrets, each a tenant file in JSON, then the configuration Secret, whose
+// config.yaml names each tenant file with its SHA-256 and which holds the
+// providers' key files.
 // Each carries a hash of its items and an owner reference to every
 // ProviderQuota and TenantPlan of the namespace, so that the Secrets go when
 // the last of them does.
@@ -92,9 +94,10 @@ func configSecrets(key types.NamespacedName, in *Inputs, out *Output) ([]*corev1
 	secrets := make([]*corev1.Secret, 0, TenantShards+1)
 	files := make([]gatewayv1.TenantFile, TenantShards)
 	for n, tenants := range shardTenants(out.Config.Tenants) {
-		data, err := encode(header, &gatewayv1.TenantList{APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.TenantListKind, Tenants: tenants})
+		// JSON, which a gateway reads several times as fast as YAML.
+		data, err := json.Marshal(&gatewayv1.TenantList{APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.TenantListKind, Tenants: tenants})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("controllers: encode tenant file: %w", err)
 		}
 		sum := sha256.Sum256(data)
 		files[n] = gatewayv1.TenantFile{Path: TenantFile(n), SHA256: hex.EncodeToString(sum[:])}

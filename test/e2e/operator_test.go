@@ -143,7 +143,7 @@ func writeConfigSecret(t *testing.T, c *cluster.Cluster, dir, upstreamURL string
 	})
 	for name, data := range items {
 		for _, key := range sampleKeys {
-			if strings.HasSuffix(name, ".yaml") && strings.Contains(string(data), key) {
+			if !strings.HasSuffix(name, ".key") && strings.Contains(string(data), key) {
 				t.Errorf("%s holds a key (%.8s...); want the tenants' hashes and the provider's key file only", name, key)
 			}
 		}

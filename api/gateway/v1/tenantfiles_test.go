@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -157,5 +158,38 @@ func TestParseLeavesTenantFilesUnread(t *testing.T) {
 	}
 	if len(cfg.Tenants) != 0 || len(cfg.TenantFiles) != 1 {
 		t.Errorf("tenants %d, tenantFiles %d; want 0 and 1", len(cfg.Tenants), len(cfg.TenantFiles))
+	}
+}
+
+// TestLoadTenantFileJSON checks that a tenant file in JSON, as the operator
+// writes them, loads, and is decoded as strictly as YAML.
+func TestLoadTenantFileJSON(t *testing.T) {
+	good := `{"apiVersion": "gateway.sluice.dev/v1", "kind": "TenantList", "tenants": [{"name": "acme", "plan": "pro", "keys": [{"sha256": "` + hashA + `", "user": "alice"}]}]}`
+	tests := []struct {
+		name  string
+		shard string
+		want  []string // empty: loads
+	}{
+		{name: "valid", shard: good},
+		{name: "a key given twice", shard: strings.Replace(good, `"plan": "pro"`, `"plan": "pro", "plan": "pro"`, 1),
+			want: []string{"tenants-0.json", `duplicate field "tenants[0].plan"`}},
+		{name: "an unknown field", shard: strings.Replace(good, `"plan": "pro"`, `"Plan": "pro"`, 1),
+			want: []string{"tenants-0.json", `unknown field "tenants[0].Plan"`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := writeFiles(t, map[string]string{
+				"config.yaml":    withPlans + "tenantFiles: [{path: tenants-0.json}]\n",
+				"tenants-0.json": tc.shard,
+			})
+			cfg, err := gatewayv1.Load(filepath.Join(dir, "config.yaml"))
+			if len(tc.want) > 0 {
+				checkError(t, err, tc.want, nil)
+				return
+			}
+			if err != nil || len(cfg.Tenants) != 1 || cfg.Tenants[0].PerUser == nil {
+				t.Fatalf("Load = %+v, %v; want acme with the plan's terms", cfg, err)
+			}
+		})
 	}
 }
