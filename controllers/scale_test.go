@@ -3,7 +3,6 @@ package controllers
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -65,16 +64,7 @@ func TestConfigSizeAtScale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles 5,000 tenants")
 	}
-	pqs, tps, secrets := scaleObjects()
-	in := &Inputs{ProviderQuotas: pqs, TenantPlans: tps, Secrets: secrets}
-	out, err := Compile(*in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	all, err := configSecrets(types.NamespacedName{Namespace: testNamespace, Name: configSecretName}, in, out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	all := scaleSecrets(t)
 	checkSizes(t, all)
 	start := time.Now()
 	cfg, err := loadProjected(t, all)
@@ -117,29 +107,29 @@ func countKeys(cfg *gatewayv1.Config) int {
 // BenchmarkLoadAtScale measures how long a gateway takes to load the
 // configuration of 5,000 tenants with 20,000 keys from its Secrets.
 func BenchmarkLoadAtScale(b *testing.B) {
-	pqs, tps, secrets := scaleObjects()
-	in := &Inputs{ProviderQuotas: pqs, TenantPlans: tps, Secrets: secrets}
-	out, err := Compile(*in)
-	if err != nil {
-		b.Fatal(err)
-	}
-	all, err := configSecrets(types.NamespacedName{Namespace: testNamespace, Name: configSecretName}, in, out)
-	if err != nil {
-		b.Fatal(err)
-	}
 	dir := b.TempDir()
-	for _, s := range all {
-		for item, data := range s.Data {
-			if err := os.WriteFile(filepath.Join(dir, item), data, 0o600); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	project(b, dir, scaleSecrets(b))
 	for b.Loop() {
 		if _, err := gatewayv1.Load(filepath.Join(dir, ConfigFile)); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// scaleSecrets returns the Secrets the operator writes for scaleObjects.
+func scaleSecrets(tb testing.TB) []*corev1.Secret {
+	tb.Helper()
+	pqs, tps, secrets := scaleObjects()
+	in := &Inputs{ProviderQuotas: pqs, TenantPlans: tps, Secrets: secrets}
+	out, err := Compile(*in)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	all, err := configSecrets(types.NamespacedName{Namespace: testNamespace, Name: configSecretName}, in, out)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return all
 }
 
 // TestReconcileAtScale reconciles 5,000 tenants with 20,000 keys on the API

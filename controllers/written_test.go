@@ -43,12 +43,19 @@ func mustLoadWritten(t *testing.T, c client.Client, ns string) *gatewayv1.Config
 func loadProjected(t *testing.T, secrets []*corev1.Secret) (*gatewayv1.Config, error) {
 	t.Helper()
 	dir := t.TempDir()
+	project(t, dir, secrets)
+	return gatewayv1.Load(filepath.Join(dir, ConfigFile))
+}
+
+// project writes the items of secrets into dir, as a projected volume
+// mounts them.
+func project(tb testing.TB, dir string, secrets []*corev1.Secret) {
+	tb.Helper()
 	for _, s := range secrets {
 		for item, data := range s.Data {
 			if err := os.WriteFile(filepath.Join(dir, item), data, 0o600); err != nil {
-				t.Fatal(err)
+				tb.Fatal(err)
 			}
 		}
 	}
-	return gatewayv1.Load(filepath.Join(dir, ConfigFile))
 }
