@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/sluicehq/sluice/controllers"
 	"github.com/sluicehq/sluice/test/cluster"
 	"github.com/sluicehq/sluice/test/proc"
 	"github.com/sluicehq/sluice/test/redisserver"
@@ -172,23 +174,33 @@ func (st *story) startProcess(name, binary string, args ...string) *proc.Process
 	return proc.Start(st.r, name, cmd)
 }
 
-// mountConfigSecret plays the kubelet's Secret volume: it writes the configuration Secret's keys
-// into dir once the manager has written it, and again whenever it changes, until the demo ends.
+// mountConfigSecret plays the kubelet's projected volume: it writes the items of the
+// configuration Secret and of its tenant Secrets into dir once the manager has written them, and
+// again whenever one changes, until the demo ends.
 func (st *story) mountConfigSecret(dir string) {
 	secrets := st.c.Clientset.CoreV1().Secrets(namespace)
 	ctx, cancel := context.WithCancel(context.Background())
 	st.r.Cleanup(cancel)
 	written := ""
 	sync := func() bool {
-		s, err := secrets.Get(ctx, configSecret, metav1.GetOptions{})
-		if err != nil || s.ResourceVersion == written {
-			return err == nil
+		var all []*corev1.Secret
+		versions := ""
+		for _, name := range controllers.ConfigSecretNames(configSecret) {
+			s, err := secrets.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false
+			}
+			all = append(all, s)
+			versions += s.ResourceVersion + ","
 		}
-		if err := writeSecret(dir, s); err != nil {
-			st.r.Errorf("write the configuration Secret's files: %v", err)
+		if versions == written {
+			return true
+		}
+		if err := writeSecrets(dir, all); err != nil {
+			st.r.Errorf("write the configuration Secrets' files: %v", err)
 			return false
 		}
-		written = s.ResourceVersion
+		written = versions
 		return true
 	}
 	deadline := time.Now().Add(readyTimeout)
@@ -206,18 +218,22 @@ func (st *story) mountConfigSecret(dir string) {
 	}()
 }
 
-// writeSecret writes each key of s into a file of dir, config.yaml last, each by a rename so
-// that the gateways never read half a file.
-func writeSecret(dir string, s *corev1.Secret) error {
+// writeSecrets writes each item of the Secrets into a file of dir, config.yaml last, each by a
+// rename so that the gateways never read half a file.
+func writeSecrets(dir string, secrets []*corev1.Secret) error {
+	items := map[string][]byte{}
+	for _, s := range secrets {
+		maps.Copy(items, s.Data)
+	}
 	var names []string
-	for name := range s.Data {
+	for name := range items {
 		if name != "config.yaml" {
 			names = append(names, name)
 		}
 	}
 	for _, name := range append(names, "config.yaml") {
 		tmp := filepath.Join(dir, "."+name+".tmp")
-		if err := os.WriteFile(tmp, s.Data[name], 0o600); err != nil {
+		if err := os.WriteFile(tmp, items[name], 0o600); err != nil {
 			return err
 		}
 		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
