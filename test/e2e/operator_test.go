@@ -132,11 +132,7 @@ func writeConfigSecret(t *testing.T, c *cluster.Cluster, dir, upstreamURL string
 		if !strings.Contains(string(items["config.yaml"]), upstreamURL) {
 			return false
 		}
-		for name, data := range items {
-			if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
+		writeConfigItems(t, dir, items)
 		var err error
 		cfg, err = gatewayv1.Load(filepath.Join(dir, "config.yaml"))
 		return err == nil // else a tenant Secret was rewritten between two reads
@@ -149,6 +145,16 @@ func writeConfigSecret(t *testing.T, c *cluster.Cluster, dir, upstreamURL string
 		}
 	}
 	return cfg
+}
+
+// writeConfigItems writes the items of the configuration's Secrets into dir.
+func writeConfigItems(t *testing.T, dir string, items map[string][]byte) {
+	t.Helper()
+	for name, data := range items {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // configItems returns the items of the configuration Secret and of its tenant Secrets in the
