@@ -1,0 +1,359 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/metrics"
+	"github.com/sluicehq/sluice/test/cluster"
+	"github.com/sluicehq/sluice/test/poll"
+)
+
+// The self-hosted scene of config/samples: the quota llama of vLLM Pods with one GPU each and 8
+// sequences per GPU, within a quota of 4 GPUs, its HPA, and the enterprise plan of tenant acme,
+// which may call it. The manager compiles them; one gateway serves the Secret it writes.
+const (
+	samplesNamespace  = "sluice"
+	sampleModel       = "meta-llama/Llama-3.1-8B-Instruct"
+	sampleSeqsPerPod  = 8 // the sample's maxConcurrencyPerGPU × gpusPerPod, and each Pod's max-num-seqs
+	sampleMaxReplicas = 4 // the sample HPA's maxReplicas: gpuQuota / gpusPerPod
+	// gatewayLoadCalls are kept in flight through the gateway: with one Pod, 8 run and 40 wait in
+	// the gateway's queue, 5 Pods' worth, more than the quota allows.
+	gatewayLoadCalls = 48
+)
+
+var sampleLabels = map[string]string{"app": "llama"}
+
+// selfHostedScene is the samples on a control plane with kube-controller-manager: the manager,
+// one gateway on the configuration it writes, the metrics adapter behind the aggregator, and a
+// fake kubelet that plays each llama Pod as a `lab inference` process.
+type selfHostedScene struct {
+	c         *cluster.Cluster
+	g         *gateway
+	configDir string // where the configuration Secret is mounted
+}
+
+// startSelfHostedScene applies the kustomization at samples (relative to the repository) and
+// creates the llama Deployment with replicas.
+func startSelfHostedScene(t *testing.T, samples string, replicas int32) *selfHostedScene {
+	c := cluster.Start(t, cluster.Options{ControllerManager: true, Aggregator: true})
+	c.Kubectl(t, "apply", "--server-side", "-k", "../../config/crd")
+	c.Kubectl(t, "wait", "--for=condition=Established", "--timeout=60s", "crd/providerquotas.sluice.dev", "crd/tenantplans.sluice.dev")
+	c.Kubectl(t, "create", "namespace", samplesNamespace)
+	c.Kubectl(t, "apply", "--server-side", "-n", samplesNamespace, "-k", "../../"+samples)
+
+	api, admin := freeAddr(t), freeAddr(t)
+	_, adminPort, _ := net.SplitHostPort(admin)
+	port, _ := strconv.Atoi(adminPort)
+	adapter := startAdapter(t, c, port)
+	c.RegisterMetricsAdapter(t, adapter.port)
+	gw := gatewayPod()
+	gw.Namespace = samplesNamespace
+	c.AddRunningPod(t, gw, "127.0.0.1")
+	pods := &inferencePods{stop: map[string]context.CancelFunc{}, model: sampleModel, seqs: sampleSeqsPerPod}
+	c.RunPods(t, samplesNamespace, labels.SelectorFromSet(sampleLabels), pods.start)
+	t.Cleanup(pods.stopAll)
+
+	startManager(t, c, "http://"+admin+"/admin/usage")
+	s := &selfHostedScene{c: c, configDir: t.TempDir()}
+	mountConfigSecret(t, c, s.configDir)
+	s.g = startGatewayOn(t, filepath.Join(s.configDir, "config.yaml"), api, admin)
+
+	d := cluster.Deployment("llama", sampleLabels, inferencePort)
+	d.Spec.Replicas = ptr.To(replicas)
+	if _, err := c.Clientset.AppsV1().Deployments(samplesNamespace).Create(t.Context(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the HPA at the end:\n%s", c.Kubectl(t, "describe", "hpa", "-n", samplesNamespace, "llama"))
+		}
+	})
+	return s
+}
+
+// mountConfigSecret plays the kubelet's Secret volume: it writes the items of the configuration
+// Secret the manager writes into dir, each by a rename, config.yaml last, once the Secret exists
+// and again whenever it changes, until the test ends.
+func mountConfigSecret(t *testing.T, c *cluster.Cluster, dir string) {
+	secrets := c.Clientset.CoreV1().Secrets(samplesNamespace)
+	written := ""
+	copySecret := func(ctx context.Context) bool {
+		s, err := secrets.Get(ctx, "sluice-gateway-config", metav1.GetOptions{})
+		if err != nil || s.ResourceVersion == written {
+			return err == nil
+		}
+		for name, data := range s.Data {
+			if name != "config.yaml" {
+				writeAtomically(t, filepath.Join(dir, name), string(data))
+			}
+		}
+		writeAtomically(t, filepath.Join(dir, "config.yaml"), string(s.Data["config.yaml"]))
+		written = s.ResourceVersion
+		return true
+	}
+	poll.Until(t, processWait, "the manager to write the configuration Secret", func() bool { return copySecret(t.Context()) })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			sleep(ctx, 200*time.Millisecond)
+			copySecret(ctx)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
+// llama returns the self-hosted provider as the gateway's configuration has it now.
+func (s *selfHostedScene) llama(t *testing.T) gatewayv1.Provider {
+	t.Helper()
+	cfg, err := gatewayv1.Load(filepath.Join(s.configDir, "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range cfg.Providers {
+		if p.Name == "llama" {
+			return p
+		}
+	}
+	t.Fatalf("the configuration has no provider llama")
+	return gatewayv1.Provider{}
+}
+
+// llamaTraffic returns what the gateway has queued and in flight for llama now.
+func (s *selfHostedScene) llamaTraffic(t *testing.T) gatewayv1.Traffic {
+	t.Helper()
+	for _, p := range s.g.usage(t).Providers {
+		if p.Name == "llama" {
+			return p.Traffic
+		}
+	}
+	return gatewayv1.Traffic{}
+}
+
+// scaleFigures are the moments an e2e run measures, for its log; none is asserted.
+type scaleFigures struct {
+	start, queueRose, desired, ready, firstAnswer time.Time
+}
+
+// note records now in *at once, the first time cond holds.
+func note(at *time.Time, cond bool) {
+	if cond && at.IsZero() {
+		*at = time.Now()
+	}
+}
+
+func since(from, to time.Time) string {
+	if from.IsZero() || to.IsZero() {
+		return "not seen"
+	}
+	return to.Sub(from).Round(100 * time.Millisecond).String()
+}
+
+// TestGatewayQueueScalesSelfHostedPods sends the sample tenant's calls through the gateway to
+// the llama Pods and checks what the samples promise: the gateway calls each ready Pod itself and
+// caps its calls in flight at ready Pods × GPUs × per-GPU concurrency; so the Pods' own queues
+// stay empty and the demand waits in the gateway's queue; and the sample HPA, reading that queue
+// as an external metric, grows the Deployment to its GPU quota, and back once the load stops.
+func TestGatewayQueueScalesSelfHostedPods(t *testing.T) {
+	s := startSelfHostedScene(t, "config/samples", 1)
+	ctx := t.Context()
+	poll.Until(t, settle, "the gateway to call the first Pod", func() bool { return len(s.llama(t).Endpoints) == 1 })
+	poll.Until(t, settle, "the HPA to read its metrics", func() bool {
+		return len(hpaOf(t, ctx, s.c, samplesNamespace, "llama").Status.CurrentMetrics) > 0
+	})
+
+	load := startGatewayLoad(t, s.g, gatewayLoadCalls)
+	f := scaleFigures{start: load.started}
+	var maxQueued, maxInFlight int64
+	caps := map[int]int64{} // the configuration's maxInFlight by its number of endpoints
+	var maxWaiting int64    // the most any Pod reported waiting, through the aggregator
+	poll.Until(t, settle, fmt.Sprintf("the Deployment to grow to %d ready Pods", sampleMaxReplicas), func() bool {
+		traffic, p := s.llamaTraffic(t), s.llama(t)
+		caps[len(p.Endpoints)] = p.MaxInFlight
+		maxQueued, maxInFlight = max(maxQueued, traffic.Queued), max(maxInFlight, traffic.InFlight)
+		maxWaiting = max(maxWaiting, mostWaiting(ctx, s.c))
+		h, d := hpaOf(t, ctx, s.c, samplesNamespace, "llama"), deploymentOf(t, ctx, s.c, samplesNamespace, "llama")
+		if h.Status.DesiredReplicas > sampleMaxReplicas {
+			t.Fatalf("the HPA wants %d replicas; want at most the GPU quota's %d", h.Status.DesiredReplicas, sampleMaxReplicas)
+		}
+		note(&f.queueRose, traffic.Queued > 0)
+		note(&f.desired, h.Status.DesiredReplicas > 1)
+		note(&f.ready, d.Status.ReadyReplicas == sampleMaxReplicas)
+		return !f.ready.IsZero() && len(p.Endpoints) == sampleMaxReplicas
+	})
+	t.Logf("figures: load started; the gateway's queue rose after %s; the HPA wanted more replicas %s after that; all %d Pods were Ready %s after the queue rose",
+		since(f.start, f.queueRose), since(f.queueRose, f.desired), sampleMaxReplicas, since(f.queueRose, f.ready))
+	load.stop()
+	t.Logf("load: %d calls answered, %d failed; the gateway queued at most %d and had at most %d in flight; the Pods reported at most %d waiting",
+		load.answered.Load(), load.failed.Load(), maxQueued, maxInFlight, maxWaiting)
+
+	for pods, limit := range caps {
+		if limit != int64(pods*sampleSeqsPerPod) {
+			t.Errorf("with %d ready Pods the gateway's maxInFlight was %d; want %d × 1 GPU × %d", pods, limit, pods, sampleSeqsPerPod)
+		}
+	}
+	if caps[sampleMaxReplicas] == 0 || maxInFlight > int64(sampleMaxReplicas*sampleSeqsPerPod) {
+		t.Errorf("caps seen %v, at most %d in flight; want %d Pods' cap of %d, never passed", caps, maxInFlight, sampleMaxReplicas, sampleMaxReplicas*sampleSeqsPerPod)
+	}
+	// The design's tension: the gateway caps each Pod at what it runs at once, so no Pod queues;
+	// the demand shows in the gateway's queue, which is why the HPA reads it.
+	if maxQueued == 0 || maxWaiting != 0 {
+		t.Errorf("the gateway queued at most %d and the Pods reported up to %d waiting; want a queue in the gateway and none in the Pods", maxQueued, maxWaiting)
+	}
+	if load.answered.Load() == 0 || load.failed.Load() != 0 {
+		t.Errorf("%d calls answered, %d failed (the last: %v); want every call answered", load.answered.Load(), load.failed.Load(), ptr.Deref(load.lastFailure.Load(), ""))
+	}
+
+	poll.Until(t, settle, "the Deployment to shrink back to 1 Pod and the gateway to call only it", func() bool {
+		d := deploymentOf(t, ctx, s.c, samplesNamespace, "llama")
+		return *d.Spec.Replicas == 1 && d.Status.Replicas == 1 && len(s.llama(t).Endpoints) == 1
+	})
+}
+
+// TestScaleFromZeroThroughTheGateway starts the samples of config/samples/scale-to-zero, whose
+// HPA has minReplicas 0, with the llama Deployment at 0 replicas: the quota is paused, calls wait
+// in the gateway's queue, the HPA reads that queue and scales the Deployment from 0 to 1, the
+// calls are answered by the new Pod, and once nothing is asked the Deployment goes back to 0.
+func TestScaleFromZeroThroughTheGateway(t *testing.T) {
+	s := startSelfHostedScene(t, "config/samples/scale-to-zero", 0)
+	ctx := t.Context()
+	poll.Until(t, settle, "the quota paused, with no Pod", func() bool { p := s.llama(t); return p.Paused && len(p.Endpoints) == 0 })
+	poll.Until(t, settle, "the HPA to read the gateway's queue at 0 replicas", func() bool {
+		h := hpaOf(t, ctx, s.c, samplesNamespace, "llama")
+		return h.Spec.MinReplicas != nil && *h.Spec.MinReplicas == 0 && hasExternalMetric(h.Status.CurrentMetrics)
+	})
+
+	const calls = 4
+	f := scaleFigures{start: time.Now()}
+	answers := make(chan answer, calls)
+	var senders sync.WaitGroup
+	for range calls {
+		senders.Go(func() { answers <- s.g.post(t, "/v1/chat/completions", sampleTenantKey, sampleChat) })
+	}
+	var got []answer
+	poll.Until(t, settle, "the calls to be answered", func() bool {
+		d := deploymentOf(t, ctx, s.c, samplesNamespace, "llama")
+		note(&f.queueRose, s.llamaTraffic(t).Queued > 0)
+		note(&f.desired, hpaOf(t, ctx, s.c, samplesNamespace, "llama").Status.DesiredReplicas >= 1)
+		note(&f.ready, d.Status.ReadyReplicas >= 1)
+		for len(answers) > 0 {
+			got = append(got, <-answers)
+			note(&f.firstAnswer, true)
+		}
+		return len(got) == calls
+	})
+	senders.Wait()
+	t.Logf("figures: from 0 replicas, the gateway's queue rose %s after the first call; the HPA wanted a replica %s after that; the Pod was Ready %s after the queue rose; the first answer came %s after the first call",
+		since(f.start, f.queueRose), since(f.queueRose, f.desired), since(f.queueRose, f.ready), since(f.start, f.firstAnswer))
+	for _, a := range got {
+		if a.status != http.StatusOK {
+			t.Errorf("a call sent at 0 replicas: %d %s; want 200 once a Pod was ready", a.status, a.body)
+		}
+	}
+
+	poll.Until(t, settle, "the Deployment back to 0 replicas and the quota paused again", func() bool {
+		d := deploymentOf(t, ctx, s.c, samplesNamespace, "llama")
+		p := s.llama(t)
+		return *d.Spec.Replicas == 0 && d.Status.Replicas == 0 && p.Paused
+	})
+}
+
+// sampleChat is a call for the sample's self-hosted model.
+var sampleChat = `{"model":"` + sampleModel + `","messages":[{"role":"user","content":"Summarise page one."}],"max_tokens":20}`
+
+func hasExternalMetric(current []autoscalingv2.MetricStatus) bool {
+	for _, m := range current {
+		if m.External != nil && m.External.Metric.Name == metrics.QueueDepth {
+			return true
+		}
+	}
+	return false
+}
+
+// mostWaiting returns the most requests any llama Pod reports waiting, read through the
+// aggregator, or 0 when none reports.
+func mostWaiting(ctx context.Context, c *cluster.Cluster) int64 {
+	values, _ := podMetricValues(ctx, c, samplesNamespace, metrics.RequestsWaiting, sampleLabels)
+	var most int64
+	for _, v := range values {
+		most = max(most, v.Value.Value())
+	}
+	return most
+}
+
+// gatewayLoad keeps calls in flight through a gateway as the sample tenant, each answered or
+// failed, until stopped or loadLimit.
+type gatewayLoad struct {
+	started          time.Time
+	cancel           context.CancelFunc
+	wg               sync.WaitGroup
+	answered, failed atomic.Int64
+	lastFailure      atomic.Pointer[string]
+}
+
+func startGatewayLoad(t *testing.T, g *gateway, calls int) *gatewayLoad {
+	ctx, cancel := context.WithTimeout(context.Background(), loadLimit)
+	l := &gatewayLoad{started: time.Now(), cancel: cancel}
+	for range calls {
+		l.wg.Go(func() {
+			for ctx.Err() == nil {
+				l.call(ctx, g)
+			}
+		})
+	}
+	t.Cleanup(l.stop)
+	return l
+}
+
+func (l *gatewayLoad) call(ctx context.Context, g *gateway) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, g.api+"/v1/chat/completions", strings.NewReader(sampleChat))
+	if err != nil {
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+sampleTenantKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	switch {
+	case ctx.Err() != nil:
+	case err != nil:
+		l.fail(err.Error())
+	case resp.StatusCode != http.StatusOK:
+		l.fail(resp.Status)
+	default:
+		l.answered.Add(1)
+	}
+	if err == nil {
+		resp.Body.Close()
+	}
+}
+
+func (l *gatewayLoad) fail(why string) {
+	l.failed.Add(1)
+	l.lastFailure.Store(&why)
+}
+
+// stop ends the load and waits for it; stop may be called more than once.
+func (l *gatewayLoad) stop() {
+	l.cancel()
+	l.wg.Wait()
+}
