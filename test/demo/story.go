@@ -66,6 +66,7 @@ func (st *story) tell(ctx context.Context) {
 	st.kubectl("get", "pq,tp", "-n", namespace)
 	st.kubectl("describe", "pq", hostedQuota, "-n", namespace)
 	st.rampThroughGateways()
+	st.learnHostedLimits()
 	st.scaleSelfHosted(ctx)
 	st.section("The quotas again, with live usage")
 	st.kubectl("get", "pq,tp", "-n", namespace)
