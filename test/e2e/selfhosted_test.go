@@ -230,12 +230,12 @@ func TestGatewayQueueScalesSelfHostedPods(t *testing.T) {
 	})
 }
 
-// TestScaleFromZeroThroughTheGateway starts the samples of config/samples/scale-to-zero, whose
+// TestScaleFromZeroThroughTheGateway starts the samples of config/samples-scale-to-zero, whose
 // HPA has minReplicas 0, with the llama Deployment at 0 replicas: the quota is paused, calls wait
 // in the gateway's queue, the HPA reads that queue and scales the Deployment from 0 to 1, the
 // calls are answered by the new Pod, and once nothing is asked the Deployment goes back to 0.
 func TestScaleFromZeroThroughTheGateway(t *testing.T) {
-	s := startSelfHostedScene(t, "config/samples/scale-to-zero", 0)
+	s := startSelfHostedScene(t, "config/samples-scale-to-zero", 0)
 	ctx := t.Context()
 	poll.Until(t, settle, "the quota paused, with no Pod", func() bool { p := s.llama(t); return p.Paused && len(p.Endpoints) == 0 })
 	poll.Until(t, settle, "the HPA to read the gateway's queue at 0 replicas", func() bool {
