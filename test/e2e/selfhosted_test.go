@@ -184,14 +184,9 @@ func TestGatewayQueueScalesSelfHostedPods(t *testing.T) {
 
 	load := startGatewayLoad(t, s.g, gatewayLoadCalls)
 	f := scaleFigures{start: load.started}
-	var maxQueued, maxInFlight int64
-	caps := map[int]int64{} // the configuration's maxInFlight by its number of endpoints
-	var maxWaiting int64    // the most any Pod reported waiting, through the aggregator
+	o := &loadSeen{caps: map[int]int64{}}
 	poll.Until(t, settle, fmt.Sprintf("the Deployment to grow to %d ready Pods", sampleMaxReplicas), func() bool {
-		traffic, p := s.llamaTraffic(t), s.llama(t)
-		caps[len(p.Endpoints)] = p.MaxInFlight
-		maxQueued, maxInFlight = max(maxQueued, traffic.Queued), max(maxInFlight, traffic.InFlight)
-		maxWaiting = max(maxWaiting, mostWaiting(ctx, s.c))
+		traffic, p := o.see(t, ctx, s)
 		h, d := hpaOf(t, ctx, s.c, samplesNamespace, "llama"), deploymentOf(t, ctx, s.c, samplesNamespace, "llama")
 		if h.Status.DesiredReplicas > sampleMaxReplicas {
 			t.Fatalf("the HPA wants %d replicas; want at most the GPU quota's %d", h.Status.DesiredReplicas, sampleMaxReplicas)
@@ -203,22 +198,27 @@ func TestGatewayQueueScalesSelfHostedPods(t *testing.T) {
 	})
 	t.Logf("figures: load started; the gateway's queue rose after %s; the HPA wanted more replicas %s after that; all %d Pods were Ready %s after the queue rose",
 		since(f.start, f.queueRose), since(f.queueRose, f.desired), sampleMaxReplicas, since(f.queueRose, f.ready))
+	full := int64(sampleMaxReplicas * sampleSeqsPerPod)
+	poll.Until(t, settle, fmt.Sprintf("the gateway to fill the %d Pods' %d calls in flight", sampleMaxReplicas, full), func() bool {
+		traffic, _ := o.see(t, ctx, s)
+		return traffic.InFlight >= full && o.waitingReads > 3
+	})
 	load.stop()
-	t.Logf("load: %d calls answered, %d failed; the gateway queued at most %d and had at most %d in flight; the Pods reported at most %d waiting",
-		load.answered.Load(), load.failed.Load(), maxQueued, maxInFlight, maxWaiting)
+	t.Logf("load: %d calls answered, %d failed; the gateway queued at most %d and had at most %d in flight; the Pods reported at most %d waiting, in %d reads",
+		load.answered.Load(), load.failed.Load(), o.maxQueued, o.maxInFlight, o.maxWaiting, o.waitingReads)
 
-	for pods, limit := range caps {
+	for pods, limit := range o.caps {
 		if limit != int64(pods*sampleSeqsPerPod) {
 			t.Errorf("with %d ready Pods the gateway's maxInFlight was %d; want %d × 1 GPU × %d", pods, limit, pods, sampleSeqsPerPod)
 		}
 	}
-	if caps[sampleMaxReplicas] == 0 || maxInFlight > int64(sampleMaxReplicas*sampleSeqsPerPod) {
-		t.Errorf("caps seen %v, at most %d in flight; want %d Pods' cap of %d, never passed", caps, maxInFlight, sampleMaxReplicas, sampleMaxReplicas*sampleSeqsPerPod)
+	if o.maxInFlight > full {
+		t.Errorf("the gateway had %d calls in flight; want never more than the %d Pods' %d", o.maxInFlight, sampleMaxReplicas, full)
 	}
 	// The design's tension: the gateway caps each Pod at what it runs at once, so no Pod queues;
 	// the demand shows in the gateway's queue, which is why the HPA reads it.
-	if maxQueued == 0 || maxWaiting != 0 {
-		t.Errorf("the gateway queued at most %d and the Pods reported up to %d waiting; want a queue in the gateway and none in the Pods", maxQueued, maxWaiting)
+	if o.maxQueued == 0 || o.maxWaiting != 0 {
+		t.Errorf("the gateway queued at most %d and the Pods reported up to %d waiting; want a queue in the gateway and none in the Pods", o.maxQueued, o.maxWaiting)
 	}
 	if load.answered.Load() == 0 || load.failed.Load() != 0 {
 		t.Errorf("%d calls answered, %d failed (the last: %v); want every call answered", load.answered.Load(), load.failed.Load(), ptr.Deref(load.lastFailure.Load(), ""))
@@ -278,6 +278,26 @@ func TestScaleFromZeroThroughTheGateway(t *testing.T) {
 	})
 }
 
+// loadSeen is the most the gateway and the Pods showed under load.
+type loadSeen struct {
+	caps                   map[int]int64 // the configuration's maxInFlight by its number of endpoints
+	maxQueued, maxInFlight int64         // in the gateway
+	maxWaiting             int64         // the most any Pod reported waiting, through the aggregator
+	waitingReads           int           // the reads of the Pods' waiting requests that found a value
+}
+
+// see reads the gateway's traffic and configuration for llama, and the Pods' waiting requests.
+func (o *loadSeen) see(t *testing.T, ctx context.Context, s *selfHostedScene) (gatewayv1.Traffic, gatewayv1.Provider) {
+	traffic, p := s.llamaTraffic(t), s.llama(t)
+	o.caps[len(p.Endpoints)] = p.MaxInFlight
+	o.maxQueued, o.maxInFlight = max(o.maxQueued, traffic.Queued), max(o.maxInFlight, traffic.InFlight)
+	if waiting, ok := mostWaiting(ctx, s.c); ok {
+		o.maxWaiting = max(o.maxWaiting, waiting)
+		o.waitingReads++
+	}
+	return traffic, p
+}
+
 // sampleChat is a call for the sample's self-hosted model.
 var sampleChat = `{"model":"` + sampleModel + `","messages":[{"role":"user","content":"Summarise page one."}],"max_tokens":20}`
 
@@ -291,14 +311,13 @@ func hasExternalMetric(current []autoscalingv2.MetricStatus) bool {
 }
 
 // mostWaiting returns the most requests any llama Pod reports waiting, read through the
-// aggregator, or 0 when none reports.
-func mostWaiting(ctx context.Context, c *cluster.Cluster) int64 {
-	values, _ := podMetricValues(ctx, c, samplesNamespace, metrics.RequestsWaiting, sampleLabels)
-	var most int64
+// aggregator; ok is false when no Pod reports.
+func mostWaiting(ctx context.Context, c *cluster.Cluster) (most int64, ok bool) {
+	values, err := podMetricValues(ctx, c, samplesNamespace, metrics.RequestsWaiting, sampleLabels)
 	for _, v := range values {
 		most = max(most, v.Value.Value())
 	}
-	return most
+	return most, err == nil && len(values) > 0
 }
 
 // gatewayLoad keeps calls in flight through a gateway as the sample tenant, each answered or
