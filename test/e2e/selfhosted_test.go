@@ -201,7 +201,7 @@ func TestGatewayQueueScalesSelfHostedPods(t *testing.T) {
 	full := int64(sampleMaxReplicas * sampleSeqsPerPod)
 	poll.Until(t, settle, fmt.Sprintf("the gateway to fill the %d Pods' %d calls in flight", sampleMaxReplicas, full), func() bool {
 		traffic, _ := o.see(t, ctx, s)
-		return traffic.InFlight >= full && o.waitingReads > 3
+		return traffic.InFlight >= full && o.waitingReads > 30
 	})
 	load.stop()
 	t.Logf("load: %d calls answered, %d failed; the gateway queued at most %d and had at most %d in flight; the Pods reported at most %d waiting, in %d reads",

@@ -75,9 +75,10 @@ type Lease struct {
 	once sync.Once
 }
 
-// Release ends the call's hold on its endpoint. Calling it again does nothing.
+// Release ends the call's hold on its endpoint. Calling it again, or on a nil Lease, does
+// nothing.
 func (l *Lease) Release() {
-	if l.b != nil {
+	if l != nil && l.b != nil {
 		l.once.Do(func() { l.b.release(l.key) })
 	}
 }

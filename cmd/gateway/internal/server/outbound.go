@@ -77,9 +77,7 @@ func outboundFrom(ctx context.Context) *outbound { return ctx.Value(outboundKey{
 // end stops the call's timers and ends its context. It runs in the goroutine that read the
 // answer, as watchStall does.
 func (o *outbound) end() {
-	if o.lease != nil {
-		o.lease.Release()
-	}
+	o.lease.Release()
 	o.deadline.Stop()
 	if o.stall != nil {
 		o.stall.Stop()
@@ -117,7 +115,7 @@ func (b *stallBody) Read(p []byte) (int, error) {
 	if n > 0 {
 		b.o.stall.Reset(b.o.route.Provider.Config.StallTimeout.Duration)
 	}
-	if err == io.EOF && b.o.lease != nil {
+	if err == io.EOF {
 		b.o.lease.Release()
 	}
 	return n, err
