@@ -231,17 +231,15 @@ func TestGatewayQueueScalesSelfHostedPods(t *testing.T) {
 }
 
 // TestScaleFromZeroThroughTheGateway starts the samples of config/samples-scale-to-zero, whose
-// HPA has minReplicas 0, with the llama Deployment at 0 replicas: the quota is paused, calls wait
-// in the gateway's queue, the HPA reads that queue and scales the Deployment from 0 to 1, the
-// calls are answered by the new Pod, and once nothing is asked the Deployment goes back to 0.
+// HPA has minReplicas 0, with one idle llama Pod. The HPA scales the idle Deployment to 0 and the
+// quota is paused; calls then wait in the gateway's queue, the HPA reads that queue and scales
+// the Deployment from 0 to 1, the calls are answered by the new Pod, and once nothing is asked
+// the Deployment goes back to 0. (Kubernetes scales from zero only a workload its HPA scaled to
+// zero, as its ScaledToZero condition says: one a person set to 0 replicas stays there.)
 func TestScaleFromZeroThroughTheGateway(t *testing.T) {
-	s := startSelfHostedScene(t, "config/samples-scale-to-zero", 0)
+	s := startSelfHostedScene(t, "config/samples-scale-to-zero", 1)
 	ctx := t.Context()
-	poll.Until(t, settle, "the quota paused, with no Pod", func() bool { p := s.llama(t); return p.Paused && len(p.Endpoints) == 0 })
-	poll.Until(t, settle, "the HPA to read the gateway's queue at 0 replicas", func() bool {
-		h := hpaOf(t, ctx, s.c, samplesNamespace, "llama")
-		return h.Spec.MinReplicas != nil && *h.Spec.MinReplicas == 0 && hasExternalMetric(h.Status.CurrentMetrics)
-	})
+	s.waitScaledToZero(t, ctx, "the HPA to scale the idle Deployment to 0 and the quota to pause")
 
 	const calls = 4
 	f := scaleFigures{start: time.Now()}
@@ -271,10 +269,17 @@ func TestScaleFromZeroThroughTheGateway(t *testing.T) {
 		}
 	}
 
-	poll.Until(t, settle, "the Deployment back to 0 replicas and the quota paused again", func() bool {
-		d := deploymentOf(t, ctx, s.c, samplesNamespace, "llama")
-		p := s.llama(t)
-		return *d.Spec.Replicas == 0 && d.Status.Replicas == 0 && p.Paused
+	s.waitScaledToZero(t, ctx, "the Deployment back to 0 replicas and the quota paused again")
+}
+
+// waitScaledToZero waits until the HPA has scaled llama to 0 replicas, says so, and reads the
+// gateway's queue, and the gateway's configuration has paused the quota.
+func (s *selfHostedScene) waitScaledToZero(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	poll.Until(t, settle, what, func() bool {
+		d, h, p := deploymentOf(t, ctx, s.c, samplesNamespace, "llama"), hpaOf(t, ctx, s.c, samplesNamespace, "llama"), s.llama(t)
+		return *d.Spec.Replicas == 0 && d.Status.Replicas == 0 && p.Paused && len(p.Endpoints) == 0 &&
+			hasCondition(h, autoscalingv2.ScaledToZero, "ScaledToZero") && hasExternalMetric(h.Status.CurrentMetrics)
 	})
 }
 
