@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -279,8 +280,25 @@ func (s *selfHostedScene) waitScaledToZero(t *testing.T, ctx context.Context, wh
 	poll.Until(t, settle, what, func() bool {
 		d, h, p := deploymentOf(t, ctx, s.c, samplesNamespace, "llama"), hpaOf(t, ctx, s.c, samplesNamespace, "llama"), s.llama(t)
 		return *d.Spec.Replicas == 0 && d.Status.Replicas == 0 && p.Paused && len(p.Endpoints) == 0 &&
-			hasCondition(h, autoscalingv2.ScaledToZero, "ScaledToZero") && hasExternalMetric(h.Status.CurrentMetrics)
+			hasCondition(h, autoscalingv2.ScaledToZero, "ScaledToZero") && hasExternalMetric(h.Status.CurrentMetrics) &&
+			s.gatewayLoaded(t)
 	})
+}
+
+// gatewayLoaded reports whether the gateway has loaded the configuration as last written.
+func (s *selfHostedScene) gatewayLoaded(t *testing.T) bool {
+	t.Helper()
+	info, err := os.Stat(filepath.Join(s.configDir, "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(s.g.metrics(t)) {
+		if v, ok := strings.CutPrefix(line, "sluice_config_last_reload_success_timestamp_seconds "); ok {
+			loaded, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return err == nil && loaded >= float64(info.ModTime().UnixNano())/1e9
+		}
+	}
+	return false
 }
 
 // loadSeen is the most the gateway and the Pods showed under load.
