@@ -45,7 +45,7 @@ func TestDemo(t *testing.T) {
 	}
 	_, learned, _ := strings.Cut(text, "A hosted account whose real limits are below its quota")
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`Type:\s+LimitsBelowSpec\s+Status:\s+True`),
+		regexp.MustCompile(`Reason:\s+ProviderReportsLower\s+Status:\s+True\s+Type:\s+LimitsBelowSpec`),
 		regexp.MustCompile(`Learned Limits:\s+Requests Per Minute:\s+600\s+Tokens Per Minute:\s+100000`),
 	} {
 		if !want.MatchString(learned) {
