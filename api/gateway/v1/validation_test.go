@@ -341,8 +341,10 @@ func TestValidate(t *testing.T) {
 			mutate: func(c *gatewayv1.Config) { openai(c).BaseURL, openai(c).Paused = "", true },
 		},
 		{
-			name:   "providers[].endpoints in place of baseURL",
-			mutate: func(c *gatewayv1.Config) { openai(c).BaseURL, openai(c).Endpoints = "", []string{"http://10.0.3.7:8000/v1", "http://10.0.3.8:8000/v1"} },
+			name: "providers[].endpoints in place of baseURL",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).BaseURL, openai(c).Endpoints = "", []string{"http://10.0.3.7:8000/v1", "http://10.0.3.8:8000/v1"}
+			},
 		},
 		{
 			name:   "providers[].endpoints with baseURL",
@@ -350,9 +352,11 @@ func TestValidate(t *testing.T) {
 			want:   []string{"providers[0].endpoints: Invalid value: 1: must be empty when baseURL is set"},
 		},
 		{
-			name:   "providers[].endpoints each a URL",
-			mutate: func(c *gatewayv1.Config) { openai(c).BaseURL, openai(c).Endpoints = "", []string{"http://10.0.3.7:8000/v1", "10.0.3.8:8000"} },
-			want:   []string{`providers[0].endpoints[1]: Invalid value: "10.0.3.8:8000"`},
+			name: "providers[].endpoints each a URL",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).BaseURL, openai(c).Endpoints = "", []string{"http://10.0.3.7:8000/v1", "10.0.3.8:8000"}
+			},
+			want: []string{`providers[0].endpoints[1]: Invalid value: "10.0.3.8:8000"`},
 		},
 		{
 			name:    "providers[].baseURL with credentials",
