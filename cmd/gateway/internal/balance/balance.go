@@ -13,11 +13,12 @@ import (
 	"sync"
 )
 
-// Balancer counts the calls in flight at each endpoint. The zero value is ready to use. A
-// Balancer is safe for concurrent use.
+// Balancer counts the calls in flight at each endpoint's server (its host and port, which the
+// endpoints of one Pod share). The zero value is ready to use. A Balancer is safe for concurrent
+// use.
 type Balancer struct {
 	mu       sync.Mutex
-	inFlight map[string]int // by endpoint; an endpoint with none has no entry
+	inFlight map[string]int // by endpoint host:port, a server; one with none has no entry
 	next     int            // where the next pick starts looking, so that ties take turns
 }
 
@@ -38,23 +39,22 @@ func (b *Balancer) Pick(endpoints []*url.URL) *Lease {
 	}
 	start := b.next % len(endpoints)
 	b.next++
-	best, least := endpoints[start], b.inFlight[endpoints[start].String()]
+	best, least := endpoints[start], b.inFlight[endpoints[start].Host]
 	for i := 1; i < len(endpoints); i++ {
 		u := endpoints[(start+i)%len(endpoints)]
-		if n := b.inFlight[u.String()]; n < least {
+		if n := b.inFlight[u.Host]; n < least {
 			best, least = u, n
 		}
 	}
-	key := best.String()
-	b.inFlight[key]++
-	return &Lease{URL: best, b: b, key: key}
+	b.inFlight[best.Host]++
+	return &Lease{URL: best, b: b, key: best.Host}
 }
 
-// InFlight returns the calls in flight at an endpoint, counted when more than one was offered.
-func (b *Balancer) InFlight(endpoint *url.URL) int {
+// inFlightAt returns the calls counted in flight at an endpoint's server.
+func (b *Balancer) inFlightAt(endpoint *url.URL) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.inFlight[endpoint.String()]
+	return b.inFlight[endpoint.Host]
 }
 
 func (b *Balancer) release(key string) {

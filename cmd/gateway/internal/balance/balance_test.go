@@ -28,8 +28,8 @@ func TestPickKeepsEachPodWithinItsShare(t *testing.T) {
 		leases = append(leases, b.Pick(pods))
 	}
 	for _, p := range pods {
-		if got := b.InFlight(p); got != 2 {
-			t.Errorf("InFlight(%s) = %d; want 2", p, got)
+		if got := b.inFlightAt(p); got != 2 {
+			t.Errorf("inFlightAt(%s) = %d; want 2", p, got)
 		}
 	}
 	// One Pod's two calls end: the next two go to it, the least busy.
@@ -67,15 +67,15 @@ func TestPickEdges(t *testing.T) {
 	}
 	one := endpoints(t, "https://api.example/v1")
 	l := b.Pick(one)
-	if l.URL != one[0] || b.InFlight(one[0]) != 0 {
-		t.Errorf("Pick(one) = %s, counted %d; want it, uncounted", l.URL, b.InFlight(one[0]))
+	if l.URL != one[0] || b.inFlightAt(one[0]) != 0 {
+		t.Errorf("Pick(one) = %s, counted %d; want it, uncounted", l.URL, b.inFlightAt(one[0]))
 	}
 	l.Release()
 	pods := endpoints(t, "http://10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1")
 	l = b.Pick(pods)
 	l.Release()
 	l.Release()
-	if got := b.InFlight(l.URL); got != 0 {
+	if got := b.inFlightAt(l.URL); got != 0 {
 		t.Errorf("InFlight after releasing twice = %d; want 0", got)
 	}
 }
