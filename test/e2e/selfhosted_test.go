@@ -99,12 +99,10 @@ func mountConfigSecret(t *testing.T, c *cluster.Cluster, dir string) {
 		if err != nil || s.ResourceVersion == written {
 			return err == nil
 		}
-		for name, data := range s.Data {
-			if name != "config.yaml" {
-				writeAtomically(t, filepath.Join(dir, name), string(data))
-			}
+		if err := writeItems(dir, s.Data); err != nil {
+			t.Errorf("mount the configuration Secret: %v", err) // not Fatal: it may run on another goroutine
+			return false
 		}
-		writeAtomically(t, filepath.Join(dir, "config.yaml"), string(s.Data["config.yaml"]))
 		written = s.ResourceVersion
 		return true
 	}
@@ -122,6 +120,27 @@ func mountConfigSecret(t *testing.T, c *cluster.Cluster, dir string) {
 		cancel()
 		<-done
 	})
+}
+
+// writeItems writes each item into a file of dir, config.yaml last, each by a rename, so that
+// the gateway never reads half a file or a configuration whose key files are not there yet.
+func writeItems(dir string, items map[string][]byte) error {
+	var names []string
+	for name := range items {
+		if name != "config.yaml" {
+			names = append(names, name)
+		}
+	}
+	for _, name := range append(names, "config.yaml") {
+		tmp := filepath.Join(dir, "."+name+".tmp")
+		if err := os.WriteFile(tmp, items[name], 0o600); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // llama returns the self-hosted provider as the gateway's configuration has it now.
