@@ -72,7 +72,7 @@ func startSelfHostedScene(t *testing.T, samples string, replicas int32) *selfHos
 
 	startManager(t, c, "http://"+admin+"/admin/usage")
 	s := &selfHostedScene{c: c, configDir: t.TempDir()}
-	mountConfigSecret(t, c, s.configDir)
+	c.MountSecret(t, samplesNamespace, "sluice-gateway-config", s.configDir, "config.yaml")
 	s.g = startGatewayOn(t, filepath.Join(s.configDir, "config.yaml"), api, admin)
 
 	d := cluster.Deployment("llama", sampleLabels, inferencePort)
@@ -86,61 +86,6 @@ func startSelfHostedScene(t *testing.T, samples string, replicas int32) *selfHos
 		}
 	})
 	return s
-}
-
-// mountConfigSecret plays the kubelet's Secret volume: it writes the items of the configuration
-// Secret the manager writes into dir, each by a rename, config.yaml last, once the Secret exists
-// and again whenever it changes, until the test ends.
-func mountConfigSecret(t *testing.T, c *cluster.Cluster, dir string) {
-	secrets := c.Clientset.CoreV1().Secrets(samplesNamespace)
-	written := ""
-	copySecret := func(ctx context.Context) bool {
-		s, err := secrets.Get(ctx, "sluice-gateway-config", metav1.GetOptions{})
-		if err != nil || s.ResourceVersion == written {
-			return err == nil
-		}
-		if err := writeItems(dir, s.Data); err != nil {
-			t.Errorf("mount the configuration Secret: %v", err) // not Fatal: it may run on another goroutine
-			return false
-		}
-		written = s.ResourceVersion
-		return true
-	}
-	poll.Until(t, processWait, "the manager to write the configuration Secret", func() bool { return copySecret(t.Context()) })
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			sleep(ctx, 200*time.Millisecond)
-			copySecret(ctx)
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-}
-
-// writeItems writes each item into a file of dir, config.yaml last, each by a rename, so that
-// the gateway never reads half a file or a configuration whose key files are not there yet.
-func writeItems(dir string, items map[string][]byte) error {
-	var names []string
-	for name := range items {
-		if name != "config.yaml" {
-			names = append(names, name)
-		}
-	}
-	for _, name := range append(names, "config.yaml") {
-		tmp := filepath.Join(dir, "."+name+".tmp")
-		if err := os.WriteFile(tmp, items[name], 0o600); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // llama returns the self-hosted provider as the gateway's configuration has it now.
