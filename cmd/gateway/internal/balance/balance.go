@@ -26,6 +26,22 @@ type Balancer struct {
 // counts a call on it until the lease is released. It returns nil when there is no endpoint. One
 // endpoint is returned at once, uncounted: there is nothing to choose.
 func (b *Balancer) Pick(endpoints []*url.URL) *Lease {
+	return b.pick(endpoints, "")
+}
+
+// PickOther releases failed, the lease of a call whose endpoint could not be reached, and returns
+// a lease on the least busy of the other endpoints, or on the same one when there is no other.
+func (b *Balancer) PickOther(endpoints []*url.URL, failed *Lease) *Lease {
+	failed.Release()
+	avoid := ""
+	if failed != nil {
+		avoid = failed.URL.Host
+	}
+	return b.pick(endpoints, avoid)
+}
+
+// pick is Pick, passing over the endpoint at the host:port avoid unless it is the only one.
+func (b *Balancer) pick(endpoints []*url.URL, avoid string) *Lease {
 	switch len(endpoints) {
 	case 0:
 		return nil
@@ -39,12 +55,16 @@ func (b *Balancer) Pick(endpoints []*url.URL) *Lease {
 	}
 	start := b.next % len(endpoints)
 	b.next++
-	best, least := endpoints[start], b.inFlight[endpoints[start].Host]
-	for i := 1; i < len(endpoints); i++ {
+	var best *url.URL
+	least := 0
+	for i := range endpoints {
 		u := endpoints[(start+i)%len(endpoints)]
-		if n := b.inFlight[u.Host]; n < least {
+		if n := b.inFlight[u.Host]; u.Host != avoid && (best == nil || n < least) {
 			best, least = u, n
 		}
+	}
+	if best == nil { // every endpoint is the one to avoid
+		best = endpoints[start]
 	}
 	b.inFlight[best.Host]++
 	return &Lease{URL: best, b: b, key: best.Host}

@@ -79,3 +79,25 @@ func TestPickEdges(t *testing.T) {
 		t.Errorf("InFlight after releasing twice = %d; want 0", got)
 	}
 }
+
+// TestPickOtherLeavesTheUnreachablePod checks that a call whose Pod refused it is retried at
+// another, even one busier, and at the same Pod only when there is no other.
+func TestPickOtherLeavesTheUnreachablePod(t *testing.T) {
+	var b Balancer
+	pods := endpoints(t, "http://10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1")
+	busy := b.Pick(pods)
+	failed := b.Pick(pods)
+	if failed.URL == busy.URL {
+		t.Fatalf("two calls at once went to %s; want one at each Pod", busy.URL)
+	}
+	retry := b.PickOther(pods, failed)
+	if retry.URL != busy.URL || b.inFlightAt(failed.URL) != 0 || b.inFlightAt(busy.URL) != 2 {
+		t.Errorf("the retry went to %s, with %d and %d in flight; want the other Pod, %s, with both calls",
+			retry.URL, b.inFlightAt(failed.URL), b.inFlightAt(busy.URL), busy.URL)
+	}
+	one := pods[:1]
+	l := b.Pick(one)
+	if got := b.PickOther(one, l).URL; got != one[0] {
+		t.Errorf("PickOther with one endpoint = %s; want it", got)
+	}
+}

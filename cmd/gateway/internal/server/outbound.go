@@ -56,10 +56,27 @@ func (s *Server) newOutbound(ctx context.Context, c *call, t *admission.Ticket, 
 // Pods ready when it leaves the queue. A provider gone from the configuration keeps the
 // endpoints the call was admitted with.
 func (s *Server) pickEndpoint(p *policy.Provider) *balance.Lease {
+	return s.endpoints.Pick(s.currentEndpoints(p))
+}
+
+// currentEndpoints are the provider's endpoints in the configuration in force, or the ones it
+// was admitted with when it is gone from it.
+func (s *Server) currentEndpoints(p *policy.Provider) []*url.URL {
 	if now := s.policy.Load().Provider(p.Name); now != nil && len(now.Endpoints) > 0 {
-		p = now
+		return now.Endpoints
 	}
-	return s.endpoints.Pick(p.Endpoints)
+	return p.Endpoints
+}
+
+// retryElsewhere points a call's retry, after its endpoint could not be reached, at another of
+// its provider's endpoints when it has another: a Pod that has gone, or is going, refuses
+// connections until the gateways' configuration drops it.
+func (s *Server) retryElsewhere(retry *http.Request) {
+	o := outboundFrom(retry.Context())
+	o.lease = s.endpoints.PickOther(s.currentEndpoints(o.route.Provider), o.lease)
+	if o.lease != nil {
+		retry.URL.Scheme, retry.URL.Host, retry.Host = o.lease.URL.Scheme, o.lease.URL.Host, o.lease.URL.Host
+	}
 }
 
 // target is the URL at the call's endpoint for a path of the gateway's API. A call with no

@@ -51,8 +51,9 @@ func (s *Server) proxy(p *policy.Provider) *httputil.ReverseProxy {
 	}
 	transport := upstream.New(providerTransport(cfg), upstream.Options{
 		MaxAttempts: int(cfg.Retry.MaxAttempts), BaseDelay: cfg.Retry.BaseDelay.Duration, MaxDelay: cfg.Retry.MaxDelay.Duration,
-		Throttled: func(_ int, retryAfter time.Duration) { s.gate.Throttled(p.Name, retryAfter) },
-		Attempted: func(status int) { s.metrics.attempts.WithLabelValues(p.Name, strconv.Itoa(status)).Inc() },
+		Throttled:   func(_ int, retryAfter time.Duration) { s.gate.Throttled(p.Name, retryAfter) },
+		Attempted:   func(status int) { s.metrics.attempts.WithLabelValues(p.Name, strconv.Itoa(status)).Inc() },
+		Unreachable: s.retryElsewhere,
 	})
 	rp := &httputil.ReverseProxy{
 		Rewrite:   rewrite,
