@@ -514,10 +514,8 @@ func TestCompileConverts(t *testing.T) {
 			StallTimeout: metav1.Duration{Duration: 90 * time.Second},
 			CallTimeout:  metav1.Duration{Duration: 30 * time.Minute},
 		}},
-		Tenants: []gatewayv1.Tenant{{
-			Name:      "acme",
-			UID:       "0b6e3c1e-5d0f-4e6a-9a57-2f3c8d1e7b42/acme",
-			Keys:      []gatewayv1.Key{{SHA256: gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789abcdef"), User: "alice"}},
+		Plans: []gatewayv1.Tenant{{
+			Name:      "pro",
 			Providers: []string{"openai", "llama"},
 			Priority:  gatewayv1.PriorityBatch, Weight: 3,
 			PerUser:   []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 1000, Per: gatewayv1.PeriodDay, OnLimit: gatewayv1.BehaviorReject}},
@@ -529,6 +527,12 @@ func TestCompileConverts(t *testing.T) {
 			TimeZone: "Europe/Berlin", MaxWait: metav1.Duration{Duration: 10 * time.Minute},
 			Degrade:  &gatewayv1.Degrade{Model: "gpt-4o", Fallback: "gpt-4o-mini", BelowPercent: 20},
 			JobScope: gatewayv1.JobScopeUser,
+		}},
+		Tenants: []gatewayv1.Tenant{{
+			Name: "acme",
+			UID:  "0b6e3c1e-5d0f-4e6a-9a57-2f3c8d1e7b42/acme",
+			Keys: []gatewayv1.Key{{SHA256: gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789abcdef"), User: "alice"}},
+			Plan: "pro",
 		}},
 	}
 	if diff := cmp.Diff(want, out.Config); diff != "" {
@@ -551,6 +555,10 @@ func TestCompileConverts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse(compiled config): %v", err)
 	}
+	// The gateways read the tenant with its plan's terms.
+	acme := want.Plans[0]
+	acme.Name, acme.UID, acme.Keys = want.Tenants[0].Name, want.Tenants[0].UID, want.Tenants[0].Keys
+	want.Tenants[0] = acme
 	if diff := cmp.Diff(want, parsed); diff != "" {
 		t.Errorf("parsed config (-want +got):\n%s", diff)
 	}

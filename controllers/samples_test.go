@@ -41,7 +41,7 @@ func TestSamplesCompile(t *testing.T) {
 	for _, plan := range []string{"free", "pro", "enterprise"} {
 		assertReady(t, c, ns, &v1alpha1.TenantPlan{}, plan, metav1.ConditionTrue, v1alpha1.ReasonCompiled)
 	}
-	cfg, err := gatewayv1.Parse(getSecret(t, c, ns).Data["config.yaml"])
+	cfg, err := loadWritten(t, c, ns)
 	if err != nil {
 		t.Fatalf("the compiled samples do not parse as a gateway configuration: %v", err)
 	}

@@ -2,8 +2,11 @@ package cluster
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,36 +14,36 @@ import (
 )
 
 const (
-	// secretTimeout bounds the wait for a mounted Secret to exist.
+	// secretTimeout bounds the wait for mounted Secrets to exist.
 	secretTimeout = 2 * time.Minute
-	// secretSyncPeriod is how often a mounted Secret is read again.
+	// secretSyncPeriod is how often mounted Secrets are read again.
 	secretSyncPeriod = 200 * time.Millisecond
 )
 
-// MountSecret plays the kubelet's Secret volume: it waits until the Secret exists, writes each of
-// its keys into a file of dir, and writes them again whenever the Secret changes, until the test
-// ends. Each file is written aside and renamed into place, file (when set) last, so that a
-// process that reads file never reads half a file, nor one whose companions are not there yet.
-func (c *Cluster) MountSecret(t testing.TB, namespace, name, dir, file string) {
+// MountSecrets plays the kubelet's projected volume of Secrets: it waits until every named
+// Secret exists, writes each of their keys into a file of dir, and writes them again whenever
+// one changes, until the test ends. Each file is written aside and renamed into place, last (when
+// set) after the others, so that a process that reads last never reads half a file, nor one whose
+// companions are not there yet.
+func (c *Cluster) MountSecrets(t testing.TB, namespace string, names []string, dir, last string) {
 	t.Helper()
-	secrets := c.Clientset.CoreV1().Secrets(namespace)
 	written := ""
 	mount := func(ctx context.Context) bool {
-		s, err := secrets.Get(ctx, name, metav1.GetOptions{})
-		if err != nil || s.ResourceVersion == written {
+		items, versions, err := c.readSecrets(ctx, namespace, names)
+		if err != nil || versions == written {
 			return err == nil
 		}
-		if err := writeItems(dir, file, s.Data); err != nil {
-			t.Errorf("cluster: mount Secret %s/%s: %v", namespace, name, err) // not Fatal: it runs on its own goroutine too
+		if err := writeItems(dir, last, items); err != nil {
+			t.Errorf("cluster: mount Secrets %v of %s: %v", names, namespace, err) // not Fatal: it runs on its own goroutine too
 			return false
 		}
-		written = s.ResourceVersion
+		written = versions
 		return true
 	}
 	deadline := time.Now().Add(secretTimeout)
 	for !mount(context.Background()) {
 		if time.Now().After(deadline) {
-			t.Fatalf("cluster: no Secret %s/%s after %s", namespace, name, secretTimeout)
+			t.Fatalf("cluster: the Secrets %v of %s are not all there after %s", names, namespace, secretTimeout)
 		}
 		time.Sleep(secretSyncPeriod)
 	}
@@ -62,7 +65,23 @@ func (c *Cluster) MountSecret(t testing.TB, namespace, name, dir, file string) {
 	})
 }
 
-// writeItems writes each item into a file of dir, last, each by a rename.
+// readSecrets returns the items of the named Secrets together, and their resource versions,
+// which change when any of them does.
+func (c *Cluster) readSecrets(ctx context.Context, namespace string, names []string) (map[string][]byte, string, error) {
+	items := map[string][]byte{}
+	var versions []string
+	for _, name := range names {
+		s, err := c.Clientset.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, "", fmt.Errorf("read Secret %s: %w", name, err)
+		}
+		maps.Copy(items, s.Data)
+		versions = append(versions, s.ResourceVersion)
+	}
+	return items, strings.Join(versions, ","), nil
+}
+
+// writeItems writes each item into a file of dir, last after the others, each by a rename.
 func writeItems(dir, last string, items map[string][]byte) error {
 	var names []string
 	for name := range items {

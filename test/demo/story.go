@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/sluicehq/sluice/controllers"
 	"github.com/sluicehq/sluice/test/cluster"
 	"github.com/sluicehq/sluice/test/proc"
 	"github.com/sluicehq/sluice/test/redisserver"
@@ -144,7 +145,7 @@ func (st *story) startSluice() {
 		"--gateway-usage-urls="+strings.Join(usage, ","), "--usage-interval=2s",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0")
 	configDir := st.r.TempDir()
-	st.c.MountSecret(st.r, namespace, configSecret, configDir, "config.yaml")
+	st.c.MountSecrets(st.r, namespace, controllers.ConfigSecretNames(configSecret), configDir, "config.yaml")
 	for i, g := range st.gateways {
 		st.startProcess(fmt.Sprintf("gateway-%d", i), "gateway", "--config="+filepath.Join(configDir, "config.yaml"),
 			"--listen="+strings.TrimPrefix(g.url, "http://"), "--admin-listen="+strings.TrimPrefix(g.admin, "http://"),

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/controllers"
 	"github.com/sluicehq/sluice/metrics"
 	"github.com/sluicehq/sluice/test/cluster"
 	"github.com/sluicehq/sluice/test/poll"
@@ -72,7 +73,7 @@ func startSelfHostedScene(t *testing.T, samples string, replicas int32) *selfHos
 
 	startManager(t, c, "http://"+admin+"/admin/usage")
 	s := &selfHostedScene{c: c, configDir: t.TempDir()}
-	c.MountSecret(t, samplesNamespace, "sluice-gateway-config", s.configDir, "config.yaml")
+	c.MountSecrets(t, samplesNamespace, controllers.ConfigSecretNames("sluice-gateway-config"), s.configDir, "config.yaml")
 	s.g = startGatewayOn(t, filepath.Join(s.configDir, "config.yaml"), api, admin)
 
 	d := cluster.Deployment("llama", sampleLabels, inferencePort)
