@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,10 +48,10 @@ type Inputs struct {
 	// v1alpha1.LabelTenant) and those the ProviderQuotas reference. Others
 	// are ignored.
 	Secrets []corev1.Secret
-	// ReadyPods counts, by ProviderQuota name, the ready Pods that each
-	// self-hosted ProviderQuota selects (see CountReadyPods). A self-hosted
-	// ProviderQuota missing here has none.
-	ReadyPods map[string]int32
+	// ReadyPods are, by ProviderQuota name, the addresses of the ready Pods
+	// that each self-hosted ProviderQuota selects (see ReadyPodIPs). A
+	// self-hosted ProviderQuota missing here has none.
+	ReadyPods map[string][]string
 }
 
 // Output is a compiled gateway configuration and what became of each object.
@@ -153,7 +155,7 @@ func Compile(in Inputs) (*Output, error) {
 type compiler struct {
 	secrets      map[string]*corev1.Secret
 	keySecretsOf map[string][]*corev1.Secret   // by tenant label, by name
-	readyPods    map[string]int32              // by ProviderQuota name
+	readyPods    map[string][]string           // Pod IPs, by ProviderQuota name
 	quotas       map[string]bool               // every ProviderQuota's name
 	providers    map[string]gatewayv1.Provider // the compiled ones
 	modelOwner   map[string]string             // model → the ProviderQuota that claimed it
@@ -249,6 +251,10 @@ func sortedValues(m map[string]gatewayv1.Provider) []gatewayv1.Provider {
 func (c *compiler) addProvider(pq *v1alpha1.ProviderQuota) {
 	conflict := c.claimModels(pq)
 	p := toProvider(pq)
+	if sh := pq.Spec.SelfHosted; sh != nil {
+		p.Endpoints = podEndpoints(c.readyPods[pq.Name], sh.Port)
+		p.Paused = len(p.Endpoints) == 0 // until selfHostedResult counts the capacity
+	}
 	p.Default()
 	key, prob := c.checkProvider(pq, &p, conflict)
 	if prob != nil {
@@ -263,11 +269,22 @@ func (c *compiler) addProvider(pq *v1alpha1.ProviderQuota) {
 		Message: fmt.Sprintf("In the gateway configuration, serving %s.", countOf(len(p.Models), "model")),
 	}}
 	if sh := pq.Spec.SelfHosted; sh != nil {
-		res = selfHostedResult(res, capacityOf(sh, c.readyPods[pq.Name], p.MaxInFlight), &p)
+		res = selfHostedResult(res, capacityOf(sh, int32(len(p.Endpoints)), p.MaxInFlight), &p)
 	}
 	res.EffectiveLimits = effectiveLimits(&p)
 	c.providers[p.Name] = p
 	c.out.ProviderQuotas[pq.Name] = res
+}
+
+// podEndpoints are the base URLs of a self-hosted provider's ready Pods, at
+// their addresses: the gateways call each Pod itself, which lets them cap it
+// at its own capacity, where a Service would spread connections, not calls.
+func podEndpoints(ips []string, port int32) []string {
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = "http://" + net.JoinHostPort(ip, strconv.Itoa(int(port))) + "/v1"
+	}
+	return out
 }
 
 // capacity is what a self-hosted provider's ready Pods can serve.

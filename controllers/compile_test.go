@@ -478,7 +478,7 @@ func TestCompileConverts(t *testing.T) {
 		ProviderQuotas: []v1alpha1.ProviderQuota{pq, llama},
 		TenantPlans:    []v1alpha1.TenantPlan{tp},
 		Secrets:        []corev1.Secret{providerSecret("openai", "sk-openai"), keySecret("acme-alice", "acme", "alice", "sk-acme-alice-0123456789abcdef0123456789abcdef")},
-		ReadyPods:      map[string]int32{"llama": 2},
+		ReadyPods:      map[string][]string{"llama": {"10.0.0.1", "10.0.0.2"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -492,7 +492,7 @@ func TestCompileConverts(t *testing.T) {
 			MaxBodyBytes: 1 << 20, MaxResultBytes: 8 << 20, MaxBytesPerTenant: 256 << 20}, // the base's workers
 		Global: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 10000, Per: gatewayv1.PeriodMinute, Burst: 10000, OnLimit: gatewayv1.BehaviorQueue}},
 		Providers: []gatewayv1.Provider{{
-			Name: "llama", BaseURL: "http://llama.sluice.svc:8000/v1",
+			Name: "llama", Endpoints: []string{"http://10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1"},
 			// A self-hosted provider's models are capped in max_tokens, which every engine reads.
 			Models:          []gatewayv1.Model{{Name: "llama-3.1-8b", DefaultMaxTokens: 256, MaxTokensParam: "max_tokens"}},
 			AdmissionCount:  "Characters",

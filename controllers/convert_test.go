@@ -55,6 +55,7 @@ func TestSpecsMirrorGateway(t *testing.T) {
 			"name":       "metadata.name",
 			"apiKeyFile": "names the file of apiKeySecretRef's key",
 			"paused":     "set while a self-hosted provider has no ready Pod",
+			"endpoints":  "a self-hosted provider's ready Pods",
 		},
 	}, {
 		name:    "TenantPlan",

@@ -208,7 +208,7 @@ func (r *GatewayConfigReconciler) gather(ctx context.Context, namespace string) 
 		if err := r.Client.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
 			return nil, fmt.Errorf("controllers: list Pods in %s: %w", namespace, err)
 		}
-		in.ReadyPods = CountReadyPods(pqs.Items, pods.Items)
+		in.ReadyPods = ReadyPodIPs(pqs.Items, pods.Items)
 	}
 	return in, nil
 }

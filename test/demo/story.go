@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -68,6 +67,7 @@ func (st *story) tell(ctx context.Context) {
 	st.kubectl("get", "pq,tp", "-n", namespace)
 	st.kubectl("describe", "pq", hostedQuota, "-n", namespace)
 	st.rampThroughGateways()
+	st.learnHostedLimits()
 	st.scaleSelfHosted(ctx)
 	st.section("The quotas again, with live usage")
 	st.kubectl("get", "pq,tp", "-n", namespace)
@@ -145,7 +145,7 @@ func (st *story) startSluice() {
 		"--gateway-usage-urls="+strings.Join(usage, ","), "--usage-interval=2s",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0")
 	configDir := st.r.TempDir()
-	st.mountConfigSecret(configDir)
+	st.c.MountSecrets(st.r, namespace, controllers.ConfigSecretNames(configSecret), configDir, "config.yaml")
 	for i, g := range st.gateways {
 		st.startProcess(fmt.Sprintf("gateway-%d", i), "gateway", "--config="+filepath.Join(configDir, "config.yaml"),
 			"--listen="+strings.TrimPrefix(g.url, "http://"), "--admin-listen="+strings.TrimPrefix(g.admin, "http://"),
@@ -172,75 +172,6 @@ func (st *story) startProcess(name, binary string, args ...string) *proc.Process
 	cmd := exec.Command(filepath.Join(st.bin, binary), args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+st.c.Kubeconfig)
 	return proc.Start(st.r, name, cmd)
-}
-
-// mountConfigSecret plays the kubelet's projected volume: it writes the items of the
-// configuration Secret and of its tenant Secrets into dir once the manager has written them, and
-// again whenever one changes, until the demo ends.
-func (st *story) mountConfigSecret(dir string) {
-	secrets := st.c.Clientset.CoreV1().Secrets(namespace)
-	ctx, cancel := context.WithCancel(context.Background())
-	st.r.Cleanup(cancel)
-	written := ""
-	sync := func() bool {
-		var all []*corev1.Secret
-		versions := ""
-		for _, name := range controllers.ConfigSecretNames(configSecret) {
-			s, err := secrets.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false
-			}
-			all = append(all, s)
-			versions += s.ResourceVersion + ","
-		}
-		if versions == written {
-			return true
-		}
-		if err := writeSecrets(dir, all); err != nil {
-			st.r.Errorf("write the configuration Secrets' files: %v", err)
-			return false
-		}
-		written = versions
-		return true
-	}
-	deadline := time.Now().Add(readyTimeout)
-	for !sync() {
-		if time.Now().After(deadline) {
-			st.r.Fatalf("the manager wrote no Secret %s in %s", configSecret, readyTimeout)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	go func() {
-		for ctx.Err() == nil {
-			time.Sleep(time.Second)
-			sync()
-		}
-	}()
-}
-
-// writeSecrets writes each item of the Secrets into a file of dir, config.yaml last, each by a
-// rename so that the gateways never read half a file.
-func writeSecrets(dir string, secrets []*corev1.Secret) error {
-	items := map[string][]byte{}
-	for _, s := range secrets {
-		maps.Copy(items, s.Data)
-	}
-	var names []string
-	for name := range items {
-		if name != "config.yaml" {
-			names = append(names, name)
-		}
-	}
-	for _, name := range append(names, "config.yaml") {
-		tmp := filepath.Join(dir, "."+name+".tmp")
-		if err := os.WriteFile(tmp, items[name], 0o600); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // waitReady waits until url answers 200.

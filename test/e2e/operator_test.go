@@ -85,7 +85,7 @@ func TestOperator(t *testing.T) {
 	// A ready Pod gives the self-hosted provider its capacity: 1 GPU × 8 calls.
 	c.Kubectl(t, "run", "-n", "sluice", "llama-0", "--image=vllm", "--labels=app=llama", "--restart=Never")
 	c.Kubectl(t, "patch", "-n", "sluice", "pod", "llama-0", "--subresource=status", "--type=merge",
-		"-p", `{"status":{"conditions":[{"type":"Ready","status":"True"}]}}`)
+		"-p", `{"status":{"podIP":"10.0.0.9","podIPs":[{"ip":"10.0.0.9"}],"conditions":[{"type":"Ready","status":"True"}]}}`)
 	describeLlama = waitDescribe(t, c, "pq", "llama", `Ready Pods:\s+1\n`)
 	mustContain(t, describeLlama, "the self-hosted provider with a ready Pod",
 		`Reason:\s+Compiled`, `Max In Flight:\s+8\n`, `Ready Pods:\s+1\n`, `Ready GPUs:\s+1\n`)

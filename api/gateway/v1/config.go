@@ -313,8 +313,15 @@ type Provider struct {
 	// most 63 characters, unique.
 	Name string `json:"name"`
 	// baseURL is the absolute http or https URL the OpenAI paths are appended
-	// to, such as https://api.openai.com/v1.
-	BaseURL string `json:"baseURL"`
+	// to, such as https://api.openai.com/v1. Empty when endpoints are set.
+	BaseURL string `json:"baseURL,omitempty"`
+	// endpoints are a self-hosted provider's ready Pods, each as the base URL
+	// of one Pod, such as http://10.0.3.7:8000/v1, in place of baseURL. The
+	// gateway sends each call to the endpoint with the fewest of its own calls
+	// in flight, so that while maxInFlight is the Pods' capacity together, no
+	// Pod runs more than its share. Empty means baseURL; a paused provider
+	// may have neither.
+	Endpoints []string `json:"endpoints,omitempty"`
 	// apiKeyFile is the path of a file holding the provider's API key. A
 	// relative path resolves against the configuration file's directory.
 	// Empty means the provider needs no key.

@@ -223,7 +223,7 @@ func validateProviders(p *field.Path, providers []Provider) field.ErrorList {
 // compiled from may hold them elsewhere, as a ProviderQuota holds
 // requestsPerMinute in spec.limits. Every path must be set.
 type ProviderPaths struct {
-	Name, BaseURL, Models                           *field.Path
+	Name, BaseURL, Endpoints, Models                *field.Path
 	RequestsPerMinute, TokensPerMinute, MaxInFlight *field.Path
 	AdmissionCount, HeadroomPercent                 *field.Path
 	// Prices and Retry are the paths of structs whose fields have the same
@@ -239,6 +239,7 @@ func NewProviderPaths(p *field.Path) ProviderPaths {
 	return ProviderPaths{
 		Name:              p.Child("name"),
 		BaseURL:           p.Child("baseURL"),
+		Endpoints:         p.Child("endpoints"),
 		Models:            p.Child("models"),
 		RequestsPerMinute: p.Child("requestsPerMinute"),
 		TokensPerMinute:   p.Child("tokensPerMinute"),
@@ -260,7 +261,7 @@ func NewProviderPaths(p *field.Path) ProviderPaths {
 // models unique across providers are the Config's to check (see Validate).
 func ValidateProvider(paths ProviderPaths, pr *Provider) field.ErrorList {
 	errs := validateDNSLabel(paths.Name, pr.Name)
-	errs = append(errs, validateBaseURL(paths.BaseURL, pr.BaseURL)...)
+	errs = append(errs, pr.validateWhere(paths)...)
 	errs = append(errs, validateModels(paths.Models, pr.Models)...)
 	errs = append(errs, validateNonNegative(paths.RequestsPerMinute, pr.RequestsPerMinute)...)
 	errs = append(errs, validateNonNegative(paths.TokensPerMinute, pr.TokensPerMinute)...)
@@ -298,10 +299,29 @@ func validateDNSLabel(p *field.Path, name string) field.ErrorList {
 	return nil
 }
 
+// validateWhere checks where the provider's calls go: baseURL, or the
+// endpoints of its Pods, never both. Only a paused provider, which sends no
+// call, may have neither.
+func (pr *Provider) validateWhere(paths ProviderPaths) field.ErrorList {
+	switch {
+	case len(pr.Endpoints) > 0 && pr.BaseURL != "":
+		return field.ErrorList{field.Invalid(paths.Endpoints, len(pr.Endpoints), "must be empty when baseURL is set: calls go to one or the other")}
+	case len(pr.Endpoints) > 0:
+		var errs field.ErrorList
+		for i, e := range pr.Endpoints {
+			errs = append(errs, validateBaseURL(paths.Endpoints.Index(i), e)...)
+		}
+		return errs
+	case pr.BaseURL == "" && pr.Paused:
+		return nil
+	}
+	return validateBaseURL(paths.BaseURL, pr.BaseURL)
+}
+
 func validateBaseURL(p *field.Path, s string) field.ErrorList {
 	const want = "must be an absolute http or https URL"
 	if s == "" {
-		return field.ErrorList{field.Required(p, want)}
+		return field.ErrorList{field.Required(p, want+", unless endpoints are set or the provider is paused")}
 	}
 	u, err := url.Parse(s)
 	switch {
