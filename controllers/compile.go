@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,8 +36,9 @@ func KeyFile(provider string) string {
 // one namespace.
 type Inputs struct {
 	// Base carries what no object holds: the server settings, the store and
-	// the global limits. Its providers and tenants are ignored. Nil means the
-	// defaults: an in-memory store and no global limits.
+	// the global limits. Its providers, plans, tenants and tenantFiles are
+	// ignored. Nil means the defaults: an in-memory store and no global
+	// limits.
 	Base *gatewayv1.Config
 	// ProviderQuotas are every ProviderQuota of the namespace.
 	ProviderQuotas []v1alpha1.ProviderQuota
@@ -45,15 +48,16 @@ type Inputs struct {
 	// v1alpha1.LabelTenant) and those the ProviderQuotas reference. Others
 	// are ignored.
 	Secrets []corev1.Secret
-	// ReadyPods counts, by ProviderQuota name, the ready Pods that each
-	// self-hosted ProviderQuota selects (see CountReadyPods). A self-hosted
-	// ProviderQuota missing here has none.
-	ReadyPods map[string]int32
+	// ReadyPods are, by ProviderQuota name, the addresses of the ready Pods
+	// that each self-hosted ProviderQuota selects (see ReadyPodIPs). A
+	// self-hosted ProviderQuota missing here has none.
+	ReadyPods map[string][]string
 }
 
 // Output is a compiled gateway configuration and what became of each object.
 type Output struct {
-	// Config is defaulted and valid. It holds tenants' keys only as hashes.
+	// Config is defaulted and valid. It holds tenants' keys only as hashes,
+	// and each TenantPlan's terms once, as a plan its tenants name.
 	Config *gatewayv1.Config
 	// KeyFiles are the providers' API keys by file name (see KeyFile), to
 	// be written beside config.yaml. They are secrets.
@@ -151,11 +155,12 @@ func Compile(in Inputs) (*Output, error) {
 type compiler struct {
 	secrets      map[string]*corev1.Secret
 	keySecretsOf map[string][]*corev1.Secret   // by tenant label, by name
-	readyPods    map[string]int32              // by ProviderQuota name
+	readyPods    map[string][]string           // Pod IPs, by ProviderQuota name
 	quotas       map[string]bool               // every ProviderQuota's name
 	providers    map[string]gatewayv1.Provider // the compiled ones
 	modelOwner   map[string]string             // model → the ProviderQuota that claimed it
 	tenantOwner  map[string]string             // tenant → the TenantPlan that claimed it
+	planned      map[string]bool               // the TenantPlans in the configuration's plans
 	keyOwner     map[string]string             // key hash → the Secret that holds it
 	cfg          *gatewayv1.Config
 	out          *Output
@@ -164,7 +169,7 @@ type compiler struct {
 func newCompiler(in Inputs) *compiler {
 	c := &compiler{
 		secrets: map[string]*corev1.Secret{}, readyPods: in.ReadyPods, quotas: map[string]bool{}, providers: map[string]gatewayv1.Provider{},
-		modelOwner: map[string]string{}, tenantOwner: map[string]string{}, keyOwner: map[string]string{},
+		modelOwner: map[string]string{}, tenantOwner: map[string]string{}, keyOwner: map[string]string{}, planned: map[string]bool{},
 		cfg: baseConfig(in.Base),
 		out: &Output{
 			KeyFiles:       map[string][]byte{},
@@ -222,7 +227,9 @@ func olderFirst[T any, PT interface {
 
 func (c *compiler) finish() (*Output, error) {
 	c.cfg.Providers = sortedValues(c.providers)
-	slices.SortFunc(c.cfg.Tenants, func(a, b gatewayv1.Tenant) int { return cmp.Compare(a.Name, b.Name) })
+	byName := func(a, b gatewayv1.Tenant) int { return cmp.Compare(a.Name, b.Name) }
+	slices.SortFunc(c.cfg.Plans, byName)
+	slices.SortFunc(c.cfg.Tenants, byName)
 	c.cfg.Default()
 	if err := c.cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("controllers: compiled configuration is invalid: %w", err)
@@ -244,6 +251,10 @@ func sortedValues(m map[string]gatewayv1.Provider) []gatewayv1.Provider {
 func (c *compiler) addProvider(pq *v1alpha1.ProviderQuota) {
 	conflict := c.claimModels(pq)
 	p := toProvider(pq)
+	if sh := pq.Spec.SelfHosted; sh != nil {
+		p.Endpoints = podEndpoints(c.readyPods[pq.Name], sh.Port)
+		p.Paused = len(p.Endpoints) == 0 // until selfHostedResult counts the capacity
+	}
 	p.Default()
 	key, prob := c.checkProvider(pq, &p, conflict)
 	if prob != nil {
@@ -258,11 +269,22 @@ func (c *compiler) addProvider(pq *v1alpha1.ProviderQuota) {
 		Message: fmt.Sprintf("In the gateway configuration, serving %s.", countOf(len(p.Models), "model")),
 	}}
 	if sh := pq.Spec.SelfHosted; sh != nil {
-		res = selfHostedResult(res, capacityOf(sh, c.readyPods[pq.Name], p.MaxInFlight), &p)
+		res = selfHostedResult(res, capacityOf(sh, int32(len(p.Endpoints)), p.MaxInFlight), &p)
 	}
 	res.EffectiveLimits = effectiveLimits(&p)
 	c.providers[p.Name] = p
 	c.out.ProviderQuotas[pq.Name] = res
+}
+
+// podEndpoints are the base URLs of a self-hosted provider's ready Pods, at
+// their addresses: the gateways call each Pod itself, which lets them cap it
+// at its own capacity, where a Service would spread connections, not calls.
+func podEndpoints(ips []string, port int32) []string {
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = "http://" + net.JoinHostPort(ip, strconv.Itoa(int(port))) + "/v1"
+	}
+	return out
 }
 
 // capacity is what a self-hosted provider's ready Pods can serve.
@@ -532,11 +554,22 @@ func (c *compiler) addTenant(tp *v1alpha1.TenantPlan, name, owner string, select
 		return tr, append(probs, &problem{v1alpha1.ReasonKeySecretMissing,
 			fmt.Sprintf("Tenant %q has no key Secret (a Secret labelled %s=%s with an %s item).", name, v1alpha1.LabelTenant, name, v1alpha1.KeySecretItem)})
 	}
-	t := toTenant(tp)
-	t.Name, t.UID, t.Keys = name, tenantUID(tp, name), hashes(keys)
-	c.cfg.Tenants = append(c.cfg.Tenants, t)
+	c.addPlanTerms(tp)
+	c.cfg.Tenants = append(c.cfg.Tenants, gatewayv1.Tenant{Name: name, UID: tenantUID(tp, name), Keys: hashes(keys), Plan: tp.Name})
 	tr.Compiled = true
 	return tr, probs
+}
+
+// addPlanTerms writes the plan's terms into the configuration's plans, once,
+// under the plan's name: its tenants name it rather than carry a copy each.
+func (c *compiler) addPlanTerms(tp *v1alpha1.TenantPlan) {
+	if c.planned[tp.Name] {
+		return
+	}
+	c.planned[tp.Name] = true
+	terms := toTenant(tp)
+	terms.Name = tp.Name
+	c.cfg.Plans = append(c.cfg.Plans, terms)
 }
 
 // tenantUID identifies a plan's tenant for as long as both exist: a tenant deleted and created

@@ -478,7 +478,7 @@ func TestCompileConverts(t *testing.T) {
 		ProviderQuotas: []v1alpha1.ProviderQuota{pq, llama},
 		TenantPlans:    []v1alpha1.TenantPlan{tp},
 		Secrets:        []corev1.Secret{providerSecret("openai", "sk-openai"), keySecret("acme-alice", "acme", "alice", "sk-acme-alice-0123456789abcdef0123456789abcdef")},
-		ReadyPods:      map[string]int32{"llama": 2},
+		ReadyPods:      map[string][]string{"llama": {"10.0.0.1", "10.0.0.2"}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -492,7 +492,7 @@ func TestCompileConverts(t *testing.T) {
 			MaxBodyBytes: 1 << 20, MaxResultBytes: 8 << 20, MaxBytesPerTenant: 256 << 20}, // the base's workers
 		Global: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 10000, Per: gatewayv1.PeriodMinute, Burst: 10000, OnLimit: gatewayv1.BehaviorQueue}},
 		Providers: []gatewayv1.Provider{{
-			Name: "llama", BaseURL: "http://llama.sluice.svc:8000/v1",
+			Name: "llama", Endpoints: []string{"http://10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1"},
 			// A self-hosted provider's models are capped in max_tokens, which every engine reads.
 			Models:          []gatewayv1.Model{{Name: "llama-3.1-8b", DefaultMaxTokens: 256, MaxTokensParam: "max_tokens"}},
 			AdmissionCount:  "Characters",
@@ -514,10 +514,8 @@ func TestCompileConverts(t *testing.T) {
 			StallTimeout: metav1.Duration{Duration: 90 * time.Second},
 			CallTimeout:  metav1.Duration{Duration: 30 * time.Minute},
 		}},
-		Tenants: []gatewayv1.Tenant{{
-			Name:      "acme",
-			UID:       "0b6e3c1e-5d0f-4e6a-9a57-2f3c8d1e7b42/acme",
-			Keys:      []gatewayv1.Key{{SHA256: gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789abcdef"), User: "alice"}},
+		Plans: []gatewayv1.Tenant{{
+			Name:      "pro",
 			Providers: []string{"openai", "llama"},
 			Priority:  gatewayv1.PriorityBatch, Weight: 3,
 			PerUser:   []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 1000, Per: gatewayv1.PeriodDay, OnLimit: gatewayv1.BehaviorReject}},
@@ -529,6 +527,12 @@ func TestCompileConverts(t *testing.T) {
 			TimeZone: "Europe/Berlin", MaxWait: metav1.Duration{Duration: 10 * time.Minute},
 			Degrade:  &gatewayv1.Degrade{Model: "gpt-4o", Fallback: "gpt-4o-mini", BelowPercent: 20},
 			JobScope: gatewayv1.JobScopeUser,
+		}},
+		Tenants: []gatewayv1.Tenant{{
+			Name: "acme",
+			UID:  "0b6e3c1e-5d0f-4e6a-9a57-2f3c8d1e7b42/acme",
+			Keys: []gatewayv1.Key{{SHA256: gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789abcdef"), User: "alice"}},
+			Plan: "pro",
 		}},
 	}
 	if diff := cmp.Diff(want, out.Config); diff != "" {
@@ -551,6 +555,10 @@ func TestCompileConverts(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse(compiled config): %v", err)
 	}
+	// The gateways read the tenant with its plan's terms.
+	acme := want.Plans[0]
+	acme.Name, acme.UID, acme.Keys = want.Tenants[0].Name, want.Tenants[0].UID, want.Tenants[0].Keys
+	want.Tenants[0] = acme
 	if diff := cmp.Diff(want, parsed); diff != "" {
 		t.Errorf("parsed config (-want +got):\n%s", diff)
 	}

@@ -5,7 +5,9 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 
@@ -15,41 +17,137 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/api/v1alpha1"
 )
 
 const (
-	// ConfigHashAnnotation on the configuration Secret is the SHA-256 of its
-	// data. A gateway Pod template that copies it rolls out when the
-	// configuration changes.
+	// ConfigHashAnnotation on each of the configuration's Secrets is the
+	// SHA-256 of its data. The configuration Secret's changes whenever a
+	// tenant Secret's does, since its config.yaml names their hashes: a
+	// gateway Pod template that copies it rolls out when the configuration
+	// changes.
 	ConfigHashAnnotation = "sluice.dev/config-hash"
-	// managedByLabel marks the configuration Secret as the operator's.
+	// managedByLabel marks the configuration's Secrets as the operator's.
 	managedByLabel = "app.kubernetes.io/managed-by"
 	managedBy      = "sluice-manager"
 )
 
-// configSecret returns the configuration Secret for a compile: config.yaml
-// and the providers' key files, a hash of them, and an owner reference to
-// every ProviderQuota and TenantPlan of the namespace, so that the Secret
-// goes when the last of them does.
-func configSecret(key types.NamespacedName, in *Inputs, out *Output) (*corev1.Secret, error) {
-	cfg, err := yaml.Marshal(out.Config)
+// TenantShards is how many tenant Secrets hold the configuration's tenants
+// beside its configuration Secret: always this many, each a tenant file of
+// the tenants whose names hash to it (see TenantSecretName, TenantFile). The
+// count is fixed so that a gateway Deployment mounts each by name and the
+// manager's Role names each one it may update; eight Secrets of 1 MiB hold
+// about 65,000 keys.
+const TenantShards = 8
+
+// TenantSecretName returns the name of the nth tenant Secret of the
+// configuration Secret named config.
+func TenantSecretName(config string, n int) string {
+	return fmt.Sprintf("%s%d", tenantSecretPrefix(config), n)
+}
+
+// ConfigSecretNames returns the names of every Secret of the configuration
+// Secret named config: its tenant Secrets, then itself. A gateway mounts
+// them all in one directory (a projected volume), where config.yaml names
+// the tenant files.
+func ConfigSecretNames(config string) []string {
+	names := make([]string, 0, TenantShards+1)
+	for n := range TenantShards {
+		names = append(names, TenantSecretName(config, n))
+	}
+	return append(names, config)
+}
+
+// tenantSecretPrefix begins the name of every tenant Secret of the
+// configuration Secret named config.
+func tenantSecretPrefix(config string) string {
+	return config + "-tenants-"
+}
+
+// TenantFile returns the item of the nth tenant Secret: the tenant file the
+// configuration names, which a gateway finds beside config.yaml when the
+// Secrets are projected into one volume.
+func TenantFile(n int) string {
+	return fmt.Sprintf("tenants-%d.json", n)
+}
+
+// tenantShard is the tenant Secret that holds a tenant: FNV-1a of its name,
+// modulo TenantShards, so that a tenant stays in its Secret whatever other
+// tenants come and go.
+func tenantShard(name string) int {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return int(h.Sum32() % TenantShards)
+}
+
+// configSecrets returns the Secrets of a compile: the TenantShards tenant
+// Secrets, each a tenant file in JSON, then the configuration Secret, whose
+// config.yaml names each tenant file with its SHA-256 and which holds the
+// providers' key files.
+// Each carries a hash of its items and an owner reference to every
+// ProviderQuota and TenantPlan of the namespace, so that the Secrets go when
+// the last of them does.
+func configSecrets(key types.NamespacedName, in *Inputs, out *Output) ([]*corev1.Secret, error) {
+	header := fmt.Sprintf("# Compiled by %s from the ProviderQuotas and TenantPlans of namespace %s.\n# Edits are overwritten.\n", managedBy, key.Namespace)
+	owners := ownerReferences(in)
+	secrets := make([]*corev1.Secret, 0, TenantShards+1)
+	files := make([]gatewayv1.TenantFile, TenantShards)
+	for n, tenants := range shardTenants(out.Config.Tenants) {
+		// JSON, which a gateway reads several times as fast as YAML.
+		data, err := json.Marshal(&gatewayv1.TenantList{APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.TenantListKind, Tenants: tenants})
+		if err != nil {
+			return nil, fmt.Errorf("controllers: encode tenant file: %w", err)
+		}
+		sum := sha256.Sum256(data)
+		files[n] = gatewayv1.TenantFile{Path: TenantFile(n), SHA256: hex.EncodeToString(sum[:])}
+		name := types.NamespacedName{Namespace: key.Namespace, Name: TenantSecretName(key.Name, n)}
+		secrets = append(secrets, newSecret(name, owners, map[string][]byte{TenantFile(n): data}))
+	}
+	cfg := *out.Config
+	cfg.Tenants, cfg.TenantFiles = nil, files
+	data, err := encode(header, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	items := map[string][]byte{ConfigFile: data}
+	maps.Copy(items, out.KeyFiles)
+	return append(secrets, newSecret(key, owners, items)), nil
+}
+
+// shardTenants spreads tenants over TenantShards lists by tenantShard,
+// keeping their order.
+func shardTenants(tenants []gatewayv1.Tenant) [][]gatewayv1.Tenant {
+	shards := make([][]gatewayv1.Tenant, TenantShards)
+	for _, t := range tenants {
+		n := tenantShard(t.Name)
+		shards[n] = append(shards[n], t)
+	}
+	return shards
+}
+
+// encode writes v as YAML after a header of comments.
+func encode(header string, v any) ([]byte, error) {
+	data, err := yaml.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("controllers: encode configuration: %w", err)
 	}
-	header := fmt.Sprintf("# Compiled by %s from the ProviderQuotas and TenantPlans of namespace %s.\n# Edits are overwritten.\n", managedBy, key.Namespace)
-	data := map[string][]byte{ConfigFile: append([]byte(header), cfg...)}
-	maps.Copy(data, out.KeyFiles)
+	return append([]byte(header), data...), nil
+}
+
+// newSecret returns one of the configuration's Secrets, labelled as the
+// manager's, with the hash of its items.
+func newSecret(key types.NamespacedName, owners []metav1.OwnerReference, data map[string][]byte) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: key.Name, Namespace: key.Namespace,
 			Labels:          map[string]string{managedByLabel: managedBy},
 			Annotations:     map[string]string{ConfigHashAnnotation: dataHash(data)},
-			OwnerReferences: ownerReferences(in),
+			OwnerReferences: owners,
 		},
 		Type: corev1.SecretTypeOpaque,
 		Data: data,
-	}, nil
+	}
 }
 
 // ownerReferences refers to every object of in, ProviderQuotas first, each
@@ -118,14 +216,26 @@ func secretDataSize(s *corev1.Secret) int {
 	return n
 }
 
+// oversized returns the first of secrets whose items the API server would
+// refuse as past corev1.MaxSecretSize, and their size, or nil.
+func oversized(secrets []*corev1.Secret) (*corev1.Secret, int) {
+	for _, s := range secrets {
+		if size := secretDataSize(s); size > corev1.MaxSecretSize {
+			return s, size
+		}
+	}
+	return nil, 0
+}
+
 // tooLarge returns out with every object that would have been in the
-// configuration marked ConfigTooLarge, for a Secret of size bytes that the
-// API server would refuse. Objects left out for a reason of their own keep
-// it.
-func tooLarge(out *Output, size int) *Output {
+// configuration marked ConfigTooLarge, for the Secret s of size bytes that
+// the API server would refuse. Objects left out for a reason of their own
+// keep it.
+func tooLarge(out *Output, s *corev1.Secret, size int) *Output {
 	res := Result{Reason: v1alpha1.ReasonConfigTooLarge, Message: fmt.Sprintf(
-		"The gateway configuration is %d bytes, past the %d a Secret holds; it was not written and the gateways keep the one they have. Spread the tenants over more namespaces, or remove tenants or keys.",
-		size, corev1.MaxSecretSize)}
+		"The gateway configuration's Secret %s would be %d bytes, past the %d a Secret holds; nothing was written and the gateways keep the configuration they have. "+
+			"The tenants are spread over %d Secrets by a hash of their names: spread them over more namespaces, or remove tenants or keys.",
+		s.Name, size, corev1.MaxSecretSize, TenantShards)}
 	for name, pr := range out.ProviderQuotas {
 		if pr.Ready() {
 			pr.Result = res

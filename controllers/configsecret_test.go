@@ -1,12 +1,18 @@
 package controllers
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/api/v1alpha1"
@@ -47,18 +53,33 @@ func TestConfigSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := types.NamespacedName{Namespace: testNamespace, Name: "cfg"}
-	desired, err := configSecret(key, in, out)
+	key := types.NamespacedName{Namespace: testNamespace, Name: configSecretName}
+	all, err := configSecrets(key, in, out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := gatewayv1.Parse(desired.Data[ConfigFile])
+	var names []string
+	for _, s := range all {
+		names = append(names, s.Name)
+	}
+	if diff := cmp.Diff(ConfigSecretNames(configSecretName), names); diff != "" {
+		t.Errorf("Secrets (-want +got):\n%s", diff)
+	}
+	// What the gateways load from the Secrets projected into one directory
+	// is what was compiled.
+	loaded, err := loadProjected(t, all)
 	if err != nil {
-		t.Fatalf("config.yaml does not parse: %v", err)
+		t.Fatalf("the written Secrets do not load: %v", err)
 	}
-	if diff := cmp.Diff(out.Config, cfg); diff != "" {
-		t.Errorf("config.yaml parses to (-compiled +parsed):\n%s", diff)
+	want := parseCompiled(t, out.Config)
+	if got := filepath.Base(loaded.Providers[0].APIKeyFile); got != "openai.key" {
+		t.Errorf("openai's apiKeyFile = %q; want openai.key beside config.yaml", got)
 	}
+	want.Providers[0].APIKeyFile = loaded.Providers[0].APIKeyFile // resolved by Load
+	if diff := cmp.Diff(want, loaded, cmpopts.IgnoreFields(gatewayv1.Config{}, "TenantFiles")); diff != "" {
+		t.Errorf("loaded configuration (-compiled +loaded):\n%s", diff)
+	}
+	desired := all[len(all)-1]
 	if got := string(desired.Data["openai.key"]); got != "sk-openai" {
 		t.Errorf("openai.key = %q; want the provider's key", got)
 	}
@@ -66,8 +87,10 @@ func TestConfigSecret(t *testing.T) {
 		{APIVersion: "sluice.dev/v1alpha1", Kind: "ProviderQuota", Name: "openai", UID: "uid-pq"},
 		{APIVersion: "sluice.dev/v1alpha1", Kind: "TenantPlan", Name: "pro", UID: "uid-tp"},
 	}
-	if diff := cmp.Diff(wantOwners, desired.OwnerReferences); diff != "" {
-		t.Errorf("owners (-want +got):\n%s", diff)
+	for _, s := range all {
+		if diff := cmp.Diff(wantOwners, s.OwnerReferences); diff != "" {
+			t.Errorf("%s: owners (-want +got):\n%s", s.Name, diff)
+		}
 	}
 
 	// Someone else's label and annotation survive an update; a changed
@@ -84,5 +107,47 @@ func TestConfigSecret(t *testing.T) {
 	updateSecret(existing, desired)
 	if !secretUpToDate(existing, desired) || existing.Labels["team"] != "infra" || existing.Annotations["note"] != "hands off" {
 		t.Errorf("after updateSecret: up to date %t, labels %v, annotations %v", secretUpToDate(existing, desired), existing.Labels, existing.Annotations)
+	}
+}
+
+// parseCompiled returns cfg as the gateways read it when it is written in
+// one file: with each tenant's plan's terms in place.
+func parseCompiled(t *testing.T, cfg *gatewayv1.Config) *gatewayv1.Config {
+	t.Helper()
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := gatewayv1.Parse(data)
+	if err != nil {
+		t.Fatalf("parse the compiled configuration: %v", err)
+	}
+	return parsed
+}
+
+// TestTenantShards checks that tenants spread over every tenant Secret.
+func TestTenantShards(t *testing.T) {
+	counts := make([]int, TenantShards)
+	for i := range 1000 {
+		counts[tenantShard(fmt.Sprintf("tenant-%05d", i))]++
+	}
+	for n, c := range counts {
+		if c < 1000/TenantShards/2 {
+			t.Errorf("tenant Secret %d holds %d of 1000 tenants; want about %d", n, c, 1000/TenantShards)
+		}
+	}
+}
+
+// TestRoleNamesTenantSecrets checks that the manager's Role may update
+// every Secret it writes under the default name.
+func TestRoleNamesTenantSecrets(t *testing.T) {
+	role, err := os.ReadFile("../config/rbac/role.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range ConfigSecretNames("sluice-gateway-config") {
+		if !strings.Contains(string(role), "  - "+name+"\n") {
+			t.Errorf("config/rbac/role.yaml names no Secret %s: list it in the rbac marker of gatewayconfig_controller.go", name)
+		}
 	}
 }

@@ -1,8 +1,6 @@
 package controllers
 
 import (
-	"fmt"
-
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
@@ -15,7 +13,7 @@ func toProvider(pq *v1alpha1.ProviderQuota) gatewayv1.Provider {
 	s := &pq.Spec
 	p := gatewayv1.Provider{
 		Name:            pq.Name,
-		BaseURL:         baseURL(pq),
+		BaseURL:         s.BaseURL, // empty for a self-hosted one, which compiling gives its Pods' endpoints
 		Models:          toModels(s.Models, s.SelfHosted != nil),
 		AdmissionCount:  gatewayv1.AdmissionCount(s.AdmissionCount),
 		HeadroomPercent: s.HeadroomPercent,
@@ -47,12 +45,13 @@ var specPath = field.NewPath("spec")
 
 // providerPaths returns where pq holds each field of the provider compiled
 // from it: the paths its validation errors name. A self-hosted provider's
-// URL is built from spec.selfHosted.
+// endpoints are its Pods', found by spec.selfHosted.
 func providerPaths(pq *v1alpha1.ProviderQuota) gatewayv1.ProviderPaths {
 	paths := gatewayv1.NewProviderPaths(specPath)
 	paths.Name = field.NewPath("metadata", "name")
+	paths.Endpoints = specPath.Child("selfHosted") // a hosted one has none
 	if pq.Spec.SelfHosted != nil {
-		paths.BaseURL = specPath.Child("selfHosted")
+		paths.BaseURL = paths.Endpoints
 	}
 	limits := specPath.Child("limits")
 	paths.RequestsPerMinute = limits.Child("requestsPerMinute")
@@ -61,15 +60,6 @@ func providerPaths(pq *v1alpha1.ProviderQuota) gatewayv1.ProviderPaths {
 	paths.SpendPerMinute = specPath.Child("spend", "perMinute")
 	paths.SpendPerMonth = specPath.Child("spend", "perMonth")
 	return paths
-}
-
-// baseURL is a hosted provider's URL, or for a self-hosted one the Service
-// named after the ProviderQuota, in its namespace, on the Pods' port.
-func baseURL(pq *v1alpha1.ProviderQuota) string {
-	if sh := pq.Spec.SelfHosted; sh != nil {
-		return fmt.Sprintf("http://%s.%s.svc:%d/v1", pq.Name, pq.Namespace, sh.Port)
-	}
-	return pq.Spec.BaseURL
 }
 
 // toModels converts a provider's models. A model that names no maxTokensParam gets max_tokens

@@ -55,6 +55,7 @@ func TestSpecsMirrorGateway(t *testing.T) {
 			"name":       "metadata.name",
 			"apiKeyFile": "names the file of apiKeySecretRef's key",
 			"paused":     "set while a self-hosted provider has no ready Pod",
+			"endpoints":  "a self-hosted provider's ready Pods",
 		},
 	}, {
 		name:    "TenantPlan",
@@ -69,6 +70,7 @@ func TestSpecsMirrorGateway(t *testing.T) {
 			"uid":         "metadata.uid and one of spec.tenants",
 			"keys.sha256": "hashed from a key Secret",
 			"keys.user":   "a key Secret's user label or name",
+			"plan":        "the TenantPlan's name",
 		},
 	}}
 	for _, tc := range tests {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,12 +35,13 @@ import (
 // +kubebuilder:rbac:groups=sluice.dev,resources=providerquotas/status;tenantplans/status,verbs=get;update;patch
 //
 // Secrets are a Role in the manager's namespace, not a ClusterRole: it reads
-// the keys there and writes only its configuration Secret. Kubernetes cannot
-// restrict create by name (a create request carries none), so create covers
-// every Secret of the namespace; update is for sluice-gateway-config only.
+// the keys there and writes only its configuration's Secrets. Kubernetes
+// cannot restrict create by name (a create request carries none), so create
+// covers every Secret of the namespace; update is for sluice-gateway-config
+// and its TenantShards tenant Secrets only.
 //
 // +kubebuilder:rbac:groups="",namespace=sluice-system,resources=secrets,verbs=get;list;watch;create
-// +kubebuilder:rbac:groups="",namespace=sluice-system,resources=secrets,resourceNames=sluice-gateway-config,verbs=update
+// +kubebuilder:rbac:groups="",namespace=sluice-system,resources=secrets,resourceNames=sluice-gateway-config;sluice-gateway-config-tenants-0;sluice-gateway-config-tenants-1;sluice-gateway-config-tenants-2;sluice-gateway-config-tenants-3;sluice-gateway-config-tenants-4;sluice-gateway-config-tenants-5;sluice-gateway-config-tenants-6;sluice-gateway-config-tenants-7,verbs=update
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // apiKeySecretIndex indexes ProviderQuotas by the Secret their API key is
@@ -55,9 +57,10 @@ type UsageSource interface {
 var _ UsageSource = (*usage.Poller)(nil)
 
 // GatewayConfigReconciler compiles the ProviderQuotas and TenantPlans of a
-// namespace, with their key Secrets, into the one configuration Secret the
-// gateways of that namespace mount, and writes each object's status. Its
-// requests name that Secret: one per namespace, whatever changed in it.
+// namespace, with their key Secrets, into the configuration Secret and the
+// tenant Secrets the gateways of that namespace mount, and writes each
+// object's status. Its requests name the configuration Secret: one per
+// namespace, whatever changed in it.
 type GatewayConfigReconciler struct {
 	// Client reads and writes the objects. In a manager, reads come from
 	// its cache.
@@ -81,7 +84,7 @@ type GatewayConfigReconciler struct {
 
 // SetupWithManager registers the reconciler and its watches: ProviderQuotas
 // and TenantPlans whose spec changed, the Secrets they draw on, the
-// configuration Secret itself, the readiness of the Pods self-hosted
+// configuration's own Secrets, the readiness of the Pods self-hosted
 // ProviderQuotas select, and the usage poller's updates. Pods are read
 // through the manager's cache; TrimPod keeps that cache small.
 func (r *GatewayConfigReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
@@ -116,7 +119,7 @@ func (r *GatewayConfigReconciler) configOf(_ context.Context, o client.Object) [
 // is that Secret, a tenant's key, or a provider's key; other Secrets are no
 // concern of the configuration.
 func (r *GatewayConfigReconciler) configOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
-	if o.GetName() == r.SecretName || o.GetLabels()[v1alpha1.LabelTenant] != "" {
+	if r.ownSecret(o.GetName()) || o.GetLabels()[v1alpha1.LabelTenant] != "" {
 		return r.configOf(ctx, o)
 	}
 	var refs v1alpha1.ProviderQuotaList
@@ -146,10 +149,11 @@ func (r *GatewayConfigReconciler) configOfPod(ctx context.Context, o client.Obje
 }
 
 // Reconcile gathers the namespace's objects, compiles them, writes the
-// configuration Secret when it changed, and then each object's status when
-// it changed. A status is written only once the Secret holds what it
-// reports. A configuration past the size a Secret holds is not written:
-// the objects it would have carried say ConfigTooLarge instead.
+// configuration's Secrets that changed, and then each object's status when
+// it changed. A status is written only once the Secrets hold what it
+// reports. A configuration with a Secret past the size a Secret holds is
+// not written at all: the objects it would have carried say ConfigTooLarge
+// instead.
 func (r *GatewayConfigReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	in, err := r.gather(ctx, req.Namespace)
 	if err != nil {
@@ -159,24 +163,30 @@ func (r *GatewayConfigReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	desired, err := configSecret(req.NamespacedName, in, out)
+	desired, err := configSecrets(req.NamespacedName, in, out)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if size := secretDataSize(desired); size > corev1.MaxSecretSize {
+	if s, size := oversized(desired); s != nil {
 		// Retrying cannot help: the statuses say why, and a change of the
 		// objects compiles again.
-		ctrl.LoggerFrom(ctx).Info("The gateway configuration does not fit its Secret", "secret", desired.Name, "bytes", size)
-		return ctrl.Result{}, r.writeStatuses(ctx, req.Namespace, in, tooLarge(out, size))
+		ctrl.LoggerFrom(ctx).Info("The gateway configuration does not fit its Secrets", "secret", s.Name, "bytes", size)
+		return ctrl.Result{}, r.writeStatuses(ctx, req.Namespace, in, tooLarge(out, s, size))
 	}
-	if err := r.writeSecret(ctx, desired, out); err != nil {
+	if err := r.writeSecrets(ctx, desired, out); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, r.writeStatuses(ctx, req.Namespace, in, out)
 }
 
+// ownSecret reports whether the Secret named name is one of the
+// configuration's: the configuration Secret or a tenant Secret.
+func (r *GatewayConfigReconciler) ownSecret(name string) bool {
+	return name == r.SecretName || strings.HasPrefix(name, tenantSecretPrefix(r.SecretName))
+}
+
 // gather lists the namespace's ProviderQuotas, TenantPlans and Secrets, but
-// the configuration Secret, which is no input, and counts the ready Pods of
+// the configuration's own, which are no input, and counts the ready Pods of
 // its self-hosted ProviderQuotas.
 func (r *GatewayConfigReconciler) gather(ctx context.Context, namespace string) (*Inputs, error) {
 	var pqs v1alpha1.ProviderQuotaList
@@ -189,7 +199,7 @@ func (r *GatewayConfigReconciler) gather(ctx context.Context, namespace string) 
 	}
 	in := &Inputs{Base: r.Base, ProviderQuotas: pqs.Items, TenantPlans: tps.Items}
 	for _, s := range secrets.Items {
-		if s.Name != r.SecretName {
+		if !r.ownSecret(s.Name) {
 			in.Secrets = append(in.Secrets, s)
 		}
 	}
@@ -198,18 +208,37 @@ func (r *GatewayConfigReconciler) gather(ctx context.Context, namespace string) 
 		if err := r.Client.List(ctx, &pods, client.InNamespace(namespace)); err != nil {
 			return nil, fmt.Errorf("controllers: list Pods in %s: %w", namespace, err)
 		}
-		in.ReadyPods = CountReadyPods(pqs.Items, pods.Items)
+		in.ReadyPods = ReadyPodIPs(pqs.Items, pods.Items)
 	}
 	return in, nil
 }
 
-// writeSecret creates or updates the configuration Secret, desired, in one write, or
-// leaves it when it already holds the compile. With no objects left it
-// writes nothing: the garbage collector removes the Secret they owned, and
-// an ownerless Secret rewritten here would stay for ever.
-func (r *GatewayConfigReconciler) writeSecret(ctx context.Context, desired *corev1.Secret, out *Output) error {
+// writeSecrets writes the configuration's Secrets, desired, in order: the
+// tenant Secrets, then the configuration Secret, whose config.yaml names
+// their hashes, so that a gateway that reads it finds the tenant files it
+// names or, until they arrive, refuses the mix and keeps its configuration.
+func (r *GatewayConfigReconciler) writeSecrets(ctx context.Context, desired []*corev1.Secret, out *Output) error {
+	var verb string
+	for _, s := range desired {
+		var err error
+		if verb, err = r.writeSecret(ctx, s); err != nil {
+			return err
+		}
+	}
+	if verb != "" {
+		r.secretWritten(ctx, desired[len(desired)-1], out, verb)
+	}
+	return nil
+}
+
+// writeSecret creates or updates one Secret, desired, in one write, or
+// leaves it when it already holds the compile, and says which it did:
+// "Created", "Updated" or "". With no objects left it writes nothing: the
+// garbage collector removes the Secrets they owned, and an ownerless Secret
+// rewritten here would stay for ever.
+func (r *GatewayConfigReconciler) writeSecret(ctx context.Context, desired *corev1.Secret) (string, error) {
 	if len(desired.OwnerReferences) == 0 {
-		return nil
+		return "", nil
 	}
 	key := client.ObjectKeyFromObject(desired)
 	var existing corev1.Secret
@@ -217,28 +246,26 @@ func (r *GatewayConfigReconciler) writeSecret(ctx context.Context, desired *core
 	switch {
 	case apierrors.IsNotFound(err):
 		if err := r.Client.Create(ctx, desired); err != nil {
-			return fmt.Errorf("controllers: create Secret %s: %w", key, err)
+			return "", fmt.Errorf("controllers: create Secret %s: %w", key, err)
 		}
-		r.secretWritten(ctx, desired, out, "Created")
-		return nil
+		return "Created", nil
 	case err != nil:
-		return fmt.Errorf("controllers: get Secret %s: %w", key, err)
+		return "", fmt.Errorf("controllers: get Secret %s: %w", key, err)
 	case secretUpToDate(&existing, desired):
-		return nil
+		return "", nil
 	}
 	updateSecret(&existing, desired)
 	if err := r.Client.Update(ctx, &existing); err != nil {
-		return fmt.Errorf("controllers: update Secret %s: %w", key, err)
+		return "", fmt.Errorf("controllers: update Secret %s: %w", key, err)
 	}
-	r.secretWritten(ctx, &existing, out, "Updated")
-	return nil
+	return "Updated", nil
 }
 
 // secretWritten logs and records a write of the configuration Secret by
 // its counts: never its contents, nor their hash.
 func (r *GatewayConfigReconciler) secretWritten(ctx context.Context, s *corev1.Secret, out *Output, verb string) {
 	ctrl.LoggerFrom(ctx).Info(verb+" the gateway configuration", "secret", s.Name,
-		"providers", len(out.Config.Providers), "tenants", len(out.Config.Tenants))
+		"providers", len(out.Config.Providers), "plans", len(out.Config.Plans), "tenants", len(out.Config.Tenants))
 	r.event(s, "Normal", "ConfigurationWritten", "Compile",
 		fmt.Sprintf("%s with %s and %s.", verb, countOf(len(out.Config.Providers), "provider"), countOf(len(out.Config.Tenants), "tenant")))
 }

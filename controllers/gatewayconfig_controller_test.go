@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -83,10 +84,7 @@ func TestReconcile(t *testing.T) {
 	// The Secret: config.yaml parses, holds hashes only, names the key
 	// file; the key file; the hash; the owners.
 	secret := getSecret(t, c, ns)
-	cfg, err := gatewayv1.Parse(secret.Data[ConfigFile])
-	if err != nil {
-		t.Fatalf("config.yaml does not parse: %v\n%s", err, secret.Data[ConfigFile])
-	}
+	cfg := mustLoadWritten(t, c, ns)
 	if diff := cmp.Diff([]string{"openai"}, providerNames(cfg)); diff != "" {
 		t.Errorf("providers (-want +got):\n%s", diff)
 	}
@@ -97,8 +95,8 @@ func TestReconcile(t *testing.T) {
 	if diff := cmp.Diff(wantKeys, tenantKeys(cfg)); diff != "" {
 		t.Errorf("tenants' keys (-want +got):\n%s", diff)
 	}
-	if got := cfg.Provider("openai").APIKeyFile; got != "openai.key" {
-		t.Errorf("openai's apiKeyFile = %q; want openai.key", got)
+	if key, err := os.ReadFile(cfg.Provider("openai").APIKeyFile); err != nil || string(key) != openaiKey {
+		t.Errorf("openai's apiKeyFile %s: %d bytes, %v; want the provider's key, beside config.yaml", cfg.Provider("openai").APIKeyFile, len(key), err)
 	}
 	if got := string(secret.Data["openai.key"]); got != openaiKey {
 		t.Errorf("item openai.key = %d bytes; want the provider's key", len(got))
@@ -165,7 +163,7 @@ func TestReconcile(t *testing.T) {
 	if got := meta.FindStatusCondition(gotQuota.Status.Conditions, v1alpha1.ConditionReady).LastTransitionTime; !got.Equal(&metav1.Time{Time: epoch}) {
 		t.Errorf("openai's Ready lastTransitionTime = %v; want %v, when it became Ready", got, epoch)
 	}
-	if cfg, err := gatewayv1.Parse(getSecret(t, c, ns).Data[ConfigFile]); err != nil || len(cfg.Tenants) != 3 {
+	if cfg, err := loadWritten(t, c, ns); err != nil || len(cfg.Tenants) != 3 {
 		t.Errorf("after the key arrived: config parses with err %v; want 3 tenants", err)
 	}
 
@@ -252,10 +250,10 @@ func assertReady(t *testing.T, c client.Client, ns string, obj client.Object, na
 }
 
 // resourceVersions returns the resourceVersion of every Sluice object and
-// of the configuration Secret.
+// of the configuration's Secrets.
 func resourceVersions(t *testing.T, c client.Client, ns string) map[string]string {
 	t.Helper()
-	out := map[string]string{"Secret": getSecret(t, c, ns).ResourceVersion}
+	out := secretVersions(getConfigSecrets(t, c, ns))
 	var pqs v1alpha1.ProviderQuotaList
 	var tps v1alpha1.TenantPlanList
 	if err := c.List(context.Background(), &pqs, client.InNamespace(ns)); err != nil {

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -101,9 +100,7 @@ func TestManager(t *testing.T) {
 
 	updateSecretData(t, c, ns, "acme-alice", "sk-acme-alice-rotated-0123456789")
 	poll.Until(t, settle, "the rotated tenant key's hash in config.yaml", func() bool {
-		var s corev1.Secret
-		get(t, c, ns, configSecretName, &s)
-		cfg, err := gatewayv1.Parse(s.Data[ConfigFile])
+		cfg, err := loadWritten(t, c, ns)
 		return err == nil && len(cfg.Tenants) == 1 && cfg.Tenants[0].Keys[0].SHA256 == gatewayv1.HashKey("sk-acme-alice-rotated-0123456789")
 	})
 

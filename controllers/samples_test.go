@@ -24,7 +24,7 @@ import (
 func TestSamplesCompile(t *testing.T) {
 	c, ns := newNamespace(t)
 	ctx := context.Background()
-	for _, file := range []string{"../config/samples/providerquota.yaml", "../config/samples/tenantplan.yaml"} {
+	for _, file := range []string{"../config/samples/providerquota.yaml", "../config/samples/tenantplan.yaml", "../config/samples/selfhosted.yaml"} {
 		for _, obj := range readObjects(t, file) {
 			obj.SetNamespace(ns)
 			if err := c.Create(ctx, obj); err != nil {
@@ -41,7 +41,7 @@ func TestSamplesCompile(t *testing.T) {
 	for _, plan := range []string{"free", "pro", "enterprise"} {
 		assertReady(t, c, ns, &v1alpha1.TenantPlan{}, plan, metav1.ConditionTrue, v1alpha1.ReasonCompiled)
 	}
-	cfg, err := gatewayv1.Parse(getSecret(t, c, ns).Data["config.yaml"])
+	cfg, err := loadWritten(t, c, ns)
 	if err != nil {
 		t.Fatalf("the compiled samples do not parse as a gateway configuration: %v", err)
 	}
@@ -50,8 +50,8 @@ func TestSamplesCompile(t *testing.T) {
 		tenants[tenant.Name] = tenant
 	}
 	acme, free := tenants["acme"], tenants["initech"]
-	if len(cfg.Providers) != 1 || len(acme.Keys) != 1 || acme.Keys[0].SHA256 != gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789") || acme.Budget == nil || acme.Degrade == nil {
-		t.Errorf("compiled samples = %d providers, acme %+v; want openai, and acme on the enterprise plan with alice's key hash", len(cfg.Providers), acme)
+	if len(cfg.Providers) != 2 || len(acme.Keys) != 1 || acme.Keys[0].SHA256 != gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789") || acme.Budget == nil || acme.Degrade == nil {
+		t.Errorf("compiled samples = %d providers, acme %+v; want openai and llama (paused, no Pod), and acme on the enterprise plan with alice's key hash", len(cfg.Providers), acme)
 	}
 	if len(free.PerUser) != 1 || free.PerUser[0].Amount != 50 || free.PerUser[0].Per != gatewayv1.PeriodDay || free.PerUser[0].OnLimit != gatewayv1.BehaviorReject {
 		t.Errorf("initech = %+v; want the free plan: 50 requests a day per user, refused past that", free)

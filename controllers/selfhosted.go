@@ -1,6 +1,9 @@
 package controllers
 
 import (
+	"cmp"
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -25,26 +28,30 @@ func PodReady(pod *corev1.Pod) bool {
 	return false
 }
 
-// CountReadyPods counts, for each self-hosted ProviderQuota, the ready Pods
-// of its namespace that its selector selects. A ProviderQuota whose selector
-// is invalid counts none; compiling reports the selector.
-func CountReadyPods(pqs []v1alpha1.ProviderQuota, pods []corev1.Pod) map[string]int32 {
-	counts := map[string]int32{}
+// ReadyPodIPs lists, for each self-hosted ProviderQuota, the addresses of the
+// ready Pods of its namespace that its selector selects, in the order of the
+// Pods' names. A ready Pod with no address yet is not listed: nothing could
+// call it. A ProviderQuota whose selector is invalid lists none; compiling
+// reports the selector.
+func ReadyPodIPs(pqs []v1alpha1.ProviderQuota, pods []corev1.Pod) map[string][]string {
+	sorted := slices.Clone(pods)
+	slices.SortFunc(sorted, func(a, b corev1.Pod) int { return cmp.Compare(a.Name, b.Name) })
+	ips := map[string][]string{}
 	for i := range pqs {
 		pq := &pqs[i]
 		selector, ok := podSelector(pq)
 		if !ok {
 			continue
 		}
-		counts[pq.Name] = 0
-		for j := range pods {
-			pod := &pods[j]
-			if pod.Namespace == pq.Namespace && selector.Matches(labels.Set(pod.Labels)) && PodReady(pod) {
-				counts[pq.Name]++
+		ips[pq.Name] = []string{}
+		for j := range sorted {
+			pod := &sorted[j]
+			if pod.Namespace == pq.Namespace && selector.Matches(labels.Set(pod.Labels)) && PodReady(pod) && pod.Status.PodIP != "" {
+				ips[pq.Name] = append(ips[pq.Name], pod.Status.PodIP)
 			}
 		}
 	}
-	return counts
+	return ips
 }
 
 // podSelector returns a self-hosted ProviderQuota's Pod selector; ok is
@@ -71,9 +78,10 @@ func hasSelfHosted(pqs []v1alpha1.ProviderQuota) bool {
 	return false
 }
 
-// podCapacityChanged passes the Pod events that may change a count of ready
-// Pods: a Pod created or deleted, its readiness or its labels changed. Status
-// updates that leave both alone, the most frequent kind, pass no further.
+// podCapacityChanged passes the Pod events that may change the ready Pods a
+// provider calls: a Pod created or deleted, its readiness, its address or its
+// labels changed. Status updates that leave them alone, the most frequent
+// kind, pass no further.
 var podCapacityChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		before, ok1 := e.ObjectOld.(*corev1.Pod)
@@ -81,7 +89,7 @@ var podCapacityChanged = predicate.Funcs{
 		if !ok1 || !ok2 {
 			return true
 		}
-		return PodReady(before) != PodReady(after) || !labels.Equals(before.Labels, after.Labels)
+		return PodReady(before) != PodReady(after) || before.Status.PodIP != after.Status.PodIP || !labels.Equals(before.Labels, after.Labels)
 	},
 }
 

@@ -3,6 +3,8 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +50,7 @@ func TestCompileSelfHosted(t *testing.T) {
 	tests := []struct {
 		name          string
 		pq            v1alpha1.ProviderQuota
-		readyPods     map[string]int32
+		readyPods     map[string][]string
 		wantInFlight  int64 // in config.yaml
 		wantPaused    bool
 		wantEffective int64 // in status, after headroom
@@ -57,23 +59,23 @@ func TestCompileSelfHosted(t *testing.T) {
 		wantReason    string
 		wantMessage   string
 	}{{
-		name: "ready Pods × GPUs per Pod × per-GPU cap", pq: llama, readyPods: map[string]int32{"llama": 3},
+		name: "ready Pods × GPUs per Pod × per-GPU cap", pq: llama, readyPods: map[string][]string{"llama": podIPs(3)},
 		wantInFlight: 48, wantEffective: 48, wantPods: 3, wantGPUs: 6, wantReason: v1alpha1.ReasonCompiled,
 		wantMessage: "3 Pods ready with 6 GPUs: at most 48 calls in flight.",
 	}, {
-		name: "no ready Pod pauses the provider, for a cap of 0 would mean unlimited", pq: llama, readyPods: map[string]int32{"llama": 0},
+		name: "no ready Pod pauses the provider, for a cap of 0 would mean unlimited", pq: llama, readyPods: map[string][]string{"llama": podIPs(0)},
 		wantPaused: true, wantReason: v1alpha1.ReasonNoReadyPods, wantMessage: "No selected Pod is ready",
 	}, {
 		name: "a self-hosted provider missing from the counts has no ready Pod", pq: llama,
 		wantPaused: true, wantReason: v1alpha1.ReasonNoReadyPods,
 	}, {
-		name: "the GPU quota caps the GPUs counted", pq: selfHosted("llama", 0, "llama-3", 2, 8, ptrTo[int32](4)), readyPods: map[string]int32{"llama": 3},
+		name: "the GPU quota caps the GPUs counted", pq: selfHosted("llama", 0, "llama-3", 2, 8, ptrTo[int32](4)), readyPods: map[string][]string{"llama": podIPs(3)},
 		wantInFlight: 32, wantEffective: 32, wantPods: 3, wantGPUs: 4, wantReason: v1alpha1.ReasonCompiled,
 	}, {
-		name: "gpusPerPod defaults to 1", pq: selfHosted("llama", 0, "llama-3", 0, 8, nil), readyPods: map[string]int32{"llama": 2},
+		name: "gpusPerPod defaults to 1", pq: selfHosted("llama", 0, "llama-3", 0, 8, nil), readyPods: map[string][]string{"llama": podIPs(2)},
 		wantInFlight: 16, wantEffective: 16, wantPods: 2, wantGPUs: 2, wantReason: v1alpha1.ReasonCompiled,
 	}, {
-		name: "limits.maxInFlight caps the Pods' capacity, and headroom applies", pq: withLimit(llama, 20, 50), readyPods: map[string]int32{"llama": 3},
+		name: "limits.maxInFlight caps the Pods' capacity, and headroom applies", pq: withLimit(llama, 20, 50), readyPods: map[string][]string{"llama": podIPs(3)},
 		wantInFlight: 20, wantEffective: 10, wantPods: 3, wantGPUs: 6, wantReason: v1alpha1.ReasonCompiled,
 		wantMessage: "at most 10 calls in flight",
 	}}
@@ -93,6 +95,10 @@ func TestCompileSelfHosted(t *testing.T) {
 			p := out.Config.Providers[0]
 			if p.MaxInFlight != tc.wantInFlight || p.Paused != tc.wantPaused {
 				t.Errorf("config.yaml has maxInFlight %d, paused %v; want %d, %v", p.MaxInFlight, p.Paused, tc.wantInFlight, tc.wantPaused)
+			}
+			// The gateways call the ready Pods themselves, at their addresses on the quota's port.
+			if want := podEndpoints(tc.readyPods["llama"], 8000); p.BaseURL != "" || !slices.Equal(p.Endpoints, want) {
+				t.Errorf("config.yaml has baseURL %q, endpoints %v; want no baseURL, endpoints %v", p.BaseURL, p.Endpoints, want)
 			}
 			res := out.ProviderQuotas["llama"]
 			if res.Reason != tc.wantReason || !strings.Contains(res.Message, tc.wantMessage) {
@@ -128,7 +134,24 @@ func TestCompileSelfHostedInvalidSelector(t *testing.T) {
 	}
 }
 
-// pod returns a Pod of namespace ns with labels app=app, ready or not.
+// podIPs returns n Pod addresses.
+func podIPs(n int) []string {
+	ips := []string{}
+	for i := range n {
+		ips = append(ips, fmt.Sprintf("10.0.0.%d", i+1))
+	}
+	return ips
+}
+
+// podIP is the address the tests give the Pod of that name.
+func podIP(name string) string {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	n := h.Sum32()
+	return fmt.Sprintf("10.1.%d.%d", n>>8%256, n%254+1)
+}
+
+// pod returns a Pod of namespace ns with labels app=app, ready or not, at an address of its own.
 func pod(ns, name, app string, ready bool) corev1.Pod {
 	status := corev1.ConditionFalse
 	if ready {
@@ -137,20 +160,22 @@ func pod(ns, name, app string, ready bool) corev1.Pod {
 	return corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": app}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "server", Image: "inference"}}},
-		Status:     corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
+		Status:     corev1.PodStatus{PodIP: podIP(name), Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
 	}
 }
 
-func TestCountReadyPods(t *testing.T) {
+func TestReadyPodIPs(t *testing.T) {
 	deleting := pod(testNamespace, "deleting", "llama", true)
 	deleting.DeletionTimestamp = &metav1.Time{Time: epoch}
 	noCondition := pod(testNamespace, "starting", "llama", true)
 	noCondition.Status.Conditions = nil
+	noAddress := pod(testNamespace, "starting", "llama", true)
+	noAddress.Status.PodIP = ""
 	pods := []corev1.Pod{
-		pod(testNamespace, "a", "llama", true),
 		pod(testNamespace, "b", "llama", true),
+		pod(testNamespace, "a", "llama", true),
 		pod(testNamespace, "c", "llama", false),
-		deleting, noCondition,
+		deleting, noCondition, noAddress,
 		pod("elsewhere", "d", "llama", true),
 		pod(testNamespace, "e", "mistral", true),
 	}
@@ -159,8 +184,8 @@ func TestCountReadyPods(t *testing.T) {
 		selfHosted("qwen", 0, "qwen", 1, 8, nil),
 		quota("openai", 0, "gpt-4o"),
 	}
-	got := CountReadyPods(pqs, pods)
-	if diff := cmp.Diff(map[string]int32{"llama": 2, "qwen": 0}, got); diff != "" {
+	got := ReadyPodIPs(pqs, pods)
+	if diff := cmp.Diff(map[string][]string{"llama": {podIP("a"), podIP("b")}, "qwen": {}}, got); diff != "" {
 		t.Errorf("ready Pods (-want +got):\n%s", diff)
 	}
 }
@@ -273,6 +298,7 @@ func setReady(t *testing.T, c client.Client, p *corev1.Pod, ready bool) {
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(p), p); err != nil {
 		t.Fatal(err)
 	}
+	p.Status.PodIP = podIP(p.Name)
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: status, LastTransitionTime: metav1.Now()}}
 	if err := c.Status().Update(context.Background(), p); err != nil {
 		t.Fatalf("set Pod %s ready=%v: %v", p.Name, ready, err)

@@ -9,12 +9,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/sluicehq/sluice/api/v1alpha1"
 	"github.com/sluicehq/sluice/test/cluster"
@@ -25,6 +27,9 @@ import (
 var apiServer = &cluster.Shared{CRDs: "../config/crd/bases"}
 
 func TestMain(m *testing.M) {
+	// The reconcilers log through controller-runtime's logger, which warns
+	// with a stack trace once a test has run 30s without one set.
+	ctrllog.SetLogger(logr.Discard())
 	code := m.Run()
 	if err := apiServer.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "controllers: stop kube-apiserver: %v\n", err)

@@ -158,7 +158,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.gpuQuota) || !has(self.gpusPerPod) || self.gpuQuota >= self.gpusPerPod",message="gpuQuota must be at least gpusPerPod: one Pod needs gpusPerPod GPUs",fieldPath=".gpuQuota"
 type SelfHosted struct {
 	// selector selects the inference Pods in this namespace. It must not be
-	// empty.
+	// empty. The gateways call the ready ones at their own addresses, each
+	// call to the least busy Pod; no Service is needed.
 	// +required
 	Selector metav1.LabelSelector `json:"selector"`
 	// port is the Pods' port that serves the OpenAI-compatible API and
@@ -182,7 +183,9 @@ type SelfHosted struct {
 	// +kubebuilder:validation:Minimum=1
 	GPUsPerPod int32 `json:"gpusPerPod,omitempty"`
 	// maxConcurrencyPerGPU is the most requests one GPU serves at once, at
-	// least 1; past it latency grows without throughput.
+	// least 1; past it latency grows without throughput. The gateways send
+	// each Pod at most gpusPerPod × maxConcurrencyPerGPU calls at once and
+	// hold the rest in their queue.
 	// +required
 	// +kubebuilder:validation:Minimum=1
 	MaxConcurrencyPerGPU int32 `json:"maxConcurrencyPerGPU"`

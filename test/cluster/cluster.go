@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/kubernetes"
@@ -71,6 +72,10 @@ type Cluster struct {
 	ips    ipAllocator
 }
 
+// startTimeout bounds the start of etcd and kube-apiserver, well past envtest's 20 s default: on
+// a small machine busy with other tests the API server can take longer than that to be ready.
+const startTimeout = 2 * time.Minute
+
 // Start starts the control plane and stops it when the test ends. Under -short the test is
 // skipped, because the fast loop needs no control plane.
 func Start(t testing.TB, opts Options) *Cluster {
@@ -84,7 +89,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	}
 	// envtest logs through controller-runtime, which prints a stack trace when no logger is set.
 	ctrllog.SetLogger(logr.Discard())
-	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	env := &envtest.Environment{BinaryAssetsDirectory: assets, ControlPlaneStartTimeout: startTimeout}
 	if opts.ControllerManager {
 		// envtest turns off the ServiceAccount admission plugin because nothing would create the
 		// default ServiceAccount; here the serviceaccount controller does.

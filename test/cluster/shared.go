@@ -43,7 +43,7 @@ func (s *Shared) start() {
 		s.err = err
 		return
 	}
-	s.env = &envtest.Environment{BinaryAssetsDirectory: dir, CRDDirectoryPaths: []string{s.CRDs}, ErrorIfCRDPathMissing: true}
+	s.env = &envtest.Environment{BinaryAssetsDirectory: dir, ControlPlaneStartTimeout: startTimeout, CRDDirectoryPaths: []string{s.CRDs}, ErrorIfCRDPathMissing: true}
 	if s.cfg, err = s.env.Start(); err != nil {
 		s.err = fmt.Errorf("cluster: start kube-apiserver from %s with the CRDs of %s: %w", dir, s.CRDs, err)
 	}

@@ -14,8 +14,9 @@ import (
 const demoTimeout = 9 * time.Minute
 
 // TestDemo runs `make demo` in its short mode, as a new user would run it, and checks the lines
-// that tell the story: the queue case through the gateways with no provider error, the HPA
-// scaling the self-hosted model up, and the quotas' live usage in kubectl describe.
+// that tell the story: the queue case through the gateways with no provider error, the hosted
+// account's lower limits learned and shown by kubectl describe, the HPA scaling the self-hosted
+// model up on the gateways' queue while its Pods queue nothing, and the quotas' live usage.
 func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("demo: needs the control plane and Redis; skipped with -short")
@@ -33,11 +34,22 @@ func TestDemo(t *testing.T) {
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^NAME +RPM +RPM-USED +TPM +TPM-USED +IN-FLIGHT +QUEUED +READY +AGE$`),
 		regexp.MustCompile(`(?m)^demo: case 4 \(queue\) through 2 gateways: 0 provider errors \(.*\), 0 pages died at the provider`),
-		regexp.MustCompile(`(?m)^demo: the HPA scaled llama from 1 to [2-4] replicas`),
-		regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  llama +Deployment/llama +\d+/4`),
+		regexp.MustCompile(`(?m)^demo: the gateways learned openai's limits from its answers: 600 requests and 100000 tokens a minute`),
+		regexp.MustCompile(`(?m)^demo: the HPA scaled llama from 1 to [2-4] replicas on the gateways' queue`),
+		regexp.MustCompile(`(?m)^demo: the gateways queued up to [1-9]\d* calls for llama while its Pods reported at most 0 waiting; [1-9]\d* calls answered, 0 failed`),
+		regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  llama +Deployment/llama +\d+/8 \(avg\)`),
 	} {
 		if !want.MatchString(text) {
 			t.Errorf("the demo's output has no line matching %s", want)
+		}
+	}
+	_, learned, _ := strings.Cut(text, "A hosted account whose real limits are below its quota")
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`Reason:\s+ProviderReportsLower\s+Status:\s+True\s+Type:\s+LimitsBelowSpec`),
+		regexp.MustCompile(`Learned Limits:\s+Requests Per Minute:\s+600\s+Tokens Per Minute:\s+100000`),
+	} {
+		if !want.MatchString(learned) {
+			t.Errorf("kubectl describe pq openai after the account's answers shows no line matching %s", want)
 		}
 	}
 	_, final, ok := strings.Cut(text, "The quotas again, with live usage")

@@ -1,9 +1,10 @@
 // Command demo tells Sluice's whole story on one machine, on loopback: a local control plane
 // (etcd, kube-apiserver, kube-controller-manager), Redis, the lab's simulated provider and
 // inference server, the manager, two gateways sharing Redis and the metrics adapter. It applies
-// the CRDs and samples, shows the quotas, runs the lab's queue case through the gateways, pushes
-// load at the self-hosted model until its HorizontalPodAutoscaler scales it, shows the quotas'
-// live usage, and stops everything it started.
+// the CRDs and samples, shows the quotas, runs the lab's queue case through the gateways, shows
+// the hosted account's lower limits learned from its answers, sends the self-hosted model calls
+// through the gateways until its HorizontalPodAutoscaler scales it on their queue, shows the
+// quotas' live usage, and stops everything it started.
 //
 // `make demo` builds what it needs and runs it; DEMO_SHORT=1 (or -short) runs a shorter ramp
 // and load, as the test of the demo does.

@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/sluicehq/sluice/controllers"
 	"github.com/sluicehq/sluice/test/cluster"
 	"github.com/sluicehq/sluice/test/proc"
 	"github.com/sluicehq/sluice/test/redisserver"
@@ -66,6 +67,7 @@ func (st *story) tell(ctx context.Context) {
 	st.kubectl("get", "pq,tp", "-n", namespace)
 	st.kubectl("describe", "pq", hostedQuota, "-n", namespace)
 	st.rampThroughGateways()
+	st.learnHostedLimits()
 	st.scaleSelfHosted(ctx)
 	st.section("The quotas again, with live usage")
 	st.kubectl("get", "pq,tp", "-n", namespace)
@@ -143,7 +145,7 @@ func (st *story) startSluice() {
 		"--gateway-usage-urls="+strings.Join(usage, ","), "--usage-interval=2s",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0")
 	configDir := st.r.TempDir()
-	st.mountConfigSecret(configDir)
+	st.c.MountSecrets(st.r, namespace, controllers.ConfigSecretNames(configSecret), configDir, "config.yaml")
 	for i, g := range st.gateways {
 		st.startProcess(fmt.Sprintf("gateway-%d", i), "gateway", "--config="+filepath.Join(configDir, "config.yaml"),
 			"--listen="+strings.TrimPrefix(g.url, "http://"), "--admin-listen="+strings.TrimPrefix(g.admin, "http://"),
@@ -170,61 +172,6 @@ func (st *story) startProcess(name, binary string, args ...string) *proc.Process
 	cmd := exec.Command(filepath.Join(st.bin, binary), args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+st.c.Kubeconfig)
 	return proc.Start(st.r, name, cmd)
-}
-
-// mountConfigSecret plays the kubelet's Secret volume: it writes the configuration Secret's keys
-// into dir once the manager has written it, and again whenever it changes, until the demo ends.
-func (st *story) mountConfigSecret(dir string) {
-	secrets := st.c.Clientset.CoreV1().Secrets(namespace)
-	ctx, cancel := context.WithCancel(context.Background())
-	st.r.Cleanup(cancel)
-	written := ""
-	sync := func() bool {
-		s, err := secrets.Get(ctx, configSecret, metav1.GetOptions{})
-		if err != nil || s.ResourceVersion == written {
-			return err == nil
-		}
-		if err := writeSecret(dir, s); err != nil {
-			st.r.Errorf("write the configuration Secret's files: %v", err)
-			return false
-		}
-		written = s.ResourceVersion
-		return true
-	}
-	deadline := time.Now().Add(readyTimeout)
-	for !sync() {
-		if time.Now().After(deadline) {
-			st.r.Fatalf("the manager wrote no Secret %s in %s", configSecret, readyTimeout)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	go func() {
-		for ctx.Err() == nil {
-			time.Sleep(time.Second)
-			sync()
-		}
-	}()
-}
-
-// writeSecret writes each key of s into a file of dir, config.yaml last, each by a rename so
-// that the gateways never read half a file.
-func writeSecret(dir string, s *corev1.Secret) error {
-	var names []string
-	for name := range s.Data {
-		if name != "config.yaml" {
-			names = append(names, name)
-		}
-	}
-	for _, name := range append(names, "config.yaml") {
-		tmp := filepath.Join(dir, "."+name+".tmp")
-		if err := os.WriteFile(tmp, s.Data[name], 0o600); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // waitReady waits until url answers 200.

@@ -80,7 +80,7 @@ func TestHPAScalesInferencePodsOnWaitingRequests(t *testing.T) {
 	if _, err := envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{Paths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfPathMissing: true}); err != nil {
 		t.Fatalf("install the CRDs: %v", err)
 	}
-	pods := &inferencePods{stop: map[string]context.CancelFunc{}}
+	pods := &inferencePods{stop: map[string]context.CancelFunc{}, model: inferenceName, seqs: maxNumSeqs}
 	c.RunPods(t, inferenceNamespace, labels.SelectorFromSet(inferenceLabels), pods.start)
 	t.Cleanup(pods.stopAll)
 	c.RegisterMetricsAdapter(t, adapter.port)
@@ -178,8 +178,12 @@ func TestHPAScalesInferencePodsOnWaitingRequests(t *testing.T) {
 	}
 }
 
-// inferencePods plays each Pod as a `lab inference` process and can stop one, as a crash would.
+// inferencePods plays each Pod as a `lab inference` process serving model, seqs requests at
+// once, and can stop one, as a crash would.
 type inferencePods struct {
+	model string
+	seqs  int
+
 	mu   sync.Mutex
 	stop map[string]context.CancelFunc // by Pod name
 }
@@ -191,8 +195,8 @@ func (p *inferencePods) start(pod *corev1.Pod, ip string) *exec.Cmd {
 	p.mu.Unlock()
 	return exec.CommandContext(ctx, labBin, "inference",
 		"-listen", net.JoinHostPort(ip, strconv.Itoa(inferencePort)),
-		"-engine", "vllm", "-model", inferenceName, "-gpus", strconv.Itoa(gpusPerPod),
-		"-max-num-seqs", strconv.Itoa(maxNumSeqs), "-token-latency", "50ms", "-default-max-tokens", "20")
+		"-engine", "vllm", "-model", p.model, "-gpus", strconv.Itoa(gpusPerPod),
+		"-max-num-seqs", strconv.Itoa(p.seqs), "-token-latency", "50ms", "-default-max-tokens", "20")
 }
 
 // stopProcess kills a Pod's process; the Pod stays Running in the API, as it would until a real
@@ -445,8 +449,15 @@ func podReady(pod *corev1.Pod) bool {
 
 // podValues reads every inference Pod's inference_requests_waiting through the aggregator.
 func podValues(ctx context.Context, c *cluster.Cluster) ([]cmv1beta2.MetricValue, error) {
+	return podMetricValues(ctx, c, inferenceNamespace, metrics.RequestsWaiting, inferenceLabels)
+}
+
+// podMetricValues reads a metric of the Pods of namespace that selector selects through the
+// aggregator.
+func podMetricValues(ctx context.Context, c *cluster.Cluster, namespace, metric string, selector map[string]string) ([]cmv1beta2.MetricValue, error) {
 	var list cmv1beta2.MetricValueList
-	err := getJSON(ctx, c, waitingPath, labels.FormatLabels(inferenceLabels), &list)
+	path := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + namespace + "/pods/*/" + metric
+	err := getJSON(ctx, c, path, labels.FormatLabels(selector), &list)
 	return list.Items, err
 }
 
@@ -470,7 +481,12 @@ func rawGet(ctx context.Context, c *cluster.Cluster, path string) ([]byte, error
 
 func hpa(t *testing.T, ctx context.Context, c *cluster.Cluster) *autoscalingv2.HorizontalPodAutoscaler {
 	t.Helper()
-	h, err := c.Clientset.AutoscalingV2().HorizontalPodAutoscalers(inferenceNamespace).Get(ctx, inferenceName, metav1.GetOptions{})
+	return hpaOf(t, ctx, c, inferenceNamespace, inferenceName)
+}
+
+func hpaOf(t *testing.T, ctx context.Context, c *cluster.Cluster, namespace, name string) *autoscalingv2.HorizontalPodAutoscaler {
+	t.Helper()
+	h, err := c.Clientset.AutoscalingV2().HorizontalPodAutoscalers(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +495,12 @@ func hpa(t *testing.T, ctx context.Context, c *cluster.Cluster) *autoscalingv2.H
 
 func deployment(t *testing.T, ctx context.Context, c *cluster.Cluster) *appsv1.Deployment {
 	t.Helper()
-	d, err := c.Clientset.AppsV1().Deployments(inferenceNamespace).Get(ctx, inferenceName, metav1.GetOptions{})
+	return deploymentOf(t, ctx, c, inferenceNamespace, inferenceName)
+}
+
+func deploymentOf(t *testing.T, ctx context.Context, c *cluster.Cluster, namespace, name string) *appsv1.Deployment {
+	t.Helper()
+	d, err := c.Clientset.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,6 +115,7 @@ func TestChartApplies(t *testing.T) {
 	c.Kubectl(t, "apply", "--server-side", "-f", render(t, "sluice", "sluice-system", "--include-crds"))
 	deployments := checkDeployments(t, c, "sluice-system", "sluice-manager", "sluice-gateway", "sluice-metrics-adapter")
 	checkBaseConfig(t, c, "sluice-system", "sluice-manager-base-config", deployments["sluice-gateway"])
+	checkConfigProjected(t, deployments["sluice-gateway"])
 	if got := *deployments["sluice-gateway"].Spec.Replicas; got != 2 {
 		t.Errorf("gateway replicas = %d; want 2", got)
 	}

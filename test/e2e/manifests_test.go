@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/controllers"
 	"github.com/sluicehq/sluice/test/cluster"
 )
 
@@ -69,6 +71,7 @@ func TestManifestsApply(t *testing.T) {
 
 	deployments := checkDeployments(t, c, "sluice-system", "sluice-manager", "sluice-gateway", "sluice-metrics-adapter")
 	checkBaseConfig(t, c, "sluice-system", "sluice-base-config-", deployments["sluice-gateway"])
+	checkConfigProjected(t, deployments["sluice-gateway"])
 	checkRedisComponents(t, c)
 	checkGatewayNetworkPolicy(t, c, "sluice-system", "sluice-gateway")
 	checkAdapterAvailability(t, c, "sluice-system", "sluice-metrics-adapter")
@@ -207,6 +210,7 @@ func managerAccess(manager, watched string) []access {
 		{manager, "watch secrets" + in, true},
 		{manager, "create secrets" + in, true},
 		{manager, "update secrets/sluice-gateway-config" + in, true},
+		{manager, "update secrets/sluice-gateway-config-tenants-7" + in, true},
 		{manager, "list providerquotas.sluice.dev" + in, true},
 		{manager, "list tenantplans.sluice.dev" + in, true},
 		{manager, "patch providerquotas.sluice.dev --subresource=status" + in, true},
@@ -219,6 +223,7 @@ func managerAccess(manager, watched string) []access {
 		{manager, "list providerquotas.sluice.dev -n default", false},
 		{manager, "update secrets/acme-alice" + in, false},
 		{manager, "update secrets" + in, false},
+		{manager, "update secrets/sluice-gateway-config-tenants-8" + in, false},
 		{manager, "delete secrets/sluice-gateway-config" + in, false},
 		{manager, "update providerquotas.sluice.dev" + in, false},
 		{manager, "create pods" + in, false},
@@ -360,6 +365,29 @@ func checkStoreFilesMounted(t *testing.T, store gatewayv1.Store, gateway *appsv1
 		if file != "" && !mountsSecretKey(gateway, file) {
 			t.Errorf("the base configuration has the gateways read %s; the gateway %s mounts no Secret's key there", file, gateway.Name)
 		}
+	}
+}
+
+// checkConfigProjected checks that the gateway mounts every Secret of its configuration, as the
+// manager writes them, in one directory, where config.yaml finds the tenant files it names.
+func checkConfigProjected(t *testing.T, gateway *appsv1.Deployment) {
+	t.Helper()
+	var got []string
+	for _, v := range gateway.Spec.Template.Spec.Volumes {
+		if v.Name != "config" || v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if src.Secret != nil {
+				got = append(got, src.Secret.Name)
+			}
+		}
+	}
+	want := controllers.ConfigSecretNames("sluice-gateway-config")
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("the gateway %s projects Secrets %q into its config volume; want %q", gateway.Name, got, want)
 	}
 }
 

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/controllers"
 	"github.com/sluicehq/sluice/test/cluster"
 	"github.com/sluicehq/sluice/test/poll"
 	"github.com/sluicehq/sluice/test/proc"
@@ -83,7 +85,7 @@ func TestOperator(t *testing.T) {
 	// A ready Pod gives the self-hosted provider its capacity: 1 GPU × 8 calls.
 	c.Kubectl(t, "run", "-n", "sluice", "llama-0", "--image=vllm", "--labels=app=llama", "--restart=Never")
 	c.Kubectl(t, "patch", "-n", "sluice", "pod", "llama-0", "--subresource=status", "--type=merge",
-		"-p", `{"status":{"conditions":[{"type":"Ready","status":"True"}]}}`)
+		"-p", `{"status":{"podIP":"10.0.0.9","podIPs":[{"ip":"10.0.0.9"}],"conditions":[{"type":"Ready","status":"True"}]}}`)
 	describeLlama = waitDescribe(t, c, "pq", "llama", `Ready Pods:\s+1\n`)
 	mustContain(t, describeLlama, "the self-hosted provider with a ready Pod",
 		`Reason:\s+Compiled`, `Max In Flight:\s+8\n`, `Ready Pods:\s+1\n`, `Ready GPUs:\s+1\n`)
@@ -118,42 +120,63 @@ func startManager(t *testing.T, c *cluster.Cluster, usageURL string, flags ...st
 }
 
 // writeConfigSecret waits until the configuration Secret the manager writes calls the upstream,
-// writes its items (config.yaml and the providers' key files) into dir, as a gateway Pod mounts
-// them, and returns the configuration.
+// writes the items of it and its tenant Secrets (config.yaml, the providers' key files and the
+// tenant files) into dir, as a gateway Pod's projected volume mounts them, and returns the
+// configuration, once it loads.
 func writeConfigSecret(t *testing.T, c *cluster.Cluster, dir, upstreamURL string) *gatewayv1.Config {
+	t.Helper()
+	var cfg *gatewayv1.Config
+	var items map[string][]byte
+	poll.Until(t, processWait, "the configuration Secrets to call the test's upstream and load", func() bool {
+		items = configItems(t, c)
+		if !strings.Contains(string(items["config.yaml"]), upstreamURL) {
+			return false
+		}
+		writeConfigItems(t, dir, items)
+		var err error
+		cfg, err = gatewayv1.Load(filepath.Join(dir, "config.yaml"))
+		return err == nil // else a tenant Secret was rewritten between two reads
+	})
+	for name, data := range items {
+		for _, key := range sampleKeys {
+			if !strings.HasSuffix(name, ".key") && strings.Contains(string(data), key) {
+				t.Errorf("%s holds a key (%.8s...); want the tenants' hashes and the provider's key file only", name, key)
+			}
+		}
+	}
+	return cfg
+}
+
+// writeConfigItems writes the items of the configuration's Secrets into dir.
+func writeConfigItems(t *testing.T, dir string, items map[string][]byte) {
+	t.Helper()
+	for name, data := range items {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// configItems returns the items of the configuration Secret and of its tenant Secrets in the
+// namespace sluice, leaving out a Secret not written yet.
+func configItems(t *testing.T, c *cluster.Cluster) map[string][]byte {
 	t.Helper()
 	assets, err := cluster.AssetsDir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	items := map[string][]byte{}
-	poll.Until(t, processWait, "the configuration Secret to call the test's upstream", func() bool {
+	for _, name := range controllers.ConfigSecretNames("sluice-gateway-config") {
 		out, err := exec.Command(filepath.Join(assets, "kubectl"), "--kubeconfig", c.Kubeconfig,
-			"get", "secret", "-n", "sluice", "sluice-gateway-config", "-o", "json").Output()
+			"get", "secret", "-n", "sluice", name, "-o", "json").Output()
 		var secret struct {
 			Data map[string][]byte `json:"data"`
 		}
-		if err != nil || json.Unmarshal(out, &secret) != nil {
-			return false
-		}
-		items = secret.Data
-		return strings.Contains(string(items["config.yaml"]), upstreamURL)
-	})
-	for _, key := range sampleKeys {
-		if strings.Contains(string(items["config.yaml"]), key) {
-			t.Errorf("config.yaml holds a key (%.8s...); want the tenants' hashes and the provider's key file only", key)
+		if err == nil && json.Unmarshal(out, &secret) == nil {
+			maps.Copy(items, secret.Data)
 		}
 	}
-	for name, data := range items {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg, err := gatewayv1.Load(filepath.Join(dir, "config.yaml"))
-	if err != nil {
-		t.Fatalf("the configuration Secret's config.yaml: %v", err)
-	}
-	return cfg
+	return items
 }
 
 // waitDescribe waits until kubectl describe of one object matches every one of the patterns, and

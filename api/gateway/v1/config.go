@@ -31,7 +31,46 @@ type Config struct {
 	Global []Limit `json:"global,omitempty"`
 	// providers are the upstream accounts the gateway calls.
 	Providers []Provider `json:"providers,omitempty"`
-	// tenants are the customers whose keys the gateway accepts.
+	// plans are terms that several tenants share, each written once under
+	// its name. A plan is written as a tenant without uid, keys or plan:
+	// every other field of a tenant, name included, which must be unique
+	// among plans. A tenant takes a plan's terms by naming it in its plan
+	// field.
+	Plans []Tenant `json:"plans,omitempty"`
+	// tenants are the customers whose keys the gateway accepts. The tenants
+	// of tenantFiles follow them.
+	Tenants []Tenant `json:"tenants,omitempty"`
+	// tenantFiles name files that hold more tenants, each a TenantList (see
+	// TenantListKind), so that a configuration too large for one file, such
+	// as a Kubernetes Secret of at most 1 MiB, can be spread over several.
+	// Load reads them and appends their tenants, in order, to tenants; Parse
+	// reads one document and leaves them unread.
+	TenantFiles []TenantFile `json:"tenantFiles,omitempty"`
+}
+
+// TenantFile names a file of tenants (a TenantList) that belongs to a
+// configuration.
+type TenantFile struct {
+	// path is the file's path. A relative path resolves against the
+	// configuration file's directory.
+	Path string `json:"path"`
+	// sha256 is the lower-case hex SHA-256 of the file's bytes. When set,
+	// Load refuses a file that does not match: a configuration read while
+	// its files are being replaced one by one is refused, not mixed from
+	// old and new files. Empty means any content is accepted.
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// TenantList is the document a tenant file holds: tenants, and nothing else
+// of a configuration. Its apiVersion is APIVersion and its kind
+// TenantListKind. Its tenants may name the plans and must name the
+// providers of the configuration that names the file.
+type TenantList struct {
+	// apiVersion must be APIVersion.
+	APIVersion string `json:"apiVersion"`
+	// kind must be TenantListKind.
+	Kind string `json:"kind"`
+	// tenants are appended to the configuration's tenants.
 	Tenants []Tenant `json:"tenants,omitempty"`
 }
 
@@ -274,8 +313,15 @@ type Provider struct {
 	// most 63 characters, unique.
 	Name string `json:"name"`
 	// baseURL is the absolute http or https URL the OpenAI paths are appended
-	// to, such as https://api.openai.com/v1.
-	BaseURL string `json:"baseURL"`
+	// to, such as https://api.openai.com/v1. Empty when endpoints are set.
+	BaseURL string `json:"baseURL,omitempty"`
+	// endpoints are a self-hosted provider's ready Pods, each as the base URL
+	// of one Pod, such as http://10.0.3.7:8000/v1, in place of baseURL. The
+	// gateway sends each call to the endpoint with the fewest of its own calls
+	// in flight, so that while maxInFlight is the Pods' capacity together, no
+	// Pod runs more than its share. Empty means baseURL; a paused provider
+	// may have neither.
+	Endpoints []string `json:"endpoints,omitempty"`
 	// apiKeyFile is the path of a file holding the provider's API key. A
 	// relative path resolves against the configuration file's directory.
 	// Empty means the provider needs no key.
@@ -455,9 +501,15 @@ type Tenant struct {
 	// TenantPlan's metadata.uid and the tenant's name. Empty means the name.
 	UID string `json:"uid,omitempty"`
 	// keys are the tenant's API keys, at least one.
-	Keys []Key `json:"keys"`
+	Keys []Key `json:"keys,omitempty"`
+	// plan names the entry of the configuration's plans whose terms the
+	// tenant takes: every field below. A tenant that names a plan sets
+	// none of them itself. Empty means the tenant carries its own terms.
+	// Load and Parse return a tenant with its plan's terms copied in and
+	// plan empty, so that the gateway reads every tenant alike.
+	Plan string `json:"plan,omitempty"`
 	// providers name the providers the tenant may use, at least one.
-	Providers []string `json:"providers"`
+	Providers []string `json:"providers,omitempty"`
 	// priority is "Interactive" (the default) or "Batch".
 	Priority Priority `json:"priority,omitempty"`
 	// weight is the tenant's share in its priority class, 1 to 1000. Zero

@@ -55,6 +55,9 @@ func (c *Config) Default() {
 	for i := range c.Providers {
 		c.Providers[i].Default()
 	}
+	for i := range c.Plans {
+		c.Plans[i].Default()
+	}
 	for i := range c.Tenants {
 		c.Tenants[i].Default()
 	}
@@ -109,8 +112,12 @@ func (p *Provider) Default() {
 }
 
 // Default fills every unset field of the tenant and its limits that has a
-// default, as Config.Default does.
+// default, as Config.Default does. A tenant that names a plan is left alone:
+// its terms are its plan's, defaulted with the plan.
 func (t *Tenant) Default() {
+	if t.Plan != "" {
+		return
+	}
 	setDefault(&t.Priority, defaultPriority)
 	setDefault(&t.Weight, defaultWeight)
 	setDefault(&t.TimeZone, defaultTimeZone)

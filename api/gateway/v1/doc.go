@@ -15,6 +15,11 @@
 // provider's API key or the Redis password is read by the gateway from a file
 // of its own whose path the configuration names.
 //
+// A configuration too large for one file, such as one Kubernetes Secret, may
+// write its plans' terms once (Config.Plans) and put its tenants in tenant
+// files of their own (Config.TenantFiles), each a TenantList; Load reads
+// them all together, or refuses the lot.
+//
 // Amounts of money are decimal strings (type Money), never floats. In YAML,
 // quote them ("3.00"): YAML reads an unquoted 3.00 as a number.
 package v1
@@ -24,3 +29,7 @@ const APIVersion = "gateway.sluice.dev/v1"
 
 // Kind is the kind every configuration file must carry.
 const Kind = "GatewayConfig"
+
+// TenantListKind is the kind every tenant file (see Config.TenantFiles) must
+// carry.
+const TenantListKind = "TenantList"

@@ -2,6 +2,8 @@ package v1
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,27 +19,83 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// Load reads the configuration file at path and parses it (see Parse). It
-// resolves a relative apiKeyFile, passwordFile (Redis's or the sentinels')
-// or caFile against the file's directory, but never reads those files: the
-// gateway does, when it applies the configuration.
+// Load reads the configuration file at path and parses it (see Parse), with
+// the tenants of its tenantFiles, each checked against its sha256 when the
+// configuration gives one. It resolves a relative path of a tenant file,
+// apiKeyFile, passwordFile (Redis's or the sentinels') or caFile against the
+// file's directory, but reads only the tenant files: the gateway reads the
+// others when it applies the configuration.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("gatewayv1: read config: %w", err)
 	}
-	c, err := parse(data)
+	c, err := load(data, filepath.Dir(path))
 	if err != nil {
 		return nil, fmt.Errorf("gatewayv1: %s: %w", path, err)
 	}
-	c.resolvePaths(filepath.Dir(path))
 	return c, nil
+}
+
+// load is Load of a file's data, read from dir, with errors that do not yet
+// name the file.
+func load(data []byte, dir string) (*Config, error) {
+	c, err := decodeConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	c.resolvePaths(dir)
+	if err := c.readTenantFiles(); err != nil {
+		return nil, err
+	}
+	if err := c.complete(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// readTenantFiles appends the tenants of every tenant file to c's.
+func (c *Config) readTenantFiles() error {
+	for i, f := range c.TenantFiles {
+		tenants, err := readTenantFile(f)
+		if err != nil {
+			return fmt.Errorf("tenantFiles[%d]: %w", i, err)
+		}
+		c.Tenants = append(c.Tenants, tenants...)
+	}
+	return nil
+}
+
+// readTenantFile reads, checks and decodes one tenant file.
+func readTenantFile(f TenantFile) ([]Tenant, error) {
+	data, err := os.ReadFile(f.Path)
+	if err != nil {
+		return nil, fmt.Errorf("read tenant file: %w", err)
+	}
+	if sum := sha256.Sum256(data); f.SHA256 != "" && hex.EncodeToString(sum[:]) != f.SHA256 {
+		return nil, fmt.Errorf("%s does not match the sha256 the configuration names: it is being replaced, or was edited apart from the configuration", f.Path)
+	}
+	j, err := toJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: parse tenant file as YAML: %w", f.Path, err)
+	}
+	if err := checkTypeMeta(j, TenantListKind); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	var list TenantList
+	if err := decodeStrict(j, &list); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	return list.Tenants, nil
 }
 
 // resolvePaths makes the secret files' relative paths relative to dir.
 func (c *Config) resolvePaths(dir string) {
 	for i := range c.Providers {
 		c.Providers[i].APIKeyFile = resolve(dir, c.Providers[i].APIKeyFile)
+	}
+	for i := range c.TenantFiles {
+		c.TenantFiles[i].Path = resolve(dir, c.TenantFiles[i].Path)
 	}
 	if r := c.Store.Redis; r != nil {
 		r.PasswordFile = resolve(dir, r.PasswordFile)
@@ -58,11 +116,12 @@ func resolve(dir, path string) string {
 	return filepath.Join(dir, path)
 }
 
-// Parse decodes a configuration from YAML or JSON, applies the defaults and
-// validates it. Decoding is strict and case-sensitive, as Kubernetes decodes
-// objects: a key the format does not know, misspelt or given twice, is an
-// error that names it with its path, such as
-// unknown field "providers[0].requestsPerMin".
+// Parse decodes a configuration from YAML or JSON, applies the defaults,
+// validates it and gives each tenant that names a plan the plan's terms. It
+// does not read tenantFiles: Load does. Decoding is strict and
+// case-sensitive, as Kubernetes decodes objects: a key the format does not
+// know, misspelt or given twice, is an error that names it with its path,
+// such as unknown field "providers[0].requestsPerMin".
 func Parse(data []byte) (*Config, error) {
 	c, err := parse(data)
 	if err != nil {
@@ -73,22 +132,71 @@ func Parse(data []byte) (*Config, error) {
 
 // parse is Parse with errors that do not yet name the package.
 func parse(data []byte) (*Config, error) {
-	j, err := yaml.YAMLToJSONStrict(data) // JSON is YAML
+	c, err := decodeConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.complete(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// decodeConfig decodes a configuration strictly, without defaults.
+func decodeConfig(data []byte) (*Config, error) {
+	j, err := toJSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("parse config as YAML: %w", err)
 	}
-	if err := checkTypeMeta(j); err != nil {
+	if err := checkTypeMeta(j, Kind); err != nil {
 		return nil, err
 	}
 	c := &Config{}
 	if err := decodeStrict(j, c); err != nil {
 		return nil, err
 	}
+	return c, nil
+}
+
+// complete defaults and validates a decoded configuration, and then copies
+// each plan's terms into the tenants that name it.
+func (c *Config) complete() error {
 	c.Default()
 	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("invalid config: %w", err)
+		return fmt.Errorf("invalid config: %w", err)
 	}
-	return c, nil
+	c.expandPlans()
+	return nil
+}
+
+// expandPlans gives each tenant that names a plan a copy of the plan's
+// terms, and clears its plan, so that every tenant reads alike and the
+// Config still validates. The copies share the plan's slices and pointers:
+// a Config is read-only once loaded.
+func (c *Config) expandPlans() {
+	plans := make(map[string]*Tenant, len(c.Plans))
+	for i := range c.Plans {
+		plans[c.Plans[i].Name] = &c.Plans[i]
+	}
+	for i := range c.Tenants {
+		t := &c.Tenants[i]
+		if pl, ok := plans[t.Plan]; ok {
+			terms := *pl
+			terms.Name, terms.UID, terms.Keys, terms.Plan = t.Name, t.UID, t.Keys, ""
+			*t = terms
+		}
+	}
+}
+
+// toJSON returns a document as JSON. JSON is YAML, but a YAML parser takes
+// several times as long over it as a JSON one: a JSON object, such as the
+// tenant files the operator writes, is returned as it is, its keys checked
+// by the strict decoder, and anything else converted from YAML.
+func toJSON(data []byte) ([]byte, error) {
+	if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && trimmed[0] == '{' && json.Valid(trimmed) {
+		return trimmed, nil
+	}
+	return yaml.YAMLToJSONStrict(data)
 }
 
 // typeMeta is what every version of the file holds.
@@ -97,9 +205,10 @@ type typeMeta struct {
 	Kind       string `json:"kind"`
 }
 
-// checkTypeMeta refuses a document that is not this version's config before
-// its fields are judged, so a file of another version gets one clear error.
-func checkTypeMeta(j []byte) error {
+// checkTypeMeta refuses a document that is not this version's kind before
+// its fields are judged, so a file of another version or kind gets one clear
+// error.
+func checkTypeMeta(j []byte, kind string) error {
 	switch j = bytes.TrimSpace(j); {
 	case bytes.Equal(j, []byte("null")):
 		return errors.New("config is empty")
@@ -113,18 +222,18 @@ func checkTypeMeta(j []byte) error {
 		}
 		return fmt.Errorf("parse config: %w", err)
 	}
-	if errs := validateTypeMeta(tm.APIVersion, tm.Kind); len(errs) > 0 {
+	if errs := validateTypeMeta(tm.APIVersion, tm.Kind, kind); len(errs) > 0 {
 		return errs.ToAggregate()
 	}
 	return nil
 }
 
-// decodeStrict decodes JSON into c, case-sensitively, refusing unknown and
+// decodeStrict decodes JSON into v, case-sensitively, refusing unknown and
 // repeated keys. A value the decoder refuses is reported at its field's path.
-func decodeStrict(j []byte, c *Config) error {
-	strict, err := kjson.UnmarshalStrict(j, c)
+func decodeStrict[T any](j []byte, v *T) error {
+	strict, err := kjson.UnmarshalStrict(j, v)
 	if err != nil {
-		if fe := badField(j, reflect.TypeFor[Config](), nil); fe != nil {
+		if fe := badField(j, reflect.TypeFor[T](), nil); fe != nil {
 			return fmt.Errorf("decode config: %w", fe)
 		}
 		return fmt.Errorf("decode config: %w", err)

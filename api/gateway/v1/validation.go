@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -51,19 +52,23 @@ var (
 // k8s.io/apimachinery aggregate of *field.Error. It never quotes key hashes
 // or anything that may hold a credential.
 func (c *Config) Validate() error {
-	errs := validateTypeMeta(c.APIVersion, c.Kind)
+	errs := validateTypeMeta(c.APIVersion, c.Kind, Kind)
 	errs = append(errs, c.Server.validate(field.NewPath("server"))...)
 	errs = append(errs, c.Store.validate(field.NewPath("store"))...)
 	errs = append(errs, c.Jobs.validate(field.NewPath("jobs"))...)
 	errs = append(errs, validateLimits(field.NewPath("global"), c.Global)...)
 	errs = append(errs, validateProviders(field.NewPath("providers"), c.Providers)...)
-	errs = append(errs, validateTenants(field.NewPath("tenants"), c.Tenants, c.Providers)...)
+	errs = append(errs, validatePlans(field.NewPath("plans"), c.Plans, c.Providers)...)
+	errs = append(errs, validateTenants(field.NewPath("tenants"), c.Tenants, planNames(c.Plans), c.Providers)...)
+	errs = append(errs, validateTenantFiles(field.NewPath("tenantFiles"), c.TenantFiles)...)
 	return errs.ToAggregate()
 }
 
-func validateTypeMeta(apiVersion, kind string) field.ErrorList {
+// validateTypeMeta checks a document's apiVersion, and that its kind is
+// kind.
+func validateTypeMeta(apiVersion, kind, want string) field.ErrorList {
 	errs := validateEnum(field.NewPath("apiVersion"), apiVersion, []string{APIVersion})
-	return append(errs, validateEnum(field.NewPath("kind"), kind, []string{Kind})...)
+	return append(errs, validateEnum(field.NewPath("kind"), kind, []string{want})...)
 }
 
 func (s *Server) validate(p *field.Path) field.ErrorList {
@@ -218,7 +223,7 @@ func validateProviders(p *field.Path, providers []Provider) field.ErrorList {
 // compiled from may hold them elsewhere, as a ProviderQuota holds
 // requestsPerMinute in spec.limits. Every path must be set.
 type ProviderPaths struct {
-	Name, BaseURL, Models                           *field.Path
+	Name, BaseURL, Endpoints, Models                *field.Path
 	RequestsPerMinute, TokensPerMinute, MaxInFlight *field.Path
 	AdmissionCount, HeadroomPercent                 *field.Path
 	// Prices and Retry are the paths of structs whose fields have the same
@@ -234,6 +239,7 @@ func NewProviderPaths(p *field.Path) ProviderPaths {
 	return ProviderPaths{
 		Name:              p.Child("name"),
 		BaseURL:           p.Child("baseURL"),
+		Endpoints:         p.Child("endpoints"),
 		Models:            p.Child("models"),
 		RequestsPerMinute: p.Child("requestsPerMinute"),
 		TokensPerMinute:   p.Child("tokensPerMinute"),
@@ -255,7 +261,7 @@ func NewProviderPaths(p *field.Path) ProviderPaths {
 // models unique across providers are the Config's to check (see Validate).
 func ValidateProvider(paths ProviderPaths, pr *Provider) field.ErrorList {
 	errs := validateDNSLabel(paths.Name, pr.Name)
-	errs = append(errs, validateBaseURL(paths.BaseURL, pr.BaseURL)...)
+	errs = append(errs, pr.validateWhere(paths)...)
 	errs = append(errs, validateModels(paths.Models, pr.Models)...)
 	errs = append(errs, validateNonNegative(paths.RequestsPerMinute, pr.RequestsPerMinute)...)
 	errs = append(errs, validateNonNegative(paths.TokensPerMinute, pr.TokensPerMinute)...)
@@ -293,10 +299,29 @@ func validateDNSLabel(p *field.Path, name string) field.ErrorList {
 	return nil
 }
 
+// validateWhere checks where the provider's calls go: baseURL, or the
+// endpoints of its Pods, never both. Only a paused provider, which sends no
+// call, may have neither.
+func (pr *Provider) validateWhere(paths ProviderPaths) field.ErrorList {
+	switch {
+	case len(pr.Endpoints) > 0 && pr.BaseURL != "":
+		return field.ErrorList{field.Invalid(paths.Endpoints, len(pr.Endpoints), "must be empty when baseURL is set: calls go to one or the other")}
+	case len(pr.Endpoints) > 0:
+		var errs field.ErrorList
+		for i, e := range pr.Endpoints {
+			errs = append(errs, validateBaseURL(paths.Endpoints.Index(i), e)...)
+		}
+		return errs
+	case pr.BaseURL == "" && pr.Paused:
+		return nil
+	}
+	return validateBaseURL(paths.BaseURL, pr.BaseURL)
+}
+
 func validateBaseURL(p *field.Path, s string) field.ErrorList {
 	const want = "must be an absolute http or https URL"
 	if s == "" {
-		return field.ErrorList{field.Required(p, want)}
+		return field.ErrorList{field.Required(p, want+", unless endpoints are set or the provider is paused")}
 	}
 	u, err := url.Parse(s)
 	switch {
@@ -345,15 +370,91 @@ func (r *Retry) validate(p *field.Path) field.ErrorList {
 	return errs
 }
 
-func validateTenants(p *field.Path, tenants []Tenant, providers []Provider) field.ErrorList {
+// validatePlans checks each plan: a tenant's terms under a unique name,
+// without the uid, keys and plan that only a tenant has.
+func validatePlans(p *field.Path, plans []Tenant, providers []Provider) field.ErrorList {
+	var errs field.ErrorList
+	names := map[string]bool{}
+	for i := range plans {
+		pp, pl := p.Index(i), &plans[i]
+		if pl.Name == "" {
+			errs = append(errs, field.Required(pp.Child("name"), ""))
+		}
+		errs = append(errs, validateUnique(pp.Child("name"), pl.Name, names)...)
+		if pl.UID != "" {
+			errs = append(errs, field.Forbidden(pp.Child("uid"), "a plan has no uid: its tenants do"))
+		}
+		if len(pl.Keys) > 0 {
+			errs = append(errs, field.Forbidden(pp.Child("keys"), "a plan has no keys: its tenants do"))
+		}
+		if pl.Plan != "" {
+			errs = append(errs, field.Forbidden(pp.Child("plan"), "a plan cannot name another plan"))
+		}
+		errs = append(errs, ValidateTenantTerms(pp, pl, providers)...)
+	}
+	return errs
+}
+
+func planNames(plans []Tenant) map[string]bool {
+	names := make(map[string]bool, len(plans))
+	for _, pl := range plans {
+		names[pl.Name] = true
+	}
+	return names
+}
+
+func validateTenants(p *field.Path, tenants []Tenant, plans map[string]bool, providers []Provider) field.ErrorList {
 	var errs field.ErrorList
 	names, ids, keys := map[string]bool{}, map[string]bool{}, map[string]*field.Path{}
 	for i := range tenants {
 		tp := p.Index(i)
-		errs = append(errs, ValidateTenant(tp, &tenants[i], providers)...)
+		errs = append(errs, validateTenantOrRef(tp, &tenants[i], plans, providers)...)
 		errs = append(errs, validateUnique(tp.Child("name"), tenants[i].Name, names)...)
 		errs = append(errs, validateUnique(tp.Child("uid"), tenants[i].ID(), ids)...)
 		errs = append(errs, validateUniqueKeys(tp.Child("keys"), tenants[i].Keys, keys)...)
+	}
+	return errs
+}
+
+// validateTenantOrRef checks a tenant with terms of its own as
+// ValidateTenant does, and one that names a plan by its name, uid and keys,
+// its plan among plans, and the absence of terms of its own.
+func validateTenantOrRef(p *field.Path, t *Tenant, plans map[string]bool, providers []Provider) field.ErrorList {
+	if t.Plan == "" {
+		return ValidateTenant(p, t, providers)
+	}
+	errs := validateIdentity(p, t)
+	if !plans[t.Plan] {
+		errs = append(errs, field.Invalid(p.Child("plan"), t.Plan, "must name one of plans"))
+	}
+	if !t.termsZero() {
+		errs = append(errs, field.Forbidden(p, "a tenant that names a plan must set no terms of its own (providers, priority, weight, limits, budget, timeZone, maxWait, degrade, jobScope): its plan's apply"))
+	}
+	return errs
+}
+
+// termsZero reports whether the tenant sets none of the fields a plan
+// would give it.
+func (t *Tenant) termsZero() bool {
+	terms := *t
+	terms.Name, terms.UID, terms.Keys, terms.Plan = "", "", nil, ""
+	return reflect.ValueOf(terms).IsZero()
+}
+
+// validateTenantFiles checks that each file is named once, and each hash's
+// form.
+func validateTenantFiles(p *field.Path, files []TenantFile) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, f := range files {
+		fp := p.Index(i)
+		if f.Path == "" {
+			errs = append(errs, field.Required(fp.Child("path"), ""))
+		}
+		errs = append(errs, validateUnique(fp.Child("path"), f.Path, seen)...)
+		if f.SHA256 != "" && !keyHashPattern.MatchString(f.SHA256) {
+			errs = append(errs, field.Invalid(fp.Child("sha256"), f.SHA256, "must be the lower-case hex SHA-256 of the file (64 characters 0-9a-f)"))
+		}
 	}
 	return errs
 }
@@ -363,6 +464,12 @@ func validateTenants(p *field.Path, tenants []Tenant, providers []Provider) fiel
 // providers, those it may choose from. Names and keys unique across tenants
 // are the Config's to check (see Validate).
 func ValidateTenant(p *field.Path, t *Tenant, providers []Provider) field.ErrorList {
+	errs := validateIdentity(p, t)
+	return append(errs, ValidateTenantTerms(p, t, providers)...)
+}
+
+// validateIdentity checks a tenant's name, uid and keys.
+func validateIdentity(p *field.Path, t *Tenant) field.ErrorList {
 	var errs field.ErrorList
 	if t.Name == "" {
 		errs = append(errs, field.Required(p.Child("name"), ""))
@@ -370,8 +477,7 @@ func ValidateTenant(p *field.Path, t *Tenant, providers []Provider) field.ErrorL
 	if t.UID != "" && !uidPattern.MatchString(t.UID) {
 		errs = append(errs, field.Invalid(p.Child("uid"), t.UID, "must be at most 128 letters, digits and '-', '_', '.', '/', starting with a letter or digit"))
 	}
-	errs = append(errs, validateKeys(p.Child("keys"), t.Keys)...)
-	return append(errs, ValidateTenantTerms(p, t, providers)...)
+	return append(errs, validateKeys(p.Child("keys"), t.Keys)...)
 }
 
 // ValidateTenantTerms checks what a defaulted tenant may do, at path p:

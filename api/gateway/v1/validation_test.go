@@ -337,6 +337,28 @@ func TestValidate(t *testing.T) {
 			want:   []string{"providers[0].baseURL: Required value"},
 		},
 		{
+			name:   "providers[].baseURL missing on a paused provider",
+			mutate: func(c *gatewayv1.Config) { openai(c).BaseURL, openai(c).Paused = "", true },
+		},
+		{
+			name: "providers[].endpoints in place of baseURL",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).BaseURL, openai(c).Endpoints = "", []string{"http://10.0.3.7:8000/v1", "http://10.0.3.8:8000/v1"}
+			},
+		},
+		{
+			name:   "providers[].endpoints with baseURL",
+			mutate: func(c *gatewayv1.Config) { openai(c).Endpoints = []string{"http://10.0.3.7:8000/v1"} },
+			want:   []string{"providers[0].endpoints: Invalid value: 1: must be empty when baseURL is set"},
+		},
+		{
+			name: "providers[].endpoints each a URL",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).BaseURL, openai(c).Endpoints = "", []string{"http://10.0.3.7:8000/v1", "10.0.3.8:8000"}
+			},
+			want: []string{`providers[0].endpoints[1]: Invalid value: "10.0.3.8:8000"`},
+		},
+		{
 			name:    "providers[].baseURL with credentials",
 			mutate:  func(c *gatewayv1.Config) { openai(c).BaseURL = "https://me:sk-secret@api.openai.example/v1" },
 			want:    []string{"providers[0].baseURL: Invalid value", "apiKeyFile"},
@@ -775,8 +797,11 @@ func TestValidateProviderPaths(t *testing.T) {
 		SpendPerMinute: "x", SpendPerMonth: "x",
 	}
 
+	// baseURL and endpoints are reported one at a time: neither set, then both.
+	both := gatewayv1.Provider{BaseURL: "http://h", Endpoints: []string{"http://p"}}
+
 	var got []string
-	for _, err := range gatewayv1.ValidateProvider(paths, &bad) {
+	for _, err := range append(gatewayv1.ValidateProvider(paths, &bad), gatewayv1.ValidateProvider(paths, &both)...) {
 		root, _, _ := strings.Cut(err.Field, ".")
 		got = append(got, root)
 	}

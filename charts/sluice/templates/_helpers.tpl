@@ -16,6 +16,9 @@
 update that name only. */}}
 {{- define "sluice.configSecret" -}}sluice-gateway-config{{- end -}}
 
+{{/* How many tenant Secrets the manager writes beside the configuration Secret: its TenantShards. */}}
+{{- define "sluice.tenantShards" -}}8{{- end -}}
+
 {{/* Labels of every object; "sluice.labels" takes a list of the root context and a component. */}}
 {{- define "sluice.labels" -}}
 {{- $root := index . 0 -}}

@@ -5,9 +5,18 @@
 //
 // It watches the file's directory rather than the file, so that it sees
 // every way a file gets replaced: Kubernetes swapping the "..data" symlink
-// of a mounted Secret or ConfigMap, an editor writing a temporary file and
-// renaming it over the old one, and a file removed and written anew. Changes
-// are debounced, so one update read as several events loads the file once.
+// of a mounted Secret or ConfigMap (or of a projected volume of several, as
+// the configuration Secret and its tenant Secrets are mounted), an editor
+// writing a temporary file and renaming it over the old one, and a file
+// removed and written anew. A change of a tenant file the configuration
+// names in the same directory reloads it too; one elsewhere is read at each
+// reload, but not watched. Changes are debounced, so one update read as
+// several events loads the file once.
+//
+// A reload takes the configuration file and its tenant files together or not
+// at all: a tenant file missing, unreadable, invalid or, while the files are
+// replaced one by one, not the one whose sha256 the configuration names,
+// refuses the reload, and the configuration in force stays.
 package configwatch
 
 import (
@@ -65,7 +74,7 @@ type Watcher struct {
 	log       *slog.Logger
 	metrics   *metrics
 	current   atomic.Pointer[gatewayv1.Config]
-	loadedSum [sha256.Size]byte // the file's hash when New loaded it
+	loadedSum [sha256.Size]byte // the files' fingerprint when New loaded them
 }
 
 // New loads the configuration file at path and returns a Watcher holding
@@ -77,12 +86,14 @@ type Watcher struct {
 // Kubernetes replaces on every update.
 func New(path string, opts Options) (*Watcher, error) {
 	// Hash before loading: a change in between then looks like a change to
-	// Run, which loads the file again, rather than being missed.
-	sum := fingerprint(path)
+	// Run, which loads the file again, rather than being missed. The tenant
+	// files are known only once loaded.
+	sum := fileSum(path)
 	cfg, err := gatewayv1.Load(path)
 	if err != nil {
 		return nil, fmt.Errorf("configwatch: %w", err)
 	}
+	sum = fingerprintOf(sum, cfg.TenantFiles)
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
@@ -126,7 +137,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher) error {
 	debounce := time.NewTimer(w.opts.Debounce)
 	defer debounce.Stop()
-	if fingerprint(w.path) == w.loadedSum { // else it changed before the watch began
+	if fingerprintOf(fileSum(w.path), w.Config().TenantFiles) == w.loadedSum { // else it changed before the watch began
 		debounce.Stop()
 	}
 	for {
@@ -154,14 +165,25 @@ func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher) error {
 }
 
 // relevant reports whether ev may have changed what path reads: the file
-// itself was written, created, renamed or removed, or Kubernetes swapped
-// the directory's data.
+// itself, or a tenant file of the configuration in force, was written,
+// created, renamed or removed, or Kubernetes swapped the directory's data.
 func (w *Watcher) relevant(ev fsnotify.Event) bool {
 	if ev.Op == fsnotify.Chmod {
 		return false
 	}
 	name := filepath.Base(ev.Name)
-	return name == filepath.Base(w.path) || name == dataLink
+	return name == filepath.Base(w.path) || name == dataLink || w.tenantFile(ev.Name)
+}
+
+// tenantFile reports whether path is one of the tenant files of the
+// configuration in force.
+func (w *Watcher) tenantFile(path string) bool {
+	for _, f := range w.Config().TenantFiles {
+		if filepath.Clean(f.Path) == filepath.Clean(path) {
+			return true
+		}
+	}
+	return false
 }
 
 // reload loads the file and puts it in force, or refuses it and keeps the
@@ -182,9 +204,21 @@ func (w *Watcher) reload() {
 	}
 }
 
-// fingerprint returns the hash of the file at path, or zero if it cannot be
+// fingerprintOf returns a hash of the configuration file's hash and of its
+// tenant files.
+func fingerprintOf(configSum [sha256.Size]byte, files []gatewayv1.TenantFile) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write(configSum[:])
+	for _, f := range files {
+		sum := fileSum(f.Path)
+		h.Write(sum[:])
+	}
+	return [sha256.Size]byte(h.Sum(nil))
+}
+
+// fileSum returns the hash of the file at path, or zero if it cannot be
 // read.
-func fingerprint(path string) [sha256.Size]byte {
+func fileSum(path string) [sha256.Size]byte {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return [sha256.Size]byte{}

@@ -323,6 +323,7 @@ func TestKubernetesSymlinkSwap(t *testing.T) {
 
 func TestRelevant(t *testing.T) {
 	w := &Watcher{path: "/etc/sluice/config.yaml"}
+	w.current.Store(&gatewayv1.Config{TenantFiles: []gatewayv1.TenantFile{{Path: "/etc/sluice/tenants-0.yaml"}}})
 	tests := []struct {
 		name string
 		op   fsnotify.Op
@@ -339,6 +340,8 @@ func TestRelevant(t *testing.T) {
 		{name: "/etc/sluice/..2026_01_01_00_00_00.1", op: fsnotify.Create, want: false},
 		{name: "/etc/sluice/config.yaml.swp", op: fsnotify.Write, want: false},
 		{name: "/etc/sluice/openai.key", op: fsnotify.Create, want: false},
+		{name: "/etc/sluice/tenants-0.yaml", op: fsnotify.Create, want: true},
+		{name: "/etc/sluice/tenants-1.yaml", op: fsnotify.Create, want: false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.op.String()+" "+tc.name, func(t *testing.T) {
@@ -399,5 +402,58 @@ func TestRunMissingDirectory(t *testing.T) {
 	must(t, os.RemoveAll(dir))
 	if err := w.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "configwatch: watch") {
 		t.Errorf("Run() error = %v, want one about the watch", err)
+	}
+}
+
+// withTenantFile is config(rpm) with a plan and a tenant file that holds
+// the plan's tenants.
+func withTenantFile(rpm int) string {
+	return config(rpm) + `plans: [{name: pro, providers: [openai]}]
+tenantFiles: [{path: tenants-0.yaml}]
+`
+}
+
+// tenants is a tenant file whose tenant acme holds the key of hash.
+func tenants(hash string) string {
+	return `apiVersion: gateway.sluice.dev/v1
+kind: TenantList
+tenants: [{name: acme, plan: pro, keys: [{sha256: ` + hash + `, user: alice}]}]
+`
+}
+
+func TestTenantFileChanges(t *testing.T) {
+	dir := t.TempDir()
+	path, shard := filepath.Join(dir, "config.yaml"), filepath.Join(dir, "tenants-0.yaml")
+	write(t, shard, tenants(gatewayv1.HashKey("sk-alice-1")))
+	write(t, path, withTenantFile(1500))
+	h := start(t, path)
+	key := func(c *gatewayv1.Config) string { return c.Tenants[0].Keys[0].SHA256 }
+
+	// A changed tenant file alone reloads the configuration.
+	write(t, shard, tenants(gatewayv1.HashKey("sk-alice-2")))
+	if got := key(h.next(t)); got != gatewayv1.HashKey("sk-alice-2") {
+		t.Fatalf("reloaded key = %.8s; want the new key's hash", got)
+	}
+
+	// A missing or corrupt tenant file is refused with the file's name, and
+	// the configuration in force stays.
+	must(t, os.Remove(shard))
+	h.waitFailures(t, 1)
+	write(t, shard, "apiVersion: gateway.sluice.dev/v1\nkind: TenantList\ntenants: [{name: acme,")
+	h.waitFailures(t, 2)
+	if got := key(h.w.Config()); got != gatewayv1.HashKey("sk-alice-2") {
+		t.Errorf("Config() key = %.8s after bad tenant files; want the last good one", got)
+	}
+	log := h.log.String()
+	for _, want := range []string{"tenants-0.yaml: no such file or directory", "tenants-0.yaml: parse tenant file as YAML"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log = %q; want %q in it", log, want)
+		}
+	}
+
+	// The next good tenant file is applied.
+	write(t, shard, tenants(gatewayv1.HashKey("sk-alice-3")))
+	if got := key(h.next(t)); got != gatewayv1.HashKey("sk-alice-3") {
+		t.Errorf("reloaded key = %.8s; want the third key's hash", got)
 	}
 }

@@ -61,8 +61,10 @@ type Tenant struct {
 type Provider struct {
 	Name   string
 	Config *gatewayv1.Provider
-	// BaseURL is where calls go: the path after /v1 is appended to it.
-	BaseURL *url.URL
+	// Endpoints are where calls go, the path after /v1 appended to one of them: the
+	// configuration's baseURL alone, or a self-hosted provider's Pods. None when the provider is
+	// paused without Pods.
+	Endpoints []*url.URL
 	// APIKey is the provider's key, read from the configured file; empty when none is configured.
 	APIKey string
 	// Prices are the configuration's prices, read once.
@@ -119,9 +121,9 @@ func CompileLearned(cfg *gatewayv1.Config, replicas int64, learned map[string]ga
 // addProvider compiles a provider, pacing to the limits it reported lower than cfg's; globals
 // are the global limits, which every provider's calls take from.
 func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, learned gatewayv1.LearnedLimits, globals []rule) error {
-	base, err := url.Parse(strings.TrimSuffix(cfg.BaseURL, "/"))
+	endpoints, err := parseEndpoints(cfg)
 	if err != nil {
-		return fmt.Errorf("policy: provider %q: base URL: %w", cfg.Name, err)
+		return err
 	}
 	key, err := ReadSecret(cfg.APIKeyFile)
 	if err != nil {
@@ -131,7 +133,7 @@ func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, learned gatewa
 	if err != nil {
 		return err
 	}
-	pr := &Provider{Name: cfg.Name, Config: cfg, BaseURL: base, APIKey: key, Prices: cfg.Prices.Micro(), Learned: learned,
+	pr := &Provider{Name: cfg.Name, Config: cfg, Endpoints: endpoints, APIKey: key, Prices: cfg.Prices.Micro(), Learned: learned,
 		limits: append(slices.Clip(globals), limits...)}
 	p.providers[cfg.Name] = pr
 	for i := range cfg.Models {
@@ -143,6 +145,23 @@ func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, learned gatewa
 		}
 	}
 	return nil
+}
+
+// parseEndpoints parses where a provider's calls go: its endpoints, or else its baseURL.
+func parseEndpoints(cfg *gatewayv1.Provider) ([]*url.URL, error) {
+	raw := cfg.Endpoints
+	if len(raw) == 0 && cfg.BaseURL != "" {
+		raw = []string{cfg.BaseURL}
+	}
+	out := make([]*url.URL, len(raw))
+	for i, s := range raw {
+		u, err := url.Parse(strings.TrimSuffix(s, "/"))
+		if err != nil {
+			return nil, fmt.Errorf("policy: provider %q: endpoint: %w", cfg.Name, err)
+		}
+		out[i] = u
+	}
+	return out, nil
 }
 
 // Lower returns the limits a provider reported that are lower than cfg's (before headroom):

@@ -108,6 +108,43 @@ func TestCompileRefusesAMissingKeyFile(t *testing.T) {
 	}
 }
 
+// TestProviderEndpoints checks where a provider's calls go: its baseURL alone, each of its Pods'
+// endpoints, or nowhere while it is paused without Pods.
+func TestProviderEndpoints(t *testing.T) {
+	tests := []struct {
+		name      string
+		baseURL   string
+		endpoints []string
+		paused    bool
+		want      []string
+	}{
+		{name: "hosted", baseURL: "https://api.example/v1/", want: []string{"https://api.example/v1"}},
+		{name: "self-hosted", endpoints: []string{"http://10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1"}, want: []string{"http://10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1"}},
+		{name: "paused without Pods", paused: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := gatewayv1.Load("../../../../api/gateway/v1/testdata/two-tenants.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			pc := &cfg.Providers[0]
+			pc.BaseURL, pc.Endpoints, pc.Paused = tc.baseURL, tc.endpoints, tc.paused
+			p, err := Compile(cfg, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, u := range p.Provider(pc.Name).Endpoints {
+				got = append(got, u.String())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("endpoints (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func first[A, B any](a A, _ B) A { return a }
 
 func TestQueueingFollowsEachLimitsBehaviour(t *testing.T) {

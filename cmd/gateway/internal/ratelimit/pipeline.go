@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +22,9 @@ const (
 	// callerWait is how long a caller waits for its run's answer, unless its context ends first: a
 	// stalled Redis fails decisions as soon as a read timeout of ClientOptions would.
 	callerWait = 500 * time.Millisecond
+	// watchEvery is how often the pipeline looks for callers that have waited callerWait, while
+	// any wait: a caller leaves between callerWait and callerWait + watchEvery after it came.
+	watchEvery = callerWait / 5
 	// scriptTimeout is how long the pipeline waits for a script run's answer, however soon its
 	// callers leave: only the answer tells whether a decision whose caller left took anything.
 	scriptTimeout = 30 * time.Second
@@ -36,7 +40,7 @@ var errNoAnswer = errors.New("no answer from Redis in time")
 // in turn, each atomically, on one clock, and reads and writes the keys they have in common once.
 // It is safe for concurrent use.
 //
-// A caller that stops waiting (its context ended, or callerWait passed) leaves its run: a run left
+// A caller that stops waiting (its context ended, or callerWait passed: see watch) leaves its run: a run left
 // before it was sent is never sent, and a decision left after is given back once its answer says
 // it was allowed, so that a caller that got an error was charged nothing. The pipeline waits up to
 // scriptTimeout for every answer (on Redis Cluster, up to the client's read timeout); only a run
@@ -51,10 +55,15 @@ type pipeline struct {
 
 	mu      sync.Mutex
 	pending []*scriptRun
-	batches int            // on the wire
-	busy    sync.WaitGroup // batches on the wire or waiting to go
+	batches int                      // on the wire
+	onWire  [maxBatches][]*scriptRun // each sender's batch on the wire
+	// watching is true while watch looks after the callers waiting; run wakes it when false.
+	watching bool
+	busy     sync.WaitGroup // batches on the wire or waiting to go
 	// ready holds a token for each batch that may go, which one of the senders takes.
-	ready       chan struct{}
+	ready chan struct{}
+	// wake tells watch that callers wait again.
+	wake        chan struct{}
 	sendersOnce sync.Once
 }
 
@@ -63,7 +72,7 @@ const (
 	waiting   int32 = iota // in pending
 	sent                   // on the wire, its caller waiting
 	answered               // its caller has its answer
-	abandoned              // its caller stopped waiting
+	abandoned              // its caller stopped waiting, or was told there was no answer in time
 )
 
 // scriptRun is one caller's decision, settlement or renewal, and its answer once done is closed;
@@ -78,7 +87,10 @@ type scriptRun struct {
 	keep  int64  // how long Redis keeps mark, in milliseconds
 	reply []int64
 	err   error
+	// done is closed once its caller may stop waiting: when it was answered, or when it had waited
+	// callerWait.
 	done  chan struct{}
+	since time.Time // when its caller came
 	state atomic.Int32
 	// parts are the runs a run over several hash tags is sent as on Redis Cluster, one per hash
 	// tag; nil when it is sent whole.
@@ -100,7 +112,8 @@ func newPipeline(client redis.UniversalClient) *pipeline {
 // run sends r and returns its reply. If ctx ends or callerWait passes first, run returns an error
 // and r takes nothing (see pipeline).
 func (p *pipeline) run(ctx context.Context, r *scriptRun) ([]int64, error) {
-	r.done = make(chan struct{})
+	r.done, r.since = make(chan struct{}), time.Now()
+	p.startSenders()
 	p.mu.Lock()
 	p.pending = append(p.pending, r)
 	send := p.batches < maxBatches
@@ -108,80 +121,133 @@ func (p *pipeline) run(ctx context.Context, r *scriptRun) ([]int64, error) {
 		p.batches++
 		p.busy.Add(1)
 	}
+	wake := !p.watching
+	p.watching = true
 	p.mu.Unlock()
+	if wake {
+		p.wake <- struct{}{} // never blocks: watch is told once each time it stops watching
+	}
 	if send {
-		p.startSenders()
 		p.ready <- struct{}{}
 	}
-	timer := waitTimers.Get().(*time.Timer)
-	timer.Reset(callerWait)
-	defer func() {
-		timer.Stop() // no value is left in timer.C once Stop returns
-		waitTimers.Put(timer)
-	}()
 	select {
 	case <-r.done:
-		return r.reply, r.err
+		return r.result()
 	case <-ctx.Done():
 		return r.leave(ctx.Err())
-	case <-timer.C:
-		return r.leave(errNoAnswer)
 	}
 }
 
-// waitTimers holds stopped timers for callers' waits, to spare a decision two allocations.
-var waitTimers = sync.Pool{New: func() any {
-	t := time.NewTimer(callerWait)
-	t.Stop()
-	return t
-}}
+// result is r's answer once done is closed: its reply, or errNoAnswer when watch ended its wait.
+func (r *scriptRun) result() ([]int64, error) {
+	if r.state.Load() == abandoned {
+		return nil, errNoAnswer
+	}
+	return r.reply, r.err
+}
 
-// leave stops waiting for r with err, unless r's answer came first.
+// leave stops waiting for r with err, unless r's wait ended first.
 func (r *scriptRun) leave(err error) ([]int64, error) {
 	if r.state.CompareAndSwap(waiting, abandoned) || r.state.CompareAndSwap(sent, abandoned) {
 		return nil, err
 	}
 	<-r.done
-	return r.reply, r.err
+	return r.result()
 }
 
-// deliver hands r its answer and reports whether its caller had left.
-func (r *scriptRun) deliver(reply []int64, err error) (left bool) {
-	r.reply, r.err = reply, err
-	left = !r.state.CompareAndSwap(sent, answered)
+// deliver tells r's caller that r has its answer, unless the caller has left, and reports whether
+// it had.
+func (r *scriptRun) deliver() (left bool) {
+	if !r.state.CompareAndSwap(sent, answered) {
+		return true
+	}
 	close(r.done)
-	return left
+	return false
 }
 
-// startSenders starts, once, the pipeline's maxBatches senders: goroutines that live as long as
-// the process and send a batch each time ready says one may go. A sender of its own per batch
-// would cost a fresh goroutine's stack growing, at every batch, to the depth of a round trip.
+// giveUp ends the wait of r's caller with errNoAnswer once it has waited callerWait by now, and
+// reports whether r is still to be answered or given up.
+func (r *scriptRun) giveUp(now time.Time) (outstanding bool) {
+	state := r.state.Load()
+	if state != waiting && state != sent {
+		return false
+	}
+	if now.Sub(r.since) >= callerWait && r.state.CompareAndSwap(state, abandoned) {
+		close(r.done)
+		return false
+	}
+	return true
+}
+
+// watch ends, every watchEvery while callers wait, the waits of those that have waited
+// callerWait: one goroutine looks after every caller, where a timer each would cost every
+// decision. It sleeps while no caller waits.
+func (p *pipeline) watch() {
+	for range p.wake {
+		for {
+			time.Sleep(watchEvery)
+			if !p.giveUpLate(time.Now()) {
+				break
+			}
+		}
+	}
+}
+
+// giveUpLate gives up the runs, waiting or on the wire, whose callers have waited callerWait by
+// now, and reports whether any other run is still to be answered; if none is, watching stops.
+func (p *pipeline) giveUpLate(now time.Time) (outstanding bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.pending {
+		outstanding = r.giveUp(now) || outstanding
+	}
+	for _, batch := range p.onWire {
+		for _, r := range batch {
+			outstanding = r.giveUp(now) || outstanding
+		}
+	}
+	p.watching = outstanding
+	return outstanding
+}
+
+// startSenders starts, once, the pipeline's maxBatches senders, goroutines that live as long as
+// the process and send a batch each time ready says one may go, and its watch. A sender of its
+// own per batch would cost a fresh goroutine's stack growing, at every batch, to the depth of a
+// round trip.
+//
+// A sender yields once before it takes a batch, so that the callers it has just answered, and
+// any other goroutine ready to run, may add their runs to it first: a batch that waited one turn
+// of the scheduler carries more runs per round trip.
 func (p *pipeline) startSenders() {
 	p.sendersOnce.Do(func() {
-		p.ready = make(chan struct{}, maxBatches)
-		for range maxBatches {
+		p.ready, p.wake = make(chan struct{}, maxBatches), make(chan struct{}, 1)
+		for sender := range maxBatches {
 			go func() {
 				for range p.ready {
-					p.sendPending()
+					runtime.Gosched()
+					p.sendPending(sender)
 				}
 			}()
 		}
+		go p.watch()
 	})
 }
 
-// sendPending sends one batch of the runs waiting, and hands what is left to another sender, so
-// that no batch waits for another.
-func (p *pipeline) sendPending() {
+// sendPending sends one batch of the runs waiting, as sender's batch on the wire, and hands what
+// is left to another sender, so that no batch waits for another.
+func (p *pipeline) sendPending(sender int) {
 	defer p.busy.Done()
 	p.mu.Lock()
 	n := min(len(p.pending), maxBatch)
-	batch := p.pending[:n:n]
+	batch := claim(p.pending[:n:n])
 	p.pending = p.pending[n:]
+	p.onWire[sender] = batch
 	p.mu.Unlock()
-	if batch = claim(batch); len(batch) > 0 {
+	if len(batch) > 0 {
 		p.send(batch)
 	}
 	p.mu.Lock()
+	p.onWire[sender] = nil
 	more := len(p.pending) > 0
 	if more {
 		p.busy.Add(1)
@@ -242,7 +308,7 @@ func (p *pipeline) send(batch []*scriptRun) {
 	p.execUndo(ctx, undo)
 	undo = undo[:0]
 	for _, r := range batch {
-		if r.deliver(r.reply, r.err) && r.allowed() {
+		if r.deliver() && r.allowed() {
 			undo = r.undo(undo)
 		}
 	}

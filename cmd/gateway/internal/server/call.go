@@ -56,7 +56,7 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 			t.Withdraw() // the client left before the call went out
 			return
 		}
-		o := newOutbound(r.Context(), c, t, w.Header())
+		o := s.newOutbound(r.Context(), c, t, w.Header())
 		defer o.end()
 		s.proxy(c.route.Provider).ServeHTTP(w, r.WithContext(o.ctx))
 	}

@@ -475,7 +475,7 @@ func (s *Server) forward(ctx context.Context, c *call, t *admission.Ticket) jobs
 	limit := forwardTimeout(c.route.Provider.Config)
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	o := newOutbound(ctx, c, t, nil)
+	o := s.newOutbound(ctx, c, t, nil)
 	defer o.end()
 	resp, err := s.send(o)
 	if err != nil {

@@ -5,9 +5,13 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/balance"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 )
 
 // The reasons the gateway ends a call its provider is too slow to finish.
@@ -24,6 +28,8 @@ type outbound struct {
 	ticket *admission.Ticket
 	// answer is the header of the client's answer; nil for a job's call, which has no client.
 	answer http.Header
+	// lease is the endpoint the call goes to; nil when its provider has none (see Server.pickEndpoint).
+	lease *balance.Lease
 
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
@@ -33,10 +39,11 @@ type outbound struct {
 
 type outboundKey struct{}
 
-// newOutbound starts the call's clock: from now it has its provider's callTimeout. Call end when
-// the call is over, answer read, to stop its timers.
-func newOutbound(ctx context.Context, c *call, t *admission.Ticket, answer http.Header) *outbound {
-	o := &outbound{call: c, ticket: t, answer: answer}
+// newOutbound picks where the call goes and starts its clock: from now it has its provider's
+// callTimeout. Call end when the call is over, answer read, to stop its timers and free its
+// endpoint.
+func (s *Server) newOutbound(ctx context.Context, c *call, t *admission.Ticket, answer http.Header) *outbound {
+	o := &outbound{call: c, ticket: t, answer: answer, lease: s.pickEndpoint(c.route.Provider)}
 	ctx, o.cancel = context.WithCancelCause(ctx)
 	o.ctx = context.WithValue(ctx, outboundKey{}, o)
 	cfg := c.route.Provider.Config
@@ -44,11 +51,50 @@ func newOutbound(ctx context.Context, c *call, t *admission.Ticket, answer http.
 	return o
 }
 
+// pickEndpoint leases the least busy of the provider's endpoints as the configuration in force
+// now has them: a call that waited while a self-hosted provider had no ready Pod goes to the
+// Pods ready when it leaves the queue. A provider gone from the configuration keeps the
+// endpoints the call was admitted with.
+func (s *Server) pickEndpoint(p *policy.Provider) *balance.Lease {
+	return s.endpoints.Pick(s.currentEndpoints(p))
+}
+
+// currentEndpoints are the provider's endpoints in the configuration in force, or the ones it
+// was admitted with when it is gone from it.
+func (s *Server) currentEndpoints(p *policy.Provider) []*url.URL {
+	if now := s.policy.Load().Provider(p.Name); now != nil && len(now.Endpoints) > 0 {
+		return now.Endpoints
+	}
+	return p.Endpoints
+}
+
+// retryElsewhere points a call's retry, after its endpoint could not be reached, at another of
+// its provider's endpoints when it has another: a Pod that has gone, or is going, refuses
+// connections until the gateways' configuration drops it.
+func (s *Server) retryElsewhere(retry *http.Request) {
+	o := outboundFrom(retry.Context())
+	o.lease = s.endpoints.PickOther(s.currentEndpoints(o.route.Provider), o.lease)
+	if o.lease != nil {
+		retry.URL.Scheme, retry.URL.Host, retry.Host = o.lease.URL.Scheme, o.lease.URL.Host, o.lease.URL.Host
+	}
+}
+
+// target is the URL at the call's endpoint for a path of the gateway's API. A call with no
+// endpoint gets a URL with no host, which its transport refuses: the provider is unreachable.
+func (o *outbound) target(path string) *url.URL {
+	if o.lease == nil {
+		return &url.URL{Scheme: "http", Path: path}
+	}
+	base := o.lease.URL
+	return &url.URL{Scheme: base.Scheme, Host: base.Host, Path: base.Path + strings.TrimPrefix(path, "/v1")}
+}
+
 func outboundFrom(ctx context.Context) *outbound { return ctx.Value(outboundKey{}).(*outbound) }
 
 // end stops the call's timers and ends its context. It runs in the goroutine that read the
 // answer, as watchStall does.
 func (o *outbound) end() {
+	o.lease.Release()
 	o.deadline.Stop()
 	if o.stall != nil {
 		o.stall.Stop()
@@ -66,14 +112,16 @@ func (o *outbound) tooSlow() error {
 }
 
 // watchStall arms the stall timeout on an answer that has begun: every byte the provider sends
-// puts it back.
+// puts it back. The answer's last byte also frees the call's endpoint, as the gate frees its
+// slot when it settles the answer, so that the next call is never sent to a Pod that, by the
+// count, is still busy with this one.
 func (o *outbound) watchStall(body io.ReadCloser) io.ReadCloser {
 	o.stall = time.AfterFunc(o.route.Provider.Config.StallTimeout.Duration, func() { o.cancel(errProviderStalled) })
 	return &stallBody{ReadCloser: body, o: o}
 }
 
 // stallBody is an answer's body that re-arms its call's stall timeout at every read that brings
-// bytes.
+// bytes, and frees the call's endpoint at its end.
 type stallBody struct {
 	io.ReadCloser
 	o *outbound
@@ -83,6 +131,9 @@ func (b *stallBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
 		b.o.stall.Reset(b.o.route.Provider.Config.StallTimeout.Duration)
+	}
+	if err == io.EOF {
+		b.o.lease.Release()
 	}
 	return n, err
 }

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,8 +51,9 @@ func (s *Server) proxy(p *policy.Provider) *httputil.ReverseProxy {
 	}
 	transport := upstream.New(providerTransport(cfg), upstream.Options{
 		MaxAttempts: int(cfg.Retry.MaxAttempts), BaseDelay: cfg.Retry.BaseDelay.Duration, MaxDelay: cfg.Retry.MaxDelay.Duration,
-		Throttled: func(_ int, retryAfter time.Duration) { s.gate.Throttled(p.Name, retryAfter) },
-		Attempted: func(status int) { s.metrics.attempts.WithLabelValues(p.Name, strconv.Itoa(status)).Inc() },
+		Throttled:   func(_ int, retryAfter time.Duration) { s.gate.Throttled(p.Name, retryAfter) },
+		Attempted:   func(status int) { s.metrics.attempts.WithLabelValues(p.Name, strconv.Itoa(status)).Inc() },
+		Unreachable: s.retryElsewhere,
 	})
 	rp := &httputil.ReverseProxy{
 		Rewrite:   rewrite,
@@ -106,19 +106,14 @@ func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 // rewrite sends the call to its provider with the provider's key. The client's key and its
 // account headers never go upstream.
 func rewrite(pr *httputil.ProxyRequest) {
-	c := outboundFrom(pr.In.Context()).call
-	pr.Out.URL = c.target(pr.In.URL.Path)
+	o := outboundFrom(pr.In.Context())
+	c := o.call
+	pr.Out.URL = o.target(pr.In.URL.Path)
 	pr.Out.Host = ""
 	setProviderHeaders(pr.Out.Header, c)
 	pr.Out.Body = io.NopCloser(bytes.NewReader(c.body))
 	pr.Out.ContentLength = int64(len(c.body))
 	pr.Out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(c.body)), nil }
-}
-
-// target is the provider's URL for a path of the gateway's API.
-func (c *call) target(path string) *url.URL {
-	base := c.route.Provider.BaseURL
-	return &url.URL{Scheme: base.Scheme, Host: base.Host, Path: base.Path + strings.TrimPrefix(path, "/v1")}
 }
 
 // setProviderHeaders puts the provider's key in place of the client's, and drops the client's

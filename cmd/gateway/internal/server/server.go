@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/balance"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ids"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
@@ -63,7 +64,8 @@ type Server struct {
 	gate       *admission.Gate
 	counter    *estimate.Counter
 	metrics    *metrics
-	proxies    sync.Map // provider name and timeout -> *httputil.ReverseProxy
+	proxies    sync.Map         // provider name and timeout -> *httputil.ReverseProxy
+	endpoints  balance.Balancer // the calls in flight at each self-hosted provider's Pods
 	requestIDs *ids.Sequence
 	inFlight   inFlight // calls on the API, against server.maxInFlight
 }

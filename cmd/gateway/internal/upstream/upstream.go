@@ -28,6 +28,10 @@ type Options struct {
 	// Attempted is told of every attempt's result: the status, or 0 for a connection that failed.
 	// Nil means nobody is told.
 	Attempted func(status int)
+	// Unreachable is told of each retry whose previous attempt failed to connect, before it is
+	// sent, and may point it elsewhere, as to another of a provider's Pods. Nil means every
+	// attempt goes where the first went.
+	Unreachable func(retry *http.Request)
 	// Sleep waits d or until ctx ends. Nil means a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Jitter returns a random number in [0, 1). Nil means math/rand/v2.
@@ -70,12 +74,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if err := t.opts.Sleep(req.Context(), delay); err != nil {
 			return nil, err
 		}
-		body, err := req.GetBody()
-		if err != nil {
-			return nil, err
+		body, bodyErr := req.GetBody()
+		if bodyErr != nil {
+			return nil, bodyErr
 		}
 		req = req.Clone(req.Context())
 		req.Body = body
+		if err != nil && t.opts.Unreachable != nil {
+			t.opts.Unreachable(req)
+		}
 	}
 }
 

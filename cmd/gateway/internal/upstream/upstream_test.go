@@ -110,3 +110,37 @@ func TestACanceledCallIsNotRetried(t *testing.T) {
 		t.Errorf("attempts = %d; want 1", base.calls)
 	}
 }
+
+// TestUnreachableRetriesGoElsewhere checks that a retry after a failed connection is handed to
+// Unreachable, which may send it elsewhere, and a retry after an answer is not.
+func TestUnreachableRetriesGoElsewhere(t *testing.T) {
+	s := &script{results: []int{-1, 500, 200}}
+	var hosts []string
+	tr := New(recordHost(s, &hosts), Options{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond,
+		Sleep:       func(context.Context, time.Duration) error { return nil },
+		Unreachable: func(retry *http.Request) { retry.URL.Host = "pod-b:8000" },
+	})
+	req, err := http.NewRequest(http.MethodPost, "http://pod-a:8000/v1/chat/completions", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := tr.RoundTrip(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("RoundTrip = %v, %v; want 200", resp, err)
+	}
+	if diff := cmp.Diff([]string{"pod-a:8000", "pod-b:8000", "pod-b:8000"}, hosts); diff != "" {
+		t.Errorf("hosts of the attempts (-want +got):\n%s", diff)
+	}
+}
+
+// recordHost records the host of each attempt before sending it through next.
+func recordHost(next http.RoundTripper, hosts *[]string) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		*hosts = append(*hosts, req.URL.Host)
+		return next.RoundTrip(req)
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
