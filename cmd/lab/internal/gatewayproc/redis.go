@@ -36,14 +36,14 @@ func StartRedis(ctx context.Context, bin string) (*Redis, error) {
 	}
 	addr, _, err := freeAddrs()
 	if err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
 	_, port, _ := net.SplitHostPort(addr)
 	cmd := exec.Command(bin, "--bind", "127.0.0.1", "--port", port, "--dir", dir, "--save", "", "--appendonly", "no")
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
+		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("gatewayproc: start %s (install redis-server, or name it with --redis-server): %w", bin, err)
 	}
 	r := &Redis{Addr: addr, cmd: cmd, dir: dir, exited: make(chan struct{})}
@@ -63,7 +63,7 @@ func (r *Redis) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	client := redis.NewClient(&redis.Options{Addr: r.Addr, MaxRetries: -1})
-	defer client.Close()
+	defer func() { _ = client.Close() }()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for client.Ping(ctx).Err() != nil {
@@ -88,5 +88,5 @@ func (r *Redis) Stop() {
 		_ = r.cmd.Process.Kill()
 		<-r.exited
 	}
-	os.RemoveAll(r.dir)
+	_ = os.RemoveAll(r.dir)
 }

@@ -145,7 +145,7 @@ func (l *load) page(ctx context.Context, user, index int) page {
 func (l *load) comesBack(p *page) bool {
 	door := p.cause == Busy && l.kase.honoursDoor
 	provider := p.cause.diedAtProvider() && l.kase.retries
-	if !(door || provider) || p.busy+p.retried >= l.opts.Comebacks {
+	if (!door && !provider) || p.busy+p.retried >= l.opts.Comebacks {
 		return false
 	}
 	if door {
