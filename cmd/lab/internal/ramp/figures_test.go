@@ -1,0 +1,65 @@
+package ramp
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// queued is a page of user served at answered that queued from queued to dispatched, the door
+// having estimated estimated.
+func queued(user int, queuedAt, dispatched, estimated, answered time.Duration) page {
+	p := served(user, 0, queuedAt, answered)
+	p.door = door{queued: queuedAt, dispatched: dispatched, estimated: estimated}
+	return p
+}
+
+func TestFigures(t *testing.T) {
+	busyOnce := failed(2, 0, 4*s, Busy)
+	busyOnce.busy = 1
+	run := caseRun{
+		tokensPerMinute: 48_000, // 800 a second
+		pages: []page{
+			queued(0, 0, 2*s, 2*s, 4*s),   // as estimated
+			queued(1, 1*s, 5*s, 2*s, 7*s), // twice the estimate: an error of 100%
+			served(0, 1, 0, 3*s),          // did not queue
+			busyOnce,                      // turned away twice: once came back, then refused
+		},
+		calls: []call{ok(0), ok(1 * s), ok(2 * s), ok(5 * s), refusedCall(6*s, 429)},
+	}
+	cr := CaseReport{}
+	figures(&cr, run)
+	want := CaseReport{
+		ProviderErrorShare: 0.2,
+		// Queued from 0 to 5 s, when the provider allows 4,000 tokens: it admitted 4 calls of 800
+		// from 0 to 5 s, the one at 5 s excluded.
+		BacklogTokensShare: 3 * 800.0 / 4000,
+		RefusalsPerPage:    0.5,
+		// Users 0, 1 and 2 were served 2, 1 and 0 pages.
+		JainOverUsers:       9.0 / (3 * 5),
+		WholeBookP50Seconds: 4, // user 0's book, whole from 0 to 4 s; user 1's, from 1 to 7 s
+		WholeBookP95Seconds: 6,
+		EstimateErrorP90:    1,
+	}
+	if diff := cmp.Diff(cr, want); diff != "" {
+		t.Errorf("figures mismatch (-got +want):\n%s", diff)
+	}
+}
+
+func TestJain(t *testing.T) {
+	tests := []struct {
+		xs   []float64
+		want float64
+	}{
+		{nil, 1},
+		{[]float64{0, 0}, 1},
+		{[]float64{5, 5, 5}, 1},
+		{[]float64{4, 0, 0, 0}, 0.25},
+	}
+	for _, tc := range tests {
+		if got := jain(tc.xs); got != tc.want {
+			t.Errorf("jain(%v) = %v; want %v", tc.xs, got, tc.want)
+		}
+	}
+}
