@@ -193,15 +193,21 @@ func (g *Gateway) Log() string {
 	return string(out[max(len(out)-logTail, 0):])
 }
 
+// Terminate sends cmd's process SIGTERM and waits until exited is closed, killing the process if
+// it has not exited after stopTimeout.
+func Terminate(cmd *exec.Cmd, exited <-chan struct{}) {
+	_ = cmd.Process.Signal(syscall.SIGTERM) // it may have exited already
+	select {
+	case <-exited:
+	case <-time.After(stopTimeout):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
 // Stop sends the gateway SIGTERM, kills it if it has not exited after stopTimeout, and removes
 // its directory.
 func (g *Gateway) Stop() {
-	_ = g.cmd.Process.Signal(syscall.SIGTERM) // it may have exited already
-	select {
-	case <-g.exited:
-	case <-time.After(stopTimeout):
-		_ = g.cmd.Process.Kill()
-		<-g.exited
-	}
+	Terminate(g.cmd, g.exited)
 	os.RemoveAll(g.dir)
 }

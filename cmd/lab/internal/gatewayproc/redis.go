@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -81,12 +80,6 @@ func (r *Redis) waitReady(ctx context.Context) error {
 // Stop sends the server SIGTERM, kills it if it has not exited after stopTimeout, and removes its
 // directory.
 func (r *Redis) Stop() {
-	_ = r.cmd.Process.Signal(syscall.SIGTERM) // it may have exited already
-	select {
-	case <-r.exited:
-	case <-time.After(stopTimeout):
-		_ = r.cmd.Process.Kill()
-		<-r.exited
-	}
+	Terminate(r.cmd, r.exited)
 	_ = os.RemoveAll(r.dir)
 }

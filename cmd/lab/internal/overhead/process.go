@@ -5,15 +5,15 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"syscall"
 	"time"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/gatewayproc"
 )
 
 const (
 	// readyTimeout bounds the wait for the proxy to listen.
 	readyTimeout = 20 * time.Second
-	// stopTimeout is how long a process has to exit after SIGTERM before
-	// it is killed.
+	// stopTimeout is how long the bare proxy has to shut down.
 	stopTimeout = 10 * time.Second
 	// logTail is how much of a process's output an error quotes.
 	logTail = 4 << 10
@@ -93,15 +93,8 @@ func (p *process) Log() string {
 	return string(out[max(len(out)-logTail, 0):])
 }
 
-// Stop closes the process's stdin and sends it SIGTERM, and kills it if it
-// has not exited after stopTimeout.
+// Stop closes the process's stdin and ends it as gatewayproc.Terminate does.
 func (p *process) Stop() {
 	p.stdin.Close()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM) // it may have exited already
-	select {
-	case <-p.exited:
-	case <-time.After(stopTimeout):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
+	gatewayproc.Terminate(p.cmd, p.exited)
 }
