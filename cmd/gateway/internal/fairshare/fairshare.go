@@ -76,15 +76,26 @@ type Ledger struct {
 	slack      float64
 	batchShare float64
 	standing   Standing
-	local      map[Member]float64 // served here and not yet taken in by the shared ledger
-	reported   map[Member]bool    // the members this gateway last reported waiting
+	groups     map[string][]Member // the members of standing, by group
+	local      map[Member]float64  // served here and not yet taken in by the shared ledger
+	reported   map[Member]bool     // the members this gateway last reported waiting
+	// leastOf caches least's answer for a group until a count of one of its members changes: the
+	// queue asks Held of every open lane's first item, and a group may have thousands of members.
+	leastOf map[string]leastCount
+}
+
+// leastCount is the least count of a group's members waiting, if any waits.
+type leastCount struct {
+	count   float64
+	waiting bool
 }
 
 // New returns a ledger that holds a lane back when it is more than slack ahead of the least
 // served of its group: a class's tokens over its share (batchShare for Batch, the rest for
 // Interactive), a tenant's tokens over its weight, a user's tokens.
 func New(slack, batchShare float64) *Ledger {
-	return &Ledger{slack: slack, batchShare: batchShare, standing: Standing{}, local: map[Member]float64{}, reported: map[Member]bool{}}
+	return &Ledger{slack: slack, batchShare: batchShare, standing: Standing{}, groups: map[string][]Member{},
+		local: map[Member]float64{}, reported: map[Member]bool{}, leastOf: map[string]leastCount{}}
 }
 
 // Served counts an item this gateway served.
@@ -93,9 +104,15 @@ func (l *Ledger) Served(it *fairqueue.Item) {
 	if it.Class == fairqueue.Batch {
 		share = l.batchShare
 	}
-	l.local[ClassOf(it)] += float64(it.Cost) / share
-	l.local[TenantOf(it)] += float64(it.Cost) / float64(max(it.Weight, 1))
-	l.local[UserOf(it)] += float64(it.Cost)
+	l.count(ClassOf(it), float64(it.Cost)/share)
+	l.count(TenantOf(it), float64(it.Cost)/float64(max(it.Weight, 1)))
+	l.count(UserOf(it), float64(it.Cost))
+}
+
+// count adds served to what this gateway served m.
+func (l *Ledger) count(m Member, served float64) {
+	l.local[m] += served
+	delete(l.leastOf, m.group())
 }
 
 // Held reports whether the item's lanes are held back: its class, its tenant or its user is more
@@ -121,16 +138,17 @@ func (l *Ledger) ahead(m Member) bool {
 // least is the smallest count, this gateway's unreported service included, of the members of a
 // group waiting on some gateway; false when none does.
 func (l *Ledger) least(group string) (float64, bool) {
-	least, found := 0.0, false
-	for m, v := range l.standing {
-		if m.group() != group {
-			continue
-		}
-		if v += l.local[m]; !found || v < least {
-			least, found = v, true
+	if c, ok := l.leastOf[group]; ok {
+		return c.count, c.waiting
+	}
+	var c leastCount
+	for _, m := range l.groups[group] {
+		if v := l.standing[m] + l.local[m]; !c.waiting || v < c.count {
+			c = leastCount{count: v, waiting: true}
 		}
 	}
-	return least, found
+	l.leastOf[group] = c
+	return c.count, c.waiting
 }
 
 // Updates are what to tell the shared ledger, for the members whose lanes wait here now: what
@@ -169,9 +187,19 @@ func (l *Ledger) Took(ups []Update, s Standing) {
 			l.reported[u.Member] = true
 		}
 	}
+	l.setStanding(s)
+}
+
+// setStanding makes s the shared ledger's standing, indexed by group.
+func (l *Ledger) setStanding(s Standing) {
 	l.standing = s
+	clear(l.groups)
+	for m := range s {
+		l.groups[m.group()] = append(l.groups[m.group()], m)
+	}
+	clear(l.leastOf)
 }
 
 // Forget forgets what the other gateways served, as when the shared ledger cannot be reached:
 // nothing is held back until the next exchange. What this gateway served is kept, to be reported.
-func (l *Ledger) Forget() { l.standing = Standing{} }
+func (l *Ledger) Forget() { l.setStanding(Standing{}) }

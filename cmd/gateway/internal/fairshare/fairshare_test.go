@@ -83,6 +83,22 @@ func TestHeldByGroup(t *testing.T) {
 	}
 }
 
+// TestHeldFollowsWhatIsServedBetweenExchanges asks Held, serves the least served lane past the
+// one held, and asks again: the held lane goes, whatever Held answered before.
+func TestHeldFollowsWhatIsServedBetweenExchanges(t *testing.T) {
+	l := New(2000, 0.5)
+	l.Took(nil, Standing{TenantOf(heavy): 5000, TenantOf(light): 7001})
+	if !l.Held(light) {
+		t.Fatal("light, 2,001 ahead of heavy: not held; want held")
+	}
+	for range 5 {
+		l.Served(heavy) // 2,500 over weight 2: heavy counts 7,500
+	}
+	if l.Held(light) {
+		t.Error("light, 499 behind heavy once heavy was served: held; want not held")
+	}
+}
+
 func TestUpdatesReportServiceWaitingAndFloors(t *testing.T) {
 	l := New(2000, 0.5)
 	l.Took(nil, Standing{TenantOf(heavy): 5000, UserOf(heavy): 3000})
