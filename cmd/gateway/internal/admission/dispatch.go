@@ -20,11 +20,18 @@ const (
 	// configured one in the door's estimate.
 	drainWindow = 10 * time.Second
 	// shareEvery is how often a dispatcher exchanges with the gateways sharing its provider what
-	// each lane was served; shareSlack is how far, in tokens (over the tenant's weight), a lane
-	// may get ahead of the least served lane of its group before it is held back: one of the
-	// fair queue's rounds, more than a gateway serves between two exchanges.
+	// each lane was served, while few lanes wait; shareSlack is how far, in tokens (over the
+	// tenant's weight), a lane may get ahead of the least served lane of its group before it is
+	// held back: one of the fair queue's rounds, more than a gateway serves between two exchanges.
 	shareEvery = 200 * time.Millisecond
 	shareSlack = 8192
+	// sharePerLane spaces exchanges further apart as more lanes wait: an exchange costs Redis
+	// about 11 µs a lane (BenchmarkSharesExchangeAtScale), so one every 100 µs a lane keeps each
+	// gateway's exchanges to about a tenth of Redis's time, however many tenants wait.
+	sharePerLane = 100 * time.Microsecond
+	// shareWordHolds is how many of its exchange intervals a gateway's word that a lane waits
+	// holds: a gateway that died stops holding the others' lanes back after it.
+	shareWordHolds = 10
 	// maxUnestimated bounds a queue whose drain the door cannot estimate (a provider with no
 	// tokens per minute, before anything drained).
 	maxUnestimated = 10_000
@@ -361,12 +368,12 @@ func (d *dispatcher) queued(req *Request, it *fairqueue.Item, delta int64) {
 	d.g.usage.queued(req, delta, delta*it.Cost)
 }
 
-// exchangeShares tells the gateways sharing the provider, every shareEvery until ctx ends, what
-// this one served and which of its lanes wait, and takes in what they all served: the queue then
-// holds back a lane that got ahead of its fair share. An exchange that fails forgets what the
-// others served, so that no lane is held on old news.
+// exchangeShares tells the gateways sharing the provider, every shareInterval until ctx ends,
+// what this one served and which of its lanes wait, and takes in what they all served: the queue
+// then holds back a lane that got ahead of its fair share. An exchange that fails forgets what
+// the others served, so that no lane is held on old news.
 func (d *dispatcher) exchangeShares(ctx context.Context) {
-	t := time.NewTicker(shareEvery)
+	t := time.NewTimer(shareEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -374,19 +381,25 @@ func (d *dispatcher) exchangeShares(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		d.exchangeOnce(ctx)
+		t.Reset(shareInterval(d.exchangeOnce(ctx)))
 	}
 }
 
-func (d *dispatcher) exchangeOnce(ctx context.Context) {
+// shareInterval is the time between two exchanges of lanes lanes.
+func shareInterval(lanes int) time.Duration {
+	return max(shareEvery, time.Duration(lanes)*sharePerLane)
+}
+
+// exchangeOnce makes one exchange and returns the number of lanes it told of.
+func (d *dispatcher) exchangeOnce(ctx context.Context) int {
 	d.mu.Lock()
 	ups := d.shares.Updates(d.waitingLanes(d.g.now()))
 	d.mu.Unlock()
 	if len(ups) == 0 {
-		return
+		return 0
 	}
 	ctx, cancel := context.WithTimeout(ctx, decideTimeout)
-	st, err := d.g.opts.Shares.Exchange(ctx, d.provider, ups)
+	st, err := d.g.opts.Shares.Exchange(ctx, d.provider, ups, shareWordHolds*shareInterval(len(ups)))
 	cancel()
 	d.mu.Lock()
 	if err != nil {
@@ -397,6 +410,7 @@ func (d *dispatcher) exchangeOnce(ctx context.Context) {
 	}
 	d.mu.Unlock()
 	d.kick() // a lane held back may go now
+	return len(ups)
 }
 
 // waitingLanes are the shared ledger's members of the queue's lanes that wait and that no limit of

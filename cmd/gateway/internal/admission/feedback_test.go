@@ -126,3 +126,14 @@ func TestAnExhaustedLimitPausesTheQueueForAMoment(t *testing.T) {
 		}
 	})
 }
+
+// TestShareIntervalGrowsWithTheLanesWaiting: a few lanes are exchanged every 200 ms; 5,000
+// waiting tenants of one user each (10,001 lanes) once a second, so that the exchanges of one
+// gateway keep to about a tenth of Redis's time.
+func TestShareIntervalGrowsWithTheLanesWaiting(t *testing.T) {
+	for lanes, want := range map[int]time.Duration{0: shareEvery, 3: shareEvery, 2000: shareEvery, 10_001: 1000100 * time.Microsecond} {
+		if got := shareInterval(lanes); got != want {
+			t.Errorf("shareInterval(%d) = %v; want %v", lanes, got, want)
+		}
+	}
+}

@@ -39,7 +39,9 @@ type JobLedger interface {
 // Shares is the ledger the gateways sharing a provider keep of what each of its queue's lanes
 // was served: redisstore.Shares.
 type Shares interface {
-	Exchange(ctx context.Context, provider string, ups []fairshare.Update) (fairshare.Standing, error)
+	// Exchange reports ups, whose word that a lane waits holds for ttl, and answers the count of
+	// every lane waiting on some gateway.
+	Exchange(ctx context.Context, provider string, ups []fairshare.Update, ttl time.Duration) (fairshare.Standing, error)
 }
 
 // Options configures a Gate.

@@ -11,12 +11,8 @@ import (
 	"github.com/sluicehq/sluice/cmd/gateway/internal/fairshare"
 )
 
-// sharesTTL is how long a gateway's word that a lane waits holds: a gateway that died stops
-// holding the others' lanes back after it. It is kept for an hour after the last exchange.
-const (
-	sharesTTL  = 2 * time.Second
-	sharesKeep = time.Hour
-)
+// sharesKeep is how long the ledger is kept after its last exchange.
+const sharesKeep = time.Hour
 
 // exchangeScript takes in one gateway's updates to a provider's shared ledger and answers the
 // count of every lane waiting on some gateway, on Redis's clock. KEYS[1] is a hash of each lane's
@@ -70,11 +66,12 @@ func NewShares(client redis.UniversalClient, gateway string) *Shares {
 }
 
 // Exchange tells the ledger of provider's queue what this gateway served and which of its lanes
-// wait, and returns the count of every lane waiting on some gateway.
-func (s *Shares) Exchange(ctx context.Context, provider string, ups []fairshare.Update) (fairshare.Standing, error) {
+// wait, its word that they wait holding for ttl (a gateway that died stops holding the others'
+// lanes back after it), and returns the count of every lane waiting on some gateway.
+func (s *Shares) Exchange(ctx context.Context, provider string, ups []fairshare.Update, ttl time.Duration) (fairshare.Standing, error) {
 	tag := "{sluice-shares:" + provider + "}"
 	args := make([]any, 0, 3+4*len(ups))
-	args = append(args, s.gateway, sharesTTL.Milliseconds(), sharesKeep.Milliseconds())
+	args = append(args, s.gateway, ttl.Milliseconds(), sharesKeep.Milliseconds())
 	for _, u := range ups {
 		waiting := 0
 		if u.Waiting {

@@ -2,7 +2,9 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -18,7 +20,7 @@ func TestSharesExchange(t *testing.T) {
 	a, b := NewShares(client, "gw-a"), NewShares(client, "gw-b")
 	exchange := func(s *Shares, ups ...fairshare.Update) fairshare.Standing {
 		t.Helper()
-		st, err := s.Exchange(ctx, "lab", ups)
+		st, err := s.Exchange(ctx, "lab", ups, 2*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,7 +43,35 @@ func TestSharesExchange(t *testing.T) {
 	if other := exchange(a); len(other) != 1 {
 		t.Errorf("an exchange of nothing = %v; want light alone", other)
 	}
-	if st, err := a.Exchange(ctx, "other", nil); err != nil || len(st) != 0 {
+	if st, err := a.Exchange(ctx, "other", nil, 2*time.Second); err != nil || len(st) != 0 {
 		t.Errorf("another provider's shares = %v, %v; want none", st, err)
+	}
+}
+
+// BenchmarkSharesExchangeAtScale is one gateway's exchange while 5,000 tenants of one user each
+// wait on two gateways: 10,001 lanes (the class, each tenant, each user) reported and answered.
+func BenchmarkSharesExchangeAtScale(b *testing.B) {
+	client := redisserver.Start(b).Client(b)
+	ctx := context.Background()
+	const tenants = 5000
+	ups := []fairshare.Update{{Member: fairshare.Member("classes\x1f0"), Served: 1000, Waiting: true}}
+	for i := range tenants {
+		tenant := fairshare.Member(fmt.Sprintf("0\x1ftenant-%05d", i))
+		ups = append(ups, fairshare.Update{Member: tenant, Served: 10, Waiting: true}, fairshare.Update{Member: tenant + "\x1fuser", Served: 10, Waiting: true})
+	}
+	other := NewShares(client, "gw-b")
+	if _, err := other.Exchange(ctx, "lab", ups, 2*time.Second); err != nil {
+		b.Fatal(err)
+	}
+	s := NewShares(client, "gw-a")
+	b.ResetTimer()
+	for b.Loop() {
+		st, err := s.Exchange(ctx, "lab", ups, 2*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(st) != len(ups) {
+			b.Fatalf("the standing has %d lanes; want %d", len(st), len(ups))
+		}
 	}
 }
