@@ -49,13 +49,12 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		gatewayBin, labBin = filepath.Join(dir, "gateway"), filepath.Join(dir, "lab")
-		build := exec.Command("go", "build", "-o", dir+"/", "github.com/sluicehq/sluice/cmd/gateway", "github.com/sluicehq/sluice/cmd/lab")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build the gateway and the lab:", err)
+		bins, err := proc.Build(dir, "gateway", "lab")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		gatewayBin, labBin = bins[0], bins[1]
 		return m.Run()
 	}())
 }

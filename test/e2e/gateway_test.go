@@ -48,15 +48,12 @@ func TestMain(m *testing.M) {
 				return 1
 			}
 			defer os.RemoveAll(dir)
-			gatewayBin, labBin, adapterBin = filepath.Join(dir, "gateway"), filepath.Join(dir, "lab"), filepath.Join(dir, "metrics-adapter")
-			managerBin = filepath.Join(dir, "manager")
-			build := exec.Command("go", "build", "-o", dir+"/", "github.com/sluicehq/sluice/cmd/gateway", "github.com/sluicehq/sluice/cmd/lab",
-				"github.com/sluicehq/sluice/cmd/metrics-adapter", "github.com/sluicehq/sluice/cmd/manager")
-			build.Stdout, build.Stderr = os.Stderr, os.Stderr
-			if err := build.Run(); err != nil {
-				fmt.Fprintln(os.Stderr, "build the gateway, the lab, the metrics adapter and the manager:", err)
+			bins, err := proc.Build(dir, "gateway", "lab", "metrics-adapter", "manager")
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
 				return 1
 			}
+			gatewayBin, labBin, adapterBin, managerBin = bins[0], bins[1], bins[2], bins[3]
 		}
 		return m.Run()
 	}()

@@ -108,3 +108,21 @@ func signalGroup(pid int, sig syscall.Signal) {
 		_ = syscall.Kill(pid, sig)
 	}
 }
+
+// Build compiles the commands of Sluice named by their directories under cmd (gateway, lab, ...)
+// into dir, once for a package's tests, and returns each binary's path in that order. The
+// compiler's output goes to standard error.
+func Build(dir string, commands ...string) ([]string, error) {
+	args := []string{"build", "-o", dir + "/"}
+	bins := make([]string, len(commands))
+	for i, c := range commands {
+		args = append(args, "github.com/sluicehq/sluice/cmd/"+c)
+		bins[i] = filepath.Join(dir, c)
+	}
+	build := exec.Command("go", args...)
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return nil, fmt.Errorf("build %v: %w", commands, err)
+	}
+	return bins, nil
+}
