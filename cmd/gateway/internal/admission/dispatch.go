@@ -122,17 +122,20 @@ func (d *dispatcher) push(wt *waiter, now time.Time) *Refusal {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	it, req := wt.item, &wt.t.req
+	promised, cameBack := d.q.CameBack(it, now)
 	rate := d.drainRate(now)
-	estimate := d.q.EstimateWait(it, rate)
+	estimate := d.q.EstimateWait(it, rate, now)
 	if maxWait := req.maxWait(); maxWait > 0 && (estimate > maxWait || (estimate < 0 && d.q.Len() >= maxUnestimated)) {
 		ahead, _ := d.q.Ahead(it.Class, it.Tenant)
-		return d.busy(req, max(estimate, maxWait), ahead+1, now, rate)
+		return d.busy(wt, max(estimate, maxWait), ahead+1, now, rate)
+	}
+	if cameBack {
+		d.comebackError.Observe(now.Sub(promised).Seconds())
 	}
 	if d.q.Len() == 0 {
 		d.backlogSince = now
 	}
 	wt.estimate = estimate
-	d.cameBack(req, now)
 	d.q.Push(it)
 	d.queued(req, it, 1)
 	return nil
@@ -146,69 +149,47 @@ func (d *dispatcher) expire(wt *waiter, start time.Time) verdict {
 	defer d.mu.Unlock()
 	now := d.g.now()
 	rate := d.drainRate(now)
-	estimate := d.q.EstimateWait(wt.item, rate)
+	estimate := d.q.EstimateWait(wt.item, rate, now)
 	ahead, _ := d.q.Ahead(wt.item.Class, wt.item.Tenant)
 	maxWait := wt.t.req.maxWait()
 	if estimate < 0 {
 		estimate = maxWait // unknown, as for a paused provider: ask to come back after another maxWait
 	}
-	r := d.busy(&wt.t.req, maxWait+estimate, ahead+1, now, rate)
+	r := d.busy(wt, maxWait+estimate, ahead+1, now, rate)
 	r.Waited = now.Sub(start)
 	return verdict{refusal: r}
 }
 
 // busy is the refusal of a call whose lane would wait estimate, at position in it, with a time to
-// come back (see comeback). The caller holds d.mu.
-func (d *dispatcher) busy(req *Request, estimate time.Duration, position int, now time.Time, rate float64) *Refusal {
+// come back, at which the queue expects it back. The caller holds d.mu.
+func (d *dispatcher) busy(wt *waiter, estimate time.Duration, position int, now time.Time, rate float64) *Refusal {
+	req := &wt.t.req
 	d.g.metrics.doorRefusals.WithLabelValues(d.provider, req.tenant()).Inc()
 	maxWait := req.maxWait()
 	r := &Refusal{Reason: Busy, Estimate: estimate, MaxWait: maxWait, Position: position}
-	r.RetryAfter = d.comeback(now, estimate-maxWait, req.Cost.Tokens, rate)
-	d.promise(req, now.Add(r.RetryAfter))
+	r.RetryAfter = d.comeback(wt.item, maxWait, now, rate)
+	d.q.Expect(wt.item, now.Add(r.RetryAfter))
 	return r
 }
 
 // comeback is how long a call turned away should wait before it comes back with a fair chance to
-// be let in: until its lane has room (after at least least), and after the comebacks of those
-// turned away before it, spread at the rate the queue drains: each refusal pushes the horizon on
-// by its cost over the drain rate, and a random point in that slot spreads a crowd told at once.
-// The caller holds d.mu.
-func (d *dispatcher) comeback(now time.Time, least time.Duration, cost int64, rate float64) time.Duration {
-	at := now.Add(max(least, 0))
-	if d.horizon.After(at) {
-		at = d.horizon
+// be let in: until its lane, behind the comebacks it is already expected to make and beside those
+// of other lanes, would wait no longer than maxWait (another maxWait when nothing drains), at a
+// random point of the call's slot of the drain (its cost over the rate) after that, so that a
+// crowd told at once does not come back at once. Each refusal is expected back, so the comebacks
+// of a crowd are spread at the rate the queue drains, lane by lane in fair turns. The caller holds
+// d.mu.
+func (d *dispatcher) comeback(it *fairqueue.Item, maxWait time.Duration, now time.Time, rate float64) time.Duration {
+	least := maxWait
+	if wait := d.q.ComebackWait(it, rate, now); wait >= 0 {
+		least = max(wait-maxWait, 0)
 	}
 	var slot time.Duration
 	if rate > 0 {
-		slot = time.Duration(float64(cost) / rate * float64(time.Second))
+		slot = time.Duration(float64(it.Cost) / rate * float64(time.Second))
 	}
-	d.horizon = at.Add(slot)
-	return at.Sub(now) + time.Duration(rand.Float64()*float64(slot))
+	return least + time.Duration(rand.Float64()*float64(slot))
 }
-
-// promise remembers when a caller turned away was told to come back, and cameBack measures, when
-// it is let in, how far from that time it came: a comeback time is worth what it predicts. The
-// caller holds d.mu.
-func (d *dispatcher) promise(req *Request, at time.Time) {
-	if len(d.promised) >= maxPromises {
-		clear(d.promised) // callers that never came back
-	}
-	d.promised[callerOf(req)] = at
-}
-
-func (d *dispatcher) cameBack(req *Request, now time.Time) {
-	key := callerOf(req)
-	if at, ok := d.promised[key]; ok {
-		d.comebackError.Observe(now.Sub(at).Seconds())
-		delete(d.promised, key)
-	}
-}
-
-// maxPromises bounds the comeback times a dispatcher remembers.
-const maxPromises = 10_000
-
-// callerOf names a caller for its comeback: its tenant and user.
-func callerOf(req *Request) string { return req.tenant() + "/" + req.Caller.User }
 
 // abandon takes a call whose client left out of the queue. If the dispatcher let it go in the
 // meantime, its ticket is refunded: the call is never made.
@@ -342,8 +323,8 @@ func (d *dispatcher) block(wt *waiter, r *Refusal, now time.Time) time.Duration 
 }
 
 // drainRate is the tokens per second the door expects the queue to drain: what it measured once
-// a backlog has lasted drainWindow, else this gateway's share of the provider's tokens per minute
-// (after headroom), the gateways sharing it taking equal shares.
+// a backlog has lasted drainWindow, else this gateway's share of what the provider's tokens per
+// minute let through while a backlog lasts, the gateways sharing it taking equal shares.
 func (d *dispatcher) drainRate(now time.Time) float64 {
 	if d.q.Len() > 0 && now.Sub(d.backlogSince) >= drainWindow {
 		if measured := float64(d.drained.sumWithin(now, drainWindow)) / drainWindow.Seconds(); measured > 0 {
@@ -354,7 +335,7 @@ func (d *dispatcher) drainRate(now time.Time) float64 {
 	if p == nil {
 		return -1
 	}
-	return float64(p.TokensPerMinute()) / 60 / float64(d.g.policy().Replicas)
+	return float64(p.SustainedTokensPerMinute()) / 60 / float64(d.g.policy().Replicas)
 }
 
 // queued counts a call into (+1) or out of (-1) its provider's queue.

@@ -40,12 +40,10 @@ type dispatcher struct {
 
 	mu           sync.Mutex
 	q            *fairqueue.Queue
-	shares       *fairshare.Ledger    // what the gateways sharing the provider served; nil alone
-	drained      lastMinute           // tokens dispatched from the queue
-	backlogSince time.Time            // when the queue last became non-empty
-	horizon      time.Time            // the latest comeback given to a call turned away
-	promised     map[string]time.Time // when each caller turned away was told to come back
-	feedback                          // what the provider's throttles taught
+	shares       *fairshare.Ledger // what the gateways sharing the provider served; nil alone
+	drained      lastMinute        // tokens dispatched from the queue
+	backlogSince time.Time         // when the queue last became non-empty
+	feedback                       // what the provider's throttles taught
 }
 
 // feedback is what a provider's answers say. A 429 or 503 says our model of its limits is
@@ -68,7 +66,7 @@ func newDispatcher(g *Gate, provider string) *dispatcher {
 		queueWait:     g.metrics.queueWait.WithLabelValues(provider),
 		estimateRatio: g.metrics.estimateRatio.WithLabelValues(provider),
 		comebackError: g.metrics.comebackError.WithLabelValues(provider),
-		promised:      map[string]time.Time{}, feedback: feedback{share: 1}}
+		feedback:      feedback{share: 1}}
 	var opts fairqueue.Options
 	if g.opts.Shares != nil {
 		d.shares = fairshare.New(shareSlack, fairqueue.DefaultBatchShare)

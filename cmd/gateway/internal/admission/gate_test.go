@@ -380,7 +380,8 @@ func TestASmallTenantWaitsAtMostOneRound(t *testing.T) {
 
 func TestTheDoorRefusesALongWaitBeforeCharging(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// 6,000 tokens a minute drain 100 a second: a lane with 6,000 tokens ahead waits a minute.
+		// 6,000 tokens a minute are a bucket of 3,000 refilling 3,000 a minute: a backlog drains 50
+		// a second, and a lane with 3,000 tokens ahead waits a minute.
 		pl := plan{requestsPerMinute: 6000, tokensPerMinute: 6000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
 		g, limiter, p := newGate(t, pl)
 		req := request(t, p, "sk-acme-alice", 1000)
@@ -421,8 +422,8 @@ func TestTheDoorRefusesALongWaitBeforeCharging(t *testing.T) {
 		if refusal.Position != queued+1 {
 			t.Errorf("position = %d; want %d (the %d queued, then this call)", refusal.Position, queued+1, queued)
 		}
-		// The call's own slot of the drain: 1,000 tokens at 100 a second.
-		soonest, slot := refusal.Estimate-refusal.MaxWait, 10*time.Second
+		// The call's own slot of the drain: 1,000 tokens at 50 a second.
+		soonest, slot := refusal.Estimate-refusal.MaxWait, 20*time.Second
 		if refusal.Estimate <= refusal.MaxWait || refusal.RetryAfter < soonest || refusal.RetryAfter >= soonest+slot {
 			t.Errorf("estimate %s, maxWait %s, retry after %s; want an estimate past maxWait, and to come back once the wait is within it, within the call's slot of the drain (%s)",
 				refusal.Estimate, refusal.MaxWait, refusal.RetryAfter, slot)
@@ -620,8 +621,9 @@ func TestAJobAttemptTakenOverIsRefusedAndHoldsNothing(t *testing.T) {
 // before it, one slot of the drain later (its cost over the rate), never all at the same second.
 func TestACrowdTurnedAwayComesBackSpreadAtTheDrainRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// 6,000 tokens a minute drain 100 a second: a call of 1,000 tokens is a slot of 10 s.
-		const slot = 10 * time.Second
+		// 6,000 tokens a minute are a bucket of 3,000 refilling 3,000 a minute: a backlog drains 50
+		// a second, and a call of 1,000 tokens is a slot of 20 s.
+		const slot = 20 * time.Second
 		pl := plan{requestsPerMinute: 6000, tokensPerMinute: 6000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
 		g, _, p := newGate(t, pl)
 		req := request(t, p, "sk-acme-alice", 1000)

@@ -69,6 +69,8 @@ type Queue struct {
 	served  [2]int64 // tokens served per class since the queue was last empty
 	items   int
 	cost    int64
+	// expected are the items the door turned away and expects back, per class (see Expect).
+	expected [2]comebacks
 }
 
 // New returns an empty queue.
@@ -175,28 +177,74 @@ func (q *Queue) Ahead(class Class, tenant string) (items int, cost int64) {
 	return 0, 0
 }
 
-// EstimateWait returns how long an item would wait, until it is served, when the queue drains
-// tokensPerSecond under its fair sharing: an item not yet queued as if pushed now, a queued one
-// from where it stands. Before it go the items ahead of it in its own lane, and in each other
+// EstimateWait returns how long an item would wait at now, until it is served, when the queue
+// drains tokensPerSecond under its fair sharing: an item not yet queued as if pushed now, a queued
+// one from where it stands. Before it go the items ahead of it in its own lane, and in each other
 // lane of its tenant as many items as it has ahead of it plus one (users take one item each in
 // turn, so one user's ten items delay another's first by one); meanwhile every other tenant of its
 // class is served at its weight, up to what it has waiting (a tenant with less than its share
-// finishes first). The class gets its share of the drain. It returns -1 when nothing drains.
-func (q *Queue) EstimateWait(it *Item, tokensPerSecond float64) time.Duration {
+// finishes first). What others wait for counts the comebacks their lanes are expected to make
+// before the item is served (see Expect): a lane the door turned away still takes its turns. The
+// class gets its share of the drain. It returns -1 when nothing drains.
+func (q *Queue) EstimateWait(it *Item, tokensPerSecond float64, now time.Time) time.Duration {
+	return q.estimate(it, tokensPerSecond, now, false)
+}
+
+// ComebackWait is EstimateWait for an item turned away that will come back after the comebacks
+// its lane is already expected to make: it counts them ahead of it in its lane. The door tells it
+// to come back when this wait is within its maxWait.
+func (q *Queue) ComebackWait(it *Item, tokensPerSecond float64, now time.Time) time.Duration {
+	return q.estimate(it, tokensPerSecond, now, true)
+}
+
+func (q *Queue) estimate(it *Item, tokensPerSecond float64, now time.Time, behindComebacks bool) time.Duration {
 	rate := tokensPerSecond * q.classShare(it.Class)
 	if rate <= 0 {
 		return -1
 	}
+	// The comebacks due before the item is served depend on when that is: each pass counts those
+	// due by the last pass's estimate, which only grows.
+	var wait time.Duration
+	for range estimatePasses {
+		next := time.Duration(q.workBefore(it, now, now.Add(wait), behindComebacks) / rate * float64(time.Second))
+		if next <= wait {
+			break
+		}
+		wait = next
+	}
+	return wait
+}
+
+// estimatePasses bounds the passes of EstimateWait.
+const estimatePasses = 4
+
+// workBefore is the tokens served before the item, counting the comebacks of other lanes due by
+// deadline, and with behindComebacks every comeback of its own lane.
+func (q *Queue) workBefore(it *Item, now, deadline time.Time, behindComebacks bool) float64 {
 	r := q.classes[it.Class]
-	own := r.tenantWorkBefore(it)
+	comebacks := q.expected[it.Class].dueBy(now, deadline)
+	var ahead []comeback
+	if t := q.expected[it.Class].tenants[it.Tenant]; behindComebacks && t != nil {
+		all := t.users[it.User]
+		ahead = all[lateFrom(all, now):]
+	}
+	own := r.tenantWorkBefore(it, ahead, comebacks[it.Tenant].users)
 	weight := float64(max(it.Weight, 1))
 	total := float64(own)
+	share := func(cost, tenantWeight int64) {
+		total += min(float64(cost), float64(own)*float64(tenantWeight)/weight)
+	}
 	for name, t := range r.tenants {
 		if name != it.Tenant {
-			total += min(float64(t.cost), float64(own)*float64(t.weight)/weight)
+			share(t.cost+comebacks[name].cost, t.weight)
 		}
 	}
-	return time.Duration(total / rate * float64(time.Second))
+	for name, c := range comebacks {
+		if name != it.Tenant && r.tenants[name] == nil {
+			share(c.cost, c.weight)
+		}
+	}
+	return total
 }
 
 // classShare is the share of the drain a class gets while the other class also waits.

@@ -225,7 +225,7 @@ func TestEstimateWaitUnderFairSharing(t *testing.T) {
 			for _, it := range tc.queue {
 				q.Push(it)
 			}
-			if got := q.EstimateWait(tc.item, tc.rate); got != tc.want {
+			if got := q.EstimateWait(tc.item, tc.rate, t0); got != tc.want {
 				t.Errorf("EstimateWait = %v; want %v", got, tc.want)
 			}
 		})
@@ -241,10 +241,10 @@ func TestEstimateWaitOfAQueuedItemCountsWhatIsAheadOfIt(t *testing.T) {
 		q.Push(it)
 	}
 	q.Push(item("a", "light", 1, Interactive, 1000))
-	if got, want := q.EstimateWait(heavy[0], 1000), 2*time.Second; got != want {
+	if got, want := q.EstimateWait(heavy[0], 1000, t0), 2*time.Second; got != want {
 		t.Errorf("the heavy user's first item: %v; want %v, itself and the light user's one", got, want)
 	}
-	if got, want := q.EstimateWait(heavy[9], 1000), 11*time.Second; got != want {
+	if got, want := q.EstimateWait(heavy[9], 1000, t0), 11*time.Second; got != want {
 		t.Errorf("the heavy user's tenth item: %v; want %v, its lane and the light user's one", got, want)
 	}
 }

@@ -192,10 +192,16 @@ func paced(cfg *gatewayv1.Provider, learned gatewayv1.LearnedLimits) *gatewayv1.
 	return &out
 }
 
-// TokensPerMinute is the tokens per minute the gateway paces the provider's calls to: the
-// configured or learned limit, after headroom. Zero means no limit.
-func (p *Provider) TokensPerMinute() int64 {
-	return p.Config.WithHeadroom(cmp.Or(p.Learned.TokensPerMinute, p.Config.TokensPerMinute))
+// SustainedTokensPerMinute is the tokens per minute the gateway lets through to the provider
+// while a backlog lasts: the configured or learned limit, after headroom, less the burst its
+// bucket holds (see perMinute). Zero means no limit.
+func (p *Provider) SustainedTokensPerMinute() int64 {
+	n := p.Config.WithHeadroom(cmp.Or(p.Learned.TokensPerMinute, p.Config.TokensPerMinute))
+	if n <= 0 {
+		return 0
+	}
+	rate, _ := gatewayv1.PerMinuteBucket(n, gatewayv1.TokensBurstFraction, gatewayv1.MinTokenBurst)
+	return rate
 }
 
 // ReadSecret reads a secret (an API key, a password) from a file of its own; an empty path is no

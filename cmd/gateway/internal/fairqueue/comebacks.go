@@ -1,0 +1,164 @@
+package fairqueue
+
+import (
+	"slices"
+	"time"
+)
+
+// ComebackGrace is how long after the time it was told to come back a turned-away item is still
+// expected: a client rounds its Retry-After up to whole seconds, and may be slow.
+const ComebackGrace = 10 * time.Second
+
+// maxExpected bounds the comebacks a queue expects: past it, those whose grace passed are
+// forgotten, and if that is not enough, every one.
+const maxExpected = 20_000
+
+// comeback is an item the door turned away and expects back at a time.
+type comeback struct {
+	at   time.Time
+	cost int64
+}
+
+// comebacks are a class's expected comebacks, by tenant and user, each user's in the order they
+// are due.
+type comebacks struct {
+	tenants map[string]*tenantComebacks
+	count   int
+}
+
+type tenantComebacks struct {
+	weight int64
+	users  map[string][]comeback
+}
+
+// Expect records that an item the door turned away is expected back at a time. Until then and
+// ComebackGrace after, the estimates of other lanes count it as its lane's: a lane turned away at
+// the door still asks for its share.
+func (q *Queue) Expect(it *Item, at time.Time) {
+	if q.expectedCount() >= maxExpected {
+		q.forgetExpected(at)
+	}
+	c := &q.expected[it.Class]
+	if c.tenants == nil {
+		c.tenants = map[string]*tenantComebacks{}
+	}
+	t := c.tenants[it.Tenant]
+	if t == nil {
+		t = &tenantComebacks{users: map[string][]comeback{}}
+		c.tenants[it.Tenant] = t
+	}
+	t.weight = int64(max(it.Weight, 1))
+	due := t.users[it.User]
+	i, _ := slices.BinarySearchFunc(due, at, func(e comeback, at time.Time) int { return e.at.Compare(at) })
+	t.users[it.User] = slices.Insert(due, i, comeback{at: at, cost: it.Cost})
+	c.count++
+}
+
+// CameBack takes the earliest comeback its lane expected by now, not past its grace, as the
+// item's, and returns when it was told to come back; false when its lane expected none by now: a
+// caller comes back no sooner than it was told, so an item sooner than that is a new one.
+func (q *Queue) CameBack(it *Item, now time.Time) (time.Time, bool) {
+	c := &q.expected[it.Class]
+	t := c.tenants[it.Tenant]
+	if t == nil {
+		return time.Time{}, false
+	}
+	due := t.users[it.User]
+	late := lateFrom(due, now)
+	if late == len(due) || due[late].at.After(now) {
+		c.set(it.Tenant, it.User, due[late:], late)
+		return time.Time{}, false
+	}
+	at := due[late].at
+	c.set(it.Tenant, it.User, due[late+1:], late+1)
+	return at, true
+}
+
+// set keeps due as a user's comebacks, gone removed from the count.
+func (c *comebacks) set(tenant, user string, due []comeback, gone int) {
+	c.count -= gone
+	t := c.tenants[tenant]
+	if len(due) > 0 {
+		t.users[user] = due
+		return
+	}
+	delete(t.users, user)
+	if len(t.users) == 0 {
+		delete(c.tenants, tenant)
+	}
+}
+
+// lateFrom is how many of due, from the first, are past their grace at now.
+func lateFrom(due []comeback, now time.Time) int {
+	i, _ := slices.BinarySearchFunc(due, now.Add(-ComebackGrace), func(e comeback, t time.Time) int {
+		if e.at.Before(t) {
+			return -1
+		}
+		return 1
+	})
+	return i
+}
+
+// expectedCount is the comebacks expected in every class.
+func (q *Queue) expectedCount() int { return q.expected[Interactive].count + q.expected[Batch].count }
+
+// forgetExpected forgets the comebacks whose grace passed by now, and if that leaves too many,
+// every one: clients that never came back must not hold the bound.
+func (q *Queue) forgetExpected(now time.Time) {
+	for i := range q.expected {
+		c := &q.expected[i]
+		for tenant, t := range c.tenants {
+			for user, due := range t.users {
+				late := lateFrom(due, now)
+				c.set(tenant, user, due[late:], late)
+			}
+		}
+	}
+	if q.expectedCount() >= maxExpected {
+		q.expected = [2]comebacks{}
+	}
+}
+
+// dueComebacks are a tenant's comebacks due in a span: by user, and their cost.
+type dueComebacks struct {
+	weight int64
+	users  map[string][]comeback
+	cost   int64
+}
+
+// dueBy are the class's comebacks expected between now (less the grace) and deadline, by tenant.
+func (c *comebacks) dueBy(now, deadline time.Time) map[string]dueComebacks {
+	out := map[string]dueComebacks{}
+	for name, t := range c.tenants {
+		d := dueComebacks{weight: t.weight, users: map[string][]comeback{}}
+		for user, all := range t.users {
+			if due := due(all, now, deadline); len(due) > 0 {
+				d.users[user] = due
+				d.cost += costOf(due, int64(len(due)))
+			}
+		}
+		if len(d.users) > 0 {
+			out[name] = d
+		}
+	}
+	return out
+}
+
+// due is what of a user's comebacks is expected between now (less the grace) and deadline.
+func due(comebacks []comeback, now, deadline time.Time) []comeback {
+	from := lateFrom(comebacks, now)
+	to := from
+	for to < len(comebacks) && !comebacks[to].at.After(deadline) {
+		to++
+	}
+	return comebacks[from:to]
+}
+
+// costOf is the cost of the first n of comebacks.
+func costOf(comebacks []comeback, n int64) int64 {
+	var cost int64
+	for i := 0; i < len(comebacks) && int64(i) < n; i++ {
+		cost += comebacks[i].cost
+	}
+	return cost
+}
