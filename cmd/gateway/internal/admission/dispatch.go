@@ -16,9 +16,12 @@ const (
 	// inFlightPoll is how often a queue held by calls in flight looks again, in case a call on
 	// another replica ended; a call ending on this one wakes it at once.
 	inFlightPoll = 50 * time.Millisecond
-	// drainWindow is how long a backlog must last before its measured drain replaces the
-	// configured one in the door's estimate.
-	drainWindow = 10 * time.Second
+	// drainWindow is how far back the door looks for the queue's drain, and minFullSeconds how
+	// many of its seconds must have been full (see dispatcher.full) for the measure to replace
+	// the configured drain: a gateway's share of a provider swings from second to second as the
+	// gateways sharing it take turns, so the measure spans many seconds.
+	drainWindow    = 30 * time.Second
+	minFullSeconds = 10
 	// shareEvery is how often a dispatcher exchanges with the gateways sharing its provider what
 	// each lane was served, while few lanes wait; shareSlack is how far, in tokens (over the
 	// tenant's weight), a lane may get ahead of the least served lane of its group before it is
@@ -32,6 +35,10 @@ const (
 	// shareWordHolds is how many of its exchange intervals a gateway's word that a lane waits
 	// holds: a gateway that died stops holding the others' lanes back after it.
 	shareWordHolds = 10
+	// comebackWait is the share of its maxWait a call turned away is told to come back to wait:
+	// less than all of it, so that a caller who comes back when told is let in even when the
+	// estimate was a little short.
+	comebackWait = 0.5
 	// maxUnestimated bounds a queue whose drain the door cannot estimate (a provider with no
 	// tokens per minute, before anything drained).
 	maxUnestimated = 10_000
@@ -132,9 +139,6 @@ func (d *dispatcher) push(wt *waiter, now time.Time) *Refusal {
 	if cameBack {
 		d.comebackError.Observe(now.Sub(promised).Seconds())
 	}
-	if d.q.Len() == 0 {
-		d.backlogSince = now
-	}
 	wt.estimate = estimate
 	d.q.Push(it)
 	d.queued(req, it, 1)
@@ -174,15 +178,15 @@ func (d *dispatcher) busy(wt *waiter, estimate time.Duration, position int, now 
 
 // comeback is how long a call turned away should wait before it comes back with a fair chance to
 // be let in: until its lane, behind the comebacks it is already expected to make and beside those
-// of other lanes, would wait no longer than maxWait (another maxWait when nothing drains), at a
-// random point of the call's slot of the drain (its cost over the rate) after that, so that a
-// crowd told at once does not come back at once. Each refusal is expected back, so the comebacks
-// of a crowd are spread at the rate the queue drains, lane by lane in fair turns. The caller holds
-// d.mu.
+// of other lanes, would wait no longer than comebackWait of its maxWait (another maxWait when
+// nothing drains), at a random point of the call's slot of the drain (its cost over the rate)
+// after that, so that a crowd told at once does not come back at once. Each refusal is expected
+// back, so the comebacks of a crowd are spread at the rate the queue drains, lane by lane in fair
+// turns. The caller holds d.mu.
 func (d *dispatcher) comeback(it *fairqueue.Item, maxWait time.Duration, now time.Time, rate float64) time.Duration {
 	least := maxWait
 	if wait := d.q.ComebackWait(it, rate, now); wait >= 0 {
-		least = max(wait-maxWait, 0)
+		least = max(wait-time.Duration(comebackWait*float64(maxWait)), 0)
 	}
 	var slot time.Duration
 	if rate > 0 {
@@ -252,12 +256,18 @@ func (d *dispatcher) next() (*waiter, time.Duration) {
 	defer d.mu.Unlock()
 	now := d.g.now()
 	if wait, open := d.open(now); !open {
+		if d.q.Len() > 0 {
+			d.heldBack(now)
+		}
 		return nil, wait
 	}
 	it, opens := d.q.Next(now)
 	if it == nil {
 		if opens.IsZero() {
-			return nil, time.Hour // until a call arrives or ends
+			if d.q.Len() > 0 {
+				d.heldBack(now) // every lane waits for those of other gateways
+			}
+			return nil, time.Hour // until a call arrives or ends, or an exchange releases a lane
 		}
 		return nil, max(opens.Sub(now), time.Millisecond)
 	}
@@ -316,20 +326,21 @@ func (d *dispatcher) block(wt *waiter, r *Refusal, now time.Time) time.Duration 
 		d.q.Block(wt.item, until, true)
 		return 0
 	}
+	d.heldBack(now)
 	if r.RetryAfter > 0 {
 		return r.RetryAfter
 	}
 	return inFlightPoll
 }
 
-// drainRate is the tokens per second the door expects the queue to drain: what it measured once
-// a backlog has lasted drainWindow, else this gateway's share of what the provider's tokens per
-// minute let through while a backlog lasts, the gateways sharing it taking equal shares.
+// drainRate is the tokens per second the door expects the queue to drain: what it drained in the
+// recent seconds a limit it shares held it back, when there were enough of them, else this
+// gateway's share of what the provider's tokens per minute let through while a backlog lasts, the
+// gateways sharing it taking equal shares. A second the queue ran short of calls measures its
+// callers, not its drain, and is left out. The caller holds d.mu.
 func (d *dispatcher) drainRate(now time.Time) float64 {
-	if d.q.Len() > 0 && now.Sub(d.backlogSince) >= drainWindow {
-		if measured := float64(d.drained.sumWithin(now, drainWindow)) / drainWindow.Seconds(); measured > 0 {
-			return measured
-		}
+	if tokens, seconds := d.drained.sumWhere(now, drainWindow, &d.full); seconds >= minFullSeconds {
+		return float64(tokens) / float64(seconds)
 	}
 	p := d.g.policy().Provider(d.provider)
 	if p == nil {
@@ -337,6 +348,11 @@ func (d *dispatcher) drainRate(now time.Time) float64 {
 	}
 	return float64(p.SustainedTokensPerMinute()) / 60 / float64(d.g.policy().Replicas)
 }
+
+// heldBack records that a limit shared with other calls than the queue's next (the provider's,
+// a global one, the calls in flight, a pause, the lanes of other gateways) held the queue back
+// at now: this second measures the queue's drain. The caller holds d.mu.
+func (d *dispatcher) heldBack(now time.Time) { d.full.add(now, 1) }
 
 // queued counts a call into (+1) or out of (-1) its provider's queue.
 func (d *dispatcher) queued(req *Request, it *fairqueue.Item, delta int64) {

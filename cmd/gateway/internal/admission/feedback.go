@@ -38,12 +38,12 @@ type dispatcher struct {
 	estimateRatio prometheus.Observer
 	comebackError prometheus.Observer
 
-	mu           sync.Mutex
-	q            *fairqueue.Queue
-	shares       *fairshare.Ledger // what the gateways sharing the provider served; nil alone
-	drained      lastMinute        // tokens dispatched from the queue
-	backlogSince time.Time         // when the queue last became non-empty
-	feedback                       // what the provider's throttles taught
+	mu       sync.Mutex
+	q        *fairqueue.Queue
+	shares   *fairshare.Ledger // what the gateways sharing the provider served; nil alone
+	drained  lastMinute        // tokens dispatched from the queue, by second
+	full     lastMinute        // the seconds a limit shared with others held the queue back
+	feedback                   // what the provider's throttles taught
 }
 
 // feedback is what a provider's answers say. A 429 or 503 says our model of its limits is

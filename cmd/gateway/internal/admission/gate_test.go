@@ -423,9 +423,9 @@ func TestTheDoorRefusesALongWaitBeforeCharging(t *testing.T) {
 			t.Errorf("position = %d; want %d (the %d queued, then this call)", refusal.Position, queued+1, queued)
 		}
 		// The call's own slot of the drain: 1,000 tokens at 50 a second.
-		soonest, slot := refusal.Estimate-refusal.MaxWait, 20*time.Second
+		soonest, slot := refusal.Estimate-time.Duration(comebackWait*float64(refusal.MaxWait)), 20*time.Second
 		if refusal.Estimate <= refusal.MaxWait || refusal.RetryAfter < soonest || refusal.RetryAfter >= soonest+slot {
-			t.Errorf("estimate %s, maxWait %s, retry after %s; want an estimate past maxWait, and to come back once the wait is within it, within the call's slot of the drain (%s)",
+			t.Errorf("estimate %s, maxWait %s, retry after %s; want an estimate past maxWait, and to come back once the wait is within its share comebackWait of it, within the call's slot of the drain (%s)",
 				refusal.Estimate, refusal.MaxWait, refusal.RetryAfter, slot)
 		}
 		cancel()
@@ -657,7 +657,7 @@ func TestACrowdTurnedAwayComesBackSpreadAtTheDrainRate(t *testing.T) {
 		if len(turnedAway) != 6 {
 			t.Fatalf("%d calls turned away; want 6", len(turnedAway))
 		}
-		soonest := turnedAway[0].Estimate - turnedAway[0].MaxWait
+		soonest := turnedAway[0].Estimate - time.Duration(comebackWait*float64(turnedAway[0].MaxWait))
 		for i, r := range turnedAway {
 			from := soonest + time.Duration(i)*slot
 			if r.Reason != Busy || r.RetryAfter < from || r.RetryAfter >= from+slot {

@@ -61,6 +61,21 @@ func (l *lastMinute) sumWithin(now time.Time, window time.Duration) int64 {
 	return total
 }
 
+// sumWhere sums what was added in the whole seconds of the last window (the current one left
+// out) in which marks has something, and counts those seconds.
+func (l *lastMinute) sumWhere(now time.Time, window time.Duration, marks *lastMinute) (total int64, seconds int) {
+	current := now.Unix()
+	for i, sec := range marks.second {
+		if age := current - sec; age > 0 && age <= int64(window/time.Second) && marks.count[i] > 0 {
+			seconds++
+			if l.second[i] == sec {
+				total += l.count[i]
+			}
+		}
+	}
+	return total, seconds
+}
+
 func newUsage() *usage {
 	return &usage{providers: map[string]*meter{}, tenants: map[string]*meter{}}
 }

@@ -144,6 +144,58 @@ func (c *comebacks) dueBy(now, deadline time.Time) map[string]dueComebacks {
 	return out
 }
 
+// ofTenant is a tenant's comebacks by user, those past their grace at now left out.
+func (c *comebacks) ofTenant(tenant string, now time.Time) map[string][]comeback {
+	t := c.tenants[tenant]
+	if t == nil {
+		return nil
+	}
+	out := make(map[string][]comeback, len(t.users))
+	for user, all := range t.users {
+		if due := all[lateFrom(all, now):]; len(due) > 0 {
+			out[user] = due
+		}
+	}
+	return out
+}
+
+// turns are the turns of the lanes of a tenant before an item that waits wait from now is served:
+// rounds of them, evenly spread over the wait.
+type turns struct {
+	now    time.Time
+	wait   time.Duration
+	rounds int64
+}
+
+// inTurns is the cost of the comebacks that a lane with queued items ahead of them is served in
+// the turns: a comeback takes the lane's next turn after it is due (mid-round, for a turn comes
+// somewhere in its round), and the comebacks come in their order. A lane with nothing queued
+// comes back behind the item in the order of turns: its comeback goes after the item's turn of
+// the round it comes in, before the next.
+func (tt turns) inTurns(comebacks []comeback, queued int64) int64 {
+	var cost int64
+	turn, behind := queued+1, int64(0)
+	if queued == 0 {
+		turn, behind = 2, 1
+	}
+	for _, c := range comebacks {
+		for turn <= tt.rounds && c.at.After(tt.turnAt(turn-behind)) {
+			turn++
+		}
+		if turn > tt.rounds {
+			break
+		}
+		cost += c.cost
+		turn++
+	}
+	return cost
+}
+
+// turnAt is when the turn-th round's turns come, mid-round.
+func (tt turns) turnAt(turn int64) time.Time {
+	return tt.now.Add(time.Duration(float64(tt.wait) * (float64(turn) - 0.5) / float64(tt.rounds)))
+}
+
 // due is what of a user's comebacks is expected between now (less the grace) and deadline.
 func due(comebacks []comeback, now, deadline time.Time) []comeback {
 	from := lateFrom(comebacks, now)

@@ -8,7 +8,9 @@ import (
 // TestEstimateCountsTheComebacksDueBeforeTheItem checks that a lane the door turned away still
 // takes its turns in the estimates of others, from the time it was told to come back: a user
 // alone in the queue with three items, beside a user expected back with ten, waits for the
-// comebacks due before each of its items is served, and not for those due after.
+// comebacks due before each of its items is served, and not for those due after. The user away
+// comes back behind the one queued in the order of turns: one of its comebacks goes between two
+// of the queued user's items.
 func TestEstimateCountsTheComebacksDueBeforeTheItem(t *testing.T) {
 	q := New(Options{})
 	mine := tenItems("a", "me", 1000)[:3]
@@ -23,10 +25,11 @@ func TestEstimateCountsTheComebacksDueBeforeTheItem(t *testing.T) {
 		it   *Item
 		want time.Duration
 	}{
-		// Its first item goes after one of the comeback due now (the one due at t0).
-		{mine[0], 2 * time.Second},
-		// Its third goes after three of its own and three comebacks, all due by then.
-		{mine[2], 6 * time.Second},
+		// Its first item goes before any comeback: the lane away comes back behind it.
+		{mine[0], time.Second},
+		// Its third goes after three of its own and two comebacks, one after each of the first
+		// two, all due by then.
+		{mine[2], 5 * time.Second},
 	}
 	for _, tc := range cases {
 		if got := q.EstimateWait(tc.it, 1000, t0); got != tc.want {

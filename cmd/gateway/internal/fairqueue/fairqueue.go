@@ -203,10 +203,10 @@ func (q *Queue) estimate(it *Item, tokensPerSecond float64, now time.Time, behin
 		return -1
 	}
 	// The comebacks due before the item is served depend on when that is: each pass counts those
-	// due by the last pass's estimate, which only grows.
+	// due in time by the last pass's estimate, which only grows.
 	var wait time.Duration
 	for range estimatePasses {
-		next := time.Duration(q.workBefore(it, now, now.Add(wait), behindComebacks) / rate * float64(time.Second))
+		next := time.Duration(q.workBefore(it, now, wait, behindComebacks) / rate * float64(time.Second))
 		if next <= wait {
 			break
 		}
@@ -218,28 +218,30 @@ func (q *Queue) estimate(it *Item, tokensPerSecond float64, now time.Time, behin
 // estimatePasses bounds the passes of EstimateWait.
 const estimatePasses = 4
 
-// workBefore is the tokens served before the item, counting the comebacks of other lanes due by
-// deadline, and with behindComebacks every comeback of its own lane.
-func (q *Queue) workBefore(it *Item, now, deadline time.Time, behindComebacks bool) float64 {
-	r := q.classes[it.Class]
-	comebacks := q.expected[it.Class].dueBy(now, deadline)
+// workBefore is the tokens served before the item if it waits wait from now: counting, in its
+// tenant, the comebacks of other users that come in time for their turns (see inTurns), with
+// behindComebacks every comeback of its own lane ahead of it, and of other tenants those due
+// within the wait.
+func (q *Queue) workBefore(it *Item, now time.Time, wait time.Duration, behindComebacks bool) float64 {
+	r, expected := q.classes[it.Class], &q.expected[it.Class]
+	mine := expected.ofTenant(it.Tenant, now)
 	var ahead []comeback
-	if t := q.expected[it.Class].tenants[it.Tenant]; behindComebacks && t != nil {
-		all := t.users[it.User]
-		ahead = all[lateFrom(all, now):]
+	if behindComebacks {
+		ahead = mine[it.User]
 	}
-	own := r.tenantWorkBefore(it, ahead, comebacks[it.Tenant].users)
+	own := r.tenantWorkBefore(it, ahead, mine, turns{now: now, wait: wait})
 	weight := float64(max(it.Weight, 1))
 	total := float64(own)
 	share := func(cost, tenantWeight int64) {
 		total += min(float64(cost), float64(own)*float64(tenantWeight)/weight)
 	}
+	others := expected.dueBy(now, now.Add(wait))
 	for name, t := range r.tenants {
 		if name != it.Tenant {
-			share(t.cost+comebacks[name].cost, t.weight)
+			share(t.cost+others[name].cost, t.weight)
 		}
 	}
-	for name, c := range comebacks {
+	for name, c := range others {
 		if name != it.Tenant && r.tenants[name] == nil {
 			share(c.cost, c.weight)
 		}

@@ -149,9 +149,9 @@ func (r *rounds) open(now time.Time, visit func(*Item)) {
 
 // tenantWorkBefore is the cost its tenant serves until it has served it, it included: the items
 // of its own lane up to it (for an item not queued, all of them and then the comebacks ahead of
-// it), and of each other user's lane as many as its position in its own: its queued items first,
-// then its comebacks (the tenant's, due in time; nil for none).
-func (r *rounds) tenantWorkBefore(it *Item, ahead []comeback, comebacks map[string][]comeback) int64 {
+// it), and of each other user's lane one a turn, as many turns as its position in its own: its
+// queued items first, then its comebacks (by user, not past their grace) that come in time.
+func (r *rounds) tenantWorkBefore(it *Item, ahead []comeback, comebacks map[string][]comeback, tt turns) int64 {
 	t := r.tenants[it.Tenant]
 	position, work := int64(1), it.Cost // not queued: after its lane's items
 	if t != nil {
@@ -162,16 +162,18 @@ func (r *rounds) tenantWorkBefore(it *Item, ahead []comeback, comebacks map[stri
 	if !it.Queued() {
 		position, work = position+int64(len(ahead)), work+costOf(ahead, int64(len(ahead)))
 	}
+	tt.rounds = position
 	if t != nil {
 		for e := t.users.Front(); e != nil; e = e.Next() {
 			if u := e.Value.(*userLane); u.name != it.User {
-				work += u.firstCost(position) + costOf(comebacks[u.name], position-int64(u.items.Len()))
+				queued := int64(u.items.Len())
+				work += u.firstCost(position) + tt.inTurns(comebacks[u.name], queued)
 			}
 		}
 	}
 	for user, due := range comebacks {
 		if user != it.User && (t == nil || t.byUser[user] == nil) {
-			work += costOf(due, position)
+			work += tt.inTurns(due, 0)
 		}
 	}
 	return work

@@ -58,10 +58,13 @@ type Update struct {
 	// Served is what the gateway served the member since its last exchange: tokens over weight
 	// for a tenant, tokens for a user.
 	Served float64
-	// Floor, when positive, raises the member's count to at least it before Served is added: a
-	// lane that waits again after nobody waited for it starts level with the least served of its
-	// group, not ahead by the time it was idle.
-	Floor float64
+	// Starts says the member starts waiting, as far as this gateway knows waiting nowhere before:
+	// its count is set to Floor, the least count of its group waiting (zero when none does),
+	// before Served is added. A lane that waits again after nobody waited for it starts level
+	// with the least served of its group: neither ahead by the time it was idle nor behind by what
+	// it was served before, as a flow that comes back to a fair queue starts at the queue's time.
+	Starts bool
+	Floor  float64
 	// Waiting says the gateway has the member's lane waiting and free to go.
 	Waiting bool
 }
@@ -76,6 +79,7 @@ type Ledger struct {
 	slack      float64
 	batchShare float64
 	standing   Standing
+	known      bool // standing is the shared ledger's answer, not forgotten
 	groups     map[string][]Member // the members of standing, by group
 	local      map[Member]float64  // served here and not yet taken in by the shared ledger
 	reported   map[Member]bool     // the members this gateway last reported waiting
@@ -157,7 +161,8 @@ func (l *Ledger) Updates(waiting map[Member]bool) []Update {
 	var ups []Update
 	for m := range waiting {
 		u := Update{Member: m, Served: l.local[m], Waiting: true}
-		if _, known := l.standing[m]; !known {
+		if _, waits := l.standing[m]; !waits && l.known {
+			u.Starts = true
 			u.Floor, _ = l.least(m.group())
 		}
 		ups = append(ups, u)
@@ -188,6 +193,7 @@ func (l *Ledger) Took(ups []Update, s Standing) {
 		}
 	}
 	l.setStanding(s)
+	l.known = true
 }
 
 // setStanding makes s the shared ledger's standing, indexed by group.
@@ -202,4 +208,7 @@ func (l *Ledger) setStanding(s Standing) {
 
 // Forget forgets what the other gateways served, as when the shared ledger cannot be reached:
 // nothing is held back until the next exchange. What this gateway served is kept, to be reported.
-func (l *Ledger) Forget() { l.setStanding(Standing{}) }
+func (l *Ledger) Forget() {
+	l.setStanding(Standing{})
+	l.known = false
+}

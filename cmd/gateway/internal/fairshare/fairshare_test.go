@@ -101,16 +101,23 @@ func TestHeldFollowsWhatIsServedBetweenExchanges(t *testing.T) {
 
 func TestUpdatesReportServiceWaitingAndFloors(t *testing.T) {
 	l := New(2000, 0.5)
+	// Before its first exchange, or after one failed, a gateway does not know who waits: no lane
+	// starts, for one may wait on another gateway.
+	for _, u := range l.Updates(map[Member]bool{TenantOf(light): true}) {
+		if u.Starts {
+			t.Errorf("before any exchange, %s starts; want none", u.Member)
+		}
+	}
 	l.Took(nil, Standing{TenantOf(heavy): 5000, UserOf(heavy): 3000})
 	l.Served(heavy)
 	waiting := map[Member]bool{ClassOf(heavy): true, TenantOf(heavy): true, UserOf(heavy): true, TenantOf(light): true, UserOf(light): true}
 	ups := l.Updates(waiting)
 	want := []Update{
-		{Member: ClassOf(heavy), Served: 2000, Waiting: true}, // 1,000 tokens over Interactive's share, 0.5
+		{Member: ClassOf(heavy), Served: 2000, Starts: true, Waiting: true}, // 1,000 tokens over Interactive's share, 0.5; no class waited
 		{Member: TenantOf(heavy), Served: 500, Waiting: true},
 		{Member: UserOf(heavy), Served: 1000, Waiting: true},
-		{Member: TenantOf(light), Floor: 5500, Waiting: true}, // level with heavy, what was served here included
-		{Member: UserOf(light), Waiting: true},                // alone in its group
+		{Member: TenantOf(light), Starts: true, Floor: 5500, Waiting: true}, // level with heavy, what was served here included
+		{Member: UserOf(light), Starts: true, Waiting: true},                // alone in its group
 	}
 	byMember := cmpopts.SortSlices(func(a, b Update) bool { return a.Member < b.Member })
 	if diff := cmp.Diff(ups, want, byMember); diff != "" {

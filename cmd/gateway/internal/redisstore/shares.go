@@ -17,15 +17,15 @@ const sharesKeep = time.Hour
 // exchangeScript takes in one gateway's updates to a provider's shared ledger and answers the
 // count of every lane waiting on some gateway, on Redis's clock. KEYS[1] is a hash of each lane's
 // count; KEYS[2] a sorted set of "lane\31gateway" scored by when that gateway's word expires.
-// ARGV: the gateway, the TTL and the keep in milliseconds, then per update its lane, served,
-// floor and 1 when it waits.
+// ARGV: the gateway, the TTL and the keep in milliseconds, then per update its lane, served, the
+// count it starts at (” for none: it keeps its count) and 1 when it waits.
 var exchangeScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 for i = 4, #ARGV, 4 do
-  local lane, served, floor = ARGV[i], tonumber(ARGV[i+1]), tonumber(ARGV[i+2])
-  if floor > 0 and tonumber(redis.call('HGET', KEYS[1], lane) or '0') < floor then
+  local lane, served = ARGV[i], tonumber(ARGV[i+1])
+  if ARGV[i+2] ~= '' then
     redis.call('HSET', KEYS[1], lane, ARGV[i+2])
   end
   if served ~= 0 then
@@ -77,7 +77,11 @@ func (s *Shares) Exchange(ctx context.Context, provider string, ups []fairshare.
 		if u.Waiting {
 			waiting = 1
 		}
-		args = append(args, string(u.Member), u.Served, u.Floor, waiting)
+		var start any = "" // the count stays
+		if u.Starts {
+			start = u.Floor
+		}
+		args = append(args, string(u.Member), u.Served, start, waiting)
 	}
 	out, err := exchangeScript.Run(ctx, s.client, []string{tag + ":served", tag + ":waiting"}, args...).StringSlice()
 	if err != nil {

@@ -13,7 +13,8 @@ import (
 )
 
 // TestSharesExchange runs two gateways' exchanges on a real Redis: what each served adds up, a
-// floor raises a lane's count, and a lane counts as waiting while some gateway says it waits.
+// lane that starts waiting starts at its floor, whatever it counted before, and a lane counts as
+// waiting while some gateway says it waits.
 func TestSharesExchange(t *testing.T) {
 	client := redisserver.Start(t).Client(t)
 	ctx := context.Background()
@@ -28,16 +29,23 @@ func TestSharesExchange(t *testing.T) {
 	}
 	const heavy, light fairshare.Member = "0\x1fheavy", "0\x1flight"
 	exchange(a, fairshare.Update{Member: heavy, Served: 1500, Waiting: true})
-	got := exchange(b, fairshare.Update{Member: heavy, Served: 500.5, Waiting: true}, fairshare.Update{Member: light, Floor: 1000, Waiting: true})
+	got := exchange(b, fairshare.Update{Member: heavy, Served: 500.5, Waiting: true}, fairshare.Update{Member: light, Starts: true, Floor: 1000, Waiting: true})
 	if diff := cmp.Diff(got, fairshare.Standing{heavy: 2000.5, light: 1000}); diff != "" {
 		t.Errorf("after both exchanged (-got +want):\n%s", diff)
 	}
-	got = exchange(a, fairshare.Update{Member: heavy}, fairshare.Update{Member: light, Floor: 5000, Served: 10, Waiting: true})
+	got = exchange(a, fairshare.Update{Member: heavy}, fairshare.Update{Member: light, Starts: true, Floor: 5000, Served: 10, Waiting: true})
 	if diff := cmp.Diff(got, fairshare.Standing{heavy: 2000.5, light: 5010}); diff != "" {
 		t.Errorf("heavy still waiting on b, light floored (-got +want):\n%s", diff)
 	}
+	// heavy, served much while it waited, stops waiting, then starts again level with light.
+	exchange(b, fairshare.Update{Member: heavy, Served: 9000})
+	got = exchange(b, fairshare.Update{Member: heavy, Starts: true, Floor: 5010, Waiting: true})
+	if diff := cmp.Diff(got, fairshare.Standing{heavy: 5010, light: 5010}); diff != "" {
+		t.Errorf("heavy back after it stopped waiting (-got +want):\n%s", diff)
+	}
+	got = exchange(b, fairshare.Update{Member: heavy}, fairshare.Update{Member: light, Served: 1, Waiting: true})
 	got = exchange(b, fairshare.Update{Member: heavy}, fairshare.Update{Member: light})
-	if diff := cmp.Diff(got, fairshare.Standing{light: 5010}); diff != "" {
+	if diff := cmp.Diff(got, fairshare.Standing{light: 5011}); diff != "" {
 		t.Errorf("heavy waiting nowhere (-got +want):\n%s", diff)
 	}
 	if other := exchange(a); len(other) != 1 {
