@@ -79,7 +79,7 @@ type Ledger struct {
 	slack      float64
 	batchShare float64
 	standing   Standing
-	known      bool // standing is the shared ledger's answer, not forgotten
+	known      bool                // standing is the shared ledger's answer, not forgotten
 	groups     map[string][]Member // the members of standing, by group
 	local      map[Member]float64  // served here and not yet taken in by the shared ledger
 	reported   map[Member]bool     // the members this gateway last reported waiting
