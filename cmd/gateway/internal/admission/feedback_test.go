@@ -143,17 +143,17 @@ func TestShareIntervalGrowsWithTheLanesWaiting(t *testing.T) {
 // in enough recent seconds, then what it drained in those seconds only; a second in which the
 // queue ran short of calls measures its callers, not its drain, and is left out.
 func TestTheDrainIsMeasuredInTheSecondsASharedLimitHeldTheQueue(t *testing.T) {
-	// 6,000 tokens a minute are a bucket of 3,000 refilling 3,000 a minute: 50 a second.
-	g, _, _ := newGate(t, plan{requestsPerMinute: 6000, tokensPerMinute: 6000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}})
+	g, _, p := newGate(t, plan{requestsPerMinute: 6000, tokensPerMinute: 6000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}})
 	d := g.dispatcher("lab")
+	provider := float64(p.Provider("lab").SustainedTokensPerMinute()) / 60
 	now := time.Unix(1_800_000_000, 0)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for age := range 5 { // the queue ran short: 10 tokens a second, nothing held it back
 		d.drained.add(now.Add(-time.Duration(minFullSeconds+1+age)*time.Second), 10)
 	}
-	if got := d.drainRate(now); got != 50 {
-		t.Errorf("drain after seconds the queue ran short = %v; want 50, the provider's", got)
+	if got := d.drainRate(now); got != provider {
+		t.Errorf("drain after seconds the queue ran short = %v; want %v, the provider's", got, provider)
 	}
 	for s := range minFullSeconds { // then full: 30 tokens a second while the provider held it
 		at := now.Add(time.Duration(s-minFullSeconds)*time.Second + 500*time.Millisecond)
@@ -163,7 +163,7 @@ func TestTheDrainIsMeasuredInTheSecondsASharedLimitHeldTheQueue(t *testing.T) {
 	if got := d.drainRate(now); got != 30 {
 		t.Errorf("drain after %d full seconds = %v; want 30, what they drained", minFullSeconds, got)
 	}
-	if got := d.drainRate(now.Add(drainWindow + time.Second)); got != 50 {
-		t.Errorf("drain once the full seconds are older than the window = %v; want 50", got)
+	if got := d.drainRate(now.Add(drainWindow + time.Second)); got != provider {
+		t.Errorf("drain once the full seconds are older than the window = %v; want %v", got, provider)
 	}
 }
