@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // BenchmarkDispatch measures Next and Pop, with a new item pushed for each served, over 10, 1,000
@@ -52,5 +53,25 @@ func BenchmarkBytesPerQueuedRequest(b *testing.B) {
 		b.ReportMetric((float64(after.HeapAlloc)-float64(before.HeapAlloc))/n, "bytes/request")
 		runtime.KeepAlive(q)
 		runtime.KeepAlive(items)
+	}
+}
+
+// BenchmarkEstimateWaitBesideComebacks is the door's estimate for a new tenant's call while 1,000
+// tenants wait with two items each and 10,000 comebacks are expected from them over the next
+// minute: what each call at the door costs under the dispatcher's lock.
+func BenchmarkEstimateWaitBesideComebacks(b *testing.B) {
+	q := New(Options{})
+	for i := range 1000 {
+		it := item(fmt.Sprintf("tenant-%04d", i), "u", 1, Interactive, 800)
+		q.Push(it)
+		q.Push(item(it.Tenant, "u", 1, Interactive, 800))
+		for k := range 10 {
+			q.Expect(it, t0.Add(time.Duration(k*1000+i)*6*time.Millisecond))
+		}
+	}
+	newcomer := item("newcomer", "u", 1, Interactive, 800)
+	b.ResetTimer()
+	for b.Loop() {
+		q.EstimateWait(newcomer, 5000, t0)
 	}
 }

@@ -119,44 +119,32 @@ func (q *Queue) forgetExpected(now time.Time) {
 	}
 }
 
-// dueComebacks are a tenant's comebacks due in a span: by user, and their cost.
-type dueComebacks struct {
-	weight int64
-	users  map[string][]comeback
-	cost   int64
-}
-
-// dueBy are the class's comebacks expected between now (less the grace) and deadline, by tenant.
-func (c *comebacks) dueBy(now, deadline time.Time) map[string]dueComebacks {
-	out := map[string]dueComebacks{}
-	for name, t := range c.tenants {
-		d := dueComebacks{weight: t.weight, users: map[string][]comeback{}}
-		for user, all := range t.users {
-			if due := due(all, now, deadline); len(due) > 0 {
-				d.users[user] = due
-				d.cost += costOf(due, int64(len(due)))
-			}
-		}
-		if len(d.users) > 0 {
-			out[name] = d
-		}
-	}
-	return out
-}
-
-// ofTenant is a tenant's comebacks by user, those past their grace at now left out.
-func (c *comebacks) ofTenant(tenant string, now time.Time) map[string][]comeback {
-	t := c.tenants[tenant]
+// of is a user's comebacks not past their grace at now, in the order they are due; none for a nil
+// t.
+func (t *tenantComebacks) of(user string, now time.Time) []comeback {
 	if t == nil {
 		return nil
 	}
-	out := make(map[string][]comeback, len(t.users))
-	for user, all := range t.users {
-		if due := all[lateFrom(all, now):]; len(due) > 0 {
-			out[user] = due
+	all := t.users[user]
+	return all[lateFrom(all, now):]
+}
+
+// dueCost is the cost of the tenant's comebacks due between now (less the grace) and deadline;
+// zero for a nil t.
+func (t *tenantComebacks) dueCost(now, deadline time.Time) int64 {
+	if t == nil {
+		return 0
+	}
+	var cost int64
+	for _, all := range t.users {
+		for _, c := range all[lateFrom(all, now):] {
+			if c.at.After(deadline) {
+				break
+			}
+			cost += c.cost
 		}
 	}
-	return out
+	return cost
 }
 
 // turns are the turns of the lanes of a tenant before an item that waits wait from now is served:
@@ -194,16 +182,6 @@ func (tt turns) inTurns(comebacks []comeback, queued int64) int64 {
 // turnAt is when the turn-th round's turns come, mid-round.
 func (tt turns) turnAt(turn int64) time.Time {
 	return tt.now.Add(time.Duration(float64(tt.wait) * (float64(turn) - 0.5) / float64(tt.rounds)))
-}
-
-// due is what of a user's comebacks is expected between now (less the grace) and deadline.
-func due(comebacks []comeback, now, deadline time.Time) []comeback {
-	from := lateFrom(comebacks, now)
-	to := from
-	for to < len(comebacks) && !comebacks[to].at.After(deadline) {
-		to++
-	}
-	return comebacks[from:to]
 }
 
 // costOf is the cost of the first n of comebacks.

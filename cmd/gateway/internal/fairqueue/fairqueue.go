@@ -192,7 +192,7 @@ func (q *Queue) EstimateWait(it *Item, tokensPerSecond float64, now time.Time) t
 
 // ComebackWait is EstimateWait for an item turned away that will come back after the comebacks
 // its lane is already expected to make: it counts them ahead of it in its lane. The door tells it
-// to come back when this wait is within its maxWait.
+// to come back when this wait is within a share of its maxWait.
 func (q *Queue) ComebackWait(it *Item, tokensPerSecond float64, now time.Time) time.Duration {
 	return q.estimate(it, tokensPerSecond, now, true)
 }
@@ -223,27 +223,23 @@ const estimatePasses = 4
 // behindComebacks every comeback of its own lane ahead of it, and of other tenants those due
 // within the wait.
 func (q *Queue) workBefore(it *Item, now time.Time, wait time.Duration, behindComebacks bool) float64 {
-	r, expected := q.classes[it.Class], &q.expected[it.Class]
-	mine := expected.ofTenant(it.Tenant, now)
-	var ahead []comeback
-	if behindComebacks {
-		ahead = mine[it.User]
-	}
-	own := r.tenantWorkBefore(it, ahead, mine, turns{now: now, wait: wait})
+	r, expected := q.classes[it.Class], q.expected[it.Class].tenants
+	mine := expected[it.Tenant]
+	own := r.tenantWorkBefore(it, mine, behindComebacks, turns{now: now, wait: wait})
 	weight := float64(max(it.Weight, 1))
 	total := float64(own)
 	share := func(cost, tenantWeight int64) {
 		total += min(float64(cost), float64(own)*float64(tenantWeight)/weight)
 	}
-	others := expected.dueBy(now, now.Add(wait))
+	deadline := now.Add(wait)
 	for name, t := range r.tenants {
 		if name != it.Tenant {
-			share(t.cost+others[name].cost, t.weight)
+			share(t.cost+expected[name].dueCost(now, deadline), t.weight)
 		}
 	}
-	for name, c := range others {
+	for name, t := range expected {
 		if name != it.Tenant && r.tenants[name] == nil {
-			share(c.cost, c.weight)
+			share(t.dueCost(now, deadline), t.weight)
 		}
 	}
 	return total

@@ -148,10 +148,11 @@ func (r *rounds) open(now time.Time, visit func(*Item)) {
 }
 
 // tenantWorkBefore is the cost its tenant serves until it has served it, it included: the items
-// of its own lane up to it (for an item not queued, all of them and then the comebacks ahead of
-// it), and of each other user's lane one a turn, as many turns as its position in its own: its
-// queued items first, then its comebacks (by user, not past their grace) that come in time.
-func (r *rounds) tenantWorkBefore(it *Item, ahead []comeback, comebacks map[string][]comeback, tt turns) int64 {
+// of its own lane up to it (for an item not queued, all of them, and with behindComebacks the
+// comebacks its lane is expected to make), and of each other user's lane one a turn, as many
+// turns as its position in its own: its queued items first, then those of its comebacks (the
+// tenant's, nil for none) that come in time.
+func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, behindComebacks bool, tt turns) int64 {
 	t := r.tenants[it.Tenant]
 	position, work := int64(1), it.Cost // not queued: after its lane's items
 	if t != nil {
@@ -159,7 +160,8 @@ func (r *rounds) tenantWorkBefore(it *Item, ahead []comeback, comebacks map[stri
 			position, work = lane.upTo(it)
 		}
 	}
-	if !it.Queued() {
+	if !it.Queued() && behindComebacks {
+		ahead := comebacks.of(it.User, tt.now)
 		position, work = position+int64(len(ahead)), work+costOf(ahead, int64(len(ahead)))
 	}
 	tt.rounds = position
@@ -167,13 +169,15 @@ func (r *rounds) tenantWorkBefore(it *Item, ahead []comeback, comebacks map[stri
 		for e := t.users.Front(); e != nil; e = e.Next() {
 			if u := e.Value.(*userLane); u.name != it.User {
 				queued := int64(u.items.Len())
-				work += u.firstCost(position) + tt.inTurns(comebacks[u.name], queued)
+				work += u.firstCost(position) + tt.inTurns(comebacks.of(u.name, tt.now), queued)
 			}
 		}
 	}
-	for user, due := range comebacks {
-		if user != it.User && (t == nil || t.byUser[user] == nil) {
-			work += tt.inTurns(due, 0)
+	if comebacks != nil {
+		for user := range comebacks.users {
+			if user != it.User && (t == nil || t.byUser[user] == nil) {
+				work += tt.inTurns(comebacks.of(user, tt.now), 0)
+			}
 		}
 	}
 	return work
