@@ -5,8 +5,45 @@ import "time"
 // state is one key's state, in nanoseconds since the Unix epoch where it holds a time.
 //   - bucket: a is the theoretical arrival time (the bucket is full at a or before);
 //   - window: a is the end of the window, b what was used in it;
+//   - rolling: a is the newest slot that counts (its start over the slot's length), b what it
+//     counts, and older the counts of the slots before it;
 //   - concurrency: b is the count in flight.
-type state struct{ a, b int64 }
+//
+// Only a rolling window needs more than two numbers; it keeps them behind one pointer, so that
+// the other kinds' state stays small and is copied in registers.
+type state struct {
+	a, b  int64
+	older *slotRing
+}
+
+// slotRing holds a rolling window's counts of the slots before its newest: slots+1 entries, slot
+// j's at j modulo that length, each tagged with its slot so that an entry left by a slot that has
+// since left the window counts nothing, and nothing needs clearing.
+//
+// An entry is written when the window moves on to a newer slot, in the state a decision would
+// store, even when that decision is then refused and the state not stored: the entry written is
+// the count of the slot the stored state still holds as its newest, and it replaces only a slot
+// that no window from then on counts, so no decision can tell. This lets a decision on a rolling
+// window, like one on the other kinds, return the state to store without copying it.
+type slotRing struct{ entries []slotCount }
+
+type slotCount struct{ slot, count int64 }
+
+func newSlotRing(l *Limit) *slotRing {
+	return &slotRing{entries: make([]slotCount, l.slots+1)}
+}
+
+// count returns what slot j counts in the ring: nothing when its entry holds another slot.
+func (r *slotRing) count(j int64) int64 {
+	if e := r.entries[j%int64(len(r.entries))]; e.slot == j {
+		return e.count
+	}
+	return 0
+}
+
+func (r *slotRing) put(j, count int64) {
+	r.entries[j%int64(len(r.entries))] = slotCount{slot: j, count: count}
+}
 
 // evaluate checks cost on l, in state s, at now (ns): the pure core. It records the result as
 // check i of d and returns the state to store if the whole decision allows, and whether this
@@ -24,6 +61,8 @@ func (d *Decision) evaluate(i int, l *Limit, s state, cost, now int64) (state, b
 		return d.evaluateBucket(i, l, s, cost, now)
 	case window:
 		return d.evaluateWindow(i, l, rollWindow(l, s, now), cost, now)
+	case rolling:
+		return d.evaluateRolling(i, l, s, cost, now)
 	default:
 		return d.evaluateConcurrency(i, l, s, cost)
 	}
@@ -63,6 +102,101 @@ func (d *Decision) evaluateWindow(i int, l *Limit, s state, cost, now int64) (st
 	}
 	d.Remaining[i] = l.capacity - s.b - cost
 	return state{a: s.a, b: s.b + cost}, true
+}
+
+// evaluateRolling counts every slot that overlaps the period before now, the oldest in full
+// although part of it is past: what it allows is then never more than the capacity in any span
+// of the period, since every unit taken in such a span lies in a slot the span's last decision
+// counted.
+func (d *Decision) evaluateRolling(i int, l *Limit, s state, cost, now int64) (state, bool) {
+	slot := l.chargedSlot(s, now)
+	used := l.counted(s, slot)
+	if used+cost > l.capacity {
+		d.Remaining[i] = max(l.capacity-used, 0)
+		d.Reset[i] = time.Duration(l.rollingReset(s, now))
+		d.refuse(i, l.rollingWait(s, slot, used+cost-l.capacity, now), false)
+		return s, false
+	}
+	next := l.moveTo(s, slot)
+	next.b += cost
+	d.Remaining[i] = l.capacity - used - cost
+	d.Reset[i] = time.Duration(l.rollingReset(next, now))
+	return next, true
+}
+
+// chargedSlot is the slot a rolling window takes from at now: now's, or the newest that counts
+// when the clock stepped back, since it leaves the window last.
+func (l *Limit) chargedSlot(s state, now int64) int64 {
+	return max(s.a, l.units(now))
+}
+
+// counted returns what a rolling window in s counts for a decision in slot: every slot from
+// slot-slots (its oldest, partly past) to the newest.
+func (l *Limit) counted(s state, slot int64) int64 {
+	oldest := slot - l.slots
+	if s.a < oldest {
+		return 0
+	}
+	used := s.b
+	if s.older != nil {
+		for _, e := range s.older.entries {
+			if e.slot >= oldest && e.slot < s.a {
+				used += e.count
+			}
+		}
+	}
+	return used
+}
+
+// slotCount returns what slot j counts in s.
+func (s state) slotCount(j int64) int64 {
+	switch {
+	case j == s.a:
+		return s.b
+	case j > s.a || s.older == nil:
+		return 0
+	default:
+		return s.older.count(j)
+	}
+}
+
+// moveTo returns s with slot as its newest: the newest so far goes into the ring (see slotRing).
+func (l *Limit) moveTo(s state, slot int64) state {
+	if slot == s.a {
+		return s
+	}
+	if s.b != 0 && s.older != nil {
+		s.older.put(s.a, s.b)
+	}
+	return state{a: slot, older: s.older}
+}
+
+// slotEnd returns when slot j leaves a rolling window: the first instant no decision counts it.
+func (l *Limit) slotEnd(j int64) int64 {
+	return (j + l.slots + 1) * int64(l.interval)
+}
+
+// rollingWait returns how long a decision refused in slot must wait for excess units to leave:
+// until the oldest slots that hold them are past.
+func (l *Limit) rollingWait(s state, slot, excess, now int64) int64 {
+	for j := slot - l.slots; j < s.a; j++ {
+		if excess -= s.slotCount(j); excess <= 0 {
+			return l.slotEnd(j) - now
+		}
+	}
+	return l.slotEnd(s.a) - now // the cost fits once every slot is past
+}
+
+// rollingReset returns how long until a rolling window counts nothing: until its newest slot that
+// holds anything is past.
+func (l *Limit) rollingReset(s state, now int64) int64 {
+	oldest := l.chargedSlot(s, now) - l.slots
+	for j := s.a; j >= oldest; j-- {
+		if s.slotCount(j) > 0 {
+			return l.slotEnd(j) - now
+		}
+	}
+	return 0
 }
 
 func (d *Decision) evaluateConcurrency(i int, l *Limit, s state, cost int64) (state, bool) {
@@ -118,6 +252,12 @@ func settle(l *Limit, s state, delta, now int64) state {
 	case window:
 		s = rollWindow(l, s, now)
 		return state{a: s.a, b: max(s.b+delta, 0)}
+	case rolling:
+		// A settlement counts in the current slot, like a new decision: what was really used, and
+		// what is given back, are known only now.
+		s = l.moveTo(s, l.chargedSlot(s, now))
+		s.b = min(max(s.b+delta, 0), 4*l.capacity)
+		return s
 	default:
 		return state{b: max(s.b+delta, 0)}
 	}
@@ -130,6 +270,8 @@ func idle(l *Limit, s state, now int64) bool {
 		return s.a <= now
 	case window:
 		return s.a <= now || s.b == 0
+	case rolling:
+		return l.rollingReset(s, now) == 0
 	default:
 		return s.b == 0
 	}

@@ -142,6 +142,10 @@ func (m *Memory) bind(l *Limit) *cell {
 	}
 	// A new Limit for a known key (a configuration reload) keeps the key's state.
 	cl.limit = l
+	if l.kind == rolling && (cl.older == nil || len(cl.older.entries) != int(l.slots)+1) {
+		// Bound once, so that no decision allocates. (Slots of another length start afresh.)
+		cl.state = state{older: newSlotRing(l)}
+	}
 	l.cell.Store(cl)
 	return cl
 }

@@ -63,12 +63,42 @@ func storedState(l *Limit, read redis.Cmder, now time.Time) (state, error) {
 	if errors.Is(err, redis.Nil) {
 		return state{}, nil
 	}
-	if l.kind == bucket { // the theoretical arrival time
+	switch l.kind {
+	case bucket: // the theoretical arrival time
 		tat, err := strconv.ParseFloat(v, 64)
 		return state{a: int64(tat * 1000)}, err
+	case rolling:
+		return rollingState(l, v)
 	}
 	end, used, _ := strings.Cut(v, " ") // a window: "end used"
 	e, err1 := strconv.ParseInt(end, 10, 64)
 	u, err2 := strconv.ParseInt(used, 10, 64)
 	return state{a: e * 1000, b: u}, errors.Join(err1, err2)
+}
+
+// rollingState parses a rolling window's value, "newest count count...": the newest slot, then
+// the counts of it and of each slot before it. A value of another form (a bucket's, from before
+// the limit was a rolling window) counts nothing, as in the script.
+func rollingState(l *Limit, v string) (state, error) {
+	fields := strings.Fields(v)
+	s := state{older: newSlotRing(l)}
+	if len(fields) < 2 {
+		return s, nil
+	}
+	var err error
+	if s.a, err = strconv.ParseInt(fields[0], 10, 64); err != nil {
+		return state{}, err
+	}
+	for i, f := range fields[1:min(len(fields), int(l.slots)+2)] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return state{}, err
+		}
+		if i == 0 {
+			s.b = n
+		} else {
+			s.older.put(s.a-int64(i), n)
+		}
+	}
+	return s, nil
 }
