@@ -25,7 +25,14 @@ type state struct {
 // the count of the slot the stored state still holds as its newest, and it replaces only a slot
 // that no window from then on counts, so no decision can tell. This lets a decision on a rolling
 // window, like one on the other kinds, return the state to store without copying it.
-type slotRing struct{ entries []slotCount }
+type slotRing struct {
+	entries []slotCount
+	// sum caches what the entries of slots from up to, not including, to count, until an entry
+	// changes (once a slot at most): a decision in the same slot as the one before it finds what
+	// the window counts without going through every entry.
+	from, to, sum int64
+	summed        bool
+}
 
 type slotCount struct{ slot, count int64 }
 
@@ -43,6 +50,22 @@ func (r *slotRing) count(j int64) int64 {
 
 func (r *slotRing) put(j, count int64) {
 	r.entries[j%int64(len(r.entries))] = slotCount{slot: j, count: count}
+	r.summed = false
+}
+
+// countBetween returns what the slots from up to, not including, to count in the ring.
+func (r *slotRing) countBetween(from, to int64) int64 {
+	if r.summed && r.from == from && r.to == to {
+		return r.sum
+	}
+	var sum int64
+	for _, e := range r.entries {
+		if e.slot >= from && e.slot < to {
+			sum += e.count
+		}
+	}
+	r.from, r.to, r.sum, r.summed = from, to, sum, true
+	return sum
 }
 
 // evaluate checks cost on l, in state s, at now (ns): the pure core. It records the result as
@@ -137,15 +160,10 @@ func (l *Limit) counted(s state, slot int64) int64 {
 	if s.a < oldest {
 		return 0
 	}
-	used := s.b
-	if s.older != nil {
-		for _, e := range s.older.entries {
-			if e.slot >= oldest && e.slot < s.a {
-				used += e.count
-			}
-		}
+	if s.older == nil {
+		return s.b
 	}
-	return used
+	return s.b + s.older.countBetween(oldest, s.a)
 }
 
 // slotCount returns what slot j counts in s.
