@@ -69,8 +69,8 @@ type Provider struct {
 	APIKey string
 	// Prices are the configuration's prices, read once.
 	Prices gatewayv1.MicroPrices
-	// Learned are the limits the provider reported lower than configured, which its buckets
-	// pace to in place of the configured ones. Zero fields mean none lower.
+	// Learned are the limits the provider reported lower than configured, which its rolling
+	// windows hold to in place of the configured ones. Zero fields mean none lower.
 	Learned gatewayv1.LearnedLimits
 
 	limits []rule // the global limits, shared by every provider, then the provider's own

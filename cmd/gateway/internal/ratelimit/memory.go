@@ -8,11 +8,13 @@ import (
 
 // Memory keeps limiter state in this process. It is the default store for one replica.
 //
-// Each key's state is a cell (about 85 bytes with its map entry: BenchmarkMemoryBytesPerKey),
-// found through a map only the first time a Limit is used; after that the Limit points at its
-// cell, so a decision costs no lookup. Sweep drops the cells whose state has returned to what no
-// state means (a full bucket, an ended window, nothing in flight), so nothing is lost by dropping
-// them, and a Limit whose cell was dropped binds to a new one at its next use.
+// Each key's state is a cell (about 85 bytes with its map entry: BenchmarkMemoryBytesPerKey; a
+// rolling window's also holds its ring of slots, 16 bytes a slot, made when the cell is), found
+// through a map only the first time a Limit is used; after that the Limit points at its cell, so
+// a decision costs no lookup. Sweep drops the cells whose state has returned to what no state
+// means (a full bucket, an ended window, a rolling window that counts nothing, nothing in
+// flight), so nothing is lost by dropping them, and a Limit whose cell was dropped binds to a new
+// one at its next use.
 //
 // The zero value is not usable; call NewMemory. Memory is safe for concurrent use. A Limit may be
 // used with one Memory store at a time.
