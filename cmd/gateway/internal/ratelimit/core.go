@@ -141,7 +141,7 @@ func (d *Decision) evaluateRolling(i int, l *Limit, s state, cost, now int64) (s
 		return s, false
 	}
 	next := l.moveTo(s, slot)
-	next.b += cost
+	next.b = max(next.b+cost, 0)
 	d.Remaining[i] = l.capacity - used - cost
 	d.Reset[i] = time.Duration(l.rollingReset(next, now))
 	return next, true
