@@ -143,7 +143,11 @@ func (d *Decision) evaluateRolling(i int, l *Limit, s state, cost, now int64) (s
 	next := l.moveTo(s, slot)
 	next.b = max(next.b+cost, 0)
 	d.Remaining[i] = l.capacity - used - cost
-	d.Reset[i] = time.Duration(l.rollingReset(next, now))
+	if next.b > 0 { // the newest slot holds something: the window is whole once it is past
+		d.Reset[i] = time.Duration(l.slotEnd(slot) - now)
+	} else {
+		d.Reset[i] = time.Duration(l.rollingReset(next, now))
+	}
 	return next, true
 }
 
