@@ -6,15 +6,14 @@ import "time"
 //   - bucket: a is the theoretical arrival time (the bucket is full at a or before);
 //   - window: a is the end of the window, b what was used in it;
 //   - rolling: a is the newest slot that counts (its start over the slot's length), b what it
-//     counts, and older the counts of the slots before it;
+//     counts; the counts of the slots before it are in a slotRing kept beside the state (in a
+//     Memory store's cell, or read with it from Redis), which the core functions take as older;
 //   - concurrency: b is the count in flight.
 //
-// Only a rolling window needs more than two numbers; it keeps them behind one pointer, so that
-// the other kinds' state stays small and is copied in registers.
-type state struct {
-	a, b  int64
-	older *slotRing
-}
+// Only a rolling window needs more than two numbers. Its ring is kept beside the state rather
+// than in it, so that every kind's state stays two numbers, copied in registers and stored in a
+// decision's arrays as cheaply as before rolling windows came.
+type state struct{ a, b int64 }
 
 // slotRing holds a rolling window's counts of the slots before its newest: slots+1 entries, slot
 // j's at j modulo that length, each tagged with its slot so that an entry left by a slot that has
@@ -72,7 +71,7 @@ func (r *slotRing) countBetween(from, to int64) int64 {
 // check i of d and returns the state to store if the whole decision allows, and whether this
 // check passed. (Writing into d, rather than returning a result struct, keeps the hot path in
 // registers.)
-func (d *Decision) evaluate(i int, l *Limit, s state, cost, now int64) (state, bool) {
+func (d *Decision) evaluate(i int, l *Limit, s state, older *slotRing, cost, now int64) (state, bool) {
 	if cost > l.capacity {
 		// Refused before any arithmetic, which a huge cost would overflow.
 		d.Remaining[i] = 0
@@ -85,7 +84,7 @@ func (d *Decision) evaluate(i int, l *Limit, s state, cost, now int64) (state, b
 	case window:
 		return d.evaluateWindow(i, l, rollWindow(l, s, now), cost, now)
 	case rolling:
-		return d.evaluateRolling(i, l, s, cost, now)
+		return d.evaluateRolling(i, l, s, older, cost, now)
 	default:
 		return d.evaluateConcurrency(i, l, s, cost)
 	}
@@ -131,22 +130,22 @@ func (d *Decision) evaluateWindow(i int, l *Limit, s state, cost, now int64) (st
 // although part of it is past: what it allows is then never more than the capacity in any span
 // of the period, since every unit taken in such a span lies in a slot the span's last decision
 // counted.
-func (d *Decision) evaluateRolling(i int, l *Limit, s state, cost, now int64) (state, bool) {
+func (d *Decision) evaluateRolling(i int, l *Limit, s state, older *slotRing, cost, now int64) (state, bool) {
 	slot := l.chargedSlot(s, now)
-	used := l.counted(s, slot)
+	used := l.counted(s, older, slot)
 	if used+cost > l.capacity {
 		d.Remaining[i] = max(l.capacity-used, 0)
-		d.Reset[i] = time.Duration(l.rollingReset(s, now))
-		d.refuse(i, l.rollingWait(s, slot, used+cost-l.capacity, now), false)
+		d.Reset[i] = time.Duration(l.rollingReset(s, older, now))
+		d.refuse(i, l.rollingWait(s, older, slot, used+cost-l.capacity, now), false)
 		return s, false
 	}
-	next := l.moveTo(s, slot)
+	next := moveTo(s, older, slot)
 	next.b = max(next.b+cost, 0)
 	d.Remaining[i] = l.capacity - used - cost
 	if next.b > 0 { // the newest slot holds something: the window is whole once it is past
 		d.Reset[i] = time.Duration(l.slotEnd(slot) - now)
 	} else {
-		d.Reset[i] = time.Duration(l.rollingReset(next, now))
+		d.Reset[i] = time.Duration(l.rollingReset(next, older, now))
 	}
 	return next, true
 }
@@ -159,38 +158,38 @@ func (l *Limit) chargedSlot(s state, now int64) int64 {
 
 // counted returns what a rolling window in s counts for a decision in slot: every slot from
 // slot-slots (its oldest, partly past) to the newest.
-func (l *Limit) counted(s state, slot int64) int64 {
+func (l *Limit) counted(s state, older *slotRing, slot int64) int64 {
 	oldest := slot - l.slots
 	if s.a < oldest {
 		return 0
 	}
-	if s.older == nil {
+	if older == nil {
 		return s.b
 	}
-	return s.b + s.older.countBetween(oldest, s.a)
+	return s.b + older.countBetween(oldest, s.a)
 }
 
-// slotCount returns what slot j counts in s.
-func (s state) slotCount(j int64) int64 {
+// countOf returns what slot j counts in a rolling window.
+func countOf(s state, older *slotRing, j int64) int64 {
 	switch {
 	case j == s.a:
 		return s.b
-	case j > s.a || s.older == nil:
+	case j > s.a || older == nil:
 		return 0
 	default:
-		return s.older.count(j)
+		return older.count(j)
 	}
 }
 
 // moveTo returns s with slot as its newest: the newest so far goes into the ring (see slotRing).
-func (l *Limit) moveTo(s state, slot int64) state {
+func moveTo(s state, older *slotRing, slot int64) state {
 	if slot == s.a {
 		return s
 	}
-	if s.b != 0 && s.older != nil {
-		s.older.put(s.a, s.b)
+	if s.b != 0 && older != nil {
+		older.put(s.a, s.b)
 	}
-	return state{a: slot, older: s.older}
+	return state{a: slot}
 }
 
 // slotEnd returns when slot j leaves a rolling window: the first instant no decision counts it.
@@ -200,9 +199,9 @@ func (l *Limit) slotEnd(j int64) int64 {
 
 // rollingWait returns how long a decision refused in slot must wait for excess units to leave:
 // until the oldest slots that hold them are past.
-func (l *Limit) rollingWait(s state, slot, excess, now int64) int64 {
+func (l *Limit) rollingWait(s state, older *slotRing, slot, excess, now int64) int64 {
 	for j := slot - l.slots; j < s.a; j++ {
-		if excess -= s.slotCount(j); excess <= 0 {
+		if excess -= countOf(s, older, j); excess <= 0 {
 			return l.slotEnd(j) - now
 		}
 	}
@@ -211,10 +210,10 @@ func (l *Limit) rollingWait(s state, slot, excess, now int64) int64 {
 
 // rollingReset returns how long until a rolling window counts nothing: until its newest slot that
 // holds anything is past.
-func (l *Limit) rollingReset(s state, now int64) int64 {
+func (l *Limit) rollingReset(s state, older *slotRing, now int64) int64 {
 	oldest := l.chargedSlot(s, now) - l.slots
 	for j := s.a; j >= oldest; j-- {
-		if s.slotCount(j) > 0 {
+		if countOf(s, older, j) > 0 {
 			return l.slotEnd(j) - now
 		}
 	}
@@ -242,9 +241,9 @@ func (d *Decision) refuse(i int, wait int64, never bool) {
 }
 
 // reading is what l holds in state s at now (ns): what a decision of cost zero reports.
-func reading(l *Limit, s state, now int64) Reading {
+func reading(l *Limit, s state, older *slotRing, now int64) Reading {
 	var d Decision
-	d.evaluate(0, l, s, 0, now)
+	d.evaluate(0, l, s, older, 0, now)
 	return Reading{Remaining: d.Remaining[0], Reset: d.Reset[0]}
 }
 
@@ -264,7 +263,7 @@ func (l *Limit) units(ns int64) int64 {
 
 // settle adds delta (negative to refund) to s without checking the limit: the request already
 // went, and what it really cost is owed. Nothing goes below empty.
-func settle(l *Limit, s state, delta, now int64) state {
+func settle(l *Limit, s state, older *slotRing, delta, now int64) state {
 	// No real call is worth more than a few bursts; a larger delta is a bug or a lie, and would
 	// overflow the arithmetic below.
 	delta = min(max(delta, -4*l.capacity), 4*l.capacity)
@@ -277,7 +276,7 @@ func settle(l *Limit, s state, delta, now int64) state {
 	case rolling:
 		// A settlement counts in the current slot, like a new decision: what was really used, and
 		// what is given back, are known only now.
-		s = l.moveTo(s, l.chargedSlot(s, now))
+		s = moveTo(s, older, l.chargedSlot(s, now))
 		s.b = min(max(s.b+delta, 0), 4*l.capacity)
 		return s
 	default:
@@ -286,14 +285,14 @@ func settle(l *Limit, s state, delta, now int64) state {
 }
 
 // idle reports whether s is what a key with no state means, so the key can be dropped.
-func idle(l *Limit, s state, now int64) bool {
+func idle(l *Limit, s state, older *slotRing, now int64) bool {
 	switch l.kind {
 	case bucket:
 		return s.a <= now
 	case window:
 		return s.a <= now || s.b == 0
 	case rolling:
-		return l.rollingReset(s, now) == 0
+		return l.rollingReset(s, older, now) == 0
 	default:
 		return s.b == 0
 	}

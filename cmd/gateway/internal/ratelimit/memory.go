@@ -29,6 +29,7 @@ type cell struct {
 	limit   *Limit // the Limit that last bound the cell, for Sweep
 	dropped bool   // Sweep removed the cell from owner.cells
 	state
+	older *slotRing // a rolling window's counts before its newest slot (see state)
 }
 
 // NewMemory returns an empty memory store.
@@ -53,7 +54,7 @@ func (m *Memory) Decide(_ context.Context, checks []Check, now time.Time) (Decis
 	defer m.mu.Unlock()
 	for i, c := range checks {
 		cells[i] = m.bind(c.Limit)
-		s, ok := d.evaluate(i, c.Limit, cells[i].state, c.Cost, t)
+		s, ok := d.evaluate(i, c.Limit, cells[i].state, cells[i].older, c.Cost, t)
 		if ok {
 			passed |= 1 << i
 			next[i] = s
@@ -78,7 +79,7 @@ func (m *Memory) Settle(_ context.Context, id string, checks []Check, now time.T
 	defer m.mu.Unlock()
 	for _, c := range checks {
 		cl := m.bind(c.Limit)
-		cl.state = settle(c.Limit, cl.state, c.Cost, t)
+		cl.state = settle(c.Limit, cl.state, cl.older, c.Cost, t)
 	}
 	return nil
 }
@@ -91,21 +92,22 @@ func (m *Memory) Peek(_ context.Context, limits []*Limit, now time.Time) ([]Read
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i, l := range limits {
-		out[i] = reading(l, m.state(l), t)
+		s, older := m.state(l)
+		out[i] = reading(l, s, older, t)
 	}
 	return out, nil
 }
 
-// state returns l's state in m without binding a cell: a key never used has the zero state. The
-// caller holds m.mu.
-func (m *Memory) state(l *Limit) state {
+// state returns l's state in m, and a rolling window's ring, without binding a cell: a key never
+// used has the zero state. The caller holds m.mu.
+func (m *Memory) state(l *Limit) (state, *slotRing) {
 	if cl := l.cell.Load(); cl != nil && cl.owner == m && !cl.dropped {
-		return cl.state
+		return cl.state, cl.older
 	}
 	if cl := m.cells[l.Key]; cl != nil {
-		return cl.state
+		return cl.state, cl.older
 	}
-	return state{}
+	return state{}, nil
 }
 
 // Renew does nothing: in memory a slot in flight is held until it is released, without expiry,
@@ -118,7 +120,7 @@ func (m *Memory) Sweep(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for key, cl := range m.cells {
-		if idle(cl.limit, cl.state, t) {
+		if idle(cl.limit, cl.state, cl.older, t) {
 			cl.dropped = true
 			delete(m.cells, key)
 		}
@@ -146,7 +148,7 @@ func (m *Memory) bind(l *Limit) *cell {
 	cl.limit = l
 	if l.kind == rolling && (cl.older == nil || len(cl.older.entries) != int(l.slots)+1) {
 		// Bound once, so that no decision allocates. (Slots of another length start afresh.)
-		cl.state = state{older: newSlotRing(l)}
+		cl.state, cl.older = state{}, newSlotRing(l)
 	}
 	l.cell.Store(cl)
 	return cl
