@@ -19,11 +19,12 @@ type state struct{ a, b int64 }
 // j's at j modulo that length, each tagged with its slot so that an entry left by a slot that has
 // since left the window counts nothing, and nothing needs clearing.
 //
-// An entry is written when the window moves on to a newer slot, in the state a decision would
-// store, even when that decision is then refused and the state not stored: the entry written is
-// the count of the slot the stored state still holds as its newest, and it replaces only a slot
-// that no window from then on counts, so no decision can tell. This lets a decision on a rolling
-// window, like one on the other kinds, return the state to store without copying it.
+// An entry is written when a decision moves the window on to a newer slot, even when that
+// decision is then refused and its state not stored: the entry written is the count of the slot
+// the stored state still holds as its newest (which a decision reads from the state, not the
+// ring), and it replaces only a slot that no window from then on counts, so no decision can
+// tell. This lets a decision on a rolling window, like one on the other kinds, return the state
+// to store without copying the ring.
 type slotRing struct {
 	entries []slotCount
 	// sum caches what the entries of slots from up to, not including, to count, until an entry
