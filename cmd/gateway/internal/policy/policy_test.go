@@ -275,7 +275,7 @@ func TestRouteFindsDatedSnapshotsAndAliases(t *testing.T) {
 	}
 }
 
-func TestLearnedLimitsLowerTheProvidersBuckets(t *testing.T) {
+func TestLearnedLimitsLowerTheProvidersLimits(t *testing.T) {
 	cfg, err := gatewayv1.Load("../../../../api/gateway/v1/testdata/two-tenants.yaml")
 	if err != nil {
 		t.Fatal(err)
