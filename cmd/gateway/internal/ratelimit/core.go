@@ -68,9 +68,10 @@ func (r *slotRing) countBetween(from, to int64) int64 {
 	return sum
 }
 
-// evaluate checks cost on l, in state s, at now (ns): the pure core. It records the result as
-// check i of d and returns the state to store if the whole decision allows, and whether this
-// check passed. (Writing into d, rather than returning a result struct, keeps the hot path in
+// evaluate checks cost on l, in state s (and older, a rolling window's ring), at now (ns): the
+// pure core, but for the ring's entries a rolling window may write (see slotRing). It records
+// the result as check i of d and returns the state to store if the whole decision allows, and
+// whether this check passed. (Writing into d, rather than returning a result struct, keeps the hot path in
 // registers.)
 func (d *Decision) evaluate(i int, l *Limit, s state, older *slotRing, cost, now int64) (state, bool) {
 	if cost > l.capacity {
