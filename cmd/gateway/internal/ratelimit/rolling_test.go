@@ -362,3 +362,25 @@ func TestRedisRollingWindowLivesUntilItsLastSecondIsPast(t *testing.T) {
 		t.Errorf("a window that counts nothing: %d keys, %v; want dropped", n, err)
 	}
 }
+
+// TestRedisRollingWindowReadsABucketAsEmpty checks the upgrade of a provider's limit from a bucket
+// to a rolling window under the same key: the bucket's value, one number, reads as an empty
+// window, to Peek as to a decision, which then stores a window's value.
+func TestRedisRollingWindowReadsABucketAsEmpty(t *testing.T) {
+	ctx := context.Background()
+	client := redisserver.Start(t).Client(t)
+	store := NewRedis(client, WithCallerClock())
+	l := minuteOf("{p}:upgraded", 10)
+	if err := client.Set(ctx, l.Key, fmt.Sprint(t0.Add(time.Hour).UnixMicro(), ".5"), time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := store.Peek(ctx, []*Limit{l}, t0); err != nil || len(got) != 1 || got[0] != (Reading{Remaining: 10}) {
+		t.Errorf("Peek of a bucket's value = %v, %v; want an empty window", got, err)
+	}
+	if d, err := store.Decide(ctx, []Check{{Limit: l, Cost: 10}}, t0); err != nil || !d.Allowed {
+		t.Errorf("the whole capacity on a bucket's value: %+v, %v; want allowed", d, err)
+	}
+	if v, err := client.Get(ctx, l.Key).Result(); err != nil || v != fmt.Sprint(t0.Unix(), " 10") {
+		t.Errorf("the key holds %q, %v; want the window's value", v, err)
+	}
+}
