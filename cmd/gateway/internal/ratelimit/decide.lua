@@ -91,6 +91,10 @@ end
 
 -- parseRolling returns a rolling window's newest slot and its counts by slot from its value. A
 -- value of another form (a bucket's, from before the limit was a rolling window) counts nothing.
+-- Beside the counts, the table keeps the value's older counts as stored (tail) and the newest
+-- slot they follow (top), so that a window whose older slots have not changed is written back
+-- without formatting them again; and from, to and sum, what the slots from up to, not including,
+-- to count, so that a batch's decisions in one slot sum the older slots once.
 local function parseRolling(v)
   local newest, counts, i = 0, {}, -1
   if v then
@@ -100,7 +104,19 @@ local function parseRolling(v)
     end
   end
   if i < 1 then return 0, {} end
+  local second = string.find(v, ' ', string.find(v, ' ', 1, true) + 1, true)
+  counts.top, counts.tail = newest, second and string.sub(v, second) or ''
   return newest, counts
+end
+
+-- olderSum returns what the slots of counts b from up to, not including, to count.
+local function olderSum(b, from, to)
+  if b.from ~= from or b.to ~= to then
+    local sum = 0
+    for j = from, to - 1 do sum = sum + (b[j] or 0) end
+    b.from, b.to, b.sum = from, to, sum
+  end
+  return b.sum
 end
 
 local function load(k, kind, now)
@@ -150,6 +166,7 @@ end
 -- it holds.
 local function change(k, kind, a, b, p1, p2, delta, now)
   if kind == 'r' then
+    if a < sa[k] then b.to, b.tail = nil, nil end -- an older slot changed
     b[a] = max((b[a] or 0) + delta, 0)
     sa[k], written[k], shapes[k] = max(sa[k], a), now, p1
   elseif kind ~= 'c' then
@@ -179,7 +196,7 @@ local function evaluateRolling(cap, p1, a, b, cost, now)
   local slot = max(a, floor(now / width))
   local oldest = slot - slots
   local used = 0
-  for j = oldest, a do used = used + (b[j] or 0) end
+  if oldest <= a then used = (b[a] or 0) + olderSum(b, oldest, a) end
   if used + cost > cap then
     -- The wait is until the oldest slots that hold the excess are past.
     local excess, wait = used + cost - cap, 0
@@ -330,6 +347,17 @@ end
 local function writeRolling(k, now)
   local width, slots = shape(shapes[k])
   local newest, counts = sa[k], sb[k]
+  local ttl = ms((newest + slots + 1) * width - now)
+  if counts.tail and counts.top == newest and floor(now / width) <= newest then
+    -- Only the newest slot changed, and no older one has left: the older counts stand as read.
+    local c = counts[newest] or 0
+    if c == 0 and counts.tail == '' then
+      call('DEL', KEYS[k])
+    else
+      call('SET', KEYS[k], string.format('%.0f %.0f', newest, c) .. counts.tail, 'PX', ttl)
+    end
+    return
+  end
   local fields, last = {string.format('%.0f', newest)}, 0
   for j = newest, max(newest, floor(now / width)) - slots, -1 do
     local c = counts[j] or 0
@@ -339,7 +367,7 @@ local function writeRolling(k, now)
   if last == 0 then
     call('DEL', KEYS[k])
   else
-    call('SET', KEYS[k], table.concat(fields, ' ', 1, last), 'PX', ms((newest + slots + 1) * width - now))
+    call('SET', KEYS[k], table.concat(fields, ' ', 1, last), 'PX', ttl)
   end
 end
 
