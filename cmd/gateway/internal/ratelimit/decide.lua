@@ -13,9 +13,10 @@
 --   'w' window:      p1 = end of the current window by the caller's clock, p2 = end of the next
 --                    (microseconds); the value is "end used".
 --   'r' rolling:     p1 = "width slots", a slot's length (microseconds) and how many slots make
---                    the period; p2 = ''. The value is "newest count count ...": the newest slot
---                    (its start over the slot's length), then what it and each slot before it
---                    count, down to the oldest that counts anything. A decision counts every slot
+--                    the period; p2 = ''. The value is "newest count older count ...": the newest
+--                    slot (its start over the slot's length), what it counts, what the slots
+--                    before it count in all, then what each of them counts, newest first, down
+--                    to the oldest that counts anything. A decision counts every slot
 --                    from slot-slots (partly past) to the newest, so no span of the period passes
 --                    the capacity; it takes from its own slot, or from the newest if the clock
 --                    stepped back. A settlement adds to that slot too, none going below zero.
@@ -91,29 +92,50 @@ end
 
 -- parseRolling returns a rolling window's newest slot and its counts by slot from its value. A
 -- value of another form (a bucket's, from before the limit was a rolling window) counts nothing.
--- Beside the counts, the table keeps the value's older counts as stored (tail) and the newest
--- slot they follow (top), so that a window whose older slots have not changed is written back
--- without formatting them again; and from, to and sum, what the slots from up to, not including,
--- to count, so that a batch's decisions in one slot sum the older slots once.
+-- It reads the newest slot, its count and the sum of the older counts at once, and the older
+-- counts themselves only when a decision needs them (see olderCounts): while the clock stays in
+-- the newest slot, the sum is all a decision needs. Beside the counts, the table keeps top, the
+-- newest slot as read; tail, the older counts as stored; stored, their sum; parsed, whether they
+-- have been read; changed, whether one of them has changed since; and from, to and sum, what the
+-- slots from up to, not including, to count, so that a batch's decisions in one slot sum the
+-- older slots once.
 local function parseRolling(v)
-  local newest, counts, i = 0, {}, -1
-  if v then
-    for field in string.gmatch(v, '%S+') do
-      if i < 0 then newest = tonumber(field) else counts[newest - i] = tonumber(field) end
-      i = i + 1
-    end
-  end
-  if i < 1 then return 0, {} end
-  local second = string.find(v, ' ', string.find(v, ' ', 1, true) + 1, true)
-  counts.top, counts.tail = newest, second and string.sub(v, second) or ''
+  local first = v and string.find(v, ' ', 1, true)
+  local second = first and string.find(v, ' ', first + 1, true)
+  if not second then return 0, {parsed = true} end
+  local third = string.find(v, ' ', second + 1, true)
+  local newest = tonumber(string.sub(v, 1, first - 1))
+  local counts = {[newest] = tonumber(string.sub(v, first + 1, second - 1))}
+  counts.top, counts.stored = newest, tonumber(string.sub(v, second + 1, (third or 0) - 1))
+  counts.tail = third and string.sub(v, third) or ''
+  counts.parsed = third == nil
   return newest, counts
 end
 
--- olderSum returns what the slots of counts b from up to, not including, to count.
-local function olderSum(b, from, to)
+-- olderCounts reads the older counts of a rolling window's value into its counts b, once.
+local function olderCounts(b)
+  if not b.parsed then
+    local j = b.top - 1
+    for field in string.gmatch(b.tail, '%S+') do
+      b[j] = tonumber(field)
+      j = j - 1
+    end
+    b.parsed = true
+  end
+end
+
+-- olderSum returns what the slots of counts b from up to, not including, to count. The sum read
+-- with the value serves while no older slot has changed and none has left the window: every
+-- older slot stored is at least the newest less slots.
+local function olderSum(b, from, to, slots)
   if b.from ~= from or b.to ~= to then
     local sum = 0
-    for j = from, to - 1 do sum = sum + (b[j] or 0) end
+    if b.top and to == b.top and from <= to - slots and not b.changed then
+      sum = b.stored
+    else
+      olderCounts(b)
+      for j = from, to - 1 do sum = sum + (b[j] or 0) end
+    end
     b.from, b.to, b.sum = from, to, sum
   end
   return b.sum
@@ -166,7 +188,7 @@ end
 -- it holds.
 local function change(k, kind, a, b, p1, p2, delta, now)
   if kind == 'r' then
-    if a < sa[k] then b.to, b.tail = nil, nil end -- an older slot changed
+    if a < sa[k] then b.to, b.changed = nil, true end -- an older slot changed
     b[a] = max((b[a] or 0) + delta, 0)
     sa[k], written[k], shapes[k] = max(sa[k], a), now, p1
   elseif kind ~= 'c' then
@@ -183,6 +205,7 @@ end
 -- rollingReset returns how long until a rolling window counts nothing: until the newest of its
 -- slots from oldest on that counts anything is past.
 local function rollingReset(counts, newest, oldest, width, slots, now)
+  olderCounts(counts)
   for j = newest, oldest, -1 do
     if (counts[j] or 0) > 0 then return (j + slots + 1) * width - now end
   end
@@ -196,8 +219,9 @@ local function evaluateRolling(cap, p1, a, b, cost, now)
   local slot = max(a, floor(now / width))
   local oldest = slot - slots
   local used = 0
-  if oldest <= a then used = (b[a] or 0) + olderSum(b, oldest, a) end
+  if oldest <= a then used = (b[a] or 0) + olderSum(b, oldest, a, slots) end
   if used + cost > cap then
+    olderCounts(b)
     -- The wait is until the oldest slots that hold the excess are past.
     local excess, wait = used + cost - cap, 0
     for j = oldest, a do
@@ -252,6 +276,7 @@ local function settleRolling(cap, p1, p2, a, b, delta, now, undo)
     local took = num(p2) / width - slots - 1
     if took > a or took < slot - slots then return took, 0, false end
     slot = took
+    olderCounts(b)
   end
   local before = b[slot] or 0
   return slot, min(max(before + delta, 0), 4 * cap) - before, true
@@ -342,32 +367,34 @@ while j <= #ARGV do
 end
 
 -- writeRolling stores rolling window k's value (see the top), down to its oldest slot that counts
--- anything, to expire when its newest slot is past: at most a period and a slot after its last
+-- anything (as read, when only the newest slot changed), to expire when its newest slot is past: at most a period and a slot after its last
 -- change. A window that counts nothing is dropped.
 local function writeRolling(k, now)
   local width, slots = shape(shapes[k])
   local newest, counts = sa[k], sb[k]
-  local ttl = ms((newest + slots + 1) * width - now)
-  if counts.tail and counts.top == newest and floor(now / width) <= newest then
+  local c, ttl = counts[newest] or 0, ms((newest + slots + 1) * width - now)
+  if counts.top == newest and not counts.changed and floor(now / width) <= newest then
     -- Only the newest slot changed, and no older one has left: the older counts stand as read.
-    local c = counts[newest] or 0
-    if c == 0 and counts.tail == '' then
+    if c == 0 and counts.stored == 0 then
       call('DEL', KEYS[k])
     else
-      call('SET', KEYS[k], string.format('%.0f %.0f', newest, c) .. counts.tail, 'PX', ttl)
+      call('SET', KEYS[k], string.format('%.0f %.0f %.0f', newest, c, counts.stored) .. counts.tail, 'PX', ttl)
     end
     return
   end
-  local fields, last = {string.format('%.0f', newest)}, 0
-  for j = newest, max(newest, floor(now / width)) - slots, -1 do
-    local c = counts[j] or 0
-    fields[#fields + 1] = c == 0 and '0' or string.format('%.0f', c)
-    if c > 0 then last = #fields end
+  olderCounts(counts)
+  local older, last, sum = {}, 0, 0
+  for j = newest - 1, max(newest, floor(now / width)) - slots, -1 do
+    local n = counts[j] or 0
+    older[#older + 1] = n == 0 and '0' or string.format('%.0f', n)
+    if n > 0 then last, sum = #older, sum + n end
   end
-  if last == 0 then
+  if c == 0 and sum == 0 then
     call('DEL', KEYS[k])
+  elseif last == 0 then
+    call('SET', KEYS[k], string.format('%.0f %.0f 0', newest, c), 'PX', ttl)
   else
-    call('SET', KEYS[k], table.concat(fields, ' ', 1, last), 'PX', ttl)
+    call('SET', KEYS[k], string.format('%.0f %.0f %.0f ', newest, c, sum) .. table.concat(older, ' ', 1, last), 'PX', ttl)
   end
 end
 

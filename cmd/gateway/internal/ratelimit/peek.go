@@ -77,30 +77,30 @@ func storedState(l *Limit, read redis.Cmder, now time.Time) (state, *slotRing, e
 	return state{a: e * 1000, b: u}, nil, errors.Join(err1, err2)
 }
 
-// rollingState parses a rolling window's value, "newest count count...": the newest slot, then
-// the counts of it and of each slot before it. A value of another form (a bucket's, from before
-// the limit was a rolling window) counts nothing, as in the script.
+// rollingState parses a rolling window's value, "newest count older count...": the newest slot,
+// its count, the sum of the older counts (which the script keeps so as not to read them while
+// the clock stays in the newest slot), then the count of each slot before the newest. A value of
+// another form (a bucket's, from before the limit was a rolling window) counts nothing, as in the
+// script.
 func rollingState(l *Limit, v string) (state, *slotRing, error) {
 	fields := strings.Fields(v)
 	var s state
 	older := newSlotRing(l)
-	if len(fields) < 2 {
+	if len(fields) < 3 {
 		return s, older, nil
 	}
-	var err error
-	if s.a, err = strconv.ParseInt(fields[0], 10, 64); err != nil {
+	var err1, err2 error
+	s.a, err1 = strconv.ParseInt(fields[0], 10, 64)
+	s.b, err2 = strconv.ParseInt(fields[1], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
 		return state{}, nil, err
 	}
-	for i, f := range fields[1:min(len(fields), int(l.slots)+2)] {
+	for i, f := range fields[3:min(len(fields), int(l.slots)+3)] {
 		n, err := strconv.ParseInt(f, 10, 64)
 		if err != nil {
 			return state{}, nil, err
 		}
-		if i == 0 {
-			s.b = n
-		} else {
-			older.put(s.a-int64(i), n)
-		}
+		older.put(s.a-1-int64(i), n)
 	}
 	return s, older, nil
 }

@@ -352,8 +352,8 @@ func TestRedisRollingWindowLivesUntilItsLastSecondIsPast(t *testing.T) {
 		_, err := store.Decide(ctx, []Check{{Limit: l, Cost: 3}}, at)
 		return err
 	})
-	if v, err := client.Get(ctx, l.Key).Result(); err != nil || v != fmt.Sprint(t0.Unix()+2, " 3") {
-		t.Errorf("the window holds %q, %v; want its newest second, then 3", v, err)
+	if v, err := client.Get(ctx, l.Key).Result(); err != nil || v != fmt.Sprint(t0.Unix()+2, " 3 0") {
+		t.Errorf("the window holds %q, %v; want its newest second, its 3, and nothing before", v, err)
 	}
 	if err := store.Settle(ctx, "refund", []Check{{Limit: l, Cost: -3}}, at); err != nil {
 		t.Fatal(err)
@@ -380,7 +380,7 @@ func TestRedisRollingWindowReadsABucketAsEmpty(t *testing.T) {
 	if d, err := store.Decide(ctx, []Check{{Limit: l, Cost: 10}}, t0); err != nil || !d.Allowed {
 		t.Errorf("the whole capacity on a bucket's value: %+v, %v; want allowed", d, err)
 	}
-	if v, err := client.Get(ctx, l.Key).Result(); err != nil || v != fmt.Sprint(t0.Unix(), " 10") {
+	if v, err := client.Get(ctx, l.Key).Result(); err != nil || v != fmt.Sprint(t0.Unix(), " 10 0") {
 		t.Errorf("the key holds %q, %v; want the window's value", v, err)
 	}
 }
