@@ -338,6 +338,17 @@ func TestUndoGivesBackOnlyToTheSlotItTookFrom(t *testing.T) {
 	if got := remaining(62 * time.Second); got != 5 {
 		t.Errorf("after undoing t0's decision once its second left: %d left; want 5, +62s's own use only", got)
 	}
+
+	// An undo gives back to a second older than the newest, and only to it.
+	older := decided(1, 70*time.Second)
+	decided(2, 80*time.Second)
+	undoAt(older, 85*time.Second)
+	if got := remaining(85 * time.Second); got != 3 {
+		t.Errorf("after undoing the decision at +70s at +85s: %d left; want 3, +62s's 5 and +80s's 2", got)
+	}
+	if got := remaining(123 * time.Second); got != 8 {
+		t.Errorf("at +123s: %d left; want 8, +80s's 2 only", got)
+	}
 }
 
 // TestRedisRollingWindowLivesUntilItsLastSecondIsPast checks a rolling window's expiry: a period
