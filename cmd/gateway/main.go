@@ -170,9 +170,9 @@ func (p *policies) setReplicas(n int64) {
 }
 
 // learned recompiles the configuration in force for the limits the providers reported lower
-// than configured, which their buckets then pace to. Each gateway lowers its own buckets:
-// every replica calls the same accounts and reads the same limits, so their shared buckets
-// in Redis agree once each has seen one answer.
+// than configured, which their rolling windows then hold to. Each gateway lowers its own
+// limits: every replica calls the same accounts and reads the same limits, so the windows
+// they share in Redis agree once each has seen one answer.
 func (p *policies) learned() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -29,47 +29,54 @@ func CheckRate(rate int64, per time.Duration, burst int64) error {
 	return nil
 }
 
-// PerMinuteBucket sizes the bucket of a provider's per-minute limit n: a
-// burst of n/fraction (at least minBurst, but at most half of n, and at
-// least 1) refilling at n less the burst, so that no rolling minute passes
-// n. The gateway builds a provider's limits with it, and Validate checks
-// what it returns.
-func PerMinuteBucket(n, fraction, minBurst int64) (rate, burst int64) {
-	burst = max(n/fraction, 1)
-	if minBurst > 0 {
-		burst = max(burst, min(n/2, minBurst))
-	}
-	return max(n-burst, 1), burst
-}
-
-// The fractions of a provider's per-minute limits its bucket bursts hold:
-// one second of requests, six seconds of tokens and dollars. A tokens
-// bucket holds at least MinTokenBurst, since its burst is also the largest
-// call that can pass.
+// The most a rolling window counts: capacity units in at most MaxRollingSlots slots. The Redis
+// script counts in double-precision numbers, exact up to 2^53, and a slot may hold up to four
+// capacities (what a settlement too large to be real is held to), so slots+1 such slots must sum
+// below 2^53. 2^40 micro-dollars is about $1.1M a minute; 2^40 tokens, a trillion.
 const (
-	RequestsBurstFraction = 60
-	SpendBurstFraction    = 10
-	TokensBurstFraction   = 10
-	MinTokenBurst         = 16384
+	MaxRollingCapacity = 1 << 40
+	MaxRollingSlots    = 1000
 )
 
-// validateProviderRates checks that the limiter can hold each of the
-// provider's per-minute limits after headroom.
+// CheckRolling reports whether the gateway's limiter can hold a rolling window of capacity units
+// in any span of period, counted in slots: capacity and slots positive and within
+// MaxRollingCapacity and MaxRollingSlots, and a slot a whole number of microseconds (the Redis
+// script's unit). The limiter's constructor (ratelimit.NewRolling) calls it, and so does
+// Validate, so that a configuration that validates also compiles.
+func CheckRolling(capacity int64, period time.Duration, slots int64) error {
+	if capacity <= 0 || capacity > MaxRollingCapacity {
+		return fmt.Errorf("%d in a rolling %s must be positive and at most %d", capacity, period, int64(MaxRollingCapacity))
+	}
+	if slots <= 0 || slots > MaxRollingSlots {
+		return fmt.Errorf("a rolling window's %d slots must be positive and at most %d", slots, MaxRollingSlots)
+	}
+	if period <= 0 || period%(time.Duration(slots)*time.Microsecond) != 0 {
+		return fmt.Errorf("a rolling %s in %d slots must make slots of whole microseconds", period, slots)
+	}
+	return nil
+}
+
+// ProviderMinuteSlots is how many slots a provider's per-minute limits are counted in: a second
+// each. While a backlog lasts, a rolling window lets through slots/(slots+1) of its capacity,
+// 60/61 of the limit.
+const ProviderMinuteSlots = 60
+
+// validateProviderRates checks that the limiter can hold each of the provider's per-minute
+// limits after headroom, as rolling windows of a minute.
 func (pr *Provider) validateProviderRates(paths ProviderPaths) field.ErrorList {
 	var errs field.ErrorList
-	check := func(p *field.Path, value any, n, fraction, minBurst int64) {
+	check := func(p *field.Path, value any, n int64) {
 		if n <= 0 {
 			return
 		}
-		rate, burst := PerMinuteBucket(n, fraction, minBurst)
-		if err := CheckRate(rate, time.Minute, burst); err != nil {
+		if err := CheckRolling(n, time.Minute, ProviderMinuteSlots); err != nil {
 			errs = append(errs, field.Invalid(p, value, "must fit the gateway's limiter: "+err.Error()))
 		}
 	}
-	check(paths.RequestsPerMinute, pr.RequestsPerMinute, pr.WithHeadroom(pr.RequestsPerMinute), RequestsBurstFraction, 0)
-	check(paths.TokensPerMinute, pr.TokensPerMinute, pr.WithHeadroom(pr.TokensPerMinute), TokensBurstFraction, MinTokenBurst)
+	check(paths.RequestsPerMinute, pr.RequestsPerMinute, pr.WithHeadroom(pr.RequestsPerMinute))
+	check(paths.TokensPerMinute, pr.TokensPerMinute, pr.WithHeadroom(pr.TokensPerMinute))
 	if micros, err := pr.SpendPerMinute.MicroDollars(); err == nil {
-		check(paths.SpendPerMinute, pr.SpendPerMinute, micros, SpendBurstFraction, 0)
+		check(paths.SpendPerMinute, pr.SpendPerMinute, micros)
 	}
 	return errs
 }

@@ -722,8 +722,8 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name:   "providers[].spendPerMinute past what the limiter holds",
-			mutate: func(c *gatewayv1.Config) { openai(c).SpendPerMinute = "70000" },
-			want:   []string{`providers[0].spendPerMinute: Invalid value: "70000": must fit the gateway's limiter`, "finer than the limiter can hold"},
+			mutate: func(c *gatewayv1.Config) { openai(c).SpendPerMinute = "2000000" },
+			want:   []string{`providers[0].spendPerMinute: Invalid value: "2000000": must fit the gateway's limiter`, "must be positive and at most 1099511627776"},
 		},
 		{
 			name:   "a rate finer than the limiter holds",

@@ -16,7 +16,7 @@
 //
 // The Gate also keeps what the provider's answers teach (a throttle pauses its queue and halves
 // this replica's share of its in-flight cap; rate-limit headers that report limits lower than
-// configured are learned, for the caller to compile into the provider's buckets), counts the
+// configured are learned, for the caller to compile into the provider's limits), counts the
 // calls in flight, and keeps this
 // replica's usage for the snapshot the operator reads. It speaks in values: the HTTP side turns
 // tickets and refusals into answers and headers.

@@ -172,7 +172,7 @@ func (d *dispatcher) ended(served bool) {
 // longer lower is forgotten. A remaining count of zero pauses dispatch until the provider said
 // it resets, held to minPause: its reset is when all of its limit is back, and a provider that
 // counts a rolling minute (as OpenAI's do) earns it back all along, while the gateway's own
-// buckets already pace to the limit. Held to maxPause, the queue stood still for up to its
+// rolling minute already holds to the limit. Held to maxPause, the queue stood still for up to its
 // retry maxDelay whenever the provider's minute was exactly full.
 func (d *dispatcher) reported(r Reported) bool {
 	d.mu.Lock()

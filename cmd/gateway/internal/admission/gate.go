@@ -203,7 +203,7 @@ func (g *Gate) Throttled(provider string, retryAfter time.Duration) {
 // Reported takes in the limits a provider's answer reported, and reports whether the limits
 // learned from the provider (those lower than configured) changed: the caller then compiles
 // the configuration anew with Learned (see policy.CompileLearned), so that the provider's
-// buckets pace to them. An answer that says a limit has nothing left pauses the provider's
+// rolling windows hold to them. An answer that says a limit has nothing left pauses the provider's
 // queue until it resets.
 func (g *Gate) Reported(provider string, r Reported) bool {
 	return g.dispatcher(provider).reported(r)

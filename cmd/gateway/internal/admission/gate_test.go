@@ -348,12 +348,18 @@ func admitted(t *testing.T, ctx context.Context, g *Gate, req Request, name stri
 
 func TestASmallTenantWaitsAtMostOneRound(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// One call a second: everything after the first waits in the queue.
-		pl := plan{requestsPerMinute: 60, tokensPerMinute: 6_000_000, tenants: []gatewayv1.Tenant{tenant("big", "bulk"), tenant("small", "one")}}
+		// One call in any rolling minute: the first goes at once, and everything after waits in
+		// the queue, one going each time the minute has rolled past the one before (61 s, since the
+		// limit counts a second in full until it is wholly past); a wait of up to 10 minutes, so the
+		// last of the eleven calls, 610 s away, is answered busy.
+		pl := plan{requestsPerMinute: 1, tokensPerMinute: 6_000_000, tenants: []gatewayv1.Tenant{tenant("big", "bulk"), tenant("small", "one")}}
+		for i := range pl.tenants {
+			pl.tenants[i].MaxWait.Duration = 10 * time.Minute
+		}
 		g, _, p := newGate(t, pl)
 		order := make(chan string, 64)
 		var wg sync.WaitGroup
-		for i := range 30 {
+		for i := range 10 {
 			admitted(t, t.Context(), g, request(t, p, "sk-big-bulk", 1000), fmt.Sprint("big-", i), order, &wg)
 			synctest.Wait() // in this order
 		}
@@ -380,15 +386,17 @@ func TestASmallTenantWaitsAtMostOneRound(t *testing.T) {
 
 func TestTheDoorRefusesALongWaitBeforeCharging(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// 6,000 tokens a minute are a bucket of 3,000 refilling 3,000 a minute: a backlog drains 50
-		// a second, and a lane with 3,000 tokens ahead waits a minute.
+		// 6,000 tokens in any rolling minute: a backlog drains 60/61 of that a minute, 98.4 tokens a
+		// second, and a lane with 6,000 tokens ahead waits 61 s. The first call refused waits 61 s
+		// for the second its predecessors took to leave the minute: the plan waits up to 2 minutes.
 		pl := plan{requestsPerMinute: 6000, tokensPerMinute: 6000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		pl.tenants[0].MaxWait.Duration = 2 * time.Minute
 		g, limiter, p := newGate(t, pl)
 		req := request(t, p, "sk-acme-alice", 1000)
 		ctx, cancel := context.WithCancel(t.Context())
 		var wg sync.WaitGroup
-		// The bucket's burst (3,000 tokens) lets three calls go; the rest queue, 1,000 tokens each.
-		for i := range 3 {
+		// The minute's 6,000 tokens let six calls go; the rest queue, 1,000 tokens each.
+		for i := range 6 {
 			if _, r := g.Admit(ctx, req); r != nil {
 				t.Fatalf("call %d refused: %+v", i, r)
 			}
@@ -422,8 +430,8 @@ func TestTheDoorRefusesALongWaitBeforeCharging(t *testing.T) {
 		if refusal.Position != queued+1 {
 			t.Errorf("position = %d; want %d (the %d queued, then this call)", refusal.Position, queued+1, queued)
 		}
-		// The call's own slot of the drain: 1,000 tokens at 50 a second.
-		soonest, slot := refusal.Estimate-time.Duration(comebackWait*float64(refusal.MaxWait)), 20*time.Second
+		// The call's own slot of the drain: 1,000 tokens at 6,000 × 60/61 a minute, 10.17 s.
+		soonest, slot := refusal.Estimate-time.Duration(comebackWait*float64(refusal.MaxWait)), time.Minute*61/360
 		if refusal.Estimate <= refusal.MaxWait || refusal.RetryAfter < soonest || refusal.RetryAfter >= soonest+slot {
 			t.Errorf("estimate %s, maxWait %s, retry after %s; want an estimate past maxWait, and to come back once the wait is within its share comebackWait of it, within the call's slot of the drain (%s)",
 				refusal.Estimate, refusal.MaxWait, refusal.RetryAfter, slot)
@@ -435,11 +443,12 @@ func TestTheDoorRefusesALongWaitBeforeCharging(t *testing.T) {
 
 func TestACallerThatLeavesIsNotCharged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pl := plan{requestsPerMinute: 60, tokensPerMinute: 6_000_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		pl := plan{requestsPerMinute: 1, tokensPerMinute: 6_000_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
 		pl.tenants[0].Budget = &gatewayv1.Budget{Amount: "10.00", Period: gatewayv1.PeriodMonth}
+		pl.tenants[0].MaxWait.Duration = 2 * time.Minute // the next request of the minute is 61 s away
 		g, limiter, p := newGate(t, pl)
 		req := request(t, p, "sk-acme-alice", 1000)
-		first, r := g.Admit(t.Context(), req) // takes the only request of this second
+		first, r := g.Admit(t.Context(), req) // takes the only request of this rolling minute
 		if r != nil {
 			t.Fatalf("first call refused: %+v", r)
 		}
@@ -462,7 +471,7 @@ func TestACallerThatLeavesIsNotCharged(t *testing.T) {
 		if n := g.Usage(t.Context()).Tenants[0].Queued; n != 0 {
 			t.Errorf("queued after the caller left = %d; want 0", n)
 		}
-		time.Sleep(5 * time.Second) // long enough for the queue to have sent it, were it still there
+		time.Sleep(time.Minute + 2*time.Second) // long enough for the queue to have sent it, were it still there: the minute rolled past the first call
 		synctest.Wait()
 		if got := left(t, limiter, req)[budget]; got != before {
 			t.Errorf("budget left = %d; want %d: the caller that left is not charged", got, before)
@@ -621,10 +630,12 @@ func TestAJobAttemptTakenOverIsRefusedAndHoldsNothing(t *testing.T) {
 // before it, one slot of the drain later (its cost over the rate), never all at the same second.
 func TestACrowdTurnedAwayComesBackSpreadAtTheDrainRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// 6,000 tokens a minute are a bucket of 3,000 refilling 3,000 a minute: a backlog drains 50
-		// a second, and a call of 1,000 tokens is a slot of 20 s.
-		const slot = 20 * time.Second
+		// 6,000 tokens in any rolling minute: a backlog drains 60/61 of that a minute, and a call
+		// of 1,000 tokens is a slot of 10.17 s. The first call refused waits 61 s for the second its
+		// predecessors took to leave the minute: the plan waits up to 2 minutes.
+		const slot = time.Minute * 61 / 360
 		pl := plan{requestsPerMinute: 6000, tokensPerMinute: 6000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		pl.tenants[0].MaxWait.Duration = 2 * time.Minute
 		g, _, p := newGate(t, pl)
 		req := request(t, p, "sk-acme-alice", 1000)
 		ctx, cancel := context.WithCancel(t.Context())

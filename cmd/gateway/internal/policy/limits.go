@@ -113,10 +113,10 @@ func dimension(l gatewayv1.Limit) (ratelimit.Dimension, int64, error) {
 
 // providerRules builds a provider's own limits, each at its headroom share of the published one.
 //
-// A provider counts its per-minute limits on a rolling minute, so a bucket that allowed a full
-// minute at once and then refilled would pass the limit within the minute. A provider's bucket
-// therefore holds a small burst (one second of requests, six seconds of tokens and dollars) and
-// refills at the limit less that burst: no rolling minute ever sees more than the limit.
+// A provider counts its per-minute limits on a rolling minute: no sixty seconds may hold more than
+// the limit. The gateway counts them the same way, as rolling windows of a minute in slots of a
+// second (see perMinute): no rolling minute ever sees more than the limit, a backlog drains at
+// 60/61 of it, and a call as large as the whole limit can pass.
 func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 	var out []rule
 	add := func(r rule, err error) error {
@@ -129,12 +129,12 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 	prefix := providerKey(p.Name, "provider")
 	level := ratelimit.LevelProvider
 	if n := p.WithHeadroom(p.RequestsPerMinute); n > 0 {
-		if err := add(b.perMinute(prefix+":requests:minute", ratelimit.Requests, n, gatewayv1.RequestsBurstFraction)); err != nil {
+		if err := add(b.perMinute(prefix+":requests:minute", ratelimit.Requests, n)); err != nil {
 			return nil, err
 		}
 	}
 	if n := p.WithHeadroom(p.TokensPerMinute); n > 0 {
-		if err := add(b.perMinute(prefix+":tokens:minute", ratelimit.Tokens, n, gatewayv1.TokensBurstFraction)); err != nil {
+		if err := add(b.perMinute(prefix+":tokens:minute", ratelimit.Tokens, n)); err != nil {
 			return nil, err
 		}
 	}
@@ -146,7 +146,7 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 		}
 	}
 	if n, _ := p.SpendPerMinute.MicroDollars(); n > 0 { // validated already
-		if err := add(b.perMinute(prefix+":microdollars:minute", ratelimit.MicroDollars, n, gatewayv1.SpendBurstFraction)); err != nil {
+		if err := add(b.perMinute(prefix+":microdollars:minute", ratelimit.MicroDollars, n)); err != nil {
 			return nil, err
 		}
 	}
@@ -162,16 +162,12 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 	return out, nil
 }
 
-// perMinute is a provider's per-minute limit n as a bucket with a burst of n/fraction that
-// refills at n less the burst, so no rolling minute passes n. Tokens get a burst of at least
-// gatewayv1.MinTokenBurst (at most half the minute): the burst is also the largest call that can pass.
-func (b *builder) perMinute(key string, dim ratelimit.Dimension, n, fraction int64) (rule, error) {
-	var minBurst int64
-	if dim == ratelimit.Tokens {
-		minBurst = gatewayv1.MinTokenBurst
-	}
-	rate, burst := gatewayv1.PerMinuteBucket(n, fraction, minBurst)
-	return b.bucket(key, ratelimit.LevelProvider, dim, rate, time.Minute, burst)
+// perMinute is a provider's per-minute limit n as a rolling window of a minute in
+// gatewayv1.ProviderMinuteSlots slots, each replica's fail-open share of it a rolling window too.
+func (b *builder) perMinute(key string, dim ratelimit.Dimension, n int64) (rule, error) {
+	return b.pair(func(share func(int64) int64) (*ratelimit.Limit, error) {
+		return ratelimit.NewRolling(key, ratelimit.LevelProvider, dim, share(n), time.Minute, gatewayv1.ProviderMinuteSlots)
+	})
 }
 
 // LeaseTTL is how long Redis holds a call's slot in flight unless the call's gateway renews it,

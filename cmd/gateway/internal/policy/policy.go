@@ -69,8 +69,8 @@ type Provider struct {
 	APIKey string
 	// Prices are the configuration's prices, read once.
 	Prices gatewayv1.MicroPrices
-	// Learned are the limits the provider reported lower than configured, which its buckets
-	// pace to in place of the configured ones. Zero fields mean none lower.
+	// Learned are the limits the provider reported lower than configured, which its rolling
+	// windows hold to in place of the configured ones. Zero fields mean none lower.
 	Learned gatewayv1.LearnedLimits
 
 	limits []rule // the global limits, shared by every provider, then the provider's own
@@ -193,15 +193,16 @@ func paced(cfg *gatewayv1.Provider, learned gatewayv1.LearnedLimits) *gatewayv1.
 }
 
 // SustainedTokensPerMinute is the tokens per minute the gateway lets through to the provider
-// while a backlog lasts: the configured or learned limit, after headroom, less the burst its
-// bucket holds (see perMinute). Zero means no limit.
+// while a backlog lasts: the configured or learned limit, after headroom, times slots/(slots+1),
+// since its rolling window counts the oldest slot in full while part of it is past (see
+// perMinute). Zero means no limit.
 func (p *Provider) SustainedTokensPerMinute() int64 {
 	n := p.Config.WithHeadroom(cmp.Or(p.Learned.TokensPerMinute, p.Config.TokensPerMinute))
 	if n <= 0 {
 		return 0
 	}
-	rate, _ := gatewayv1.PerMinuteBucket(n, gatewayv1.TokensBurstFraction, gatewayv1.MinTokenBurst)
-	return rate
+	const slots = gatewayv1.ProviderMinuteSlots
+	return n * slots / (slots + 1)
 }
 
 // ReadSecret reads a secret (an API key, a password) from a file of its own; an empty path is no

@@ -1,7 +1,10 @@
 package policy
 
 import (
+	"context"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -47,15 +50,15 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 	route := p.Route("gpt-4o-mini")
 	cost := Cost{Tokens: 900, MicroDollars: 2700}
 	got := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, cost, Shared, "lease")))
-	// 95% headroom on 1,500 RPM, 300,000 TPM and 200 in flight (the provider buckets hold one
-	// second of requests and six of tokens); $5,000 a month in micro-dollars.
+	// 95% headroom on 1,500 RPM, 300,000 TPM and 200 in flight (the provider's per-minute limits
+	// are rolling windows of the whole limit); $5,000 a month in micro-dollars.
 	want := []check{
 		{Key: "{tenant:acme}:user:alice:requests:day", Level: "user", Capacity: 1000, Cost: 1},
 		{Key: "{tenant:acme}:tenant:tokens:minute", Level: "tenant", Capacity: 200000, Cost: 900},
 		{Key: "{tenant:acme}:tenant:budget", Level: "tenant", Capacity: 5_000_000_000, Cost: 2700},
 		{Key: "{tenant:acme}:endpoint:chat:requests:minute", Level: "endpoint", Capacity: 60, Cost: 1},
-		{Key: "{openai}:provider:requests:minute", Level: "provider", Capacity: 23, Cost: 1},
-		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 28500, Cost: 900},
+		{Key: "{openai}:provider:requests:minute", Level: "provider", Capacity: 1425, Cost: 1},
+		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 285_000, Cost: 900},
 		{Key: "{openai}:provider:inflight", Level: "provider", Capacity: 190, Cost: 1},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -64,6 +67,36 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 	embeddings := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointEmbeddings, cost, Shared, "lease")))
 	if len(embeddings) != len(want)-1 {
 		t.Errorf("embeddings checks = %d; want %d: the chat endpoint's limit applies to chat only", len(embeddings), len(want)-1)
+	}
+}
+
+// TestProviderTokensPerMinuteAreARollingMinute decides on the provider's tokens per minute, shared
+// and local, as compiled: a call of the whole limit after headroom passes on an empty minute, and
+// one token more waits until the second that call took from has left the rolling minute, 61 s
+// from its start (the window counts that second in full until it is wholly past).
+func TestProviderTokensPerMinuteAreARollingMinute(t *testing.T) {
+	p := compileExample(t, 4)
+	alice, route := p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini")
+	start := time.Date(2026, 11, 30, 22, 0, 0, 0, time.UTC)
+	for _, scope := range []Share{Shared, Local} {
+		checks, _ := Checks(nil, alice, route, gatewayv1.EndpointChat, Cost{}, scope, "l")
+		i := slices.IndexFunc(checks, func(c ratelimit.Check) bool { return c.Limit.Key == "{openai}:provider:tokens:minute" })
+		tokens := checks[i].Limit
+		want := int64(285_000)
+		if scope == Local {
+			want /= 4
+		}
+		m, ctx := ratelimit.NewMemory(), context.Background()
+		if d, err := m.Decide(ctx, []ratelimit.Check{{Limit: tokens, Cost: want}}, start.Add(300*time.Millisecond)); err != nil || !d.Allowed {
+			t.Fatalf("share %d: a call of the whole %d tokens: %+v, %v; want allowed", scope, want, d, err)
+		}
+		d, err := m.Decide(ctx, []ratelimit.Check{{Limit: tokens, Cost: 1}}, start.Add(59*time.Second))
+		if err != nil || d.Allowed || d.RetryAfter != 2*time.Second {
+			t.Errorf("share %d: one token more 59 s later: %+v, %v; want refused for 2 s", scope, d, err)
+		}
+		if d, err := m.Decide(ctx, []ratelimit.Check{{Limit: tokens, Cost: want}}, start.Add(61*time.Second)); err != nil || !d.Allowed {
+			t.Errorf("share %d: the whole limit again 61 s after the first second began: %+v, %v; want allowed", scope, d, err)
+		}
 	}
 }
 
@@ -86,7 +119,7 @@ func TestSettlementChargesTheDifferenceAndFreesTheSlot(t *testing.T) {
 	want := []check{
 		{Key: "{tenant:acme}:tenant:tokens:minute", Level: "tenant", Capacity: 200000, Cost: -850},
 		{Key: "{tenant:acme}:tenant:budget", Level: "tenant", Capacity: 5_000_000_000, Cost: -2550},
-		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 28500, Cost: -850},
+		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 285_000, Cost: -850},
 		{Key: "{openai}:provider:inflight", Level: "provider", Capacity: 190, Cost: -1},
 	}
 	if diff := cmp.Diff(want, summarize(got)); diff != "" {
@@ -242,7 +275,7 @@ func TestRouteFindsDatedSnapshotsAndAliases(t *testing.T) {
 	}
 }
 
-func TestLearnedLimitsLowerTheProvidersBuckets(t *testing.T) {
+func TestLearnedLimitsLowerTheProvidersLimits(t *testing.T) {
 	cfg, err := gatewayv1.Load("../../../../api/gateway/v1/testdata/two-tenants.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -258,8 +291,8 @@ func TestLearnedLimitsLowerTheProvidersBuckets(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := summarize(first(Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{}, Shared, "l")))
-	// 95% of 600 RPM is 570, a bucket of 9 (one second); tokens stay at 95% of 300,000.
-	want := map[string]int64{"{openai}:provider:requests:minute": 9, "{openai}:provider:tokens:minute": 28500}
+	// 95% of 600 RPM is 570; tokens stay at 95% of 300,000.
+	want := map[string]int64{"{openai}:provider:requests:minute": 570, "{openai}:provider:tokens:minute": 285_000}
 	for _, c := range got {
 		if w, ok := want[c.Key]; ok && c.Capacity != w {
 			t.Errorf("%s: capacity %d; want %d", c.Key, c.Capacity, w)
@@ -268,8 +301,8 @@ func TestLearnedLimitsLowerTheProvidersBuckets(t *testing.T) {
 	if got := p.Provider("openai").Config.RequestsPerMinute; got != 1500 {
 		t.Errorf("the provider's configuration says %d RPM; want 1500, as configured", got)
 	}
-	// 285,000 less the bucket's burst of 28,500.
-	if got := p.Provider("openai").SustainedTokensPerMinute(); got != 256_500 {
-		t.Errorf("SustainedTokensPerMinute() = %d; want 256500", got)
+	// 285,000 × 60/61: the rolling window counts 61 slots of a second while 60 pass.
+	if got := p.Provider("openai").SustainedTokensPerMinute(); got != 280_327 {
+		t.Errorf("SustainedTokensPerMinute() = %d; want 280327", got)
 	}
 }

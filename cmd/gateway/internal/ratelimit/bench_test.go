@@ -15,13 +15,15 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/time/rate"
 
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/test/redisserver"
 )
 
 // fiveLevels is a request's checks at every level, keyed as the gateway keys them: a user's
 // daily quota, a tenant's tokens per minute and an endpoint's requests per minute under the
 // tenant's hash tag, the global requests per minute under its own and the provider's tokens per
-// minute under the provider's, with capacities no benchmark exhausts.
+// minute, a rolling window as the gateway builds it, under the provider's, with capacities no
+// benchmark exhausts.
 func fiveLevels(b *testing.B) []Check {
 	const huge = 1 << 50
 	limits := []*Limit{
@@ -29,7 +31,7 @@ func fiveLevels(b *testing.B) []Check {
 		mustLimit(NewBucket("{tenant:acme}:tenant:tokens:minute", LevelTenant, Tokens, 1_000_000, time.Second, huge)),
 		mustLimit(NewBucket("{tenant:acme}:endpoint:chat:requests:minute", LevelEndpoint, Requests, 1_000_000, time.Second, huge)),
 		mustLimit(NewBucket("{sluice:global}:requests:minute", LevelGlobal, Requests, 1_000_000, time.Second, huge)),
-		mustLimit(NewBucket("{openai}:provider:tokens:minute", LevelProvider, Tokens, 1_000_000, time.Second, huge)),
+		mustLimit(NewRolling("{openai}:provider:tokens:minute", LevelProvider, Tokens, gatewayv1.MaxRollingCapacity, time.Minute, gatewayv1.ProviderMinuteSlots)),
 	}
 	checks := make([]Check, len(limits))
 	for i, l := range limits {

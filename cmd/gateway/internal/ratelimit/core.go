@@ -5,14 +5,75 @@ import "time"
 // state is one key's state, in nanoseconds since the Unix epoch where it holds a time.
 //   - bucket: a is the theoretical arrival time (the bucket is full at a or before);
 //   - window: a is the end of the window, b what was used in it;
+//   - rolling: a is the newest slot that counts (its start over the slot's length), b what it
+//     counts; the counts of the slots before it are in a slotRing kept beside the state (in a
+//     Memory store's cell, or read with it from Redis), which the core functions take as older;
 //   - concurrency: b is the count in flight.
+//
+// Only a rolling window needs more than two numbers. Its ring is kept beside the state rather
+// than in it, so that every kind's state stays two numbers, copied in registers and stored in a
+// decision's arrays as cheaply as before rolling windows came.
 type state struct{ a, b int64 }
 
-// evaluate checks cost on l, in state s, at now (ns): the pure core. It records the result as
-// check i of d and returns the state to store if the whole decision allows, and whether this
-// check passed. (Writing into d, rather than returning a result struct, keeps the hot path in
+// slotRing holds a rolling window's counts of the slots before its newest: slots+1 entries, slot
+// j's at j modulo that length, each tagged with its slot so that an entry left by a slot that has
+// since left the window counts nothing, and nothing needs clearing.
+//
+// An entry is written when a decision moves the window on to a newer slot, even when that
+// decision is then refused and its state not stored: the entry written is the count of the slot
+// the stored state still holds as its newest (which a decision reads from the state, not the
+// ring), and it replaces only a slot that no window from then on counts, so no decision can
+// tell. This lets a decision on a rolling window, like one on the other kinds, return the state
+// to store without copying the ring.
+type slotRing struct {
+	entries []slotCount
+	// sum caches what the entries of slots from up to, not including, to count, until an entry
+	// changes (once a slot at most): a decision in the same slot as the one before it finds what
+	// the window counts without going through every entry.
+	from, to, sum int64
+	summed        bool
+}
+
+type slotCount struct{ slot, count int64 }
+
+func newSlotRing(l *Limit) *slotRing {
+	return &slotRing{entries: make([]slotCount, l.slots+1)}
+}
+
+// count returns what slot j counts in the ring: nothing when its entry holds another slot.
+func (r *slotRing) count(j int64) int64 {
+	if e := r.entries[j%int64(len(r.entries))]; e.slot == j {
+		return e.count
+	}
+	return 0
+}
+
+func (r *slotRing) put(j, count int64) {
+	r.entries[j%int64(len(r.entries))] = slotCount{slot: j, count: count}
+	r.summed = false
+}
+
+// countBetween returns what the slots from up to, not including, to count in the ring.
+func (r *slotRing) countBetween(from, to int64) int64 {
+	if r.summed && r.from == from && r.to == to {
+		return r.sum
+	}
+	var sum int64
+	for _, e := range r.entries {
+		if e.slot >= from && e.slot < to {
+			sum += e.count
+		}
+	}
+	r.from, r.to, r.sum, r.summed = from, to, sum, true
+	return sum
+}
+
+// evaluate checks cost on l, in state s (and older, a rolling window's ring), at now (ns): the
+// pure core, but for the ring's entries a rolling window may write (see slotRing). It records
+// the result as check i of d and returns the state to store if the whole decision allows, and
+// whether this check passed. (Writing into d, rather than returning a result struct, keeps the hot path in
 // registers.)
-func (d *Decision) evaluate(i int, l *Limit, s state, cost, now int64) (state, bool) {
+func (d *Decision) evaluate(i int, l *Limit, s state, older *slotRing, cost, now int64) (state, bool) {
 	if cost > l.capacity {
 		// Refused before any arithmetic, which a huge cost would overflow.
 		d.Remaining[i] = 0
@@ -24,6 +85,8 @@ func (d *Decision) evaluate(i int, l *Limit, s state, cost, now int64) (state, b
 		return d.evaluateBucket(i, l, s, cost, now)
 	case window:
 		return d.evaluateWindow(i, l, rollWindow(l, s, now), cost, now)
+	case rolling:
+		return d.evaluateRolling(i, l, s, older, cost, now)
 	default:
 		return d.evaluateConcurrency(i, l, s, cost)
 	}
@@ -65,6 +128,100 @@ func (d *Decision) evaluateWindow(i int, l *Limit, s state, cost, now int64) (st
 	return state{a: s.a, b: s.b + cost}, true
 }
 
+// evaluateRolling counts every slot that overlaps the period before now, the oldest in full
+// although part of it is past: what it allows is then never more than the capacity in any span
+// of the period, since every unit taken in such a span lies in a slot the span's last decision
+// counted.
+func (d *Decision) evaluateRolling(i int, l *Limit, s state, older *slotRing, cost, now int64) (state, bool) {
+	slot := l.chargedSlot(s, now)
+	used := l.counted(s, older, slot)
+	if used+cost > l.capacity {
+		d.Remaining[i] = max(l.capacity-used, 0)
+		d.Reset[i] = time.Duration(l.rollingReset(s, older, now))
+		d.refuse(i, l.rollingWait(s, older, slot, used+cost-l.capacity, now), false)
+		return s, false
+	}
+	next := moveTo(s, older, slot)
+	next.b = max(next.b+cost, 0)
+	d.Remaining[i] = l.capacity - used - cost
+	if next.b > 0 { // the newest slot holds something: the window is whole once it is past
+		d.Reset[i] = time.Duration(l.slotEnd(slot) - now)
+	} else {
+		d.Reset[i] = time.Duration(l.rollingReset(next, older, now))
+	}
+	return next, true
+}
+
+// chargedSlot is the slot a rolling window takes from at now: now's, or the newest that counts
+// when the clock stepped back, since it leaves the window last.
+func (l *Limit) chargedSlot(s state, now int64) int64 {
+	return max(s.a, l.units(now))
+}
+
+// counted returns what a rolling window in s counts for a decision in slot: every slot from
+// slot-slots (its oldest, partly past) to the newest.
+func (l *Limit) counted(s state, older *slotRing, slot int64) int64 {
+	oldest := slot - l.slots
+	if s.a < oldest {
+		return 0
+	}
+	if older == nil {
+		return s.b
+	}
+	return s.b + older.countBetween(oldest, s.a)
+}
+
+// countOf returns what slot j counts in a rolling window.
+func countOf(s state, older *slotRing, j int64) int64 {
+	switch {
+	case j == s.a:
+		return s.b
+	case j > s.a || older == nil:
+		return 0
+	default:
+		return older.count(j)
+	}
+}
+
+// moveTo returns s with slot as its newest: the newest so far goes into the ring (see slotRing).
+func moveTo(s state, older *slotRing, slot int64) state {
+	if slot == s.a {
+		return s
+	}
+	if s.b != 0 && older != nil {
+		older.put(s.a, s.b)
+	}
+	return state{a: slot}
+}
+
+// slotEnd returns when slot j leaves a rolling window: the first instant no decision counts it.
+func (l *Limit) slotEnd(j int64) int64 {
+	return (j + l.slots + 1) * int64(l.interval)
+}
+
+// rollingWait returns how long a decision refused in slot must wait for excess units to leave:
+// until the oldest slots that hold them are past.
+func (l *Limit) rollingWait(s state, older *slotRing, slot, excess, now int64) int64 {
+	for j := slot - l.slots; j < s.a; j++ {
+		if excess -= countOf(s, older, j); excess <= 0 {
+			return l.slotEnd(j) - now
+		}
+	}
+	return l.slotEnd(s.a) - now // the cost fits once every slot is past
+}
+
+// rollingReset returns how long until a rolling window counts nothing: until its newest slot that
+// holds anything is past.
+func (l *Limit) rollingReset(s state, older *slotRing, now int64) int64 {
+	oldest := l.chargedSlot(s, now) - l.slots
+	for j := s.a; j >= oldest; j-- {
+		if countOf(s, older, j) > 0 {
+			return l.slotEnd(j) - now
+		}
+	}
+	return 0
+}
+
 func (d *Decision) evaluateConcurrency(i int, l *Limit, s state, cost int64) (state, bool) {
 	if s.b+cost > l.capacity {
 		d.Remaining[i] = max(l.capacity-s.b, 0)
@@ -86,9 +243,9 @@ func (d *Decision) refuse(i int, wait int64, never bool) {
 }
 
 // reading is what l holds in state s at now (ns): what a decision of cost zero reports.
-func reading(l *Limit, s state, now int64) Reading {
+func reading(l *Limit, s state, older *slotRing, now int64) Reading {
 	var d Decision
-	d.evaluate(0, l, s, 0, now)
+	d.evaluate(0, l, s, older, 0, now)
 	return Reading{Remaining: d.Remaining[0], Reset: d.Reset[0]}
 }
 
@@ -108,7 +265,7 @@ func (l *Limit) units(ns int64) int64 {
 
 // settle adds delta (negative to refund) to s without checking the limit: the request already
 // went, and what it really cost is owed. Nothing goes below empty.
-func settle(l *Limit, s state, delta, now int64) state {
+func settle(l *Limit, s state, older *slotRing, delta, now int64) state {
 	// No real call is worth more than a few bursts; a larger delta is a bug or a lie, and would
 	// overflow the arithmetic below.
 	delta = min(max(delta, -4*l.capacity), 4*l.capacity)
@@ -118,18 +275,26 @@ func settle(l *Limit, s state, delta, now int64) state {
 	case window:
 		s = rollWindow(l, s, now)
 		return state{a: s.a, b: max(s.b+delta, 0)}
+	case rolling:
+		// A settlement counts in the current slot, like a new decision: what was really used, and
+		// what is given back, are known only now.
+		s = moveTo(s, older, l.chargedSlot(s, now))
+		s.b = min(max(s.b+delta, 0), 4*l.capacity)
+		return s
 	default:
 		return state{b: max(s.b+delta, 0)}
 	}
 }
 
 // idle reports whether s is what a key with no state means, so the key can be dropped.
-func idle(l *Limit, s state, now int64) bool {
+func idle(l *Limit, s state, older *slotRing, now int64) bool {
 	switch l.kind {
 	case bucket:
 		return s.a <= now
 	case window:
 		return s.a <= now || s.b == 0
+	case rolling:
+		return l.rollingReset(s, older, now) == 0
 	default:
 		return s.b == 0
 	}

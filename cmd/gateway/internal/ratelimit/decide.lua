@@ -12,11 +12,21 @@
 --   'b' bucket:      p1 = microseconds to earn one unit; the value is the theoretical arrival time.
 --   'w' window:      p1 = end of the current window by the caller's clock, p2 = end of the next
 --                    (microseconds); the value is "end used".
+--   'r' rolling:     p1 = "width slots", a slot's length (microseconds) and how many slots make
+--                    the period; p2 = ''. The value is "newest count older count ...": the newest
+--                    slot (its start over the slot's length), what it counts, what the slots
+--                    before it count in all, then what each of them counts, newest first, down
+--                    to the oldest that counts anything. A decision counts every slot
+--                    from slot-slots (partly past) to the newest, so no span of the period passes
+--                    the capacity; it takes from its own slot, or from the newest if the clock
+--                    stepped back. A settlement adds to that slot too, none going below zero.
 --   'c' concurrency: p1 = lease time to live (microseconds), p2 = lease id; the value is a sorted
 --                    set of leases scored by expiry, so a dead gateway's slots free themselves.
 -- A settlement whose mark exists was applied before and does nothing; one that applies sets it.
 -- An undo is a settlement whose window checks carry, in p1 and p2, the end of the window the
--- decision took from: a window gives back only to it, never to the next one.
+-- decision took from: a window gives back only to it, never to the next one. Its rolling checks
+-- carry in p2 when the slot the decision took from leaves the window: a rolling window gives back
+-- only to that slot, and only while it still counts, never to a newer one.
 -- Returns, for each decision in turn (settlements, undos and renewals return nothing): allowed,
 -- refused index (0-based, -1 for none), wait, never, the decision's now, then remaining and reset
 -- per check; times in microseconds.
@@ -56,15 +66,79 @@ end
 local values = call('MGET', unpack(KEYS))
 
 -- The state of each key as the batch goes: a bucket's arrival time in a; a window's end in a and
--- use in b; a concurrency count in b. written[k] holds the now of a bucket's or window's last
--- change, to store; leases[k][lease] a lease's new expiry, or false once released; ttls[k] the
--- lease time to live to set on the key.
-local sa, sb, kinds, written, leases, ttls = {}, {}, {}, {}, {}, {}
+-- use in b; a rolling window's newest slot in a and its counts by slot in b; a concurrency count
+-- in b. written[k] holds the now of a bucket's or window's last change, to store; leases[k][lease]
+-- a lease's new expiry, or false once released; ttls[k] the lease time to live to set on the key;
+-- shapes[k] a rolling window's p1.
+local sa, sb, kinds, written, leases, ttls, shapes = {}, {}, {}, {}, {}, {}, {}
 -- marks[k] holds how long to keep settlement mark k (milliseconds) once it is to be set.
 local marks = {}
 
 local function ms(us)
   return max(ceil(us / 1000), 1)
+end
+
+-- shape returns a rolling window's slot length and slot count from its p1, "width slots".
+local parsedShapes = {}
+local function shape(p1)
+  local v = parsedShapes[p1]
+  if v == nil then
+    local sep = string.find(p1, ' ', 1, true)
+    v = {tonumber(string.sub(p1, 1, sep - 1)), tonumber(string.sub(p1, sep + 1))}
+    parsedShapes[p1] = v
+  end
+  return v[1], v[2]
+end
+
+-- parseRolling returns a rolling window's newest slot and its counts by slot from its value. A
+-- value of another form (a bucket's, from before the limit was a rolling window) counts nothing.
+-- It reads the newest slot, its count and the sum of the older counts at once, and the older
+-- counts themselves only when a decision needs them (see olderCounts): while the clock stays in
+-- the newest slot, the sum is all a decision needs. Beside the counts, the table keeps top, the
+-- newest slot as read; tail, the older counts as stored; stored, their sum; parsed, whether they
+-- have been read; changed, whether one of them has changed since; and from, to and sum, what the
+-- slots from up to, not including, to count, so that a batch's decisions in one slot sum the
+-- older slots once.
+local function parseRolling(v)
+  local first = v and string.find(v, ' ', 1, true)
+  local second = first and string.find(v, ' ', first + 1, true)
+  if not second then return 0, {parsed = true} end
+  local third = string.find(v, ' ', second + 1, true)
+  local newest = tonumber(string.sub(v, 1, first - 1))
+  local counts = {[newest] = tonumber(string.sub(v, first + 1, second - 1))}
+  counts.top, counts.stored = newest, tonumber(string.sub(v, second + 1, (third or 0) - 1))
+  counts.tail = third and string.sub(v, third) or ''
+  counts.parsed = third == nil
+  return newest, counts
+end
+
+-- olderCounts reads the older counts of a rolling window's value into its counts b, once.
+local function olderCounts(b)
+  if not b.parsed then
+    local j = b.top - 1
+    for field in string.gmatch(b.tail, '%S+') do
+      b[j] = tonumber(field)
+      j = j - 1
+    end
+    b.parsed = true
+  end
+end
+
+-- olderSum returns what the slots of counts b from up to, not including, to count. The sum read
+-- with the value serves while no older slot has changed and none has left the window: every
+-- older slot stored is at least the newest less slots.
+local function olderSum(b, from, to, slots)
+  if b.from ~= from or b.to ~= to then
+    local sum = 0
+    if b.top and to == b.top and from <= to - slots and not b.changed then
+      sum = b.stored
+    else
+      olderCounts(b)
+      for j = from, to - 1 do sum = sum + (b[j] or 0) end
+    end
+    b.from, b.to, b.sum = from, to, sum
+  end
+  return b.sum
 end
 
 local function load(k, kind, now)
@@ -78,6 +152,8 @@ local function load(k, kind, now)
       local sep = string.find(v, ' ', 1, true)
       sa[k], sb[k] = tonumber(string.sub(v, 1, sep - 1)), tonumber(string.sub(v, sep + 1))
     end
+  elseif kind == 'r' then
+    sa[k], sb[k] = parseRolling(v)
   else
     call('ZREMRANGEBYSCORE', KEYS[k], '-inf', now)
     sa[k], sb[k] = 0, call('ZCARD', KEYS[k])
@@ -107,10 +183,15 @@ local function holds(k, lease)
   return held ~= false
 end
 
--- change records key k's new state. A concurrency limit counts a lease once however often it is
--- taken, and a release only of a lease it holds.
+-- change records key k's new state. A rolling window adds delta to slot a of its counts b. A
+-- concurrency limit counts a lease once however often it is taken, and a release only of a lease
+-- it holds.
 local function change(k, kind, a, b, p1, p2, delta, now)
-  if kind ~= 'c' then
+  if kind == 'r' then
+    if a < sa[k] then b.to, b.changed = nil, true end -- an older slot changed
+    b[a] = max((b[a] or 0) + delta, 0)
+    sa[k], written[k], shapes[k] = max(sa[k], a), now, p1
+  elseif kind ~= 'c' then
     sa[k], sb[k], written[k] = a, b, now
   elseif delta > 0 then
     if not holds(k, p2) then sb[k] = sb[k] + 1 end
@@ -121,11 +202,48 @@ local function change(k, kind, a, b, p1, p2, delta, now)
   end
 end
 
+-- rollingReset returns how long until a rolling window counts nothing: until the newest of its
+-- slots from oldest on that counts anything is past.
+local function rollingReset(counts, newest, oldest, width, slots, now)
+  olderCounts(counts)
+  for j = newest, oldest, -1 do
+    if (counts[j] or 0) > 0 then return (j + slots + 1) * width - now end
+  end
+  return 0
+end
+
+-- evaluateRolling is evaluate for a rolling window: a is its newest slot, b its counts; the state
+-- it returns is the slot to take from, and the counts.
+local function evaluateRolling(cap, p1, a, b, cost, now)
+  local width, slots = shape(p1)
+  local slot = max(a, floor(now / width))
+  local oldest = slot - slots
+  local used = 0
+  if oldest <= a then used = (b[a] or 0) + olderSum(b, oldest, a, slots) end
+  if used + cost > cap then
+    olderCounts(b)
+    -- The wait is until the oldest slots that hold the excess are past.
+    local excess, wait = used + cost - cap, 0
+    for j = oldest, a do
+      excess = excess - (b[j] or 0)
+      if excess <= 0 then
+        wait = (j + slots + 1) * width - now
+        break
+      end
+    end
+    return false, false, wait, max(cap - used, 0), rollingReset(b, a, oldest, width, slots, now), a, b
+  end
+  local reset = (slot + slots + 1) * width - now
+  if (b[slot] or 0) + cost <= 0 then reset = rollingReset(b, a, oldest, width, slots, now) end
+  return true, false, 0, cap - used - cost, reset, slot, b
+end
+
 -- evaluate returns ok, never, wait, remaining, reset and the new state (a, b).
 local function evaluate(kind, cap, p1, a, b, cost, now)
   if cost > cap then
     return false, true, 0, 0, 0, a, b -- waiting will not help
   end
+  if kind == 'r' then return evaluateRolling(cap, p1, a, b, cost, now) end
   if kind == 'b' then
     local interval = num(p1)
     local tolerance = cap * interval
@@ -147,8 +265,26 @@ local function evaluate(kind, cap, p1, a, b, cost, now)
   return true, false, 0, cap - b - cost, reset, a, b + cost
 end
 
+-- settleRolling returns the slot of a rolling window (newest slot a, counts b) that a settlement
+-- adds to, what it adds there (no slot going below zero, nor above four capacities) and whether
+-- it applies: the current slot; for an undo, the slot its decision took from (p2 is when that
+-- slot leaves), and nothing once that slot no longer counts.
+local function settleRolling(cap, p1, p2, a, b, delta, now, undo)
+  local width, slots = shape(p1)
+  local slot = max(a, floor(now / width))
+  if undo then
+    local took = num(p2) / width - slots - 1
+    if took > a or took < slot - slots then return took, 0, false end
+    slot = took
+    olderCounts(b)
+  end
+  local before = b[slot] or 0
+  return slot, min(max(before + delta, 0), 4 * cap) - before, true
+end
+
 -- settle adds each check's cost. With undo set, a window check's p1 is the end of the window its
--- decision took from, and a window that has moved on since is left as it is.
+-- decision took from, and a window that has moved on since is left as it is; a rolling check's p2
+-- names the slot its decision took from (see settleRolling).
 local function settle(base, n, now, mark, keep, undo)
   if mark > 0 then
     if values[mark] or marks[mark] then return end -- applied before
@@ -158,12 +294,16 @@ local function settle(base, n, now, mark, keep, undo)
     local k, kind, cap, p1, p2 = num(ARGV[j]), ARGV[j + 1], num(ARGV[j + 2]), ARGV[j + 3], ARGV[j + 4]
     local delta = min(max(num(ARGV[j + 5]), -4 * cap), 4 * cap)
     local a, b = state(k, kind, p1, p2, now)
+    local apply = true
     if kind == 'b' then
       a = max(max(a, now) + delta * num(p1), now)
     elseif kind == 'w' then
       b = max(b + delta, 0)
+      apply = not (undo and (a ~= num(p1) or now >= a))
+    elseif kind == 'r' then
+      a, delta, apply = settleRolling(cap, p1, p2, a, b, delta, now, undo)
     end
-    if not (undo and kind == 'w' and (a ~= num(p1) or now >= a)) then
+    if apply then
       change(k, kind, a, b, p1, p2, delta, now)
     end
   end
@@ -226,6 +366,38 @@ while j <= #ARGV do
   j = j + 5 + 6 * n
 end
 
+-- writeRolling stores rolling window k's value (see the top), down to its oldest slot that counts
+-- anything (as read, when only the newest slot changed), to expire when its newest slot is past: at most a period and a slot after its last
+-- change. A window that counts nothing is dropped.
+local function writeRolling(k, now)
+  local width, slots = shape(shapes[k])
+  local newest, counts = sa[k], sb[k]
+  local c, ttl = counts[newest] or 0, ms((newest + slots + 1) * width - now)
+  if counts.top == newest and not counts.changed and floor(now / width) <= newest then
+    -- Only the newest slot changed, and no older one has left: the older counts stand as read.
+    if c == 0 and counts.stored == 0 then
+      call('DEL', KEYS[k])
+    else
+      call('SET', KEYS[k], string.format('%.0f %.0f %.0f', newest, c, counts.stored) .. counts.tail, 'PX', ttl)
+    end
+    return
+  end
+  olderCounts(counts)
+  local older, last, sum = {}, 0, 0
+  for j = newest - 1, max(newest, floor(now / width)) - slots, -1 do
+    local n = counts[j] or 0
+    older[#older + 1] = n == 0 and '0' or string.format('%.0f', n)
+    if n > 0 then last, sum = #older, sum + n end
+  end
+  if c == 0 and sum == 0 then
+    call('DEL', KEYS[k])
+  elseif last == 0 then
+    call('SET', KEYS[k], string.format('%.0f %.0f 0', newest, c), 'PX', ttl)
+  else
+    call('SET', KEYS[k], string.format('%.0f %.0f %.0f ', newest, c, sum) .. table.concat(older, ' ', 1, last), 'PX', ttl)
+  end
+end
+
 -- Each changed bucket and window is written once, to expire when it would be full or over; each
 -- lease set's changes are made, and a set that took a lease lives as long as it.
 for k, set in pairs(leases) do
@@ -238,6 +410,8 @@ for k, now in pairs(written) do
   local a = sa[k]
   if kinds[k] == 'w' then
     call('SET', KEYS[k], string.format('%.0f %.0f', a, sb[k]), 'PX', ms(a - now))
+  elseif kinds[k] == 'r' then
+    writeRolling(k, now)
   elseif a > now then
     call('SET', KEYS[k], a, 'PX', ms(a - now))
   else

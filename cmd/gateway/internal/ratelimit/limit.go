@@ -3,7 +3,10 @@
 // in flight), and takes from all of them or from none.
 //
 // Rates are token buckets with variable cost, kept as one number per key (GCRA: the theoretical
-// arrival time). Plan quotas and budgets are calendar windows that reset at midnight or on the
+// arrival time). A provider's per-minute limits are rolling windows: the provider counts any
+// sixty seconds, so the limiter counts a minute in slots of a second and lets a request through
+// only when the slots that overlap the last minute, with it, hold no more than the limit (see
+// NewRolling). Plan quotas and budgets are calendar windows that reset at midnight or on the
 // first of the month in the plan's time zone. Calls in flight are counters. A refusal is a
 // Decision, not an error; it says which level refused and how long until the request would pass,
 // so a queue can wait exactly that long.
@@ -67,6 +70,7 @@ const (
 	bucket kind = iota + 1
 	window
 	concurrency
+	rolling
 )
 
 // Period is the length of a calendar window.
@@ -98,7 +102,7 @@ func (c Calendar) Bounds(now time.Time) (start, end time.Time) {
 	return time.Date(y, m, d, 0, 0, 0, 0, loc), time.Date(y, m, d+1, 0, 0, 0, 0, loc)
 }
 
-// Limit is one limit on one key, made by NewBucket, NewWindow or NewConcurrency. A Limit is
+// Limit is one limit on one key, made by NewBucket, NewRolling, NewWindow or NewConcurrency. A Limit is
 // immutable and safe to share between goroutines; build it once (when the configuration loads),
 // not per request.
 type Limit struct {
@@ -112,9 +116,10 @@ type Limit struct {
 	Dimension Dimension
 
 	kind        kind
-	capacity    int64         // bucket: burst; window: quota; concurrency: most at once
-	interval    time.Duration // bucket: the time to earn one unit back
+	capacity    int64         // bucket: burst; window and rolling: quota; concurrency: most at once
+	interval    time.Duration // bucket: the time to earn one unit back; rolling: a slot's length
 	perInterval float64       // bucket: 1/interval, to count units without a division
+	slots       int64         // rolling: the slots a period is counted in
 	calendar    Calendar      // window: when it resets
 	leaseTTL    time.Duration // concurrency: how long an unreleased slot is held in Redis
 
@@ -122,7 +127,8 @@ type Limit struct {
 	// state without a map lookup.
 	cell atomic.Pointer[cell]
 	// script holds the Redis script's arguments that never change (kind, capacity and, for a
-	// bucket or a concurrency limit, p1), boxed once rather than at every decision.
+	// bucket, a rolling window or a concurrency limit, p1), boxed once rather than at every
+	// decision.
 	script [3]any
 }
 
@@ -135,6 +141,23 @@ func NewBucket(key string, level Level, dim Dimension, rate int64, per time.Dura
 	interval := per / time.Duration(rate)
 	return newLimit(key, level, dim, bucket, burst, func(l *Limit) {
 		l.interval, l.perInterval = interval, 1/float64(interval)
+	}), nil
+}
+
+// NewRolling returns a rolling window that allows at most capacity units in any span of period,
+// counted in slots of period/slots each. A decision counts in full every slot that overlaps the
+// period before it (slots+1 of them, the oldest partly past), so no span of period ever holds
+// more than capacity; while a backlog lasts, capacity × slots/(slots+1) pass each period (60
+// slots: 98.4%). A request may take up to capacity at once. A slot must last a whole number of
+// microseconds, Redis's unit; capacity and slots are bounded (gatewayv1.CheckRolling) so that
+// every count stays exact in the Redis script's numbers.
+func NewRolling(key string, level Level, dim Dimension, capacity int64, period time.Duration, slots int64) (*Limit, error) {
+	if err := gatewayv1.CheckRolling(capacity, period, slots); err != nil {
+		return nil, fmt.Errorf("ratelimit: rolling window %q: %w", key, err)
+	}
+	return newLimit(key, level, dim, rolling, capacity, func(l *Limit) {
+		l.interval, l.slots = period/time.Duration(slots), slots
+		l.perInterval = 1 / float64(l.interval)
 	}), nil
 }
 
@@ -162,8 +185,8 @@ func newLimit(key string, level Level, dim Dimension, k kind, capacity int64, se
 	return l
 }
 
-// Capacity returns the most the limit allows at once: a bucket's burst, a window's quota, or the
-// most calls in flight.
+// Capacity returns the most the limit allows at once: a bucket's burst, a window's quota (calendar
+// or rolling), or the most calls in flight.
 func (l *Limit) Capacity() int64 { return l.capacity }
 
 // IsWindow reports whether the limit is a calendar window (a quota or a budget that resets at
@@ -198,7 +221,7 @@ type Decision struct {
 	// Remaining holds, for each check, the units left after this decision.
 	Remaining [MaxChecks]int64
 	// Reset holds, for each check, the time until its limit is whole again: a bucket full, a
-	// window reset.
+	// window reset, a rolling window's last counted slot past.
 	Reset [MaxChecks]time.Duration
 }
 

@@ -8,11 +8,13 @@ import (
 
 // Memory keeps limiter state in this process. It is the default store for one replica.
 //
-// Each key's state is a cell (about 85 bytes with its map entry: BenchmarkMemoryBytesPerKey),
-// found through a map only the first time a Limit is used; after that the Limit points at its
-// cell, so a decision costs no lookup. Sweep drops the cells whose state has returned to what no
-// state means (a full bucket, an ended window, nothing in flight), so nothing is lost by dropping
-// them, and a Limit whose cell was dropped binds to a new one at its next use.
+// Each key's state is a cell (about 85 bytes with its map entry: BenchmarkMemoryBytesPerKey; a
+// rolling window's also holds its ring of slots, 16 bytes a slot, made when the cell is), found
+// through a map only the first time a Limit is used; after that the Limit points at its cell, so
+// a decision costs no lookup. Sweep drops the cells whose state has returned to what no state
+// means (a full bucket, an ended window, a rolling window that counts nothing, nothing in
+// flight), so nothing is lost by dropping them, and a Limit whose cell was dropped binds to a new
+// one at its next use.
 //
 // The zero value is not usable; call NewMemory. Memory is safe for concurrent use. A Limit may be
 // used with one Memory store at a time.
@@ -27,6 +29,7 @@ type cell struct {
 	limit   *Limit // the Limit that last bound the cell, for Sweep
 	dropped bool   // Sweep removed the cell from owner.cells
 	state
+	older *slotRing // a rolling window's counts before its newest slot (see state)
 }
 
 // NewMemory returns an empty memory store.
@@ -51,7 +54,7 @@ func (m *Memory) Decide(_ context.Context, checks []Check, now time.Time) (Decis
 	defer m.mu.Unlock()
 	for i, c := range checks {
 		cells[i] = m.bind(c.Limit)
-		s, ok := d.evaluate(i, c.Limit, cells[i].state, c.Cost, t)
+		s, ok := d.evaluate(i, c.Limit, cells[i].state, cells[i].older, c.Cost, t)
 		if ok {
 			passed |= 1 << i
 			next[i] = s
@@ -76,7 +79,7 @@ func (m *Memory) Settle(_ context.Context, id string, checks []Check, now time.T
 	defer m.mu.Unlock()
 	for _, c := range checks {
 		cl := m.bind(c.Limit)
-		cl.state = settle(c.Limit, cl.state, c.Cost, t)
+		cl.state = settle(c.Limit, cl.state, cl.older, c.Cost, t)
 	}
 	return nil
 }
@@ -89,21 +92,22 @@ func (m *Memory) Peek(_ context.Context, limits []*Limit, now time.Time) ([]Read
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i, l := range limits {
-		out[i] = reading(l, m.state(l), t)
+		s, older := m.state(l)
+		out[i] = reading(l, s, older, t)
 	}
 	return out, nil
 }
 
-// state returns l's state in m without binding a cell: a key never used has the zero state. The
-// caller holds m.mu.
-func (m *Memory) state(l *Limit) state {
+// state returns l's state in m, and a rolling window's ring, without binding a cell: a key never
+// used has the zero state. The caller holds m.mu.
+func (m *Memory) state(l *Limit) (state, *slotRing) {
 	if cl := l.cell.Load(); cl != nil && cl.owner == m && !cl.dropped {
-		return cl.state
+		return cl.state, cl.older
 	}
 	if cl := m.cells[l.Key]; cl != nil {
-		return cl.state
+		return cl.state, cl.older
 	}
-	return state{}
+	return state{}, nil
 }
 
 // Renew does nothing: in memory a slot in flight is held until it is released, without expiry,
@@ -116,7 +120,7 @@ func (m *Memory) Sweep(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for key, cl := range m.cells {
-		if idle(cl.limit, cl.state, t) {
+		if idle(cl.limit, cl.state, cl.older, t) {
 			cl.dropped = true
 			delete(m.cells, key)
 		}
@@ -142,6 +146,10 @@ func (m *Memory) bind(l *Limit) *cell {
 	}
 	// A new Limit for a known key (a configuration reload) keeps the key's state.
 	cl.limit = l
+	if l.kind == rolling && (cl.older == nil || len(cl.older.entries) != int(l.slots)+1) {
+		// Bound once, so that no decision allocates. (Slots of another length start afresh.)
+		cl.state, cl.older = state{}, newSlotRing(l)
+	}
 	l.cell.Store(cl)
 	return cl
 }

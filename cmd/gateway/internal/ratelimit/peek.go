@@ -38,18 +38,19 @@ func (r *Redis) Peek(ctx context.Context, limits []*Limit, now time.Time) ([]Rea
 	}
 	out := make([]Reading, len(limits))
 	for i, l := range limits {
-		s, err := storedState(l, reads[i], now)
+		s, older, err := storedState(l, reads[i], now)
 		if err != nil {
 			return nil, fmt.Errorf("ratelimit: read %q: %w", l.Key, err)
 		}
-		out[i] = reading(l, s, now.UnixNano())
+		out[i] = reading(l, s, older, now.UnixNano())
 	}
 	return out, nil
 }
 
 // storedState converts the state the decision script keeps for l (see decide.lua), in
-// microseconds, to the core's, in nanoseconds. A key that does not exist has the zero state.
-func storedState(l *Limit, read redis.Cmder, now time.Time) (state, error) {
+// microseconds, to the core's, in nanoseconds, with a rolling window's ring. A key that does not
+// exist has the zero state.
+func storedState(l *Limit, read redis.Cmder, now time.Time) (state, *slotRing, error) {
 	if z, ok := read.(*redis.ZSliceCmd); ok { // concurrency: leases scored by expiry
 		var held int64
 		for _, lease := range z.Val() {
@@ -57,18 +58,49 @@ func storedState(l *Limit, read redis.Cmder, now time.Time) (state, error) {
 				held++
 			}
 		}
-		return state{b: held}, nil
+		return state{b: held}, nil, nil
 	}
 	v, err := read.(*redis.StringCmd).Result()
 	if errors.Is(err, redis.Nil) {
-		return state{}, nil
+		return state{}, nil, nil
 	}
-	if l.kind == bucket { // the theoretical arrival time
+	switch l.kind {
+	case bucket: // the theoretical arrival time
 		tat, err := strconv.ParseFloat(v, 64)
-		return state{a: int64(tat * 1000)}, err
+		return state{a: int64(tat * 1000)}, nil, err
+	case rolling:
+		return rollingState(l, v)
 	}
 	end, used, _ := strings.Cut(v, " ") // a window: "end used"
 	e, err1 := strconv.ParseInt(end, 10, 64)
 	u, err2 := strconv.ParseInt(used, 10, 64)
-	return state{a: e * 1000, b: u}, errors.Join(err1, err2)
+	return state{a: e * 1000, b: u}, nil, errors.Join(err1, err2)
+}
+
+// rollingState parses a rolling window's value, "newest count older count...": the newest slot,
+// its count, the sum of the older counts (which the script keeps so as not to read them while
+// the clock stays in the newest slot), then the count of each slot before the newest. A value of
+// another form (a bucket's, from before the limit was a rolling window) counts nothing, as in the
+// script.
+func rollingState(l *Limit, v string) (state, *slotRing, error) {
+	fields := strings.Fields(v)
+	var s state
+	older := newSlotRing(l)
+	if len(fields) < 3 {
+		return s, older, nil
+	}
+	var err1, err2 error
+	s.a, err1 = strconv.ParseInt(fields[0], 10, 64)
+	s.b, err2 = strconv.ParseInt(fields[1], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return state{}, nil, err
+	}
+	for i, f := range fields[3:min(len(fields), int(l.slots)+3)] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return state{}, nil, err
+		}
+		older.put(s.a-1-int64(i), n)
+	}
+	return s, older, nil
 }

@@ -474,8 +474,9 @@ func (r *scriptRun) allowed() bool {
 }
 
 // undo appends to dst the runs that give back what decision r took: every cost, and its leases;
-// from a window, only while the window it took from lasts (see decide.lua). A decision sent in
-// parts is undone in each part that took.
+// from a window, only while the window it took from lasts; from a rolling window, only to the
+// slot it took from, while that slot still counts (see decide.lua). A decision sent in parts is
+// undone in each part that took.
 func (r *scriptRun) undo(dst []*scriptRun) []*scriptRun {
 	if r.parts != nil {
 		for _, part := range r.parts {
@@ -490,9 +491,12 @@ func (r *scriptRun) undo(dst []*scriptRun) []*scriptRun {
 	for i := range r.keys {
 		check := args[5*i : 5*i+5]
 		check[4] = -check[4].(int64)
-		if check[0] == "w" {
-			end := now + r.reply[remainingAt(i)+1] // the window's reset, after the decision
+		end := now + r.reply[remainingAt(i)+1] // the check's reset, after the decision
+		switch check[0] {
+		case "w": // the end of the window it took from
 			check[2], check[3] = end, end
+		case "r": // when the slot it took from leaves: that slot is its newest, and holds the cost
+			check[3] = end
 		}
 	}
 	return append(dst, &scriptRun{clock: r.clock, mode: "undo", keys: r.keys, args: args})

@@ -190,13 +190,15 @@ func (r *Redis) send(ctx context.Context, run *scriptRun) ([]int64, error) {
 }
 
 // scriptConstants are a limit's script arguments that never change: kind, capacity and, for a
-// bucket or a concurrency limit, p1.
+// bucket, a rolling window or a concurrency limit, p1.
 func scriptConstants(l *Limit) [3]any {
 	switch l.kind {
 	case bucket:
 		return [3]any{"b", l.capacity, strconv.FormatFloat(float64(l.interval)/float64(time.Microsecond), 'f', -1, 64)}
 	case window:
 		return [3]any{"w", l.capacity, nil}
+	case rolling:
+		return [3]any{"r", l.capacity, fmt.Sprint(l.interval.Microseconds(), " ", l.slots)}
 	default:
 		return [3]any{"c", l.capacity, l.leaseTTL.Microseconds()}
 	}
@@ -206,7 +208,7 @@ func scriptConstants(l *Limit) [3]any {
 func appendScriptArgs(args []any, c Check, now time.Time) ([]any, error) {
 	l := c.Limit
 	switch l.kind {
-	case bucket:
+	case bucket, rolling:
 		return append(args, l.script[0], l.script[1], l.script[2], "", c.Cost), nil
 	case window:
 		_, end := l.calendar.Bounds(now)

@@ -59,13 +59,13 @@ type limiterCase struct {
 	steps  []step
 }
 
-// limiterCases hold what both stores do alike.
+// limiterCases hold what both stores do alike, rolling windows' included.
 func limiterCases() []limiterCase {
 	newYork, err := time.LoadLocation("America/New_York")
 	if err != nil {
 		panic(err)
 	}
-	return []limiterCase{
+	return append([]limiterCase{
 		{
 			name:   "bucket allows its burst then says when the next unit is earned",
 			limits: []*Limit{mustLimit(NewBucket("{p}:u", LevelUser, Requests, 2, time.Second, 2))},
@@ -192,7 +192,7 @@ func limiterCases() []limiterCase {
 				{costs: []int64{1}, want: result{Refused: 0, RetryAfter: 2 * time.Second, Remaining: []int64{0}}},
 			},
 		},
-	}
+	}, rollingCases()...)
 }
 
 func runCases(t *testing.T, cases []limiterCase, newStore func(t *testing.T) store) {

@@ -164,7 +164,7 @@ func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
 }
 
 // learn tells the gate what the provider's rate-limit headers say, and when the limits learned
-// from them change, hands them on to be compiled into the provider's buckets.
+// from them change, hands them on to be compiled into the provider's limits.
 func (s *Server) learn(provider string, h http.Header) {
 	if s.gate.Reported(provider, reportedLimits(h)) && s.opts.LimitsLearned != nil {
 		s.opts.LimitsLearned()

@@ -50,7 +50,7 @@ type Options struct {
 	// Now returns the time. Nil means time.Now.
 	Now func() time.Time
 	// LimitsLearned, when set, is called whenever the limits learned from a provider's
-	// rate-limit headers change, to compile Learned into the providers' buckets
+	// rate-limit headers change, to compile Learned into the providers' limits
 	// (policy.CompileLearned) and SetPolicy the result. Nil means they are only reported.
 	LimitsLearned func()
 }

@@ -29,21 +29,69 @@ const (
 // TestTheGatewayPacesToTheLimitsTheProviderReports runs the gateway binary in front of a `lab
 // provider` process whose account allows a fiftieth of what the gateway's configuration says.
 // One call teaches the gateway the lab's limits from its x-ratelimit-* headers, and the usage
-// snapshot reports them; a burst through the gateway then draws no 429 from the lab. Once
-// another client of the same account has used up its minute, the 429s the lab answers the
-// gateway stay under a small bound however many calls wait (the queue pauses), and the
-// snapshot reports the in-flight cap the throttles left.
+// snapshot reports them; a burst through the gateway then draws no 429 from the lab.
 func TestTheGatewayPacesToTheLimitsTheProviderReports(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the gateway and lab binaries")
 	}
-	lab := startLabProvider(t, "-requests-per-minute", fmt.Sprint(labRPM), "-latency", "0", "-latency-stddev", "0", "-max-in-flight", "1000")
+	lab, g := startLearning(t)
+
+	// 150 calls at once: the gateway's configured rolling minute (6,000) would let them all go,
+	// and the lab would answer 429 to those past its 120; the learned one lets go what the lab's
+	// minute holds after the first call, 119, and the rest wait past their second of maxWait.
+	sendSmall(t.Context(), g.URL, learnedKey, 150)
+	st := labStats(t, lab)
+	t.Logf("of 150 calls at once, the gateway sent the lab %d", st.Accepted-1)
+	if st.Accepted-1 > labRPM-1 || st.Rejected429Requests != 0 {
+		t.Errorf("the lab took %d of 150 calls at once and answered %d 429; want at most %d, as the learned limits hold, and no 429",
+			st.Accepted-1, st.Rejected429Requests, labRPM-1)
+	}
+}
+
+// TestTheGatewayBacksOffWhenTheProvidersMinuteRunsOut runs the gateway binary in front of a `lab
+// provider` as above. Once another client of the same account has used up its minute, the 429s
+// the lab answers the gateway stay, after the calls the gateway had already let go, under a
+// small bound however many calls wait (the queue pauses), and the snapshot reports the
+// in-flight cap the throttles left.
+func TestTheGatewayBacksOffWhenTheProvidersMinuteRunsOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the gateway and lab binaries")
+	}
+	lab, g := startLearning(t)
+
+	// Another client of the account uses up its minute. The gateway's own minute still has room
+	// for the next 30 calls at once, so they all go, and each may be answered 429 before the
+	// first answer pauses the queue; the 60 calls after it draw at most a few more.
+	sendSmall(t.Context(), lab, "", labRPM)
+	before := labStats(t, lab).Rejected429Requests
+	sendSmall(t.Context(), g.URL, learnedKey, 30)
+	first := labStats(t, lab).Rejected429Requests - before
+	for range 2 {
+		sendSmall(t.Context(), g.URL, learnedKey, 30)
+	}
+	throttled := labStats(t, lab).Rejected429Requests - before
+	t.Logf("the lab answered the gateway's 90 calls after its minute ran out with %d 429s, %d of them to the first 30", throttled, first)
+	if first == 0 || first > 30 || throttled-first > 3 {
+		t.Errorf("the lab answered %d of the gateway's first 30 calls 429 after its minute ran out, and %d of the 60 after; want 1 to 30, then at most 3: the first pauses the queue",
+			first, throttled-first)
+	}
+	u := labUsage(t, g)
+	if u.Throttles != throttled || u.ThrottledInFlight == 0 {
+		t.Errorf("snapshot: %d throttles, an in-flight cap of %d; want %d throttles and a cap", u.Throttles, u.ThrottledInFlight, throttled)
+	}
+}
+
+// startLearning starts a lab account of labRPM requests a minute and a gateway in front of it
+// configured for configuredRPM, stopped when the test ends, and sends one call, which teaches
+// the gateway the lab's limits: the usage snapshot reports them.
+func startLearning(t *testing.T) (lab string, g *Gateway) {
+	t.Helper()
+	lab = startLabProvider(t, "-requests-per-minute", fmt.Sprint(labRPM), "-latency", "0", "-latency-stddev", "0", "-max-in-flight", "1000")
 	g, err := Start(t.Context(), gatewayBin, "learned", learnedConfig(lab), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Stop()
-
+	t.Cleanup(g.Stop)
 	if served := sendSmall(t.Context(), g.URL, learnedKey, 1); served != 1 {
 		t.Fatalf("the first call was not served:\n%s", g.Log())
 	}
@@ -51,34 +99,7 @@ func TestTheGatewayPacesToTheLimitsTheProviderReports(t *testing.T) {
 	if got := labUsage(t, g).LearnedLimits; got == nil || *got != want {
 		t.Fatalf("learned limits in the snapshot = %+v; want %+v", got, want)
 	}
-
-	// 150 calls at once: the gateway's configured bucket (a burst of 100, then 98 a second)
-	// would let go all that the lab's minute holds within their second of maxWait; paced to
-	// the learned 120 a minute (a burst of 2, then 2 a second), a handful go and none is
-	// refused.
-	sendSmall(t.Context(), g.URL, learnedKey, 150)
-	st := labStats(t, lab)
-	t.Logf("of 150 calls at once, the gateway sent the lab %d", st.Accepted-1)
-	if st.Accepted-1 > 30 || st.Rejected429Requests != 0 {
-		t.Errorf("the lab took %d of 150 calls at once and answered %d 429; want at most 30, as the learned limits pace, and no 429",
-			st.Accepted-1, st.Rejected429Requests)
-	}
-
-	// Another client of the account uses up its minute: the gateway's next calls are throttled.
-	sendSmall(t.Context(), lab, "", labRPM)
-	before := labStats(t, lab).Rejected429Requests
-	for range 3 {
-		sendSmall(t.Context(), g.URL, learnedKey, 30)
-	}
-	throttled := labStats(t, lab).Rejected429Requests - before
-	t.Logf("the lab answered the gateway's 90 calls after its minute ran out with %d 429s", throttled)
-	if throttled == 0 || throttled > 3 {
-		t.Errorf("the lab answered %d of the gateway's calls 429 after its minute ran out; want 1 to 3: the first pauses the queue", throttled)
-	}
-	u := labUsage(t, g)
-	if u.Throttles != throttled || u.ThrottledInFlight == 0 {
-		t.Errorf("snapshot: %d throttles, an in-flight cap of %d; want %d throttles and a cap", u.Throttles, u.ThrottledInFlight, throttled)
-	}
+	return lab, g
 }
 
 // learnedConfig is a gateway in front of the lab at url whose configuration overstates the
