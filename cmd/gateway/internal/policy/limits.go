@@ -132,9 +132,15 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 		if err := add(b.perMinute(prefix+":requests:minute", ratelimit.Requests, n)); err != nil {
 			return nil, err
 		}
+		if err := add(b.pace(prefix+":requests:pace", ratelimit.Requests, n)); err != nil {
+			return nil, err
+		}
 	}
 	if n := p.WithHeadroom(p.TokensPerMinute); n > 0 {
 		if err := add(b.perMinute(prefix+":tokens:minute", ratelimit.Tokens, n)); err != nil {
+			return nil, err
+		}
+		if err := add(b.pace(prefix+":tokens:pace", ratelimit.Tokens, n)); err != nil {
 			return nil, err
 		}
 	}
@@ -147,6 +153,9 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 	}
 	if n, _ := p.SpendPerMinute.MicroDollars(); n > 0 { // validated already
 		if err := add(b.perMinute(prefix+":microdollars:minute", ratelimit.MicroDollars, n)); err != nil {
+			return nil, err
+		}
+		if err := add(b.pace(prefix+":microdollars:pace", ratelimit.MicroDollars, n)); err != nil {
 			return nil, err
 		}
 	}
@@ -168,6 +177,18 @@ func (b *builder) perMinute(key string, dim ratelimit.Dimension, n int64) (rule,
 	return b.pair(func(share func(int64) int64) (*ratelimit.Limit, error) {
 		return ratelimit.NewRolling(key, ratelimit.LevelProvider, dim, share(n), time.Minute, gatewayv1.ProviderMinuteSlots)
 	})
+}
+
+// pace is a bucket beside a provider's per-minute limit n that lets n a minute through but at
+// most a tenth of it at once (of tokens, at least 16,384, the largest call that can pass): the
+// rolling minute alone would let a whole minute go in its first second after a quiet minute, and
+// then nothing until that second leaves it, every minute again.
+func (b *builder) pace(key string, dim ratelimit.Dimension, n int64) (rule, error) {
+	burst := max(n/10, 1)
+	if dim == ratelimit.Tokens {
+		burst = max(burst, min(n, 16384))
+	}
+	return b.bucket(key, ratelimit.LevelProvider, dim, n, time.Minute, burst)
 }
 
 // LeaseTTL is how long Redis holds a call's slot in flight unless the call's gateway renews it,
