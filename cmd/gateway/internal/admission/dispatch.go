@@ -172,7 +172,7 @@ func (d *dispatcher) busy(wt *waiter, estimate time.Duration, position int, now 
 	maxWait := req.maxWait()
 	r := &Refusal{Reason: Busy, Estimate: estimate, MaxWait: maxWait, Position: position}
 	r.RetryAfter = d.comeback(wt.item, maxWait, now, rate)
-	d.q.Expect(wt.item, now.Add(r.RetryAfter))
+	d.q.Expect(wt.item, now, now.Add(r.RetryAfter))
 	return r
 }
 
