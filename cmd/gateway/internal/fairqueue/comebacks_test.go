@@ -1,6 +1,7 @@
 package fairqueue
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -119,5 +120,32 @@ func TestExpectedComebacksAreBounded(t *testing.T) {
 	}
 	if n := q.expectedCount(); n > maxExpected {
 		t.Errorf("%d comebacks expected; want at most %d", n, maxExpected)
+	}
+}
+
+// TestALanesItemsThatWaitTooLongComeBackATurnApart checks the comebacks of a lane whose queued
+// items wait out their maxWait together, each told when to come back from where it stands and
+// then taken out: the first comes back first, and each next one a turn of the lanes later, not
+// all of them behind all of them.
+func TestALanesItemsThatWaitTooLongComeBackATurnApart(t *testing.T) {
+	q := New(Options{})
+	mine := tenItems("a", "me", 1000)[:3]
+	for _, it := range mine {
+		q.Push(it)
+	}
+	for range 3 {
+		q.Push(item("a", "other", 1, Interactive, 1000))
+	}
+	var got []time.Duration
+	for _, it := range mine {
+		back := q.ComebackWait(it, 1000, t0)
+		got = append(got, back)
+		q.Remove(it)
+		q.Expect(it, t0, t0.Add(back+time.Minute)) // back after every estimate here
+	}
+	// The other user's lane, as long, takes a turn before each: 2 s, 4 s, 6 s.
+	want := []time.Duration{2 * time.Second, 4 * time.Second, 6 * time.Second}
+	if !slices.Equal(got, want) {
+		t.Errorf("ComebackWait of the lane's items, one after another = %v; want %v", got, want)
 	}
 }
