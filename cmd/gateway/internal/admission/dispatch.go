@@ -153,13 +153,12 @@ func (d *dispatcher) expire(wt *waiter, start time.Time) verdict {
 	// first and each other a turn of the lane later, not all of them behind all of them.
 	d.mu.Lock()
 	now := d.g.now()
-	back := d.q.ComebackWait(wt.item, d.drainRate(now), now)
+	rate := d.drainRate(now)
+	back := d.q.ComebackWait(wt.item, rate, now)
 	d.mu.Unlock()
 	d.abandon(wt) // a decision made meanwhile is given back
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	now = d.g.now()
-	rate := d.drainRate(now)
 	estimate := d.q.EstimateWait(wt.item, rate, now)
 	ahead, _ := d.q.Ahead(wt.item.Class, wt.item.Tenant)
 	maxWait := wt.t.req.maxWait()
