@@ -134,7 +134,7 @@ func (d *dispatcher) push(wt *waiter, now time.Time) *Refusal {
 	estimate := d.q.EstimateWait(it, rate, now)
 	if maxWait := req.maxWait(); maxWait > 0 && (estimate > maxWait || (estimate < 0 && d.q.Len() >= maxUnestimated)) {
 		ahead, _ := d.q.Ahead(it.Class, it.Tenant)
-		return d.busy(wt, max(estimate, maxWait), ahead+1, now, rate)
+		return d.busy(wt, max(estimate, maxWait), d.q.ComebackWait(it, rate, now), ahead+1, now, rate)
 	}
 	if cameBack {
 		d.comebackError.Observe(now.Sub(promised).Seconds())
@@ -148,49 +148,56 @@ func (d *dispatcher) push(wt *waiter, now time.Time) *Refusal {
 // expire takes a call that waited its plan's maxWait out of the queue and refuses it busy, as
 // the door would have, with the wait its lane would still have were it to come back now.
 func (d *dispatcher) expire(wt *waiter, start time.Time) verdict {
+	// When to come back is reckoned from where the call stands in its lane, before it leaves it:
+	// of a lane's calls that wait out their maxWait together, the first is told to come back
+	// first and each other a turn of the lane later, not all of them behind all of them.
+	d.mu.Lock()
+	now := d.g.now()
+	rate := d.drainRate(now)
+	back := d.q.ComebackWait(wt.item, rate, now)
+	d.mu.Unlock()
 	d.abandon(wt) // a decision made meanwhile is given back
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	now := d.g.now()
-	rate := d.drainRate(now)
 	estimate := d.q.EstimateWait(wt.item, rate, now)
 	ahead, _ := d.q.Ahead(wt.item.Class, wt.item.Tenant)
 	maxWait := wt.t.req.maxWait()
 	if estimate < 0 {
 		estimate = maxWait // unknown, as for a paused provider: ask to come back after another maxWait
 	}
-	r := d.busy(wt, maxWait+estimate, ahead+1, now, rate)
+	r := d.busy(wt, maxWait+estimate, back, ahead+1, now, rate)
 	r.Waited = now.Sub(start)
 	return verdict{refusal: r}
 }
 
 // busy is the refusal of a call whose lane would wait estimate, at position in it, with a time to
-// come back, at which the queue expects it back. The caller holds d.mu.
-func (d *dispatcher) busy(wt *waiter, estimate time.Duration, position int, now time.Time, rate float64) *Refusal {
+// come back reckoned from back, its ComebackWait (see comeback), at which the queue expects it
+// back. The caller holds d.mu.
+func (d *dispatcher) busy(wt *waiter, estimate, back time.Duration, position int, now time.Time, rate float64) *Refusal {
 	req := &wt.t.req
 	d.g.metrics.doorRefusals.WithLabelValues(d.provider, req.tenant()).Inc()
 	maxWait := req.maxWait()
 	r := &Refusal{Reason: Busy, Estimate: estimate, MaxWait: maxWait, Position: position}
-	r.RetryAfter = d.comeback(wt.item, maxWait, now, rate)
-	d.q.Expect(wt.item, now.Add(r.RetryAfter))
+	r.RetryAfter = comeback(wt.item.Cost, back, maxWait, rate)
+	d.q.Expect(wt.item, now, now.Add(r.RetryAfter))
 	return r
 }
 
 // comeback is how long a call turned away should wait before it comes back with a fair chance to
 // be let in: until its lane, behind the comebacks it is already expected to make and beside those
-// of other lanes, would wait no longer than comebackWait of its maxWait (another maxWait when
-// nothing drains), at a random point of the call's slot of the drain (its cost over the rate)
-// after that, so that a crowd told at once does not come back at once. Each refusal is expected
-// back, so the comebacks of a crowd are spread at the rate the queue drains, lane by lane in fair
-// turns. The caller holds d.mu.
-func (d *dispatcher) comeback(it *fairqueue.Item, maxWait time.Duration, now time.Time, rate float64) time.Duration {
+// of other lanes, would wait no longer than comebackWait of its maxWait (back is that wait now,
+// negative when nothing drains: then another maxWait), at a random point of the call's slot of
+// the drain (its cost over the rate) after that, so that a crowd told at once does not come back
+// at once. Each refusal is expected back, so the comebacks of a crowd are spread at the rate the
+// queue drains, lane by lane in fair turns.
+func comeback(cost int64, back, maxWait time.Duration, rate float64) time.Duration {
 	least := maxWait
-	if wait := d.q.ComebackWait(it, rate, now); wait >= 0 {
-		least = max(wait-time.Duration(comebackWait*float64(maxWait)), 0)
+	if back >= 0 {
+		least = max(back-time.Duration(comebackWait*float64(maxWait)), 0)
 	}
 	var slot time.Duration
 	if rate > 0 {
-		slot = time.Duration(float64(it.Cost) / rate * float64(time.Second))
+		slot = time.Duration(float64(cost) / rate * float64(time.Second))
 	}
 	return least + time.Duration(rand.Float64()*float64(slot))
 }

@@ -66,7 +66,7 @@ func BenchmarkEstimateWaitBesideComebacks(b *testing.B) {
 		q.Push(it)
 		q.Push(item(it.Tenant, "u", 1, Interactive, 800))
 		for k := range 10 {
-			q.Expect(it, t0.Add(time.Duration(k*1000+i)*6*time.Millisecond))
+			q.Expect(it, t0, t0.Add(time.Duration(k*1000+i)*6*time.Millisecond))
 		}
 	}
 	newcomer := item("newcomer", "u", 1, Interactive, 800)

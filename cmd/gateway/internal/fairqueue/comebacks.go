@@ -31,12 +31,12 @@ type tenantComebacks struct {
 	users  map[string][]comeback
 }
 
-// Expect records that an item the door turned away is expected back at a time. Until then and
-// ComebackGrace after, the estimates of other lanes count it as its lane's: a lane turned away at
-// the door still asks for its share.
-func (q *Queue) Expect(it *Item, at time.Time) {
+// Expect records at now that an item the door turned away is expected back at a time. Until then
+// and ComebackGrace after, the estimates of other lanes count it as its lane's: a lane turned away
+// at the door still asks for its share.
+func (q *Queue) Expect(it *Item, now, at time.Time) {
 	if q.expectedCount() >= maxExpected {
-		q.forgetExpected(at)
+		q.forgetExpected(now)
 	}
 	c := &q.expected[it.Class]
 	if c.tenants == nil {

@@ -1,6 +1,7 @@
 package fairqueue
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -19,7 +20,7 @@ func TestEstimateCountsTheComebacksDueBeforeTheItem(t *testing.T) {
 	}
 	away := item("a", "away", 1, Interactive, 1000)
 	for i := range 10 {
-		q.Expect(away, t0.Add(time.Duration(i)*time.Second))
+		q.Expect(away, t0, t0.Add(time.Duration(i)*time.Second))
 	}
 	cases := []struct {
 		it   *Item
@@ -39,7 +40,7 @@ func TestEstimateCountsTheComebacksDueBeforeTheItem(t *testing.T) {
 	// Comebacks due long after the item is served do not delay it.
 	late := New(Options{})
 	late.Push(mine[0])
-	late.Expect(away, t0.Add(time.Minute))
+	late.Expect(away, t0, t0.Add(time.Minute))
 	if got, want := late.EstimateWait(mine[0], 1000, t0), time.Second; got != want {
 		t.Errorf("beside a comeback due in a minute: %v; want %v", got, want)
 	}
@@ -51,12 +52,12 @@ func TestEstimateCountsTheComebacksDueBeforeTheItem(t *testing.T) {
 func TestEstimateCountsAnotherTenantsComebacksAtItsWeight(t *testing.T) {
 	q := New(Options{})
 	for range 5 {
-		q.Expect(item("heavy", "u", 2, Interactive, 1000), t0)
+		q.Expect(item("heavy", "u", 2, Interactive, 1000), t0, t0)
 	}
 	if got, want := q.EstimateWait(item("light", "u", 1, Interactive, 1000), 1000, t0), 3*time.Second; got != want {
 		t.Errorf("beside a tenant of weight 2 expected back with 5 items: %v; want %v", got, want)
 	}
-	q.Expect(item("small", "u", 1, Interactive, 500), t0)
+	q.Expect(item("small", "u", 1, Interactive, 500), t0, t0)
 	if got, want := q.EstimateWait(item("light", "u", 1, Interactive, 1000), 1000, t0), 3500*time.Millisecond; got != want {
 		t.Errorf("and a tenant expected back with less than its share: %v; want %v", got, want)
 	}
@@ -69,9 +70,9 @@ func TestEstimateCountsAnotherTenantsComebacksAtItsWeight(t *testing.T) {
 func TestCameBackTakesTheEarliestComebackOfItsLane(t *testing.T) {
 	q := New(Options{})
 	u := item("a", "u", 1, Interactive, 1000)
-	q.Expect(u, t0.Add(2*time.Second))
-	q.Expect(u, t0)
-	q.Expect(u, t0.Add(ComebackGrace+5*time.Second))
+	q.Expect(u, t0, t0.Add(2*time.Second))
+	q.Expect(u, t0, t0)
+	q.Expect(u, t0, t0.Add(ComebackGrace+5*time.Second))
 	if _, ok := q.CameBack(item("a", "other", 1, Interactive, 1000), t0); ok {
 		t.Error("another user's item took this user's comeback")
 	}
@@ -102,7 +103,7 @@ func TestComebackWaitCountsTheLanesOwnComebacksAhead(t *testing.T) {
 	if got, want := q.ComebackWait(u, 1000, t0), 2*time.Second; got != want {
 		t.Errorf("ComebackWait with no comeback expected = %v; want %v, as EstimateWait", got, want)
 	}
-	q.Expect(u, t0.Add(time.Minute))
+	q.Expect(u, t0, t0.Add(time.Minute))
 	if got, want := q.ComebackWait(u, 1000, t0), 4*time.Second; got != want {
 		t.Errorf("ComebackWait behind one comeback = %v; want %v, one turn of each lane later", got, want)
 	}
@@ -115,9 +116,36 @@ func TestComebackWaitCountsTheLanesOwnComebacksAhead(t *testing.T) {
 func TestExpectedComebacksAreBounded(t *testing.T) {
 	q := New(Options{})
 	for i := range 3 * maxExpected {
-		q.Expect(item("a", "u", 1, Interactive, 1), t0.Add(time.Duration(i)*time.Millisecond))
+		q.Expect(item("a", "u", 1, Interactive, 1), t0, t0.Add(time.Duration(i)*time.Millisecond))
 	}
 	if n := q.expectedCount(); n > maxExpected {
 		t.Errorf("%d comebacks expected; want at most %d", n, maxExpected)
+	}
+}
+
+// TestALanesItemsThatWaitTooLongComeBackATurnApart checks the comebacks of a lane whose queued
+// items wait out their maxWait together, each told when to come back from where it stands and
+// then taken out: the first comes back first, and each next one a turn of the lanes later, not
+// all of them behind all of them.
+func TestALanesItemsThatWaitTooLongComeBackATurnApart(t *testing.T) {
+	q := New(Options{})
+	mine := tenItems("a", "me", 1000)[:3]
+	for _, it := range mine {
+		q.Push(it)
+	}
+	for range 3 {
+		q.Push(item("a", "other", 1, Interactive, 1000))
+	}
+	var got []time.Duration
+	for _, it := range mine {
+		back := q.ComebackWait(it, 1000, t0)
+		got = append(got, back)
+		q.Remove(it)
+		q.Expect(it, t0, t0.Add(back+time.Minute)) // back after every estimate here
+	}
+	// The other user's lane, as long, takes a turn before each: 2 s, 4 s, 6 s.
+	want := []time.Duration{2 * time.Second, 4 * time.Second, 6 * time.Second}
+	if !slices.Equal(got, want) {
+		t.Errorf("ComebackWait of the lane's items, one after another = %v; want %v", got, want)
 	}
 }

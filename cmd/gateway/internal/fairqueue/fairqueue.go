@@ -191,8 +191,9 @@ func (q *Queue) EstimateWait(it *Item, tokensPerSecond float64, now time.Time) t
 }
 
 // ComebackWait is EstimateWait for an item turned away that will come back after the comebacks
-// its lane is already expected to make: it counts them ahead of it in its lane. The door tells it
-// to come back when this wait is within a share of its maxWait.
+// its lane is already expected to make: it counts them ahead of it in its lane, where it stands
+// for a queued item (one that waited too long) and behind the lane's items for one not queued.
+// The door tells it to come back when this wait is within a share of its maxWait.
 func (q *Queue) ComebackWait(it *Item, tokensPerSecond float64, now time.Time) time.Duration {
 	return q.estimate(it, tokensPerSecond, now, true)
 }

@@ -148,8 +148,8 @@ func (r *rounds) open(now time.Time, visit func(*Item)) {
 }
 
 // tenantWorkBefore is the cost its tenant serves until it has served it, it included: the items
-// of its own lane up to it (for an item not queued, all of them, and with behindComebacks the
-// comebacks its lane is expected to make), and of each other user's lane one a turn, as many
+// of its own lane up to it (for an item not queued, all of them), with behindComebacks the
+// comebacks its lane is expected to make, and of each other user's lane one a turn, as many
 // turns as its position in its own: its queued items first, then those of its comebacks (the
 // tenant's, nil for none) that come in time.
 func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, behindComebacks bool, tt turns) int64 {
@@ -160,7 +160,7 @@ func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, behindCo
 			position, work = lane.upTo(it)
 		}
 	}
-	if !it.Queued() && behindComebacks {
+	if behindComebacks {
 		ahead := comebacks.of(it.User, tt.now)
 		position, work = position+int64(len(ahead)), work+costOf(ahead, int64(len(ahead)))
 	}

@@ -18,7 +18,7 @@ const sharesKeep = time.Hour
 // count of every lane waiting on some gateway, on Redis's clock. KEYS[1] is a hash of each lane's
 // count; KEYS[2] a sorted set of "lane\31gateway" scored by when that gateway's word expires.
 // ARGV: the gateway, the TTL and the keep in milliseconds, then per update its lane, served, the
-// count it starts at (” for none: it keeps its count) and 1 when it waits.
+// count it starts at (empty for none: it keeps its count) and 1 when it waits.
 var exchangeScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
