@@ -80,6 +80,7 @@ func (g *Gate) timedDecide(ctx context.Context, store string, t *Ticket) (rateli
 func (g *Gate) conclude(t *Ticket, d *ratelimit.Decision) verdict {
 	t.Limits = limitsOf(t.checks, d, t.budgetKey())
 	if d.Allowed {
+		t.took = d.At
 		g.started(t)
 		return verdict{ticket: t}
 	}

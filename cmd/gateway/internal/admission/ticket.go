@@ -45,6 +45,7 @@ type Ticket struct {
 	buf      [ratelimit.MaxChecks]ratelimit.Check
 	checks   []ratelimit.Check // in buf
 	started  time.Time
+	took     time.Time // when the store took the decision that let the call go, by its clock
 	renewal  atomic.Pointer[time.Timer] // renews the call's slots in flight while it runs
 	ended    atomic.Bool
 }
@@ -82,6 +83,9 @@ func (t *Ticket) end(u *estimate.Usage, sent bool) bool {
 	settlement := policy.Release(policy.Settlement(buf[:0], t.checks, delta), t.checks)
 	if !charged {
 		settlement = policy.Unserved(settlement, t.checks, sent)
+	}
+	for i := range settlement {
+		settlement[i].Took = t.took
 	}
 	if r := t.renewal.Load(); r != nil {
 		r.Stop()

@@ -51,14 +51,17 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 	cost := Cost{Tokens: 900, MicroDollars: 2700}
 	got := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, cost, Shared, "lease")))
 	// 95% headroom on 1,500 RPM, 300,000 TPM and 200 in flight (the provider's per-minute limits
-	// are rolling windows of the whole limit); $5,000 a month in micro-dollars.
+	// are rolling windows of the whole limit, each paced by a bucket that holds a tenth of it);
+	// $5,000 a month in micro-dollars.
 	want := []check{
 		{Key: "{tenant:acme}:user:alice:requests:day", Level: "user", Capacity: 1000, Cost: 1},
 		{Key: "{tenant:acme}:tenant:tokens:minute", Level: "tenant", Capacity: 200000, Cost: 900},
 		{Key: "{tenant:acme}:tenant:budget", Level: "tenant", Capacity: 5_000_000_000, Cost: 2700},
 		{Key: "{tenant:acme}:endpoint:chat:requests:minute", Level: "endpoint", Capacity: 60, Cost: 1},
 		{Key: "{openai}:provider:requests:minute", Level: "provider", Capacity: 1425, Cost: 1},
+		{Key: "{openai}:provider:requests:pace", Level: "provider", Capacity: 142, Cost: 1},
 		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 285_000, Cost: 900},
+		{Key: "{openai}:provider:tokens:pace", Level: "provider", Capacity: 28_500, Cost: 900},
 		{Key: "{openai}:provider:inflight", Level: "provider", Capacity: 190, Cost: 1},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -120,6 +123,7 @@ func TestSettlementChargesTheDifferenceAndFreesTheSlot(t *testing.T) {
 		{Key: "{tenant:acme}:tenant:tokens:minute", Level: "tenant", Capacity: 200000, Cost: -850},
 		{Key: "{tenant:acme}:tenant:budget", Level: "tenant", Capacity: 5_000_000_000, Cost: -2550},
 		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 285_000, Cost: -850},
+		{Key: "{openai}:provider:tokens:pace", Level: "provider", Capacity: 28_500, Cost: -850},
 		{Key: "{openai}:provider:inflight", Level: "provider", Capacity: 190, Cost: -1},
 	}
 	if diff := cmp.Diff(want, summarize(got)); diff != "" {

@@ -264,8 +264,9 @@ func (l *Limit) units(ns int64) int64 {
 }
 
 // settle adds delta (negative to refund) to s without checking the limit: the request already
-// went, and what it really cost is owed. Nothing goes below empty.
-func settle(l *Limit, s state, older *slotRing, delta, now int64) state {
+// went, and what it really cost is owed. Nothing goes below empty. took is when the decision
+// settled was taken (ns; 0 if unknown), which only a rolling window reads (see settleRolling).
+func settle(l *Limit, s state, older *slotRing, delta, now, took int64) state {
 	// No real call is worth more than a few bursts; a larger delta is a bug or a lie, and would
 	// overflow the arithmetic below.
 	delta = min(max(delta, -4*l.capacity), 4*l.capacity)
@@ -276,14 +277,35 @@ func settle(l *Limit, s state, older *slotRing, delta, now int64) state {
 		s = rollWindow(l, s, now)
 		return state{a: s.a, b: max(s.b+delta, 0)}
 	case rolling:
-		// A settlement counts in the current slot, like a new decision: what was really used, and
-		// what is given back, are known only now.
-		s = moveTo(s, older, l.chargedSlot(s, now))
-		s.b = min(max(s.b+delta, 0), 4*l.capacity)
-		return s
+		return l.settleRolling(s, older, delta, now, took)
 	default:
 		return state{b: max(s.b+delta, 0)}
 	}
+}
+
+// settleRolling adds delta to the slot the settled decision took from, as the provider counts a
+// call's real use when it admitted it: a refund then frees what the estimate held where it held
+// it, even while no other call is let go. Once that slot has left the window, so has what the
+// call took, and nothing is left to settle. A settlement whose decision is unknown (took 0), or
+// whose ring is missing, counts in the current slot. No slot goes below zero nor above four
+// capacities.
+func (l *Limit) settleRolling(s state, older *slotRing, delta, now, took int64) state {
+	current := l.chargedSlot(s, now)
+	if took == 0 || older == nil {
+		s = moveTo(s, older, current)
+		s.b = min(max(s.b+delta, 0), 4*l.capacity)
+		return s
+	}
+	slot := min(l.units(took), s.a)
+	switch {
+	case slot < current-l.slots:
+		return s // past the window
+	case slot == s.a:
+		s.b = min(max(s.b+delta, 0), 4*l.capacity)
+	default:
+		older.put(slot, min(max(older.count(slot)+delta, 0), 4*l.capacity))
+	}
+	return s
 }
 
 // idle reports whether s is what a key with no state means, so the key can be dropped.

@@ -13,13 +13,15 @@
 --   'w' window:      p1 = end of the current window by the caller's clock, p2 = end of the next
 --                    (microseconds); the value is "end used".
 --   'r' rolling:     p1 = "width slots", a slot's length (microseconds) and how many slots make
---                    the period; p2 = ''. The value is "newest count older count ...": the newest
+--                    the period; p2 = '' (but see settlements below). The value is "newest count older count ...": the newest
 --                    slot (its start over the slot's length), what it counts, what the slots
 --                    before it count in all, then what each of them counts, newest first, down
 --                    to the oldest that counts anything. A decision counts every slot
 --                    from slot-slots (partly past) to the newest, so no span of the period passes
 --                    the capacity; it takes from its own slot, or from the newest if the clock
---                    stepped back. A settlement adds to that slot too, none going below zero.
+--                    stepped back. A settlement carries in p2 when its decision was taken
+--                    (or '' for the current slot) and adds to the slot that decision took from,
+--                    while it still counts, none going below zero.
 --   'c' concurrency: p1 = lease time to live (microseconds), p2 = lease id; the value is a sorted
 --                    set of leases scored by expiry, so a dead gateway's slots free themselves.
 -- A settlement whose mark exists was applied before and does nothing; one that applies sets it.
@@ -267,14 +269,21 @@ end
 
 -- settleRolling returns the slot of a rolling window (newest slot a, counts b) that a settlement
 -- adds to, what it adds there (no slot going below zero, nor above four capacities) and whether
--- it applies: the current slot; for an undo, the slot its decision took from (p2 is when that
--- slot leaves), and nothing once that slot no longer counts.
+-- it applies: the slot its decision took from, and nothing once that slot no longer counts. For
+-- an undo, p2 is when that slot leaves; for a settlement, when its decision was taken, or '' for
+-- the current slot.
 local function settleRolling(cap, p1, p2, a, b, delta, now, undo)
   local width, slots = shape(p1)
   local slot = max(a, floor(now / width))
-  if undo then
-    local took = num(p2) / width - slots - 1
-    if took > a or took < slot - slots then return took, 0, false end
+  if undo or p2 ~= '' then
+    local took
+    if undo then
+      took = num(p2) / width - slots - 1
+      if took > a then return took, 0, false end
+    else
+      took = min(floor(num(p2) / width), a)
+    end
+    if took < slot - slots then return took, 0, false end
     slot = took
     olderCounts(b)
   end

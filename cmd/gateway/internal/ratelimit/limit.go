@@ -201,6 +201,18 @@ type Check struct {
 	// Lease names the request's slot on a concurrency limit, so that Redis can free it if the
 	// gateway dies. Other limits ignore it.
 	Lease string
+	// Took is, in a settlement, when the decision it settles was taken (that Decision's At): a
+	// rolling window settles into the slot that decision took from. Zero settles into the current
+	// slot. Decisions and other limits ignore it.
+	Took time.Time
+}
+
+// unixNano returns t in nanoseconds since the Unix epoch, or 0 for the zero time.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }
 
 // MaxChecks is the most checks one decision may hold.
@@ -218,6 +230,9 @@ type Decision struct {
 	RetryAfter time.Duration
 	// Never is true when a cost is larger than its limit's capacity: waiting will not help.
 	Never bool
+	// At is when the decision was taken, by the store's clock (Redis's own, unless the caller's
+	// was sent): what a settlement of it passes as Check.Took.
+	At time.Time
 	// Remaining holds, for each check, the units left after this decision.
 	Remaining [MaxChecks]int64
 	// Reset holds, for each check, the time until its limit is whole again: a bucket full, a

@@ -44,7 +44,7 @@ func (m *Memory) Decide(_ context.Context, checks []Check, now time.Time) (Decis
 		return Decision{Refused: -1}, errTooManyChecks(len(checks))
 	}
 	t := now.UnixNano()
-	d := Decision{Allowed: true, Refused: -1}
+	d := Decision{Allowed: true, Refused: -1, At: now}
 	var (
 		cells  [MaxChecks]*cell
 		next   [MaxChecks]state
@@ -79,7 +79,7 @@ func (m *Memory) Settle(_ context.Context, id string, checks []Check, now time.T
 	defer m.mu.Unlock()
 	for _, c := range checks {
 		cl := m.bind(c.Limit)
-		cl.state = settle(c.Limit, cl.state, cl.older, c.Cost, t)
+		cl.state = settle(c.Limit, cl.state, cl.older, c.Cost, t, unixNano(c.Took))
 	}
 	return nil
 }

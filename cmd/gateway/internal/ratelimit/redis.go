@@ -208,8 +208,14 @@ func scriptConstants(l *Limit) [3]any {
 func appendScriptArgs(args []any, c Check, now time.Time) ([]any, error) {
 	l := c.Limit
 	switch l.kind {
-	case bucket, rolling:
+	case bucket:
 		return append(args, l.script[0], l.script[1], l.script[2], "", c.Cost), nil
+	case rolling:
+		var took any = ""
+		if !c.Took.IsZero() {
+			took = c.Took.UnixMicro()
+		}
+		return append(args, l.script[0], l.script[1], l.script[2], took, c.Cost), nil
 	case window:
 		_, end := l.calendar.Bounds(now)
 		_, next := l.calendar.Bounds(end)
@@ -234,7 +240,7 @@ func parseReply(reply []int64, n int) (Decision, error) {
 	if len(reply) != replyHeader+replyPerCheck*n {
 		return Decision{Refused: -1}, errors.New("ratelimit: the decision script answered in an unknown form")
 	}
-	d := Decision{Allowed: reply[0] == 1, Refused: int(reply[1]), RetryAfter: time.Duration(reply[2]) * time.Microsecond, Never: reply[3] == 1}
+	d := Decision{Allowed: reply[0] == 1, Refused: int(reply[1]), RetryAfter: time.Duration(reply[2]) * time.Microsecond, Never: reply[3] == 1, At: time.UnixMicro(reply[replyNow])}
 	for i := range n {
 		d.Remaining[i] = reply[remainingAt(i)]
 		d.Reset[i] = time.Duration(reply[remainingAt(i)+1]) * time.Microsecond

@@ -56,7 +56,27 @@ func rollingCases() []limiterCase {
 			},
 		},
 		{
-			name:   "a settlement counts in the current second, which never goes below zero",
+			name:   "a settlement counts in the second its decision took from, while that second counts",
+			limits: []*Limit{minuteOf("{p}:settled-where-taken", 10)},
+			steps: []step{
+				{costs: []int64{6}, want: result{Allowed: true, Refused: -1, Remaining: []int64{4}}},
+				{at: 30 * time.Second, costs: []int64{4}, want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
+				// The call of t0 used 1 of its 6: its refund frees 5 although the current
+				// second holds nothing, and the call of t0+30s used 2 more than its 4.
+				{at: 40 * time.Second, costs: []int64{-5}, settle: true, took: after(0)},
+				{at: 40 * time.Second, costs: []int64{2}, settle: true, took: after(30 * time.Second)},
+				{at: 40 * time.Second, costs: []int64{0}, want: result{Allowed: true, Refused: -1, Remaining: []int64{3}}},
+				// t0's second is past, with what it held: a settlement of it changes nothing.
+				{at: 61 * time.Second, costs: []int64{0}, want: result{Allowed: true, Refused: -1, Remaining: []int64{4}}},
+				{at: 62 * time.Second, costs: []int64{-3}, settle: true, took: after(0)},
+				{at: 62 * time.Second, costs: []int64{0}, want: result{Allowed: true, Refused: -1, Remaining: []int64{4}}},
+				// A refund larger than its second holds empties it, and no more.
+				{at: 62 * time.Second, costs: []int64{-10}, settle: true, took: after(30 * time.Second)},
+				{at: 62 * time.Second, costs: []int64{0}, want: result{Allowed: true, Refused: -1, Remaining: []int64{10}}},
+			},
+		},
+		{
+			name:   "a settlement whose decision is unknown counts in the current second, which never goes below zero",
 			limits: []*Limit{minuteOf("{p}:settled", 10)},
 			steps: []step{
 				{costs: []int64{6}, want: result{Allowed: true, Refused: -1, Remaining: []int64{4}}},
@@ -97,6 +117,9 @@ func rollingCases() []limiterCase {
 		},
 	}
 }
+
+// after returns a pointer to d, a step's took.
+func after(d time.Duration) *time.Duration { return &d }
 
 // taken is what an allowed decision took, and when.
 type taken struct {

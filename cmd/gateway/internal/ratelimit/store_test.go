@@ -28,7 +28,10 @@ type step struct {
 	at     time.Duration
 	costs  []int64 // one per limit of the case
 	settle bool
-	renew  bool
+	// took is, for a settlement, when its decision was taken, after t0; nil settles as a
+	// settlement whose decision is unknown.
+	took  *time.Duration
+	renew bool
 	// lease names the step's concurrency lease; empty means "step-i" for step i.
 	lease string
 	// id names a settlement; empty means "settle-i" for step i.
@@ -214,6 +217,9 @@ func runStep(t *testing.T, s store, limits []*Limit, i int, st step) {
 	checks := make([]Check, len(limits))
 	for j, l := range limits {
 		checks[j] = Check{Limit: l, Cost: st.costs[j], Lease: lease}
+		if st.took != nil {
+			checks[j].Took = t0.Add(*st.took)
+		}
 	}
 	switch {
 	case st.settle:
@@ -232,6 +238,9 @@ func runStep(t *testing.T, s store, limits []*Limit, i int, st step) {
 		got := result{Allowed: d.Allowed, Refused: d.Refused, RetryAfter: d.RetryAfter, Never: d.Never, Remaining: d.Remaining[:len(checks)]}
 		if diff := gocmp.Diff(st.want, got); diff != "" {
 			t.Errorf("step %d: decision (-want +got):\n%s", i, diff)
+		}
+		if !d.At.Equal(now) {
+			t.Errorf("step %d: decision taken at %s; want the clock it was given, %s", i, d.At, now)
 		}
 	}
 }
