@@ -61,22 +61,43 @@ func CheckRolling(capacity int64, period time.Duration, slots int64) error {
 // 60/61 of the limit.
 const ProviderMinuteSlots = 60
 
+// ProviderPaceBurst is the burst of the bucket that paces a provider's per-minute limit n beside
+// its rolling minute: a tenth of n (at least 1) and, for tokens, at least MinTokenBurst (at most
+// n), since a bucket's burst is also the largest call it lets pass. The bucket refills at n a
+// minute, so a backlog drains at the rolling minute's pace while no quiet minute lets the whole
+// limit go at once.
+func ProviderPaceBurst(n int64, tokens bool) int64 {
+	burst := max(n/10, 1)
+	if tokens {
+		burst = max(burst, min(n, MinTokenBurst))
+	}
+	return burst
+}
+
+// MinTokenBurst is the least burst of the bucket that paces a provider's tokens per minute: the
+// largest call it lets pass when the limit is larger.
+const MinTokenBurst = 16384
+
 // validateProviderRates checks that the limiter can hold each of the provider's per-minute
-// limits after headroom, as rolling windows of a minute.
+// limits after headroom, as rolling windows of a minute paced by buckets.
 func (pr *Provider) validateProviderRates(paths ProviderPaths) field.ErrorList {
 	var errs field.ErrorList
-	check := func(p *field.Path, value any, n int64) {
+	check := func(p *field.Path, value any, n int64, tokens bool) {
 		if n <= 0 {
 			return
 		}
-		if err := CheckRolling(n, time.Minute, ProviderMinuteSlots); err != nil {
+		err := CheckRolling(n, time.Minute, ProviderMinuteSlots)
+		if err == nil {
+			err = CheckRate(n, time.Minute, ProviderPaceBurst(n, tokens))
+		}
+		if err != nil {
 			errs = append(errs, field.Invalid(p, value, "must fit the gateway's limiter: "+err.Error()))
 		}
 	}
-	check(paths.RequestsPerMinute, pr.RequestsPerMinute, pr.WithHeadroom(pr.RequestsPerMinute))
-	check(paths.TokensPerMinute, pr.TokensPerMinute, pr.WithHeadroom(pr.TokensPerMinute))
+	check(paths.RequestsPerMinute, pr.RequestsPerMinute, pr.WithHeadroom(pr.RequestsPerMinute), false)
+	check(paths.TokensPerMinute, pr.TokensPerMinute, pr.WithHeadroom(pr.TokensPerMinute), true)
 	if micros, err := pr.SpendPerMinute.MicroDollars(); err == nil {
-		check(paths.SpendPerMinute, pr.SpendPerMinute, micros)
+		check(paths.SpendPerMinute, pr.SpendPerMinute, micros, false)
 	}
 	return errs
 }

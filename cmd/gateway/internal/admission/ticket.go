@@ -45,7 +45,7 @@ type Ticket struct {
 	buf      [ratelimit.MaxChecks]ratelimit.Check
 	checks   []ratelimit.Check // in buf
 	started  time.Time
-	took     time.Time // when the store took the decision that let the call go, by its clock
+	took     time.Time                  // when the store took the decision that let the call go, by its clock
 	renewal  atomic.Pointer[time.Timer] // renews the call's slots in flight while it runs
 	ended    atomic.Bool
 }

@@ -179,16 +179,12 @@ func (b *builder) perMinute(key string, dim ratelimit.Dimension, n int64) (rule,
 	})
 }
 
-// pace is a bucket beside a provider's per-minute limit n that lets n a minute through but at
-// most a tenth of it at once (of tokens, at least 16,384, the largest call that can pass): the
-// rolling minute alone would let a whole minute go in its first second after a quiet minute, and
-// then nothing until that second leaves it, every minute again.
+// pace is the bucket beside a provider's per-minute limit n that lets n a minute through, with a
+// burst of gatewayv1.ProviderPaceBurst: the rolling minute alone would let a whole minute go in
+// its first second after a quiet minute, and then nothing until that second left it, every
+// minute again.
 func (b *builder) pace(key string, dim ratelimit.Dimension, n int64) (rule, error) {
-	burst := max(n/10, 1)
-	if dim == ratelimit.Tokens {
-		burst = max(burst, min(n, 16384))
-	}
-	return b.bucket(key, ratelimit.LevelProvider, dim, n, time.Minute, burst)
+	return b.bucket(key, ratelimit.LevelProvider, dim, n, time.Minute, gatewayv1.ProviderPaceBurst(n, dim == ratelimit.Tokens))
 }
 
 // LeaseTTL is how long Redis holds a call's slot in flight unless the call's gateway renews it,
