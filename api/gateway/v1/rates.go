@@ -58,20 +58,24 @@ func CheckRolling(capacity int64, period time.Duration, slots int64) error {
 
 // ProviderMinuteSlots is how many slots a provider's per-minute limits are counted in: a second
 // each. While a backlog lasts, a rolling window lets through slots/(slots+1) of its capacity,
-// 60/61 of the limit.
+// 60/61 of the limit; its pace (ProviderPace) a second less.
 const ProviderMinuteSlots = 60
 
-// ProviderPaceBurst is the burst of the bucket that paces a provider's per-minute limit n beside
-// its rolling minute: a tenth of n (at least 1) and, for tokens, at least MinTokenBurst (at most
-// n), since a bucket's burst is also the largest call it lets pass. The bucket refills at n a
-// minute, so a backlog drains at the rolling minute's pace while no quiet minute lets the whole
-// limit go at once.
-func ProviderPaceBurst(n int64, tokens bool) int64 {
-	burst := max(n/10, 1)
+// ProviderPace sizes the bucket that paces a provider's per-minute limit n beside its rolling
+// minute. Its burst is a second of n (at least 1) and, for tokens, at least MinTokenBurst (at
+// most n), since a bucket's burst is also the largest call it lets pass. It refills at n × 59/61
+// a minute (at least 1): a second of n less than the rolling minute lets through while a backlog
+// lasts (60/61). A burst that went at once holds the backlog a minute later, when the rolling
+// minute still counts it; the bucket fills meanwhile, and would let the same burst go again,
+// every minute, if it refilled at the rolling minute's own rate. A second less a minute damps
+// that echo until the rolling minute no longer holds the backlog at all.
+func ProviderPace(n int64, tokens bool) (rate, burst int64) {
+	rate = max(n*(ProviderMinuteSlots-1)/(ProviderMinuteSlots+1), 1)
+	burst = max(n/ProviderMinuteSlots, 1)
 	if tokens {
 		burst = max(burst, min(n, MinTokenBurst))
 	}
-	return burst
+	return rate, burst
 }
 
 // MinTokenBurst is the least burst of the bucket that paces a provider's tokens per minute: the
@@ -88,7 +92,8 @@ func (pr *Provider) validateProviderRates(paths ProviderPaths) field.ErrorList {
 		}
 		err := CheckRolling(n, time.Minute, ProviderMinuteSlots)
 		if err == nil {
-			err = CheckRate(n, time.Minute, ProviderPaceBurst(n, tokens))
+			rate, burst := ProviderPace(n, tokens)
+			err = CheckRate(rate, time.Minute, burst)
 		}
 		if err != nil {
 			errs = append(errs, field.Invalid(p, value, "must fit the gateway's limiter: "+err.Error()))

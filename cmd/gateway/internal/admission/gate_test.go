@@ -404,8 +404,8 @@ func TestASmallTenantWaitsAtMostOneRound(t *testing.T) {
 
 func TestTheDoorRefusesALongWaitBeforeCharging(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// 6,000 tokens in any rolling minute: a backlog drains 60/61 of that a minute, 98.4 tokens a
-		// second, and a lane with 6,000 tokens ahead waits 61 s. The first call refused waits 61 s
+		// 6,000 tokens in any rolling minute: a backlog drains at the pace, 59/61 of that a minute,
+		// 96.7 tokens a second, and a lane with 6,000 tokens ahead waits 62 s. The first call refused waits 61 s
 		// for the second its predecessors took to leave the minute: the plan waits up to 2 minutes.
 		pl := plan{requestsPerMinute: 6000, tokensPerMinute: 6000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
 		pl.tenants[0].MaxWait.Duration = 2 * time.Minute
@@ -448,8 +448,8 @@ func TestTheDoorRefusesALongWaitBeforeCharging(t *testing.T) {
 		if refusal.Position != queued+1 {
 			t.Errorf("position = %d; want %d (the %d queued, then this call)", refusal.Position, queued+1, queued)
 		}
-		// The call's own slot of the drain: 1,000 tokens at 6,000 × 60/61 a minute, 10.17 s.
-		soonest, slot := refusal.Estimate-time.Duration(comebackWait*float64(refusal.MaxWait)), time.Minute*61/360
+		// The call's own slot of the drain: 1,000 tokens at 6,000 × 59/61 a minute, 10.34 s.
+		soonest, slot := refusal.Estimate-time.Duration(comebackWait*float64(refusal.MaxWait)), time.Minute*61/354
 		if refusal.Estimate <= refusal.MaxWait || refusal.RetryAfter < soonest || refusal.RetryAfter >= soonest+slot {
 			t.Errorf("estimate %s, maxWait %s, retry after %s; want an estimate past maxWait, and to come back once the wait is within its share comebackWait of it, within the call's slot of the drain (%s)",
 				refusal.Estimate, refusal.MaxWait, refusal.RetryAfter, slot)
@@ -648,10 +648,10 @@ func TestAJobAttemptTakenOverIsRefusedAndHoldsNothing(t *testing.T) {
 // before it, one slot of the drain later (its cost over the rate), never all at the same second.
 func TestACrowdTurnedAwayComesBackSpreadAtTheDrainRate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// 6,000 tokens in any rolling minute: a backlog drains 60/61 of that a minute, and a call
-		// of 1,000 tokens is a slot of 10.17 s. The first call refused waits 61 s for the second its
+		// 6,000 tokens in any rolling minute: a backlog drains at the pace, 59/61 of that a minute,
+		// and a call of 1,000 tokens is a slot of 10.34 s. The first call refused waits 61 s for the second its
 		// predecessors took to leave the minute: the plan waits up to 2 minutes.
-		const slot = time.Minute * 61 / 360
+		const slot = time.Minute * 61 / 354
 		pl := plan{requestsPerMinute: 6000, tokensPerMinute: 6000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
 		pl.tenants[0].MaxWait.Duration = 2 * time.Minute
 		g, _, p := newGate(t, pl)

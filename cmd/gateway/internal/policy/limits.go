@@ -115,8 +115,8 @@ func dimension(l gatewayv1.Limit) (ratelimit.Dimension, int64, error) {
 //
 // A provider counts its per-minute limits on a rolling minute: no sixty seconds may hold more than
 // the limit. The gateway counts them the same way, as rolling windows of a minute in slots of a
-// second (see perMinute): no rolling minute ever sees more than the limit, a backlog drains at
-// 60/61 of it, and a call as large as the whole limit can pass.
+// second (see perMinute), each paced by a bucket (see pace): no rolling minute ever sees more than
+// the limit, and a backlog drains at the pace, 59/61 of it.
 func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 	var out []rule
 	add := func(r rule, err error) error {
@@ -179,12 +179,12 @@ func (b *builder) perMinute(key string, dim ratelimit.Dimension, n int64) (rule,
 	})
 }
 
-// pace is the bucket beside a provider's per-minute limit n that lets n a minute through, with a
-// burst of gatewayv1.ProviderPaceBurst: the rolling minute alone would let a whole minute go in
-// its first second after a quiet minute, and then nothing until that second left it, every
-// minute again.
+// pace is the bucket that paces a provider's per-minute limit n beside its rolling minute (see
+// gatewayv1.ProviderPace): without it, a quiet minute would let the whole limit go in its first
+// second, and then nothing until that second left the minute, every minute again.
 func (b *builder) pace(key string, dim ratelimit.Dimension, n int64) (rule, error) {
-	return b.bucket(key, ratelimit.LevelProvider, dim, n, time.Minute, gatewayv1.ProviderPaceBurst(n, dim == ratelimit.Tokens))
+	rate, burst := gatewayv1.ProviderPace(n, dim == ratelimit.Tokens)
+	return b.bucket(key, ratelimit.LevelProvider, dim, rate, time.Minute, burst)
 }
 
 // LeaseTTL is how long Redis holds a call's slot in flight unless the call's gateway renews it,

@@ -193,16 +193,15 @@ func paced(cfg *gatewayv1.Provider, learned gatewayv1.LearnedLimits) *gatewayv1.
 }
 
 // SustainedTokensPerMinute is the tokens per minute the gateway lets through to the provider
-// while a backlog lasts: the configured or learned limit, after headroom, times slots/(slots+1),
-// since its rolling window counts the oldest slot in full while part of it is past (see
-// perMinute). Zero means no limit.
+// while a backlog lasts: the rate of its pace, 59/61 of the configured or learned limit after
+// headroom (see gatewayv1.ProviderPace). Zero means no limit.
 func (p *Provider) SustainedTokensPerMinute() int64 {
 	n := p.Config.WithHeadroom(cmp.Or(p.Learned.TokensPerMinute, p.Config.TokensPerMinute))
 	if n <= 0 {
 		return 0
 	}
-	const slots = gatewayv1.ProviderMinuteSlots
-	return n * slots / (slots + 1)
+	rate, _ := gatewayv1.ProviderPace(n, true)
+	return rate
 }
 
 // ReadSecret reads a secret (an API key, a password) from a file of its own; an empty path is no

@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,7 +52,8 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 	cost := Cost{Tokens: 900, MicroDollars: 2700}
 	got := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, cost, Shared, "lease")))
 	// 95% headroom on 1,500 RPM, 300,000 TPM and 200 in flight (the provider's per-minute limits
-	// are rolling windows of the whole limit, each paced by a bucket that holds a tenth of it);
+	// are rolling windows of the whole limit, each paced by a bucket that holds a second of it,
+	// of tokens at least 16,384);
 	// $5,000 a month in micro-dollars.
 	want := []check{
 		{Key: "{tenant:acme}:user:alice:requests:day", Level: "user", Capacity: 1000, Cost: 1},
@@ -59,9 +61,9 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 		{Key: "{tenant:acme}:tenant:budget", Level: "tenant", Capacity: 5_000_000_000, Cost: 2700},
 		{Key: "{tenant:acme}:endpoint:chat:requests:minute", Level: "endpoint", Capacity: 60, Cost: 1},
 		{Key: "{openai}:provider:requests:minute", Level: "provider", Capacity: 1425, Cost: 1},
-		{Key: "{openai}:provider:requests:pace", Level: "provider", Capacity: 142, Cost: 1},
+		{Key: "{openai}:provider:requests:pace", Level: "provider", Capacity: 23, Cost: 1},
 		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 285_000, Cost: 900},
-		{Key: "{openai}:provider:tokens:pace", Level: "provider", Capacity: 28_500, Cost: 900},
+		{Key: "{openai}:provider:tokens:pace", Level: "provider", Capacity: 16_384, Cost: 900},
 		{Key: "{openai}:provider:inflight", Level: "provider", Capacity: 190, Cost: 1},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -103,6 +105,52 @@ func TestProviderTokensPerMinuteAreARollingMinute(t *testing.T) {
 	}
 }
 
+// TestABacklogIsHeldByTheProvidersPaceNotItsMinute drives a backlog of equal calls against the
+// provider's tokens per minute as compiled, the rolling minute and its pace, on a simulated clock
+// for ten minutes: each call is tried again when the refusal says. No rolling minute holds more
+// than the limit. The burst that goes first holds the backlog a minute later, for less each
+// minute: from the sixth minute the pace alone holds it, and it drains at the pace, 59/61 of the
+// limit.
+func TestABacklogIsHeldByTheProvidersPaceNotItsMinute(t *testing.T) {
+	p := compileExample(t, 1)
+	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{}, Shared, "l")
+	var provider []ratelimit.Check
+	for _, c := range checks {
+		if strings.HasPrefix(c.Limit.Key, "{openai}:provider:tokens:") {
+			provider = append(provider, ratelimit.Check{Limit: c.Limit, Cost: 900})
+		}
+	}
+	const limit, cost = 285_000, 900
+	m, ctx := ratelimit.NewMemory(), context.Background()
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	settled := start.Add(5 * time.Minute)
+	var took []time.Time
+	for now := start; now.Before(start.Add(10 * time.Minute)); {
+		d, err := m.Decide(ctx, provider, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			took = append(took, now)
+			continue
+		}
+		if by := d.RefusedBy(provider); by.Key != "{openai}:provider:tokens:pace" && now.After(settled) {
+			t.Fatalf("at +%s the backlog was held by %s; want its pace", now.Sub(start), by.Key)
+		}
+		now = now.Add(max(d.RetryAfter, time.Microsecond))
+	}
+	for i := range took {
+		j, _ := slices.BinarySearchFunc(took, took[i].Add(time.Minute), func(a, b time.Time) int { return a.Compare(b) })
+		if n := int64(j-i) * cost; n > limit {
+			t.Fatalf("the minute from +%s holds %d tokens; want at most %d", took[i].Sub(start), n, limit)
+		}
+	}
+	from := slices.IndexFunc(took, func(at time.Time) bool { return !at.Before(settled) })
+	if got, want := int64(len(took)-from)*cost/5, int64(limit*59/61); got < want-cost || got > want+cost {
+		t.Errorf("a backlog drained %d tokens a minute from its sixth minute; want %d, 59/61 of the limit", got, want)
+	}
+}
+
 func TestLocalChecksTakeOneReplicasShare(t *testing.T) {
 	p := compileExample(t, 4)
 	alice, route := p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini")
@@ -123,7 +171,7 @@ func TestSettlementChargesTheDifferenceAndFreesTheSlot(t *testing.T) {
 		{Key: "{tenant:acme}:tenant:tokens:minute", Level: "tenant", Capacity: 200000, Cost: -850},
 		{Key: "{tenant:acme}:tenant:budget", Level: "tenant", Capacity: 5_000_000_000, Cost: -2550},
 		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 285_000, Cost: -850},
-		{Key: "{openai}:provider:tokens:pace", Level: "provider", Capacity: 28_500, Cost: -850},
+		{Key: "{openai}:provider:tokens:pace", Level: "provider", Capacity: 16_384, Cost: -850},
 		{Key: "{openai}:provider:inflight", Level: "provider", Capacity: 190, Cost: -1},
 	}
 	if diff := cmp.Diff(want, summarize(got)); diff != "" {
@@ -305,8 +353,9 @@ func TestLearnedLimitsLowerTheProvidersLimits(t *testing.T) {
 	if got := p.Provider("openai").Config.RequestsPerMinute; got != 1500 {
 		t.Errorf("the provider's configuration says %d RPM; want 1500, as configured", got)
 	}
-	// 285,000 × 60/61: the rolling window counts 61 slots of a second while 60 pass.
-	if got := p.Provider("openai").SustainedTokensPerMinute(); got != 280_327 {
-		t.Errorf("SustainedTokensPerMinute() = %d; want 280327", got)
+	// 285,000 × 59/61: the pace of the rolling window, which counts 61 slots of a second while 60
+	// pass, less a second.
+	if got := p.Provider("openai").SustainedTokensPerMinute(); got != 275_655 {
+		t.Errorf("SustainedTokensPerMinute() = %d; want 275655", got)
 	}
 }
