@@ -37,8 +37,9 @@ func TestTheGatewayPacesToTheLimitsTheProviderReports(t *testing.T) {
 	lab, g := startLearning(t)
 
 	// 150 calls at once: the gateway's configured rolling minute (6,000) would let them all go,
-	// and the lab would answer 429 to those past its 120; the learned one lets go what the lab's
-	// minute holds after the first call, 119, and the rest wait past their second of maxWait.
+	// and the lab would answer 429 to those past its 120; the learned one, paced (a burst of 2,
+	// then about 2 a second), lets go a handful and never more than the lab's minute holds after
+	// the first call, 119, and the rest wait past their second of maxWait.
 	sendSmall(t.Context(), g.URL, learnedKey, 150)
 	st := labStats(t, lab)
 	t.Logf("of 150 calls at once, the gateway sent the lab %d", st.Accepted-1)
@@ -60,8 +61,9 @@ func TestTheGatewayBacksOffWhenTheProvidersMinuteRunsOut(t *testing.T) {
 	lab, g := startLearning(t)
 
 	// Another client of the account uses up its minute. The gateway's own minute still has room
-	// for the next 30 calls at once, so they all go, and each may be answered 429 before the
-	// first answer pauses the queue; the 60 calls after it draw at most a few more.
+	// for the next 30 calls at once, so as many as its pace lets go (up to all 30) may be
+	// answered 429 before the first answer pauses the queue; the 60 calls after it draw at most
+	// a few more.
 	sendSmall(t.Context(), lab, "", labRPM)
 	before := labStats(t, lab).Rejected429Requests
 	sendSmall(t.Context(), g.URL, learnedKey, 30)
