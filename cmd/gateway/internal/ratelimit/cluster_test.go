@@ -303,35 +303,8 @@ func TestClusterRenewKeepsLeasesInEverySlot(t *testing.T) {
 // when the quota has started again: the new day keeps what it counts. The same undo within the
 // day gives back.
 func TestUndoGivesBackOnlyToTheWindowItTookFrom(t *testing.T) {
-	s := NewRedis(redisserver.Start(t).Client(t), WithCallerClock())
-	ctx := context.Background()
-	day := mustLimit(NewWindow("{p}:day", LevelUser, Requests, 10, Calendar{Period: Day}))
-	decided := func(cost int64, at time.Duration) *scriptRun {
-		t.Helper()
-		run, err := s.newRun("decide", []Check{{Limit: day, Cost: cost}}, t0.Add(at))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.send(ctx, run); err != nil {
-			t.Fatal(err)
-		}
-		return run
-	}
-	undoAt := func(run *scriptRun, at time.Duration) {
-		t.Helper()
-		undo := run.undo(nil)[0]
-		undo.clock = fmt.Sprint(t0.Add(at).UnixMicro())
-		if _, err := s.send(ctx, undo); err != nil {
-			t.Fatal(err)
-		}
-	}
-	remaining := func(at time.Duration) int64 {
-		d, err := s.Decide(ctx, []Check{{Limit: day}}, t0.Add(at))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d.Remaining[0]
-	}
+	u := newUndoing(t, mustLimit(NewWindow("{p}:day", LevelUser, Requests, 10, Calendar{Period: Day})))
+	decided, undoAt, remaining := u.decided, u.undoAt, u.remaining
 
 	yesterday := decided(3, 0) // 23:00
 	decided(1, 2*time.Hour)    // 01:00 the next day

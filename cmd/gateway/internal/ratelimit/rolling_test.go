@@ -319,36 +319,8 @@ func TestRollingPeek(t *testing.T) {
 // minute, the second a decision took from gets its cost back; once that second has left the
 // window, an undo gives nothing, and never to a newer second.
 func TestUndoGivesBackOnlyToTheSlotItTookFrom(t *testing.T) {
-	s := NewRedis(redisserver.Start(t).Client(t), WithCallerClock())
-	ctx := context.Background()
-	l := minuteOf("{p}:undone", 10)
-	decided := func(cost int64, at time.Duration) *scriptRun {
-		t.Helper()
-		run, err := s.newRun("decide", []Check{{Limit: l, Cost: cost}}, t0.Add(at))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.send(ctx, run); err != nil || !run.allowed() {
-			t.Fatalf("decision of %d at +%s: %v, %v; want allowed", cost, at, run.reply, err)
-		}
-		return run
-	}
-	undoAt := func(run *scriptRun, at time.Duration) {
-		t.Helper()
-		undo := run.undo(nil)[0]
-		undo.clock = fmt.Sprint(t0.Add(at).UnixMicro())
-		if _, err := s.send(ctx, undo); err != nil {
-			t.Fatal(err)
-		}
-	}
-	remaining := func(at time.Duration) int64 {
-		t.Helper()
-		d, err := s.Decide(ctx, []Check{{Limit: l}}, t0.Add(at))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d.Remaining[0]
-	}
+	u := newUndoing(t, minuteOf("{p}:undone", 10))
+	decided, undoAt, remaining := u.decided, u.undoAt, u.remaining
 
 	first := decided(3, 0)
 	second := decided(4, 30*time.Second)
@@ -417,4 +389,49 @@ func TestRedisRollingWindowReadsABucketAsEmpty(t *testing.T) {
 	if v, err := client.Get(ctx, l.Key).Result(); err != nil || v != fmt.Sprint(t0.Unix(), " 10 0") {
 		t.Errorf("the key holds %q, %v; want the window's value", v, err)
 	}
+}
+
+// undoing decides, undoes and reads one limit on a Redis store of its own, at times after t0,
+// and fails its test on any error.
+type undoing struct {
+	t *testing.T
+	s *Redis
+	l *Limit
+}
+
+func newUndoing(t *testing.T, l *Limit) undoing {
+	return undoing{t: t, s: NewRedis(redisserver.Start(t).Client(t), WithCallerClock()), l: l}
+}
+
+// decided takes cost at +at, which must be allowed, and returns the run to undo.
+func (u undoing) decided(cost int64, at time.Duration) *scriptRun {
+	u.t.Helper()
+	run, err := u.s.newRun("decide", []Check{{Limit: u.l, Cost: cost}}, t0.Add(at))
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	if _, err := u.s.send(context.Background(), run); err != nil || !run.allowed() {
+		u.t.Fatalf("decision of %d at +%s: %v, %v; want allowed", cost, at, run.reply, err)
+	}
+	return run
+}
+
+// undoAt undoes the decision run at +at.
+func (u undoing) undoAt(run *scriptRun, at time.Duration) {
+	u.t.Helper()
+	undo := run.undo(nil)[0]
+	undo.clock = fmt.Sprint(t0.Add(at).UnixMicro())
+	if _, err := u.s.send(context.Background(), undo); err != nil {
+		u.t.Fatal(err)
+	}
+}
+
+// remaining reads what the limit has left at +at.
+func (u undoing) remaining(at time.Duration) int64 {
+	u.t.Helper()
+	d, err := u.s.Decide(context.Background(), []Check{{Limit: u.l}}, t0.Add(at))
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	return d.Remaining[0]
 }
