@@ -62,10 +62,10 @@ func CheckRolling(capacity int64, period time.Duration, slots int64) error {
 const ProviderMinuteSlots = 60
 
 // ProviderPace sizes the bucket that paces a provider's per-minute limit n beside its rolling
-// minute. Its burst is a second of n (at least 1) and, for tokens, at least MinTokenBurst (at
-// most n), since a bucket's burst is also the largest call it lets pass. It refills at n × 59/61
-// a minute (at least 1): a second of n less than the rolling minute lets through while a backlog
-// lasts (60/61). A burst that went at once holds the backlog a minute later, when the rolling
+// minute. Its burst is a second of n (at least 1); of tokens, a tenth of n and at least
+// MinTokenBurst (at most n), since a bucket's burst is also the largest call it lets pass. It
+// refills at n × 59/61 a minute (at least 1): a second of n less than the rolling minute lets
+// through while a backlog lasts (60/61). A burst that went at once holds the backlog a minute later, when the rolling
 // minute still counts it; the bucket fills meanwhile, and would let the same burst go again,
 // every minute, if it refilled at the rolling minute's own rate. A second less a minute damps
 // that echo until the rolling minute no longer holds the backlog at all.
@@ -73,13 +73,13 @@ func ProviderPace(n int64, tokens bool) (rate, burst int64) {
 	rate = max(n*(ProviderMinuteSlots-1)/(ProviderMinuteSlots+1), 1)
 	burst = max(n/ProviderMinuteSlots, 1)
 	if tokens {
-		burst = max(burst, min(n, MinTokenBurst))
+		burst = max(n/10, min(n, MinTokenBurst))
 	}
 	return rate, burst
 }
 
-// MinTokenBurst is the least burst of the bucket that paces a provider's tokens per minute: the
-// largest call it lets pass when the limit is larger.
+// MinTokenBurst is the least burst of the bucket that paces a provider's tokens per minute, the
+// largest call it lets pass, when the limit is larger.
 const MinTokenBurst = 16384
 
 // validateProviderRates checks that the limiter can hold each of the provider's per-minute

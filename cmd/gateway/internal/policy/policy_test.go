@@ -53,7 +53,7 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 	got := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, cost, Shared, "lease")))
 	// 95% headroom on 1,500 RPM, 300,000 TPM and 200 in flight (the provider's per-minute limits
 	// are rolling windows of the whole limit, each paced by a bucket that holds a second of it,
-	// of tokens at least 16,384);
+	// of tokens a tenth);
 	// $5,000 a month in micro-dollars.
 	want := []check{
 		{Key: "{tenant:acme}:user:alice:requests:day", Level: "user", Capacity: 1000, Cost: 1},
@@ -63,7 +63,7 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 		{Key: "{openai}:provider:requests:minute", Level: "provider", Capacity: 1425, Cost: 1},
 		{Key: "{openai}:provider:requests:pace", Level: "provider", Capacity: 23, Cost: 1},
 		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 285_000, Cost: 900},
-		{Key: "{openai}:provider:tokens:pace", Level: "provider", Capacity: 16_384, Cost: 900},
+		{Key: "{openai}:provider:tokens:pace", Level: "provider", Capacity: 28_500, Cost: 900},
 		{Key: "{openai}:provider:inflight", Level: "provider", Capacity: 190, Cost: 1},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -107,10 +107,10 @@ func TestProviderTokensPerMinuteAreARollingMinute(t *testing.T) {
 
 // TestABacklogIsHeldByTheProvidersPaceNotItsMinute drives a backlog of equal calls against the
 // provider's tokens per minute as compiled, the rolling minute and its pace, on a simulated clock
-// for ten minutes: each call is tried again when the refusal says. No rolling minute holds more
-// than the limit. The burst that goes first holds the backlog a minute later, for less each
-// minute: from the sixth minute the pace alone holds it, and it drains at the pace, 59/61 of the
-// limit.
+// for twelve minutes: each call is tried again when the refusal says. No rolling minute holds more
+// than the limit. The burst that goes first (a tenth of the limit) holds the backlog a minute
+// later, for a second less each minute: from the eighth minute the pace alone holds it, and it
+// drains at the pace, 59/61 of the limit.
 func TestABacklogIsHeldByTheProvidersPaceNotItsMinute(t *testing.T) {
 	p := compileExample(t, 1)
 	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{}, Shared, "l")
@@ -123,9 +123,9 @@ func TestABacklogIsHeldByTheProvidersPaceNotItsMinute(t *testing.T) {
 	const limit, cost = 285_000, 900
 	m, ctx := ratelimit.NewMemory(), context.Background()
 	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	settled := start.Add(5 * time.Minute)
+	settled := start.Add(7 * time.Minute)
 	var took []time.Time
-	for now := start; now.Before(start.Add(10 * time.Minute)); {
+	for now := start; now.Before(start.Add(12 * time.Minute)); {
 		d, err := m.Decide(ctx, provider, now)
 		if err != nil {
 			t.Fatal(err)
@@ -147,7 +147,7 @@ func TestABacklogIsHeldByTheProvidersPaceNotItsMinute(t *testing.T) {
 	}
 	from := slices.IndexFunc(took, func(at time.Time) bool { return !at.Before(settled) })
 	if got, want := int64(len(took)-from)*cost/5, int64(limit*59/61); got < want-cost || got > want+cost {
-		t.Errorf("a backlog drained %d tokens a minute from its sixth minute; want %d, 59/61 of the limit", got, want)
+		t.Errorf("a backlog drained %d tokens a minute from its eighth minute; want %d, 59/61 of the limit", got, want)
 	}
 }
 
@@ -171,7 +171,7 @@ func TestSettlementChargesTheDifferenceAndFreesTheSlot(t *testing.T) {
 		{Key: "{tenant:acme}:tenant:tokens:minute", Level: "tenant", Capacity: 200000, Cost: -850},
 		{Key: "{tenant:acme}:tenant:budget", Level: "tenant", Capacity: 5_000_000_000, Cost: -2550},
 		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 285_000, Cost: -850},
-		{Key: "{openai}:provider:tokens:pace", Level: "provider", Capacity: 16_384, Cost: -850},
+		{Key: "{openai}:provider:tokens:pace", Level: "provider", Capacity: 28_500, Cost: -850},
 		{Key: "{openai}:provider:inflight", Level: "provider", Capacity: 190, Cost: -1},
 	}
 	if diff := cmp.Diff(want, summarize(got)); diff != "" {
