@@ -62,47 +62,50 @@ func CheckRolling(capacity int64, period time.Duration, slots int64) error {
 const ProviderMinuteSlots = 60
 
 // ProviderPace sizes the bucket that paces a provider's per-minute limit n beside its rolling
-// minute. Its burst is a second of n (at least 1); of tokens, a tenth of n and at least
-// MinTokenBurst (at most n), since a bucket's burst is also the largest call it lets pass. It
-// refills at n × 59/61 a minute (at least 1): a second of n less than the rolling minute lets
-// through while a backlog lasts (60/61). A burst that went at once holds the backlog a minute later, when the rolling
-// minute still counts it; the bucket fills meanwhile, and would let the same burst go again,
-// every minute, if it refilled at the rolling minute's own rate. A second less a minute damps
-// that echo until the rolling minute no longer holds the backlog at all.
-func ProviderPace(n int64, tokens bool) (rate, burst int64) {
+// minute: a burst of n/fraction, at least minBurst (but at most n) and at least 1, since a
+// bucket's burst is also the largest call it lets pass. It refills at n × 59/61 a minute (at least
+// 1): a second of n less than the rolling minute lets through while a backlog lasts (60/61). A
+// burst that went at once holds the backlog a minute later, when the rolling minute still counts
+// it; the bucket fills meanwhile, and would let the same burst go again, every minute, if it
+// refilled at the rolling minute's own rate. A second less a minute damps that echo until the
+// rolling minute no longer holds the backlog at all.
+func ProviderPace(n, fraction, minBurst int64) (rate, burst int64) {
 	rate = max(n*(ProviderMinuteSlots-1)/(ProviderMinuteSlots+1), 1)
-	burst = max(n/ProviderMinuteSlots, 1)
-	if tokens {
-		burst = max(n/10, min(n, MinTokenBurst))
-	}
+	burst = max(n/fraction, min(n, minBurst), 1)
 	return rate, burst
 }
 
-// MinTokenBurst is the least burst of the bucket that paces a provider's tokens per minute, the
-// largest call it lets pass, when the limit is larger.
-const MinTokenBurst = 16384
+// The fractions of a provider's per-minute limits its paces' bursts hold: a second of requests,
+// which come one a call; six seconds of tokens and dollars, which come in calls of any size. A
+// pace of tokens holds at least MinTokenBurst.
+const (
+	RequestsBurstFraction = 60
+	TokensBurstFraction   = 10
+	SpendBurstFraction    = 10
+	MinTokenBurst         = 16384
+)
 
 // validateProviderRates checks that the limiter can hold each of the provider's per-minute
 // limits after headroom, as rolling windows of a minute paced by buckets.
 func (pr *Provider) validateProviderRates(paths ProviderPaths) field.ErrorList {
 	var errs field.ErrorList
-	check := func(p *field.Path, value any, n int64, tokens bool) {
+	check := func(p *field.Path, value any, n, fraction, minBurst int64) {
 		if n <= 0 {
 			return
 		}
 		err := CheckRolling(n, time.Minute, ProviderMinuteSlots)
 		if err == nil {
-			rate, burst := ProviderPace(n, tokens)
+			rate, burst := ProviderPace(n, fraction, minBurst)
 			err = CheckRate(rate, time.Minute, burst)
 		}
 		if err != nil {
 			errs = append(errs, field.Invalid(p, value, "must fit the gateway's limiter: "+err.Error()))
 		}
 	}
-	check(paths.RequestsPerMinute, pr.RequestsPerMinute, pr.WithHeadroom(pr.RequestsPerMinute), false)
-	check(paths.TokensPerMinute, pr.TokensPerMinute, pr.WithHeadroom(pr.TokensPerMinute), true)
+	check(paths.RequestsPerMinute, pr.RequestsPerMinute, pr.WithHeadroom(pr.RequestsPerMinute), RequestsBurstFraction, 0)
+	check(paths.TokensPerMinute, pr.TokensPerMinute, pr.WithHeadroom(pr.TokensPerMinute), TokensBurstFraction, MinTokenBurst)
 	if micros, err := pr.SpendPerMinute.MicroDollars(); err == nil {
-		check(paths.SpendPerMinute, pr.SpendPerMinute, micros, false)
+		check(paths.SpendPerMinute, pr.SpendPerMinute, micros, SpendBurstFraction, 0)
 	}
 	return errs
 }

@@ -132,7 +132,7 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 		if err := add(b.perMinute(prefix+":requests:minute", ratelimit.Requests, n)); err != nil {
 			return nil, err
 		}
-		if err := add(b.pace(prefix+":requests:pace", ratelimit.Requests, n)); err != nil {
+		if err := add(b.pace(prefix+":requests:pace", ratelimit.Requests, n, gatewayv1.RequestsBurstFraction, 0)); err != nil {
 			return nil, err
 		}
 	}
@@ -140,7 +140,7 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 		if err := add(b.perMinute(prefix+":tokens:minute", ratelimit.Tokens, n)); err != nil {
 			return nil, err
 		}
-		if err := add(b.pace(prefix+":tokens:pace", ratelimit.Tokens, n)); err != nil {
+		if err := add(b.pace(prefix+":tokens:pace", ratelimit.Tokens, n, gatewayv1.TokensBurstFraction, gatewayv1.MinTokenBurst)); err != nil {
 			return nil, err
 		}
 	}
@@ -155,7 +155,7 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 		if err := add(b.perMinute(prefix+":microdollars:minute", ratelimit.MicroDollars, n)); err != nil {
 			return nil, err
 		}
-		if err := add(b.pace(prefix+":microdollars:pace", ratelimit.MicroDollars, n)); err != nil {
+		if err := add(b.pace(prefix+":microdollars:pace", ratelimit.MicroDollars, n, gatewayv1.SpendBurstFraction, 0)); err != nil {
 			return nil, err
 		}
 	}
@@ -182,8 +182,8 @@ func (b *builder) perMinute(key string, dim ratelimit.Dimension, n int64) (rule,
 // pace is the bucket that paces a provider's per-minute limit n beside its rolling minute (see
 // gatewayv1.ProviderPace): without it, a quiet minute would let the whole limit go in its first
 // second, and then nothing until that second left the minute, every minute again.
-func (b *builder) pace(key string, dim ratelimit.Dimension, n int64) (rule, error) {
-	rate, burst := gatewayv1.ProviderPace(n, dim == ratelimit.Tokens)
+func (b *builder) pace(key string, dim ratelimit.Dimension, n, fraction, minBurst int64) (rule, error) {
+	rate, burst := gatewayv1.ProviderPace(n, fraction, minBurst)
 	return b.bucket(key, ratelimit.LevelProvider, dim, rate, time.Minute, burst)
 }
 
