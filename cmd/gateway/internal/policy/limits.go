@@ -126,21 +126,22 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 		}
 		return err
 	}
+	// addPerMinute adds a per-minute limit n of dim, under key: its rolling minute, then its pace.
+	addPerMinute := func(key string, dim ratelimit.Dimension, n, fraction, minBurst int64) error {
+		if err := add(b.perMinute(key+":minute", dim, n)); err != nil {
+			return err
+		}
+		return add(b.pace(key+":pace", dim, n, fraction, minBurst))
+	}
 	prefix := providerKey(p.Name, "provider")
 	level := ratelimit.LevelProvider
 	if n := p.WithHeadroom(p.RequestsPerMinute); n > 0 {
-		if err := add(b.perMinute(prefix+":requests:minute", ratelimit.Requests, n)); err != nil {
-			return nil, err
-		}
-		if err := add(b.pace(prefix+":requests:pace", ratelimit.Requests, n, gatewayv1.RequestsBurstFraction, 0)); err != nil {
+		if err := addPerMinute(prefix+":requests", ratelimit.Requests, n, gatewayv1.RequestsBurstFraction, 0); err != nil {
 			return nil, err
 		}
 	}
 	if n := p.WithHeadroom(p.TokensPerMinute); n > 0 {
-		if err := add(b.perMinute(prefix+":tokens:minute", ratelimit.Tokens, n)); err != nil {
-			return nil, err
-		}
-		if err := add(b.pace(prefix+":tokens:pace", ratelimit.Tokens, n, gatewayv1.TokensBurstFraction, gatewayv1.MinTokenBurst)); err != nil {
+		if err := addPerMinute(prefix+":tokens", ratelimit.Tokens, n, gatewayv1.TokensBurstFraction, gatewayv1.MinTokenBurst); err != nil {
 			return nil, err
 		}
 	}
@@ -152,10 +153,7 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 		}
 	}
 	if n, _ := p.SpendPerMinute.MicroDollars(); n > 0 { // validated already
-		if err := add(b.perMinute(prefix+":microdollars:minute", ratelimit.MicroDollars, n)); err != nil {
-			return nil, err
-		}
-		if err := add(b.pace(prefix+":microdollars:pace", ratelimit.MicroDollars, n, gatewayv1.SpendBurstFraction, 0)); err != nil {
+		if err := addPerMinute(prefix+":microdollars", ratelimit.MicroDollars, n, gatewayv1.SpendBurstFraction, 0); err != nil {
 			return nil, err
 		}
 	}

@@ -53,8 +53,7 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 	got := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, cost, Shared, "lease")))
 	// 95% headroom on 1,500 RPM, 300,000 TPM and 200 in flight (the provider's per-minute limits
 	// are rolling windows of the whole limit, each paced by a bucket that holds a second of it,
-	// of tokens a tenth);
-	// $5,000 a month in micro-dollars.
+	// of tokens a tenth); $5,000 a month in micro-dollars.
 	want := []check{
 		{Key: "{tenant:acme}:user:alice:requests:day", Level: "user", Capacity: 1000, Cost: 1},
 		{Key: "{tenant:acme}:tenant:tokens:minute", Level: "tenant", Capacity: 200000, Cost: 900},

@@ -286,27 +286,30 @@ func settle(l *Limit, s state, older *slotRing, delta, now, took int64) state {
 // settleRolling adds delta to the slot the settled decision took from, as the provider counts a
 // call's real use when it admitted it: a refund then frees what the estimate held where it held
 // it, even while no other call is let go. Once that slot has left the window, so has what the
-// call took, and nothing is left to settle. A settlement whose decision is unknown (took 0), or
-// whose ring is missing, counts in the current slot. No slot goes below zero nor above four
-// capacities.
+// call took, and nothing is left to settle. A settlement whose decision is unknown (took 0)
+// counts in the current slot. No slot goes below zero nor above four capacities. older is the
+// ring of a bound cell, never nil.
 func (l *Limit) settleRolling(s state, older *slotRing, delta, now, took int64) state {
 	current := l.chargedSlot(s, now)
-	if took == 0 || older == nil {
-		s = moveTo(s, older, current)
-		s.b = min(max(s.b+delta, 0), 4*l.capacity)
-		return s
+	slot := current
+	if took != 0 {
+		slot = min(l.units(took), s.a)
 	}
-	slot := min(l.units(took), s.a)
 	switch {
 	case slot < current-l.slots:
 		return s // past the window
-	case slot == s.a:
-		s.b = min(max(s.b+delta, 0), 4*l.capacity)
+	case slot >= s.a:
+		s = moveTo(s, older, slot)
+		s.b = l.slotHolding(s.b + delta)
 	default:
-		older.put(slot, min(max(older.count(slot)+delta, 0), 4*l.capacity))
+		older.put(slot, l.slotHolding(older.count(slot)+delta))
 	}
 	return s
 }
+
+// slotHolding is what a rolling window's slot may hold of n: nothing below zero, no more than four
+// capacities.
+func (l *Limit) slotHolding(n int64) int64 { return min(max(n, 0), 4*l.capacity) }
 
 // idle reports whether s is what a key with no state means, so the key can be dropped.
 func idle(l *Limit, s state, older *slotRing, now int64) bool {

@@ -13,22 +13,20 @@
 --   'w' window:      p1 = end of the current window by the caller's clock, p2 = end of the next
 --                    (microseconds); the value is "end used".
 --   'r' rolling:     p1 = "width slots", a slot's length (microseconds) and how many slots make
---                    the period; p2 = '' (but see settlements below). The value is "newest count older count ...": the newest
---                    slot (its start over the slot's length), what it counts, what the slots
---                    before it count in all, then what each of them counts, newest first, down
---                    to the oldest that counts anything. A decision counts every slot
---                    from slot-slots (partly past) to the newest, so no span of the period passes
---                    the capacity; it takes from its own slot, or from the newest if the clock
---                    stepped back. A settlement carries in p2 when its decision was taken
---                    (or '' for the current slot) and adds to the slot that decision took from,
---                    while it still counts, none going below zero.
+--                    the period; p2 = '' for a decision. The value is "newest count older
+--                    count ...": the newest slot (its start over the slot's length), what it
+--                    counts, what the slots before it count in all, then what each of them
+--                    counts, newest first, down to the oldest that counts anything. A decision
+--                    counts every slot from slot-slots (partly past) to the newest, so no span of
+--                    the period passes the capacity; it takes from its own slot, or from the
+--                    newest if the clock stepped back. A settlement or an undo carries in p2 when
+--                    its decision was taken (or '' for the current slot) and adds to the slot
+--                    that decision took from, while it still counts, none going below zero.
 --   'c' concurrency: p1 = lease time to live (microseconds), p2 = lease id; the value is a sorted
 --                    set of leases scored by expiry, so a dead gateway's slots free themselves.
 -- A settlement whose mark exists was applied before and does nothing; one that applies sets it.
 -- An undo is a settlement whose window checks carry, in p1 and p2, the end of the window the
--- decision took from: a window gives back only to it, never to the next one. Its rolling checks
--- carry in p2 when the slot the decision took from leaves the window: a rolling window gives back
--- only to that slot, and only while it still counts, never to a newer one.
+-- decision took from: a window gives back only to it, never to the next one.
 -- Returns, for each decision in turn (settlements, undos and renewals return nothing): allowed,
 -- refused index (0-based, -1 for none), wait, never, the decision's now, then remaining and reset
 -- per check; times in microseconds.
@@ -269,20 +267,13 @@ end
 
 -- settleRolling returns the slot of a rolling window (newest slot a, counts b) that a settlement
 -- adds to, what it adds there (no slot going below zero, nor above four capacities) and whether
--- it applies: the slot its decision took from, and nothing once that slot no longer counts. For
--- an undo, p2 is when that slot leaves; for a settlement, when its decision was taken, or '' for
--- the current slot.
-local function settleRolling(cap, p1, p2, a, b, delta, now, undo)
+-- it applies: the slot its decision took from (p2 is when the decision was taken; '' settles in
+-- the current slot), and nothing once that slot no longer counts.
+local function settleRolling(cap, p1, p2, a, b, delta, now)
   local width, slots = shape(p1)
   local slot = max(a, floor(now / width))
-  if undo or p2 ~= '' then
-    local took
-    if undo then
-      took = num(p2) / width - slots - 1
-      if took > a then return took, 0, false end
-    else
-      took = min(floor(num(p2) / width), a)
-    end
+  if p2 ~= '' then
+    local took = min(floor(num(p2) / width), a)
     if took < slot - slots then return took, 0, false end
     slot = took
     olderCounts(b)
@@ -292,8 +283,8 @@ local function settleRolling(cap, p1, p2, a, b, delta, now, undo)
 end
 
 -- settle adds each check's cost. With undo set, a window check's p1 is the end of the window its
--- decision took from, and a window that has moved on since is left as it is; a rolling check's p2
--- names the slot its decision took from (see settleRolling).
+-- decision took from, and a window that has moved on since is left as it is. A rolling check's
+-- p2, in a settlement as in an undo, names when its decision was taken (see settleRolling).
 local function settle(base, n, now, mark, keep, undo)
   if mark > 0 then
     if values[mark] or marks[mark] then return end -- applied before
@@ -310,7 +301,7 @@ local function settle(base, n, now, mark, keep, undo)
       b = max(b + delta, 0)
       apply = not (undo and (a ~= num(p1) or now >= a))
     elseif kind == 'r' then
-      a, delta, apply = settleRolling(cap, p1, p2, a, b, delta, now, undo)
+      a, delta, apply = settleRolling(cap, p1, p2, a, b, delta, now)
     end
     if apply then
       change(k, kind, a, b, p1, p2, delta, now)
@@ -376,8 +367,8 @@ while j <= #ARGV do
 end
 
 -- writeRolling stores rolling window k's value (see the top), down to its oldest slot that counts
--- anything (as read, when only the newest slot changed), to expire when its newest slot is past: at most a period and a slot after its last
--- change. A window that counts nothing is dropped.
+-- anything (as read, when only the newest slot changed), to expire when its newest slot is past:
+-- at most a period and a slot after its last change. A window that counts nothing is dropped.
 local function writeRolling(k, now)
   local width, slots = shape(shapes[k])
   local newest, counts = sa[k], sb[k]

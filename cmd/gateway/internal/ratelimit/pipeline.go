@@ -491,12 +491,12 @@ func (r *scriptRun) undo(dst []*scriptRun) []*scriptRun {
 	for i := range r.keys {
 		check := args[5*i : 5*i+5]
 		check[4] = -check[4].(int64)
-		end := now + r.reply[remainingAt(i)+1] // the check's reset, after the decision
 		switch check[0] {
-		case "w": // the end of the window it took from
+		case "w": // the end of the window it took from: the window's reset, after the decision
+			end := now + r.reply[remainingAt(i)+1]
 			check[2], check[3] = end, end
-		case "r": // when the slot it took from leaves: that slot is its newest, and holds the cost
-			check[3] = end
+		case "r": // when the decision was taken, which names the slot it took from
+			check[3] = now
 		}
 	}
 	return append(dst, &scriptRun{clock: r.clock, mode: "undo", keys: r.keys, args: args})
