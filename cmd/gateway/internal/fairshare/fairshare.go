@@ -59,12 +59,16 @@ type Update struct {
 	// for a tenant, tokens for a user.
 	Served float64
 	// Starts says the member starts waiting, as far as this gateway knows waiting nowhere before:
-	// its count is set to Floor, the least count of its group waiting (zero when none does),
-	// before Served is added. A lane that waits again after nobody waited for it starts level
-	// with the least served of its group: neither ahead by the time it was idle nor behind by what
-	// it was served before, as a flow that comes back to a fair queue starts at the queue's time.
-	Starts bool
-	Floor  float64
+	// its count (Floor if it has none) is brought within Floor, the least count of its group
+	// waiting (zero when none does), and Ceiling, the slack above it, before Served is added. A
+	// lane that waits again after nobody waited for it gains nothing by the time it was idle, nor
+	// is it held back long for what it was served before; and one that stopped waiting only
+	// between its calls, as a client does that comes back when told, keeps its place among the
+	// lanes it waited with, instead of starting behind them all and passing them, as a flow that
+	// comes back to a fair queue starts at the later of the queue's time and its own.
+	Starts  bool
+	Floor   float64
+	Ceiling float64
 	// Waiting says the gateway has the member's lane waiting and free to go.
 	Waiting bool
 }
@@ -126,7 +130,7 @@ func (l *Ledger) Held(it *fairqueue.Item) bool {
 }
 
 // ahead reports whether m is more than the slack ahead of the least of its group. A member the
-// shared ledger does not count as waiting is level with it: it is floored at the next exchange.
+// shared ledger does not count as waiting is level with it until the next exchange says where it starts.
 func (l *Ledger) ahead(m Member) bool {
 	least, ok := l.least(m.group())
 	if !ok {
@@ -164,6 +168,7 @@ func (l *Ledger) Updates(waiting map[Member]bool) []Update {
 		if _, waits := l.standing[m]; !waits && l.known {
 			u.Starts = true
 			u.Floor, _ = l.least(m.group())
+			u.Ceiling = u.Floor + l.slack
 		}
 		ups = append(ups, u)
 	}

@@ -113,11 +113,11 @@ func TestUpdatesReportServiceWaitingAndFloors(t *testing.T) {
 	waiting := map[Member]bool{ClassOf(heavy): true, TenantOf(heavy): true, UserOf(heavy): true, TenantOf(light): true, UserOf(light): true}
 	ups := l.Updates(waiting)
 	want := []Update{
-		{Member: ClassOf(heavy), Served: 2000, Starts: true, Waiting: true}, // 1,000 tokens over Interactive's share, 0.5; no class waited
+		{Member: ClassOf(heavy), Served: 2000, Starts: true, Ceiling: 2000, Waiting: true}, // 1,000 tokens over Interactive's share, 0.5; no class waited
 		{Member: TenantOf(heavy), Served: 500, Waiting: true},
 		{Member: UserOf(heavy), Served: 1000, Waiting: true},
-		{Member: TenantOf(light), Starts: true, Floor: 5500, Waiting: true}, // level with heavy, what was served here included
-		{Member: UserOf(light), Starts: true, Waiting: true},                // alone in its group
+		{Member: TenantOf(light), Starts: true, Floor: 5500, Ceiling: 7500, Waiting: true}, // no lower than heavy, what was served here included, nor the slack higher
+		{Member: UserOf(light), Starts: true, Ceiling: 2000, Waiting: true},                // alone in its group
 	}
 	byMember := cmpopts.SortSlices(func(a, b Update) bool { return a.Member < b.Member })
 	if diff := cmp.Diff(ups, want, byMember); diff != "" {

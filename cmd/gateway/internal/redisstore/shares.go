@@ -18,21 +18,25 @@ const sharesKeep = time.Hour
 // count of every lane waiting on some gateway, on Redis's clock. KEYS[1] is a hash of each lane's
 // count; KEYS[2] a sorted set of "lane\31gateway" scored by when that gateway's word expires.
 // ARGV: the gateway, the TTL and the keep in milliseconds, then per update its lane, served, the
-// count it starts at (empty for none: it keeps its count) and 1 when it waits.
+// floor and the ceiling its count is brought within as it starts (empty for none: it keeps its
+// count; a lane with no count starts at the floor) and 1 when it waits.
 var exchangeScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-for i = 4, #ARGV, 4 do
+for i = 4, #ARGV, 5 do
   local lane, served = ARGV[i], tonumber(ARGV[i+1])
   if ARGV[i+2] ~= '' then
-    redis.call('HSET', KEYS[1], lane, ARGV[i+2])
+    local floor = tonumber(ARGV[i+2])
+    local count = tonumber(redis.call('HGET', KEYS[1], lane) or floor)
+    count = math.max(floor, math.min(count, tonumber(ARGV[i+3])))
+    redis.call('HSET', KEYS[1], lane, string.format('%.17g', count))
   end
   if served ~= 0 then
     redis.call('HINCRBYFLOAT', KEYS[1], lane, ARGV[i+1])
   end
   local entry = lane .. '\31' .. ARGV[1]
-  if ARGV[i+3] == '1' then
+  if ARGV[i+4] == '1' then
     redis.call('ZADD', KEYS[2], now + tonumber(ARGV[2]), entry)
   else
     redis.call('ZREM', KEYS[2], entry)
@@ -70,18 +74,18 @@ func NewShares(client redis.UniversalClient, gateway string) *Shares {
 // lanes back after it), and returns the count of every lane waiting on some gateway.
 func (s *Shares) Exchange(ctx context.Context, provider string, ups []fairshare.Update, ttl time.Duration) (fairshare.Standing, error) {
 	tag := "{sluice-shares:" + provider + "}"
-	args := make([]any, 0, 3+4*len(ups))
+	args := make([]any, 0, 3+5*len(ups))
 	args = append(args, s.gateway, ttl.Milliseconds(), sharesKeep.Milliseconds())
 	for _, u := range ups {
 		waiting := 0
 		if u.Waiting {
 			waiting = 1
 		}
-		var start any = "" // the count stays
+		var floor, ceiling any = "", "" // the count stays
 		if u.Starts {
-			start = u.Floor
+			floor, ceiling = u.Floor, u.Ceiling
 		}
-		args = append(args, string(u.Member), u.Served, start, waiting)
+		args = append(args, string(u.Member), u.Served, floor, ceiling, waiting)
 	}
 	out, err := exchangeScript.Run(ctx, s.client, []string{tag + ":served", tag + ":waiting"}, args...).StringSlice()
 	if err != nil {

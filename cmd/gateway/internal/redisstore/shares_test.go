@@ -13,8 +13,9 @@ import (
 )
 
 // TestSharesExchange runs two gateways' exchanges on a real Redis: what each served adds up, a
-// lane that starts waiting starts at its floor, whatever it counted before, and a lane counts as
-// waiting while some gateway says it waits.
+// lane that starts waiting starts at what it counted before brought within its floor and ceiling
+// (at its floor when it counted nothing), and a lane counts as waiting while some gateway says it
+// waits.
 func TestSharesExchange(t *testing.T) {
 	client := redisserver.Start(t).Client(t)
 	ctx := context.Background()
@@ -29,19 +30,25 @@ func TestSharesExchange(t *testing.T) {
 	}
 	const heavy, light fairshare.Member = "0\x1fheavy", "0\x1flight"
 	exchange(a, fairshare.Update{Member: heavy, Served: 1500, Waiting: true})
-	got := exchange(b, fairshare.Update{Member: heavy, Served: 500.5, Waiting: true}, fairshare.Update{Member: light, Starts: true, Floor: 1000, Waiting: true})
+	got := exchange(b, fairshare.Update{Member: heavy, Served: 500.5, Waiting: true}, fairshare.Update{Member: light, Starts: true, Floor: 1000, Ceiling: 3000, Waiting: true})
 	if diff := cmp.Diff(got, fairshare.Standing{heavy: 2000.5, light: 1000}); diff != "" {
-		t.Errorf("after both exchanged (-got +want):\n%s", diff)
+		t.Errorf("after both exchanged, light new at its floor (-got +want):\n%s", diff)
 	}
-	got = exchange(a, fairshare.Update{Member: heavy}, fairshare.Update{Member: light, Starts: true, Floor: 5000, Served: 10, Waiting: true})
+	got = exchange(a, fairshare.Update{Member: heavy}, fairshare.Update{Member: light, Starts: true, Floor: 5000, Ceiling: 7000, Served: 10, Waiting: true})
 	if diff := cmp.Diff(got, fairshare.Standing{heavy: 2000.5, light: 5010}); diff != "" {
-		t.Errorf("heavy still waiting on b, light floored (-got +want):\n%s", diff)
+		t.Errorf("heavy still waiting on b, light brought up to its floor (-got +want):\n%s", diff)
 	}
-	// heavy, served much while it waited, stops waiting, then starts again level with light.
+	// heavy, served much while it waited, stops waiting, then starts again: no further ahead of
+	// light than the ceiling, then where it was when it is within it.
 	exchange(b, fairshare.Update{Member: heavy, Served: 9000})
-	got = exchange(b, fairshare.Update{Member: heavy, Starts: true, Floor: 5010, Waiting: true})
-	if diff := cmp.Diff(got, fairshare.Standing{heavy: 5010, light: 5010}); diff != "" {
-		t.Errorf("heavy back after it stopped waiting (-got +want):\n%s", diff)
+	got = exchange(b, fairshare.Update{Member: heavy, Starts: true, Floor: 5010, Ceiling: 7010, Waiting: true})
+	if diff := cmp.Diff(got, fairshare.Standing{heavy: 7010, light: 5010}); diff != "" {
+		t.Errorf("heavy back after it stopped waiting, far ahead (-got +want):\n%s", diff)
+	}
+	exchange(b, fairshare.Update{Member: heavy, Served: 500})
+	got = exchange(b, fairshare.Update{Member: heavy, Starts: true, Floor: 5010, Ceiling: 9010, Waiting: true})
+	if diff := cmp.Diff(got, fairshare.Standing{heavy: 7510, light: 5010}); diff != "" {
+		t.Errorf("heavy back again within its ceiling (-got +want):\n%s", diff)
 	}
 	got = exchange(b, fairshare.Update{Member: heavy}, fairshare.Update{Member: light, Served: 1, Waiting: true})
 	got = exchange(b, fairshare.Update{Member: heavy}, fairshare.Update{Member: light})
