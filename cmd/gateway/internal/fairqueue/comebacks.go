@@ -156,21 +156,21 @@ type turns struct {
 }
 
 // inTurns is the cost of the comebacks that a lane with queued items ahead of them is served in
-// the turns: a comeback takes the lane's next turn after it is due (mid-round, for a turn comes
-// somewhere in its round), and the comebacks come in their order. A lane with nothing queued
-// comes back behind the item in the order of turns: its comeback goes after the item's turn of
-// the round it comes in, before the next.
-func (tt turns) inTurns(comebacks []comeback, queued int64) int64 {
+// the first of its turns before the item's (at most tt.rounds): a comeback takes the lane's next
+// turn after it is due (mid-round, for a turn comes somewhere in its round), and the comebacks
+// come in their order. A lane with nothing queued comes back behind the item in the order of
+// turns: its comeback goes after the item's turn of the round it comes in, before the next.
+func (tt turns) inTurns(comebacks []comeback, queued, turns int64) int64 {
 	var cost int64
 	turn, behind := queued+1, int64(0)
 	if queued == 0 {
 		turn, behind = 2, 1
 	}
 	for _, c := range comebacks {
-		for turn <= tt.rounds && c.at.After(tt.turnAt(turn-behind)) {
+		for turn <= turns && c.at.After(tt.turnAt(turn-behind)) {
 			turn++
 		}
-		if turn > tt.rounds {
+		if turn > turns {
 			break
 		}
 		cost += c.cost

@@ -129,12 +129,12 @@ func TestExpectedComebacksAreBounded(t *testing.T) {
 // all of them behind all of them.
 func TestALanesItemsThatWaitTooLongComeBackATurnApart(t *testing.T) {
 	q := New(Options{})
+	for range 3 {
+		q.Push(item("a", "other", 1, Interactive, 1000))
+	}
 	mine := tenItems("a", "me", 1000)[:3]
 	for _, it := range mine {
 		q.Push(it)
-	}
-	for range 3 {
-		q.Push(item("a", "other", 1, Interactive, 1000))
 	}
 	var got []time.Duration
 	for _, it := range mine {
@@ -143,7 +143,7 @@ func TestALanesItemsThatWaitTooLongComeBackATurnApart(t *testing.T) {
 		q.Remove(it)
 		q.Expect(it, t0, t0.Add(back+time.Minute)) // back after every estimate here
 	}
-	// The other user's lane, as long, takes a turn before each: 2 s, 4 s, 6 s.
+	// The other user's lane, as long and first in turn, takes a turn before each: 2 s, 4 s, 6 s.
 	want := []time.Duration{2 * time.Second, 4 * time.Second, 6 * time.Second}
 	if !slices.Equal(got, want) {
 		t.Errorf("ComebackWait of the lane's items, one after another = %v; want %v", got, want)

@@ -2,6 +2,8 @@ package fairqueue
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -233,7 +235,8 @@ func TestEstimateWaitUnderFairSharing(t *testing.T) {
 }
 
 // TestEstimateWaitOfAQueuedItemCountsWhatIsAheadOfIt checks a queued item's estimate: the items
-// before it in its lane and one of each other lane per place, not those behind it.
+// before it in its lane and one of each other lane per place (one place fewer for a lane whose
+// turn comes after its lane's), not those behind it.
 func TestEstimateWaitOfAQueuedItemCountsWhatIsAheadOfIt(t *testing.T) {
 	q := New(Options{})
 	heavy := tenItems("a", "heavy", 1000)
@@ -241,11 +244,46 @@ func TestEstimateWaitOfAQueuedItemCountsWhatIsAheadOfIt(t *testing.T) {
 		q.Push(it)
 	}
 	q.Push(item("a", "light", 1, Interactive, 1000))
-	if got, want := q.EstimateWait(heavy[0], 1000, t0), 2*time.Second; got != want {
-		t.Errorf("the heavy user's first item: %v; want %v, itself and the light user's one", got, want)
+	if got, want := q.EstimateWait(heavy[0], 1000, t0), time.Second; got != want {
+		t.Errorf("the heavy user's first item: %v; want %v, itself: its lane's turn comes first", got, want)
 	}
 	if got, want := q.EstimateWait(heavy[9], 1000, t0), 11*time.Second; got != want {
 		t.Errorf("the heavy user's tenth item: %v; want %v, its lane and the light user's one", got, want)
+	}
+}
+
+// TestEstimateWaitIsWhenATenantsQueueServesTheItem checks, on random queues of one tenant's users
+// (lanes of different lengths, items of different costs, some lanes served a turn already), that
+// every queued item's estimate at a drain of 1,000 tokens a second is exactly when the queue
+// serves it: the cost of what goes before it and its own.
+func TestEstimateWaitIsWhenATenantsQueueServesTheItem(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 2026))
+	for round := range 200 {
+		q := New(Options{Quantum: 1 + rng.Int64N(4000)})
+		var items []*Item
+		for range 1 + rng.IntN(40) {
+			it := item("a", fmt.Sprint("u", rng.IntN(6)), 1, Interactive, 1+rng.Int64N(3000))
+			q.Push(it)
+			items = append(items, it)
+		}
+		for i := rng.IntN(3); i > 0 && q.Len() > 1; i-- { // a turn or two served: the lanes' order is no longer the push's
+			it := q.mustNext(t, t0)
+			q.Pop(it)
+			items = slices.DeleteFunc(items, func(x *Item) bool { return x == it })
+		}
+		want := map[*Item]time.Duration{}
+		for _, it := range items {
+			want[it] = q.EstimateWait(it, 1000, t0)
+		}
+		var served int64
+		for q.Len() > 0 {
+			it := q.mustNext(t, t0)
+			q.Pop(it)
+			served += it.Cost
+			if got := time.Duration(served) * time.Millisecond; want[it].Round(time.Millisecond) != got {
+				t.Fatalf("queue %d: %s's item of %d tokens was estimated to wait %v; the queue served it at %v", round, it.User, it.Cost, want[it], got)
+			}
+		}
 	}
 }
 

@@ -150,8 +150,9 @@ func (r *rounds) open(now time.Time, visit func(*Item)) {
 // tenantWorkBefore is the cost its tenant serves until it has served it, it included: the items
 // of its own lane up to it (for an item not queued, all of them), with behindComebacks the
 // comebacks its lane is expected to make, and of each other user's lane one a turn, as many
-// turns as its position in its own: its queued items first, then those of its comebacks (the
-// tenant's, nil for none) that come in time.
+// turns as its position in its own if that lane's turn comes before its lane's in the round, one
+// fewer if after: its queued items first, then those of its comebacks (the tenant's, nil for
+// none) that come in time.
 func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, behindComebacks bool, tt turns) int64 {
 	t := r.tenants[it.Tenant]
 	position, work := int64(1), it.Cost // not queued: after its lane's items
@@ -166,17 +167,21 @@ func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, behindCo
 	}
 	tt.rounds = position
 	if t != nil {
+		before := position // the lanes whose turns come before the item's lane's
 		for e := t.users.Front(); e != nil; e = e.Next() {
-			if u := e.Value.(*userLane); u.name != it.User {
-				queued := int64(u.items.Len())
-				work += u.firstCost(position) + tt.inTurns(comebacks.of(u.name, tt.now), queued)
+			u := e.Value.(*userLane)
+			if u.name == it.User {
+				before = position - 1
+				continue
 			}
+			queued := int64(u.items.Len())
+			work += u.firstCost(before) + tt.inTurns(comebacks.of(u.name, tt.now), queued, before)
 		}
 	}
 	if comebacks != nil {
 		for user := range comebacks.users {
 			if user != it.User && (t == nil || t.byUser[user] == nil) {
-				work += tt.inTurns(comebacks.of(user, tt.now), 0)
+				work += tt.inTurns(comebacks.of(user, tt.now), 0, position)
 			}
 		}
 	}
