@@ -358,3 +358,33 @@ func TestLearnedLimitsLowerTheProvidersLimits(t *testing.T) {
 		t.Errorf("SustainedTokensPerMinute() = %d; want 275655", got)
 	}
 }
+
+// TestAPlanPassesAtMostMaxChecksLimits compiles a plan whose calls pass as many limits as one
+// decision holds, the provider's eight among them, and refuses one limit more, naming the tenant
+// and the provider.
+func TestAPlanPassesAtMostMaxChecksLimits(t *testing.T) {
+	cfg, err := gatewayv1.Load("../../../../api/gateway/v1/testdata/two-tenants.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	openai := &cfg.Providers[0]
+	openai.SpendPerMinute, openai.SpendPerMonth = "1", "1000"
+	acme := &cfg.Tenants[0]
+	acme.Endpoints, acme.Budget = nil, nil
+	perHour := gatewayv1.Limit{Dimension: gatewayv1.DimensionRequests, Amount: 100, Per: gatewayv1.PeriodHour}
+	acme.PerTenant = nil
+	acme.PerUser = slices.Repeat([]gatewayv1.Limit{perHour}, ratelimit.MaxChecks-8)
+	p, err := Compile(cfg, 1)
+	if err != nil {
+		t.Fatalf("a plan of %d limits with the provider's: %v", ratelimit.MaxChecks, err)
+	}
+	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{Tokens: 1}, Shared, "lease")
+	if len(checks) != ratelimit.MaxChecks {
+		t.Fatalf("a call passes %d limits; want %d, %d of them the provider's", len(checks), ratelimit.MaxChecks, 8)
+	}
+	acme.PerTenant = []gatewayv1.Limit{perHour}
+	_, err = Compile(cfg, 1)
+	if err == nil || !strings.Contains(err.Error(), `tenant "acme": a call to "openai" would pass 25 limits; at most 24`) {
+		t.Errorf("a plan of one limit more: %v; want it refused, naming the tenant, the provider and the counts", err)
+	}
+}

@@ -215,8 +215,10 @@ func unixNano(t time.Time) int64 {
 	return t.UnixNano()
 }
 
-// MaxChecks is the most checks one decision may hold.
-const MaxChecks = 16
+// MaxChecks is the most checks one decision may hold: a call's user, tenant, endpoint and global
+// limits, and its provider's, of which each per-minute limit takes two (its rolling minute and
+// its pace), so up to eight.
+const MaxChecks = 24
 
 // Decision is the answer to one request over all its checks.
 type Decision struct {
