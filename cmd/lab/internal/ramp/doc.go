@@ -43,7 +43,9 @@
 // over the calls it received, its tokens while pages queued as a share of its
 // limit, the gateway's refusals per page, Jain's index over the pages served
 // to each user, the books whole, broken and on their way, the time to a whole
-// book (p50, p95), and the p90 of the door's estimate's error. Why a page failed is read
+// book (p50, p95), and the p90 of the door's estimate's error, over every page
+// that queued and over those that queued once the ramp's last users had
+// arrived (no newcomer then takes turns ahead of them). Why a page failed is read
 // from its answer alone: the status, the OpenAI error body's type, code and
 // message, and the headers (see [Cause]).
 //

@@ -130,12 +130,12 @@ func wholeBookTimes(pages []page) []time.Duration {
 	return times
 }
 
-// estimateErrors are, for each page that queued with an estimate, how far its wait was from it,
-// as a share of the estimate, sorted.
-func estimateErrors(pages []page) []float64 {
+// estimateErrors are, for each page that queued with an estimate from the case's time from on,
+// how far its wait was from it, as a share of the estimate, sorted.
+func estimateErrors(pages []page, from time.Duration) []float64 {
 	var errs []float64
 	for _, p := range pages {
-		if d := p.door; d.estimated > 0 {
+		if d := p.door; d.estimated > 0 && d.queued >= from {
 			waited := d.dispatched - d.queued
 			errs = append(errs, float64(max(waited-d.estimated, d.estimated-waited))/float64(d.estimated))
 		}
@@ -153,7 +153,8 @@ func figures(cr *CaseReport, r caseRun) {
 	whole := wholeBookTimes(r.pages)
 	cr.WholeBookP50Seconds = labrun.Percentile(whole, 50).Seconds()
 	cr.WholeBookP95Seconds = labrun.Percentile(whole, 95).Seconds()
-	cr.EstimateErrorP90 = labrun.Percentile(estimateErrors(r.pages), 90)
+	cr.EstimateErrorP90 = labrun.Percentile(estimateErrors(r.pages, 0), 90)
+	cr.EstimateErrorP90AfterArrivals = labrun.Percentile(estimateErrors(r.pages, r.schedule.lastStep()), 90)
 }
 
 // Mixed is what the interactive case found: the interactive tenant's

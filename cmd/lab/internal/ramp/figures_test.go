@@ -19,12 +19,13 @@ func TestFigures(t *testing.T) {
 	busyOnce := failed(2, 0, 4*s, Busy)
 	busyOnce.busy = 1
 	run := caseRun{
-		tokensPerMinute: 48_000, // 800 a second
+		tokensPerMinute: 48_000,                                    // 800 a second
+		schedule:        schedule{users: []int{1, 3}, step: 1 * s}, // the last users arrive at 1 s
 		pages: []page{
-			queued(0, 0, 2*s, 2*s, 4*s),   // as estimated
-			queued(1, 1*s, 5*s, 2*s, 7*s), // twice the estimate: an error of 100%
-			served(0, 1, 0, 3*s),          // did not queue
-			busyOnce,                      // turned away twice: once came back, then refused
+			queued(0, 0, 4*s, 2*s, 4*s),                     // twice the estimate, before the last users arrived: 100%
+			queued(1, 1*s, 5*s, 3200*time.Millisecond, 7*s), // 4 s against 3.2 s, after: 25%
+			served(0, 1, 0, 3*s),                            // did not queue
+			busyOnce,                                        // turned away twice: once came back, then refused
 		},
 		calls: []call{ok(0), ok(1 * s), ok(2 * s), ok(5 * s), refusedCall(6*s, 429)},
 	}
@@ -41,6 +42,8 @@ func TestFigures(t *testing.T) {
 		WholeBookP50Seconds: 4, // user 0's book, whole from 0 to 4 s; user 1's, from 1 to 7 s
 		WholeBookP95Seconds: 6,
 		EstimateErrorP90:    1,
+		// Of the pages queued from 1 s on, user 1's only.
+		EstimateErrorP90AfterArrivals: 0.25,
 	}
 	if diff := cmp.Diff(cr, want); diff != "" {
 		t.Errorf("figures mismatch (-got +want):\n%s", diff)

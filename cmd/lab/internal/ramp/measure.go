@@ -13,6 +13,11 @@ import (
 const window = time.Minute
 
 // schedule is when the ramp adds users: users[k] of them from step k on,
+// lastStep is when the ramp's last users arrived.
+func (s schedule) lastStep() time.Duration {
+	return time.Duration(max(len(s.users)-1, 0)) * s.step
+}
+
 // steps step apart.
 type schedule struct {
 	users []int

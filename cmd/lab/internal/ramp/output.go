@@ -74,13 +74,22 @@ func (c CaseReport) row() string {
 }
 
 // doorHeader is the second table's first line.
-const doorHeader = "case\tprovider 429+503\ttokens/min while queued\trefusals/page\tJain over users\tbooks whole/broken/on way\twhole book p50\twhole book p95\testimate error p90"
+const doorHeader = "case\tprovider 429+503\ttokens/min while queued\trefusals/page\tJain over users\tbooks whole/broken/on way\twhole book p50\twhole book p95\testimate error p90 (after arrivals)"
 
 // doorRow is the case's row of the second table.
 func (c CaseReport) doorRow() string {
 	return fmt.Sprintf("%s\t%.2f%%\t%s\t%.2f\t%.3f\t%d/%d/%d\t%s\t%s\t%s",
 		c.Case, 100*c.ProviderErrorShare, orNone(c.BacklogTokensShare, "%.0f%% of limit", 100), c.RefusalsPerPage, c.JainOverUsers,
-		c.CleanBooks, c.BrokenBooks, c.UnfinishedBooks, orNone(c.WholeBookP50Seconds, "%.1fs", 1), orNone(c.WholeBookP95Seconds, "%.1fs", 1), orNone(c.EstimateErrorP90, "%.0f%%", 100))
+		c.CleanBooks, c.BrokenBooks, c.UnfinishedBooks, orNone(c.WholeBookP50Seconds, "%.1fs", 1), orNone(c.WholeBookP95Seconds, "%.1fs", 1), c.estimateErrors())
+}
+
+// estimateErrors is the door's estimate error cell: over every page that queued, then over those
+// that queued after the ramp's last arrivals; "-" when no page queued with an estimate.
+func (c CaseReport) estimateErrors() string {
+	if c.EstimateErrorP90 == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%% (%s)", 100*c.EstimateErrorP90, orNone(c.EstimateErrorP90AfterArrivals, "%.0f%%", 100))
 }
 
 // orNone is x×scale in format, or "-" when x is zero: nothing was measured.

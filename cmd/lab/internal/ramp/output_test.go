@@ -23,7 +23,7 @@ func twoCases() Report {
 			Case: "queue", Books: 2, CleanBooks: 0, BrokenBooks: 2, Pages: 4, Outcomes: map[Cause]int{Served: 2, Refused: 2},
 			Refused: 2, FirstFailure: &Failure{Users: 1, AtSeconds: 0.25, Cause: Refused},
 			Billed: "0.0048", BilledForBrokenBooks: "0.0048", WaitP50Seconds: 2, WaitP95Seconds: 2, PeakTokensShare: 0.16,
-			ProviderErrorShare: 0.0075, BacklogTokensShare: 0.98, RefusalsPerPage: 1.25, JainOverUsers: 0.8, EstimateErrorP90: 0.12,
+			ProviderErrorShare: 0.0075, BacklogTokensShare: 0.98, RefusalsPerPage: 1.25, JainOverUsers: 0.8, EstimateErrorP90: 0.12, EstimateErrorP90AfterArrivals: 0.05,
 			Series: Series{BucketSeconds: 1, StepsAtSeconds: []float64{0, 3}, Points: []Point{{AtSeconds: 0, ProviderErrorsPerSecond: 3}}},
 			Notes:  []string{"the gateway refused 2 pages"},
 		}},
@@ -39,9 +39,9 @@ func TestWriteTable(t *testing.T) {
 sequential  none                         0                 0              0                2/2          0           $0.0096  $0                2.00s     2.40s     32% of limit
 queue       1 user at 0.2s: our own 429  0                 2              0                0/2          0           $0.0048  $0.0048           2.00s     2.00s     16% of limit
 
-case        provider 429+503  tokens/min while queued  refusals/page  Jain over users  books whole/broken/on way  whole book p50  whole book p95  estimate error p90
+case        provider 429+503  tokens/min while queued  refusals/page  Jain over users  books whole/broken/on way  whole book p50  whole book p95  estimate error p90 (after arrivals)
 sequential  0.00%             -                        0.00           1.000            2/0/0                      4.0s            8.0s            -
-queue       0.75%             98% of limit             1.25           0.800            0/2/0                      -               -               12%
+queue       0.75%             98% of limit             1.25           0.800            0/2/0                      -               -               12% (5%)
 queue: the gateway refused 2 pages
 `
 	if diff := cmp.Diff(out.String(), want); diff != "" {

@@ -100,6 +100,11 @@ type CaseReport struct {
 	// EstimateErrorP90 is the 90th percentile, over the pages that queued with an estimate, of
 	// how far a page's wait in the queue was from the door's estimate, as a share of it.
 	EstimateErrorP90 float64 `json:"estimateErrorP90"`
+	// EstimateErrorP90AfterArrivals is the same over the pages that queued once the ramp's last
+	// users had arrived. A page queued before may see users who arrive after it take turns ahead
+	// of its lane's later pages, as fair queuing lets a newcomer, and no estimate at the door
+	// knows who is still to come.
+	EstimateErrorP90AfterArrivals float64 `json:"estimateErrorP90AfterArrivals"`
 	// Mixed is what the interactive case found; nil for a case of books.
 	Mixed *Mixed `json:"mixed,omitempty"`
 	// Provider is the provider's own counts at the end of the case.
