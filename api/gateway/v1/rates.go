@@ -62,8 +62,8 @@ func CheckRolling(capacity int64, period time.Duration, slots int64) error {
 const ProviderMinuteSlots = 60
 
 // ProviderPace sizes the bucket that paces a provider's per-minute limit n beside its rolling
-// minute: a burst of n/fraction, at least minBurst (but at most n) and at least 1, since a
-// bucket's burst is also the largest call it lets pass. It refills at n × 59/61 a minute (at least
+// minute: a burst of n/fraction, at least minBurst (but at most n) and at least 1. A call larger
+// than the burst, up to n, passes when the bucket is full, into debt. It refills at n × 59/61 a minute (at least
 // 1): a second of n less than the rolling minute lets through while a backlog lasts (60/61). A
 // burst that went at once holds the backlog a minute later, when the rolling minute still counts
 // it; the bucket fills meanwhile, and would let the same burst go again, every minute, if it
@@ -76,8 +76,9 @@ func ProviderPace(n, fraction, minBurst int64) (rate, burst int64) {
 }
 
 // The fractions of a provider's per-minute limits its paces' bursts hold: a second of requests,
-// which come one a call; six seconds of tokens and dollars, which come in calls of any size. A
-// pace of tokens holds at least MinTokenBurst.
+// which come one a call; six seconds of tokens and dollars, which come in calls of any size, so
+// that calls of many sizes pass together rather than a large one alone. A pace of tokens holds at
+// least MinTokenBurst.
 const (
 	RequestsBurstFraction = 60
 	TokensBurstFraction   = 10
@@ -95,8 +96,8 @@ func (pr *Provider) validateProviderRates(paths ProviderPaths) field.ErrorList {
 		}
 		err := CheckRolling(n, time.Minute, ProviderMinuteSlots)
 		if err == nil {
-			rate, burst := ProviderPace(n, fraction, minBurst)
-			err = CheckRate(rate, time.Minute, burst)
+			rate, _ := ProviderPace(n, fraction, minBurst)
+			err = CheckRate(rate, time.Minute, n) // the pace's largest call, n, bounds its burst too
 		}
 		if err != nil {
 			errs = append(errs, field.Invalid(p, value, "must fit the gateway's limiter: "+err.Error()))

@@ -2,11 +2,10 @@ package v1
 
 import "testing"
 
-// TestProviderPaceHoldsTheLargestCall sizes the paces of a provider's per-minute limits: each
-// refills at 59/61 of the limit; requests, which come one a call, burst a second of it; tokens
-// and dollars, which come in calls of any size, a tenth, and tokens at least 16,384 (but no more
-// than the limit), since the burst is the largest call that passes.
-func TestProviderPaceHoldsTheLargestCall(t *testing.T) {
+// TestProviderPaceSizes sizes the paces of a provider's per-minute limits: each refills at 59/61
+// of the limit; requests, which come one a call, burst a second of it; tokens and dollars, which
+// come in calls of any size, a tenth, and tokens at least 16,384 (but no more than the limit).
+func TestProviderPaceSizes(t *testing.T) {
 	cases := []struct {
 		name                string
 		n, fraction, least  int64

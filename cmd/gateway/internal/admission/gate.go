@@ -133,9 +133,9 @@ func (g *Gate) TooLarge(req Request) *Refusal {
 
 func (g *Gate) tooLarge(req Request, checks []ratelimit.Check) *Refusal {
 	for _, c := range checks {
-		if c.Cost > c.Limit.Capacity() {
+		if c.Cost > c.Limit.Largest() {
 			r := &Refusal{Reason: TooLarge, Level: c.Limit.Level, Dimension: c.Limit.Dimension,
-				Capacity: c.Limit.Capacity(), Remaining: -1, Requested: c.Cost}
+				Capacity: c.Limit.Largest(), Remaining: -1, Requested: c.Cost}
 			g.refused(&req, r)
 			return r
 		}

@@ -592,6 +592,25 @@ func TestACallLargerThanALimitIsRefusedForGood(t *testing.T) {
 	})
 }
 
+// TestACallLargerThanTheProvidersPaceGoesWhenThePaceIsFull admits, on a quiet provider of
+// 200,000 tokens a minute, a call of 150,000: more than the burst of the pace that spreads the
+// provider's minute (a tenth of it), but within the minute, as the provider takes it. Only a call
+// past the whole minute is refused for good.
+func TestACallLargerThanTheProvidersPaceGoesWhenThePaceIsFull(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := plan{requestsPerMinute: 600, tokensPerMinute: 200_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		g, _, p := newGate(t, pl)
+		large := request(t, p, "sk-acme-alice", 150_000)
+		if r := g.TooLarge(large); r != nil {
+			t.Fatalf("TooLarge(150,000 tokens) = %+v; want none: the provider's minute holds it", r)
+		}
+		mustAdmit(t, g, large).Settle(estimate.Usage{PromptTokens: 100_000, CompletionTokens: 50_000})
+		if r := g.TooLarge(request(t, p, "sk-acme-alice", 200_001)); r == nil || r.Reason != TooLarge || r.Capacity != 200_000 {
+			t.Errorf("TooLarge(200,001 tokens) = %+v; want refused for good, past the minute's 200,000", r)
+		}
+	})
+}
+
 // TestAJobDoesNotWaitOnItsOwnLimits has a job's attempt find its tenant's limit spent: it is
 // refused at once, with when to come back, where a live call would wait in the queue.
 func TestAJobDoesNotWaitOnItsOwnLimits(t *testing.T) {

@@ -179,10 +179,14 @@ func (b *builder) perMinute(key string, dim ratelimit.Dimension, n int64) (rule,
 
 // pace is the bucket that paces a provider's per-minute limit n beside its rolling minute (see
 // gatewayv1.ProviderPace): without it, a quiet minute would let the whole limit go in its first
-// second, and then nothing until that second left the minute, every minute again.
+// second, and then nothing until that second left the minute, every minute again. A call larger
+// than the pace's burst passes when the pace is full, so the largest call is the rolling
+// minute's: the whole limit, as at the provider.
 func (b *builder) pace(key string, dim ratelimit.Dimension, n, fraction, minBurst int64) (rule, error) {
 	rate, burst := gatewayv1.ProviderPace(n, fraction, minBurst)
-	return b.bucket(key, ratelimit.LevelProvider, dim, rate, time.Minute, burst)
+	return b.pair(func(share func(int64) int64) (*ratelimit.Limit, error) {
+		return ratelimit.NewPace(key, ratelimit.LevelProvider, dim, share(rate), time.Minute, share(burst), share(n))
+	})
 }
 
 // LeaseTTL is how long Redis holds a call's slot in flight unless the call's gateway renews it,

@@ -74,7 +74,7 @@ func (r *slotRing) countBetween(from, to int64) int64 {
 // whether this check passed. (Writing into d, rather than returning a result struct, keeps the hot path in
 // registers.)
 func (d *Decision) evaluate(i int, l *Limit, s state, older *slotRing, cost, now int64) (state, bool) {
-	if cost > l.capacity {
+	if cost > l.largest {
 		// Refused before any arithmetic, which a huge cost would overflow.
 		d.Remaining[i] = 0
 		d.refuse(i, 0, true)
@@ -97,13 +97,17 @@ func (d *Decision) evaluateBucket(i int, l *Limit, s state, cost, now int64) (st
 	tolerance := l.capacity * interval
 	tat := max(s.a, now)
 	next := tat + cost*interval
-	if earliest := next - tolerance; earliest > now {
+	earliest := next - tolerance
+	if cost > l.capacity {
+		earliest = tat // a pace lets a request past its burst when it is full
+	}
+	if earliest > now {
 		d.Remaining[i] = l.units(max(tolerance-(tat-now), 0))
 		d.Reset[i] = time.Duration(tat - now)
-		d.refuse(i, earliest-now, cost > l.capacity)
+		d.refuse(i, earliest-now, false)
 		return s, false
 	}
-	d.Remaining[i] = l.units(tolerance - (next - now))
+	d.Remaining[i] = l.units(max(tolerance-(next-now), 0))
 	d.Reset[i] = time.Duration(next - now)
 	return state{a: next}, true
 }
@@ -269,7 +273,7 @@ func (l *Limit) units(ns int64) int64 {
 func settle(l *Limit, s state, older *slotRing, delta, now, took int64) state {
 	// No real call is worth more than a few bursts; a larger delta is a bug or a lie, and would
 	// overflow the arithmetic below.
-	delta = min(max(delta, -4*l.capacity), 4*l.capacity)
+	delta = min(max(delta, -4*l.largest), 4*l.largest)
 	switch l.kind {
 	case bucket:
 		return state{a: max(max(s.a, now)+delta*int64(l.interval), now)}

@@ -9,7 +9,9 @@
 -- 'decide', 'settle', 'undo' or 'renew'; the number of checks; the index in KEYS of the settlement's mark
 -- (0 for none) and how long to keep it (milliseconds); then six values per check: the index of its
 -- key in KEYS, kind, capacity, p1, p2, cost.
---   'b' bucket:      p1 = microseconds to earn one unit; the value is the theoretical arrival time.
+--   'b' bucket:      p1 = microseconds to earn one unit; p2 = the largest cost a full bucket lets
+--                    pass, into debt ('' for its capacity: a pace's is larger); the value is the
+--                    theoretical arrival time.
 --   'w' window:      p1 = end of the current window by the caller's clock, p2 = end of the next
 --                    (microseconds); the value is "end used".
 --   'r' rolling:     p1 = "width slots", a slot's length (microseconds) and how many slots make
@@ -238,9 +240,15 @@ local function evaluateRolling(cap, p1, a, b, cost, now)
   return true, false, 0, cap - used - cost, reset, slot, b
 end
 
+-- largest is the most one cost may be on a check: its capacity, or a bucket's p2 when set.
+local function largest(kind, cap, p2)
+  if kind == 'b' and p2 ~= '' then return num(p2) end
+  return cap
+end
+
 -- evaluate returns ok, never, wait, remaining, reset and the new state (a, b).
-local function evaluate(kind, cap, p1, a, b, cost, now)
-  if cost > cap then
+local function evaluate(kind, cap, p1, p2, a, b, cost, now)
+  if cost > largest(kind, cap, p2) then
     return false, true, 0, 0, 0, a, b -- waiting will not help
   end
   if kind == 'r' then return evaluateRolling(cap, p1, a, b, cost, now) end
@@ -250,10 +258,11 @@ local function evaluate(kind, cap, p1, a, b, cost, now)
     local tat = max(a, now)
     local nxt = tat + cost * interval
     local earliest = nxt - tolerance
+    if cost > cap then earliest = tat end -- past the burst: when the bucket is full
     if earliest > now then
       return false, false, earliest - now, floor(max(tolerance - (tat - now), 0) / interval), tat - now, a, b
     end
-    return true, false, 0, floor((tolerance - (nxt - now)) / interval), nxt - now, nxt, 0
+    return true, false, 0, floor(max(tolerance - (nxt - now), 0) / interval), nxt - now, nxt, 0
   end
   local reset = 0
   if kind == 'w' then reset = a - now end
@@ -292,7 +301,8 @@ local function settle(base, n, now, mark, keep, undo)
   end
   for j = base, base + 6 * (n - 1), 6 do
     local k, kind, cap, p1, p2 = num(ARGV[j]), ARGV[j + 1], num(ARGV[j + 2]), ARGV[j + 3], ARGV[j + 4]
-    local delta = min(max(num(ARGV[j + 5]), -4 * cap), 4 * cap)
+    local most = 4 * largest(kind, cap, p2)
+    local delta = min(max(num(ARGV[j + 5]), -most), most)
     local a, b = state(k, kind, p1, p2, now)
     local apply = true
     if kind == 'b' then
@@ -333,7 +343,7 @@ local function decide(base, n, now)
     local k, kind, cap, p1, p2, cost = num(ARGV[j]), ARGV[j + 1], num(ARGV[j + 2]), ARGV[j + 3], ARGV[j + 4], num(ARGV[j + 5])
     local a, b = state(k, kind, p1, p2, now)
     local ok, nev, w, rem, reset
-    ok, nev, w, rem, reset, nexta[i], nextb[i] = evaluate(kind, cap, p1, a, b, cost, now)
+    ok, nev, w, rem, reset, nexta[i], nextb[i] = evaluate(kind, cap, p1, p2, a, b, cost, now)
     passed[i], reply[r + 4 + 2 * i], reply[r + 5 + 2 * i] = ok, rem, reset
     if not ok then
       if allowed == 1 then allowed, refused = 0, i - 1 end

@@ -117,6 +117,7 @@ type Limit struct {
 
 	kind        kind
 	capacity    int64         // bucket: burst; window and rolling: quota; concurrency: most at once
+	largest     int64         // the most one request may take: capacity, but a pace's (NewPace)
 	interval    time.Duration // bucket: the time to earn one unit back; rolling: a slot's length
 	perInterval float64       // bucket: 1/interval, to count units without a division
 	slots       int64         // rolling: the slots a period is counted in
@@ -142,6 +143,25 @@ func NewBucket(key string, level Level, dim Dimension, rate int64, per time.Dura
 	return newLimit(key, level, dim, bucket, burst, func(l *Limit) {
 		l.interval, l.perInterval = interval, 1/float64(interval)
 	}), nil
+}
+
+// NewPace returns a bucket, as NewBucket, that also lets one request take more than burst, up to
+// largest, when it is full: the bucket is then in debt, and refills from there. A pace sits beside
+// a limit of its own (a provider's rolling minute) to spread what that limit allows: its burst
+// smooths, and need not bound the largest request the limit lets through.
+func NewPace(key string, level Level, dim Dimension, rate int64, per time.Duration, burst, largest int64) (*Limit, error) {
+	if largest < burst {
+		return nil, fmt.Errorf("ratelimit: pace %q: its largest request %d must be at least its burst %d", key, largest, burst)
+	}
+	if err := gatewayv1.CheckRate(rate, per, largest); err != nil { // largest × interval fits as a burst would
+		return nil, fmt.Errorf("ratelimit: pace %q: %w", key, err)
+	}
+	l, err := NewBucket(key, level, dim, rate, per, burst)
+	if err != nil {
+		return nil, err
+	}
+	l.largest = largest
+	return l, nil
 }
 
 // NewRolling returns a rolling window that allows at most capacity units in any span of period,
@@ -179,7 +199,7 @@ func NewConcurrency(key string, level Level, max int64, leaseTTL time.Duration) 
 }
 
 func newLimit(key string, level Level, dim Dimension, k kind, capacity int64, set func(*Limit)) *Limit {
-	l := &Limit{Key: key, Level: level, Dimension: dim, kind: k, capacity: capacity}
+	l := &Limit{Key: key, Level: level, Dimension: dim, kind: k, capacity: capacity, largest: capacity}
 	set(l)
 	l.script = scriptConstants(l)
 	return l
@@ -188,6 +208,10 @@ func newLimit(key string, level Level, dim Dimension, k kind, capacity int64, se
 // Capacity returns the most the limit allows at once: a bucket's burst, a window's quota (calendar
 // or rolling), or the most calls in flight.
 func (l *Limit) Capacity() int64 { return l.capacity }
+
+// Largest returns the most one request may take: its Capacity, but for a pace (NewPace), which
+// lets a request past its burst when it is full.
+func (l *Limit) Largest() int64 { return l.largest }
 
 // IsWindow reports whether the limit is a calendar window (a quota or a budget that resets at
 // midnight or on the first of the month) rather than a rate or calls in flight.

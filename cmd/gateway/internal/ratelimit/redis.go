@@ -209,7 +209,11 @@ func appendScriptArgs(args []any, c Check, now time.Time) ([]any, error) {
 	l := c.Limit
 	switch l.kind {
 	case bucket:
-		return append(args, l.script[0], l.script[1], l.script[2], "", c.Cost), nil
+		var largest any = "" // its capacity
+		if l.largest > l.capacity {
+			largest = l.largest
+		}
+		return append(args, l.script[0], l.script[1], l.script[2], largest, c.Cost), nil
 	case rolling:
 		var took any = ""
 		if !c.Took.IsZero() {
