@@ -62,13 +62,13 @@ func CheckRolling(capacity int64, period time.Duration, slots int64) error {
 const ProviderMinuteSlots = 60
 
 // ProviderPace sizes the bucket that paces a provider's per-minute limit n beside its rolling
-// minute: a burst of n/fraction, at least minBurst (but at most n) and at least 1. A call larger
-// than the burst, up to n, passes when the bucket is full, into debt. It refills at n × 59/61 a minute (at least
-// 1): a second of n less than the rolling minute lets through while a backlog lasts (60/61). A
-// burst that went at once holds the backlog a minute later, when the rolling minute still counts
-// it; the bucket fills meanwhile, and would let the same burst go again, every minute, if it
-// refilled at the rolling minute's own rate. A second less a minute damps that echo until the
-// rolling minute no longer holds the backlog at all.
+// minute: a burst of n/fraction, at least minBurst (but at most n) and at least 1; a call larger
+// than the burst, up to n, passes when the bucket is full, into debt. It refills at n × 59/61 a
+// minute (at least 1): a second of n less than the rolling minute lets through while a backlog
+// lasts (60/61). A burst that went at once holds the backlog a minute later, when the rolling
+// minute still counts it; the bucket fills meanwhile, and would let the same burst go again,
+// every minute, if it refilled at the rolling minute's own rate. A second less a minute damps
+// that echo until the rolling minute no longer holds the backlog at all.
 func ProviderPace(n, fraction, minBurst int64) (rate, burst int64) {
 	rate = max(n*(ProviderMinuteSlots-1)/(ProviderMinuteSlots+1), 1)
 	burst = max(n/fraction, min(n, minBurst), 1)

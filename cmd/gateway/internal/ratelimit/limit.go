@@ -6,7 +6,8 @@
 // arrival time). A provider's per-minute limits are rolling windows: the provider counts any
 // sixty seconds, so the limiter counts a minute in slots of a second and lets a request through
 // only when the slots that overlap the last minute, with it, hold no more than the limit (see
-// NewRolling). Plan quotas and budgets are calendar windows that reset at midnight or on the
+// NewRolling), beside a bucket that paces it and lets a request past its burst when full (see
+// NewPace). Plan quotas and budgets are calendar windows that reset at midnight or on the
 // first of the month in the plan's time zone. Calls in flight are counters. A refusal is a
 // Decision, not an error; it says which level refused and how long until the request would pass,
 // so a queue can wait exactly that long.
