@@ -130,7 +130,8 @@ func (l *Ledger) Held(it *fairqueue.Item) bool {
 }
 
 // ahead reports whether m is more than the slack ahead of the least of its group. A member the
-// shared ledger does not count as waiting is level with it until the next exchange says where it starts.
+// shared ledger does not count as waiting is level with it until the next exchange says where it
+// starts.
 func (l *Ledger) ahead(m Member) bool {
 	least, ok := l.least(m.group())
 	if !ok {
