@@ -620,3 +620,42 @@ func (g *gateway) metrics(t *testing.T) string {
 	}
 	return out.String()
 }
+
+// TestGatewaySendsACallAsLargeAsTheProvidersMinute runs a gateway process in front of a provider
+// of 200,000 tokens a minute. A call of 150,000 tokens (its max_tokens) is more than the burst of
+// the pace that spreads the provider's minute (a tenth of it) but within the minute, as the
+// provider takes it: the gateway sends it. One past the whole minute is refused before it is sent.
+func TestGatewaySendsACallAsLargeAsTheProvidersMinute(t *testing.T) {
+	up := newUpstream(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "provider.key"), []byte(providerKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "sluice.yaml")
+	writeAtomically(t, path, fmt.Sprintf(`apiVersion: gateway.sluice.dev/v1
+kind: GatewayConfig
+providers:
+  - name: stub
+    baseURL: %s/v1
+    apiKeyFile: provider.key
+    models:
+      - {name: gpt-4o-mini, encoding: o200k_base}
+    requestsPerMinute: 100
+    tokensPerMinute: 200000
+tenants:
+  - name: acme
+    keys:
+      - {sha256: %s, user: alice}
+    providers: [stub]
+`, up.URL, gatewayv1.HashKey(keyAlice)))
+	g := startGateway(t, path)
+	large := func(maxTokens int) string {
+		return fmt.Sprintf(`{"model":"gpt-4o-mini","max_tokens":%d,"messages":[{"role":"user","content":"Say hello."}]}`, maxTokens)
+	}
+	if a := g.post(t, "/v1/chat/completions", keyAlice, large(150_000)); a.status != http.StatusOK || up.calls.Load() != 1 {
+		t.Fatalf("a call of 150,000 tokens: %d %s, %d sent; want it sent and answered", a.status, a.body, up.calls.Load())
+	}
+	if a := g.post(t, "/v1/chat/completions", keyAlice, large(200_000)); a.status != http.StatusBadRequest || a.errorCode(t) != "request_too_large" || up.calls.Load() != 1 {
+		t.Errorf("a call past the minute's 200,000 tokens: %d %s, %d sent; want 400 request_too_large, not sent", a.status, a.body, up.calls.Load())
+	}
+}

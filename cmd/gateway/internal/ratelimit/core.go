@@ -187,12 +187,14 @@ func countOf(s state, older *slotRing, j int64) int64 {
 	}
 }
 
-// moveTo returns s with slot as its newest: the newest so far goes into the ring (see slotRing).
+// moveTo returns s with slot as its newest: the newest so far goes into the ring (see slotRing),
+// even when it counts nothing, as it replaces what an earlier move, not stored, wrote there
+// before a settlement changed it.
 func moveTo(s state, older *slotRing, slot int64) state {
 	if slot == s.a {
 		return s
 	}
-	if s.b != 0 && older != nil {
+	if older != nil {
 		older.put(s.a, s.b)
 	}
 	return state{a: slot}

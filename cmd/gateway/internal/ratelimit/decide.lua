@@ -285,7 +285,7 @@ local function settleRolling(cap, p1, p2, a, b, delta, now)
     local took = min(floor(num(p2) / width), a)
     if took < slot - slots then return took, 0, false end
     slot = took
-    olderCounts(b)
+    if took < a then olderCounts(b) end -- the newest's count is read with the value
   end
   local before = b[slot] or 0
   return slot, min(max(before + delta, 0), 4 * cap) - before, true

@@ -128,10 +128,9 @@ type Limit struct {
 	// cell is the Memory store's state for Key, bound at first use so that a decision finds its
 	// state without a map lookup.
 	cell atomic.Pointer[cell]
-	// script holds the Redis script's arguments that never change (kind, capacity and, for a
-	// bucket, a rolling window or a concurrency limit, p1), boxed once rather than at every
-	// decision.
-	script [3]any
+	// script holds the Redis script's arguments that never change (see scriptConstants), boxed
+	// once rather than at every decision.
+	script [4]any
 }
 
 // NewBucket returns a token bucket that earns rate units every per, up to burst units. A request
@@ -162,6 +161,7 @@ func NewPace(key string, level Level, dim Dimension, rate int64, per time.Durati
 		return nil, err
 	}
 	l.largest = largest
+	l.script = scriptConstants(l)
 	return l, nil
 }
 

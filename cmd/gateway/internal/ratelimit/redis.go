@@ -190,17 +190,22 @@ func (r *Redis) send(ctx context.Context, run *scriptRun) ([]int64, error) {
 }
 
 // scriptConstants are a limit's script arguments that never change: kind, capacity and, for a
-// bucket, a rolling window or a concurrency limit, p1.
-func scriptConstants(l *Limit) [3]any {
+// bucket, a rolling window or a concurrency limit, p1; for a bucket, p2 too: the largest cost it
+// lets pass when full, "" for its capacity.
+func scriptConstants(l *Limit) [4]any {
 	switch l.kind {
 	case bucket:
-		return [3]any{"b", l.capacity, strconv.FormatFloat(float64(l.interval)/float64(time.Microsecond), 'f', -1, 64)}
+		var largest any = ""
+		if l.largest > l.capacity {
+			largest = l.largest
+		}
+		return [4]any{"b", l.capacity, strconv.FormatFloat(float64(l.interval)/float64(time.Microsecond), 'f', -1, 64), largest}
 	case window:
-		return [3]any{"w", l.capacity, nil}
+		return [4]any{"w", l.capacity, nil, nil}
 	case rolling:
-		return [3]any{"r", l.capacity, fmt.Sprint(l.interval.Microseconds(), " ", l.slots)}
+		return [4]any{"r", l.capacity, fmt.Sprint(l.interval.Microseconds(), " ", l.slots), nil}
 	default:
-		return [3]any{"c", l.capacity, l.leaseTTL.Microseconds()}
+		return [4]any{"c", l.capacity, l.leaseTTL.Microseconds(), nil}
 	}
 }
 
@@ -209,11 +214,7 @@ func appendScriptArgs(args []any, c Check, now time.Time) ([]any, error) {
 	l := c.Limit
 	switch l.kind {
 	case bucket:
-		var largest any = "" // its capacity
-		if l.largest > l.capacity {
-			largest = l.largest
-		}
-		return append(args, l.script[0], l.script[1], l.script[2], largest, c.Cost), nil
+		return append(args, l.script[0], l.script[1], l.script[2], l.script[3], c.Cost), nil
 	case rolling:
 		var took any = ""
 		if !c.Took.IsZero() {

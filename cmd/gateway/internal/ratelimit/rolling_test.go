@@ -56,6 +56,23 @@ func rollingCases() []limiterCase {
 			},
 		},
 		{
+			name: "a refund into the newest second holds after a decision refused by another limit moved past it",
+			limits: []*Limit{
+				minuteOf("{p}:refunded-newest", 10),
+				mustLimit(NewBucket("{p}:one-a-minute", LevelProvider, Requests, 1, time.Minute, 1)),
+			},
+			steps: []step{
+				{costs: []int64{3, 1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{7, 0}}},
+				// The minute would pass this call in the next second; the bucket refuses it, so
+				// nothing is taken and the minute's newest second is still t0's.
+				{at: time.Second, costs: []int64{1, 1}, want: result{Refused: 1, RetryAfter: 59 * time.Second, Remaining: []int64{7, 0}}},
+				{at: time.Second, costs: []int64{-3, 0}, settle: true, took: after(0)},
+				{at: time.Second, costs: []int64{1, 0}, want: result{Allowed: true, Refused: -1, Remaining: []int64{9, 0}}},
+				// t0's second, refunded, counts nothing once it is no longer the newest.
+				{at: 2 * time.Second, costs: []int64{1, 0}, want: result{Allowed: true, Refused: -1, Remaining: []int64{8, 0}}},
+			},
+		},
+		{
 			name:   "a settlement counts in the second its decision took from, while that second counts",
 			limits: []*Limit{minuteOf("{p}:settled-where-taken", 10)},
 			steps: []step{
@@ -240,8 +257,8 @@ func TestRollingSlotsMustBeWholeMicroseconds(t *testing.T) {
 		{capacity: 0, slots: 60, period: time.Minute},
 		{capacity: 1<<40 + 1, slots: 60, period: time.Minute},
 		{capacity: 1, slots: 0, period: time.Minute},
-		{capacity: 1, slots: 1001, period: time.Hour},
-		{capacity: 1, slots: 7, period: time.Second}, // 142857.14… µs a slot
+		{capacity: 1, slots: 1001, period: 1001 * time.Second}, // whole microseconds, but too many slots
+		{capacity: 1, slots: 7, period: time.Second},           // 142857.14… µs a slot
 	} {
 		_, err := NewRolling("{p}:r", LevelProvider, Tokens, c.capacity, c.period, c.slots)
 		if (err == nil) != c.ok {

@@ -80,12 +80,12 @@ const doorHeader = "case\tprovider 429+503\ttokens/min while queued\trefusals/pa
 func (c CaseReport) doorRow() string {
 	return fmt.Sprintf("%s\t%.2f%%\t%s\t%.2f\t%.3f\t%d/%d/%d\t%s\t%s\t%s",
 		c.Case, 100*c.ProviderErrorShare, orNone(c.BacklogTokensShare, "%.0f%% of limit", 100), c.RefusalsPerPage, c.JainOverUsers,
-		c.CleanBooks, c.BrokenBooks, c.UnfinishedBooks, orNone(c.WholeBookP50Seconds, "%.1fs", 1), orNone(c.WholeBookP95Seconds, "%.1fs", 1), c.estimateErrors())
+		c.CleanBooks, c.BrokenBooks, c.UnfinishedBooks, orNone(c.WholeBookP50Seconds, "%.1fs", 1), orNone(c.WholeBookP95Seconds, "%.1fs", 1), c.estimateErrorCell())
 }
 
-// estimateErrors is the door's estimate error cell: over every page that queued, then over those
+// estimateErrorCell is the door's estimate error cell: over every page that queued, then over those
 // that queued after the ramp's last arrivals; "-" when no page queued with an estimate.
-func (c CaseReport) estimateErrors() string {
+func (c CaseReport) estimateErrorCell() string {
 	if c.EstimateErrorP90 == 0 {
 		return "-"
 	}
