@@ -133,6 +133,7 @@ func (q *Queue) order() (Class, Class) {
 func (q *Queue) Pop(it *Item) {
 	q.served[it.Class] += it.Cost
 	it.user.tenant.deficit -= it.Cost
+	q.classes[it.Class].served(it)
 	q.remove(it)
 }
 

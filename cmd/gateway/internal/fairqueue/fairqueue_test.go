@@ -321,3 +321,32 @@ func TestHoldSkipsALaneUntilReleased(t *testing.T) {
 		t.Error("Next after the holds were released gives nothing")
 	}
 }
+
+// TestALanePassedOverKeepsItsPlace checks that while a user's lane is held or blocked, the other
+// users of its tenant still take turns, and that the lane goes first when it opens.
+func TestALanePassedOverKeepsItsPlace(t *testing.T) {
+	held := map[string]bool{"x": true}
+	q := New(Options{Quantum: 100_000, Hold: func(it *Item) bool { return held[it.User] }})
+	for _, user := range []string{"x", "y", "z", "w"} {
+		for range 3 {
+			q.Push(item("acme", user, 1, Interactive, 10))
+		}
+	}
+	q.Block(q.classes[Interactive].tenants["acme"].byUser["w"].items.Front().Value.(*Item), t0.Add(time.Second), false)
+	served := func(n int, now time.Time) []string {
+		var users []string
+		for range n {
+			it := q.mustNext(t, now)
+			q.Pop(it)
+			users = append(users, it.User)
+		}
+		return users
+	}
+	if diff := cmp.Diff([]string{"y", "z", "y", "z"}, served(4, t0)); diff != "" {
+		t.Errorf("served with x held and w blocked (-want +got):\n%s", diff)
+	}
+	clear(held)
+	if diff := cmp.Diff([]string{"x", "w", "y", "z", "x", "w"}, served(6, t0.Add(time.Second))); diff != "" {
+		t.Errorf("served once x and w opened (-want +got):\n%s", diff)
+	}
+}

@@ -61,6 +61,15 @@ func (r *rounds) push(it *Item) {
 	r.items++
 }
 
+// served puts the lane of an item just served behind its tenant's other lanes: users of a tenant
+// take turns, and a lane passed over because a limit or a hold kept it keeps its place, to go
+// first when it opens.
+func (r *rounds) served(it *Item) {
+	if u := it.user; u.items.Len() > 1 {
+		u.tenant.users.MoveToBack(u.elem)
+	}
+}
+
 func (r *rounds) remove(it *Item) {
 	u, t := it.user, it.user.tenant
 	u.items.Remove(it.elem)
@@ -71,8 +80,6 @@ func (r *rounds) remove(it *Item) {
 	if u.items.Len() == 0 {
 		t.users.Remove(u.elem)
 		delete(t.byUser, u.name)
-	} else if u.elem == t.users.Front() {
-		t.users.MoveToBack(u.elem) // users of a tenant take turns
 	}
 	if t.items == 0 {
 		r.active.Remove(t.elem)
