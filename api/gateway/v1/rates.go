@@ -62,51 +62,41 @@ func CheckRolling(capacity int64, period time.Duration, slots int64) error {
 const ProviderMinuteSlots = 60
 
 // ProviderPace sizes the bucket that paces a provider's per-minute limit n beside its rolling
-// minute: a burst of n/fraction, at least minBurst (but at most n) and at least 1; a call larger
-// than the burst, up to n, passes when the bucket is full, into debt. It refills at n × 59/61 a
-// minute (at least 1): a second of n less than the rolling minute lets through while a backlog
-// lasts (60/61). A burst that went at once holds the backlog a minute later, when the rolling
-// minute still counts it; the bucket fills meanwhile, and would let the same burst go again,
-// every minute, if it refilled at the rolling minute's own rate. A second less a minute damps
-// that echo until the rolling minute no longer holds the backlog at all.
-func ProviderPace(n, fraction, minBurst int64) (rate, burst int64) {
+// minute: a burst of a second of n (at least 1), refilled at n × 59/61 a minute (at least 1), a
+// second of n less than the rolling minute lets through while a backlog lasts (60/61). A call
+// larger than the burst, up to n, passes when the bucket is full, into debt. A burst that goes at
+// once is still counted by the rolling minute a minute later; were it larger than the second the
+// pace leaves the rolling minute, the rolling minute would hold the backlog then, the bucket would
+// fill meanwhile and let the burst go again, every minute: the backlog would drain in swings that
+// nobody waiting can foresee. A second's burst never fills the rolling minute, so a backlog drains
+// at the pace, evenly.
+func ProviderPace(n int64) (rate, burst int64) {
 	rate = max(n*(ProviderMinuteSlots-1)/(ProviderMinuteSlots+1), 1)
-	burst = max(n/fraction, min(n, minBurst), 1)
+	burst = max(n/ProviderMinuteSlots, 1)
 	return rate, burst
 }
-
-// The fractions of a provider's per-minute limits its paces' bursts hold: a second of requests,
-// which come one a call; six seconds of tokens and dollars, which come in calls of any size, so
-// that calls of many sizes pass together rather than a large one alone. A pace of tokens holds at
-// least MinTokenBurst.
-const (
-	RequestsBurstFraction = 60
-	TokensBurstFraction   = 10
-	SpendBurstFraction    = 10
-	MinTokenBurst         = 16384
-)
 
 // validateProviderRates checks that the limiter can hold each of the provider's per-minute
 // limits after headroom, as rolling windows of a minute paced by buckets.
 func (pr *Provider) validateProviderRates(paths ProviderPaths) field.ErrorList {
 	var errs field.ErrorList
-	check := func(p *field.Path, value any, n, fraction, minBurst int64) {
+	check := func(p *field.Path, value any, n int64) {
 		if n <= 0 {
 			return
 		}
 		err := CheckRolling(n, time.Minute, ProviderMinuteSlots)
 		if err == nil {
-			rate, _ := ProviderPace(n, fraction, minBurst)
+			rate, _ := ProviderPace(n)
 			err = CheckRate(rate, time.Minute, n) // the pace's largest call, n, bounds its burst too
 		}
 		if err != nil {
 			errs = append(errs, field.Invalid(p, value, "must fit the gateway's limiter: "+err.Error()))
 		}
 	}
-	check(paths.RequestsPerMinute, pr.RequestsPerMinute, pr.WithHeadroom(pr.RequestsPerMinute), RequestsBurstFraction, 0)
-	check(paths.TokensPerMinute, pr.TokensPerMinute, pr.WithHeadroom(pr.TokensPerMinute), TokensBurstFraction, MinTokenBurst)
+	check(paths.RequestsPerMinute, pr.RequestsPerMinute, pr.WithHeadroom(pr.RequestsPerMinute))
+	check(paths.TokensPerMinute, pr.TokensPerMinute, pr.WithHeadroom(pr.TokensPerMinute))
 	if micros, err := pr.SpendPerMinute.MicroDollars(); err == nil {
-		check(paths.SpendPerMinute, pr.SpendPerMinute, micros, SpendBurstFraction, 0)
+		check(paths.SpendPerMinute, pr.SpendPerMinute, micros)
 	}
 	return errs
 }

@@ -52,8 +52,8 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 	cost := Cost{Tokens: 900, MicroDollars: 2700}
 	got := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, cost, Shared, "lease")))
 	// 95% headroom on 1,500 RPM, 300,000 TPM and 200 in flight (the provider's per-minute limits
-	// are rolling windows of the whole limit, each paced by a bucket that holds a second of it,
-	// of tokens a tenth); $5,000 a month in micro-dollars.
+	// are rolling windows of the whole limit, each paced by a bucket that holds a second of it);
+	// $5,000 a month in micro-dollars.
 	want := []check{
 		{Key: "{tenant:acme}:user:alice:requests:day", Level: "user", Capacity: 1000, Cost: 1},
 		{Key: "{tenant:acme}:tenant:tokens:minute", Level: "tenant", Capacity: 200000, Cost: 900},
@@ -62,7 +62,7 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 		{Key: "{openai}:provider:requests:minute", Level: "provider", Capacity: 1425, Cost: 1},
 		{Key: "{openai}:provider:requests:pace", Level: "provider", Capacity: 23, Cost: 1},
 		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 285_000, Cost: 900},
-		{Key: "{openai}:provider:tokens:pace", Level: "provider", Capacity: 28_500, Cost: 900},
+		{Key: "{openai}:provider:tokens:pace", Level: "provider", Capacity: 4750, Cost: 900},
 		{Key: "{openai}:provider:inflight", Level: "provider", Capacity: 190, Cost: 1},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -106,10 +106,11 @@ func TestProviderTokensPerMinuteAreARollingMinute(t *testing.T) {
 
 // TestABacklogIsHeldByTheProvidersPaceNotItsMinute drives a backlog of equal calls against the
 // provider's tokens per minute as compiled, the rolling minute and its pace, on a simulated clock
-// for twelve minutes: each call is tried again when the refusal says. No rolling minute holds more
-// than the limit. The burst that goes first (a tenth of the limit) holds the backlog a minute
-// later, for a second less each minute: from the eighth minute the pace alone holds it, and it
-// drains at the pace, 59/61 of the limit.
+// for twelve minutes: each call is tried again when the refusal says. The pace holds it: the
+// burst that goes first, a second of the limit, fills the rolling minute a minute later for a
+// moment at most. No rolling minute holds more than the limit, and every ten seconds after the
+// first drain the pace's 59/61 of the limit, to a call: no minute echoes the burst of the one
+// before.
 func TestABacklogIsHeldByTheProvidersPaceNotItsMinute(t *testing.T) {
 	p := compileExample(t, 1)
 	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{}, Shared, "l")
@@ -122,8 +123,10 @@ func TestABacklogIsHeldByTheProvidersPaceNotItsMinute(t *testing.T) {
 	const limit, cost = 285_000, 900
 	m, ctx := ratelimit.NewMemory(), context.Background()
 	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	settled := start.Add(7 * time.Minute)
-	var took []time.Time
+	var (
+		took            []time.Time
+		heldByTheMinute time.Duration
+	)
 	for now := start; now.Before(start.Add(12 * time.Minute)); {
 		d, err := m.Decide(ctx, provider, now)
 		if err != nil {
@@ -133,20 +136,30 @@ func TestABacklogIsHeldByTheProvidersPaceNotItsMinute(t *testing.T) {
 			took = append(took, now)
 			continue
 		}
-		if by := d.RefusedBy(provider); by.Key != "{openai}:provider:tokens:pace" && now.After(settled) {
-			t.Fatalf("at +%s the backlog was held by %s; want its pace", now.Sub(start), by.Key)
+		wait := max(d.RetryAfter, time.Microsecond)
+		if d.RefusedBy(provider).Key != "{openai}:provider:tokens:pace" {
+			heldByTheMinute += wait
 		}
-		now = now.Add(max(d.RetryAfter, time.Microsecond))
+		now = now.Add(wait)
 	}
-	for i := range took {
-		j, _ := slices.BinarySearchFunc(took, took[i].Add(time.Minute), func(a, b time.Time) int { return a.Compare(b) })
-		if n := int64(j-i) * cost; n > limit {
-			t.Fatalf("the minute from +%s holds %d tokens; want at most %d", took[i].Sub(start), n, limit)
+	if heldByTheMinute >= time.Second {
+		t.Errorf("the rolling minute held the backlog %s in all; want less than a second: the pace holds it", heldByTheMinute)
+	}
+	within := func(from time.Time, d time.Duration) int64 {
+		i, _ := slices.BinarySearchFunc(took, from, func(a, b time.Time) int { return a.Compare(b) })
+		j, _ := slices.BinarySearchFunc(took, from.Add(d), func(a, b time.Time) int { return a.Compare(b) })
+		return int64(j-i) * cost
+	}
+	for _, at := range took {
+		if n := within(at, time.Minute); n > limit {
+			t.Fatalf("the minute from +%s holds %d tokens; want at most %d", at.Sub(start), n, limit)
 		}
 	}
-	from := slices.IndexFunc(took, func(at time.Time) bool { return !at.Before(settled) })
-	if got, want := int64(len(took)-from)*cost/5, int64(limit*59/61); got < want-cost || got > want+cost {
-		t.Errorf("a backlog drained %d tokens a minute from its eighth minute; want %d, 59/61 of the limit", got, want)
+	want := int64(limit * 59 / 61 / 6)
+	for from := start.Add(10 * time.Second); from.Before(start.Add(11 * time.Minute)); from = from.Add(10 * time.Second) {
+		if got := within(from, 10*time.Second); got < want-cost || got > want+cost {
+			t.Errorf("the ten seconds from +%s drained %d tokens; want %d, 59/61 of the limit", from.Sub(start), got, want)
+		}
 	}
 }
 
@@ -170,7 +183,7 @@ func TestSettlementChargesTheDifferenceAndFreesTheSlot(t *testing.T) {
 		{Key: "{tenant:acme}:tenant:tokens:minute", Level: "tenant", Capacity: 200000, Cost: -850},
 		{Key: "{tenant:acme}:tenant:budget", Level: "tenant", Capacity: 5_000_000_000, Cost: -2550},
 		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 285_000, Cost: -850},
-		{Key: "{openai}:provider:tokens:pace", Level: "provider", Capacity: 28_500, Cost: -850},
+		{Key: "{openai}:provider:tokens:pace", Level: "provider", Capacity: 4750, Cost: -850},
 		{Key: "{openai}:provider:inflight", Level: "provider", Capacity: 190, Cost: -1},
 	}
 	if diff := cmp.Diff(want, summarize(got)); diff != "" {
