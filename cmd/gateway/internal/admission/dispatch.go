@@ -51,6 +51,9 @@ type waiter struct {
 	// estimate is the wait the door estimated when the call entered: the queue's metrics set it
 	// against the wait the call had.
 	estimate time.Duration
+	// credit is how long what the call's user's own limits held when it came lasts its lane (see
+	// Gate.ownPace).
+	credit time.Duration
 	// done receives the dispatcher's verdict on the call.
 	done chan verdict
 }
@@ -81,6 +84,7 @@ func (d *dispatcher) wait(ctx context.Context, t *Ticket) verdict {
 		Tenant: t.req.tenant(), User: t.req.Caller.User, Weight: t.req.Caller.Tenant.Config.Weight,
 		Class: t.req.class(), Cost: t.req.Cost.Tokens, Value: wt,
 	}
+	wt.item.Own, wt.credit = d.g.ownPace(ctx, t)
 	if r := d.push(wt, start); r != nil {
 		return verdict{refusal: r}
 	}
@@ -131,10 +135,10 @@ func (d *dispatcher) push(wt *waiter, now time.Time) *Refusal {
 	it, req := wt.item, &wt.t.req
 	promised, cameBack := d.q.CameBack(it, now)
 	rate := d.drainRate(now)
-	estimate := d.q.EstimateWait(it, rate, now)
+	estimate := d.estimateWait(it, rate, now, wt.credit)
 	if maxWait := req.maxWait(); maxWait > 0 && (estimate > maxWait || (estimate < 0 && d.q.Len() >= maxUnestimated)) {
 		ahead, _ := d.q.Ahead(it.Class, it.Tenant)
-		return d.busy(wt, max(estimate, maxWait), d.q.ComebackWait(it, rate, now), ahead+1, now, rate)
+		return d.busy(wt, max(estimate, maxWait), d.comebackWait(it, rate, now, wt.credit), ahead+1, now, rate)
 	}
 	if cameBack {
 		d.comebackError.Observe(now.Sub(promised).Seconds())
@@ -154,12 +158,12 @@ func (d *dispatcher) expire(wt *waiter, start time.Time) verdict {
 	d.mu.Lock()
 	now := d.g.now()
 	rate := d.drainRate(now)
-	back := d.q.ComebackWait(wt.item, rate, now)
+	back := d.comebackWait(wt.item, rate, now, 0)
 	d.mu.Unlock()
 	d.abandon(wt) // a decision made meanwhile is given back
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	estimate := d.q.EstimateWait(wt.item, rate, now)
+	estimate := d.estimateWait(wt.item, rate, now, 0)
 	ahead, _ := d.q.Ahead(wt.item.Class, wt.item.Tenant)
 	maxWait := wt.t.req.maxWait()
 	if estimate < 0 {
@@ -168,6 +172,27 @@ func (d *dispatcher) expire(wt *waiter, start time.Time) verdict {
 	r := d.busy(wt, maxWait+estimate, back, ahead+1, now, rate)
 	r.Waited = now.Sub(start)
 	return verdict{refusal: r}
+}
+
+// estimateWait is how long the item would wait from now when the queue drains rate under its
+// fair sharing, or its own user's limits let it through, whichever is later (credit is what they
+// hold now, see Gate.ownPace); -1 when nothing drains. The caller holds d.mu.
+func (d *dispatcher) estimateWait(it *fairqueue.Item, rate float64, now time.Time, credit time.Duration) time.Duration {
+	return laterOf(d.q.EstimateWait(it, rate, now), d.q.OwnWait(it, credit))
+}
+
+// comebackWait is estimateWait for an item turned away (see fairqueue.Queue.ComebackWait).
+func (d *dispatcher) comebackWait(it *fairqueue.Item, rate float64, now time.Time, credit time.Duration) time.Duration {
+	return laterOf(d.q.ComebackWait(it, rate, now), d.q.OwnWait(it, credit))
+}
+
+// laterOf is the later of a wait under fair sharing (-1 when nothing drains) and a wait for the
+// item's own limits.
+func laterOf(fair, own time.Duration) time.Duration {
+	if fair < 0 {
+		return fair
+	}
+	return max(fair, own)
 }
 
 // busy is the refusal of a call whose lane would wait estimate, at position in it, with a time to
@@ -197,7 +222,7 @@ func comeback(cost int64, back, maxWait time.Duration, rate float64) time.Durati
 	}
 	var slot time.Duration
 	if rate > 0 {
-		slot = time.Duration(float64(cost) / rate * float64(time.Second))
+		slot = seconds(float64(cost) / rate)
 	}
 	return least + time.Duration(rand.Float64()*float64(slot))
 }
@@ -339,6 +364,38 @@ func (d *dispatcher) block(wt *waiter, r *Refusal, now time.Time) time.Duration 
 	}
 	return inFlightPoll
 }
+
+// ownPace returns how long the rate limits of the call's own user that queue take to let it
+// through once they are spent, the most over them of its cost over their rate, and how long what
+// they hold now lasts its lane, the least over them of what is left over their rate (read without
+// taking anything; nothing when the store cannot answer): zero and zero when its user has no such
+// limit. A user's own limit, not the provider, may be what holds its lane back: one limited to 2
+// calls a second waits half a second a call, however fast the provider drains.
+func (g *Gate) ownPace(ctx context.Context, t *Ticket) (pace, credit time.Duration) {
+	var buf [ratelimit.MaxChecks]*ratelimit.Limit
+	own := buf[:0]
+	for i, c := range t.checks {
+		if c.Limit.Level == ratelimit.LevelUser && t.queueing.Queues(i) && c.Limit.Rate() > 0 {
+			pace = max(pace, seconds(float64(c.Cost)/c.Limit.Rate()))
+			own = append(own, c.Limit)
+		}
+	}
+	if len(own) == 0 {
+		return 0, 0
+	}
+	readings, err := t.limiter.Peek(ctx, own, g.now())
+	if err != nil {
+		return pace, 0
+	}
+	credit = seconds(float64(readings[0].Remaining) / own[0].Rate())
+	for i, r := range readings[1:] {
+		credit = min(credit, seconds(float64(r.Remaining)/own[i+1].Rate()))
+	}
+	return pace, max(credit, 0)
+}
+
+// seconds is s seconds as a Duration.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // drainRate is the tokens per second the door expects the queue to drain: what it drained in the
 // recent seconds a limit it shares held it back, when there were enough of them, else this

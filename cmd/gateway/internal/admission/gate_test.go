@@ -459,6 +459,57 @@ func TestTheDoorRefusesALongWaitBeforeCharging(t *testing.T) {
 	})
 }
 
+// TestAUsersOwnLimitSetsItsWaitAtTheDoor has a user limited to 2 calls a second (a burst of 5),
+// on a provider that takes far more, send 30 calls at once. Five go; the next twenty queue, the
+// k-th told it waits k half-seconds, which it does; the last five, whose wait would pass the
+// plan's maxWait of 10.25 s, are turned away at the door, before anything is charged, and told to come
+// back when the lane's wait is within half of it.
+func TestAUsersOwnLimitSetsItsWaitAtTheDoor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := plan{requestsPerMinute: 600_000, tokensPerMinute: 600_000_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		pl.tenants[0].MaxWait.Duration = 10250 * time.Millisecond
+		pl.tenants[0].PerUser = []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 2, Per: gatewayv1.PeriodSecond, Burst: 5, OnLimit: gatewayv1.BehaviorQueue}}
+		g, _, p := newGate(t, pl)
+		req := request(t, p, "sk-acme-alice", 100)
+		type answer struct {
+			ticket  *Ticket
+			refusal *Refusal
+		}
+		answers := make([]chan answer, 30)
+		var wg sync.WaitGroup
+		for i := range answers {
+			answers[i] = make(chan answer, 1)
+			wg.Go(func() {
+				ticket, refusal := g.Admit(t.Context(), req)
+				answers[i] <- answer{ticket, refusal}
+				if ticket != nil {
+					ticket.Settle(estimate.Usage{PromptTokens: 50, CompletionTokens: 50})
+				}
+			})
+			synctest.Wait() // in this order
+		}
+		wg.Wait()
+		for i, ch := range answers {
+			a := <-ch
+			switch queued := i - 4; {
+			case queued < 1:
+				if a.ticket == nil || a.ticket.Waited != 0 {
+					t.Errorf("call %d: %+v; want let go at once, on the burst", i+1, a)
+				}
+			case queued <= 20:
+				want := time.Duration(queued) * 500 * time.Millisecond
+				if a.ticket == nil || a.ticket.Estimated != want || a.ticket.Waited != want {
+					t.Errorf("call %d: %+v, %+v; want an estimate of %s and that wait", i+1, a.ticket, a.refusal, want)
+				}
+			default:
+				if r := a.refusal; r == nil || r.Reason != Busy || r.Waited != 0 || r.RetryAfter < 5375*time.Millisecond {
+					t.Errorf("call %d: %+v; want busy at the door, to come back in 5.375 s or more (a wait of 10.5 s less half of maxWait)", i+1, a.refusal)
+				}
+			}
+		}
+	})
+}
+
 func TestACallerThatLeavesIsNotCharged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pl := plan{requestsPerMinute: 1, tokensPerMinute: 6_000_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}

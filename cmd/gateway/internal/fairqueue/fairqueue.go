@@ -54,6 +54,9 @@ type Item struct {
 	Class  Class
 	// Cost is the request's estimated tokens.
 	Cost int64
+	// Own is how long the limits of the item's own user take to let it through once they are
+	// spent (see OwnWait); zero when none holds it back.
+	Own time.Duration
 	// Value is the caller's; the queue never looks at it.
 	Value any
 
@@ -189,6 +192,19 @@ func (q *Queue) Ahead(class Class, tenant string) (items int, cost int64) {
 // class gets its share of the drain. It returns -1 when nothing drains.
 func (q *Queue) EstimateWait(it *Item, tokensPerSecond float64, now time.Time) time.Duration {
 	return q.estimate(it, tokensPerSecond, now, false)
+}
+
+// OwnWait returns how long the item waits for the limits of its own user, whatever the lanes of
+// others do: each item of its lane up to it (all of them and then it, for an item not queued)
+// takes them its Own, less credit, the time what they hold now lasts.
+func (q *Queue) OwnWait(it *Item, credit time.Duration) time.Duration {
+	total := it.Own
+	if t := q.classes[it.Class].tenants[it.Tenant]; t != nil {
+		if lane := t.byUser[it.User]; lane != nil {
+			total = lane.ownUpTo(it)
+		}
+	}
+	return max(total-credit, 0)
 }
 
 // ComebackWait is EstimateWait for an item turned away that will come back after the comebacks

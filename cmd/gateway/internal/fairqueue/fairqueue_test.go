@@ -350,3 +350,41 @@ func TestALanePassedOverKeepsItsPlace(t *testing.T) {
 		t.Errorf("served once x and w opened (-want +got):\n%s", diff)
 	}
 }
+
+// TestOwnWaitIsTheLanesOwnPace checks the wait an item's own limits set: its lane's Own up to it,
+// less the credit of what those limits hold, never below zero, whatever other lanes hold.
+func TestOwnWaitIsTheLanesOwnPace(t *testing.T) {
+	q := New(Options{})
+	var alice []*Item
+	for range 3 {
+		it := item("acme", "alice", 1, Interactive, 100)
+		it.Own = 500 * time.Millisecond
+		q.Push(it)
+		alice = append(alice, it)
+	}
+	bob := item("acme", "bob", 1, Interactive, 100)
+	bob.Own = time.Second
+	q.Push(bob)
+	next := item("acme", "alice", 1, Interactive, 100)
+	next.Own = 500 * time.Millisecond
+	carol := item("acme", "carol", 1, Interactive, 100)
+	carol.Own = 250 * time.Millisecond
+	cases := []struct {
+		name   string
+		it     *Item
+		credit time.Duration
+		want   time.Duration
+	}{
+		{"alice's second", alice[1], 0, time.Second},
+		{"alice's second, her limits holding 300 ms", alice[1], 300 * time.Millisecond, 700 * time.Millisecond},
+		{"alice's next, not queued", next, 0, 2 * time.Second},
+		{"alice's first, her limits holding more", alice[0], time.Second, 0},
+		{"bob's", bob, 0, time.Second},
+		{"carol's, with no lane yet", carol, 0, 250 * time.Millisecond},
+	}
+	for _, tc := range cases {
+		if got := q.OwnWait(tc.it, tc.credit); got != tc.want {
+			t.Errorf("%s: OwnWait = %s; want %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -208,6 +208,19 @@ func (u *userLane) upTo(it *Item) (position, cost int64) {
 	return position + 1, cost + it.Cost
 }
 
+// ownUpTo is the Own of the lane's items up to it, it included; for an item not in the lane, of
+// all of them and it.
+func (u *userLane) ownUpTo(it *Item) time.Duration {
+	var own time.Duration
+	for e := u.items.Front(); e != nil; e = e.Next() {
+		own += e.Value.(*Item).Own
+		if e.Value == it {
+			return own
+		}
+	}
+	return own + it.Own
+}
+
 // firstCost is the cost of the lane's first n items.
 func (u *userLane) firstCost(n int64) int64 {
 	var cost int64

@@ -214,6 +214,19 @@ func (l *Limit) Capacity() int64 { return l.capacity }
 // lets a request past its burst when it is full.
 func (l *Limit) Largest() int64 { return l.largest }
 
+// Rate returns the units a second the limit lets through while a backlog lasts: a bucket's rate, a
+// rolling window's capacity a period at slots/(slots+1); zero for a calendar window or calls in
+// flight, which have none.
+func (l *Limit) Rate() float64 {
+	switch l.kind {
+	case bucket:
+		return l.perInterval * float64(time.Second)
+	case rolling:
+		return float64(l.capacity) / float64(l.slots+1) * l.perInterval * float64(time.Second)
+	}
+	return 0
+}
+
 // IsWindow reports whether the limit is a calendar window (a quota or a budget that resets at
 // midnight or on the first of the month) rather than a rate or calls in flight.
 func (l *Limit) IsWindow() bool { return l.kind == window }

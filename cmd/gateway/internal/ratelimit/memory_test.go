@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"testing"
 	"time"
@@ -92,5 +93,32 @@ func TestMemoryRefundFillsABucketOnlyToNow(t *testing.T) {
 	d, err := m.Decide(ctx, []Check{{Limit: b, Cost: 2}}, t0.Add(-time.Second))
 	if err != nil || d.Allowed || d.RetryAfter != time.Second || d.Remaining[0] != 1 {
 		t.Errorf("the burst a second before the refund: %+v, %v; want refused for 1s with 1 left", d, err)
+	}
+}
+
+// TestRateIsWhatABacklogPasses checks each kind's rate: a bucket's, a rolling window's capacity a
+// period at slots/(slots+1), and none for a calendar window or calls in flight.
+func TestRateIsWhatABacklogPasses(t *testing.T) {
+	mustLimit := func(l *Limit, err error) *Limit {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	cases := []struct {
+		limit *Limit
+		want  float64
+	}{
+		{mustLimit(NewBucket("b", LevelUser, Requests, 2, time.Second, 5)), 2},
+		{mustLimit(NewPace("p", LevelProvider, Tokens, 6000, time.Minute, 100, 6000)), 100},
+		{mustLimit(NewRolling("r", LevelProvider, Tokens, 6100, time.Minute, 60)), 100},
+		{mustLimit(NewWindow("w", LevelTenant, Tokens, 1000, Calendar{Period: Day, Location: time.UTC})), 0},
+		{mustLimit(NewConcurrency("c", LevelProvider, 10, time.Minute)), 0},
+	}
+	for _, tc := range cases {
+		if got := tc.limit.Rate(); math.Abs(got-tc.want) > 1e-9*tc.want {
+			t.Errorf("%s: Rate() = %v; want %v", tc.limit.Key, got, tc.want)
+		}
 	}
 }
