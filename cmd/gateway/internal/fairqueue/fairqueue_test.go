@@ -388,3 +388,25 @@ func TestOwnWaitIsTheLanesOwnPace(t *testing.T) {
 		}
 	}
 }
+
+// TestALaneHeldByItsOwnLimitsTakesFewerTurns checks that the estimate counts no more turns of a
+// lane that its user's own limits hold back than they let it take: alice, ahead of bob in turn
+// and limited to a call a second, goes once and then waits, while bob's five go one after the
+// other.
+func TestALaneHeldByItsOwnLimitsTakesFewerTurns(t *testing.T) {
+	q := New(Options{})
+	for range 10 {
+		it := item("acme", "alice", 1, Interactive, 100)
+		it.Own = time.Second
+		q.Push(it)
+	}
+	var bob *Item
+	for range 5 {
+		bob = item("acme", "bob", 1, Interactive, 100)
+		q.Push(bob)
+	}
+	// At 1,000 tokens a second each call takes 0.1 s: alice's first, then bob's five.
+	if got, want := q.EstimateWait(bob, 1000, t0), 600*time.Millisecond; got != want {
+		t.Errorf("EstimateWait(bob's fifth) = %s; want %s", got, want)
+	}
+}

@@ -158,8 +158,8 @@ func (r *rounds) open(now time.Time, visit func(*Item)) {
 // of its own lane up to it (for an item not queued, all of them), with behindComebacks the
 // comebacks its lane is expected to make, and of each other user's lane one a turn, as many
 // turns as its position in its own if that lane's turn comes before its lane's in the round, one
-// fewer if after: its queued items first, then those of its comebacks (the tenant's, nil for
-// none) that come in time.
+// fewer if after, and no more than its user's own limits let it take within the wait: its queued
+// items first, then those of its comebacks (the tenant's, nil for none) that come in time.
 func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, behindComebacks bool, tt turns) int64 {
 	t := r.tenants[it.Tenant]
 	position, work := int64(1), it.Cost // not queued: after its lane's items
@@ -182,7 +182,7 @@ func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, behindCo
 				continue
 			}
 			queued := int64(u.items.Len())
-			work += u.firstCost(before) + tt.inTurns(comebacks.of(u.name, tt.now), queued, before)
+			work += u.firstCost(u.turnsWithin(before, tt.wait)) + tt.inTurns(comebacks.of(u.name, tt.now), queued, before)
 		}
 	}
 	if comebacks != nil {
@@ -219,6 +219,15 @@ func (u *userLane) ownUpTo(it *Item) time.Duration {
 		}
 	}
 	return own + it.Own
+}
+
+// turnsWithin is how many of turns the lane takes within wait: all of them, but that a lane its
+// user's own limits hold back (Item.Own) takes one, then one each Own.
+func (u *userLane) turnsWithin(turns int64, wait time.Duration) int64 {
+	if own := u.items.Front().Value.(*Item).Own; own > 0 {
+		return min(turns, int64(wait/own)+1)
+	}
+	return turns
 }
 
 // firstCost is the cost of the lane's first n items.
