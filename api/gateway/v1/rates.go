@@ -62,41 +62,45 @@ func CheckRolling(capacity int64, period time.Duration, slots int64) error {
 const ProviderMinuteSlots = 60
 
 // ProviderPace sizes the bucket that paces a provider's per-minute limit n beside its rolling
-// minute: a burst of a second of n (at least 1), refilled at n × 59/61 a minute (at least 1), a
-// second of n less than the rolling minute lets through while a backlog lasts (60/61). A call
-// larger than the burst, up to n, passes when the bucket is full, into debt. A burst that goes at
-// once is still counted by the rolling minute a minute later; were it larger than the second the
-// pace leaves the rolling minute, the rolling minute would hold the backlog then, the bucket would
-// fill meanwhile and let the burst go again, every minute: the backlog would drain in swings that
-// nobody waiting can foresee. A second's burst never fills the rolling minute, so a backlog drains
-// at the pace, evenly.
-func ProviderPace(n int64) (rate, burst int64) {
+// minute: a burst of a second of n, at least minBurst (but no more than n) and at least 1,
+// refilled at n × 59/61 a minute (at least 1), a second of n less than the rolling minute lets
+// through while a backlog lasts (60/61). A call larger than the burst, up to n, passes when the
+// bucket is full, into debt. A burst that goes at once is still counted by the rolling minute a
+// minute later; larger than the second the pace leaves the rolling minute, it makes the rolling
+// minute hold the backlog then, while the bucket fills and lets the burst go again, a second less
+// each minute: the backlog drains in swings nobody waiting can foresee. A second's burst never
+// fills the rolling minute, so a backlog drains at the pace, evenly.
+func ProviderPace(n, minBurst int64) (rate, burst int64) {
 	rate = max(n*(ProviderMinuteSlots-1)/(ProviderMinuteSlots+1), 1)
-	burst = max(n/ProviderMinuteSlots, 1)
+	burst = max(n/ProviderMinuteSlots, min(n, minBurst), 1)
 	return rate, burst
 }
+
+// MinTokenBurst is the least burst of a provider's tokens per minute: a few typical calls, so that
+// a few calls to a small provider go together.
+const MinTokenBurst = 4096
 
 // validateProviderRates checks that the limiter can hold each of the provider's per-minute
 // limits after headroom, as rolling windows of a minute paced by buckets.
 func (pr *Provider) validateProviderRates(paths ProviderPaths) field.ErrorList {
 	var errs field.ErrorList
-	check := func(p *field.Path, value any, n int64) {
+	check := func(p *field.Path, value any, n, minBurst int64) {
 		if n <= 0 {
 			return
 		}
 		err := CheckRolling(n, time.Minute, ProviderMinuteSlots)
 		if err == nil {
-			rate, _ := ProviderPace(n)
+			rate, _ := ProviderPace(n, minBurst)
 			err = CheckRate(rate, time.Minute, n) // the pace's largest call, n, bounds its burst too
 		}
 		if err != nil {
 			errs = append(errs, field.Invalid(p, value, "must fit the gateway's limiter: "+err.Error()))
 		}
 	}
-	check(paths.RequestsPerMinute, pr.RequestsPerMinute, pr.WithHeadroom(pr.RequestsPerMinute))
-	check(paths.TokensPerMinute, pr.TokensPerMinute, pr.WithHeadroom(pr.TokensPerMinute))
+	check(paths.RequestsPerMinute, pr.RequestsPerMinute, pr.WithHeadroom(pr.RequestsPerMinute), 0)
+	check(paths.TokensPerMinute, pr.TokensPerMinute, pr.WithHeadroom(pr.TokensPerMinute), MinTokenBurst)
 	if micros, err := pr.SpendPerMinute.MicroDollars(); err == nil {
-		check(paths.SpendPerMinute, pr.SpendPerMinute, micros)
+		check(paths.SpendPerMinute, pr.SpendPerMinute, micros, 0)
 	}
 	return errs
 }

@@ -127,21 +127,21 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 		return err
 	}
 	// addPerMinute adds a per-minute limit n of dim, under key: its rolling minute, then its pace.
-	addPerMinute := func(key string, dim ratelimit.Dimension, n int64) error {
+	addPerMinute := func(key string, dim ratelimit.Dimension, n, minBurst int64) error {
 		if err := add(b.perMinute(key+":minute", dim, n)); err != nil {
 			return err
 		}
-		return add(b.pace(key+":pace", dim, n))
+		return add(b.pace(key+":pace", dim, n, minBurst))
 	}
 	prefix := providerKey(p.Name, "provider")
 	level := ratelimit.LevelProvider
 	if n := p.WithHeadroom(p.RequestsPerMinute); n > 0 {
-		if err := addPerMinute(prefix+":requests", ratelimit.Requests, n); err != nil {
+		if err := addPerMinute(prefix+":requests", ratelimit.Requests, n, 0); err != nil {
 			return nil, err
 		}
 	}
 	if n := p.WithHeadroom(p.TokensPerMinute); n > 0 {
-		if err := addPerMinute(prefix+":tokens", ratelimit.Tokens, n); err != nil {
+		if err := addPerMinute(prefix+":tokens", ratelimit.Tokens, n, gatewayv1.MinTokenBurst); err != nil {
 			return nil, err
 		}
 	}
@@ -153,7 +153,7 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 		}
 	}
 	if n, _ := p.SpendPerMinute.MicroDollars(); n > 0 { // validated already
-		if err := addPerMinute(prefix+":microdollars", ratelimit.MicroDollars, n); err != nil {
+		if err := addPerMinute(prefix+":microdollars", ratelimit.MicroDollars, n, 0); err != nil {
 			return nil, err
 		}
 	}
@@ -182,8 +182,8 @@ func (b *builder) perMinute(key string, dim ratelimit.Dimension, n int64) (rule,
 // second, and then nothing until that second left the minute, every minute again. A call larger
 // than the pace's burst passes when the pace is full, so the largest call is the rolling
 // minute's: the whole limit, as at the provider.
-func (b *builder) pace(key string, dim ratelimit.Dimension, n int64) (rule, error) {
-	rate, burst := gatewayv1.ProviderPace(n)
+func (b *builder) pace(key string, dim ratelimit.Dimension, n, minBurst int64) (rule, error) {
+	rate, burst := gatewayv1.ProviderPace(n, minBurst)
 	return b.pair(func(share func(int64) int64) (*ratelimit.Limit, error) {
 		return ratelimit.NewPace(key, ratelimit.LevelProvider, dim, share(rate), time.Minute, share(burst), share(n))
 	})

@@ -200,7 +200,7 @@ func (p *Provider) SustainedTokensPerMinute() int64 {
 	if n <= 0 {
 		return 0
 	}
-	rate, _ := gatewayv1.ProviderPace(n)
+	rate, _ := gatewayv1.ProviderPace(n, gatewayv1.MinTokenBurst)
 	return rate
 }
 
