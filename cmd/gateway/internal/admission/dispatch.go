@@ -399,18 +399,25 @@ func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Se
 
 // drainRate is the tokens per second the door expects the queue to drain: what it drained in the
 // recent seconds a limit it shares held it back, when there were enough of them, else this
-// gateway's share of what the provider's tokens per minute let through while a backlog lasts, the
-// gateways sharing it taking equal shares. A second the queue ran short of calls measures its
-// callers, not its drain, and is left out. The caller holds d.mu.
+// gateway's share of what the provider's tokens per minute let through while a backlog lasts: the
+// share its waiting lanes are owed by the ledger of the gateways sharing the provider, or with
+// none known an equal share. A second the queue ran short of calls measures its callers, not its
+// drain, and is left out. The caller holds d.mu.
 func (d *dispatcher) drainRate(now time.Time) float64 {
-	if tokens, seconds := d.drained.sumWhere(now, drainWindow, &d.full); seconds >= minFullSeconds {
-		return float64(tokens) / float64(seconds)
+	if tokens, full := d.drained.sumWhere(now, drainWindow, &d.full); full >= minFullSeconds {
+		return float64(tokens) / float64(full)
 	}
 	p := d.g.policy().Provider(d.provider)
 	if p == nil {
 		return -1
 	}
-	return float64(p.SustainedTokensPerMinute()) / 60 / float64(d.g.policy().Replicas)
+	share := 1 / float64(d.g.policy().Replicas)
+	if d.shares != nil {
+		if owed, known := d.shares.Share(); known {
+			share = owed
+		}
+	}
+	return float64(p.SustainedTokensPerMinute()) / 60 * share
 }
 
 // heldBack records that a limit shared with other calls than the queue's next (the provider's,
@@ -475,13 +482,14 @@ func (d *dispatcher) exchangeOnce(ctx context.Context) int {
 }
 
 // waitingLanes are the shared ledger's members of the queue's lanes that wait and that no limit of
-// their own blocks at now. The caller holds d.mu.
-func (d *dispatcher) waitingLanes(now time.Time) map[fairshare.Member]bool {
-	waiting := map[fairshare.Member]bool{}
+// their own blocks at now, and the share of the provider they are owed. The caller holds d.mu.
+func (d *dispatcher) waitingLanes(now time.Time) (map[fairshare.Member]bool, float64) {
+	waiting, share := map[fairshare.Member]bool{}, 0.0
 	d.q.Open(now, func(it *fairqueue.Item) {
 		waiting[fairshare.ClassOf(it)] = true
 		waiting[fairshare.TenantOf(it)] = true
 		waiting[fairshare.UserOf(it)] = true
+		share += d.shares.Owed(it)
 	})
-	return waiting
+	return waiting, share
 }

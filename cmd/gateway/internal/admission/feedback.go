@@ -69,7 +69,7 @@ func newDispatcher(g *Gate, provider string) *dispatcher {
 		feedback:      feedback{share: 1}}
 	var opts fairqueue.Options
 	if g.opts.Shares != nil {
-		d.shares = fairshare.New(shareSlack, fairqueue.DefaultBatchShare)
+		d.shares = fairshare.New(shareSlack, fairqueue.DefaultBatchShare, g.leases.Next(), g.tenantWeight)
 		opts.Hold = d.shares.Held // asked under d.mu, in d.q.Next
 	}
 	d.q = fairqueue.New(opts)

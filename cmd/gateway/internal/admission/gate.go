@@ -223,3 +223,11 @@ func (g *Gate) Learned() map[string]gatewayv1.LearnedLimits {
 }
 
 func (g *Gate) policy() *policy.Policy { return g.opts.Policy() }
+
+// tenantWeight is a tenant's weight in the configuration in force; 1 for one it does not name.
+func (g *Gate) tenantWeight(name string) int32 {
+	if t := g.policy().Tenant(name); t != nil {
+		return t.Config.Weight
+	}
+	return 1
+}

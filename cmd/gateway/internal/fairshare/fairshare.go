@@ -5,7 +5,10 @@
 // weight, and a user's tokens inside its tenant. A lane more than a slack ahead of the
 // least-served lane of its group waiting on any gateway is held back, so that together the
 // gateways serve Interactive before Batch, tenants at their weights and a tenant's users equally,
-// whichever gateway each call reached.
+// whichever gateway each call reached. Each gateway is counted too, its tokens over the share of
+// the provider its waiting lanes are owed: one more than a slack ahead of the least served gateway
+// that has a lane to serve is held back, so that the gateways drain the provider in the shares
+// their lanes are owed from one second to the next, not in whatever order they reach it.
 //
 // The Ledger is the pure core: it never waits and holds no connection. Its owner exchanges what
 // it served with the shared ledger every so often (Updates, then Took with the answer), and asks
@@ -13,6 +16,7 @@
 package fairshare
 
 import (
+	"maps"
 	"strconv"
 	"strings"
 
@@ -26,13 +30,19 @@ const sep = "\x1f"
 // The lanes of one group (a class's tenants, or a tenant's users) are compared with each other.
 type Member string
 
-// classes is the group of the classes' members.
-const classes = "classes"
+// classes is the group of the classes' members, gateways that of the gateways'.
+const (
+	classes  = "classes"
+	gateways = "gateways"
+)
+
+// GatewayOf is the member of a gateway, by a name unique to it.
+func GatewayOf(name string) Member { return Member(gateways + sep + name) }
 
 // ClassOf is the member of an item's class.
-func ClassOf(it *fairqueue.Item) Member {
-	return Member(classes + sep + strconv.Itoa(int(it.Class)))
-}
+func ClassOf(it *fairqueue.Item) Member { return classMember(it.Class) }
+
+func classMember(c fairqueue.Class) Member { return Member(classes + sep + strconv.Itoa(int(c))) }
 
 // TenantOf is the member of an item's tenant.
 func TenantOf(it *fairqueue.Item) Member {
@@ -42,7 +52,8 @@ func TenantOf(it *fairqueue.Item) Member {
 // UserOf is the member of an item's user.
 func UserOf(it *fairqueue.Item) Member { return TenantOf(it) + Member(sep+it.User) }
 
-// group is what the member is compared within: the classes, its class, or its class and tenant.
+// group is what the member is compared within: the classes or the gateways, its class, or its
+// class and tenant.
 func (m Member) group() string {
 	s := string(m)
 	class, rest, _ := strings.Cut(s, sep)
@@ -82,6 +93,9 @@ type Standing map[Member]float64
 type Ledger struct {
 	slack      float64
 	batchShare float64
+	gateway    Member                    // this gateway's
+	share      float64                   // of the provider, owed to this gateway's lanes (see Updates)
+	weightOf   func(tenant string) int32 // a tenant's weight
 	standing   Standing
 	known      bool                // standing is the shared ledger's answer, not forgotten
 	groups     map[string][]Member // the members of standing, by group
@@ -90,6 +104,9 @@ type Ledger struct {
 	// leastOf caches least's answer for a group until a count of one of its members changes: the
 	// queue asks Held of every open lane's first item, and a group may have thousands of members.
 	leastOf map[string]leastCount
+	// weightsOf caches the weights of the tenants of a class waiting, by the class's group, until
+	// the standing changes.
+	weightsOf map[string]float64
 }
 
 // leastCount is the least count of a group's members waiting, if any waits.
@@ -100,10 +117,13 @@ type leastCount struct {
 
 // New returns a ledger that holds a lane back when it is more than slack ahead of the least
 // served of its group: a class's tokens over its share (batchShare for Batch, the rest for
-// Interactive), a tenant's tokens over its weight, a user's tokens.
-func New(slack, batchShare float64) *Ledger {
-	return &Ledger{slack: slack, batchShare: batchShare, standing: Standing{}, groups: map[string][]Member{},
-		local: map[Member]float64{}, reported: map[Member]bool{}, leastOf: map[string]leastCount{}}
+// Interactive), a tenant's tokens over its weight, a user's tokens; and the gateway named gateway
+// (unique to it) when its tokens over its share of the provider are. weightOf gives the weight of
+// a tenant that waits on other gateways only (nil counts 1).
+func New(slack, batchShare float64, gateway string, weightOf func(tenant string) int32) *Ledger {
+	return &Ledger{slack: slack, batchShare: batchShare, gateway: GatewayOf(gateway), weightOf: weightOf,
+		standing: Standing{}, groups: map[string][]Member{}, local: map[Member]float64{},
+		reported: map[Member]bool{}, leastOf: map[string]leastCount{}, weightsOf: map[string]float64{}}
 }
 
 // Served counts an item this gateway served.
@@ -115,6 +135,22 @@ func (l *Ledger) Served(it *fairqueue.Item) {
 	l.count(ClassOf(it), float64(it.Cost)/share)
 	l.count(TenantOf(it), float64(it.Cost)/float64(max(it.Weight, 1)))
 	l.count(UserOf(it), float64(it.Cost))
+	l.count(l.gateway, float64(it.Cost)/l.gatewayShare())
+}
+
+// Share is the share of the provider this gateway's lanes are owed, as of the last Updates, at
+// most all of it; false when the shared ledger's standing is not known or none is owed.
+func (l *Ledger) Share() (float64, bool) {
+	return min(l.share, 1), l.known && l.share > 0
+}
+
+// gatewayShare is the share of the provider this gateway's lanes are owed, as of the last
+// Updates; all of it before there is one.
+func (l *Ledger) gatewayShare() float64 {
+	if l.share <= 0 {
+		return 1
+	}
+	return l.share
 }
 
 // count adds served to what this gateway served m.
@@ -124,9 +160,62 @@ func (l *Ledger) count(m Member, served float64) {
 }
 
 // Held reports whether the item's lanes are held back: its class, its tenant or its user is more
-// than the slack ahead of the least served lane of its group that waits.
+// than the slack ahead of the least served lane of its group that waits, or this gateway is ahead
+// of the least served gateway that has a lane to serve.
 func (l *Ledger) Held(it *fairqueue.Item) bool {
+	return l.laneHeld(it) || l.ahead(l.gateway)
+}
+
+func (l *Ledger) laneHeld(it *fairqueue.Item) bool {
 	return l.ahead(ClassOf(it)) || l.ahead(TenantOf(it)) || l.ahead(UserOf(it))
+}
+
+// Owed is the share of the provider the item's user lane is owed, by the lanes the shared ledger
+// knows to wait: its class's share (when the other class waits too), over its tenant's weight
+// among the tenants of its class, split evenly among its tenant's users. Zero when its class,
+// tenant or user is held back: this gateway then owes nothing to serve it.
+func (l *Ledger) Owed(it *fairqueue.Item) float64 {
+	if l.laneHeld(it) {
+		return 0
+	}
+	share := 1.0
+	if _, waits := l.standing[classMember(1-it.Class)]; waits {
+		share = 1 - l.batchShare
+		if it.Class == fairqueue.Batch {
+			share = l.batchShare
+		}
+	}
+	weight, weights := float64(max(it.Weight, 1)), l.weights(TenantOf(it).group())
+	if _, known := l.standing[TenantOf(it)]; !known {
+		weights += weight
+	}
+	users := float64(len(l.groups[UserOf(it).group()]))
+	if _, known := l.standing[UserOf(it)]; !known {
+		users++
+	}
+	return share * weight / weights / users
+}
+
+// weights is the sum of the weights of a class's tenants waiting on some gateway.
+func (l *Ledger) weights(class string) float64 {
+	if w, ok := l.weightsOf[class]; ok {
+		return w
+	}
+	var w float64
+	for _, m := range l.groups[class] {
+		w += float64(l.weightOfMember(m))
+	}
+	l.weightsOf[class] = w
+	return w
+}
+
+// weightOfMember is the weight of a tenant's member.
+func (l *Ledger) weightOfMember(m Member) int32 {
+	_, tenant, _ := strings.Cut(string(m), sep)
+	if l.weightOf == nil {
+		return 1
+	}
+	return max(l.weightOf(tenant), 1)
 }
 
 // ahead reports whether m is more than the slack ahead of the least of its group. A member the
@@ -161,8 +250,18 @@ func (l *Ledger) least(group string) (float64, bool) {
 }
 
 // Updates are what to tell the shared ledger, for the members whose lanes wait here now: what
-// was served, which lanes wait, and which stopped waiting. Pass them to Took with the answer.
-func (l *Ledger) Updates(waiting map[Member]bool) []Update {
+// was served, which lanes wait, and which stopped waiting; and this gateway, as waiting when its
+// lanes are owed a share of the provider (the sum of Owed over its open lanes). Pass them to Took
+// with the answer.
+func (l *Ledger) Updates(waiting map[Member]bool, share float64) []Update {
+	l.share = share
+	if share > 0 {
+		waiting = maps.Clone(waiting)
+		if waiting == nil {
+			waiting = map[Member]bool{}
+		}
+		waiting[l.gateway] = true
+	}
 	var ups []Update
 	for m := range waiting {
 		u := Update{Member: m, Served: l.local[m], Waiting: true}
@@ -210,6 +309,7 @@ func (l *Ledger) setStanding(s Standing) {
 		l.groups[m.group()] = append(l.groups[m.group()], m)
 	}
 	clear(l.leastOf)
+	clear(l.weightsOf)
 }
 
 // Forget forgets what the other gateways served, as when the shared ledger cannot be reached:

@@ -35,6 +35,7 @@ type Policy struct {
 	routes    map[string]*Route    // by model name
 	providers map[string]*Provider // by name
 	tenants   []*Tenant
+	byName    map[string]*Tenant
 }
 
 // Caller is the tenant and user an API key belongs to.
@@ -98,6 +99,7 @@ func CompileLearned(cfg *gatewayv1.Config, replicas int64, learned map[string]ga
 		callers:   map[string]*Caller{},
 		routes:    map[string]*Route{},
 		providers: map[string]*Provider{},
+		byName:    map[string]*Tenant{},
 	}
 	b := builder{replicas: max(replicas, 1)}
 	globals, err := b.rules(globalKey, ratelimit.LevelGlobal, cfg.Global, time.UTC)
@@ -234,6 +236,7 @@ func (p *Policy) addTenant(b *builder, cfg *gatewayv1.Tenant) error {
 		return err
 	}
 	p.tenants = append(p.tenants, t)
+	p.byName[t.Name] = t
 	for _, k := range cfg.Keys {
 		c, err := b.caller(t, k.User)
 		if err != nil {
@@ -322,6 +325,9 @@ func isDigits(s string) bool {
 
 // Provider returns a provider by name, or nil.
 func (p *Policy) Provider(name string) *Provider { return p.providers[name] }
+
+// Tenant returns a tenant by name, or nil.
+func (p *Policy) Tenant(name string) *Tenant { return p.byName[name] }
 
 // Tenants returns every tenant, in the configuration's order.
 func (p *Policy) Tenants() []*Tenant { return p.tenants }
