@@ -160,12 +160,13 @@ func (l *Ledger) count(m Member, served float64) {
 }
 
 // Held reports whether the item's lanes are held back: its class, its tenant or its user is more
-// than the slack ahead of the least served lane of its group that waits, or this gateway is ahead
-// of the least served gateway that has a lane to serve.
+// than the slack ahead of the least served lane of its group that waits, or this gateway is more
+// than the slack ahead of the least served gateway that has a lane to serve.
 func (l *Ledger) Held(it *fairqueue.Item) bool {
 	return l.laneHeld(it) || l.ahead(l.gateway)
 }
 
+// laneHeld reports whether the item's class, tenant or user is held back.
 func (l *Ledger) laneHeld(it *fairqueue.Item) bool {
 	return l.ahead(ClassOf(it)) || l.ahead(TenantOf(it)) || l.ahead(UserOf(it))
 }
