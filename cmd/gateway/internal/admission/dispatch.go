@@ -399,10 +399,9 @@ func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Se
 
 // drainRate is the tokens per second the door expects the queue to drain: what it drained in the
 // recent seconds a limit it shares held it back, when there were enough of them, else this
-// gateway's share of what the provider's tokens per minute let through while a backlog lasts: the
-// share its waiting lanes are owed by the ledger of the gateways sharing the provider, or with
-// none known an equal share. A second the queue ran short of calls measures its callers, not its
-// drain, and is left out. The caller holds d.mu.
+// gateway's share of what the provider's tokens per minute let through while a backlog lasts, the
+// gateways sharing it taking equal shares. A second the queue ran short of calls measures its
+// callers, not its drain, and is left out. The caller holds d.mu.
 func (d *dispatcher) drainRate(now time.Time) float64 {
 	if tokens, full := d.drained.sumWhere(now, drainWindow, &d.full); full >= minFullSeconds {
 		return float64(tokens) / float64(full)
@@ -411,13 +410,7 @@ func (d *dispatcher) drainRate(now time.Time) float64 {
 	if p == nil {
 		return -1
 	}
-	share := 1 / float64(d.g.policy().Replicas)
-	if d.shares != nil {
-		if owed, known := d.shares.Share(); known {
-			share = owed
-		}
-	}
-	return float64(p.SustainedTokensPerMinute()) / 60 * share
+	return float64(p.SustainedTokensPerMinute()) / 60 / float64(d.g.policy().Replicas)
 }
 
 // heldBack records that a limit shared with other calls than the queue's next (the provider's,

@@ -138,12 +138,6 @@ func (l *Ledger) Served(it *fairqueue.Item) {
 	l.count(l.gateway, float64(it.Cost)/l.gatewayShare())
 }
 
-// Share is the share of the provider this gateway's lanes are owed, as of the last Updates, at
-// most all of it; false when the shared ledger's standing is not known or none is owed.
-func (l *Ledger) Share() (float64, bool) {
-	return min(l.share, 1), l.known && l.share > 0
-}
-
 // gatewayShare is the share of the provider this gateway's lanes are owed, as of the last
 // Updates; all of it before there is one.
 func (l *Ledger) gatewayShare() float64 {
@@ -252,8 +246,8 @@ func (l *Ledger) least(group string) (float64, bool) {
 
 // Updates are what to tell the shared ledger, for the members whose lanes wait here now: what
 // was served, which lanes wait, and which stopped waiting; and this gateway, as waiting when its
-// lanes are owed a share of the provider (the sum of Owed over its open lanes). Pass them to Took
-// with the answer.
+// lanes are owed a share of the provider (the sum of Owed over its open lanes), starting level
+// with the least served gateway when it had none. Pass them to Took with the answer.
 func (l *Ledger) Updates(waiting map[Member]bool, share float64) []Update {
 	l.share = share
 	if share > 0 {
@@ -270,6 +264,9 @@ func (l *Ledger) Updates(waiting map[Member]bool, share float64) []Update {
 			u.Starts = true
 			u.Floor, _ = l.least(m.group())
 			u.Ceiling = u.Floor + l.slack
+			if m == l.gateway {
+				u.Ceiling = u.Floor // a gateway that had no lane to serve owes nothing for before
+			}
 		}
 		ups = append(ups, u)
 	}

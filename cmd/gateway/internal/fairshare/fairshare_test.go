@@ -182,14 +182,8 @@ func TestMemberGroups(t *testing.T) {
 // every lane of its own is held; not when no other gateway has one.
 func TestAGatewayAheadOfItsShareIsHeld(t *testing.T) {
 	l := New(2000, 0.5, "here", nil)
-	if _, known := l.Share(); known {
-		t.Error("Share before any exchange is known; want not")
-	}
 	standing := Standing{GatewayOf("here"): 5000, GatewayOf("there"): 5000, TenantOf(heavy): 0, UserOf(heavy): 0}
 	l.Took(l.Updates(map[Member]bool{TenantOf(heavy): true, UserOf(heavy): true}, 0.5), standing)
-	if share, known := l.Share(); share != 0.5 || !known {
-		t.Errorf("Share = %v, %v; want 0.5, known", share, known)
-	}
 	l.Served(heavy) // 1,000 tokens over half the provider: 7,000
 	if l.Held(heavy) {
 		t.Fatal("here, 2,000 ahead of there: held; want not held, within the slack")
@@ -203,9 +197,18 @@ func TestAGatewayAheadOfItsShareIsHeld(t *testing.T) {
 	if l.Held(heavy) {
 		t.Error("here, with no other gateway owed a lane: held; want not held")
 	}
-	l.Forget()
-	if _, known := l.Share(); known {
-		t.Error("Share after the ledger was forgotten is known; want not")
+}
+
+// TestAGatewayStartsLevelWithTheLeastServed checks that a gateway whose lanes come to be owed a
+// share starts at the least served gateway's count, not within the slack above it, as a lane does:
+// it owes nothing for the time it had nothing to serve.
+func TestAGatewayStartsLevelWithTheLeastServed(t *testing.T) {
+	l := New(2000, 0.5, "here", nil)
+	l.Took(nil, Standing{GatewayOf("there"): 5000, TenantOf(heavy): 0, UserOf(heavy): 0})
+	for _, u := range l.Updates(map[Member]bool{TenantOf(heavy): true, UserOf(heavy): true}, 0.5) {
+		if u.Member == GatewayOf("here") && (!u.Starts || u.Floor != 5000 || u.Ceiling != 5000) {
+			t.Errorf("this gateway's update = %+v; want it to start at 5,000, the least served gateway's count", u)
+		}
 	}
 }
 
