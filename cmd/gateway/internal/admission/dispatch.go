@@ -144,6 +144,12 @@ func (d *dispatcher) push(wt *waiter, now time.Time) *Refusal {
 		d.comebackError.Observe(now.Sub(promised).Seconds())
 	}
 	wt.estimate = estimate
+	if ahead, _ := d.q.Ahead(it.Class, it.Tenant); ahead == 0 && it.Class == fairqueue.Interactive && d.shares != nil {
+		select {
+		case d.exchangeSoon <- struct{}{}:
+		default:
+		}
+	}
 	d.q.Push(it)
 	d.queued(req, it, 1)
 	return nil
@@ -429,20 +435,28 @@ func (d *dispatcher) queued(req *Request, it *fairqueue.Item, delta int64) {
 	d.g.usage.queued(req, delta, delta*it.Cost)
 }
 
-// exchangeShares tells the gateways sharing the provider, every shareInterval until ctx ends,
-// what this one served and which of its lanes wait, and takes in what they all served: the queue
-// then holds back a lane that got ahead of its fair share. An exchange that fails forgets what
+// exchangeShares tells the gateways sharing the provider, every shareInterval until ctx ends (and
+// a quarter of one after the last when an Interactive tenant starts waiting here), what this one
+// served and which of its lanes wait, and takes in what they all served: the queue then holds
+// back a lane that got ahead of its fair share. An exchange that fails forgets what
 // the others served, so that no lane is held on old news.
 func (d *dispatcher) exchangeShares(ctx context.Context) {
 	t := time.NewTimer(shareEvery)
 	defer t.Stop()
+	interval, last := shareEvery, time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-d.exchangeSoon: // no sooner than a quarter of an interval after the last
+			if wait := time.Until(last.Add(interval / 4)); wait > 0 {
+				t.Reset(wait)
+				continue
+			}
 		}
-		t.Reset(shareInterval(d.exchangeOnce(ctx)))
+		interval, last = shareInterval(d.exchangeOnce(ctx)), time.Now()
+		t.Reset(interval)
 	}
 }
 

@@ -28,6 +28,9 @@ type dispatcher struct {
 	g        *Gate
 	provider string
 	wake     chan struct{}
+	// exchangeSoon asks for an exchange of shares before the next one due: an Interactive tenant
+	// started waiting here, and the other gateways' Batch lanes should learn it.
+	exchangeSoon chan struct{}
 	// arrivals, callDuration and queueWait are the provider's series, looked up once.
 	arrivals     prometheus.Counter
 	callDuration prometheus.Observer
@@ -60,7 +63,7 @@ type feedback struct {
 }
 
 func newDispatcher(g *Gate, provider string) *dispatcher {
-	d := &dispatcher{g: g, provider: provider, wake: make(chan struct{}, 1),
+	d := &dispatcher{g: g, provider: provider, wake: make(chan struct{}, 1), exchangeSoon: make(chan struct{}, 1),
 		arrivals:      g.metrics.arrivals.WithLabelValues(provider),
 		callDuration:  g.metrics.callDuration.WithLabelValues(provider),
 		queueWait:     g.metrics.queueWait.WithLabelValues(provider),
