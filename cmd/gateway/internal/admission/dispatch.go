@@ -144,6 +144,7 @@ func (d *dispatcher) push(wt *waiter, now time.Time) *Refusal {
 		d.comebackError.Observe(now.Sub(promised).Seconds())
 	}
 	wt.estimate = estimate
+	// An Interactive tenant that starts waiting here is told to the other gateways' Batch lanes soon.
 	if ahead, _ := d.q.Ahead(it.Class, it.Tenant); ahead == 0 && it.Class == fairqueue.Interactive && d.shares != nil {
 		select {
 		case d.exchangeSoon <- struct{}{}:
