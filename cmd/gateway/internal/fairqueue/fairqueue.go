@@ -201,7 +201,7 @@ func (q *Queue) OwnWait(it *Item, credit time.Duration) time.Duration {
 	total := it.Own
 	if t := q.classes[it.Class].tenants[it.Tenant]; t != nil {
 		if lane := t.byUser[it.User]; lane != nil {
-			total = lane.ownUpTo(it)
+			_, _, total = lane.upTo(it)
 		}
 	}
 	return max(total-credit, 0)

@@ -165,7 +165,7 @@ func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, behindCo
 	position, work := int64(1), it.Cost // not queued: after its lane's items
 	if t != nil {
 		if lane := t.byUser[it.User]; lane != nil {
-			position, work = lane.upTo(it)
+			position, work, _ = lane.upTo(it)
 		}
 	}
 	if behindComebacks {
@@ -195,30 +195,17 @@ func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, behindCo
 	return work
 }
 
-// upTo returns it's position in the lane and the cost of the lane's items up to it, it included;
-// for an item not in the lane, those of the lane's items and it after them.
-func (u *userLane) upTo(it *Item) (position, cost int64) {
+// upTo returns it's position in the lane and the cost and Own of the lane's items up to it, it
+// included; for an item not in the lane, of the lane's items and it after them.
+func (u *userLane) upTo(it *Item) (position, cost int64, own time.Duration) {
 	for e := u.items.Front(); e != nil; e = e.Next() {
-		position++
-		cost += e.Value.(*Item).Cost
-		if e.Value == it {
-			return position, cost
+		item := e.Value.(*Item)
+		position, cost, own = position+1, cost+item.Cost, own+item.Own
+		if item == it {
+			return position, cost, own
 		}
 	}
-	return position + 1, cost + it.Cost
-}
-
-// ownUpTo is the Own of the lane's items up to it, it included; for an item not in the lane, of
-// all of them and it.
-func (u *userLane) ownUpTo(it *Item) time.Duration {
-	var own time.Duration
-	for e := u.items.Front(); e != nil; e = e.Next() {
-		own += e.Value.(*Item).Own
-		if e.Value == it {
-			return own
-		}
-	}
-	return own + it.Own
+	return position + 1, cost + it.Cost, own + it.Own
 }
 
 // turnsWithin is how many of turns the lane takes within wait: all of them, but that a lane its
