@@ -35,9 +35,9 @@ const (
 	// shareWordHolds is how many of its exchange intervals a gateway's word that a lane waits
 	// holds: a gateway that died stops holding the others' lanes back after it.
 	shareWordHolds = 10
-	// comebackWait is the share of its maxWait a call turned away is told to come back to wait:
-	// less than all of it, so that a caller who comes back when told is let in even when the
-	// estimate was a little short.
+	// comebackWait is the share of the door's bound (its maxWait, or less while lanes join) a
+	// call turned away is told to come back to wait: less than all of it, so that a caller who
+	// comes back when told is let in even when the estimate was a little short.
 	comebackWait = 0.5
 	// maxUnestimated bounds a queue whose drain the door cannot estimate (a provider with no
 	// tokens per minute, before anything drained).
@@ -127,18 +127,22 @@ func (d *dispatcher) waited(wt *waiter, v verdict, start time.Time) verdict {
 	return v
 }
 
-// push lets a call in at the door, or refuses it busy when its estimated wait passes the plan's
-// maxWait: before anything is charged. A job, which nobody waits for, passes no door.
+// push lets a call in at the door, or refuses it busy when its estimated wait passes the door's
+// bound (see doorBound): before anything is charged. A job, which nobody waits for, passes no door.
 func (d *dispatcher) push(wt *waiter, now time.Time) *Refusal {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	it, req := wt.item, &wt.t.req
 	promised, cameBack := d.q.CameBack(it, now)
+	growth := 0.0 // one that came back when told was foreseen: its turns counted in others' estimates
+	if !cameBack {
+		it.Joins, growth = now, d.q.Growth(it, now)
+	}
 	rate := d.drainRate(now)
 	estimate := d.estimateWait(it, rate, now, wt.credit)
-	if maxWait := req.maxWait(); maxWait > 0 && (estimate > maxWait || (estimate < 0 && d.q.Len() >= maxUnestimated)) {
+	if bound := doorBound(req.maxWait(), growth); bound > 0 && (estimate > bound || (estimate < 0 && d.q.Len() >= maxUnestimated)) {
 		ahead, _ := d.q.Ahead(it.Class, it.Tenant)
-		return d.busy(wt, max(estimate, maxWait), d.comebackWait(it, rate, now, wt.credit), ahead+1, now, rate)
+		return d.busy(wt, max(estimate, bound), bound, d.comebackWait(it, rate, now, wt.credit), ahead+1, now, rate)
 	}
 	if cameBack {
 		d.comebackError.Observe(now.Sub(promised).Seconds())
@@ -154,6 +158,16 @@ func (d *dispatcher) push(wt *waiter, now time.Time) *Refusal {
 	d.q.Push(it)
 	d.queued(req, it, 1)
 	return nil
+}
+
+// doorBound is the longest wait the door promises a call: its plan's maxWait, or less while
+// new lanes join the queue at growth a window (see fairqueue.Queue.Growth, zero for a call its
+// lane's first or one that came back when told); zero for a call with no maxWait.
+func doorBound(maxWait time.Duration, growth float64) time.Duration {
+	if horizon := fairqueue.Horizon(growth); maxWait > 0 && horizon >= 0 {
+		return min(maxWait, max(horizon, time.Millisecond))
+	}
+	return maxWait
 }
 
 // expire takes a call that waited its plan's maxWait out of the queue and refuses it busy, as
@@ -176,7 +190,7 @@ func (d *dispatcher) expire(wt *waiter, start time.Time) verdict {
 	if estimate < 0 {
 		estimate = maxWait // unknown, as for a paused provider: ask to come back after another maxWait
 	}
-	r := d.busy(wt, maxWait+estimate, back, ahead+1, now, rate)
+	r := d.busy(wt, maxWait+estimate, maxWait, back, ahead+1, now, rate)
 	r.Waited = now.Sub(start)
 	return verdict{refusal: r}
 }
@@ -202,30 +216,32 @@ func laterOf(fair, own time.Duration) time.Duration {
 	return max(fair, own)
 }
 
-// busy is the refusal of a call whose lane would wait estimate, at position in it, with a time to
-// come back reckoned from back, its ComebackWait (see comeback), at which the queue expects it
-// back. The caller holds d.mu.
-func (d *dispatcher) busy(wt *waiter, estimate, back time.Duration, position int, now time.Time, rate float64) *Refusal {
+// busy is the refusal of a call whose lane would wait estimate, more than the door's bound, at
+// position in it, with a time to come back reckoned from back, its ComebackWait (see comeback),
+// at which the queue expects it back. The caller holds d.mu.
+func (d *dispatcher) busy(wt *waiter, estimate, bound, back time.Duration, position int, now time.Time, rate float64) *Refusal {
 	req := &wt.t.req
 	d.g.metrics.doorRefusals.WithLabelValues(d.provider, req.tenant()).Inc()
-	maxWait := req.maxWait()
-	r := &Refusal{Reason: Busy, Estimate: estimate, MaxWait: maxWait, Position: position}
-	r.RetryAfter = comeback(wt.item.Cost, back, maxWait, rate)
+	r := &Refusal{Reason: Busy, Estimate: estimate, MaxWait: req.maxWait(), Position: position}
+	if bound < r.MaxWait {
+		r.Horizon = bound
+	}
+	r.RetryAfter = RetryAfter(comeback(wt.item.Cost, back, bound, rate)) // as the header says it
 	d.q.Expect(wt.item, now, now.Add(r.RetryAfter))
 	return r
 }
 
 // comeback is how long a call turned away should wait before it comes back with a fair chance to
 // be let in: until its lane, behind the comebacks it is already expected to make and beside those
-// of other lanes, would wait no longer than comebackWait of its maxWait (back is that wait now,
-// negative when nothing drains: then another maxWait), at a random point of the call's slot of
+// of other lanes, would wait no longer than comebackWait of the door's bound (back is that wait
+// now, negative when nothing drains: then another bound), at a random point of the call's slot of
 // the drain (its cost over the rate) after that, so that a crowd told at once does not come back
 // at once. Each refusal is expected back, so the comebacks of a crowd are spread at the rate the
 // queue drains, lane by lane in fair turns.
-func comeback(cost int64, back, maxWait time.Duration, rate float64) time.Duration {
-	least := maxWait
+func comeback(cost int64, back, bound time.Duration, rate float64) time.Duration {
+	least := bound
 	if back >= 0 {
-		least = max(back-time.Duration(comebackWait*float64(maxWait)), 0)
+		least = max(back-time.Duration(comebackWait*float64(bound)), 0)
 	}
 	var slot time.Duration
 	if rate > 0 {

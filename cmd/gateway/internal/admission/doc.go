@@ -4,7 +4,9 @@
 // Gate.Admit checks every limit that applies to a Request (user, tenant, endpoint, global,
 // provider) and takes the estimate from all of them or from none. A call that may not go yet
 // and whose limit queues waits in its provider's fair queue, behind a door that turns it away
-// at once when its lane would wait longer than its plan's maxWait. Admit answers with a Ticket
+// at once when its lane would wait longer than its plan's maxWait, or, behind its caller's own
+// calls while users join the queue, than the wait the door can still promise (see
+// fairqueue.Queue.Growth). Admit answers with a Ticket
 // (the call may go now) or a Refusal (a value that says which limit refused, when to come back,
 // the place in the lane and the wait estimated).
 //

@@ -14,6 +14,7 @@ import (
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/fairqueue"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
@@ -450,12 +451,76 @@ func TestTheDoorRefusesALongWaitBeforeCharging(t *testing.T) {
 		}
 		// The call's own slot of the drain: 1,000 tokens at 6,000 × 59/61 a minute, 10.34 s.
 		soonest, slot := refusal.Estimate-time.Duration(comebackWait*float64(refusal.MaxWait)), time.Minute*61/354
-		if refusal.Estimate <= refusal.MaxWait || refusal.RetryAfter < soonest || refusal.RetryAfter >= soonest+slot {
-			t.Errorf("estimate %s, maxWait %s, retry after %s; want an estimate past maxWait, and to come back once the wait is within its share comebackWait of it, within the call's slot of the drain (%s)",
+		if refusal.Estimate <= refusal.MaxWait || refusal.RetryAfter < soonest || refusal.RetryAfter >= soonest+slot+time.Second || refusal.RetryAfter%time.Second != 0 {
+			t.Errorf("estimate %s, maxWait %s, retry after %s; want an estimate past maxWait, and to come back once the wait is within its share comebackWait of it, within the call's slot of the drain (%s), in whole seconds",
 				refusal.Estimate, refusal.MaxWait, refusal.RetryAfter, slot)
 		}
 		cancel()
 		wg.Wait()
+	})
+}
+
+// TestWhileUsersJoinTheDoorPromisesLittleBehindACallersOwnCalls has alice queue three calls, then
+// bob join with two. Bob's first is let in: whoever joins later waits behind it. His second would
+// wait behind his first while alice has just joined, so the door promises it no more than the
+// horizon (a tenth more lanes in 2 s at that pace) and turns it away, as it does alice's next;
+// a window later, with nobody joining, alice's next call is let in again.
+func TestWhileUsersJoinTheDoorPromisesLittleBehindACallersOwnCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := plan{requestsPerMinute: 6000, tokensPerMinute: 6000, tenants: []gatewayv1.Tenant{tenant("acme", "alice", "bob")}}
+		pl.tenants[0].MaxWait.Duration = 2 * time.Minute
+		g, limiter, p := newGate(t, pl)
+		alice, bob := request(t, p, "sk-acme-alice", 1000), request(t, p, "sk-acme-bob", 1000)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		for i := range 6 { // the minute's pace lets six go
+			if _, r := g.Admit(ctx, alice); r != nil {
+				t.Fatalf("call %d refused: %+v", i, r)
+			}
+		}
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		// admit sends a call and returns its refusal if the door answered at once, nil if it queued.
+		admit := func(req Request) *Refusal {
+			answered := make(chan *Refusal, 1)
+			wg.Go(func() {
+				ticket, r := g.Admit(ctx, req)
+				if ticket != nil {
+					ticket.Refund()
+				}
+				answered <- r
+			})
+			synctest.Wait()
+			select {
+			case r := <-answered:
+				return r
+			default:
+				return nil
+			}
+		}
+		for i := range 3 {
+			if r := admit(alice); r != nil {
+				t.Fatalf("alice's queued call %d: %+v; want let in", i, r)
+			}
+		}
+		time.Sleep(time.Second)
+		if r := admit(bob); r != nil {
+			t.Fatalf("bob's first call: %+v; want let in, his lane's first", r)
+		}
+		before := left(t, limiter, bob)
+		for name, req := range map[string]Request{"bob": bob, "alice": alice} {
+			r := admit(req)
+			if r == nil || r.Reason != Busy || r.Horizon != 2*time.Second || r.Estimate <= r.Horizon || r.MaxWait != 2*time.Minute {
+				t.Errorf("%s's next call: %+v; want busy at the door, past a horizon of 2 s (one other lane of two joined within the window)", name, r)
+			}
+		}
+		if after := left(t, limiter, bob); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Errorf("limits after the door refused = %v; want %v, untouched", after, before)
+		}
+		time.Sleep(fairqueue.GrowthWindow)
+		if r := admit(alice); r != nil {
+			t.Errorf("alice's call a window after bob joined: %+v; want let in", r)
+		}
 	})
 }
 
@@ -758,9 +823,10 @@ func TestACrowdTurnedAwayComesBackSpreadAtTheDrainRate(t *testing.T) {
 		}
 		soonest := turnedAway[0].Estimate - time.Duration(comebackWait*float64(turnedAway[0].MaxWait))
 		for i, r := range turnedAway {
+			// A point of the call's slot, rounded up to whole seconds as Retry-After says it.
 			from := soonest + time.Duration(i)*slot
-			if r.Reason != Busy || r.RetryAfter < from || r.RetryAfter >= from+slot {
-				t.Errorf("call %d turned away: %s, come back after %s; want busy, within [%s, %s)", i, r.Reason, r.RetryAfter, from, from+slot)
+			if r.Reason != Busy || r.RetryAfter < from || r.RetryAfter >= from+slot+time.Second || r.RetryAfter%time.Second != 0 {
+				t.Errorf("call %d turned away: %s, come back after %s; want busy, whole seconds within [%s, %s)", i, r.Reason, r.RetryAfter, from, from+slot+time.Second)
 			}
 		}
 		cancel()

@@ -55,13 +55,23 @@ type Refusal struct {
 	// Position is the call's place in its lane, itself included (Busy).
 	Position int
 	// Estimate is the wait the door estimated for the call's lane, and MaxWait the plan's bound
-	// it passed (Busy).
+	// (Busy).
 	Estimate, MaxWait time.Duration
+	// Horizon, when not zero, is the shorter bound the call passed: the door promises no longer
+	// a wait behind a caller's earlier calls while new lanes join the queue (Busy; see
+	// fairqueue.Queue.Horizon).
+	Horizon time.Duration
 	// Waited is how long the call queued before it was refused.
 	Waited time.Duration
 	// Limits are the caller's limits as the refusing decision left them; zero when none was
 	// taken.
 	Limits Limits
+}
+
+// RetryAfter is the wait a Retry-After header states for a wait of d: whole seconds, rounded up,
+// at least one (a client told 0 retries at once). A caller that follows it comes back then.
+func RetryAfter(d time.Duration) time.Duration {
+	return max(((d+time.Second-1)/time.Second)*time.Second, time.Second)
 }
 
 // Retryable reports whether the same call may pass later: a limit that refills, a queue that

@@ -57,6 +57,9 @@ type Item struct {
 	// Own is how long the limits of the item's own user take to let it through once they are
 	// spent (see OwnWait); zero when none holds it back.
 	Own time.Duration
+	// Joins is when a lane the item opens joins the queue (see Horizon): when it came to the door,
+	// but zero for an item that came back when told (see CameBack), whose turns were foreseen.
+	Joins time.Time
 	// Value is the caller's; the queue never looks at it.
 	Value any
 

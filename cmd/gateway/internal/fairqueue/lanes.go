@@ -11,6 +11,7 @@ type rounds struct {
 	tenants map[string]*tenantLane
 	weights int64 // the sum of the active tenants' weights
 	items   int
+	joins   joins
 }
 
 // tenantLane is a tenant's place in the rounds, with its users' lanes served in turn.
@@ -42,18 +43,21 @@ func newRounds() *rounds {
 
 func (r *rounds) push(it *Item) {
 	t := r.tenants[it.Tenant]
-	if t == nil {
+	tenantJoins := t == nil
+	if tenantJoins {
 		t = &tenantLane{name: it.Tenant, weight: int64(it.Weight), users: list.New(), byUser: map[string]*userLane{}}
 		t.elem = r.active.PushBack(t)
 		r.tenants[it.Tenant] = t
 		r.weights += t.weight
 	}
 	u := t.byUser[it.User]
-	if u == nil {
+	userJoins := u == nil
+	if userJoins {
 		u = &userLane{tenant: t, name: it.User, items: list.New()}
 		u.elem = t.users.PushBack(u)
 		t.byUser[it.User] = u
 	}
+	r.joins.add(it, tenantJoins, userJoins)
 	it.user = u
 	it.elem = u.items.PushBack(it)
 	t.items++

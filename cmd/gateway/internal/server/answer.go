@@ -57,7 +57,7 @@ func badRequest(code, message string) *apiError {
 func (e *apiError) write(w http.ResponseWriter) {
 	h := w.Header()
 	if e.retryAfter > 0 || e.status == http.StatusTooManyRequests || e.status == http.StatusServiceUnavailable {
-		h.Set("Retry-After", strconv.FormatInt(int64(retryAfter(e.retryAfter)/time.Second), 10))
+		h.Set("Retry-After", strconv.FormatInt(int64(admission.RetryAfter(e.retryAfter)/time.Second), 10))
 	}
 	if !e.retryable() {
 		h.Set("X-Should-Retry", "false")
@@ -82,11 +82,6 @@ func (e *apiError) retryable() bool {
 	return e.status >= 500
 }
 
-// retryAfter rounds a wait up to whole seconds, at least one: a client told 0 retries at once.
-func retryAfter(d time.Duration) time.Duration {
-	return max(((d+time.Second-1)/time.Second)*time.Second, time.Second)
-}
-
 // refusalError turns a refusal into the answer a client reads and, when h is not nil, sets its
 // headers: the limits a decision left, the place in the queue and the estimate for a busy door.
 // Retry-After goes out with the answer.
@@ -101,9 +96,7 @@ func refusalError(h http.Header, c *call, r *admission.Refusal) *apiError {
 	case admission.TooLarge:
 		return tooLargeError(c, r)
 	case admission.Busy:
-		return &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "queue_busy", retryAfter: r.RetryAfter,
-			Message: fmt.Sprintf("The queue is busy: your request would wait about %s, more than your plan's %s. You are number %d in your lane.",
-				r.Estimate.Round(time.Second), r.MaxWait, r.Position)}
+		return &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "queue_busy", retryAfter: r.RetryAfter, Message: busyMessage(r)}
 	case admission.Unavailable:
 		return &apiError{status: http.StatusServiceUnavailable, Type: typeServer, Code: "limiter_unavailable", retryAfter: r.RetryAfter,
 			Message: "The gateway cannot check your limits right now. Try again shortly."}
@@ -111,6 +104,17 @@ func refusalError(h http.Header, c *call, r *admission.Refusal) *apiError {
 		return errClientClosed
 	}
 	return &apiError{status: http.StatusInternalServerError, Type: typeServer, Code: "limiter_error", Message: "The gateway failed to check your limits."}
+}
+
+// busyMessage tells a caller turned away at the door how long it would have waited, against
+// which bound.
+func busyMessage(r *admission.Refusal) string {
+	if r.Horizon > 0 {
+		return fmt.Sprintf("The queue is busy and new users keep joining it: behind your earlier requests, the gateway promises no wait longer than %s now, and this one would wait about %s. You are number %d in your lane.",
+			r.Horizon.Round(time.Millisecond), r.Estimate.Round(time.Second), r.Position)
+	}
+	return fmt.Sprintf("The queue is busy: your request would wait about %s, more than your plan's %s. You are number %d in your lane.",
+		r.Estimate.Round(time.Second), r.MaxWait, r.Position)
 }
 
 func setRefusalHeaders(h http.Header, r *admission.Refusal) {

@@ -118,16 +118,6 @@ func TestBearerKey(t *testing.T) {
 	}
 }
 
-func TestRetryAfterIsWholeSecondsAndAtLeastOne(t *testing.T) {
-	for _, tc := range []struct{ in, want time.Duration }{
-		{0, time.Second}, {time.Millisecond, time.Second}, {time.Second, time.Second}, {1001 * time.Millisecond, 2 * time.Second}, {-time.Second, time.Second},
-	} {
-		if got := retryAfter(tc.in); got != tc.want {
-			t.Errorf("retryAfter(%s) = %s; want %s", tc.in, got, tc.want)
-		}
-	}
-}
-
 // TestWhatTheSDKsMayRetry writes each of the gateway's own errors, as the README's table lists
 // them, and checks that those no retry can change carry x-should-retry: false, and that every
 // 429 and 503 says when to come back.

@@ -1,0 +1,125 @@
+package fairqueue
+
+import "time"
+
+// GrowthWindow is how far back a queue looks for the lanes that joined it (see Growth).
+const GrowthWindow = 10 * time.Second
+
+// steadyShare is how much the lanes that share an item's turns may grow, as a share of them,
+// within a wait the queue promises behind others of its lane: lanes that join over the wait take
+// their turns from then on, so an estimate made before they came falls short by about half of it.
+const steadyShare = 0.1
+
+// Growth returns how many lanes joined the queue over the last GrowthWindow before now, as a
+// share of those an item shares its turns with: other users of its tenant, and other tenants of
+// its class by weight (see joins). It is zero for an item its lane's first (its lane has nothing
+// queued before it): a lane that joins later takes its turn after it. Behind others of its lane,
+// an item waits rounds, and a lane that joins meanwhile takes a turn of each round ahead of it.
+func (q *Queue) Growth(it *Item, now time.Time) float64 {
+	r := q.classes[it.Class]
+	t := r.tenants[it.Tenant]
+	if t == nil || t.byUser[it.User] == nil || t.byUser[it.User].items.Front().Value.(*Item) == it {
+		return 0
+	}
+	from := now.Add(-GrowthWindow)
+	growth := float64(since(r.joins.users[it.Tenant], from, it.User)) / float64(t.users.Len())
+	return growth + float64(since(r.joins.tenants, from, it.Tenant))/float64(r.weights)
+}
+
+// Horizon returns the longest wait a queue whose lanes grow by growth a window (see Growth) may
+// promise, or -1 when it sets no bound: the wait within which, at that pace, the lanes joining
+// would add steadyShare to those the item shares its turns with.
+func Horizon(growth float64) time.Duration {
+	if growth <= 0 {
+		return -1
+	}
+	return time.Duration(steadyShare / growth * float64(GrowthWindow))
+}
+
+// joins are the lanes of a class that joined its queue within the last GrowthWindow: users whose
+// lane an item with a time it Joins opened, that had pushed none in the window before, by tenant,
+// and tenants likewise, weighted by the tenant's weight. A user who comes and goes within the
+// window, one call at a time, joins once.
+type joins struct {
+	last    map[lane]time.Time // when each lane last pushed an item that Joins
+	users   map[string][]joined
+	tenants []joined
+	bound   int // how many lanes last may hold before those past the window are forgotten
+}
+
+// lane names a user's lane, or with tenantWide its tenant's.
+type lane struct {
+	tenant, user string
+	tenantWide   bool
+}
+
+type joined struct {
+	name   string // the user, or the tenant
+	at     time.Time
+	weight int64
+}
+
+// add records the item pushed, and whether it opened its tenant's lane and its user's.
+func (j *joins) add(it *Item, tenantOpened, userOpened bool) {
+	at := it.Joins
+	if at.IsZero() {
+		return
+	}
+	if j.last == nil {
+		j.last, j.users = map[lane]time.Time{}, map[string][]joined{}
+	}
+	if j.pushed(lane{tenant: it.Tenant, user: it.User}, at) && userOpened {
+		j.users[it.Tenant] = appendJoined(j.users[it.Tenant], joined{it.User, at, 1})
+	}
+	if j.pushed(lane{tenant: it.Tenant, tenantWide: true}, at) && tenantOpened {
+		j.tenants = appendJoined(j.tenants, joined{it.Tenant, at, int64(max(it.Weight, 1))})
+	}
+	if len(j.last) > j.bound {
+		j.forget(at)
+		j.bound = max(minJoinsBound, 2*len(j.last))
+	}
+}
+
+// pushed records that the lane pushed at, and reports whether it had not in the window before.
+func (j *joins) pushed(l lane, at time.Time) bool {
+	last, ok := j.last[l]
+	j.last[l] = at
+	return !ok || at.Sub(last) > GrowthWindow
+}
+
+// appendJoined appends e to list, dropping those that joined a window before it.
+func appendJoined(list []joined, e joined) []joined {
+	drop := 0
+	for drop < len(list) && e.at.Sub(list[drop].at) > GrowthWindow {
+		drop++
+	}
+	return append(list[drop:], e)
+}
+
+// since is the weight of the lanes of list that joined after t, the one named excepted.
+func since(list []joined, t time.Time, except string) int64 {
+	var weight int64
+	for _, e := range list {
+		if e.at.After(t) && e.name != except {
+			weight += e.weight
+		}
+	}
+	return weight
+}
+
+// minJoinsBound is the fewest lanes joins remembers before it forgets those past the window.
+const minJoinsBound = 10_000
+
+// forget drops what joins holds from a window before now.
+func (j *joins) forget(now time.Time) {
+	for l, last := range j.last {
+		if now.Sub(last) > GrowthWindow {
+			delete(j.last, l)
+		}
+	}
+	for tenant, list := range j.users {
+		if now.Sub(list[len(list)-1].at) > GrowthWindow {
+			delete(j.users, tenant)
+		}
+	}
+}

@@ -1,0 +1,185 @@
+package fairqueue
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestHorizonBoundsWaitsBehindALaneWhileLanesJoin checks the horizon's rule on a fake clock: no
+// bound for an item its lane's first, or when no other lane joined within the window; a bound
+// that shortens as more lanes join, counting other users of its tenant once each, and other
+// tenants by weight, but not an item that came back when told.
+func TestHorizonBoundsWaitsBehindALaneWhileLanesJoin(t *testing.T) {
+	q := New(Options{})
+	push := func(tenant, user string, weight int32, joins time.Time, n int) []*Item {
+		items := make([]*Item, n)
+		for i := range items {
+			items[i] = item(tenant, user, weight, Batch, 1000)
+			items[i].Joins = joins
+			q.Push(items[i])
+		}
+		return items
+	}
+	old := push("t", "old", 1, t0.Add(-time.Minute), 5)
+	mine := push("t", "me", 1, t0, 5)
+	if h := Horizon(q.Growth(mine[3], t0)); h != -1 {
+		t.Errorf("with no other lane joined lately, horizon = %v, want none", h)
+	}
+	push("t", "new", 1, t0.Add(time.Second), 5)
+	now := t0.Add(2 * time.Second)
+	// One other lane of three joined within the window: a tenth of them joins in 3 s.
+	if got, want := Horizon(q.Growth(mine[3], now)), 3*time.Second; got != want {
+		t.Errorf("with one other lane of three joined, horizon = %v, want %v", got, want)
+	}
+	if got, want := Horizon(q.Growth(old[1], now)), 1500*time.Millisecond; got != want {
+		t.Errorf("for a lane that was there before the two others joined, horizon = %v, want %v", got, want)
+	}
+	if h := Horizon(q.Growth(mine[0], now)); h != -1 {
+		t.Errorf("for its lane's first, horizon = %v, want none: who joins later comes after it", h)
+	}
+	// A user who comes with one call, leaves and comes again within the window joins once; an
+	// item that came back when told joins nothing.
+	once := push("t", "once", 1, now, 1)
+	q.Pop(once[0])
+	push("t", "once", 1, now.Add(time.Second), 1)
+	push("t", "back", 1, time.Time{}, 2)
+	if got, want := Horizon(q.Growth(mine[3], now.Add(time.Second))), 2500*time.Millisecond; got != want {
+		t.Errorf("with two other lanes of five joined, horizon = %v, want %v", got, want)
+	}
+	later := t0.Add(GrowthWindow + 2*time.Second)
+	if h := Horizon(q.Growth(mine[3], later)); h != -1 {
+		t.Errorf("a window after the last lane joined, horizon = %v, want none", h)
+	}
+	push("other", "o", 3, later, 2)
+	// Another tenant of weight 3 joined beside "t" (weight 1): a share of 3/4.
+	share := 0.75
+	if got, want := Horizon(q.Growth(mine[3], later)), time.Duration(steadyShare/share*float64(GrowthWindow)); got != want {
+		t.Errorf("with a tenant of weight 3 joined, horizon = %v, want %v", got, want)
+	}
+}
+
+// TestTheHorizonKeepsPromisesNearWhileACrowdGrows drains a queue on a fake clock while a crowd
+// joins, a user every half second for 20 s, each with a book sent at once, through a door that
+// lets in what it estimates will wait no longer than the plan's bound, and the horizon too, and
+// tells the rest when to come back as the gateway does: in whole seconds, and at most three
+// times, as the lab's users. Without the horizon, the waits promised early are off by several
+// times, as the users who join take turns ahead of them; with it, the error's p90 over every wait
+// promised is a quarter of that or less, no page is lost, and a page is turned away at most 1.5
+// times on average.
+func TestTheHorizonKeepsPromisesNearWhileACrowdGrows(t *testing.T) {
+	with, without := crowd(true), crowd(false)
+	for _, c := range []crowdRun{with, without} {
+		t.Logf("horizon %v: %d waits promised, p90 of their error %.0f%%, %.2f refusals a page, %d pages lost",
+			c.horizon, len(c.errors), 100*p90(c.errors), c.refusalsPerPage, c.lost)
+	}
+	if 4*p90(with.errors) > p90(without.errors) {
+		t.Errorf("the error's p90 over every wait promised: %.0f%% with the horizon, %.0f%% without; want a quarter or less", 100*p90(with.errors), 100*p90(without.errors))
+	}
+	if with.lost > 0 || with.refusalsPerPage > 1.5 {
+		t.Errorf("with the horizon, %d pages lost and %.2f refusals a page; want none and at most 1.5", with.lost, with.refusalsPerPage)
+	}
+}
+
+// crowdRun is what the door of crowd did: the errors of the waits it promised, as a share of
+// each.
+type crowdRun struct {
+	horizon         bool
+	errors          []float64
+	refusalsPerPage float64
+	lost            int
+}
+
+// p90 is the 90th percentile of errs; zero for none.
+func p90(errs []float64) float64 {
+	if len(errs) == 0 {
+		return 0
+	}
+	errs = slices.Sorted(slices.Values(errs))
+	return errs[len(errs)*9/10]
+}
+
+// crowd runs the crowd of TestTheHorizonKeepsPromisesNearWhileACrowdGrows.
+func crowd(horizon bool) crowdRun {
+	const (
+		rate      = 6000.0 // tokens a second
+		cost      = 1000
+		pages     = 12
+		users     = 40
+		maxWait   = time.Minute
+		comebacks = 3
+		slot      = time.Second * cost / rate // one item's share of the drain
+	)
+	q := New(Options{})
+	type call struct {
+		it       *Item
+		refused  int
+		at       time.Time
+		estimate time.Duration
+	}
+	var arrivals []*call
+	for k := range users {
+		at := t0.Add(time.Duration(k) * 500 * time.Millisecond)
+		for range pages {
+			arrivals = append(arrivals, &call{it: item("t", fmt.Sprint("u", k), 1, Batch, cost), at: at})
+		}
+	}
+	jitter := rand.New(rand.NewPCG(1, 2))
+	run := crowdRun{horizon: horizon}
+	// door lets c in at now, or returns it to come back.
+	door := func(c *call, now time.Time) *call {
+		_, cameBack := q.CameBack(c.it, now)
+		c.it.Joins = time.Time{}
+		if !cameBack {
+			c.it.Joins = now
+		}
+		c.estimate = q.EstimateWait(c.it, rate, now)
+		bound := time.Duration(maxWait)
+		if h := Horizon(q.Growth(c.it, now)); horizon && !cameBack && h >= 0 {
+			bound = min(bound, max(h, time.Millisecond))
+		}
+		if c.estimate <= bound {
+			c.at = now
+			q.Push(c.it)
+			return nil
+		}
+		if c.refused++; c.refused > comebacks {
+			run.lost++
+			return nil
+		}
+		back := max(q.ComebackWait(c.it, rate, now)-bound/2, 0) + time.Duration(jitter.Float64()*float64(slot))
+		back = max((back + time.Second - 1).Truncate(time.Second), time.Second) // as Retry-After says it
+		q.Expect(c.it, now, now.Add(back))
+		c.at = now.Add(back)
+		return c
+	}
+	queued := map[*Item]*call{}
+	for now := t0; now.Before(t0.Add(10*time.Minute)) && (len(arrivals) > 0 || q.Len() > 0); now = now.Add(slot) {
+		var later []*call
+		for _, c := range arrivals {
+			if c.at.After(now) {
+				later = append(later, c)
+			} else if back := door(c, now); back != nil {
+				later = append(later, back)
+			} else if c.it.Queued() {
+				queued[c.it] = c
+			}
+		}
+		arrivals = later
+		it, _ := q.Next(now)
+		if it == nil {
+			continue
+		}
+		q.Pop(it) // served by the end of this slot
+		c := queued[it]
+		run.refusalsPerPage += float64(c.refused) / (users * pages)
+		if c.estimate > 0 {
+			waited := now.Add(slot).Sub(c.at)
+			e := float64(max(waited-c.estimate, c.estimate-waited)) / float64(c.estimate)
+			run.errors = append(run.errors, e)
+		}
+	}
+	return run
+}
