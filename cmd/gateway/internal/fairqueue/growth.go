@@ -10,20 +10,20 @@ const GrowthWindow = 10 * time.Second
 // their turns from then on, so an estimate made before they came falls short by about half of it.
 const steadyShare = 0.1
 
-// Growth returns how many lanes joined the queue over the last GrowthWindow before now, as a
-// share of those an item shares its turns with: other users of its tenant, and other tenants of
-// its class by weight (see joins). It is zero for an item its lane's first (its lane has nothing
-// queued before it): a lane that joins later takes its turn after it. Behind others of its lane,
-// an item waits rounds, and a lane that joins meanwhile takes a turn of each round ahead of it.
+// Growth returns how many lanes join the queue a GrowthWindow at the pace they kept over the
+// last one (see sustained), as a share of those an item shares its turns with: other users of its
+// tenant, and other tenants of its class by weight (see joins). It is zero for an item its lane's
+// first (its lane has nothing queued before it): a lane that joins later takes its turn after it.
+// Behind others of its lane, an item waits rounds, and a lane that joins meanwhile takes a turn
+// of each round ahead of it.
 func (q *Queue) Growth(it *Item, now time.Time) float64 {
 	r := q.classes[it.Class]
 	t := r.tenants[it.Tenant]
 	if t == nil || t.byUser[it.User] == nil || t.byUser[it.User].items.Front().Value.(*Item) == it {
 		return 0
 	}
-	from := now.Add(-GrowthWindow)
-	growth := float64(since(r.joins.users[it.Tenant], from, it.User)) / float64(t.users.Len())
-	return growth + float64(since(r.joins.tenants, from, it.Tenant))/float64(r.weights)
+	growth := float64(sustained(r.joins.users[it.Tenant], now, it.User)) / float64(t.users.Len())
+	return growth + float64(sustained(r.joins.tenants, now, it.Tenant))/float64(r.weights)
 }
 
 // Horizon returns the longest wait a queue whose lanes grow by growth a window (see Growth) may
@@ -96,15 +96,23 @@ func appendJoined(list []joined, e joined) []joined {
 	return append(list[drop:], e)
 }
 
-// since is the weight of the lanes of list that joined after t, the one named excepted.
-func since(list []joined, t time.Time, except string) int64 {
-	var weight int64
+// sustained is the weight of the lanes of list, the one named excepted, that join a GrowthWindow
+// at the pace they kept over the last window before now: twice the fewer of those that joined in
+// either half of it. A crowd that came at once, and nobody since, keeps no pace: its lanes are
+// all in the estimates already.
+func sustained(list []joined, now time.Time, except string) int64 {
+	from, half := now.Add(-GrowthWindow), now.Add(-GrowthWindow/2)
+	var earlier, recent int64
 	for _, e := range list {
-		if e.at.After(t) && e.name != except {
-			weight += e.weight
+		switch {
+		case e.name == except || !e.at.After(from):
+		case e.at.After(half):
+			recent += e.weight
+		default:
+			earlier += e.weight
 		}
 	}
-	return weight
+	return 2 * min(earlier, recent)
 }
 
 // minJoinsBound is the fewest lanes joins remembers before it forgets those past the window.
