@@ -425,19 +425,7 @@ func TestTheDoorRefusesALongWaitBeforeCharging(t *testing.T) {
 		var refusal *Refusal
 		queued := 0
 		for ; queued < 100 && refusal == nil; queued++ {
-			answered := make(chan *Refusal, 1)
-			wg.Go(func() {
-				ticket, r := g.Admit(ctx, req)
-				if ticket != nil {
-					ticket.Refund()
-				}
-				answered <- r
-			})
-			synctest.Wait()
-			select {
-			case refusal = <-answered:
-			default:
-			}
+			refusal = doorAnswer(ctx, g, &wg, req)
 		}
 		queued-- // the last one was turned away
 		if refusal == nil || refusal.Reason != Busy {
@@ -458,6 +446,26 @@ func TestTheDoorRefusesALongWaitBeforeCharging(t *testing.T) {
 		cancel()
 		wg.Wait()
 	})
+}
+
+// doorAnswer sends a call through g, in a bubble of synctest, and returns its refusal if the
+// door answered at once, nil if it queued; a call let in later gives its ticket back.
+func doorAnswer(ctx context.Context, g *Gate, wg *sync.WaitGroup, req Request) *Refusal {
+	answered := make(chan *Refusal, 1)
+	wg.Go(func() {
+		ticket, r := g.Admit(ctx, req)
+		if ticket != nil {
+			ticket.Refund()
+		}
+		answered <- r
+	})
+	synctest.Wait()
+	select {
+	case r := <-answered:
+		return r
+	default:
+		return nil
+	}
 }
 
 // TestWhileUsersJoinTheDoorPromisesLittleBehindACallersOwnCalls has alice queue three calls,
@@ -482,24 +490,7 @@ func TestWhileUsersJoinTheDoorPromisesLittleBehindACallersOwnCalls(t *testing.T)
 		}
 		var wg sync.WaitGroup
 		defer wg.Wait()
-		// admit sends a call and returns its refusal if the door answered at once, nil if it queued.
-		admit := func(req Request) *Refusal {
-			answered := make(chan *Refusal, 1)
-			wg.Go(func() {
-				ticket, r := g.Admit(ctx, req)
-				if ticket != nil {
-					ticket.Refund()
-				}
-				answered <- r
-			})
-			synctest.Wait()
-			select {
-			case r := <-answered:
-				return r
-			default:
-				return nil
-			}
-		}
+		admit := func(req Request) *Refusal { return doorAnswer(ctx, g, &wg, req) }
 		for i := range 3 {
 			if r := admit(alice); r != nil {
 				t.Fatalf("alice's queued call %d: %+v; want let in", i, r)
