@@ -210,3 +210,26 @@ func crowd(horizon bool, spacing time.Duration) crowdRun {
 	}
 	return run
 }
+
+// BenchmarkGrowth measures the door's reading of the pace behind a lane, with n users of one
+// tenant joined over the last window: it stays near constant as n grows.
+func BenchmarkGrowth(b *testing.B) {
+	for _, n := range []int{10, 1000, 10_000} {
+		b.Run(fmt.Sprint(n, " users joined"), func(b *testing.B) {
+			q := New(Options{})
+			var behind *Item
+			for k := range n {
+				at := t0.Add(time.Duration(k) * GrowthWindow / time.Duration(n))
+				for range 2 {
+					behind = item("t", fmt.Sprint("u", k), 1, Batch, 1000)
+					behind.Joins = at
+					q.Push(behind)
+				}
+			}
+			now := t0.Add(GrowthWindow - time.Millisecond)
+			for b.Loop() {
+				q.Growth(behind, now)
+			}
+		})
+	}
+}
