@@ -155,6 +155,20 @@ func figures(cr *CaseReport, r caseRun) {
 	cr.WholeBookP95Seconds = labrun.Percentile(whole, 95).Seconds()
 	cr.EstimateErrorP90 = labrun.Percentile(estimateErrors(r.pages, 0), 90)
 	cr.EstimateErrorP90AfterArrivals = labrun.Percentile(estimateErrors(r.pages, r.schedule.lastStep()), 90)
+	cr.DoorWaits = doorWaits(r.pages)
+}
+
+// doorWaits are the pages that queued with an estimate, in the order they queued.
+func doorWaits(pages []page) []DoorWait {
+	var out []DoorWait
+	for _, p := range pages {
+		if d := p.door; d.estimated > 0 {
+			out = append(out, DoorWait{User: p.user, Page: p.index, CameBack: p.busy, QueuedSeconds: d.queued.Seconds(),
+				WaitedSeconds: (d.dispatched - d.queued).Seconds(), EstimatedSeconds: d.estimated.Seconds()})
+		}
+	}
+	slices.SortFunc(out, func(a, b DoorWait) int { return cmp.Compare(a.QueuedSeconds, b.QueuedSeconds) })
+	return out
 }
 
 // Mixed is what the interactive case found: the interactive tenant's

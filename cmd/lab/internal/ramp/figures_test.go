@@ -44,6 +44,10 @@ func TestFigures(t *testing.T) {
 		EstimateErrorP90:    1,
 		// Of the pages queued from 1 s on, user 1's only.
 		EstimateErrorP90AfterArrivals: 0.25,
+		DoorWaits: []DoorWait{ // the pages that queued with an estimate, in the order they queued
+			{User: 0, QueuedSeconds: 0, WaitedSeconds: 4, EstimatedSeconds: 2},
+			{User: 1, QueuedSeconds: 1, WaitedSeconds: 4, EstimatedSeconds: 3.2},
+		},
 	}
 	if diff := cmp.Diff(cr, want); diff != "" {
 		t.Errorf("figures mismatch (-got +want):\n%s", diff)

@@ -105,6 +105,9 @@ type CaseReport struct {
 	// of its lane's later pages, as fair queuing lets a newcomer, and no estimate at the door
 	// knows who is still to come.
 	EstimateErrorP90AfterArrivals float64 `json:"estimateErrorP90AfterArrivals"`
+	// DoorWaits are the pages that queued with an estimate, in the order they queued: what the
+	// estimate error is reckoned from, for a reader who wants to see where it lies.
+	DoorWaits []DoorWait `json:"doorWaits,omitempty"`
 	// Mixed is what the interactive case found; nil for a case of books.
 	Mixed *Mixed `json:"mixed,omitempty"`
 	// Provider is the provider's own counts at the end of the case.
@@ -113,6 +116,18 @@ type CaseReport struct {
 	Series Series `json:"series"`
 	// Notes say what a reader must know to read the numbers right.
 	Notes []string `json:"notes,omitempty"`
+}
+
+// DoorWait is one page's wait in a gateway's queue against the door's estimate.
+type DoorWait struct {
+	User int `json:"user"`
+	Page int `json:"page"`
+	// CameBack is how many busy answers the page waited out before this wait.
+	CameBack int `json:"cameBack"`
+	// QueuedSeconds is when it queued, from the case's start.
+	QueuedSeconds    float64 `json:"queuedSeconds"`
+	WaitedSeconds    float64 `json:"waitedSeconds"`
+	EstimatedSeconds float64 `json:"estimatedSeconds"`
 }
 
 // Failure is the first page that failed.
