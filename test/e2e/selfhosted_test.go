@@ -143,7 +143,9 @@ func since(from, to time.Time) string {
 func TestGatewayQueueScalesSelfHostedPods(t *testing.T) {
 	s := startSelfHostedScene(t, "config/samples", 1)
 	ctx := t.Context()
-	poll.Until(t, settle, "the gateway to call the first Pod", func() bool { return len(s.llama(t).Endpoints) == 1 })
+	// The load waits until the gateway has loaded the file that lists the Pod, as well as until the
+	// file does: before that the gateway would not yet cap the Pod's calls.
+	poll.Until(t, settle, "the gateway to call the first Pod", func() bool { return len(s.llama(t).Endpoints) == 1 && s.gatewayLoaded(t) })
 	poll.Until(t, settle, "the HPA to read its metrics", func() bool {
 		return len(hpaOf(t, ctx, s.c, samplesNamespace, "llama").Status.CurrentMetrics) > 0
 	})
