@@ -140,7 +140,8 @@ func (d *dispatcher) push(wt *waiter, now time.Time) *Refusal {
 	}
 	rate := d.drainRate(now)
 	estimate := d.estimateWait(it, rate, now, wt.credit)
-	if bound := doorBound(req.maxWait(), growth); bound > 0 && (estimate > bound || (estimate < 0 && d.q.Len() >= maxUnestimated)) {
+	bound := doorBound(req.maxWait(), growth)
+	if bound > 0 && (estimate > bound || (estimate < 0 && d.q.Len() >= maxUnestimated)) {
 		ahead, _ := d.q.Ahead(it.Class, it.Tenant)
 		return d.busy(wt, max(estimate, bound), bound, d.comebackWait(it, rate, now, wt.credit), ahead+1, now, rate)
 	}
@@ -148,6 +149,9 @@ func (d *dispatcher) push(wt *waiter, now time.Time) *Refusal {
 		d.comebackError.Observe(now.Sub(promised).Seconds())
 	}
 	wt.estimate = estimate
+	if bound > 0 && estimate >= 0 { // a caller waits: the queue keeps the door's word
+		it.Promise = now.Add(estimate)
+	}
 	// An Interactive tenant that starts waiting here is told to the other gateways' Batch lanes soon.
 	if ahead, _ := d.q.Ahead(it.Class, it.Tenant); ahead == 0 && it.Class == fairqueue.Interactive && d.shares != nil {
 		select {

@@ -60,11 +60,16 @@ type Item struct {
 	// Joins is when a lane the item opens joins the queue (see Horizon): when it came to the door,
 	// but zero for an item that came back when told (see CameBack), whose turns were foreseen.
 	Joins time.Time
+	// Promise is when the door told the item's caller it would be served: once it passes, the
+	// item's lane goes before the rounds' order (see Next), and until then the estimates of other
+	// items count it as served by then. Zero promises nothing.
+	Promise time.Time
 	// Value is the caller's; the queue never looks at it.
 	Value any
 
-	user *userLane
-	elem *list.Element
+	user     *userLane
+	elem     *list.Element
+	promised int // the item's place in its class's promises, plus one; 0 when it has none
 }
 
 // Queue is a set of fair lanes. The zero value is not usable; call New. A Queue is not safe for
@@ -108,9 +113,11 @@ func (q *Queue) Push(it *Item) {
 }
 
 // Next returns the item to send next, without removing it: call Pop when it goes, Remove when it
-// leaves, or Block when a limit of its own lane holds it. It returns nil when nothing may go at
-// now, with the earliest time a blocked lane opens (zero if none is blocked; a lane Options.Hold
-// holds opens when its owner says, and calls Next again).
+// leaves, or Block when a limit of its own lane holds it. In a class, the lane of the earliest
+// Promise past due goes first, so that the door's estimates hold while lanes join; otherwise the
+// rounds' order. It returns nil when nothing may go at now, with the earliest time a blocked lane
+// opens (zero if none is blocked; a lane Options.Hold holds opens when its owner says, and calls
+// Next again).
 func (q *Queue) Next(now time.Time) (*Item, time.Time) {
 	first, second := q.order()
 	it, opensA := q.classes[first].next(now, q.opts.Quantum, q.opts.Hold)
@@ -242,25 +249,25 @@ const estimatePasses = 4
 // workBefore is the tokens served before the item if it waits wait from now: counting, in its
 // tenant, the comebacks of other users that come in time for their turns (see inTurns), with
 // behindComebacks every comeback of its own lane ahead of it, and of other tenants those due
-// within the wait.
+// within the wait; and of every other lane, at least what it was promised within the wait.
 func (q *Queue) workBefore(it *Item, now time.Time, wait time.Duration, behindComebacks bool) float64 {
 	r, expected := q.classes[it.Class], q.expected[it.Class].tenants
 	mine := expected[it.Tenant]
 	own := r.tenantWorkBefore(it, mine, behindComebacks, turns{now: now, wait: wait})
 	weight := float64(max(it.Weight, 1))
 	total := float64(own)
-	share := func(cost, tenantWeight int64) {
-		total += min(float64(cost), float64(own)*float64(tenantWeight)/weight)
+	share := func(cost, tenantWeight, promised int64) {
+		total += max(min(float64(cost), float64(own)*float64(tenantWeight)/weight), float64(promised))
 	}
 	deadline := now.Add(wait)
 	for name, t := range r.tenants {
 		if name != it.Tenant {
-			share(t.cost+expected[name].dueCost(now, deadline), t.weight)
+			share(t.cost+expected[name].dueCost(now, deadline), t.weight, t.promisedBy(deadline))
 		}
 	}
 	for name, t := range expected {
 		if name != it.Tenant && r.tenants[name] == nil {
-			share(t.dueCost(now, deadline), t.weight)
+			share(t.dueCost(now, deadline), t.weight, 0)
 		}
 	}
 	return total

@@ -12,6 +12,8 @@ type rounds struct {
 	weights int64 // the sum of the active tenants' weights
 	items   int
 	joins   joins
+	// promises are the items that carry a Promise, earliest first.
+	promises promises
 }
 
 // tenantLane is a tenant's place in the rounds, with its users' lanes served in turn.
@@ -60,6 +62,7 @@ func (r *rounds) push(it *Item) {
 	r.joins.add(it, tenantJoins, userJoins)
 	it.user = u
 	it.elem = u.items.PushBack(it)
+	r.promises.keep(it)
 	t.items++
 	t.cost += it.Cost
 	r.items++
@@ -78,6 +81,7 @@ func (r *rounds) remove(it *Item) {
 	u, t := it.user, it.user.tenant
 	u.items.Remove(it.elem)
 	it.elem = nil
+	r.promises.drop(it)
 	t.items--
 	t.cost -= it.Cost
 	r.items--
@@ -92,10 +96,15 @@ func (r *rounds) remove(it *Item) {
 	}
 }
 
-// next walks the rounds until a tenant's deficit covers the head of one of its open lanes. A
+// next returns the first item of the lane of the earliest promise past due that may go (see
+// overdue), charged to its tenant's round like any other; else it walks the rounds until a
+// tenant's deficit covers the head of one of its open lanes. A
 // tenant gets quantum × weight when its turn starts and keeps what it does not spend while it
 // has items waiting; its turn ends when its next item costs more than it has left.
 func (r *rounds) next(now time.Time, quantum int64, hold func(*Item) bool) (*Item, time.Time) {
+	if it := r.overdue(now, hold); it != nil {
+		return it, time.Time{}
+	}
 	var opens time.Time
 	passes := 0
 	for e := r.active.Front(); e != nil; e = r.active.Front() {
@@ -186,7 +195,7 @@ func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, behindCo
 				continue
 			}
 			queued := int64(u.items.Len())
-			work += u.firstCost(u.turnsWithin(before, tt.wait)) + tt.inTurns(comebacks.of(u.name, tt.now), queued, before)
+			work += u.servedBefore(u.turnsWithin(before, tt.wait), tt.now.Add(tt.wait)) + tt.inTurns(comebacks.of(u.name, tt.now), queued, before)
 		}
 	}
 	if comebacks != nil {
@@ -219,13 +228,4 @@ func (u *userLane) turnsWithin(turns int64, wait time.Duration) int64 {
 		return min(turns, int64(wait/own)+1)
 	}
 	return turns
-}
-
-// firstCost is the cost of the lane's first n items.
-func (u *userLane) firstCost(n int64) int64 {
-	var cost int64
-	for e := u.items.Front(); e != nil && n > 0; e, n = e.Next(), n-1 {
-		cost += e.Value.(*Item).Cost
-	}
-	return cost
 }
