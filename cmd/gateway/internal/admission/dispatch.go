@@ -149,9 +149,6 @@ func (d *dispatcher) push(wt *waiter, now time.Time) *Refusal {
 		d.comebackError.Observe(now.Sub(promised).Seconds())
 	}
 	wt.estimate = estimate
-	if bound > 0 && estimate >= 0 { // a caller waits: the queue keeps the door's word
-		it.Promise = now.Add(estimate)
-	}
 	// An Interactive tenant that starts waiting here is told to the other gateways' Batch lanes soon.
 	if ahead, _ := d.q.Ahead(it.Class, it.Tenant); ahead == 0 && it.Class == fairqueue.Interactive && d.shares != nil {
 		select {
@@ -160,6 +157,9 @@ func (d *dispatcher) push(wt *waiter, now time.Time) *Refusal {
 		}
 	}
 	d.q.Push(it)
+	if bound > 0 && estimate >= 0 { // a caller waits: the queue keeps the door's word
+		d.q.Promise(it)
+	}
 	d.queued(req, it, 1)
 	return nil
 }

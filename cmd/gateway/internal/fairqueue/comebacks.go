@@ -153,6 +153,9 @@ type turns struct {
 	now    time.Time
 	wait   time.Duration
 	rounds int64
+	// ahead is the tenant's tokens served before the item, its own included, by the estimate's
+	// last pass; zero on its first (see Queue.estimate).
+	ahead int64
 }
 
 // inTurns is the cost of the comebacks that a lane with queued items ahead of them is served in

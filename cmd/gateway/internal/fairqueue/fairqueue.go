@@ -7,6 +7,10 @@
 // Interactive lanes are served before Batch lanes, but Batch keeps a guaranteed share of what is
 // served so it never starves.
 //
+// The door's estimates are promises the queue keeps (see Promise): a user who joins later takes
+// its turns beside the earlier users' lanes, but no longer ahead of what the door told them, and
+// the estimates count what was promised before them.
+//
 // The Queue is the pure core: it takes the time as an argument, never waits and never looks at
 // what it holds. The gateway's dispatcher asks it for the next request, asks the limiter whether
 // that request may go, and tells the queue what happened.
@@ -60,16 +64,17 @@ type Item struct {
 	// Joins is when a lane the item opens joins the queue (see Horizon): when it came to the door,
 	// but zero for an item that came back when told (see CameBack), whose turns were foreseen.
 	Joins time.Time
-	// Promise is when the door told the item's caller it would be served: once it passes, the
-	// item's lane goes before the rounds' order (see Next), and until then the estimates of other
-	// items count it as served by then. Zero promises nothing.
-	Promise time.Time
 	// Value is the caller's; the queue never looks at it.
 	Value any
 
-	user     *userLane
-	elem     *list.Element
-	promised int // the item's place in its class's promises, plus one; 0 when it has none
+	user *userLane
+	elem *list.Element
+	// estimated is its tenant's tokens served before it, its own included, by its last estimate
+	// (see Queue.estimate); promise is the tokens its tenant is to have served when it goes, as
+	// the door told its caller (see Promise); promised is its place in its tenant's promises,
+	// plus one, and 0 when it has none.
+	estimated, promise int64
+	promised           int
 }
 
 // Queue is a set of fair lanes. The zero value is not usable; call New. A Queue is not safe for
@@ -113,11 +118,10 @@ func (q *Queue) Push(it *Item) {
 }
 
 // Next returns the item to send next, without removing it: call Pop when it goes, Remove when it
-// leaves, or Block when a limit of its own lane holds it. In a class, the lane of the earliest
-// Promise past due goes first, so that the door's estimates hold while lanes join; otherwise the
-// rounds' order. It returns nil when nothing may go at now, with the earliest time a blocked lane
-// opens (zero if none is blocked; a lane Options.Hold holds opens when its owner says, and calls
-// Next again).
+// leaves, or Block when a limit of its own lane holds it. In a tenant's turn, a lane whose promise
+// is past due (see Promise) goes before its users' order. It returns nil when nothing may go at
+// now, with the earliest time a blocked lane opens (zero if none is blocked; a lane Options.Hold
+// holds opens when its owner says, and calls Next again).
 func (q *Queue) Next(now time.Time) (*Item, time.Time) {
 	first, second := q.order()
 	it, opensA := q.classes[first].next(now, q.opts.Quantum, q.opts.Hold)
@@ -146,6 +150,7 @@ func (q *Queue) order() (Class, Class) {
 func (q *Queue) Pop(it *Item) {
 	q.served[it.Class] += it.Cost
 	it.user.tenant.deficit -= it.Cost
+	it.user.tenant.served += it.Cost
 	q.classes[it.Class].served(it)
 	q.remove(it)
 }
@@ -233,12 +238,14 @@ func (q *Queue) estimate(it *Item, tokensPerSecond float64, now time.Time, behin
 	// The comebacks due before the item is served depend on when that is: each pass counts those
 	// due in time by the last pass's estimate, which only grows.
 	var wait time.Duration
+	it.estimated = 0
 	for range estimatePasses {
-		next := time.Duration(q.workBefore(it, now, wait, behindComebacks) / rate * float64(time.Second))
+		total, own := q.workBefore(it, now, turns{now: now, wait: wait, ahead: it.estimated}, behindComebacks)
+		next := time.Duration(total / rate * float64(time.Second))
 		if next <= wait {
 			break
 		}
-		wait = next
+		wait, it.estimated = next, own
 	}
 	return wait
 }
@@ -246,31 +253,31 @@ func (q *Queue) estimate(it *Item, tokensPerSecond float64, now time.Time, behin
 // estimatePasses bounds the passes of EstimateWait.
 const estimatePasses = 4
 
-// workBefore is the tokens served before the item if it waits wait from now: counting, in its
-// tenant, the comebacks of other users that come in time for their turns (see inTurns), with
-// behindComebacks every comeback of its own lane ahead of it, and of other tenants those due
-// within the wait; and of every other lane, at least what it was promised within the wait.
-func (q *Queue) workBefore(it *Item, now time.Time, wait time.Duration, behindComebacks bool) float64 {
+// workBefore is the tokens served before the item if it waits tt.wait from now, and of them its
+// own tenant's (see tenantWorkBefore): counting, in its tenant, the comebacks of other users that
+// come in time for their turns (see inTurns), with behindComebacks every comeback of its own lane
+// ahead of it, and of other tenants those due within the wait.
+func (q *Queue) workBefore(it *Item, now time.Time, tt turns, behindComebacks bool) (total float64, own int64) {
 	r, expected := q.classes[it.Class], q.expected[it.Class].tenants
 	mine := expected[it.Tenant]
-	own := r.tenantWorkBefore(it, mine, behindComebacks, turns{now: now, wait: wait})
+	own = r.tenantWorkBefore(it, mine, behindComebacks, tt)
 	weight := float64(max(it.Weight, 1))
-	total := float64(own)
-	share := func(cost, tenantWeight, promised int64) {
-		total += max(min(float64(cost), float64(own)*float64(tenantWeight)/weight), float64(promised))
+	total = float64(own)
+	share := func(cost, tenantWeight int64) {
+		total += min(float64(cost), float64(own)*float64(tenantWeight)/weight)
 	}
-	deadline := now.Add(wait)
+	deadline := now.Add(tt.wait)
 	for name, t := range r.tenants {
 		if name != it.Tenant {
-			share(t.cost+expected[name].dueCost(now, deadline), t.weight, t.promisedBy(deadline))
+			share(t.cost+expected[name].dueCost(now, deadline), t.weight)
 		}
 	}
 	for name, t := range expected {
 		if name != it.Tenant && r.tenants[name] == nil {
-			share(t.dueCost(now, deadline), t.weight, 0)
+			share(t.dueCost(now, deadline), t.weight)
 		}
 	}
-	return total
+	return total, own
 }
 
 // classShare is the share of the drain a class gets while the other class also waits.

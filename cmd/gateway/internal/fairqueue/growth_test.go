@@ -171,10 +171,10 @@ func crowd(horizon, promises bool, spacing time.Duration) crowdRun {
 		}
 		if c.estimate <= bound {
 			c.at = now
-			if promises {
-				c.it.Promise = now.Add(c.estimate)
-			}
 			q.Push(c.it)
+			if promises {
+				q.Promise(c.it)
+			}
 			return nil
 		}
 		if c.refused++; c.refused > comebacks {

@@ -12,8 +12,6 @@ type rounds struct {
 	weights int64 // the sum of the active tenants' weights
 	items   int
 	joins   joins
-	// promises are the items that carry a Promise, earliest first.
-	promises promises
 }
 
 // tenantLane is a tenant's place in the rounds, with its users' lanes served in turn.
@@ -28,6 +26,8 @@ type tenantLane struct {
 	items        int
 	cost         int64
 	elem         *list.Element
+	served       int64    // tokens served since the lane opened: the clock of its promises
+	promises     promises // its items promised a turn, the earliest first
 }
 
 // userLane is one user's waiting items, oldest first.
@@ -62,7 +62,6 @@ func (r *rounds) push(it *Item) {
 	r.joins.add(it, tenantJoins, userJoins)
 	it.user = u
 	it.elem = u.items.PushBack(it)
-	r.promises.keep(it)
 	t.items++
 	t.cost += it.Cost
 	r.items++
@@ -81,7 +80,7 @@ func (r *rounds) remove(it *Item) {
 	u, t := it.user, it.user.tenant
 	u.items.Remove(it.elem)
 	it.elem = nil
-	r.promises.drop(it)
+	t.promises.drop(it)
 	t.items--
 	t.cost -= it.Cost
 	r.items--
@@ -96,15 +95,10 @@ func (r *rounds) remove(it *Item) {
 	}
 }
 
-// next returns the first item of the lane of the earliest promise past due that may go (see
-// overdue), charged to its tenant's round like any other; else it walks the rounds until a
-// tenant's deficit covers the head of one of its open lanes. A
+// next walks the rounds until a tenant's deficit covers the head of one of its open lanes. A
 // tenant gets quantum × weight when its turn starts and keeps what it does not spend while it
 // has items waiting; its turn ends when its next item costs more than it has left.
 func (r *rounds) next(now time.Time, quantum int64, hold func(*Item) bool) (*Item, time.Time) {
-	if it := r.overdue(now, hold); it != nil {
-		return it, time.Time{}
-	}
 	var opens time.Time
 	passes := 0
 	for e := r.active.Front(); e != nil; e = r.active.Front() {
@@ -132,11 +126,15 @@ func (r *rounds) next(now time.Time, quantum int64, hold func(*Item) bool) (*Ite
 	return nil, opens
 }
 
-// head returns the first item of the tenant's first open user lane that hold does not hold (nil
-// holds none), or when there is none, the earliest time a blocked lane opens.
+// head returns the first item of the tenant's open user lane of the earliest promise past due
+// (see overdue), or else of its first open user lane, that hold does not hold (nil holds none),
+// or when there is none, the earliest time a blocked lane opens.
 func (t *tenantLane) head(now time.Time, hold func(*Item) bool) (*Item, time.Time) {
 	if now.Before(t.blockedUntil) {
 		return nil, t.blockedUntil
+	}
+	if it := t.overdue(now, hold); it != nil {
+		return it, time.Time{}
 	}
 	var opens time.Time
 	for e := t.users.Front(); e != nil; e = e.Next() {
@@ -172,7 +170,9 @@ func (r *rounds) open(now time.Time, visit func(*Item)) {
 // comebacks its lane is expected to make, and of each other user's lane one a turn, as many
 // turns as its position in its own if that lane's turn comes before its lane's in the round, one
 // fewer if after, and no more than its user's own limits let it take within the wait: its queued
-// items first, then those of its comebacks (the tenant's, nil for none) that come in time.
+// items first, then those of its comebacks (the tenant's, nil for none) that come in time; and
+// of each other lane, what was promised it before the item goes, beyond those turns (see
+// promisedBefore).
 func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, behindComebacks bool, tt turns) int64 {
 	t := r.tenants[it.Tenant]
 	position, work := int64(1), it.Cost // not queued: after its lane's items
@@ -195,8 +195,9 @@ func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, behindCo
 				continue
 			}
 			queued := int64(u.items.Len())
-			work += u.servedBefore(u.turnsWithin(before, tt.wait), tt.now.Add(tt.wait)) + tt.inTurns(comebacks.of(u.name, tt.now), queued, before)
+			work += u.firstCost(u.turnsWithin(before, tt.wait)) + tt.inTurns(comebacks.of(u.name, tt.now), queued, before)
 		}
+		work += t.promisedBefore(it, max(work, tt.ahead), position, tt.wait)
 	}
 	if comebacks != nil {
 		for user := range comebacks.users {
@@ -228,4 +229,13 @@ func (u *userLane) turnsWithin(turns int64, wait time.Duration) int64 {
 		return min(turns, int64(wait/own)+1)
 	}
 	return turns
+}
+
+// firstCost is the cost of the lane's first n items.
+func (u *userLane) firstCost(n int64) int64 {
+	var cost int64
+	for e := u.items.Front(); e != nil && n > 0; e, n = e.Next(), n-1 {
+		cost += e.Value.(*Item).Cost
+	}
+	return cost
 }

@@ -2,84 +2,108 @@ package fairqueue
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 )
 
-// TestAPromisePastDueGoesBeforeTheRounds checks that a lane whose item's promise has passed goes
-// before the lanes the rounds would serve, earliest promise first, unless a limit blocks it or
-// a hold holds it; and that a promise not yet due changes nothing.
-func TestAPromisePastDueGoesBeforeTheRounds(t *testing.T) {
+// promised pushes an item of user and records the door's promise of its estimate at now.
+func (q *Queue) promised(tenant, user string, now time.Time) *Item {
+	it := item(tenant, user, 1, Interactive, 1000)
+	q.EstimateWait(it, 1000, now)
+	q.Push(it)
+	q.Promise(it)
+	return it
+}
+
+// TestAPromisePastDueGoesFirstInItsTenantsTurn checks that once a tenant has served what it
+// promised an item, because a user who joined later took turns, the item's lane goes before the
+// tenant's other lanes until it has gone, unless a limit blocks it or a hold holds it; and that
+// a promise never takes another tenant's turn.
+func TestAPromisePastDueGoesFirstInItsTenantsTurn(t *testing.T) {
 	held := map[string]bool{}
 	q := New(Options{Quantum: 1000, Hold: func(it *Item) bool { return held[it.User] }})
-	for _, user := range []string{"b", "c", "d"} {
+	early := []*Item{q.promised("t", "early", t0), q.promised("t", "early", t0), q.promised("t", "early", t0)}
+	// Promised 1, 2 and 3 items of the tenant's: early is alone.
+	for i, it := range early {
+		if want := int64(1000 * (i + 1)); it.promise != want {
+			t.Fatalf("early's item %d is promised %d tokens; want %d", i, it.promise, want)
+		}
+	}
+	for _, user := range []string{"a", "b"} {
 		q.Push(item("t", user, 1, Interactive, 1000))
 	}
-	late := item("t", "late", 1, Interactive, 1000)
-	late.Promise = t0.Add(2 * time.Second)
-	later := item("t", "later", 1, Interactive, 1000)
-	later.Promise = t0.Add(3 * time.Second)
-	q.Push(later)
-	q.Push(late)
+	if it := q.mustNext(t, t0); it != early[0] {
+		t.Errorf("first, next = %s; want early's first, its lane's turn", it.User)
+	}
+	q.Pop(early[0])
+	if it := q.mustNext(t, t0); it.User != "a" {
+		t.Errorf("with early's next promised 2,000 tokens and 1,000 served, next = %s; want a, the users' order", it.User)
+	}
+	q.Pop(q.mustNext(t, t0))
+	if it := q.mustNext(t, t0); it != early[1] {
+		t.Errorf("with early's next promise due, next = %s; want early's, before b", it.User)
+	}
+	q.Block(early[1], t0.Add(time.Second), false)
 	if it := q.mustNext(t, t0); it.User != "b" {
-		t.Errorf("before any promise is due, next = %s; want b, the rounds' first", it.User)
+		t.Errorf("with early's lane blocked, next = %s; want b", it.User)
 	}
-	now := t0.Add(4 * time.Second)
-	if it := q.mustNext(t, now); it != late {
-		t.Errorf("with two promises past due, next = %s; want late, the earliest", it.User)
+	q.Block(early[1], time.Time{}, false)
+	held["early"] = true
+	if it := q.mustNext(t, t0); it.User != "b" {
+		t.Errorf("with early held, next = %s; want b", it.User)
 	}
-	q.Block(late, now.Add(time.Second), false)
-	if it := q.mustNext(t, now); it != later {
-		t.Errorf("with late's lane blocked, next = %s; want later", it.User)
+	held["early"] = false
+
+	q.Push(item("other", "o", 1, Interactive, 1000))
+	q.Pop(q.mustNext(t, t0)) // early's second, due
+	if it := q.mustNext(t, t0); it.Tenant != "other" {
+		t.Errorf("with t's quantum spent, next = %s/%s; want other: a promise takes no turn of another tenant", it.Tenant, it.User)
 	}
-	held["later"] = true
-	if it := q.mustNext(t, now); it.User != "b" {
-		t.Errorf("with late blocked and later held, next = %s; want b, the rounds' first", it.User)
-	}
-	held["later"] = false
-	q.Pop(later)
-	if it := q.mustNext(t, now); it.User != "b" {
-		t.Errorf("with the promise kept, next = %s; want b, the rounds' first", it.User)
-	}
-	q.Remove(late)
-	if len(q.classes[Interactive].promises) != 0 {
-		t.Errorf("%d promises kept after their items left; want none", len(q.classes[Interactive].promises))
+	q.Remove(early[2])
+	if n := len(q.classes[Interactive].tenants["t"].promises); n != 0 {
+		t.Errorf("%d promises kept after their items went or left; want none", n)
 	}
 }
 
-// TestEstimateCountsWhatOthersWerePromised checks that an item's estimate counts, of every other
-// lane, what it was promised within the wait as well as the turns the rounds give it: a newcomer
-// waits for a promise the queue keeps.
+// TestEstimateCountsWhatOthersWerePromised checks that an item's estimate counts, of each other
+// user of its tenant, what it was promised before the item goes as well as the turns the rounds
+// give it; that a promise not due by then counts nothing; and that a promise is reckoned in the
+// tenant's tokens, not in time.
 func TestEstimateCountsWhatOthersWerePromised(t *testing.T) {
 	q := New(Options{})
-	for i := range 5 {
-		it := item("t", "early", 1, Interactive, 1000)
-		it.Promise = t0.Add(time.Duration(i+1) * time.Second)
+	for range 4 {
+		q.promised("t", "early", t0) // promised at 1,000, 2,000, 3,000 and 4,000 tokens
+	}
+	newcomer := item("t", "new", 1, Interactive, 1000)
+	// The rounds: one of early's and the newcomer's. Early's second is due once 2,000 tokens are
+	// served, after the newcomer's turn.
+	if got, want := q.EstimateWait(newcomer, 1000, t0), 2*time.Second; got != want {
+		t.Errorf("a newcomer's estimate beside promises not due before it = %v; want %v", got, want)
+	}
+	another := []*Item{item("t", "a", 1, Interactive, 1000), item("t", "a", 1, Interactive, 1000), item("t", "a", 1, Interactive, 1000)}
+	for _, it := range another {
 		q.Push(it)
 	}
-	other := item("other", "o", 1, Interactive, 1000)
-	other.Promise = t0.Add(3 * time.Second)
-	q.Push(other)
-	q.Push(item("other", "o", 1, Interactive, 1000))
-	// The rounds alone: one of early's items, the newcomer's, and as much of the other tenant's,
-	// 4 s. Early's items promised by then are four, and by 7 s all five: with other's two, the
-	// newcomer goes at 8 s.
-	if got, want := q.EstimateWait(item("t", "new", 1, Interactive, 1000), 1000, t0), 8*time.Second; got != want {
-		t.Errorf("a newcomer's estimate beside promises = %v; want %v", got, want)
+	q.Pop(another[0])
+	q.Pop(another[1]) // 2,000 served, none of early's: its first two are past due
+	// Early's four go first, each due by the time the one before it has gone; then a's turn and
+	// the newcomer's.
+	if got, want := q.EstimateWait(newcomer, 1000, t0), 6*time.Second; got != want {
+		t.Errorf("a newcomer's estimate beside promises past due = %v; want %v", got, want)
 	}
-	plain := New(Options{})
-	for range 5 {
-		plain.Push(item("t", "early", 1, Interactive, 1000))
+	var order []string
+	for it, _ := q.Next(t0.Add(time.Hour)); it != nil; it, _ = q.Next(t0.Add(time.Hour)) {
+		order = append(order, it.User)
+		q.Pop(it)
 	}
-	plain.Push(item("other", "o", 1, Interactive, 1000))
-	plain.Push(item("other", "o", 1, Interactive, 1000))
-	if got, want := plain.EstimateWait(item("t", "new", 1, Interactive, 1000), 1000, t0), 4*time.Second; got != want {
-		t.Errorf("a newcomer's estimate without promises = %v; want %v", got, want)
+	if want := []string{"early", "early", "early", "early", "a"}; !slices.Equal(order, want) {
+		t.Errorf("an hour later, served %v; want %v: the promises in the tenant's tokens, whatever the time", order, want)
 	}
 }
 
-// BenchmarkNextBesidePromises measures Next with every item promised and due, the lane of the
-// earliest blocked: Next looks past it at the next promise.
+// BenchmarkNextBesidePromises measures Next with every item of a tenant promised and due, the lane
+// of the earliest blocked: the turn looks past it at the next promise.
 func BenchmarkNextBesidePromises(b *testing.B) {
 	for _, n := range []int{100, 10_000} {
 		b.Run(fmt.Sprint(n, " promises"), func(b *testing.B) {
@@ -87,16 +111,17 @@ func BenchmarkNextBesidePromises(b *testing.B) {
 			var first *Item
 			for k := range n {
 				it := item("t", fmt.Sprint("u", k), 1, Interactive, 1000)
-				it.Promise = t0.Add(time.Duration(k) * time.Millisecond)
+				q.EstimateWait(it, 1000, t0)
 				q.Push(it)
+				q.Promise(it)
 				if first == nil {
 					first = it
 				}
 			}
-			now := t0.Add(time.Hour)
-			q.Block(first, now.Add(time.Hour), false)
+			q.classes[Interactive].tenants["t"].served = int64(n) * 1000
+			q.Block(first, t0.Add(time.Hour), false)
 			for b.Loop() {
-				q.Next(now)
+				q.Next(t0)
 			}
 		})
 	}
