@@ -51,9 +51,8 @@ type waiter struct {
 	// estimate is the wait the door estimated when the call entered: the queue's metrics set it
 	// against the wait the call had.
 	estimate time.Duration
-	// credit is how long what the call's user's own limits held when it came lasts its lane (see
-	// Gate.ownPace).
-	credit time.Duration
+	// room is what the limits it waits for held when it came.
+	room room
 	// done receives the dispatcher's verdict on the call.
 	done chan verdict
 }
@@ -84,7 +83,8 @@ func (d *dispatcher) wait(ctx context.Context, t *Ticket) verdict {
 		Tenant: t.req.tenant(), User: t.req.Caller.User, Weight: t.req.Caller.Tenant.Config.Weight,
 		Class: t.req.class(), Cost: t.req.Cost.Tokens, Value: wt,
 	}
-	wt.item.Own, wt.credit = d.g.ownPace(ctx, t)
+	wt.room = d.g.room(ctx, t)
+	wt.item.Own = wt.room.own
 	if r := d.push(wt, start); r != nil {
 		return verdict{refusal: r}
 	}
@@ -139,11 +139,11 @@ func (d *dispatcher) push(wt *waiter, now time.Time) *Refusal {
 		it.Joins, growth = now, d.q.Growth(it, now)
 	}
 	rate := d.drainRate(now)
-	estimate := d.estimateWait(it, rate, now, wt.credit)
+	estimate := d.estimateWait(it, rate, now, wt.room)
 	bound := doorBound(req.maxWait(), growth)
 	if bound > 0 && (estimate > bound || (estimate < 0 && d.q.Len() >= maxUnestimated)) {
 		ahead, _ := d.q.Ahead(it.Class, it.Tenant)
-		return d.busy(wt, max(estimate, bound), bound, d.comebackWait(it, rate, now, wt.credit), ahead+1, now, rate)
+		return d.busy(wt, max(estimate, bound), bound, d.comebackWait(it, rate, now, wt.room), ahead+1, now, rate)
 	}
 	if cameBack {
 		d.comebackError.Observe(now.Sub(promised).Seconds())
@@ -183,12 +183,12 @@ func (d *dispatcher) expire(wt *waiter, start time.Time) verdict {
 	d.mu.Lock()
 	now := d.g.now()
 	rate := d.drainRate(now)
-	back := d.comebackWait(wt.item, rate, now, 0)
+	back := d.comebackWait(wt.item, rate, now, room{})
 	d.mu.Unlock()
 	d.abandon(wt) // a decision made meanwhile is given back
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	estimate := d.estimateWait(wt.item, rate, now, 0)
+	estimate := d.estimateWait(wt.item, rate, now, room{})
 	ahead, _ := d.q.Ahead(wt.item.Class, wt.item.Tenant)
 	maxWait := wt.t.req.maxWait()
 	if estimate < 0 {
@@ -200,15 +200,25 @@ func (d *dispatcher) expire(wt *waiter, start time.Time) verdict {
 }
 
 // estimateWait is how long the item would wait from now when the queue drains rate under its
-// fair sharing, or its own user's limits let it through, whichever is later (credit is what they
-// hold now, see Gate.ownPace); -1 when nothing drains. The caller holds d.mu.
-func (d *dispatcher) estimateWait(it *fairqueue.Item, rate float64, now time.Time, credit time.Duration) time.Duration {
-	return laterOf(d.q.EstimateWait(it, rate, now), d.q.OwnWait(it, credit))
+// fair sharing, after what the provider's limits let through at once, or its own user's limits
+// let it through, whichever is later (room is what they hold now, see Gate.room); -1 when nothing
+// drains. The caller holds d.mu.
+func (d *dispatcher) estimateWait(it *fairqueue.Item, rate float64, now time.Time, r room) time.Duration {
+	return laterOf(afterHeadroom(d.q.EstimateWait(it, rate, now), r.headroom, rate), d.q.OwnWait(it, r.credit))
 }
 
 // comebackWait is estimateWait for an item turned away (see fairqueue.Queue.ComebackWait).
-func (d *dispatcher) comebackWait(it *fairqueue.Item, rate float64, now time.Time, credit time.Duration) time.Duration {
-	return laterOf(d.q.ComebackWait(it, rate, now), d.q.OwnWait(it, credit))
+func (d *dispatcher) comebackWait(it *fairqueue.Item, rate float64, now time.Time, r room) time.Duration {
+	return laterOf(afterHeadroom(d.q.ComebackWait(it, rate, now), r.headroom, rate), d.q.OwnWait(it, r.credit))
+}
+
+// afterHeadroom is a wait under fair sharing (-1 when nothing drains) less the time the drain
+// takes for headroom tokens, which go at once.
+func afterHeadroom(fair time.Duration, headroom int64, rate float64) time.Duration {
+	if fair <= 0 || headroom <= 0 {
+		return fair
+	}
+	return max(fair-seconds(float64(headroom)/rate), 0)
 }
 
 // laterOf is the later of a wait under fair sharing (-1 when nothing drains) and a wait for the
@@ -392,33 +402,67 @@ func (d *dispatcher) block(wt *waiter, r *Refusal, now time.Time) time.Duration 
 	return inFlightPoll
 }
 
-// ownPace returns how long the rate limits of the call's own user that queue take to let it
-// through once they are spent, the most over them of its cost over their rate, and how long what
-// they hold now lasts its lane, the least over them of what is left over their rate (read without
-// taking anything; nothing when the store cannot answer): zero and zero when its user has no such
-// limit. A user's own limit, not the provider, may be what holds its lane back: one limited to 2
-// calls a second waits half a second a call, however fast the provider drains.
-func (g *Gate) ownPace(ctx context.Context, t *Ticket) (pace, credit time.Duration) {
+// room is what the limits a call waits for hold when it comes to the door, read without taking
+// anything (see Gate.room).
+type room struct {
+	// own is how long the rate limits of the call's own user that queue take to let it through
+	// once they are spent, and credit how long what they hold now lasts its lane (see
+	// fairqueue.Queue.OwnWait).
+	own, credit time.Duration
+	// headroom is the tokens the provider's limits that queue let through at once now: the queue
+	// drains them before it drains at its rate.
+	headroom int64
+}
+
+// room reads what the limits the call waits for hold (nothing when the store cannot answer). Of
+// the rate limits of the call's own user that queue: how long they take to let it through once
+// spent, the most over them of its cost over their rate, and how long what they hold lasts its
+// lane, the least over them of what is left over their rate (zero and zero when its user has no
+// such limit): a user's own limit, not the provider, may be what holds its lane back, and one
+// limited to 2 calls a second waits half a second a call, however fast the provider drains. Of
+// the provider's token limits that queue, the least they hold: what goes at once, before the
+// queue drains at its rate.
+func (g *Gate) room(ctx context.Context, t *Ticket) room {
+	var r room
 	var buf [ratelimit.MaxChecks]*ratelimit.Limit
-	own := buf[:0]
+	limits := buf[:0]
 	for i, c := range t.checks {
-		if c.Limit.Level == ratelimit.LevelUser && t.queueing.Queues(i) && c.Limit.Rate() > 0 {
-			pace = max(pace, seconds(float64(c.Cost)/c.Limit.Rate()))
-			own = append(own, c.Limit)
+		if !t.queueing.Queues(i) || c.Limit.Rate() <= 0 {
+			continue
+		}
+		switch {
+		case c.Limit.Level == ratelimit.LevelUser:
+			r.own = max(r.own, seconds(float64(c.Cost)/c.Limit.Rate()))
+		case c.Limit.Level != ratelimit.LevelProvider || c.Limit.Dimension != ratelimit.Tokens:
+			continue
+		}
+		limits = append(limits, c.Limit)
+	}
+	if len(limits) == 0 {
+		return r
+	}
+	readings, err := t.limiter.Peek(ctx, limits, g.now())
+	if err != nil {
+		return room{own: r.own}
+	}
+	r.credit, r.headroom = -1, -1
+	for i, l := range limits {
+		if l.Level == ratelimit.LevelUser {
+			r.credit = leastOf(r.credit, seconds(float64(readings[i].Remaining)/l.Rate()))
+		} else {
+			r.headroom = leastOf(r.headroom, readings[i].Remaining)
 		}
 	}
-	if len(own) == 0 {
-		return 0, 0
+	r.credit, r.headroom = max(r.credit, 0), max(r.headroom, 0)
+	return r
+}
+
+// leastOf is the lesser of a and b, where a negative a is none yet.
+func leastOf[T int64 | time.Duration](a, b T) T {
+	if a < 0 {
+		return b
 	}
-	readings, err := t.limiter.Peek(ctx, own, g.now())
-	if err != nil {
-		return pace, 0
-	}
-	credit = seconds(float64(readings[0].Remaining) / own[0].Rate())
-	for i, r := range readings[1:] {
-		credit = min(credit, seconds(float64(r.Remaining)/own[i+1].Rate()))
-	}
-	return pace, max(credit, 0)
+	return min(a, b)
 }
 
 // seconds is s seconds as a Duration.

@@ -724,6 +724,57 @@ func TestACallLargerThanTheProvidersPaceGoesWhenThePaceIsFull(t *testing.T) {
 	})
 }
 
+// TestTheDoorCountsWhatTheProvidersPaceLetsThroughAtOnce queues two of bob's calls of 3,000
+// tokens behind alice's call in flight, the provider's only slot. The provider's pace still holds
+// what alice's call left of it: bob's first goes at once when alice's ends, and his second once
+// the pace has refilled what the first took past it. The door's estimate of the second is that
+// wait, the pace's headroom before the drain at its rate, not both calls at the rate.
+func TestTheDoorCountsWhatTheProvidersPaceLetsThroughAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := plan{requestsPerMinute: 600_000, tokensPerMinute: 60_000, maxInFlight: 1, tenants: []gatewayv1.Tenant{tenant("acme", "alice", "bob")}}
+		g, _, p := newGate(t, pl)
+		alice := mustAdmit(t, g, request(t, p, "sk-acme-alice", 1000))
+		bob := request(t, p, "sk-acme-bob", 3000)
+		second := make(chan *Ticket, 1)
+		var wg sync.WaitGroup
+		for i := range 2 {
+			wg.Go(func() {
+				ticket, refusal := g.Admit(t.Context(), bob)
+				if refusal != nil {
+					t.Errorf("bob's call %d: %+v; want let in", i+1, refusal)
+					return
+				}
+				ticket.Settle(estimate.Usage{PromptTokens: 1500, CompletionTokens: 1500})
+				if i == 1 {
+					second <- ticket
+				}
+			})
+			synctest.Wait() // in this order
+		}
+		pace, rate := providerPace(t, bob)
+		alice.Settle(estimate.Usage{PromptTokens: 500, CompletionTokens: 500})
+		wg.Wait()
+		got := <-second
+		want := seconds(float64(3000-(pace-1000-3000)) / rate)
+		if near := func(d time.Duration) bool { return (d - want).Abs() <= time.Millisecond }; !near(got.Estimated) || !near(got.Waited) {
+			t.Errorf("bob's second call: estimated %v, waited %v; want %v both (the pace's %d tokens, then %.0f a second)", got.Estimated, got.Waited, want, pace, rate)
+		}
+	})
+}
+
+// providerPace is what the provider's pace of tokens holds when full, and its rate.
+func providerPace(t *testing.T, req Request) (int64, float64) {
+	t.Helper()
+	checks, _ := policy.Checks(nil, req.Caller, req.Route, req.Endpoint, policy.Cost{}, policy.Shared, "")
+	for _, c := range checks {
+		if l := c.Limit; l.Level == ratelimit.LevelProvider && l.Dimension == ratelimit.Tokens && strings.HasSuffix(l.Key, ":pace") {
+			return l.Capacity(), l.Rate()
+		}
+	}
+	t.Fatal("no pace of tokens for the provider")
+	return 0, 0
+}
+
 // TestAJobDoesNotWaitOnItsOwnLimits has a job's attempt find its tenant's limit spent: it is
 // refused at once, with when to come back, where a live call would wait in the queue.
 func TestAJobDoesNotWaitOnItsOwnLimits(t *testing.T) {
