@@ -47,6 +47,10 @@ type Options struct {
 	// holds the lane back for now, as the lanes of other gateways sharing the provider are owed
 	// first (see package fairshare). Nil holds nothing.
 	Hold func(it *Item) bool
+	// HoldDue, when set, is asked in place of Hold of the first item of a lane whose promise is
+	// past due (see Promise): its owner may let a promise past a hold it keeps for the users'
+	// shares. Nil asks Hold.
+	HoldDue func(it *Item) bool
 }
 
 // Item is one waiting request.
@@ -97,6 +101,9 @@ func New(opts Options) *Queue {
 	if opts.BatchShare <= 0 {
 		opts.BatchShare = DefaultBatchShare
 	}
+	if opts.HoldDue == nil {
+		opts.HoldDue = opts.Hold
+	}
 	return &Queue{opts: opts, classes: [2]*rounds{newRounds(), newRounds()}}
 }
 
@@ -124,11 +131,11 @@ func (q *Queue) Push(it *Item) {
 // holds opens when its owner says, and calls Next again).
 func (q *Queue) Next(now time.Time) (*Item, time.Time) {
 	first, second := q.order()
-	it, opensA := q.classes[first].next(now, q.opts.Quantum, q.opts.Hold)
+	it, opensA := q.classes[first].next(now, &q.opts)
 	if it != nil {
 		return it, time.Time{}
 	}
-	it, opensB := q.classes[second].next(now, q.opts.Quantum, q.opts.Hold)
+	it, opensB := q.classes[second].next(now, &q.opts)
 	if it != nil {
 		return it, time.Time{}
 	}

@@ -98,12 +98,12 @@ func (r *rounds) remove(it *Item) {
 // next walks the rounds until a tenant's deficit covers the head of one of its open lanes. A
 // tenant gets quantum × weight when its turn starts and keeps what it does not spend while it
 // has items waiting; its turn ends when its next item costs more than it has left.
-func (r *rounds) next(now time.Time, quantum int64, hold func(*Item) bool) (*Item, time.Time) {
+func (r *rounds) next(now time.Time, opts *Options) (*Item, time.Time) {
 	var opens time.Time
 	passes := 0
 	for e := r.active.Front(); e != nil; e = r.active.Front() {
 		t := e.Value.(*tenantLane)
-		it, until := t.head(now, hold)
+		it, until := t.head(now, opts)
 		if it == nil {
 			opens = earliest(opens, until)
 			if passes++; passes > r.active.Len() {
@@ -114,7 +114,7 @@ func (r *rounds) next(now time.Time, quantum int64, hold func(*Item) bool) (*Ite
 		}
 		passes = 0
 		if !t.visited {
-			t.deficit += quantum * t.weight
+			t.deficit += opts.Quantum * t.weight
 			t.visited = true
 		}
 		if it.Cost <= t.deficit {
@@ -127,15 +127,17 @@ func (r *rounds) next(now time.Time, quantum int64, hold func(*Item) bool) (*Ite
 }
 
 // head returns the first item of the tenant's open user lane of the earliest promise past due
-// (see overdue), or else of its first open user lane, that hold does not hold (nil holds none),
-// or when there is none, the earliest time a blocked lane opens.
-func (t *tenantLane) head(now time.Time, hold func(*Item) bool) (*Item, time.Time) {
+// that opts.HoldDue does not hold (see overdue), or else of its first open user lane that
+// opts.Hold does not hold (nil holds none), or when there is none, the earliest time a blocked
+// lane opens.
+func (t *tenantLane) head(now time.Time, opts *Options) (*Item, time.Time) {
 	if now.Before(t.blockedUntil) {
 		return nil, t.blockedUntil
 	}
-	if it := t.overdue(now, hold); it != nil {
+	if it := t.overdue(now, opts.HoldDue); it != nil {
 		return it, time.Time{}
 	}
+	hold := opts.Hold
 	var opens time.Time
 	for e := t.users.Front(); e != nil; e = e.Next() {
 		u := e.Value.(*userLane)

@@ -18,11 +18,11 @@ func (q *Queue) promised(tenant, user string, now time.Time) *Item {
 
 // TestAPromisePastDueGoesFirstInItsTenantsTurn checks that once a tenant has served what it
 // promised an item, because a user who joined later took turns, the item's lane goes before the
-// tenant's other lanes until it has gone, unless a limit blocks it or a hold holds it; and that
-// a promise never takes another tenant's turn.
+// tenant's other lanes until it has gone, unless a limit blocks it or HoldDue (not Hold) holds
+// it; and that a promise never takes another tenant's turn.
 func TestAPromisePastDueGoesFirstInItsTenantsTurn(t *testing.T) {
-	held := map[string]bool{}
-	q := New(Options{Quantum: 1000, Hold: func(it *Item) bool { return held[it.User] }})
+	held, heldDue := map[string]bool{}, map[string]bool{}
+	q := New(Options{Quantum: 1000, Hold: func(it *Item) bool { return held[it.User] }, HoldDue: func(it *Item) bool { return heldDue[it.User] }})
 	early := []*Item{q.promised("t", "early", t0), q.promised("t", "early", t0), q.promised("t", "early", t0)}
 	// Promised 1, 2 and 3 items of the tenant's: early is alone.
 	for i, it := range early {
@@ -50,10 +50,14 @@ func TestAPromisePastDueGoesFirstInItsTenantsTurn(t *testing.T) {
 	}
 	q.Block(early[1], time.Time{}, false)
 	held["early"] = true
-	if it := q.mustNext(t, t0); it.User != "b" {
-		t.Errorf("with early held, next = %s; want b", it.User)
+	if it := q.mustNext(t, t0); it != early[1] {
+		t.Errorf("with early held by Hold only, next = %s; want early's, whose promise HoldDue lets past", it.User)
 	}
-	held["early"] = false
+	heldDue["early"] = true
+	if it := q.mustNext(t, t0); it.User != "b" {
+		t.Errorf("with early held by HoldDue, next = %s; want b", it.User)
+	}
+	held["early"], heldDue["early"] = false, false
 
 	q.Push(item("other", "o", 1, Interactive, 1000))
 	q.Pop(q.mustNext(t, t0)) // early's second, due
