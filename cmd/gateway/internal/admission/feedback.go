@@ -73,7 +73,7 @@ func newDispatcher(g *Gate, provider string) *dispatcher {
 	var opts fairqueue.Options
 	if g.opts.Shares != nil {
 		d.shares = fairshare.New(shareSlack, fairqueue.DefaultBatchShare, g.leases.Next(), g.tenantWeight)
-		opts.Hold, opts.HoldDue = d.shares.Held, d.shares.HeldAboveUser // asked under d.mu, in d.q.Next
+		opts.Hold = d.shares.Held // asked under d.mu, in d.q.Next
 	}
 	d.q = fairqueue.New(opts)
 	return d

@@ -47,10 +47,6 @@ type Options struct {
 	// holds the lane back for now, as the lanes of other gateways sharing the provider are owed
 	// first (see package fairshare). Nil holds nothing.
 	Hold func(it *Item) bool
-	// HoldDue, when set, is asked in place of Hold of the first item of a lane whose promise is
-	// past due (see Promise): its owner may let a promise past a hold it keeps for the users'
-	// shares. Nil asks Hold.
-	HoldDue func(it *Item) bool
 }
 
 // Item is one waiting request.
@@ -75,10 +71,8 @@ type Item struct {
 	elem *list.Element
 	// estimated is its tenant's tokens served before it, its own included, by its last estimate
 	// (see Queue.estimate); promise is the tokens its tenant is to have served when it goes, as
-	// the door told its caller (see Promise); promised is its place in its tenant's promises,
-	// plus one, and 0 when it has none.
+	// the door told its caller (see Promise), 0 for none.
 	estimated, promise int64
-	promised           int
 }
 
 // Queue is a set of fair lanes. The zero value is not usable; call New. A Queue is not safe for
@@ -100,9 +94,6 @@ func New(opts Options) *Queue {
 	}
 	if opts.BatchShare <= 0 {
 		opts.BatchShare = DefaultBatchShare
-	}
-	if opts.HoldDue == nil {
-		opts.HoldDue = opts.Hold
 	}
 	return &Queue{opts: opts, classes: [2]*rounds{newRounds(), newRounds()}}
 }
@@ -211,7 +202,8 @@ func (q *Queue) Ahead(class Class, tenant string) (items int, cost int64) {
 // class is served at its weight, up to what it has waiting (a tenant with less than its share
 // finishes first). What others wait for counts the comebacks their lanes are expected to make
 // before the item is served (see Expect): a lane the door turned away still takes its turns. The
-// class gets its share of the drain. It returns -1 when nothing drains.
+// class gets its share of the drain. It returns -1 when nothing drains, and records on the item
+// what its tenant serves before it, for Promise.
 func (q *Queue) EstimateWait(it *Item, tokensPerSecond float64, now time.Time) time.Duration {
 	return q.estimate(it, tokensPerSecond, now, false)
 }
@@ -238,14 +230,14 @@ func (q *Queue) ComebackWait(it *Item, tokensPerSecond float64, now time.Time) t
 }
 
 func (q *Queue) estimate(it *Item, tokensPerSecond float64, now time.Time, behindComebacks bool) time.Duration {
+	it.estimated = 0
 	rate := tokensPerSecond * q.classShare(it.Class)
 	if rate <= 0 {
 		return -1
 	}
-	// The comebacks due before the item is served depend on when that is: each pass counts those
-	// due in time by the last pass's estimate, which only grows.
+	// The comebacks and the promises due before the item is served depend on when that is: each
+	// pass counts those due in time by the last pass's estimate, which only grows.
 	var wait time.Duration
-	it.estimated = 0
 	for range estimatePasses {
 		total, own := q.workBefore(it, now, turns{now: now, wait: wait, ahead: it.estimated}, behindComebacks)
 		next := time.Duration(total / rate * float64(time.Second))
@@ -258,7 +250,7 @@ func (q *Queue) estimate(it *Item, tokensPerSecond float64, now time.Time, behin
 }
 
 // estimatePasses bounds the passes of EstimateWait.
-const estimatePasses = 4
+const estimatePasses = 5
 
 // workBefore is the tokens served before the item if it waits tt.wait from now, and of them its
 // own tenant's (see tenantWorkBefore): counting, in its tenant, the comebacks of other users that

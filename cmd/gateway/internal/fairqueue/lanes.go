@@ -26,8 +26,8 @@ type tenantLane struct {
 	items        int
 	cost         int64
 	elem         *list.Element
-	served       int64    // tokens served since the lane opened: the clock of its promises
-	promises     promises // its items promised a turn, the earliest first
+	served       int64        // tokens served since the lane opened: the clock of its promises
+	promises     lanePromises // its user lanes with a promise, the earliest first
 }
 
 // userLane is one user's waiting items, oldest first.
@@ -37,6 +37,10 @@ type userLane struct {
 	items        *list.List // of *Item
 	blockedUntil time.Time
 	elem         *list.Element
+	// promise is the earliest of its items' promises (see Queue.Promise), and promised its place
+	// in its tenant's promises, plus one; 0 when it holds none.
+	promise  int64
+	promised int
 }
 
 func newRounds() *rounds {
@@ -80,7 +84,7 @@ func (r *rounds) remove(it *Item) {
 	u, t := it.user, it.user.tenant
 	u.items.Remove(it.elem)
 	it.elem = nil
-	t.promises.drop(it)
+	t.promises.left(u, it)
 	t.items--
 	t.cost -= it.Cost
 	r.items--
@@ -103,7 +107,7 @@ func (r *rounds) next(now time.Time, opts *Options) (*Item, time.Time) {
 	passes := 0
 	for e := r.active.Front(); e != nil; e = r.active.Front() {
 		t := e.Value.(*tenantLane)
-		it, until := t.head(now, opts)
+		it, until := t.head(now, opts.Hold)
 		if it == nil {
 			opens = earliest(opens, until)
 			if passes++; passes > r.active.Len() {
@@ -127,17 +131,15 @@ func (r *rounds) next(now time.Time, opts *Options) (*Item, time.Time) {
 }
 
 // head returns the first item of the tenant's open user lane of the earliest promise past due
-// that opts.HoldDue does not hold (see overdue), or else of its first open user lane that
-// opts.Hold does not hold (nil holds none), or when there is none, the earliest time a blocked
-// lane opens.
-func (t *tenantLane) head(now time.Time, opts *Options) (*Item, time.Time) {
+// (see overdue), or else of its first open user lane, that hold does not hold (nil holds none),
+// or when there is none, the earliest time a blocked lane opens.
+func (t *tenantLane) head(now time.Time, hold func(*Item) bool) (*Item, time.Time) {
 	if now.Before(t.blockedUntil) {
 		return nil, t.blockedUntil
 	}
-	if it := t.overdue(now, opts.HoldDue); it != nil {
+	if it := t.overdue(now, hold); it != nil {
 		return it, time.Time{}
 	}
-	hold := opts.Hold
 	var opens time.Time
 	for e := t.users.Front(); e != nil; e = e.Next() {
 		u := e.Value.(*userLane)
@@ -172,9 +174,9 @@ func (r *rounds) open(now time.Time, visit func(*Item)) {
 // comebacks its lane is expected to make, and of each other user's lane one a turn, as many
 // turns as its position in its own if that lane's turn comes before its lane's in the round, one
 // fewer if after, and no more than its user's own limits let it take within the wait: its queued
-// items first, then those of its comebacks (the tenant's, nil for none) that come in time; and
-// of each other lane, what was promised it before the item goes, beyond those turns (see
-// promisedBefore).
+// items first, then those of its comebacks (the tenant's, nil for none) that come in time; but of
+// a lane whose items were promised a turn before the item goes by the estimate's last pass (see
+// Queue.Promise), those items if more.
 func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, behindComebacks bool, tt turns) int64 {
 	t := r.tenants[it.Tenant]
 	position, work := int64(1), it.Cost // not queued: after its lane's items
@@ -189,6 +191,8 @@ func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, behindCo
 	}
 	tt.rounds = position
 	if t != nil {
+		// The promises that come due before the item goes, by the estimate's last pass.
+		due := max(t.served+tt.ahead-it.Cost, 0)
 		before := position // the lanes whose turns come before the item's lane's
 		for e := t.users.Front(); e != nil; e = e.Next() {
 			u := e.Value.(*userLane)
@@ -197,9 +201,8 @@ func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, behindCo
 				continue
 			}
 			queued := int64(u.items.Len())
-			work += u.firstCost(u.turnsWithin(before, tt.wait)) + tt.inTurns(comebacks.of(u.name, tt.now), queued, before)
+			work += u.servedBefore(u.turnsWithin(before, tt.wait), due) + tt.inTurns(comebacks.of(u.name, tt.now), queued, before)
 		}
-		work += t.promisedBefore(it, max(work, tt.ahead), position, tt.wait)
 	}
 	if comebacks != nil {
 		for user := range comebacks.users {
@@ -231,13 +234,4 @@ func (u *userLane) turnsWithin(turns int64, wait time.Duration) int64 {
 		return min(turns, int64(wait/own)+1)
 	}
 	return turns
-}
-
-// firstCost is the cost of the lane's first n items.
-func (u *userLane) firstCost(n int64) int64 {
-	var cost int64
-	for e := u.items.Front(); e != nil && n > 0; e, n = e.Next(), n-1 {
-		cost += e.Value.(*Item).Cost
-	}
-	return cost
 }

@@ -160,14 +160,6 @@ func (l *Ledger) Held(it *fairqueue.Item) bool {
 	return l.laneHeld(it) || l.ahead(l.gateway)
 }
 
-// HeldAboveUser is Held but for the item's user: whether its class or its tenant is more than
-// the slack ahead of the least served of its group that waits, or this gateway of the least served
-// gateway. The queue asks it of a call whose promise is past due (see fairqueue.Queue.Promise):
-// its user may be ahead of users who joined after the promise, and the promise holds.
-func (l *Ledger) HeldAboveUser(it *fairqueue.Item) bool {
-	return l.ahead(ClassOf(it)) || l.ahead(TenantOf(it)) || l.ahead(l.gateway)
-}
-
 // laneHeld reports whether the item's class, tenant or user is held back.
 func (l *Ledger) laneHeld(it *fairqueue.Item) bool {
 	return l.ahead(ClassOf(it)) || l.ahead(TenantOf(it)) || l.ahead(UserOf(it))

@@ -28,8 +28,6 @@ func TestHeldByGroup(t *testing.T) {
 		served   []*fairqueue.Item // here since the exchange
 		it       *fairqueue.Item
 		want     bool
-		// byUser says the item is held for its user only: HeldAboveUser lets it go.
-		byUser bool
 	}{{
 		name: "alone, nothing is held",
 		it:   light,
@@ -53,7 +51,6 @@ func TestHeldByGroup(t *testing.T) {
 		standing: Standing{TenantOf(light): 5000, UserOf(light): 9000, UserOf(other): 6000},
 		it:       light,
 		want:     true,
-		byUser:   true,
 	}, {
 		name:     "users of other tenants are not compared",
 		standing: Standing{TenantOf(light): 5000, TenantOf(heavy): 5000, UserOf(light): 9000, UserOf(heavy): 1000},
@@ -82,9 +79,6 @@ func TestHeldByGroup(t *testing.T) {
 			}
 			if got := l.Held(tc.it); got != tc.want {
 				t.Errorf("Held = %v; want %v", got, tc.want)
-			}
-			if got, want := l.HeldAboveUser(tc.it), tc.want && !tc.byUser; got != want {
-				t.Errorf("HeldAboveUser = %v; want %v", got, want)
 			}
 		})
 	}
