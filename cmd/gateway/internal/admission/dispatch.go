@@ -409,8 +409,9 @@ type room struct {
 	// once they are spent, and credit how long what they hold now lasts its lane (see
 	// fairqueue.Queue.OwnWait).
 	own, credit time.Duration
-	// headroom is this gateway's share of the tokens the provider's limits that queue let through
-	// at once now: the queue drains them before it drains at its rate.
+	// headroom is the tokens the provider's limits that queue let through at once now: the queue
+	// drains them before it drains at its rate. Other gateways sharing the provider could take
+	// them too, but a provider whose limits hold some is one nobody's queue is draining.
 	headroom int64
 }
 
@@ -420,8 +421,8 @@ type room struct {
 // lane, the least over them of what is left over their rate (zero and zero when its user has no
 // such limit): a user's own limit, not the provider, may be what holds its lane back, and one
 // limited to 2 calls a second waits half a second a call, however fast the provider drains. Of
-// the provider's token limits that queue, the least they hold, over the gateways sharing it: what
-// goes at once, before the queue drains at its rate.
+// the provider's token limits that queue, the least they hold: what goes at once, before the
+// queue drains at its rate.
 func (g *Gate) room(ctx context.Context, t *Ticket) room {
 	var r room
 	var buf [ratelimit.MaxChecks]*ratelimit.Limit
@@ -453,8 +454,7 @@ func (g *Gate) room(ctx context.Context, t *Ticket) room {
 			r.headroom = leastOf(r.headroom, readings[i].Remaining)
 		}
 	}
-	// The gateways sharing the provider share its headroom too.
-	r.credit, r.headroom = max(r.credit, 0), max(r.headroom, 0)/g.policy().Replicas
+	r.credit, r.headroom = max(r.credit, 0), max(r.headroom, 0)
 	return r
 }
 

@@ -127,3 +127,28 @@ func BenchmarkNextBesidePromises(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEstimateWaitBesidePromises is the door's estimate for a newcomer's call in a tenant
+// whose 200 users wait with 20 calls each, promised or not: what the promises add to each call at
+// the door.
+func BenchmarkEstimateWaitBesidePromises(b *testing.B) {
+	for _, promised := range []bool{false, true} {
+		b.Run(fmt.Sprint("promised=", promised), func(b *testing.B) {
+			q := New(Options{})
+			for range 20 {
+				for u := range 200 {
+					it := item("t", fmt.Sprint("u", u), 1, Interactive, 800)
+					q.EstimateWait(it, 5000, t0)
+					q.Push(it)
+					if promised {
+						q.Promise(it)
+					}
+				}
+			}
+			newcomer := item("t", "newcomer", 1, Interactive, 800)
+			for b.Loop() {
+				q.EstimateWait(newcomer, 5000, t0)
+			}
+		})
+	}
+}
