@@ -122,11 +122,11 @@ func (q *Queue) Push(it *Item) {
 // holds opens when its owner says, and calls Next again).
 func (q *Queue) Next(now time.Time) (*Item, time.Time) {
 	first, second := q.order()
-	it, opensA := q.classes[first].next(now, &q.opts)
+	it, opensA := q.classes[first].next(now, q.opts.Quantum, q.opts.Hold)
 	if it != nil {
 		return it, time.Time{}
 	}
-	it, opensB := q.classes[second].next(now, &q.opts)
+	it, opensB := q.classes[second].next(now, q.opts.Quantum, q.opts.Hold)
 	if it != nil {
 		return it, time.Time{}
 	}

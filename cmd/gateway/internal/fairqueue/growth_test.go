@@ -81,7 +81,7 @@ func TestHorizonBoundsWaitsBehindALaneWhileLanesJoin(t *testing.T) {
 // nobody after it, meets no horizon: its lanes are all in the estimates.
 func TestTheHorizonKeepsPromisesNearWhileACrowdGrows(t *testing.T) {
 	paced := GrowthWindow / 2
-	with, without := crowd(true, false, 500*time.Millisecond), crowd(false, false, 500*time.Millisecond)
+	with, without := crowd(crowdDoor{horizon: true}, 500*time.Millisecond), crowd(crowdDoor{}, 500*time.Millisecond)
 	for _, c := range []crowdRun{with, without} {
 		t.Logf("a user every 500ms, horizon %v: %d waits promised, p90 of their error %.0f%% (from %v on: %.0f%%), %.2f refusals a page, %d pages lost",
 			c.horizon, len(c.errors), 100*c.p90(0), paced, 100*c.p90(paced), c.refusalsPerPage, c.lost)
@@ -92,7 +92,7 @@ func TestTheHorizonKeepsPromisesNearWhileACrowdGrows(t *testing.T) {
 	if with.lost > 0 || with.refusalsPerPage > 1.5 {
 		t.Errorf("with the horizon, %d pages lost and %.2f refusals a page; want none and at most 1.5", with.lost, with.refusalsPerPage)
 	}
-	if with, without := crowd(true, false, 0), crowd(false, false, 0); with.refusalsPerPage != without.refusalsPerPage || with.lost != without.lost {
+	if with, without := crowd(crowdDoor{horizon: true}, 0), crowd(crowdDoor{}, 0); with.refusalsPerPage != without.refusalsPerPage || with.lost != without.lost {
 		t.Errorf("a crowd at once: %.2f refusals a page and %d pages lost with the horizon, %.2f and %d without; want the same (only maxWait turns pages away)",
 			with.refusalsPerPage, with.lost, without.refusalsPerPage, without.lost)
 	}
@@ -128,10 +128,13 @@ func (c crowdRun) p90(from time.Duration) float64 {
 	return errs[len(errs)*9/10]
 }
 
+// crowdDoor says how the door of crowd works: with the horizon or without, and with a queue that
+// keeps its promises or serves its rounds alone.
+type crowdDoor struct{ horizon, promises bool }
+
 // crowd runs the crowd of TestTheHorizonKeepsPromisesNearWhileACrowdGrows, its users apart by
-// spacing, through a door with the horizon or without, and a queue that keeps its promises or
-// serves its rounds alone.
-func crowd(horizon, promises bool, spacing time.Duration) crowdRun {
+// spacing, through a door that works as opts says.
+func crowd(opts crowdDoor, spacing time.Duration) crowdRun {
 	const (
 		rate      = 6000.0 // tokens a second
 		cost      = 1000
@@ -156,7 +159,7 @@ func crowd(horizon, promises bool, spacing time.Duration) crowdRun {
 		}
 	}
 	jitter := rand.New(rand.NewPCG(1, 2))
-	run := crowdRun{horizon: horizon}
+	run := crowdRun{horizon: opts.horizon}
 	// door lets c in at now, or returns it to come back.
 	door := func(c *call, now time.Time) *call {
 		_, cameBack := q.CameBack(c.it, now)
@@ -166,13 +169,13 @@ func crowd(horizon, promises bool, spacing time.Duration) crowdRun {
 		}
 		c.estimate = q.EstimateWait(c.it, rate, now)
 		bound := time.Duration(maxWait)
-		if h := Horizon(q.Growth(c.it, now)); horizon && !cameBack && h >= 0 {
+		if h := Horizon(q.Growth(c.it, now)); opts.horizon && !cameBack && h >= 0 {
 			bound = min(bound, max(h, time.Millisecond))
 		}
 		if c.estimate <= bound {
 			c.at = now
 			q.Push(c.it)
-			if promises {
+			if opts.promises {
 				q.Promise(c.it)
 			}
 			return nil
@@ -247,7 +250,7 @@ func BenchmarkGrowth(b *testing.B) {
 // wait promised, from the crowd's first second, is half of that or less, with no page lost.
 func TestPromisesKeepTheDoorsEstimatesWhileACrowdGrows(t *testing.T) {
 	for _, spacing := range []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second} {
-		kept, rounds := crowd(true, true, spacing), crowd(true, false, spacing)
+		kept, rounds := crowd(crowdDoor{horizon: true, promises: true}, spacing), crowd(crowdDoor{horizon: true}, spacing)
 		t.Logf("a user every %v: p90 of the error %.0f%% with promises kept, %.0f%% without; %.2f and %.2f refusals a page",
 			spacing, 100*kept.p90(0), 100*rounds.p90(0), kept.refusalsPerPage, rounds.refusalsPerPage)
 		if 2*kept.p90(0) > rounds.p90(0) || kept.lost > 0 {

@@ -102,12 +102,12 @@ func (r *rounds) remove(it *Item) {
 // next walks the rounds until a tenant's deficit covers the head of one of its open lanes. A
 // tenant gets quantum × weight when its turn starts and keeps what it does not spend while it
 // has items waiting; its turn ends when its next item costs more than it has left.
-func (r *rounds) next(now time.Time, opts *Options) (*Item, time.Time) {
+func (r *rounds) next(now time.Time, quantum int64, hold func(*Item) bool) (*Item, time.Time) {
 	var opens time.Time
 	passes := 0
 	for e := r.active.Front(); e != nil; e = r.active.Front() {
 		t := e.Value.(*tenantLane)
-		it, until := t.head(now, opts.Hold)
+		it, until := t.head(now, hold)
 		if it == nil {
 			opens = earliest(opens, until)
 			if passes++; passes > r.active.Len() {
@@ -118,7 +118,7 @@ func (r *rounds) next(now time.Time, opts *Options) (*Item, time.Time) {
 		}
 		passes = 0
 		if !t.visited {
-			t.deficit += opts.Quantum * t.weight
+			t.deficit += quantum * t.weight
 			t.visited = true
 		}
 		if it.Cost <= t.deficit {
