@@ -173,10 +173,10 @@ func (r *rounds) open(now time.Time, visit func(*Item)) {
 // of its own lane up to it (for an item not queued, all of them), with behindComebacks the
 // comebacks its lane is expected to make, and of each other user's lane one a turn, as many
 // turns as its position in its own if that lane's turn comes before its lane's in the round, one
-// fewer if after, and no more than its user's own limits let it take within the wait: its queued
-// items first, then those of its comebacks (the tenant's, nil for none) that come in time; but of
-// a lane whose items were promised a turn before the item goes by the estimate's last pass (see
-// Queue.Promise), those items if more.
+// fewer if after: its queued items first, then those of its comebacks (the tenant's, nil for none)
+// that come in time; but of a lane whose items were promised a turn before the item goes by the
+// estimate's last pass (see Queue.Promise), those items if more; and never more than its user's
+// own limits let it take within the wait.
 func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, behindComebacks bool, tt turns) int64 {
 	t := r.tenants[it.Tenant]
 	position, work := int64(1), it.Cost // not queued: after its lane's items
@@ -201,7 +201,7 @@ func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, behindCo
 				continue
 			}
 			queued := int64(u.items.Len())
-			work += u.servedBefore(u.turnsWithin(before, tt.wait), due) + tt.inTurns(comebacks.of(u.name, tt.now), queued, before)
+			work += u.servedBefore(before, due, u.turnsWithin(queued, tt.wait)) + tt.inTurns(comebacks.of(u.name, tt.now), queued, before)
 		}
 	}
 	if comebacks != nil {

@@ -120,15 +120,17 @@ func (u *userLane) open(now time.Time, hold func(*Item) bool) *Item {
 
 // servedBefore is the cost of the lane's items served before an item: its first turns items, or
 // more when more of them, from the first, are promised by the tenant's served tokens by (zero for
-// none), which come due first. A lane's promises grow along it, as each counts those before it.
-func (u *userLane) servedBefore(turns, by int64) int64 {
+// none), which come due first; never more than most, what its user's own limits let it take
+// within the wait (see turnsWithin). A lane's promises grow along it, as each counts those before
+// it.
+func (u *userLane) servedBefore(turns, by, most int64) int64 {
 	var cost int64
-	for e := u.items.Front(); e != nil; e = e.Next() {
+	for e := u.items.Front(); e != nil && most > 0; e = e.Next() {
 		it := e.Value.(*Item)
 		if turns <= 0 && (it.promise == 0 || it.promise > by) {
 			break
 		}
-		cost, turns = cost+it.Cost, turns-1
+		cost, turns, most = cost+it.Cost, turns-1, most-1
 	}
 	return cost
 }

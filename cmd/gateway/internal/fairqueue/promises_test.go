@@ -102,6 +102,30 @@ func TestEstimateCountsWhatOthersWerePromised(t *testing.T) {
 	}
 }
 
+// TestEstimateCountsPromisesAtTheirUsersOwnPace checks that the promises of a lane whose user's
+// own limits hold it back count no faster than those limits let them go: early's user lets one
+// call through every 2 s, so of its four calls past due, two go within the newcomer's wait of 3 s,
+// not four.
+func TestEstimateCountsPromisesAtTheirUsersOwnPace(t *testing.T) {
+	q := New(Options{})
+	for range 4 {
+		it := item("t", "early", 1, Interactive, 1000)
+		it.Own = 2 * time.Second
+		q.EstimateWait(it, 1000, t0)
+		q.Push(it)
+		q.Promise(it) // promised at 1,000, 2,000, 3,000 and 4,000 tokens
+	}
+	for range 4 { // 4,000 served, none of early's: its four are past due
+		it := item("t", "a", 1, Interactive, 1000)
+		q.Push(it)
+		q.Pop(it)
+	}
+	newcomer := item("t", "new", 1, Interactive, 1000)
+	if got, want := q.EstimateWait(newcomer, 1000, t0), 3*time.Second; got != want {
+		t.Errorf("a newcomer's estimate beside promises past due of a lane its user holds to one call every 2 s = %v; want %v", got, want)
+	}
+}
+
 // BenchmarkNextBesidePromises measures Next in a tenant whose lanes are all promised and due,
 // with blocked of them (those of the earliest promises) blocked: the turn looks past them, at
 // most maxOverdueLooks, then goes on in its users' order.
