@@ -28,6 +28,15 @@ const (
 	// held back: one of the fair queue's rounds, more than a gateway serves between two exchanges.
 	shareEvery = 200 * time.Millisecond
 	shareSlack = 8192
+	// gatewaySlackIntervals is how far, in exchange intervals of the provider's drain, a gateway
+	// may get ahead of the least served gateway before it is held back: what the least served
+	// one serves between its last exchange and this one's, which this one cannot know of yet. A
+	// lane's slack is a round of the fair queue; a gateway's is a fraction of a second of the
+	// provider, so that the gateways keep their shares of it from one second to the next and a
+	// door's estimate of its own queue's drain holds for the wait. With a round's slack, the
+	// gateways' shares swung by a fifth over a few seconds, and the lab's queue case had one
+	// page in eight wait more than 15% off its estimate.
+	gatewaySlackIntervals = 2
 	// sharePerLane spaces exchanges further apart as more lanes wait: an exchange costs Redis
 	// about 11 µs a lane (BenchmarkSharesExchangeAtScale), so one every 100 µs a lane keeps each
 	// gateway's exchanges to about a tenth of Redis's time, however many tenants wait.
@@ -549,9 +558,21 @@ func (d *dispatcher) exchangeOnce(ctx context.Context) int {
 	} else {
 		d.shares.Took(ups, st)
 	}
+	d.shares.SetGatewaySlack(d.gatewaySlack(shareInterval(len(ups))))
 	d.mu.Unlock()
 	d.kick() // a lane held back may go now
 	return len(ups)
+}
+
+// gatewaySlack is how far a gateway may get ahead of the least served gateway, in tokens over its
+// share of the provider, when exchanges are interval apart: gatewaySlackIntervals of them of what
+// the provider's tokens per minute let through (a lane's slack for a provider with none).
+func (d *dispatcher) gatewaySlack(interval time.Duration) float64 {
+	p := d.g.policy().Provider(d.provider)
+	if p == nil || p.SustainedTokensPerMinute() <= 0 {
+		return shareSlack
+	}
+	return gatewaySlackIntervals * interval.Seconds() * float64(p.SustainedTokensPerMinute()) / 60
 }
 
 // waitingLanes are the shared ledger's members of the queue's lanes that wait and that no limit of

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -135,6 +136,25 @@ func TestShareIntervalGrowsWithTheLanesWaiting(t *testing.T) {
 		if got := shareInterval(lanes); got != want {
 			t.Errorf("shareInterval(%d) = %v; want %v", lanes, got, want)
 		}
+	}
+}
+
+// TestAGatewaysSlackIsTwoExchangesOfTheProvidersDrain: a gateway may get ahead of the least
+// served one by what the provider lets through in two exchange intervals, so that a provider ten
+// times larger, or exchanges five times further apart, give a slack as many times larger.
+func TestAGatewaysSlackIsTwoExchangesOfTheProvidersDrain(t *testing.T) {
+	for _, tokensPerMinute := range []int64{300_000, 3_000_000} {
+		g, _, p := newGate(t, plan{requestsPerMinute: 6000, tokensPerMinute: tokensPerMinute, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}})
+		perSecond := float64(p.Provider("lab").SustainedTokensPerMinute()) / 60
+		for _, interval := range []time.Duration{shareEvery, 5 * shareEvery} {
+			if got, want := g.dispatcher("lab").gatewaySlack(interval), 2*interval.Seconds()*perSecond; math.Abs(got-want) > 1e-9 {
+				t.Errorf("%d tokens a minute, exchanges %v apart: gateway slack %v; want %v", tokensPerMinute, interval, got, want)
+			}
+		}
+	}
+	g, _, _ := newGate(t, plan{requestsPerMinute: 6000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}})
+	if got := g.dispatcher("lab").gatewaySlack(shareEvery); got != shareSlack {
+		t.Errorf("a provider with no tokens per minute: gateway slack %v; want %v, a lane's", got, shareSlack)
 	}
 }
 

@@ -6,9 +6,10 @@
 // least-served lane of its group waiting on any gateway is held back, so that together the
 // gateways serve Interactive before Batch, tenants at their weights and a tenant's users equally,
 // whichever gateway each call reached. Each gateway is counted too, its tokens over the share of
-// the provider its waiting lanes are owed: one more than a slack ahead of the least served gateway
-// that has a lane to serve is held back, so that the gateways drain the provider in the shares
-// their lanes are owed from one second to the next, not in whatever order they reach it.
+// the provider its waiting lanes are owed: one more than a slack of its own ahead of the least
+// served gateway that has a lane to serve is held back, so that the gateways drain the provider in
+// the shares their lanes are owed from one second to the next, not in whatever order they reach
+// it.
 //
 // The Ledger is the pure core: it never waits and holds no connection. Its owner exchanges what
 // it served with the shared ledger every so often (Updates, then Took with the answer), and asks
@@ -91,16 +92,17 @@ type Standing map[Member]float64
 // Ledger is one gateway's view of the shared ledger of one provider's queue. The zero value is
 // not usable; call New. A Ledger is not safe for concurrent use: its owner serializes calls.
 type Ledger struct {
-	slack      float64
-	batchShare float64
-	gateway    Member                    // this gateway's
-	share      float64                   // of the provider, owed to this gateway's lanes (see Updates)
-	weightOf   func(tenant string) int32 // a tenant's weight
-	standing   Standing
-	known      bool                // standing is the shared ledger's answer, not forgotten
-	groups     map[string][]Member // the members of standing, by group
-	local      map[Member]float64  // served here and not yet taken in by the shared ledger
-	reported   map[Member]bool     // the members this gateway last reported waiting
+	slack        float64
+	gatewaySlack float64 // the slack of the gateways' group (see SetGatewaySlack)
+	batchShare   float64
+	gateway      Member                    // this gateway's
+	share        float64                   // of the provider, owed to this gateway's lanes (see Updates)
+	weightOf     func(tenant string) int32 // a tenant's weight
+	standing     Standing
+	known        bool                // standing is the shared ledger's answer, not forgotten
+	groups       map[string][]Member // the members of standing, by group
+	local        map[Member]float64  // served here and not yet taken in by the shared ledger
+	reported     map[Member]bool     // the members this gateway last reported waiting
 	// leastOf caches least's answer for a group until a count of one of its members changes: the
 	// queue asks Held of every open lane's first item, and a group may have thousands of members.
 	leastOf map[string]leastCount
@@ -118,10 +120,11 @@ type leastCount struct {
 // New returns a ledger that holds a lane back when it is more than slack ahead of the least
 // served of its group: a class's tokens over its share (batchShare for Batch, the rest for
 // Interactive), a tenant's tokens over its weight, a user's tokens; and the gateway named gateway
-// (unique to it) when its tokens over its share of the provider are. weightOf gives the weight of
-// a tenant that waits on other gateways only (nil counts 1).
+// (unique to it) when its tokens over its share of the provider are (until SetGatewaySlack says
+// otherwise). weightOf gives the weight of a tenant that waits on other gateways only (nil counts
+// 1).
 func New(slack, batchShare float64, gateway string, weightOf func(tenant string) int32) *Ledger {
-	return &Ledger{slack: slack, batchShare: batchShare, gateway: GatewayOf(gateway), weightOf: weightOf,
+	return &Ledger{slack: slack, gatewaySlack: slack, batchShare: batchShare, gateway: GatewayOf(gateway), weightOf: weightOf,
 		standing: Standing{}, groups: map[string][]Member{}, local: map[Member]float64{},
 		reported: map[Member]bool{}, leastOf: map[string]leastCount{}, weightsOf: map[string]float64{}}
 }
@@ -146,6 +149,10 @@ func (l *Ledger) gatewayShare() float64 {
 	}
 	return l.share
 }
+
+// SetGatewaySlack sets how far, in tokens over its share of the provider, this gateway may get
+// ahead of the least served gateway before it is held back.
+func (l *Ledger) SetGatewaySlack(slack float64) { l.gatewaySlack = slack }
 
 // count adds served to what this gateway served m.
 func (l *Ledger) count(m Member, served float64) {
@@ -225,7 +232,11 @@ func (l *Ledger) ahead(m Member) bool {
 	if !waiting {
 		v = least
 	}
-	return v+l.local[m] > least+l.slack
+	slack := l.slack
+	if m.group() == gateways {
+		slack = l.gatewaySlack
+	}
+	return v+l.local[m] > least+slack
 }
 
 // least is the smallest count, this gateway's unreported service included, of the members of a

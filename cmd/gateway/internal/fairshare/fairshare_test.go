@@ -199,6 +199,23 @@ func TestAGatewayAheadOfItsShareIsHeld(t *testing.T) {
 	}
 }
 
+// TestAGatewayHasASlackOfItsOwn checks that a gateway is held back once it is more than the
+// gateways' slack ahead of the least served gateway, however far within their own slack its lanes
+// are.
+func TestAGatewayHasASlackOfItsOwn(t *testing.T) {
+	l := New(8000, 0.5, "here", nil)
+	l.SetGatewaySlack(1500)
+	standing := Standing{GatewayOf("here"): 5000, GatewayOf("there"): 5000, TenantOf(heavy): 0, UserOf(heavy): 0}
+	l.Took(l.Updates(map[Member]bool{TenantOf(heavy): true, UserOf(heavy): true}, 0.5), standing)
+	l.Served(heavy) // 1,000 tokens over half the provider: 2,000 ahead of there
+	if !l.Held(heavy) {
+		t.Error("here, 2,000 ahead of there with a gateways' slack of 1,500: not held; want held")
+	}
+	if l.laneHeld(heavy) {
+		t.Error("heavy, 1,000 served within a lanes' slack of 8,000: its lane held; want only its gateway")
+	}
+}
+
 // TestAGatewayStartsLevelWithTheLeastServed checks that a gateway whose lanes come to be owed a
 // share starts at the least served gateway's count, not within the slack above it, as a lane does:
 // it owes nothing for the time it had nothing to serve.
