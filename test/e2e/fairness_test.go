@@ -20,8 +20,8 @@ import (
 // (Jain's index of at least 0.95), whichever gateway each call reached: spread evenly, or
 // unevenly, as kept-alive connections behind a Service are (gateway a gets both of heavy's users
 // and one of light's, gateway b light's other user only). The figures are counts of calls, all
-// of one size (about 2,000 tokens: a gateway may run a round of the fair queue, 8,192 tokens,
-// ahead of the other).
+// of one size (about 2,000 tokens: a lane may run a round of the fair queue, 8,192 tokens, ahead
+// of the others).
 func TestTwoGatewaysShareTheProviderByWeight(t *testing.T) {
 	tests := []struct {
 		name string

@@ -220,9 +220,9 @@ func (l *Ledger) weightOfMember(m Member) int32 {
 	return max(l.weightOf(tenant), 1)
 }
 
-// ahead reports whether m is more than the slack ahead of the least of its group. A member the
-// shared ledger does not count as waiting is level with it until the next exchange says where it
-// starts.
+// ahead reports whether m is more than its slack (for this gateway, the gateways') ahead of the
+// least of its group. A member the shared ledger does not count as waiting is level with it until
+// the next exchange says where it starts.
 func (l *Ledger) ahead(m Member) bool {
 	least, ok := l.least(m.group())
 	if !ok {
@@ -233,7 +233,7 @@ func (l *Ledger) ahead(m Member) bool {
 		v = least
 	}
 	slack := l.slack
-	if m.group() == gateways {
+	if m == l.gateway {
 		slack = l.gatewaySlack
 	}
 	return v+l.local[m] > least+slack
