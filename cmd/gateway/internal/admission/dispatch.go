@@ -530,7 +530,7 @@ func (d *dispatcher) exchangeShares(ctx context.Context) {
 				continue
 			}
 		}
-		interval, last = shareInterval(d.exchangeOnce(ctx)), time.Now()
+		interval, last = d.exchangeOnce(ctx), time.Now()
 		t.Reset(interval)
 	}
 }
@@ -540,16 +540,17 @@ func shareInterval(lanes int) time.Duration {
 	return max(shareEvery, time.Duration(lanes)*sharePerLane)
 }
 
-// exchangeOnce makes one exchange and returns the number of lanes it told of.
-func (d *dispatcher) exchangeOnce(ctx context.Context) int {
+// exchangeOnce makes one exchange and returns the time until the next (see shareInterval).
+func (d *dispatcher) exchangeOnce(ctx context.Context) time.Duration {
 	d.mu.Lock()
 	ups := d.shares.Updates(d.waitingLanes(d.g.now()))
 	d.mu.Unlock()
+	interval := shareInterval(len(ups))
 	if len(ups) == 0 {
-		return 0
+		return interval
 	}
 	ctx, cancel := context.WithTimeout(ctx, decideTimeout)
-	st, err := d.g.opts.Shares.Exchange(ctx, d.provider, ups, shareWordHolds*shareInterval(len(ups)))
+	st, err := d.g.opts.Shares.Exchange(ctx, d.provider, ups, shareWordHolds*interval)
 	cancel()
 	d.mu.Lock()
 	if err != nil {
@@ -558,10 +559,10 @@ func (d *dispatcher) exchangeOnce(ctx context.Context) int {
 	} else {
 		d.shares.Took(ups, st)
 	}
-	d.shares.SetGatewaySlack(d.gatewaySlack(shareInterval(len(ups))))
+	d.shares.SetGatewaySlack(d.gatewaySlack(interval))
 	d.mu.Unlock()
 	d.kick() // a lane held back may go now
-	return len(ups)
+	return interval
 }
 
 // gatewaySlack is how far a gateway may get ahead of the least served gateway, in tokens over its

@@ -93,7 +93,7 @@ type Standing map[Member]float64
 // not usable; call New. A Ledger is not safe for concurrent use: its owner serializes calls.
 type Ledger struct {
 	slack        float64
-	gatewaySlack float64 // the slack of the gateways' group (see SetGatewaySlack)
+	gatewaySlack float64 // this gateway's slack among the gateways (see SetGatewaySlack)
 	batchShare   float64
 	gateway      Member                    // this gateway's
 	share        float64                   // of the provider, owed to this gateway's lanes (see Updates)
@@ -164,12 +164,12 @@ func (l *Ledger) count(m Member, served float64) {
 // than the slack ahead of the least served lane of its group that waits, or this gateway is more
 // than the slack ahead of the least served gateway that has a lane to serve.
 func (l *Ledger) Held(it *fairqueue.Item) bool {
-	return l.laneHeld(it) || l.ahead(l.gateway)
+	return l.laneHeld(it) || l.ahead(l.gateway, l.gatewaySlack)
 }
 
 // laneHeld reports whether the item's class, tenant or user is held back.
 func (l *Ledger) laneHeld(it *fairqueue.Item) bool {
-	return l.ahead(ClassOf(it)) || l.ahead(TenantOf(it)) || l.ahead(UserOf(it))
+	return l.ahead(ClassOf(it), l.slack) || l.ahead(TenantOf(it), l.slack) || l.ahead(UserOf(it), l.slack)
 }
 
 // Owed is the share of the provider the item's user lane is owed, by the lanes the shared ledger
@@ -220,10 +220,9 @@ func (l *Ledger) weightOfMember(m Member) int32 {
 	return max(l.weightOf(tenant), 1)
 }
 
-// ahead reports whether m is more than its slack (for this gateway, the gateways') ahead of the
-// least of its group. A member the shared ledger does not count as waiting is level with it until
-// the next exchange says where it starts.
-func (l *Ledger) ahead(m Member) bool {
+// ahead reports whether m is more than slack ahead of the least of its group. A member the shared
+// ledger does not count as waiting is level with it until the next exchange says where it starts.
+func (l *Ledger) ahead(m Member, slack float64) bool {
 	least, ok := l.least(m.group())
 	if !ok {
 		return false
@@ -231,10 +230,6 @@ func (l *Ledger) ahead(m Member) bool {
 	v, waiting := l.standing[m]
 	if !waiting {
 		v = least
-	}
-	slack := l.slack
-	if m == l.gateway {
-		slack = l.gatewaySlack
 	}
 	return v+l.local[m] > least+slack
 }
