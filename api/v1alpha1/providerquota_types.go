@@ -240,7 +240,8 @@ type Model struct {
 	// aliases are other names clients use for this model, each unique
 	// across every ProviderQuota's models and aliases. Dated snapshots of
 	// name (name-YYYY-MM-DD, name-MMDD) reach this model without being
-	// listed. A request goes upstream with the name the client sent.
+	// listed. A request for an alias goes upstream under name; one for a
+	// dated snapshot, under the snapshot's name.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32

@@ -459,11 +459,16 @@ func TestGatewayRefusesHonestly(t *testing.T) {
 	}
 	calls := up.calls.Load()
 	refused := g.post(t, "/v1/chat/completions", keyCarol, chatBody)
-	if refused.status != http.StatusTooManyRequests || refused.errorCode(t) != "rate_limit_exceeded" {
-		t.Fatalf("sixth call: %d %s; want 429 rate_limit_exceeded", refused.status, refused.body)
+	// A day's quota spent: OpenAI's insufficient_quota, which the SDKs raise at once when told
+	// not to retry, instead of sleeping until the reset.
+	if refused.status != http.StatusTooManyRequests || refused.errorCode(t) != "insufficient_quota" {
+		t.Fatalf("sixth call: %d %s; want 429 insufficient_quota", refused.status, refused.body)
 	}
 	if retry := refused.int(t, "Retry-After"); retry < 1 || retry > 24*3600 {
 		t.Errorf("Retry-After = %d s; want the time until the day's quota resets", retry)
+	}
+	if got := refused.header.Get("X-Should-Retry"); got != "false" {
+		t.Errorf("x-should-retry = %q on a spent quota; want false", got)
 	}
 	if got := refused.header.Get("X-Ratelimit-Remaining-Requests"); got != "0" {
 		t.Errorf("x-ratelimit-remaining-requests = %q on a refusal; want 0", got)

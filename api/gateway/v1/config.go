@@ -424,8 +424,8 @@ type Model struct {
 	// configured as a model of its own.
 	Name string `json:"name"`
 	// aliases are other names clients use for this model, each unique
-	// across all providers' names and aliases. A request goes upstream with
-	// the name the client sent.
+	// across all providers' names and aliases. A request for an alias goes
+	// upstream under name.
 	Aliases []string `json:"aliases,omitempty"`
 	// encoding is the tiktoken encoding that counts the model's prompt
 	// tokens: "cl100k_base", "o200k_base", "p50k_base" or "r50k_base".

@@ -87,7 +87,7 @@ func (g *Gate) conclude(t *Ticket, d *ratelimit.Decision) verdict {
 	c := t.checks[d.Refused]
 	r := &Refusal{Reason: Limited, Level: c.Limit.Level, Dimension: c.Limit.Dimension,
 		Capacity: c.Limit.Capacity(), Remaining: d.Remaining[d.Refused], Requested: c.Cost,
-		RetryAfter: d.RetryAfter, Limits: t.Limits}
+		RetryAfter: d.RetryAfter, Limits: t.Limits, Spent: c.Limit.IsWindow()}
 	if d.Never {
 		r.Reason, r.RetryAfter = TooLarge, 0
 	}

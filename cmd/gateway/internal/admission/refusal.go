@@ -49,6 +49,9 @@ type Refusal struct {
 	// Capacity is the most the refusing limit holds, Remaining what it had left and Requested
 	// what the call asked of it (Limited, TooLarge; Remaining is -1 when no decision was taken).
 	Capacity, Remaining, Requested int64
+	// Spent reports that the refusing limit is a calendar window (a day's or a month's quota, or
+	// the budget): nothing comes back to it until it resets, RetryAfter from now (Limited).
+	Spent bool
 	// RetryAfter is how long to wait before asking again: exact for Limited, a promise spread
 	// over the queue's drain for Busy, a short pause for Unavailable; zero for TooLarge.
 	RetryAfter time.Duration

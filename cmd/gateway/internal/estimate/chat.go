@@ -21,7 +21,8 @@ const (
 type chatBody struct {
 	options
 	rendered
-	Messages []json.RawMessage `json:"messages"`
+	MaxCompletionTokens *int64            `json:"max_completion_tokens"`
+	Messages            []json.RawMessage `json:"messages"`
 }
 
 // rendered are the fields of a chat request that the provider renders into the prompt its own
@@ -57,7 +58,8 @@ var errNoMessages = &RequestError{Err: ErrInvalidValue, Param: "messages", Want:
 type chatBodyMessages struct {
 	options
 	rendered
-	Messages []chatMessage `json:"messages"`
+	MaxCompletionTokens *int64        `json:"max_completion_tokens"`
+	Messages            []chatMessage `json:"messages"`
 }
 
 // parseChat reads a chat request in one pass. A body that does not decode so is read again,
@@ -67,22 +69,37 @@ func parseChat(body []byte) (*Request, error) {
 	if json.Unmarshal(body, &b) != nil {
 		return parseChatByMessage(body)
 	}
-	return chatRequest(body, &b.options, &b.rendered, b.Messages, (*Prompt).addChatMessage)
+	unread, err := checkKeys(body, &b)
+	if err != nil {
+		return nil, err
+	}
+	r, err := chatRequest(&b.options, b.MaxCompletionTokens, b.Messages, (*Prompt).addChatMessage)
+	if err != nil {
+		return nil, err
+	}
+	r.Prompt.addRendered(&b.rendered, unread)
+	return r, nil
 }
 
 func parseChatByMessage(body []byte) (*Request, error) {
 	var b chatBody
-	if err := decode(body, &b); err != nil {
+	unread, err := read(body, &b)
+	if err != nil {
 		return nil, err
 	}
-	return chatRequest(body, &b.options, &b.rendered, b.Messages, (*Prompt).addMessage)
+	r, err := chatRequest(&b.options, b.MaxCompletionTokens, b.Messages, (*Prompt).addMessage)
+	if err != nil {
+		return nil, err
+	}
+	r.Prompt.addRendered(&b.rendered, unread)
+	return r, nil
 }
 
-// chatRequest builds a chat request from its options, its messages, each added to the prompt
-// by add with its framing and the images of its model's family, the fields the provider
-// renders, and the fields the package does not know; the reply's priming ends the prompt.
-func chatRequest[M any](body []byte, o *options, rd *rendered, messages []M, add func(*Prompt, *M, imageFormula) error) (*Request, error) {
-	r, err := o.request(Chat)
+// chatRequest builds a chat request from its options and its messages, each added to the prompt
+// by add with its framing and the images of its model's family; the reply's priming ends the
+// prompt.
+func chatRequest[M any](o *options, maxCompletionTokens *int64, messages []M, add func(*Prompt, *M, imageFormula) error) (*Request, error) {
+	r, err := o.request(Chat, maxCompletionTokens)
 	if err != nil {
 		return nil, err
 	}
@@ -96,19 +113,27 @@ func chatRequest[M any](body []byte, o *options, rd *rendered, messages []M, add
 		}
 	}
 	r.Prompt.addTokens(tokensPerReply)
-	r.Prompt.addJSON(rd.Tools)
-	r.Prompt.addJSON(rd.Functions)
-	r.Prompt.addJSON(rd.ResponseFormat)
-	r.Prompt.addUnknownFields(body, chatFields)
 	return r, nil
 }
 
-// addMessage adds one message, still to decode, with its framing.
+// addRendered adds the fields of a chat request the provider renders its own way, and the
+// tokens of the keys nothing reads.
+func (p *Prompt) addRendered(rd *rendered, unread int64) {
+	p.addJSON(rd.Tools)
+	p.addJSON(rd.Functions)
+	p.addJSON(rd.ResponseFormat)
+	p.addTokens(unread)
+}
+
+// addMessage adds one message, still to decode, with its framing and the keys of it that
+// nothing reads.
 func (p *Prompt) addMessage(raw *json.RawMessage, images imageFormula) error {
 	var m chatMessage
-	if err := decode(*raw, &m); err != nil {
+	unread, err := read(*raw, &m)
+	if err != nil {
 		return err
 	}
+	p.addTokens(unread)
 	return p.addChatMessage(&m, images)
 }
 
@@ -140,10 +165,12 @@ func (p *Prompt) addContent(raw json.RawMessage, images imageFormula) error {
 	return wrongType("a string or an array")
 }
 
-// addPart adds one part of an array content; an image counts by its family's formula.
+// addPart adds one part of an array content: text as text, an image by its family's formula,
+// and any other part (a file, audio, a video an inference server reads) as its JSON text by the
+// proxy, since its formula is not known before the call.
 func (p *Prompt) addPart(raw json.RawMessage, images imageFormula) error {
 	var part contentPart
-	if err := decode(raw, &part); err != nil {
+	if _, err := read(raw, &part); err != nil {
 		return err
 	}
 	switch part.Type {
@@ -152,7 +179,13 @@ func (p *Prompt) addPart(raw json.RawMessage, images imageFormula) error {
 	case "refusal":
 		p.addText(part.Refusal)
 	case "image_url":
-		p.addTokens(imageTokens(images, part.ImageURL))
+		tokens, err := imageTokens(images, part.ImageURL)
+		if err != nil {
+			return within("image_url", err)
+		}
+		p.addTokens(tokens)
+	default:
+		p.addJSON(raw)
 	}
 	return nil
 }

@@ -18,15 +18,27 @@
 // A chat request is counted as OpenAI's cookbook counts it: 3 tokens for each
 // message, its role, name (plus 1 token) and content, and 3 tokens that prime
 // the reply. Text and refusal parts of an array content are counted as text;
-// audio and file parts are not counted before the call. A prompt or input
+// any other part but an image (audio, a file) counts as its JSON text by the
+// proxy, since its formula is not known before the call. A prompt or input
 // given as token ids counts exactly one token per id.
 //
 // What the provider renders into the prompt its own way counts as its compact
 // JSON text by the proxy, whatever the encoding: tools, functions,
-// response_format (a schema included), a message's tool calls, and every
-// field of the body the package does not know to be free (see chatFields):
-// one a provider or an inference server adds to OpenAI's API may reach the
-// model. The proxy counts JSON a little above the encodings do.
+// response_format (a schema included), a message's tool calls, every field of
+// a message the package does not read, and every field of the body the
+// package does not know to be free (see objectRules): one a provider or an
+// inference server adds to OpenAI's API may reach the model. The proxy counts
+// JSON a little above the encodings do.
+//
+// # One reading
+//
+// The gateway forwards the bytes it read, so a body must mean to the package
+// what it means to any provider. In every object the package reads, a key it
+// reads that is given twice, or spelt with other cases than the API's, is
+// refused with [ErrAmbiguousKey]: Python's json matches keys with case, Go's
+// encoding/json without, and JSON readers differ on which of a repeat wins.
+// A cap field of another endpoint is refused with [ErrUnsupportedField]: the
+// provider would not read it.
 //
 // An image part counts by the formula of its model's family (see
 // imageFamilies), from OpenAI's vision guide: gpt-4o, gpt-4.1 and gpt-4.5 count

@@ -20,6 +20,12 @@ var (
 	// ErrInvalidValue means a field has the right type but a value out of
 	// range, such as a negative max_tokens.
 	ErrInvalidValue = errors.New("estimate: invalid value")
+	// ErrAmbiguousKey means an object holds a key the package reads twice, or spelt with other
+	// cases than the API's: providers would not all read it as the package does.
+	ErrAmbiguousKey = errors.New("estimate: ambiguous key")
+	// ErrUnsupportedField means the body holds a field another endpoint reads, such as the
+	// Responses API's max_output_tokens in a chat request.
+	ErrUnsupportedField = errors.New("estimate: unsupported field")
 )
 
 // RequestError is why a request body was refused. It carries field names and

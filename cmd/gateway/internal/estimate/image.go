@@ -3,6 +3,7 @@ package estimate
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"image"
 	_ "image/gif" // DecodeConfig reads the sizes of GIF data URLs
 	_ "image/jpeg"
@@ -104,17 +105,23 @@ type imagePart struct {
 
 // imageTokens is what an image part counts under formula. The size of an image sent inline as
 // a PNG, JPEG or GIF data URL is read from its header; any other image counts as the largest.
-// A detail other than "low" counts as high, as "auto" may be.
-func imageTokens(formula imageFormula, imageURL json.RawMessage) int64 {
+// A detail other than "low" counts as high, as "auto" may be. It refuses an image_url object
+// with a key that is ambiguous (see read).
+func imageTokens(formula imageFormula, imageURL json.RawMessage) (int64, error) {
 	var part imagePart
 	switch firstByte(imageURL) {
 	case '{':
-		_ = json.Unmarshal(imageURL, &part) // unreadable: the largest, at high detail
+		if _, err := read(imageURL, &part); err != nil {
+			if errors.Is(err, ErrAmbiguousKey) {
+				return 0, err
+			}
+			part = imagePart{} // unreadable: the largest, at high detail
+		}
 	case '"':
 		_ = json.Unmarshal(imageURL, &part.URL)
 	}
 	w, h := dataURLSize(part.URL)
-	return formula(w, h, part.Detail == "low")
+	return formula(w, h, part.Detail == "low"), nil
 }
 
 // dataURLSize is the size of a base64 data URL's image, or zeros when url is not one or its

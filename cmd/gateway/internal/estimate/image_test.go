@@ -48,7 +48,7 @@ func TestImageTokens(t *testing.T) {
 				url = pngDataURL(t, tc.w, tc.h)
 			}
 			raw := fmt.Appendf(nil, `{"url":%q,"detail":%q}`, url, tc.detail)
-			if got := imageTokens(imageFormulaOf(tc.model), raw); got != tc.want {
+			if got, err := imageTokens(imageFormulaOf(tc.model), raw); err != nil || got != tc.want {
 				t.Errorf("imageTokens(%s, %d×%d, %q) = %d, want %d", tc.model, tc.w, tc.h, tc.detail, got, tc.want)
 			}
 		})
@@ -59,7 +59,7 @@ func TestImageTokens(t *testing.T) {
 // as the largest image.
 func TestImageTokensOfUnreadableDataURLs(t *testing.T) {
 	for _, url := range []string{"data:image/png;base64,!!!!", "data:image/webp;base64,UklGRg==", "data:,plain"} {
-		if got := imageTokens(gpt4oImages, fmt.Appendf(nil, `{"url":%q}`, url)); got != 85+8*170 {
+		if got, err := imageTokens(gpt4oImages, fmt.Appendf(nil, `{"url":%q}`, url)); err != nil || got != 85+8*170 {
 			t.Errorf("imageTokens(%q) = %d, want %d", url, got, 85+8*170)
 		}
 	}

@@ -20,10 +20,11 @@ type embeddingsBody struct {
 
 func parseCompletions(body []byte) (*Request, error) {
 	var b completionsBody
-	if err := decode(body, &b); err != nil {
+	unread, err := read(body, &b)
+	if err != nil {
 		return nil, err
 	}
-	r, err := b.request(Completions)
+	r, err := b.request(Completions, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -36,14 +37,15 @@ func parseCompletions(body []byte) (*Request, error) {
 		return nil, within("prompt", err)
 	}
 	r.Prompt.addText(b.Suffix)
-	r.Prompt.addUnknownFields(body, completionsFields)
+	r.Prompt.addTokens(unread)
 	r.N = mulSat(max(r.N, bestOf), prompts)
 	return r, nil
 }
 
 func parseEmbeddings(body []byte) (*Request, error) {
 	var b embeddingsBody
-	if err := decode(body, &b); err != nil {
+	unread, err := read(body, &b)
+	if err != nil {
 		return nil, err
 	}
 	if b.Model == "" {
@@ -53,7 +55,7 @@ func parseEmbeddings(body []byte) (*Request, error) {
 	if _, err := r.Prompt.addInputs(b.Input); err != nil {
 		return nil, within("input", err)
 	}
-	r.Prompt.addUnknownFields(body, embeddingsFields)
+	r.Prompt.addTokens(unread)
 	return r, nil
 }
 

@@ -90,19 +90,19 @@ func Parse(endpoint Endpoint, body []byte) (*Request, error) {
 
 // options are the fields that chat and completions share.
 type options struct {
-	Model               string `json:"model"`
-	Stream              bool   `json:"stream"`
-	MaxCompletionTokens *int64 `json:"max_completion_tokens"`
-	MaxTokens           *int64 `json:"max_tokens"`
-	N                   *int64 `json:"n"`
+	Model     string `json:"model"`
+	Stream    bool   `json:"stream"`
+	MaxTokens *int64 `json:"max_tokens"`
+	N         *int64 `json:"n"`
 }
 
-// request checks the options and returns a Request with them.
-func (o *options) request(endpoint Endpoint) (*Request, error) {
+// request checks the options and returns a Request with them. maxCompletionTokens is chat's
+// own cap, which it reads before max_tokens; nil for completions.
+func (o *options) request(endpoint Endpoint, maxCompletionTokens *int64) (*Request, error) {
 	if o.Model == "" {
 		return nil, &RequestError{Err: ErrMissingModel, Param: "model"}
 	}
-	maxTokens, param, err := o.maxTokens()
+	maxTokens, param, err := capOf(maxCompletionTokens, o.MaxTokens)
 	if err != nil {
 		return nil, err
 	}
@@ -114,12 +114,12 @@ func (o *options) request(endpoint Endpoint) (*Request, error) {
 	return r, nil
 }
 
-// maxTokens returns max_completion_tokens, else max_tokens, else 0, and the
-// name of the field it came from.
-func (o *options) maxTokens() (int64, string, error) {
-	param, v := "max_completion_tokens", o.MaxCompletionTokens
+// capOf returns max_completion_tokens, else max_tokens, else 0, and the name of the field it
+// came from.
+func capOf(maxCompletionTokens, maxTokens *int64) (int64, string, error) {
+	param, v := MaxCompletionTokens, maxCompletionTokens
 	if v == nil {
-		param, v = "max_tokens", o.MaxTokens
+		param, v = MaxTokens, maxTokens
 	}
 	if v == nil {
 		return 0, "", nil

@@ -49,9 +49,9 @@ func TestParseChat(t *testing.T) {
 		]},{"role":"assistant","content":[{"type":"refusal","refusal":"I can't."}]}]}`,
 		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{
 			// By URL, an image's size is not known: at high detail it counts the largest,
-			// 85 + 8 tiles × 170.
+			// 85 + 8 tiles × 170. Audio (66 bytes) and a file (42 bytes) count as their JSON.
 			Texts:  []string{"user", "What is in these images?", "assistant", "I can't."},
-			Tokens: 3 + 1445 + 85 + 1445 + 1445 + 3 + 3,
+			Tokens: 3 + 1445 + 85 + 1445 + 1445 + 17 + 11 + 3 + 3,
 		}},
 	}, {
 		name: "tool calls and tool results",
@@ -80,8 +80,8 @@ func TestParseChat(t *testing.T) {
 	}, {
 		name: "unknown fields count by the proxy, their name included",
 		body: `{"model":"m","temperature":"not read","x-vendor":{"a":[1,{"b":null}]},"messages":[{"role":"user","content":"hi","extra":5}]}`,
-		// x-vendor: 8 + 20 bytes. Unknown fields of a message are not read.
-		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "hi"}, Tokens: 6 + 7}},
+		// x-vendor: 8 + 20 bytes; a message's extra: 5 + 1 bytes.
+		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "hi"}, Tokens: 6 + 7 + 2}},
 	}, {
 		name: "null messages and empty content",
 		body: `{"model":"m","messages":[{"role":"user","content":""},{"role":"user"}]}`,
@@ -180,8 +180,8 @@ func TestParseEmbeddings(t *testing.T) {
 		want: &Request{Endpoint: Embeddings, Model: "m", N: 1, Prompt: Prompt{Tokens: 5}},
 	}, {
 		name: "completion fields are not read, and count as unknown fields",
-		body: `{"model":"m","input":"x","max_tokens":"not read","stream":"not read","n":-1}`,
-		want: &Request{Endpoint: Embeddings, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"x"}, Tokens: 5 + 4 + 1}},
+		body: `{"model":"m","input":"x","stream":"not read","n":-1}`,
+		want: &Request{Endpoint: Embeddings, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"x"}, Tokens: 4 + 1}},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -255,6 +255,38 @@ func TestParseErrors(t *testing.T) {
 		{"content is a number", Responses, `{"model":"m","input":[{"role":"user","content":7}]}`, &RequestError{Err: ErrWrongType, Param: "input[0].content", Want: "a string or an array"}},
 		{"part text is a number", Responses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":7}]}]}`, &RequestError{Err: ErrWrongType, Param: "input[0].content[0].text", Want: "a string"}},
 		{"instructions are a number", Responses, `{"model":"m","instructions":1}`, &RequestError{Err: ErrWrongType, Param: "instructions", Want: "a string or an array"}},
+
+		// Keys the package reads, given twice or spelt with other cases, which providers read
+		// otherwise: Python's json matches case, and JSON readers differ on which repeat wins.
+		{"model spelt with a capital", Chat, `{"model":"o1-pro","Model":"m","messages":[{"role":"user","content":"x"}]}`,
+			&RequestError{Err: ErrAmbiguousKey, Param: "Model", Want: `"model", spelt as the API spells it`}},
+		{"max_tokens given twice", Chat, `{"model":"m","max_tokens":5000,"max_tokens":1}`, &RequestError{Err: ErrAmbiguousKey, Param: "max_tokens", Want: "given once"}},
+		{"cap in capitals alone", Chat, `{"model":"m","MAX_TOKENS":1,"messages":[{"role":"user","content":"x"}]}`,
+			&RequestError{Err: ErrAmbiguousKey, Param: "MAX_TOKENS", Want: `"max_tokens", spelt as the API spells it`}},
+		{"n spelt with a capital", Completions, `{"model":"m","n":50,"N":1}`, &RequestError{Err: ErrAmbiguousKey, Param: "N", Want: `"n", spelt as the API spells it`}},
+		{"stream spelt with a capital", Chat, `{"model":"m","stream":true,"Stream":false}`, &RequestError{Err: ErrAmbiguousKey, Param: "Stream", Want: `"stream", spelt as the API spells it`}},
+		{"a Unicode fold of stream", Chat, `{"model":"m","ſtream":true}`, &RequestError{Err: ErrAmbiguousKey, Param: "ſtream", Want: `"stream", spelt as the API spells it`}},
+		{"an escaped key given twice", Chat, `{"model":"m","mod\u0065l":"hunter2"}`, &RequestError{Err: ErrAmbiguousKey, Param: "model", Want: "given once"}},
+		{"content given twice", Chat, `{"model":"m","messages":[{"role":"user","content":"x"},{"role":"user","content":"a","content":"hunter2"}]}`,
+			&RequestError{Err: ErrAmbiguousKey, Param: "messages[1].content", Want: "given once"}},
+		{"part type spelt with a capital", Chat, `{"model":"m","messages":[{"role":"user","content":[{"type":"text","Type":"image_url","text":"x"}]}]}`,
+			&RequestError{Err: ErrAmbiguousKey, Param: "messages[0].content[0].Type", Want: `"type", spelt as the API spells it`}},
+		{"image detail given twice", Chat, `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"u","detail":"high","detail":"low"}}]}]}`,
+			&RequestError{Err: ErrAmbiguousKey, Param: "messages[0].content[0].image_url.detail", Want: "given once"}},
+		{"responses input text twice", Responses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a","TEXT":"hunter2"}]}]}`,
+			&RequestError{Err: ErrAmbiguousKey, Param: "input[0].content[0].TEXT", Want: `"text", spelt as the API spells it`}},
+		{"embeddings input spelt with a capital", Embeddings, `{"model":"m","Input":"hunter2"}`, &RequestError{Err: ErrAmbiguousKey, Param: "Input", Want: `"input", spelt as the API spells it`}},
+
+		// Each endpoint reads its own cap; another's would go out unread.
+		{"chat with the Responses cap", Chat, `{"model":"m","max_output_tokens":5}`,
+			&RequestError{Err: ErrUnsupportedField, Param: "max_output_tokens", Want: "left out: this endpoint's cap is max_completion_tokens or max_tokens"}},
+		{"responses with the chat cap", Responses, `{"model":"m","max_tokens":5}`,
+			&RequestError{Err: ErrUnsupportedField, Param: "max_tokens", Want: "left out: this endpoint's cap is max_output_tokens"}},
+		{"completions with the chat cap", Completions, `{"model":"m","max_completion_tokens":5}`,
+			&RequestError{Err: ErrUnsupportedField, Param: "max_completion_tokens", Want: "left out: this endpoint's cap is max_tokens"}},
+		{"embeddings with a cap", Embeddings, `{"model":"m","input":"x","max_tokens":5}`,
+			&RequestError{Err: ErrUnsupportedField, Param: "max_tokens", Want: "left out: this endpoint takes no cap"}},
+
 		{"no input to moderate", Moderations, `{"model":"m"}`, &RequestError{Err: ErrInvalidValue, Param: "input", Want: "a string or an array"}},
 		{"input to moderate is a number", Moderations, `{"input":5}`, &RequestError{Err: ErrWrongType, Param: "input", Want: "a string or an array"}},
 	}

@@ -57,7 +57,8 @@ const defaultModerationModel = "omni-moderation-latest"
 
 func parseResponses(body []byte) (*Request, error) {
 	var b responsesBody
-	if err := decode(body, &b); err != nil {
+	unread, err := read(body, &b)
+	if err != nil {
 		return nil, err
 	}
 	if b.Model == "" {
@@ -80,7 +81,7 @@ func parseResponses(body []byte) (*Request, error) {
 	r.Prompt.addJSON(b.Tools)
 	r.Prompt.addJSON(b.Text)
 	r.Prompt.addTokens(tokensPerReply)
-	r.Prompt.addUnknownFields(body, responsesFields)
+	r.Prompt.addTokens(unread)
 	return r, nil
 }
 
@@ -113,7 +114,7 @@ func (rd responses) addInput(raw json.RawMessage) error {
 // addResponseItem adds one input item.
 func (rd responses) addItem(raw json.RawMessage) error {
 	var item responseItem
-	if err := decode(raw, &item); err != nil {
+	if _, err := read(raw, &item); err != nil {
 		return err
 	}
 	p := rd.p
@@ -152,7 +153,7 @@ func (rd responses) addContent(raw json.RawMessage) error {
 // formula (see imageTokens), or any other part (a file, audio) as its JSON.
 func (rd responses) addPart(raw json.RawMessage) error {
 	var part responsePart
-	if err := decode(raw, &part); err != nil {
+	if _, err := read(raw, &part); err != nil {
 		return err
 	}
 	p := rd.p
@@ -174,7 +175,7 @@ func (rd responses) addPart(raw json.RawMessage) error {
 // tokens.
 func parseModerations(body []byte) (*Request, error) {
 	var b moderationsBody
-	if err := decode(body, &b); err != nil {
+	if _, err := read(body, &b); err != nil {
 		return nil, err
 	}
 	switch firstByte(b.Input) {

@@ -29,7 +29,11 @@ const (
 	typeInvalidRequest = "invalid_request_error"
 	typeRateLimit      = "rate_limit_error"
 	typeServer         = "api_error"
+	typeQuota          = "insufficient_quota"
 )
+
+// codeQuotaSpent is the code of a refusal by a spent quota or budget, as OpenAI names it.
+const codeQuotaSpent = "insufficient_quota"
 
 // statusClientClosed is the status logged for a client that left: it never sees it.
 const statusClientClosed = 499
@@ -74,7 +78,7 @@ func (e *apiError) write(w http.ResponseWriter) {
 // credentials or a job that has finished will answer the same.
 func (e *apiError) retryable() bool {
 	switch {
-	case e.Code == "provider_auth_failed", e.Code == "job_finished":
+	case e.Code == "provider_auth_failed", e.Code == "job_finished", e.Code == codeQuotaSpent:
 		return false
 	case e.status == http.StatusTooManyRequests, e.status == http.StatusRequestTimeout:
 		return true
@@ -91,6 +95,9 @@ func refusalError(h http.Header, c *call, r *admission.Refusal) *apiError {
 	}
 	switch r.Reason {
 	case admission.Limited:
+		if r.Spent {
+			return quotaSpentError(r)
+		}
 		return &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "rate_limit_exceeded", retryAfter: r.RetryAfter,
 			Message: fmt.Sprintf("Rate limit reached: %s. Try again in %s.", limitText(r), r.RetryAfter.Round(time.Millisecond))}
 	case admission.TooLarge:
@@ -104,6 +111,14 @@ func refusalError(h http.Header, c *call, r *admission.Refusal) *apiError {
 		return errClientClosed
 	}
 	return &apiError{status: http.StatusInternalServerError, Type: typeServer, Code: "limiter_error", Message: "The gateway failed to check your limits."}
+}
+
+// quotaSpentError answers a call refused by a quota or a budget that is spent until its reset:
+// 429 with OpenAI's insufficient_quota, which no retry before the reset changes. The SDKs, told
+// so by x-should-retry, raise it at once instead of sleeping until Retry-After.
+func quotaSpentError(r *admission.Refusal) *apiError {
+	return &apiError{status: http.StatusTooManyRequests, Type: typeQuota, Code: codeQuotaSpent, retryAfter: r.RetryAfter,
+		Message: fmt.Sprintf("Quota exceeded: %s. It resets in %s.", limitText(r), r.RetryAfter.Round(time.Second))}
 }
 
 // busyMessage tells a caller turned away at the door how long it would have waited, against

@@ -33,6 +33,12 @@ func TestRefusalError(t *testing.T) {
 		wantHeaders: map[string]string{"Retry-After": "2", "Retry-After-Ms": "1500",
 			"X-Ratelimit-Limit-Requests": "50", "X-Ratelimit-Remaining-Requests": "0", "X-Ratelimit-Reset-Requests": "1h0m0s"},
 	}, {
+		name: "a day's quota is spent: insufficient_quota until its reset, not retried",
+		refusal: admission.Refusal{Reason: admission.Limited, Level: ratelimit.LevelUser, Dimension: ratelimit.Requests, Spent: true,
+			Capacity: 50, Remaining: 0, Requested: 1, RetryAfter: 19*time.Hour + 37*time.Minute},
+		wantStatus: 429, wantCode: "insufficient_quota", wantRetry: 19*time.Hour + 37*time.Minute,
+		wantHeaders: map[string]string{"Retry-After": "70620", "Retry-After-Ms": "70620000", "X-Should-Retry": "false"},
+	}, {
 		name:       "too large: a bad request naming the field and the largest value that fits, never retried",
 		refusal:    admission.Refusal{Reason: admission.TooLarge, Level: ratelimit.LevelProvider, Dimension: ratelimit.Tokens, Capacity: 100, Remaining: -1, Requested: 500},
 		wantStatus: 400, wantCode: "request_too_large", wantParam: "max_tokens", wantMessage: "The largest max_tokens that fits is 40.",
@@ -138,6 +144,7 @@ func TestWhatTheSDKsMayRetry(t *testing.T) {
 		{http.StatusRequestEntityTooLarge, "request_too_large", false},
 		{http.StatusTooManyRequests, "rate_limit_exceeded", true},
 		{http.StatusTooManyRequests, "queue_busy", true},
+		{http.StatusTooManyRequests, "insufficient_quota", false},
 		{http.StatusTooManyRequests, "too_many_jobs", true},
 		{http.StatusInternalServerError, "limiter_error", true},
 		{http.StatusBadGateway, "provider_unreachable", true},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -166,8 +167,8 @@ func (s *Server) newCall(ctx context.Context, p *policy.Policy, caller *policy.C
 		return c, apiErr
 	}
 	c.asked = route
-	sent, body, apiErr := s.degrade(ctx, p, caller, route, body)
-	if apiErr != nil {
+	sent, model := s.degrade(ctx, p, caller, route, req.Model)
+	if body, apiErr = withUpstreamModel(body, req.Model, upstreamModel(sent, model)); apiErr != nil {
 		return c, apiErr
 	}
 	c.route, c.body, c.request = sent, body, req
@@ -249,17 +250,36 @@ func routeOf(p *policy.Policy, caller *policy.Caller, model string) (*policy.Rou
 
 // degrade sends a call for the plan's expensive model to its cheaper fallback while the tenant's
 // budget left (spent by calls to every provider of the plan) is below the plan's threshold. It
-// returns the route and body to send.
-func (s *Server) degrade(ctx context.Context, p *policy.Policy, caller *policy.Caller, route *policy.Route, body []byte) (*policy.Route, []byte, *apiError) {
+// returns the route and the model, as named, to send.
+func (s *Server) degrade(ctx context.Context, p *policy.Policy, caller *policy.Caller, route *policy.Route, model string) (*policy.Route, string) {
 	d := caller.Tenant.Config.Degrade
 	if d == nil || route.Model.Name != d.Model || !s.gate.BudgetBelow(ctx, caller.Tenant, d.BelowPercent) {
-		return route, body, nil
+		return route, model
 	}
-	body, err := estimate.WithModel(body, d.Fallback)
+	return p.Route(d.Fallback), d.Fallback
+}
+
+// upstreamModel is the name under which a call for model goes to route's provider: the model's
+// own for an alias, which only the gateway knows, and the name as given otherwise (the model's
+// own or a dated snapshot of it).
+func upstreamModel(route *policy.Route, model string) string {
+	if slices.Contains(route.Model.Aliases, model) {
+		return route.Model.Name
+	}
+	return model
+}
+
+// withUpstreamModel returns body with its model renamed from asked to upstream, or body itself
+// when they are the same.
+func withUpstreamModel(body []byte, asked, upstream string) ([]byte, *apiError) {
+	if upstream == asked {
+		return body, nil
+	}
+	renamed, err := estimate.WithModel(body, upstream)
 	if err != nil {
-		return nil, nil, requestError(err)
+		return nil, requestError(err)
 	}
-	return p.Route(d.Fallback), body, nil
+	return renamed, nil
 }
 
 // degraded reports whether the call goes to another model than the one its client asked for:

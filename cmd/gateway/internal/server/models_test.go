@@ -13,10 +13,11 @@ import (
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 )
 
-// TestASnapshotOrAliasGoesUpstreamAsTheClientNamedIt calls the settle table's model, "m", by a
-// dated snapshot and by an alias, and an unknown model: the first two reach the provider under
-// the name the client sent; the last is refused before it.
-func TestASnapshotOrAliasGoesUpstreamAsTheClientNamedIt(t *testing.T) {
+// TestASnapshotOrAliasGoesUpstreamUnderItsProvidersName calls the settle table's model, "m", by
+// dated snapshots, by an alias, and an unknown model: a snapshot reaches the provider under the
+// name the client sent, the alias, which only the gateway knows, under the model's own name; the
+// unknown model is refused before it.
+func TestASnapshotOrAliasGoesUpstreamUnderItsProvidersName(t *testing.T) {
 	seen := make(chan string, 1)
 	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body struct{ Model string }
@@ -28,6 +29,7 @@ func TestASnapshotOrAliasGoesUpstreamAsTheClientNamedIt(t *testing.T) {
 	cfg := settleConfig(provider.URL)
 	cfg.Providers[0].Models[0].Aliases = []string{"lab-model"}
 	g := newSettleGatewayFrom(t, cfg)
+	upstream := map[string]string{"m-2024-07-18": "m-2024-07-18", "m-0613": "m-0613", "lab-model": "m"}
 	for model, status := range map[string]int{"m-2024-07-18": http.StatusOK, "m-0613": http.StatusOK, "lab-model": http.StatusOK, "m-latest": http.StatusNotFound} {
 		body := strings.Replace(settleBody, `"model":"m"`, `"model":"`+model+`"`, 1)
 		r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
@@ -41,8 +43,8 @@ func TestASnapshotOrAliasGoesUpstreamAsTheClientNamedIt(t *testing.T) {
 		if status != http.StatusOK {
 			continue
 		}
-		if got := <-seen; got != model {
-			t.Errorf("%s reached the provider as %q; want the name the client sent", model, got)
+		if got := <-seen; got != upstream[model] {
+			t.Errorf("%s reached the provider as %q; want %q", model, got, upstream[model])
 		}
 		if got := w.Header().Get(headerDegradedModel); got != "" {
 			t.Errorf("%s: %s %q; want none, the call went to the model asked for", model, headerDegradedModel, got)

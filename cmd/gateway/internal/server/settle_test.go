@@ -81,7 +81,7 @@ func newSettleGateway(t *testing.T, providerURL string) *settleGateway {
 }
 
 // newSettleGatewayFrom is newSettleGateway with a configuration of the test's own.
-func newSettleGatewayFrom(t *testing.T, cfg *gatewayv1.Config) *settleGateway {
+func newSettleGatewayFrom(t testing.TB, cfg *gatewayv1.Config) *settleGateway {
 	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
