@@ -68,9 +68,15 @@ func (e *apiError) write(w http.ResponseWriter) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(e.status)
-	json.NewEncoder(w).Encode(struct {
+	w.Write(e.body())
+}
+
+// body is the error as OpenAI's error body, a line of JSON.
+func (e *apiError) body() []byte {
+	b, _ := json.Marshal(struct {
 		Error *apiError `json:"error"`
-	}{e})
+	}{e}) // strings and a pointer to one: nothing fails to encode
+	return append(b, '\n')
 }
 
 // retryable reports whether the same request may succeed later: a limit, a queue or a store

@@ -19,7 +19,8 @@ import (
 )
 
 // call is one request, read and estimated: what goes to the provider and what the limits are
-// asked. It does not change once built.
+// asked. It does not change once built, but for requestID, which becomes the provider's own when
+// its answer carries one.
 type call struct {
 	endpoint estimate.Endpoint
 	caller   *policy.Caller
@@ -37,11 +38,14 @@ type call struct {
 	// usageAdded is true when the gateway asked for the stream's usage chunk itself, so the
 	// client, which did not ask, does not receive it.
 	usageAdded bool
+	// requestID names the call in the logs: the x-request-id its client was given, or its job's id.
+	requestID string
 }
 
 func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c, apiErr := s.readCall(s.policy.Load(), endpoint, r)
+		c.requestID = w.Header().Get(headerRequestID)
 		if apiErr != nil {
 			setCallHeaders(w.Header(), c, nil, nil)
 			s.fail(w, c, apiErr)
@@ -49,18 +53,30 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 		}
 		t, refusal := s.gate.Admit(r.Context(), c.admission())
 		setCallHeaders(w.Header(), c, t, refusal)
-		if refusal != nil {
+		switch {
+		case refusal != nil && refusal.Reason == admission.Gone:
+			s.clientLeft(c, "while queued")
+			return
+		case refusal != nil:
 			s.fail(w, c, refusalError(w.Header(), c, refusal))
 			return
-		}
-		if r.Context().Err() != nil {
-			t.Withdraw() // the client left before the call went out
+		case r.Context().Err() != nil:
+			t.Withdraw()
+			s.clientLeft(c, "before the call went out")
 			return
 		}
 		o := s.newOutbound(r.Context(), c, t, w.Header())
 		defer o.end()
 		s.proxy(c.route.Provider).ServeHTTP(w, r.WithContext(o.ctx))
 	}
+}
+
+// clientLeft counts and logs a call whose client left: while it queued (nothing charged),
+// before its call went out (nothing charged), or once the provider had it (charged what the
+// provider billed, or its estimate when no answer told).
+func (s *Server) clientLeft(c *call, when string) {
+	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeClientClosed).Inc()
+	s.log.Info("the client left", "when", when, "tenant", c.tenant(), "provider", c.provider(), "request_id", c.requestID)
 }
 
 // fail answers a call with an error and counts it.

@@ -94,10 +94,18 @@ func answerOf(j *jobs.Job) jobAnswer {
 	return a
 }
 
+// writeJSON answers v as JSON, or the gateway's own 500 when v does not encode (a stored result
+// that is not JSON), never a status with no body.
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		(&apiError{status: http.StatusInternalServerError, Type: typeServer, Code: "answer_unencodable",
+			Message: "The gateway could not encode its answer."}).write(w)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
+	w.Write(append(body, '\n'))
 }
 
 // serveAddJob takes a job: it checks the request as a call would be checked, keeps it, and
@@ -466,7 +474,11 @@ func (s *Server) jobCall(ctx context.Context, p *policy.Policy, j *jobs.Job) (*c
 	if caller == nil || caller.Tenant.Config.ID() != j.TenantID {
 		return nil, &apiError{status: http.StatusUnauthorized, Message: "The API key that sent this job is no longer valid."}
 	}
-	return s.newCall(ctx, p, caller, estimate.Endpoint(j.Endpoint), j.Body)
+	c, apiErr := s.newCall(ctx, p, caller, estimate.Endpoint(j.Endpoint), j.Body)
+	if c != nil {
+		c.requestID = j.ID
+	}
+	return c, apiErr
 }
 
 // forward sends an admitted job's call to its provider and reads the answer whole, within
@@ -493,6 +505,9 @@ func (s *Server) forward(ctx context.Context, c *call, t *admission.Ticket) jobs
 		return jobs.Outcome{Err: fmt.Sprintf("response too large: the provider's answer is over the %d bytes a job keeps", most)}
 	case err != nil:
 		return jobs.Outcome{Err: "the provider's answer was cut off", Retry: true}
+	case resp.StatusCode/100 == 2 && !json.Valid(body):
+		// Billed, so not retried; kept as it is, the result would be no JSON to read.
+		return jobs.Outcome{Err: "the provider's answer is not JSON"}
 	case resp.StatusCode/100 == 2:
 		return jobs.Outcome{Status: resp.StatusCode, Result: body}
 	}
@@ -507,8 +522,7 @@ func (s *Server) send(o *outbound) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	setProviderHeaders(req.Header, o.call)
+	req.Header = providerHeaders(http.Header{"Content-Type": {"application/json"}}, o.call)
 	resp, err := s.proxy(o.route.Provider).Transport.RoundTrip(req)
 	if err != nil {
 		return nil, err

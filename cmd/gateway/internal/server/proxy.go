@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -103,28 +104,39 @@ func (p *bufferPool) Get() []byte {
 
 func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
-// rewrite sends the call to its provider with the provider's key. The client's key and its
-// account headers never go upstream.
+// rewrite sends the call to its provider with the provider's key and the client's headers that
+// forwardedHeaders allows.
 func rewrite(pr *httputil.ProxyRequest) {
 	o := outboundFrom(pr.In.Context())
 	c := o.call
 	pr.Out.URL = o.target(pr.In.URL.Path)
 	pr.Out.Host = ""
-	setProviderHeaders(pr.Out.Header, c)
+	pr.Out.Header = providerHeaders(pr.In.Header, c)
 	pr.Out.Body = io.NopCloser(bytes.NewReader(c.body))
 	pr.Out.ContentLength = int64(len(c.body))
 	pr.Out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(c.body)), nil }
 }
 
-// setProviderHeaders puts the provider's key in place of the client's, and drops the client's
-// account headers.
-func setProviderHeaders(h http.Header, c *call) {
-	for _, name := range []string{"Authorization", "Cookie", "Openai-Organization", "Openai-Project", "Accept-Encoding"} {
-		h.Del(name)
+// forwardedHeaders are the client's headers a call takes to its provider: what the body is and
+// what answer is wanted, who sends it, the beta features it asks for and its trace. Every other
+// header stays at the gateway: the client's keys (Authorization, Api-Key, a cookie), its account
+// (OpenAI-Organization, OpenAI-Project), a connection upgrade, and whatever a provider might read
+// that the gateway did not check.
+var forwardedHeaders = []string{"Accept", "Content-Type", "User-Agent", "Openai-Beta", "Traceparent", "Tracestate"}
+
+// providerHeaders are the headers of a call to its provider: the client's that forwardedHeaders
+// allows, and the provider's key.
+func providerHeaders(in http.Header, c *call) http.Header {
+	h := make(http.Header, len(forwardedHeaders)+1)
+	for _, name := range forwardedHeaders {
+		if v := in[name]; len(v) > 0 {
+			h[name] = v
+		}
 	}
 	if key := c.route.Provider.APIKey; key != "" {
 		h.Set("Authorization", "Bearer "+key)
 	}
+	return h
 }
 
 // settleResponse ends the call's ticket from the provider's answer: at once for JSON and errors,
@@ -137,8 +149,9 @@ func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
 			resp.Header.Del(name)
 		}
 	}
-	if o.answer != nil && resp.Header.Get(headerRequestID) != "" {
+	if id := resp.Header.Get(headerRequestID); o.answer != nil && id != "" {
 		o.answer.Del(headerRequestID) // the provider's own id names the call where it was served
+		o.requestID = id
 	}
 	resp.Body = o.watchStall(resp.Body)
 	status := resp.StatusCode
@@ -153,6 +166,9 @@ func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
 		if (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) && resp.Header.Get("Retry-After") == "" {
 			resp.Header.Set("Retry-After", "1") // every 429 and 503 says when to come back
 		}
+		if status >= 500 {
+			s.replaceServerError(resp, o)
+		}
 	case strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
 		resp.Body = s.newStreamBody(resp.Body, o)
 		resp.Header.Del("Content-Length")
@@ -161,6 +177,22 @@ func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
 		return s.settleJSON(resp, o)
 	}
 	return nil
+}
+
+// replaceServerError puts the gateway's own error in place of a provider's 5xx answer, whose
+// body is the provider's internals, not the client's to read; its status and Retry-After stay.
+// A 4xx, which tells the client what is wrong with its call, passes as it is.
+func (s *Server) replaceServerError(resp *http.Response, o *outbound) {
+	s.log.Warn("the provider failed the call", "provider", o.provider(), "status", resp.StatusCode, "request_id", o.requestID)
+	resp.Body.Close()
+	e := &apiError{status: resp.StatusCode, Type: typeServer, Code: "provider_error",
+		Message: fmt.Sprintf("The provider of this model failed the call (%d). Nothing was charged.", resp.StatusCode)}
+	body := e.body()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	resp.Header.Set("Content-Type", "application/json")
+	resp.Header.Del("Content-Encoding")
 }
 
 // learn tells the gate what the provider's rate-limit headers say, and when the limits learned
@@ -290,14 +322,15 @@ func (s *Server) unanswered(o *outbound, err error) *apiError {
 		// The client left after the call went out: the provider has counted it against its
 		// limits, so it stays charged at the estimate. Nobody reads an answer.
 		o.ticket.Settle(o.estimatedUsage())
+		s.clientLeft(o.call, "before the provider answered")
 		return nil
 	case errors.Is(err, errProviderCredentials):
-		s.log.Error("the provider refused the gateway's credentials: check its API key", "provider", o.provider())
+		s.log.Error("the provider refused the gateway's credentials: check its API key", "provider", o.provider(), "request_id", o.requestID)
 		return &apiError{status: http.StatusBadGateway, Type: typeServer, Code: "provider_auth_failed",
 			Message: "The gateway's credentials for this model's provider were refused. Nothing was charged."}
 	case errors.Is(err, errProviderGarbled):
 		s.providerFailed(o.call, http.StatusOK)
-		s.log.Warn("the provider answered 200 with a body that is not JSON", "provider", o.provider())
+		s.log.Warn("the provider answered 200 with a body that is not JSON", "provider", o.provider(), "request_id", o.requestID)
 		return &apiError{status: http.StatusBadGateway, Type: typeServer, Code: "provider_bad_answer",
 			Message: "The provider of this model answered with a body that is not JSON." + chargedAnswer(o)}
 	}
@@ -318,7 +351,7 @@ func (s *Server) providerTooSlow(o *outbound) *apiError {
 	s.metrics.providerErrors.WithLabelValues(o.provider(), "0").Inc()
 	s.metrics.requests.WithLabelValues(o.tenant(), o.provider(), outcomeUnreachable).Inc()
 	cause := o.tooSlow()
-	s.log.Warn("provider too slow", "provider", o.provider(), "err", cause)
+	s.log.Warn("provider too slow", "provider", o.provider(), "err", cause, "request_id", o.requestID)
 	return &apiError{status: http.StatusGatewayTimeout, Type: typeServer, Code: "provider_timeout",
 		Message: "The provider of this model did not finish its answer in time: " + cause.Error() + "." + chargedAnswer(o)}
 }
@@ -328,7 +361,7 @@ func (s *Server) providerTooSlow(o *outbound) *apiError {
 func (s *Server) providerUnreachable(o *outbound, err error) *apiError {
 	s.metrics.providerErrors.WithLabelValues(o.provider(), "0").Inc()
 	s.metrics.requests.WithLabelValues(o.tenant(), o.provider(), outcomeUnreachable).Inc()
-	s.log.Warn("provider unreachable", "provider", o.provider(), "err", err)
+	s.log.Warn("provider unreachable", "provider", o.provider(), "err", err, "request_id", o.requestID)
 	e := &apiError{status: http.StatusBadGateway, Type: typeServer, Code: "provider_unreachable",
 		Message: "The provider of this model could not be reached."}
 	var netErr net.Error
@@ -423,7 +456,7 @@ func (b *streamBody) ending(last []byte, err error) ([]byte, error) {
 	if cause := b.o.tooSlow(); cause != nil {
 		e.Code, e.Message = "provider_timeout", "The provider of this model did not finish its answer in time: "+cause.Error()+"."
 	}
-	b.s.log.Warn("stream ended early", "provider", b.o.provider(), "err", err, "code", e.Code)
+	b.s.log.Warn("stream ended early", "provider", b.o.provider(), "err", err, "code", e.Code, "request_id", b.o.requestID)
 	b.s.metrics.providerErrors.WithLabelValues(b.o.provider(), "0").Inc()
 	event, _ := json.Marshal(struct {
 		Error *apiError `json:"error"`
@@ -449,9 +482,15 @@ func (b *streamBody) observe(line []byte) []byte {
 }
 
 // finish settles the stream's call from the usage it saw, once.
+// A stream whose reader stopped before its end (an end of file, or the error event that ends
+// it) lost its client: the proxy reads on while it can write.
 func (b *streamBody) finish() {
 	u, _ := b.usage.Usage()
-	if b.o.ticket.Settle(u) {
+	switch {
+	case !b.o.ticket.Settle(u):
+	case b.err != io.EOF:
+		b.s.clientLeft(b.o.call, "mid-stream")
+	default:
 		b.s.metrics.requests.WithLabelValues(b.o.tenant(), b.o.provider(), outcomeOK).Inc()
 	}
 }

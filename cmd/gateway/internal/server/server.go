@@ -8,7 +8,7 @@ package server
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -68,6 +68,7 @@ type Server struct {
 	endpoints  balance.Balancer // the calls in flight at each self-hosted provider's Pods
 	requestIDs *ids.Sequence
 	inFlight   inFlight // calls on the API, against server.maxInFlight
+	started    time.Time
 }
 
 // New returns a server. Call SetPolicy before it serves requests.
@@ -76,7 +77,7 @@ func New(opts Options) *Server {
 		reg := prometheus.NewRegistry()
 		opts.Registerer, opts.Gatherer = reg, reg
 	}
-	s := &Server{opts: opts, log: opts.Logger, counter: estimate.NewCounter(), requestIDs: ids.New("req_")}
+	s := &Server{opts: opts, log: opts.Logger, counter: estimate.NewCounter(), requestIDs: ids.New("req_"), started: time.Now()}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -124,6 +125,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/responses", s.serveCall(estimate.Responses))
 	mux.HandleFunc("POST /v1/moderations", s.serveCall(estimate.Moderations))
 	mux.HandleFunc("GET /v1/models", s.serveModels)
+	mux.HandleFunc("GET /v1/models/{id...}", s.serveModel)
 	mux.HandleFunc("POST /v1/jobs", s.serveAddJob)
 	mux.HandleFunc("GET /v1/jobs", s.serveListJobs)
 	mux.HandleFunc("GET /v1/jobs/{id}", s.serveGetJob)
@@ -177,6 +179,19 @@ func (s *Server) serveReady(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("ok\n"))
 }
 
+// model is a model as OpenAI's API lists it. Sluice does not know when a provider made a model:
+// created is when this gateway started.
+type model struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func (s *Server) modelOf(id string, r *policy.Route) model {
+	return model{ID: id, Object: "model", Created: s.started.Unix(), OwnedBy: r.Provider.Name}
+}
+
 func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 	p := s.policy.Load()
 	caller, apiErr := s.authenticate(p, r)
@@ -184,20 +199,33 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 		apiErr.write(w)
 		return
 	}
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		OwnedBy string `json:"owned_by"`
-	}
 	list := struct {
 		Object string  `json:"object"`
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
 	for _, name := range p.Models(caller.Tenant) {
-		list.Data = append(list.Data, model{ID: name, Object: "model", OwnedBy: p.Route(name).Provider.Name})
+		list.Data = append(list.Data, s.modelOf(name, p.Route(name)))
 	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(list)
+	writeJSON(w, http.StatusOK, list)
+}
+
+// serveModel serves one model the caller's plan may call, by its name, an alias or a dated
+// snapshot.
+func (s *Server) serveModel(w http.ResponseWriter, r *http.Request) {
+	p := s.policy.Load()
+	caller, apiErr := s.authenticate(p, r)
+	if apiErr != nil {
+		apiErr.write(w)
+		return
+	}
+	id := r.PathValue("id")
+	route := p.Route(id)
+	if route == nil || !caller.Tenant.Uses(route.Provider.Name) {
+		(&apiError{status: http.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found", Param: ptr("model"),
+			Message: fmt.Sprintf("The model %q does not exist or you do not have access to it.", id)}).write(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.modelOf(id, route))
 }
 
 // serveUsage serves the usage snapshot, for the manager's status.
