@@ -84,14 +84,21 @@ func (g *Gate) conclude(t *Ticket, d *ratelimit.Decision) verdict {
 		g.started(t)
 		return verdict{ticket: t}
 	}
-	c := t.checks[d.Refused]
+	r := limitedBy(t.checks, d, t.Limits)
+	return verdict{refusal: r, queues: r.Reason == Limited && t.queueing.Queues(d.Refused) && t.req.queuesAt(r.Level)}
+}
+
+// limitedBy is the refusal of a decision on checks that did not allow them: Limited, or TooLarge
+// when no wait can help. limits are the caller's limits as it left them.
+func limitedBy(checks []ratelimit.Check, d *ratelimit.Decision, limits Limits) *Refusal {
+	c := checks[d.Refused]
 	r := &Refusal{Reason: Limited, Level: c.Limit.Level, Dimension: c.Limit.Dimension,
 		Capacity: c.Limit.Capacity(), Remaining: d.Remaining[d.Refused], Requested: c.Cost,
-		RetryAfter: d.RetryAfter, Limits: t.Limits, Spent: c.Limit.IsWindow()}
+		RetryAfter: d.RetryAfter, Limits: limits, Spent: c.Limit.IsWindow()}
 	if d.Never {
 		r.Reason, r.RetryAfter = TooLarge, 0
 	}
-	return verdict{refusal: r, queues: !d.Never && t.queueing.Queues(d.Refused) && t.req.queuesAt(c.Limit.Level)}
+	return r
 }
 
 func (t *Ticket) budgetKey() string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -158,6 +159,31 @@ func (g *Gate) answer(ctx context.Context, req *Request, v verdict) (*Ticket, *R
 		return nil, &Refusal{Reason: Superseded}
 	}
 	return t, nil
+}
+
+// ChargeJob takes the request a new job costs from its caller's own request limits (its user's,
+// its tenant's and its endpoint's), as a live call would take it; the job's attempts take no
+// other. A job cancelled before it runs keeps it charged, so that creating and cancelling jobs
+// is bounded by the caller's limits. It returns the refusal of a limit with no request left, or
+// of a store that cannot decide.
+func (g *Gate) ChargeJob(ctx context.Context, req Request) *Refusal {
+	var buf [ratelimit.MaxChecks]ratelimit.Check
+	all, _ := req.checks(buf[:0], policy.Shared, "")
+	checks := slices.DeleteFunc(all, func(c ratelimit.Check) bool { return !isCallersRequests(&c) })
+	if len(checks) == 0 {
+		return nil
+	}
+	d, err := g.opts.Limiter.Decide(ctx, checks, g.now())
+	switch {
+	case err != nil:
+		g.log.Error("limiter store failed; refusing a new job", "err", err)
+		return &Refusal{Reason: Unavailable, RetryAfter: time.Second}
+	case d.Allowed:
+		return nil
+	}
+	r := limitedBy(checks, &d, limitsOf(checks, &d, ""))
+	g.refused(&req, r)
+	return r
 }
 
 // giveBack returns what an earlier attempt of a job took from the limits and never settled,

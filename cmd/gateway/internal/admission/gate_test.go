@@ -775,12 +775,12 @@ func providerPace(t *testing.T, req Request) (int64, float64) {
 	return 0, 0
 }
 
-// TestAJobDoesNotWaitOnItsOwnLimits has a job's attempt find its tenant's limit spent: it is
+// TestAJobDoesNotWaitOnItsOwnLimits has a job's attempt find its tenant's tokens spent: it is
 // refused at once, with when to come back, where a live call would wait in the queue.
 func TestAJobDoesNotWaitOnItsOwnLimits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pl := plan{requestsPerMinute: 600_000, tokensPerMinute: 600_000_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
-		pl.tenants[0].PerTenant = []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 1, Per: gatewayv1.PeriodMinute}}
+		pl.tenants[0].PerTenant = []gatewayv1.Limit{{Dimension: gatewayv1.DimensionTokens, Amount: 150, Per: gatewayv1.PeriodMinute}}
 		g, _, p := newGate(t, pl)
 		req := request(t, p, "sk-acme-alice", 100)
 		mustAdmit(t, g, req).Settle(estimate.Usage{PromptTokens: 50, CompletionTokens: 50})
@@ -792,6 +792,35 @@ func TestAJobDoesNotWaitOnItsOwnLimits(t *testing.T) {
 		}
 		if waited := time.Since(start); waited != 0 {
 			t.Errorf("the job waited %s; want none: it goes back to the jobs' queue", waited)
+		}
+	})
+}
+
+// TestAJobIsChargedItsRequestOnceWhenCreated charges a job's creation against a tenant allowed 2
+// requests a minute: the job's attempt takes no other, so a live call still fits, and a third
+// request, a job's creation, is refused.
+func TestAJobIsChargedItsRequestOnceWhenCreated(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := plan{requestsPerMinute: 600_000, tokensPerMinute: 600_000_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		pl.tenants[0].PerTenant = []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 2, Per: gatewayv1.PeriodMinute, OnLimit: gatewayv1.BehaviorReject}}
+		g, _, p := newGate(t, pl)
+		req := request(t, p, "sk-acme-alice", 100)
+		if r := g.ChargeJob(t.Context(), req); r != nil {
+			t.Fatalf("the first job's creation: %+v; want it charged", r)
+		}
+		job := req
+		job.Job = jobs.Attempt{Job: "job_1", N: 1}
+		var buf [ratelimit.MaxChecks]ratelimit.Check
+		checks, _ := job.checks(buf[:0], policy.Shared, "")
+		for _, c := range checks {
+			if c.Limit.Dimension == ratelimit.Requests && c.Limit.Level < ratelimit.LevelGlobal && c.Cost != 0 {
+				t.Errorf("the job's attempt takes %d from %s; want nothing, its creation took it", c.Cost, c.Limit.Key)
+			}
+		}
+		mustAdmit(t, g, req).Settle(estimate.Usage{PromptTokens: 50, CompletionTokens: 50})
+		r := g.ChargeJob(t.Context(), req)
+		if r == nil || r.Reason != Limited || r.Level != ratelimit.LevelTenant || r.RetryAfter <= 0 {
+			t.Errorf("a third request's job: %+v; want limited by its tenant, with a time to come back", r)
 		}
 	})
 }

@@ -37,18 +37,27 @@ func (r *Request) isJob() bool { return r.Job.Job != "" }
 // own token limits charged ProviderTokens when that is more. Settling charges every token limit
 // the same difference, so what the provider counted beyond Cost.Tokens stays charged on its
 // limits for as long as the provider's own count holds it.
+//
+// A job's attempt takes no request from its caller's own limits: the job took it when it was
+// created (see Gate.ChargeJob). It is still checked against them, as a call of no requests.
 func (r *Request) checks(dst []ratelimit.Check, share policy.Share, lease string) ([]ratelimit.Check, policy.Queueing) {
 	start := len(dst)
 	dst, queueing := policy.Checks(dst, r.Caller, r.Route, r.Endpoint, r.Cost, share, lease)
-	if r.ProviderTokens <= r.Cost.Tokens {
-		return dst, queueing
-	}
 	for i := start; i < len(dst); i++ {
-		if c := &dst[i]; c.Limit.Level == ratelimit.LevelProvider && c.Limit.Dimension == ratelimit.Tokens {
+		switch c := &dst[i]; {
+		case r.isJob() && isCallersRequests(c):
+			c.Cost = 0
+		case r.ProviderTokens > r.Cost.Tokens && c.Limit.Level == ratelimit.LevelProvider && c.Limit.Dimension == ratelimit.Tokens:
 			c.Cost = r.ProviderTokens
 		}
 	}
 	return dst, queueing
+}
+
+// isCallersRequests reports whether c is on the requests of a caller's own limits: its user's,
+// its tenant's or its endpoint's.
+func isCallersRequests(c *ratelimit.Check) bool {
+	return c.Limit.Dimension == ratelimit.Requests && c.Limit.Level < ratelimit.LevelGlobal
 }
 
 func (r *Request) tenant() string { return r.Caller.Tenant.Name }

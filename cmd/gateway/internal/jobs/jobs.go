@@ -267,6 +267,10 @@ type Options struct {
 	// MaxQueuedPerTenant is the most jobs a tenant may have queued; Add refuses more with
 	// ErrTooManyQueued. Zero means 10,000.
 	MaxQueuedPerTenant int
+	// MaxFinishedPerTenant is the most finished jobs a tenant keeps: past it, its oldest are
+	// forgotten before ResultTTL, so that creating and cancelling jobs in a loop holds no more.
+	// Zero means 1,000.
+	MaxFinishedPerTenant int
 	// MaxBytesPerTenant is the most bytes a tenant's jobs may hold: the bodies of those not
 	// finished and the results of those finished and not expired. Add refuses a job that would
 	// pass it with ErrTooManyBytes. A result is kept even when it passes the bound, so a tenant
@@ -286,6 +290,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxQueuedPerTenant <= 0 {
 		o.MaxQueuedPerTenant = 10000
+	}
+	if o.MaxFinishedPerTenant <= 0 {
+		o.MaxFinishedPerTenant = 1000
 	}
 	if o.MaxBytesPerTenant <= 0 {
 		o.MaxBytesPerTenant = 256 << 20

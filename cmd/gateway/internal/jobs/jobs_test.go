@@ -329,6 +329,47 @@ func TestATenantQueuesNoMoreThanItMay(t *testing.T) {
 	}
 }
 
+// TestATenantKeepsNoMoreFinishedJobsThanItMay creates and cancels 2,000 jobs in a loop, as a
+// client churning the API would: the store keeps the newest 1,000 of them, and another tenant's
+// jobs and bytes are untouched.
+func TestATenantKeepsNoMoreFinishedJobsThanItMay(t *testing.T) {
+	ctx := context.Background()
+	for kind, s := range stores(t, Options{ReclaimAfter: time.Hour}) {
+		t.Run(kind, func(t *testing.T) {
+			other := add(t, s, "globex")
+			var ids []string
+			for range 2000 {
+				j := add(t, s, "acme")
+				if _, err := s.Cancel(ctx, j.ID); err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, j.ID)
+			}
+			kept := 0
+			for i, id := range ids {
+				_, err := s.Get(ctx, id)
+				switch {
+				case err == nil:
+					kept++
+				case !errors.Is(err, ErrNotFound):
+					t.Fatal(err)
+				case i >= 1000:
+					t.Errorf("job %d of 2,000 is forgotten; want the newest 1,000 kept", i+1)
+				}
+			}
+			if kept != 1000 {
+				t.Errorf("%d cancelled jobs kept; want 1,000", kept)
+			}
+			if list, err := s.List(ctx, Owner{TenantID: "acme"}, Cancelled); err != nil || len(list) != ListLimit || list[0].ID != ids[len(ids)-1] {
+				t.Errorf("List() = %d jobs, %v; want the newest %d", len(list), err, ListLimit)
+			}
+			if _, err := s.Get(ctx, other.ID); err != nil {
+				t.Errorf("another tenant's job: %v", err)
+			}
+		})
+	}
+}
+
 // clock is a settable time for Options.Now.
 type clock struct{ now time.Time }
 

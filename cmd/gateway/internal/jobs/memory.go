@@ -15,11 +15,14 @@ type Memory struct {
 
 	mu     sync.Mutex
 	jobs   map[string]*Job
-	queues map[string]*queue // by tenant id: the tenants with jobs to take
-	turns  []string          // the tenant ids in queues, the next to take from first
-	ended  []due             // final jobs, by the time they expire
-	queued map[string]int    // how many jobs each tenant has queued
-	bytes  map[string]int64  // how many bytes each tenant's jobs hold
+	queues map[string]*queue          // by tenant id: the tenants with jobs to take
+	turns  []string                   // the tenant ids in queues, the next to take from first
+	ended  []due                      // final jobs, by the time they expire
+	queued map[string]int             // how many jobs each tenant has queued
+	bytes  map[string]int64           // how many bytes each tenant's jobs hold
+	owned  map[string]map[string]bool // each tenant's jobs, by id
+	// finished are each tenant's final jobs, oldest first, some perhaps forgotten already.
+	finished map[string][]string
 }
 
 // queue is one tenant's jobs to take.
@@ -37,7 +40,7 @@ type due struct {
 func NewMemory(opts Options) *Memory {
 	opts.defaults()
 	return &Memory{opts: opts, wake: make(chan struct{}, 1), jobs: map[string]*Job{}, queues: map[string]*queue{},
-		queued: map[string]int{}, bytes: map[string]int64{}}
+		queued: map[string]int{}, bytes: map[string]int64{}, owned: map[string]map[string]bool{}, finished: map[string][]string{}}
 }
 
 // Add queues a new job, unless its tenant has MaxQueuedPerTenant queued already or its jobs
@@ -56,6 +59,10 @@ func (m *Memory) Add(_ context.Context, j *Job) error {
 	}
 	j.State, j.Created, j.Updated, j.Size = Queued, now, now, int64(len(j.Body))
 	m.jobs[j.ID] = clone(j)
+	if m.owned[j.TenantID] == nil {
+		m.owned[j.TenantID] = map[string]bool{}
+	}
+	m.owned[j.TenantID][j.ID] = true
 	m.queued[j.TenantID]++
 	m.bytes[j.TenantID] += j.Size
 	m.queue(j.TenantID).ready = append(m.queue(j.TenantID).ready, j.ID)
@@ -99,7 +106,20 @@ func (m *Memory) changed(before State, j *Job) {
 	if j.State.Final() {
 		m.bytes[j.TenantID] += j.settleSize()
 		m.ended = append(m.ended, due{id: j.ID, at: j.Updated.Add(m.opts.ResultTTL)})
+		m.finish(j)
 	}
+}
+
+// finish counts a job that ended among its tenant's finished ones, forgetting the oldest past
+// MaxFinishedPerTenant. The caller holds m.mu.
+func (m *Memory) finish(j *Job) {
+	ids := append(m.finished[j.TenantID], j.ID)
+	ids = slices.DeleteFunc(ids, func(id string) bool { return m.jobs[id] == nil }) // expired
+	for len(ids) > m.opts.MaxFinishedPerTenant {
+		m.forget(m.jobs[ids[0]])
+		ids = ids[1:]
+	}
+	m.finished[j.TenantID] = ids
 }
 
 func (m *Memory) kick() {
@@ -125,13 +145,21 @@ func (m *Memory) Get(_ context.Context, id string) (*Job, error) {
 func (m *Memory) live(id string) *Job {
 	j := m.jobs[id]
 	if j != nil && j.State.Final() && m.opts.Now().Sub(j.Updated) > m.opts.ResultTTL {
-		delete(m.jobs, id)
-		if m.bytes[j.TenantID] -= j.Size; m.bytes[j.TenantID] <= 0 {
-			delete(m.bytes, j.TenantID)
-		}
+		m.forget(j)
 		return nil
 	}
 	return j
+}
+
+// forget drops a final job and the bytes it held. The caller holds m.mu.
+func (m *Memory) forget(j *Job) {
+	delete(m.jobs, j.ID)
+	if m.bytes[j.TenantID] -= j.Size; m.bytes[j.TenantID] <= 0 {
+		delete(m.bytes, j.TenantID)
+	}
+	if delete(m.owned[j.TenantID], j.ID); len(m.owned[j.TenantID]) == 0 {
+		delete(m.owned, j.TenantID)
+	}
 }
 
 // List returns the owner's newest jobs in a state (any state if empty), newest first, at most
@@ -140,8 +168,8 @@ func (m *Memory) List(_ context.Context, o Owner, state State) ([]*Job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []*Job
-	for id, j := range m.jobs {
-		if o.Owns(j) && (state == "" || j.State == state) && m.live(id) != nil {
+	for id := range m.owned[o.TenantID] {
+		if j := m.live(id); j != nil && o.Owns(j) && (state == "" || j.State == state) {
 			c := clone(j)
 			c.Body, c.Result = nil, nil
 			out = append(out, c)

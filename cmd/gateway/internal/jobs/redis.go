@@ -72,13 +72,14 @@ func NewRedis(client redis.UniversalClient, consumer string, opts Options) *Redi
 	return &Redis{client: client, consumer: consumer, opts: opts, wake: make(chan struct{}, 1), held: map[string]entry{}}
 }
 
-func jobKey(id string) string         { return keyPrefix + "job:" + id }
-func streamKey(tenant string) string  { return keyPrefix + "stream:" + tenant }
-func laterKey(tenant string) string   { return keyPrefix + "later:" + tenant }
-func bytesKey(tenant string) string   { return keyPrefix + "bytes:" + tenant }
-func finalStates() []State            { return []State{Succeeded, Failed, Cancelled} }
-func tenantOwner(j *Job) Owner        { return Owner{TenantID: j.TenantID} }
-func (r *Redis) expiredBefore() int64 { return r.opts.Now().Add(-r.opts.ResultTTL).UnixMilli() }
+func jobKey(id string) string          { return keyPrefix + "job:" + id }
+func streamKey(tenant string) string   { return keyPrefix + "stream:" + tenant }
+func laterKey(tenant string) string    { return keyPrefix + "later:" + tenant }
+func bytesKey(tenant string) string    { return keyPrefix + "bytes:" + tenant }
+func finishedKey(tenant string) string { return keyPrefix + "finished:" + tenant }
+func finalStates() []State             { return []State{Succeeded, Failed, Cancelled} }
+func tenantOwner(j *Job) Owner         { return Owner{TenantID: j.TenantID} }
+func (r *Redis) expiredBefore() int64  { return r.opts.Now().Add(-r.opts.ResultTTL).UnixMilli() }
 
 // indexKey is the key of an owner's jobs in a state. A tenant id holds no ':' (the gateway's
 // configuration says so), so a user's key cannot be another tenant's.
@@ -524,6 +525,9 @@ func (r *Redis) update(ctx context.Context, id string, change func(*Job) error) 
 		if errors.Is(err, redis.TxFailedErr) {
 			continue
 		}
+		if err == nil && changeErr == nil && out.State.Final() {
+			err = r.trimFinished(ctx, out.TenantID)
+		}
 		if err == nil {
 			err = changeErr
 		}
@@ -555,6 +559,7 @@ func (r *Redis) write(ctx context.Context, tx *redis.Tx, j *Job, before State) e
 			}
 			pipe.HIncrBy(ctx, bytesKey(j.TenantID), "total", grown)
 			pipe.HSet(ctx, bytesKey(j.TenantID), j.ID, j.Size)
+			pipe.ZAdd(ctx, finishedKey(j.TenantID), redis.Z{Score: float64(j.Updated.UnixMilli()), Member: j.ID})
 		}
 		if j.State.Final() {
 			pipe.Expire(ctx, key, r.opts.ResultTTL)
@@ -562,6 +567,43 @@ func (r *Redis) write(ctx context.Context, tx *redis.Tx, j *Job, before State) e
 		return nil
 	})
 	return err
+}
+
+// trimFinishedScript forgets a tenant's oldest finished jobs past the most it keeps: each job,
+// its place in its owners' indexes and the bytes it held. KEYS: the tenant's finished jobs and
+// its bytes. ARGV: the expiry score, the most kept, the key prefix, the tenant. It returns how
+// many it forgot.
+var trimFinishedScript = redis.NewScript(`
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+local over = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[2])
+if over <= 0 then return 0 end
+local prefix, tenant = ARGV[3], ARGV[4]
+for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, over - 1)) do
+  local data = redis.call('HGET', prefix .. 'job:' .. id, 'job')
+  if data then
+    local j = cjson.decode(data)
+    redis.call('ZREM', prefix .. 'tenant:' .. tenant .. ':' .. j.state, id)
+    if type(j.user) == 'string' and j.user ~= '' then
+      redis.call('ZREM', prefix .. 'user:' .. tenant .. ':' .. j.state .. ':' .. j.user, id)
+    end
+    redis.call('DEL', prefix .. 'job:' .. id)
+  end
+  local size = tonumber(redis.call('HGET', KEYS[2], id) or '0')
+  if size > 0 then redis.call('HINCRBY', KEYS[2], 'total', -size) end
+  redis.call('HDEL', KEYS[2], id)
+end
+redis.call('ZREMRANGEBYRANK', KEYS[1], 0, over - 1)
+return over
+`)
+
+// trimFinished forgets a tenant's oldest finished jobs past MaxFinishedPerTenant.
+func (r *Redis) trimFinished(ctx context.Context, tenant string) error {
+	keys := []string{finishedKey(tenant), bytesKey(tenant)}
+	err := trimFinishedScript.Run(ctx, r.client, keys, r.expiredBefore(), r.opts.MaxFinishedPerTenant, keyPrefix, tenant).Err()
+	if err != nil {
+		return fmt.Errorf("jobs: forget the oldest finished jobs of %s: %w", tenant, err)
+	}
+	return nil
 }
 
 // reindex moves a job from its owners' indexes of state before to those of its state. The

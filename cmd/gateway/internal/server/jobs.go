@@ -150,7 +150,8 @@ func tooManyJobs(message string) *apiError {
 	return &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "too_many_jobs", retryAfter: time.Minute, Message: message}
 }
 
-// checkJob reads a job's request and checks its call as a live one would be checked.
+// checkJob reads a job's request, checks its call as a live one would be checked, and charges
+// the job's request to its caller's own request limits.
 func (s *Server) checkJob(ctx context.Context, p *policy.Policy, caller *policy.Caller, body []byte) (*jobs.Job, *apiError) {
 	var req jobRequest
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -176,6 +177,9 @@ func (s *Server) checkJob(ctx context.Context, p *policy.Policy, caller *policy.
 		return nil, e
 	}
 	if r := s.gate.TooLarge(c.admission()); r != nil {
+		return nil, refusalError(nil, c, r)
+	}
+	if r := s.gate.ChargeJob(ctx, c.admission()); r != nil {
 		return nil, refusalError(nil, c, r)
 	}
 	return &jobs.Job{ID: jobs.NewID(), Tenant: caller.Tenant.Name, TenantID: caller.Tenant.Config.ID(), User: caller.User,
