@@ -6,8 +6,6 @@ import (
 	"net"
 	"net/http"
 
-	"golang.org/x/net/netutil"
-
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 )
 
@@ -39,20 +37,18 @@ func openEndpoints(cfg gatewayv1.Server, api, admin string, apiHandler, adminHan
 		return nil, err
 	}
 	return []endpoint{
-		{newHTTPServer(cfg, api, apiHandler), apiListener},
-		{newHTTPServer(cfg, admin, adminHandler), adminListener},
+		{newHTTPServer(cfg, api, apiHandler, apiListener), apiListener},
+		{newHTTPServer(cfg, admin, adminHandler, adminListener), adminListener},
 	}, nil
 }
 
-// limitedListener listens on addr and accepts at most n connections at once. Past n, Accept
-// waits until one closes: a new connection waits in the kernel's accept queue, and is served
-// then, or refused by the kernel once that queue is full.
-func limitedListener(addr string, n int) (net.Listener, error) {
+// limitedListener listens on addr and holds at most n connections at once (see connLimit).
+func limitedListener(addr string, n int) (*connLimit, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	return netutil.LimitListener(l, n), nil
+	return newConnLimit(l, n), nil
 }
 
 // newHTTPServer serves handler with cfg's bounds on what a client may hold: the time to send its
@@ -60,8 +56,9 @@ func limitedListener(addr string, n int) (net.Listener, error) {
 // of its headers. ReadTimeout is the connection's read deadline until the body has been read to
 // its end, when net/http lifts it to watch for a client that leaves, so it never cuts a stream;
 // a body left unread (a call refused before it is read) stays under it while the server drains
-// it. There is no WriteTimeout: a streamed answer may take many minutes.
-func newHTTPServer(cfg gatewayv1.Server, addr string, handler http.Handler) *http.Server {
+// it. There is no WriteTimeout: a streamed answer may take many minutes. The listener learns
+// which connections are idle between requests.
+func newHTTPServer(cfg gatewayv1.Server, addr string, handler http.Handler, l *connLimit) *http.Server {
 	return &http.Server{
 		Addr:              addr,
 		Handler:           handler,
@@ -69,6 +66,7 @@ func newHTTPServer(cfg gatewayv1.Server, addr string, handler http.Handler) *htt
 		ReadTimeout:       cfg.ReadTimeout.Duration,
 		IdleTimeout:       cfg.IdleTimeout.Duration,
 		MaxHeaderBytes:    int(cfg.MaxHeaderBytes),
+		ConnState:         l.track,
 	}
 }
 

@@ -79,7 +79,10 @@ func (rec *recorder) count() int {
 	return rec.received
 }
 
-const keyReader = "sk-reader-alice"
+const (
+	keyReader  = "sk-reader-alice"
+	keyChurner = "sk-churn-bob"
+)
 
 // writeReadingConfig is one tenant whose user may spend 2,000 tokens a day, on a recording
 // provider whose model has an alias, with bodies up to 2 MiB.
@@ -107,7 +110,13 @@ tenants:
     providers: [rec]
     perUser:
       - {dimension: tokens, amount: 2000, per: day, onLimit: Reject}
-`, url, gatewayv1.HashKey(keyReader))
+  - name: churn
+    keys:
+      - {sha256: %s, user: bob}
+    providers: [rec]
+    perUser:
+      - {dimension: requests, amount: 20, per: minute, onLimit: Reject}
+`, url, gatewayv1.HashKey(keyReader), gatewayv1.HashKey(keyChurner))
 	path := filepath.Join(dir, "sluice.yaml")
 	writeAtomically(t, path, cfg)
 	return path
@@ -150,6 +159,25 @@ func TestWhatTheGatewayChecksIsWhatTheProviderGets(t *testing.T) {
 		}
 		if rec.count() != before {
 			t.Error("the job's call reached the provider")
+		}
+	})
+
+	t.Run("creating and cancelling jobs is bounded by the caller's requests", func(t *testing.T) {
+		job := `{"endpoint":"/v1/chat/completions","body":{"model":"gpt-4o-mini","max_tokens":5,` + msg + `}}`
+		created := 0
+		for range 100 {
+			a := g.post(t, "/v1/jobs", keyChurner, job)
+			if a.status != http.StatusAccepted {
+				if a.status != http.StatusTooManyRequests || a.errorCode(t) != "rate_limit_exceeded" {
+					t.Errorf("creating a job past the limit: %d %s; want 429 rate_limit_exceeded", a.status, a.body)
+				}
+				break
+			}
+			created++
+			g.request(t, http.MethodDelete, "/v1/jobs/"+a.job(t).ID, keyChurner, "")
+		}
+		if created > 20 {
+			t.Errorf("%d jobs created and cancelled in a row by a user of 20 requests a minute; want at most 20", created)
 		}
 	})
 

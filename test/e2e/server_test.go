@@ -237,3 +237,28 @@ func readStream(t *testing.T, body io.Reader) (chunks int, done bool) {
 	}
 	return chunks, done
 }
+
+// TestIdleConnectionsDoNotHoldTheCallsSlots fills a gateway's maxConnections with clients that
+// sent one request each and keep their connections alive, idle: a new client's call is still
+// answered, an idle connection closed to make room for it.
+func TestIdleConnectionsDoNotHoldTheCallsSlots(t *testing.T) {
+	up := newUpstream(t)
+	g := startGateway(t, oneTenantConfig(t, up.URL, "server:\n  maxConnections: 8\n  maxInFlight: 4\n  idleTimeout: 10m\n"))
+	for i := range 8 {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(g.api, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		fmt.Fprintf(conn, "GET /v1/models HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer %s\r\n\r\n", keyAlice)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("idle client %d: %v", i+1, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	if a := g.post(t, "/v1/chat/completions", keyAlice, chatBody); a.status != http.StatusOK {
+		t.Errorf("a call with every connection held idle: %d %s; want 200", a.status, a.body)
+	}
+}
