@@ -111,7 +111,12 @@ tenants:
     providers: [stub]
     perUser:
       - {dimension: requests, amount: 1, per: second, onLimit: Reject}
-`, providerURL, gatewayv1.HashKey(keyAlice), gatewayv1.HashKey(keyBob))
+  - name: daily
+    keys: [{sha256: %s, user: dave}]
+    providers: [stub]
+    perUser:
+      - {dimension: requests, amount: 1, per: day, onLimit: Reject}
+`, providerURL, gatewayv1.HashKey(keyAlice), gatewayv1.HashKey(keyBob), gatewayv1.HashKey(keyDave))
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -230,11 +235,17 @@ type nodeSDKResult struct {
 		Type, Code, Param, Name string
 	}
 	TooLargeAnswers []int
+	Spent           struct {
+		Status           int
+		Type, Code, Name string
+	}
+	SpentAnswers []int
 }
 
 // TestNodeSDKThroughTheGateway runs the official openai npm package through the gateway: the
-// calls of TestGoSDKThroughTheGateway, and a request that can never fit, which the SDK must
-// raise at once as a bad request rather than retry as a rate limit. It needs node and npm, and
+// calls of TestGoSDKThroughTheGateway, a request that can never fit, which the SDK must raise at
+// once as a bad request rather than retry as a rate limit, and a call past a day's quota, which
+// it must raise at once rather than sleep until midnight. It needs node and npm, and
 // installs the package once under bin/ (hack/node-sdk.sh).
 func TestNodeSDKThroughTheGateway(t *testing.T) {
 	if testing.Short() {
@@ -251,7 +262,7 @@ func TestNodeSDKThroughTheGateway(t *testing.T) {
 	}
 	p := newSDKProvider(t)
 	g := startGateway(t, sdkConfig(t, p.URL))
-	cmd := exec.Command("node", "testdata/node-sdk.js", g.api+"/v1", keyAlice, keyBob)
+	cmd := exec.Command("node", "testdata/node-sdk.js", g.api+"/v1", keyAlice, keyBob, keyDave)
 	cmd.Env = append(os.Environ(), "NODE_PATH="+strings.TrimSpace(string(modules)))
 	cmd.Stderr = os.Stderr
 	printed, err := cmd.Output()
@@ -282,7 +293,12 @@ func TestNodeSDKThroughTheGateway(t *testing.T) {
 		t.Errorf("a request that can never fit: %+v after answers %v; want one 400 invalid_request_error on max_tokens, raised as BadRequestError, not retried",
 			got.TooLarge, got.TooLargeAnswers)
 	}
-	for path, want := range map[string]int{"/v1/chat/completions": 4, "/v1/responses": 2, "/v1/embeddings": 1} {
+	if got.Spent.Status != http.StatusTooManyRequests || got.Spent.Code != "insufficient_quota" || got.Spent.Name != "RateLimitError" ||
+		!slices.Equal(got.SpentAnswers, []int{http.StatusOK, http.StatusTooManyRequests}) {
+		t.Errorf("a day's quota spent: %+v after answers %v; want one 429 insufficient_quota, raised at once, not retried until the reset",
+			got.Spent, got.SpentAnswers)
+	}
+	for path, want := range map[string]int{"/v1/chat/completions": 5, "/v1/responses": 2, "/v1/embeddings": 1} {
 		if got := p.count(path); got != want {
 			t.Errorf("the provider got %d calls at %s; want %d", got, path, want)
 		}

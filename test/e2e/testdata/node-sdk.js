@@ -1,9 +1,9 @@
 // Runs the official openai npm package through the gateway and prints what it saw as JSON:
-// node node-sdk.js BASE_URL KEY BURST_KEY
+// node node-sdk.js BASE_URL KEY BURST_KEY DAILY_KEY
 const OpenAI = require('openai');
 
 async function main() {
-  const [baseURL, apiKey, burstKey] = process.argv.slice(2);
+  const [baseURL, apiKey, burstKey, dailyKey] = process.argv.slice(2);
   const out = {};
   const client = new OpenAI({ baseURL, apiKey, maxRetries: 0 });
   const messages = [{ role: 'user', content: 'Say hello.' }];
@@ -51,6 +51,22 @@ async function main() {
     out.tooLarge = { status: err.status, type: err.type, code: err.code, param: err.param, name: err.constructor.name };
   }
   out.tooLargeAnswers = statuses.slice();
+
+  // A day's quota of one request: the second call is refused until midnight, which the SDK,
+  // retrying twice, must not wait for.
+  statuses.length = 0;
+  const daily = new OpenAI({
+    baseURL, apiKey: dailyKey, maxRetries: 2,
+    fetch: async (url, init) => { const res = await fetch(url, init); statuses.push(res.status); return res; },
+  });
+  await daily.chat.completions.create({ model: 'gpt-4o-mini', messages });
+  try {
+    await daily.chat.completions.create({ model: 'gpt-4o-mini', messages });
+    out.spent = { status: 200 };
+  } catch (err) {
+    out.spent = { status: err.status, type: err.type, code: err.code, name: err.constructor.name };
+  }
+  out.spentAnswers = statuses.slice();
 
   console.log(JSON.stringify(out));
 }
