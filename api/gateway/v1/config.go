@@ -111,7 +111,8 @@ type Server struct {
 	MaxHeaderBytes int32 `json:"maxHeaderBytes,omitempty"`
 	// maxConnections caps the client connections one gateway holds open,
 	// busy or idle, on the API port. A connection past it is not refused:
-	// it waits in the kernel's accept queue until another closes. Each
+	// the connection idle longest between requests is closed to make room,
+	// and only when none is idle does it wait until another closes. Each
 	// takes a file descriptor, and each call in flight may take one more to
 	// its provider: keep maxConnections plus maxInFlight, plus a hundred to
 	// spare, under the process's limit (ulimit -n); the gateway warns at
