@@ -73,12 +73,7 @@ func parseChat(body []byte) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := chatRequest(&b.options, b.MaxCompletionTokens, b.Messages, (*Prompt).addChatMessage)
-	if err != nil {
-		return nil, err
-	}
-	r.Prompt.addRendered(&b.rendered, unread)
-	return r, nil
+	return chatRequest(&b.options, b.MaxCompletionTokens, &b.rendered, unread, b.Messages, (*Prompt).addChatMessage)
 }
 
 func parseChatByMessage(body []byte) (*Request, error) {
@@ -87,18 +82,13 @@ func parseChatByMessage(body []byte) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := chatRequest(&b.options, b.MaxCompletionTokens, b.Messages, (*Prompt).addMessage)
-	if err != nil {
-		return nil, err
-	}
-	r.Prompt.addRendered(&b.rendered, unread)
-	return r, nil
+	return chatRequest(&b.options, b.MaxCompletionTokens, &b.rendered, unread, b.Messages, (*Prompt).addMessage)
 }
 
 // chatRequest builds a chat request from its options and its messages, each added to the prompt
-// by add with its framing and the images of its model's family; the reply's priming ends the
-// prompt.
-func chatRequest[M any](o *options, maxCompletionTokens *int64, messages []M, add func(*Prompt, *M, imageFormula) error) (*Request, error) {
+// by add with its framing and the images of its model's family, the fields the provider renders
+// its own way and the tokens of the keys nothing reads; the reply's priming ends the prompt.
+func chatRequest[M any](o *options, maxCompletionTokens *int64, rd *rendered, unread int64, messages []M, add func(*Prompt, *M, imageFormula) error) (*Request, error) {
 	r, err := o.request(Chat, maxCompletionTokens)
 	if err != nil {
 		return nil, err
@@ -113,6 +103,7 @@ func chatRequest[M any](o *options, maxCompletionTokens *int64, messages []M, ad
 		}
 	}
 	r.Prompt.addTokens(tokensPerReply)
+	r.Prompt.addRendered(rd, unread)
 	return r, nil
 }
 
@@ -165,36 +156,39 @@ func (p *Prompt) addContent(raw json.RawMessage, images imageFormula) error {
 	return wrongType("a string or an array")
 }
 
-// addPart adds one part of an array content: text as text, an image by its family's formula,
-// and any other part (a file, audio, a video an inference server reads) as its JSON text by the
-// proxy, since its formula is not known before the call.
+// addPart adds one part of an array content by what it holds, whatever its type says (an engine
+// such as vLLM infers a part's type from its keys): its text, its refusal, its image by its
+// family's formula, and every other key (a file, audio, a video an engine reads) as its JSON
+// text by the proxy, since its formula is not known before the call.
 func (p *Prompt) addPart(raw json.RawMessage, images imageFormula) error {
 	var part contentPart
-	if _, err := read(raw, &part); err != nil {
+	unread, err := read(raw, &part)
+	if err != nil {
 		return err
 	}
-	switch part.Type {
-	case "text":
-		p.addText(part.Text)
-	case "refusal":
-		p.addText(part.Refusal)
-	case "image_url":
+	p.addTokens(unread)
+	p.addText(part.Text)
+	p.addText(part.Refusal)
+	if isSet(part.ImageURL) {
 		tokens, err := imageTokens(images, part.ImageURL)
 		if err != nil {
 			return within("image_url", err)
 		}
 		p.addTokens(tokens)
-	default:
-		p.addJSON(raw)
 	}
 	return nil
+}
+
+// isSet reports whether a JSON value is present and not null.
+func isSet(raw json.RawMessage) bool {
+	return firstByte(raw) != 0 && firstByte(raw) != 'n'
 }
 
 // addJSON adds a JSON value that the provider renders into the prompt its own way (tools, a
 // response format's schema, a tool call's arguments): its compact text counted by the proxy,
 // which counts JSON a little above the encodings do. null adds nothing.
 func (p *Prompt) addJSON(raw json.RawMessage) {
-	if firstByte(raw) == 0 || firstByte(raw) == 'n' {
+	if !isSet(raw) {
 		return
 	}
 	var buf bytes.Buffer

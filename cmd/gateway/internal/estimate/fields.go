@@ -9,14 +9,18 @@ import (
 // reads or knows to add nothing to the prompt. Every other key, one a provider or an inference
 // server adds to OpenAI's API (a predicted output, a guided-decoding schema, documents, a chat
 // template's arguments) or one added after these lists were written, counts as its JSON text by
-// the proxy: it may reach the model. So does every key of a chat message that the package does
-// not read (an assistant's refusal or audio, a reasoning text a chat template renders). The cap
+// the proxy: it may reach the model. So does every key that the package does not read of a chat
+// message (an assistant's refusal or audio, a reasoning text a chat template renders), of a
+// content part (a file, audio) and of a Responses item or part. The cap
 // of another endpoint is refused, as OpenAI refuses it: the provider would not read it, and the
 // call would go out without the cap its estimate assumed.
 var objectRules = map[reflect.Type]objectRule{
 	reflect.TypeFor[chatBodyMessages](): chatRule,
 	reflect.TypeFor[chatBody]():         chatRule,
 	reflect.TypeFor[chatMessage]():      {counted: true},
+	reflect.TypeFor[contentPart]():      {counted: true, free: fieldSet("type")},
+	reflect.TypeFor[responseItem]():     {counted: true, free: fieldSet("type", "id", "status")},
+	reflect.TypeFor[responsePart]():     {counted: true, free: fieldSet("type")},
 	reflect.TypeFor[completionsBody](): {counted: true, free: fieldSet("model", "prompt", "suffix", "best_of", "echo",
 		"stream", "stream_options", "max_tokens", "n", "temperature", "top_p", "seed", "stop",
 		"presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "user"),

@@ -70,8 +70,9 @@ func (p Prompt) String() string {
 
 // Parse reads the fields of body that the estimate needs, for endpoint. It
 // refuses a body with a [*RequestError] when the body is not valid JSON, names
-// no model, or gives a field it reads the wrong type or a value out of range.
-// Fields it does not read are not checked.
+// no model, gives a field it reads the wrong type or a value out of range, a
+// key it reads twice or spelt with other cases, or another endpoint's cap.
+// The values of fields it does not read are not checked.
 func Parse(endpoint Endpoint, body []byte) (*Request, error) {
 	switch endpoint {
 	case Chat:
@@ -94,6 +95,14 @@ type options struct {
 	Stream    bool   `json:"stream"`
 	MaxTokens *int64 `json:"max_tokens"`
 	N         *int64 `json:"n"`
+	// StreamOptions is read when the gateway asks a stream for its usage (see WithStreamUsage):
+	// as a field, its keys are checked as the others are.
+	StreamOptions *streamOptions `json:"stream_options"`
+}
+
+// streamOptions are a stream's options as the gateway reads them.
+type streamOptions struct {
+	IncludeUsage *bool `json:"include_usage"`
 }
 
 // request checks the options and returns a Request with them. maxCompletionTokens is chat's
@@ -114,9 +123,13 @@ func (o *options) request(endpoint Endpoint, maxCompletionTokens *int64) (*Reque
 	return r, nil
 }
 
-// capOf returns max_completion_tokens, else max_tokens, else 0, and the name of the field it
-// came from.
+// capOf returns max_completion_tokens or max_tokens, whichever is set, else 0, and the name of
+// the field it came from. It refuses both together, as OpenAI does: providers read one or the
+// other (TGI max_tokens only), and the call's cap would be the one its estimate did not count.
 func capOf(maxCompletionTokens, maxTokens *int64) (int64, string, error) {
+	if maxCompletionTokens != nil && maxTokens != nil {
+		return 0, "", &RequestError{Err: ErrUnsupportedField, Param: MaxTokens, Want: "left out when max_completion_tokens is set: give one cap"}
+	}
 	param, v := MaxCompletionTokens, maxCompletionTokens
 	if v == nil {
 		param, v = MaxTokens, maxTokens

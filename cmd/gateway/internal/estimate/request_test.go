@@ -23,8 +23,8 @@ func TestParseChat(t *testing.T) {
 		body: `{"model":"m","stream":true,"max_tokens":100,"n":2,"messages":[{}]}`,
 		want: &Request{Endpoint: Chat, Model: "m", Stream: true, MaxTokens: 100, MaxTokensParam: "max_tokens", N: 2, Prompt: Prompt{Tokens: 3 + 3}},
 	}, {
-		name: "max_completion_tokens wins over max_tokens",
-		body: `{"model":"m","max_tokens":100,"max_completion_tokens":50,"messages":[{}]}`,
+		name: "max_completion_tokens",
+		body: `{"model":"m","max_completion_tokens":50,"messages":[{}]}`,
 		want: &Request{Endpoint: Chat, Model: "m", MaxTokens: 50, MaxTokensParam: "max_completion_tokens", N: 1, Prompt: Prompt{Tokens: 3 + 3}},
 	}, {
 		name: "null max_completion_tokens falls back to max_tokens",
@@ -49,9 +49,10 @@ func TestParseChat(t *testing.T) {
 		]},{"role":"assistant","content":[{"type":"refusal","refusal":"I can't."}]}]}`,
 		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{
 			// By URL, an image's size is not known: at high detail it counts the largest,
-			// 85 + 8 tiles × 170. Audio (66 bytes) and a file (42 bytes) count as their JSON.
+			// 85 + 8 tiles × 170. Audio and a file count as their JSON: input_audio, 11 + 30
+			// bytes; file, 4 + 20.
 			Texts:  []string{"user", "What is in these images?", "assistant", "I can't."},
-			Tokens: 3 + 1445 + 85 + 1445 + 1445 + 17 + 11 + 3 + 3,
+			Tokens: 3 + 1445 + 85 + 1445 + 1445 + 11 + 6 + 3 + 3,
 		}},
 	}, {
 		name: "tool calls and tool results",
@@ -82,6 +83,10 @@ func TestParseChat(t *testing.T) {
 		body: `{"model":"m","temperature":"not read","x-vendor":{"a":[1,{"b":null}]},"messages":[{"role":"user","content":"hi","extra":5}]}`,
 		// x-vendor: 8 + 20 bytes; a message's extra: 5 + 1 bytes.
 		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "hi"}, Tokens: 6 + 7 + 2}},
+	}, {
+		name: "a part counts by what it holds, whatever its type says",
+		body: `{"model":"m","messages":[{"role":"user","content":[{"image_url":{"url":"https://example.com/a.png"}},{"type":"image_url","text":"hi"}]}]}`,
+		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "hi"}, Tokens: 3 + 1445 + 3}},
 	}, {
 		name: "null messages and empty content",
 		body: `{"model":"m","messages":[{"role":"user","content":""},{"role":"user"}]}`,
@@ -243,7 +248,13 @@ func TestParseErrors(t *testing.T) {
 		{"negative max_tokens", Chat, `{"model":"m","max_tokens":-1}`, &RequestError{Err: ErrInvalidValue, Param: "max_tokens", Want: "1 or more"}},
 		{"no messages", Chat, `{"model":"m"}`, &RequestError{Err: ErrInvalidValue, Param: "messages", Want: "an array of at least one message"}},
 		{"empty messages", Chat, `{"model":"m","messages":[]}`, &RequestError{Err: ErrInvalidValue, Param: "messages", Want: "an array of at least one message"}},
-		{"negative max_completion_tokens", Chat, `{"model":"m","max_completion_tokens":-5,"max_tokens":5}`, &RequestError{Err: ErrInvalidValue, Param: "max_completion_tokens", Want: "1 or more"}},
+		{"negative max_completion_tokens", Chat, `{"model":"m","max_completion_tokens":-5}`, &RequestError{Err: ErrInvalidValue, Param: "max_completion_tokens", Want: "1 or more"}},
+		{"both chat caps", Chat, `{"model":"m","max_completion_tokens":1,"max_tokens":100000}`,
+			&RequestError{Err: ErrUnsupportedField, Param: "max_tokens", Want: "left out when max_completion_tokens is set: give one cap"}},
+		{"stream_options' include_usage spelt with capitals", Chat, `{"model":"m","stream":true,"stream_options":{"include_usage":true,"Include_Usage":false}}`,
+			&RequestError{Err: ErrAmbiguousKey, Param: "stream_options.Include_Usage", Want: `"include_usage", spelt as the API spells it`}},
+		{"a Unicode fold of stream_options", Chat, `{"model":"m","stream":true,"ſtream_options":{"include_usage":false}}`,
+			&RequestError{Err: ErrAmbiguousKey, Param: "ſtream_options", Want: `"stream_options", spelt as the API spells it`}},
 		{"negative max_tokens for completions", Completions, `{"model":"m","max_tokens":-1}`, &RequestError{Err: ErrInvalidValue, Param: "max_tokens", Want: "1 or more"}},
 		{"zero n", Chat, `{"model":"m","n":0}`, &RequestError{Err: ErrInvalidValue, Param: "n", Want: "1 or more"}},
 		{"zero best_of", Completions, `{"model":"m","best_of":0}`, &RequestError{Err: ErrInvalidValue, Param: "best_of", Want: "1 or more"}},

@@ -95,7 +95,7 @@ func (rd responses) addInstructions(raw json.RawMessage) error {
 	return rd.addInput(raw)
 }
 
-// addResponseInput adds a Responses request's input: absent, a string (one user message) or an
+// addInput adds a Responses request's input: absent, a string (one user message) or an
 // array of items.
 func (rd responses) addInput(raw json.RawMessage) error {
 	switch firstByte(raw) {
@@ -111,10 +111,13 @@ func (rd responses) addInput(raw json.RawMessage) error {
 	return wrongType("a string or an array")
 }
 
-// addResponseItem adds one input item.
+// addItem adds one input item: a message (its role and content), a function call (its name and
+// arguments) or a call's output, each with the keys of it the package does not read; any other
+// item as its JSON.
 func (rd responses) addItem(raw json.RawMessage) error {
 	var item responseItem
-	if _, err := read(raw, &item); err != nil {
+	unread, err := read(raw, &item)
+	if err != nil {
 		return err
 	}
 	p := rd.p
@@ -122,21 +125,27 @@ func (rd responses) addItem(raw json.RawMessage) error {
 	case item.Role != "" && (item.Type == "" || item.Type == "message"):
 		p.addTokens(tokensPerMessage)
 		p.addText(item.Role)
-		return within("content", rd.addContent(item.Content))
+		if err := rd.addContent(item.Content); err != nil {
+			return within("content", err)
+		}
 	case item.Type == "function_call":
 		p.addText(item.CallID)
 		p.addText(item.Name)
 		p.addText(item.Arguments)
 	case item.Type == "function_call_output" && firstByte(item.Output) == '"':
 		p.addText(item.CallID)
-		return within("output", p.addString(item.Output))
+		if err := p.addString(item.Output); err != nil {
+			return within("output", err)
+		}
 	default:
 		p.addJSON(raw)
+		return nil
 	}
+	p.addTokens(unread)
 	return nil
 }
 
-// addResponseContent adds a message's content: a string or an array of parts.
+// addContent adds a message's content: a string or an array of parts.
 func (rd responses) addContent(raw json.RawMessage) error {
 	switch firstByte(raw) {
 	case 0, 'n':
@@ -149,24 +158,22 @@ func (rd responses) addContent(raw json.RawMessage) error {
 	return wrongType("a string or an array")
 }
 
-// addPart adds one part of a message's content: its text, an image by its model family's
-// formula (see imageTokens), or any other part (a file, audio) as its JSON.
+// addPart adds one part of a message's content by what it holds, as a chat's part: its text,
+// its refusal, its image by its model family's formula (see imageTokens), and every other key
+// (a file, audio) as its JSON.
 func (rd responses) addPart(raw json.RawMessage) error {
 	var part responsePart
-	if _, err := read(raw, &part); err != nil {
+	unread, err := read(raw, &part)
+	if err != nil {
 		return err
 	}
 	p := rd.p
-	switch part.Type {
-	case "input_text", "output_text":
-		p.addText(part.Text)
-	case "refusal":
-		p.addText(part.Refusal)
-	case "input_image":
+	p.addTokens(unread)
+	p.addText(part.Text)
+	p.addText(part.Refusal)
+	if part.Type == "input_image" || part.ImageURL != "" {
 		w, h := dataURLSize(part.ImageURL)
 		p.addTokens(rd.images(w, h, part.Detail == "low"))
-	default:
-		p.addJSON(raw)
 	}
 	return nil
 }

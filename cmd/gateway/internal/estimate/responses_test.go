@@ -60,6 +60,11 @@ func TestParseResponses(t *testing.T) {
 		want: &Request{Endpoint: Responses, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "Hi."},
 			Tokens: tokensPerMessage + tokensPerReply + proxyBytes(len(`prediction{"type":"content","content":"Hello"}`))}},
 	}, {
+		name: "the keys of an item or a part the package does not read count as their JSON",
+		body: `{"model":"m","input":[{"role":"user","id":"msg_1","extra":"abcdefgh","content":[{"type":"input_file","file_data":"AAAA"}]}]}`,
+		want: &Request{Endpoint: Responses, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user"},
+			Tokens: tokensPerMessage + proxyBytes(len(`extra"abcdefgh"`)) + proxyBytes(len(`file_data"AAAA"`)) + tokensPerReply}},
+	}, {
 		name: "no input, as with a previous response",
 		body: `{"model":"m","previous_response_id":"resp_1"}`,
 		want: &Request{Endpoint: Responses, Model: "m", N: 1, Prompt: Prompt{Tokens: tokensPerReply}},

@@ -92,27 +92,22 @@ const (
 	MaxOutputTokens = "max_output_tokens"
 )
 
-// WithMaxTokens returns body with field set to n, so that the provider writes no more than the
-// estimate assumed, every other field kept as WithStreamUsage keeps them. It returns body
-// itself when body sets max_tokens, max_completion_tokens or max_output_tokens already. It refuses a body that is
-// not a JSON object with a [*RequestError].
+// WithMaxTokens returns body with its completion cap in field, set to n, so that the provider
+// reads the cap the estimate assumed in the field it reads; the other cap fields are dropped,
+// since providers refuse two. Every other field is kept as WithStreamUsage keeps them. It refuses
+// a body that is not a JSON object with a [*RequestError].
 func WithMaxTokens(body []byte, field string, n int64) ([]byte, error) {
 	var fields map[string]json.RawMessage
 	if err := decode(body, &fields); err != nil {
 		return nil, err
 	}
-	if isSet(fields[MaxTokens]) || isSet(fields[MaxCompletionTokens]) || isSet(fields[MaxOutputTokens]) {
-		return body, nil
-	}
 	raw, err := encode(n)
 	if err != nil {
 		return nil, err
 	}
+	delete(fields, MaxTokens)
+	delete(fields, MaxCompletionTokens)
+	delete(fields, MaxOutputTokens)
 	fields[field] = raw
 	return encode(fields)
-}
-
-// isSet reports whether a field is present and not null.
-func isSet(raw json.RawMessage) bool {
-	return len(raw) > 0 && !bytes.Equal(raw, json.RawMessage("null"))
 }

@@ -120,15 +120,15 @@ func TestWithMaxTokens(t *testing.T) {
 		field: MaxTokens,
 		want:  `{"max_tokens":256,"model":"m"}`,
 	}, {
-		name:  "max_tokens set: body unchanged",
-		body:  `{ "model" : "m", "max_tokens" : 10 }`,
+		name:  "the cap moves to the field the provider reads",
+		body:  `{ "model" : "m", "max_tokens" : 256 }`,
 		field: MaxCompletionTokens,
-		want:  `{ "model" : "m", "max_tokens" : 10 }`,
+		want:  `{"max_completion_tokens":256,"model":"m"}`,
 	}, {
-		name:  "max_completion_tokens set: body unchanged",
-		body:  `{ "model" : "m", "max_completion_tokens" : 10 }`,
+		name:  "and back",
+		body:  `{ "model" : "m", "max_completion_tokens" : 256 }`,
 		field: MaxTokens,
-		want:  `{ "model" : "m", "max_completion_tokens" : 10 }`,
+		want:  `{"max_tokens":256,"model":"m"}`,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

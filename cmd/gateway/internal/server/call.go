@@ -227,27 +227,40 @@ func providerTokens(e estimate.Estimate, p *gatewayv1.Provider) int64 {
 	return e.CharacterTotal()
 }
 
-// withCap returns body with the completion cap the estimate assumed, m's defaultMaxTokens, when
-// the client set none: in m's maxTokensParam for a chat, in max_output_tokens for a response, in
-// max_tokens for a completion. An
-// uncapped call would let the provider write past the estimate, and a crowd of them pass every
-// limit by as many times the difference.
+// withCap returns body with the completion cap the estimate assumed in the field m's provider
+// reads: the client's own cap, or m's defaultMaxTokens when the client set none, in m's
+// maxTokensParam for a chat (a chat's client may name either field; TGI reads max_tokens only),
+// in max_output_tokens for a response, in max_tokens for a completion. An uncapped call would let
+// the provider write past the estimate, and a crowd of them pass every limit by as many times the
+// difference.
 func withCap(body []byte, endpoint estimate.Endpoint, req *estimate.Request, m *gatewayv1.Model) ([]byte, *apiError) {
-	if endpoint == estimate.Embeddings || endpoint == estimate.Moderations || req.MaxTokensParam != "" {
+	if endpoint == estimate.Embeddings || endpoint == estimate.Moderations {
 		return body, nil
 	}
-	field := estimate.MaxTokens
-	switch endpoint {
-	case estimate.Chat:
-		field = cmp.Or(string(m.MaxTokensParam), estimate.MaxCompletionTokens)
-	case estimate.Responses:
-		field = estimate.MaxOutputTokens
+	field := capField(endpoint, m)
+	if req.MaxTokensParam == field {
+		return body, nil
 	}
-	capped, err := estimate.WithMaxTokens(body, field, m.DefaultMaxTokens)
+	n := req.MaxTokens
+	if req.MaxTokensParam == "" {
+		n = m.DefaultMaxTokens
+	}
+	capped, err := estimate.WithMaxTokens(body, field, n)
 	if err != nil {
 		return nil, requestError(err)
 	}
 	return capped, nil
+}
+
+// capField is the field in which the provider of m reads the cap of a call to endpoint.
+func capField(endpoint estimate.Endpoint, m *gatewayv1.Model) string {
+	switch endpoint {
+	case estimate.Chat:
+		return cmp.Or(string(m.MaxTokensParam), estimate.MaxCompletionTokens)
+	case estimate.Responses:
+		return estimate.MaxOutputTokens
+	}
+	return estimate.MaxTokens
 }
 
 // routeOf is where a model's calls go, if the caller's plan includes its provider.

@@ -169,8 +169,8 @@ func sendCrowd(h http.Handler, n int) {
 	wg.Wait()
 }
 
-// TestWithCap checks which field carries the cap the estimate assumed, and that a client's own
-// cap is left alone.
+// TestWithCap checks which field carries the cap the estimate assumed: the one the model's
+// provider reads, where a client's own cap in the other chat field moves.
 func TestWithCap(t *testing.T) {
 	openai := &gatewayv1.Model{Name: "o3", DefaultMaxTokens: 256, MaxTokensParam: gatewayv1.MaxTokensParamCompletion}
 	tgi := &gatewayv1.Model{Name: "llama", DefaultMaxTokens: 256, MaxTokensParam: gatewayv1.MaxTokensParamTokens}
@@ -187,8 +187,10 @@ func TestWithCap(t *testing.T) {
 			`{"max_tokens":256,"messages":[{}],"model":"llama"}`},
 		{"completions always get max_tokens", estimate.Completions, `{"model":"o3","prompt":"hi"}`, openai,
 			`{"max_tokens":256,"model":"o3","prompt":"hi"}`},
-		{"the client's cap stays", estimate.Chat, `{"model":"o3","max_tokens":5,"messages":[{}]}`, openai,
-			`{"model":"o3","max_tokens":5,"messages":[{}]}`},
+		{"the client's cap in the field its provider reads stays", estimate.Chat, `{"model":"o3","max_completion_tokens":5,"messages":[{}]}`, openai,
+			`{"model":"o3","max_completion_tokens":5,"messages":[{}]}`},
+		{"the client's cap moves to the field its provider reads", estimate.Chat, `{"model":"llama","max_completion_tokens":5,"messages":[{}]}`, tgi,
+			`{"max_tokens":5,"messages":[{}],"model":"llama"}`},
 		{"embeddings have no cap", estimate.Embeddings, `{"model":"e","input":"hi"}`, openai,
 			`{"model":"e","input":"hi"}`},
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 )
@@ -28,6 +29,8 @@ func FuzzWhatTheProviderReads(f *testing.F) {
 		{estimate.Chat, settleBody},
 		{estimate.Chat, `{"model":"alias-m","n":2,"stream":true,"messages":[{"role":"system","content":"Be brief."},{"role":"user","name":"a","content":[{"type":"text","text":"Hi"},{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}`},
 		{estimate.Chat, `{"model":"m","max_completion_tokens":9,"max_tokens":3,"messages":[{"role":"user","content":"x","reasoning_content":"y"}],"x-vendor":{"a":1}}`},
+		{estimate.Chat, `{"model":"tgi","max_completion_tokens":9,"messages":[{"role":"user","content":"x"}]}`},
+		{estimate.Chat, `{"model":"m","stream":true,"stream_options":{"include_usage":false,"Include_Usage":true},"messages":[{"role":"user","content":"x"}]}`},
 		{estimate.Chat, `{"model":"o1-pro","Model":"m","messages":[{"role":"user","content":"x"}]}`},
 		{estimate.Chat, `{"model":"m","max_tokens":5000,"Max_Tokens":1,"messages":[{"role":"user","content":"x"}]}`},
 		{estimate.Chat, `{"model":"m","n":50,"N":1,"messages":[{"role":"user","content":"x"}]}`},
@@ -46,6 +49,8 @@ func FuzzWhatTheProviderReads(f *testing.F) {
 	}
 	cfg := settleConfig("http://127.0.0.1:1")
 	cfg.Providers[0].Models[0].Aliases = []string{"alias-m"}
+	// tgi's provider reads max_tokens only, as TGI does.
+	cfg.Providers[0].Models = append(cfg.Providers[0].Models, gatewayv1.Model{Name: "tgi", DefaultMaxTokens: 256, MaxTokensParam: gatewayv1.MaxTokensParamTokens})
 	g := newSettleGatewayFrom(f, cfg)
 	p := g.policy
 	caller := p.Caller(settleKey)
@@ -55,8 +60,9 @@ func FuzzWhatTheProviderReads(f *testing.F) {
 		if apiErr != nil {
 			return
 		}
-		checkReading(t, p, c, pythonReading(t, endpoint, c.body))
-		checkFields(t, p, c, goReading(t, endpoint, c.body))
+		caps := chatCaps(c)
+		checkReading(t, p, c, pythonReading(t, endpoint, c.body, caps))
+		checkFields(t, p, c, goReading(t, endpoint, c.body, caps))
 	})
 }
 
@@ -66,7 +72,10 @@ type reading struct {
 	model  string
 	n, cap int64
 	stream bool
-	texts  []string
+	// usage is stream_options.include_usage: whether a stream ends with the usage the gateway
+	// settles from.
+	usage bool
+	texts []string
 }
 
 // checkReading fails unless the provider's reading r of the call's body is the call's own.
@@ -91,6 +100,9 @@ func checkFields(t *testing.T, p *policy.Policy, c *call, r reading) {
 	if r.stream != c.request.Stream {
 		t.Errorf("the provider reads stream %v; the gateway %v", r.stream, c.request.Stream)
 	}
+	if r.stream && c.endpoint != estimate.Responses && !r.usage {
+		t.Errorf("the provider reads a stream without its usage; the gateway settles from it")
+	}
 	if r.n != c.request.N {
 		t.Errorf("the provider generates %d completions; the estimate counted %d", r.n, c.request.N)
 	}
@@ -99,9 +111,19 @@ func checkFields(t *testing.T, p *policy.Policy, c *call, r reading) {
 	}
 }
 
+// chatCaps are the fields a chat's provider reads its cap from, the first set wins: max_tokens
+// alone for an engine such as TGI, else max_completion_tokens before max_tokens, as OpenAI and
+// vLLM read them.
+func chatCaps(c *call) []string {
+	if c.route.Model.MaxTokensParam == gatewayv1.MaxTokensParamTokens {
+		return []string{estimate.MaxTokens}
+	}
+	return []string{estimate.MaxCompletionTokens, estimate.MaxTokens}
+}
+
 // pythonReading reads a body as Python's json module and JavaScript's JSON.parse read it: keys
 // matched with case, the last of a repeat kept.
-func pythonReading(t *testing.T, endpoint estimate.Endpoint, body []byte) reading {
+func pythonReading(t *testing.T, endpoint estimate.Endpoint, body []byte, chatCaps []string) reading {
 	t.Helper()
 	var m map[string]any
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -112,12 +134,15 @@ func pythonReading(t *testing.T, endpoint estimate.Endpoint, body []byte) readin
 	r := reading{n: 1}
 	r.model, _ = m["model"].(string)
 	r.stream, _ = m["stream"].(bool)
+	if opts, ok := m["stream_options"].(map[string]any); ok {
+		r.usage, _ = opts["include_usage"].(bool)
+	}
 	if n, ok := integer(m["n"]); ok {
 		r.n = n
 	}
 	switch endpoint {
 	case estimate.Chat:
-		r.cap = firstInteger(m, estimate.MaxCompletionTokens, estimate.MaxTokens)
+		r.cap = firstInteger(m, chatCaps...)
 		for _, msg := range objects(m["messages"]) {
 			r.texts = append(r.texts, contentTexts(msg["content"], "text")...)
 		}
@@ -144,7 +169,7 @@ func pythonReading(t *testing.T, endpoint estimate.Endpoint, body []byte) readin
 
 // goReading reads a body's fields as a provider written in Go reads them with encoding/json:
 // keys matched without case, the last of a repeat kept.
-func goReading(t *testing.T, endpoint estimate.Endpoint, body []byte) reading {
+func goReading(t *testing.T, endpoint estimate.Endpoint, body []byte, chatCaps []string) reading {
 	t.Helper()
 	var b struct {
 		Model               string
@@ -155,6 +180,9 @@ func goReading(t *testing.T, endpoint estimate.Endpoint, body []byte) reading {
 		MaxCompletionTokens *int64 `json:"max_completion_tokens"`
 		MaxOutputTokens     *int64 `json:"max_output_tokens"`
 		Prompt              json.RawMessage
+		StreamOptions       struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
 	}
 	if err := json.Unmarshal(body, &b); err != nil {
 		var typ *json.UnmarshalTypeError
@@ -162,10 +190,13 @@ func goReading(t *testing.T, endpoint estimate.Endpoint, body []byte) reading {
 			t.Fatalf("the forwarded body does not decode: %v", err)
 		}
 	}
-	r := reading{model: b.Model, stream: b.Stream, n: deref(b.N, 1)}
+	r := reading{model: b.Model, stream: b.Stream, usage: b.StreamOptions.IncludeUsage, n: deref(b.N, 1)}
 	switch endpoint {
 	case estimate.Chat:
-		r.cap = deref(b.MaxCompletionTokens, deref(b.MaxTokens, 0))
+		caps := map[string]*int64{estimate.MaxCompletionTokens: b.MaxCompletionTokens, estimate.MaxTokens: b.MaxTokens}
+		for _, f := range slices.Backward(chatCaps) {
+			r.cap = deref(caps[f], r.cap)
+		}
 	case estimate.Completions:
 		r.cap, r.n = deref(b.MaxTokens, 0), max(r.n, deref(b.BestOf, 1))
 		var prompts []json.RawMessage
