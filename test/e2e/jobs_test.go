@@ -279,9 +279,10 @@ func TestPoisonJobFails(t *testing.T) {
 
 	added := g.addJob(t, keyAlice, chatJob)
 	done := g.waitForJob(t, keyAlice, added.ID)
-	if done.Status != "failed" || done.Attempts != 3 || done.Error == nil ||
-		!strings.Contains(done.Error.Message, "gave up after 3 attempts") || !strings.Contains(done.Error.Message, "The model crashed") {
-		t.Fatalf("the poison job ended %+v; want failed after 3 attempts with the provider's error", done)
+	// The provider's 5xx body is its internals: the job's error is the gateway's word for it.
+	if done.Status != "failed" || done.Attempts != 3 || done.Error == nil || !strings.Contains(done.Error.Message, "gave up after 3 attempts") ||
+		!strings.Contains(done.Error.Message, "failed the call (500)") || strings.Contains(done.Error.Message, "The model crashed") {
+		t.Fatalf("the poison job ended %+v; want failed after 3 attempts with the provider's status, not its body", done)
 	}
 	mu.Lock()
 	if calls != 3 {
@@ -488,13 +489,13 @@ func editConfig(t *testing.T, path, old, new string) {
 
 const acmeDailyTokens = "      - {dimension: tokens, amount: 100000, per: day}"
 
-// TestATenantOverItsLimitsHoldsNoWorker has acme send three jobs when it may make one call an
-// hour, on a gateway with two workers: the two refused by acme's own limit go back to the queue,
-// uncounted, and globex's job runs meanwhile.
+// TestATenantOverItsLimitsHoldsNoWorker has acme send three jobs when its tokens an hour hold
+// one call's estimate, on a gateway with two workers: the two refused by acme's own limit go back
+// to the queue, uncounted, and globex's job runs meanwhile.
 func TestATenantOverItsLimitsHoldsNoWorker(t *testing.T) {
 	up := newUpstream(t)
 	config := jobsConfig(t, up.URL, "", "jobs: {workers: 2}")
-	editConfig(t, config, acmeDailyTokens, acmeDailyTokens+"\n      - {dimension: requests, amount: 1, per: hour}")
+	editConfig(t, config, acmeDailyTokens, acmeDailyTokens+fmt.Sprintf("\n      - {dimension: tokens, amount: %d, per: hour}", chatEstimate+5))
 	g := startGateway(t, config)
 	acme := []job{g.addJob(t, keyAlice, chatJob), g.addJob(t, keyAlice, chatJob), g.addJob(t, keyAlice, chatJob)}
 	globex := g.waitForJob(t, keyBob, g.addJob(t, keyBob, chatJob).ID)

@@ -168,8 +168,7 @@ func (g *Gate) answer(ctx context.Context, req *Request, v verdict) (*Ticket, *R
 // of a store that cannot decide.
 func (g *Gate) ChargeJob(ctx context.Context, req Request) *Refusal {
 	var buf [ratelimit.MaxChecks]ratelimit.Check
-	all, _ := req.checks(buf[:0], policy.Shared, "")
-	checks := slices.DeleteFunc(all, func(c ratelimit.Check) bool { return !isCallersRequests(&c) })
+	checks := callersRequests(buf[:0], req)
 	if len(checks) == 0 {
 		return nil
 	}
@@ -184,6 +183,23 @@ func (g *Gate) ChargeJob(ctx context.Context, req Request) *Refusal {
 	r := limitedBy(checks, &d, limitsOf(checks, &d, ""))
 	g.refused(&req, r)
 	return r
+}
+
+// RefundJob gives back the request ChargeJob took for a job that its store then refused; id, the
+// job's, makes it once.
+func (g *Gate) RefundJob(ctx context.Context, req Request, id string) {
+	var buf, refund [ratelimit.MaxChecks]ratelimit.Check
+	back := policy.Unserved(refund[:0], callersRequests(buf[:0], req), false)
+	if err := g.opts.Limiter.Settle(ctx, "job-refused:"+id, back, g.now()); err != nil {
+		g.log.Error("give back the request of a job its store refused", "job", id, "err", err)
+	}
+}
+
+// callersRequests appends to dst the checks of req on its caller's own request limits, each
+// taking one request.
+func callersRequests(dst []ratelimit.Check, req Request) []ratelimit.Check {
+	all, _ := req.checks(dst, policy.Shared, "")
+	return slices.DeleteFunc(all, func(c ratelimit.Check) bool { return !isCallersRequests(&c) })
 }
 
 // giveBack returns what an earlier attempt of a job took from the limits and never settled,

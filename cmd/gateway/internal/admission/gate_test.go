@@ -797,14 +797,19 @@ func TestAJobDoesNotWaitOnItsOwnLimits(t *testing.T) {
 }
 
 // TestAJobIsChargedItsRequestOnceWhenCreated charges a job's creation against a tenant allowed 2
-// requests a minute: the job's attempt takes no other, so a live call still fits, and a third
-// request, a job's creation, is refused.
+// requests a minute: a job its store refused gives it back, once; the job's attempt takes no
+// other, so a live call still fits, and a third request, a job's creation, is refused.
 func TestAJobIsChargedItsRequestOnceWhenCreated(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pl := plan{requestsPerMinute: 600_000, tokensPerMinute: 600_000_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
 		pl.tenants[0].PerTenant = []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 2, Per: gatewayv1.PeriodMinute, OnLimit: gatewayv1.BehaviorReject}}
 		g, _, p := newGate(t, pl)
 		req := request(t, p, "sk-acme-alice", 100)
+		if r := g.ChargeJob(t.Context(), req); r != nil {
+			t.Fatalf("a job's creation: %+v; want it charged", r)
+		}
+		g.RefundJob(t.Context(), req, "job_0") // its store refused it: given back, once
+		g.RefundJob(t.Context(), req, "job_0")
 		if r := g.ChargeJob(t.Context(), req); r != nil {
 			t.Fatalf("the first job's creation: %+v; want it charged", r)
 		}

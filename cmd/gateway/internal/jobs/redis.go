@@ -525,9 +525,6 @@ func (r *Redis) update(ctx context.Context, id string, change func(*Job) error) 
 		if errors.Is(err, redis.TxFailedErr) {
 			continue
 		}
-		if err == nil && changeErr == nil && out.State.Final() {
-			err = r.trimFinished(ctx, out.TenantID)
-		}
 		if err == nil {
 			err = changeErr
 		}
@@ -559,7 +556,7 @@ func (r *Redis) write(ctx context.Context, tx *redis.Tx, j *Job, before State) e
 			}
 			pipe.HIncrBy(ctx, bytesKey(j.TenantID), "total", grown)
 			pipe.HSet(ctx, bytesKey(j.TenantID), j.ID, j.Size)
-			pipe.ZAdd(ctx, finishedKey(j.TenantID), redis.Z{Score: float64(j.Updated.UnixMilli()), Member: j.ID})
+			r.finish(ctx, pipe, j)
 		}
 		if j.State.Final() {
 			pipe.Expire(ctx, key, r.opts.ResultTTL)
@@ -569,12 +566,14 @@ func (r *Redis) write(ctx context.Context, tx *redis.Tx, j *Job, before State) e
 	return err
 }
 
-// trimFinishedScript forgets a tenant's oldest finished jobs past the most it keeps: each job,
-// its place in its owners' indexes and the bytes it held. KEYS: the tenant's finished jobs and
-// its bytes. ARGV: the expiry score, the most kept, the key prefix, the tenant. It returns how
-// many it forgot.
-var trimFinishedScript = redis.NewScript(`
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+// finishScript counts a job that ended among its tenant's finished jobs, in the order they
+// ended, and forgets the oldest past the most the tenant keeps: each job, its place in its
+// owners' indexes and the bytes it held. Finished jobs that expired meanwhile count until then;
+// there are never more than the most kept. KEYS: the tenant's finished jobs, their count and its
+// bytes. ARGV: the job's id, the most kept, the key prefix, the tenant. It returns how many it
+// forgot.
+var finishScript = redis.NewScript(`
+redis.call('ZADD', KEYS[1], redis.call('INCR', KEYS[2]), ARGV[1])
 local over = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[2])
 if over <= 0 then return 0 end
 local prefix, tenant = ARGV[3], ARGV[4]
@@ -588,22 +587,20 @@ for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, over - 1)) do
     end
     redis.call('DEL', prefix .. 'job:' .. id)
   end
-  local size = tonumber(redis.call('HGET', KEYS[2], id) or '0')
-  if size > 0 then redis.call('HINCRBY', KEYS[2], 'total', -size) end
-  redis.call('HDEL', KEYS[2], id)
+  local size = tonumber(redis.call('HGET', KEYS[3], id) or '0')
+  if size > 0 then redis.call('HINCRBY', KEYS[3], 'total', -size) end
+  redis.call('HDEL', KEYS[3], id)
 end
 redis.call('ZREMRANGEBYRANK', KEYS[1], 0, over - 1)
 return over
 `)
 
-// trimFinished forgets a tenant's oldest finished jobs past MaxFinishedPerTenant.
-func (r *Redis) trimFinished(ctx context.Context, tenant string) error {
-	keys := []string{finishedKey(tenant), bytesKey(tenant)}
-	err := trimFinishedScript.Run(ctx, r.client, keys, r.expiredBefore(), r.opts.MaxFinishedPerTenant, keyPrefix, tenant).Err()
-	if err != nil {
-		return fmt.Errorf("jobs: forget the oldest finished jobs of %s: %w", tenant, err)
-	}
-	return nil
+// finish counts a job that ended among its tenant's finished jobs, in the transaction of pipe,
+// forgetting the oldest past MaxFinishedPerTenant. The script goes as its source: a transaction
+// cannot load it on a miss.
+func (r *Redis) finish(ctx context.Context, pipe redis.Pipeliner, j *Job) {
+	keys := []string{finishedKey(j.TenantID), finishedKey(j.TenantID) + ":count", bytesKey(j.TenantID)}
+	finishScript.Eval(ctx, pipe, keys, j.ID, r.opts.MaxFinishedPerTenant, keyPrefix, j.TenantID)
 }
 
 // reindex moves a job from its owners' indexes of state before to those of its state. The

@@ -122,14 +122,21 @@ func (s *Server) serveAddJob(w http.ResponseWriter, r *http.Request) {
 		apiErr.write(w)
 		return
 	}
-	j, apiErr := s.checkJob(r.Context(), p, caller, body)
+	j, c, apiErr := s.checkJob(r.Context(), p, caller, body)
 	if apiErr != nil {
 		apiErr.write(w)
+		return
+	}
+	if refusal := s.gate.ChargeJob(r.Context(), c.admission()); refusal != nil {
+		refusalError(w.Header(), c, refusal).write(w)
 		return
 	}
 	key, _ := bearerKey(r) // authenticated above
 	j.KeyHash = gatewayv1.HashKey(key)
 	err := s.opts.Jobs.Add(r.Context(), j)
+	if err != nil {
+		s.gate.RefundJob(r.Context(), c.admission(), j.ID)
+	}
 	switch {
 	case errors.Is(err, jobs.ErrTooManyQueued):
 		tooManyJobs("Your organization has as many jobs queued as it may. Wait for some to run, or cancel some, and try again.").write(w)
@@ -150,40 +157,36 @@ func tooManyJobs(message string) *apiError {
 	return &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "too_many_jobs", retryAfter: time.Minute, Message: message}
 }
 
-// checkJob reads a job's request, checks its call as a live one would be checked, and charges
-// the job's request to its caller's own request limits.
-func (s *Server) checkJob(ctx context.Context, p *policy.Policy, caller *policy.Caller, body []byte) (*jobs.Job, *apiError) {
+// checkJob reads a job's request and checks its call as a live one would be checked.
+func (s *Server) checkJob(ctx context.Context, p *policy.Policy, caller *policy.Caller, body []byte) (*jobs.Job, *call, *apiError) {
 	var req jobRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, badRequest("invalid_request", "The request body is not valid JSON: want {\"endpoint\": \"/v1/chat/completions\", \"body\": {...}}.")
+		return nil, nil, badRequest("invalid_request", "The request body is not valid JSON: want {\"endpoint\": \"/v1/chat/completions\", \"body\": {...}}.")
 	}
 	endpoint, ok := jobEndpoints[req.Endpoint]
 	if !ok {
 		e := badRequest("invalid_endpoint", fmt.Sprintf("The endpoint %q cannot be called by a job: use /v1/chat/completions or /v1/embeddings.", req.Endpoint))
 		e.Param = ptr("endpoint")
-		return nil, e
+		return nil, nil, e
 	}
 	if most := p.Config.Jobs.MaxBodyBytes; int64(len(req.Body)) > most {
-		return nil, &apiError{status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large", Param: ptr("body"),
+		return nil, nil, &apiError{status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large", Param: ptr("body"),
 			Message: fmt.Sprintf("A job's body is kept until it runs, and may be at most %d bytes; this one is %d.", most, len(req.Body))}
 	}
 	c, apiErr := s.newCall(ctx, p, caller, endpoint, req.Body)
 	if apiErr != nil {
-		return nil, apiErr
+		return nil, nil, apiErr
 	}
 	if c.request.Stream {
 		e := badRequest("invalid_request", "A job's answer is kept, not streamed: leave stream unset.")
 		e.Param = ptr("body.stream")
-		return nil, e
+		return nil, nil, e
 	}
 	if r := s.gate.TooLarge(c.admission()); r != nil {
-		return nil, refusalError(nil, c, r)
-	}
-	if r := s.gate.ChargeJob(ctx, c.admission()); r != nil {
-		return nil, refusalError(nil, c, r)
+		return nil, nil, refusalError(nil, c, r)
 	}
 	return &jobs.Job{ID: jobs.NewID(), Tenant: caller.Tenant.Name, TenantID: caller.Tenant.Config.ID(), User: caller.User,
-		Endpoint: string(endpoint), Body: req.Body}, nil
+		Endpoint: string(endpoint), Body: req.Body}, c, nil
 }
 
 func ptr(s string) *string { return &s }

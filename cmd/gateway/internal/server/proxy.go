@@ -394,6 +394,7 @@ type streamBody struct {
 	pending []byte
 	err     error  // ends the stream once pending is sent
 	long    []byte // the start of a line longer than the buffer, up to maxObservedLine
+	broken  bool   // the provider broke the stream off, or the gateway cut it for its slowness
 }
 
 func (s *Server) newStreamBody(src io.ReadCloser, o *outbound) *streamBody {
@@ -456,6 +457,7 @@ func (b *streamBody) ending(last []byte, err error) ([]byte, error) {
 	if cause := b.o.tooSlow(); cause != nil {
 		e.Code, e.Message = "provider_timeout", "The provider of this model did not finish its answer in time: "+cause.Error()+"."
 	}
+	b.broken = true
 	b.s.log.Warn("stream ended early", "provider", b.o.provider(), "err", err, "code", e.Code, "request_id", b.o.requestID)
 	b.s.metrics.providerErrors.WithLabelValues(b.o.provider(), "0").Inc()
 	event, _ := json.Marshal(struct {
@@ -481,15 +483,17 @@ func (b *streamBody) observe(line []byte) []byte {
 	return line
 }
 
-// finish settles the stream's call from the usage it saw, once.
-// A stream whose reader stopped before its end (an end of file, or the error event that ends
-// it) lost its client: the proxy reads on while it can write.
+// finish settles the stream's call from the usage it saw, once, and counts how it ended. A
+// stream whose reader stopped before its end (an end of file, or the error event that ends it)
+// lost its client: the proxy reads on while it can write.
 func (b *streamBody) finish() {
 	u, _ := b.usage.Usage()
 	switch {
 	case !b.o.ticket.Settle(u):
 	case b.err != io.EOF:
 		b.s.clientLeft(b.o.call, "mid-stream")
+	case b.broken:
+		b.s.metrics.requests.WithLabelValues(b.o.tenant(), b.o.provider(), outcomeProviderError).Inc()
 	default:
 		b.s.metrics.requests.WithLabelValues(b.o.tenant(), b.o.provider(), outcomeOK).Inc()
 	}
