@@ -259,10 +259,10 @@ type Model struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	DefaultMaxTokens int64 `json:"defaultMaxTokens,omitempty"`
-	// maxTokensParam is the field in which the gateways send
-	// defaultMaxTokens on a chat call that sets neither max_tokens nor
-	// max_completion_tokens, so that the provider writes no more than the
-	// gateways estimated: max_completion_tokens (OpenAI's field, which its
+	// maxTokensParam is the field in which the gateways send a chat call's
+	// cap, the client's own (moved there from the other field) or
+	// defaultMaxTokens when it set none, so that the provider writes no more
+	// than the gateways estimated: max_completion_tokens (OpenAI's field, which its
 	// reasoning models and current chat models require) or max_tokens
 	// (older models, and inference servers such as TGI). A call to
 	// /v1/completions gets max_tokens, that endpoint's only field. Absent

@@ -435,12 +435,12 @@ type Model struct {
 	// defaultMaxTokens is the completion the gateway expects when a request
 	// sets no max_tokens. Zero means 256.
 	DefaultMaxTokens int64 `json:"defaultMaxTokens,omitempty"`
-	// maxTokensParam is the field in which the gateway sends defaultMaxTokens
-	// on a chat call that sets neither max_tokens nor max_completion_tokens,
-	// so that the provider writes no more than the gateway estimated:
-	// "max_completion_tokens" or "max_tokens". A call to /v1/completions
-	// gets max_tokens, that endpoint's only field. Empty means
-	// "max_completion_tokens".
+	// maxTokensParam is the field in which the gateway sends a chat call's
+	// cap, the client's own (moved there from the other field) or
+	// defaultMaxTokens when it set none, so that the provider writes no more
+	// than the gateway estimated: "max_completion_tokens" or "max_tokens". A
+	// call to /v1/completions gets max_tokens, that endpoint's only field.
+	// Empty means "max_completion_tokens".
 	MaxTokensParam MaxTokensParam `json:"maxTokensParam,omitempty"`
 }
 
