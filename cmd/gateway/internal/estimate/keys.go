@@ -55,8 +55,9 @@ type objectKind struct {
 
 // field is one field of a struct as encoding/json names it.
 type field struct {
-	name string
-	typ  reflect.Type
+	name  string
+	bytes []byte // name, to match keys without making strings of them
+	typ   reflect.Type
 }
 
 // kinds caches objectKinds by type.
@@ -68,6 +69,9 @@ func kindOf(t reflect.Type) *objectKind {
 		return k.(*objectKind)
 	}
 	k := &objectKind{objectRule: objectRules[t], fields: fieldsOf(t)}
+	if len(k.fields) > 64 {
+		panic("estimate: " + t.String() + " has more fields than a walk tells apart")
+	}
 	kinds.Store(t, k)
 	return k
 }
@@ -84,9 +88,9 @@ func fieldsOf(t reflect.Type) []field {
 		case sf.Anonymous && name == "" && sf.Type.Kind() == reflect.Struct:
 			fields = append(fields, fieldsOf(sf.Type)...)
 		case name == "":
-			fields = append(fields, field{name: sf.Name, typ: sf.Type})
+			fields = append(fields, field{name: sf.Name, bytes: []byte(sf.Name), typ: sf.Type})
 		default:
-			fields = append(fields, field{name: name, typ: sf.Type})
+			fields = append(fields, field{name: name, bytes: []byte(name), typ: sf.Type})
 		}
 	}
 	return fields
@@ -94,9 +98,9 @@ func fieldsOf(t reflect.Type) []field {
 
 // field returns the index of the field that encoding/json would decode key into, and the
 // field, or nil.
-func (k *objectKind) field(key string) (int, *field) {
+func (k *objectKind) field(key []byte) (int, *field) {
 	for i := range k.fields {
-		if strings.EqualFold(k.fields[i].name, key) {
+		if bytes.EqualFold(k.fields[i].bytes, key) {
 			return i, &k.fields[i]
 		}
 	}
@@ -148,9 +152,9 @@ func (w *walker) array(elem reflect.Type) error {
 	}
 }
 
-// object walks an object decoded into a struct of kind k.
+// object walks an object decoded into a struct of kind k, which has at most 64 fields.
 func (w *walker) object(k *objectKind) error {
-	seen := make([]bool, len(k.fields))
+	var seen uint64 // bit i: field i was given
 	w.i++
 	for {
 		w.skipSpace()
@@ -162,14 +166,14 @@ func (w *walker) object(k *objectKind) error {
 			w.i++
 			w.skipSpace()
 		}
-		if err := w.member(k, seen); err != nil {
+		if err := w.member(k, &seen); err != nil {
 			return err
 		}
 	}
 }
 
 // member walks one key and its value.
-func (w *walker) member(k *objectKind, seen []bool) error {
+func (w *walker) member(k *objectKind, seen *uint64) error {
 	end := stringEnd(w.body, w.i)
 	rawKey := w.body[w.i+1 : end-1]
 	key := keyOf(rawKey)
@@ -181,23 +185,23 @@ func (w *walker) member(k *objectKind, seen []bool) error {
 	switch {
 	case f == nil:
 		return w.unreadMember(k, key, len(rawKey))
-	case f.name != key:
-		return &RequestError{Err: ErrAmbiguousKey, Param: key, Want: fmt.Sprintf("%q, spelt as the API spells it", f.name)}
-	case seen[at]:
-		return &RequestError{Err: ErrAmbiguousKey, Param: key, Want: "given once"}
+	case string(key) != f.name:
+		return &RequestError{Err: ErrAmbiguousKey, Param: string(key), Want: fmt.Sprintf("%q, spelt as the API spells it", f.name)}
+	case *seen&(1<<at) != 0:
+		return &RequestError{Err: ErrAmbiguousKey, Param: string(key), Want: "given once"}
 	}
-	seen[at] = true
-	return within(key, w.value(f.typ))
+	*seen |= 1 << at
+	return within(f.name, w.value(f.typ))
 }
 
 // unreadMember skips the value of a key no field reads, and counts it by k's rule.
-func (w *walker) unreadMember(k *objectKind, key string, keyBytes int) error {
-	if instead, ok := k.foreign[key]; ok {
-		return &RequestError{Err: ErrUnsupportedField, Param: key, Want: "left out: " + instead}
+func (w *walker) unreadMember(k *objectKind, key []byte, keyBytes int) error {
+	if instead, ok := k.foreign[string(key)]; ok {
+		return &RequestError{Err: ErrUnsupportedField, Param: string(key), Want: "left out: " + instead}
 	}
 	start := w.i
 	w.i = valueEnd(w.body, w.i)
-	if k.counted && !k.free[key] {
+	if k.counted && !k.free[string(key)] {
 		w.unread = addSat(w.unread, proxyBytes(keyBytes+w.i-start))
 	}
 	return nil
@@ -214,15 +218,15 @@ func isSpace(b byte) bool {
 }
 
 // keyOf returns a key as readers decode it: its escapes undone.
-func keyOf(raw []byte) string {
+func keyOf(raw []byte) []byte {
 	if bytes.IndexByte(raw, '\\') < 0 {
-		return string(raw)
+		return raw
 	}
 	var key string
 	quoted := make([]byte, 0, len(raw)+2)
 	quoted = append(append(append(quoted, '"'), raw...), '"')
 	_ = json.Unmarshal(quoted, &key) // valid: the body decoded
-	return key
+	return []byte(key)
 }
 
 // valueEnd returns where the valid JSON value that starts at body[i] ends.
