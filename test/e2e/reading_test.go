@@ -102,6 +102,7 @@ providers:
     apiKeyFile: provider.key
     models:
       - {name: gpt-4o-mini, aliases: [mini], encoding: o200k_base, defaultMaxTokens: 50}
+      - {name: llama, defaultMaxTokens: 50, maxTokensParam: max_tokens}
     retry: {maxAttempts: 1}
 tenants:
   - name: acme
@@ -138,6 +139,8 @@ func TestWhatTheGatewayChecksIsWhatTheProviderGets(t *testing.T) {
 			`{"model":"gpt-4o-mini","max_tokens":5000,"max_tokens":1,` + msg + `}`:                                             "max_tokens",
 			`{"model":"gpt-4o-mini","n":50,"N":1,` + msg + `}`:                                                                 "N",
 			`{"model":"gpt-4o-mini","MAX_TOKENS":1,` + msg + `}`:                                                               "MAX_TOKENS",
+			`{"model":"gpt-4o-mini","max_completion_tokens":1,"max_tokens":5000,` + msg + `}`:                                  "max_tokens",
+			`{"model":"gpt-4o-mini","stream":true,"stream_options":{"include_usage":true,"Include_Usage":false},` + msg + `}`:  "stream_options.Include_Usage",
 			`{"model":"gpt-4o-mini","stream":true,"Stream":false,` + msg + `}`:                                                 "Stream",
 			`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"a","Content":"` + strings.Repeat("b", 9000) + `"}]}`: "messages[0].Content",
 		} {
@@ -207,6 +210,17 @@ func TestWhatTheGatewayChecksIsWhatTheProviderGets(t *testing.T) {
 		body, _, _ := rec.last(t)
 		if body["model"] != "gpt-4o-mini" || body["max_completion_tokens"] != 50.0 {
 			t.Errorf("the provider received model %v and max_completion_tokens %v; want gpt-4o-mini and 50", body["model"], body["max_completion_tokens"])
+		}
+	})
+
+	t.Run("a cap goes upstream in the field its provider reads", func(t *testing.T) {
+		a := g.post(t, "/v1/chat/completions", keyReader, `{"model":"llama","max_completion_tokens":7,`+msg+`}`)
+		if a.status != http.StatusOK {
+			t.Fatalf("a call for a model whose provider reads max_tokens: %d %s", a.status, a.body)
+		}
+		body, _, _ := rec.last(t)
+		if _, both := body["max_completion_tokens"]; body["max_tokens"] != 7.0 || both {
+			t.Errorf("the provider received max_tokens %v and max_completion_tokens %v; want max_tokens 7 alone", body["max_tokens"], body["max_completion_tokens"])
 		}
 	})
 
