@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -80,6 +81,38 @@ func TestChartRefusesBadValues(t *testing.T) {
 	} {
 		if out, err := helm(t, "template", "sluice", "charts/sluice", "--set", set); err == nil || !strings.Contains(out, "schema") {
 			t.Errorf("helm template --set %s: %v, %.200s; want the schema to refuse it", set, err, out)
+		}
+	}
+}
+
+// TestChartRendersIntegersAsIntegers renders the chart with its defaults and with large whole
+// numbers given in a values file, as Helm reads them (as floats; --set would read integers): no
+// number comes out in a float's exponent form, which a Pod's integer flag refuses, and the
+// adapter's flags hold the numbers given.
+func TestChartRendersIntegersAsIntegers(t *testing.T) {
+	skipWithoutHelm(t)
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	err := os.WriteFile(values, []byte(`gateway: {replicas: 3, servicePort: 8080, server: {maxBodyBytes: 20971520}, jobs: {maxBytesPerTenant: 268435456}}
+redis: {db: 15}
+metricsAdapter: {replicas: 3, maxScrapeBytes: 1000000, maxScrapeSeries: 5000000}
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	float := regexp.MustCompile(`[0-9]e[+-][0-9]`)
+	for name, args := range map[string][]string{"the defaults": nil, "a values file": {"-f", values}} {
+		out, err := helm(t, append([]string{"template", "sluice", "charts/sluice"}, args...)...)
+		if err != nil {
+			t.Fatalf("helm template with %s: %v\n%s", name, err, out)
+		}
+		if at := float.FindStringIndex(out); at != nil {
+			t.Errorf("helm template with %s renders a float: %q", name, out[max(at[0]-60, 0):at[1]])
+		}
+	}
+	out, _ := helm(t, "template", "sluice", "charts/sluice", "-f", values, "-s", "templates/metrics-adapter.yaml")
+	for _, flag := range []string{"--scrape-max-bytes=1000000", "--scrape-max-series=5000000"} {
+		if !strings.Contains(out, flag) {
+			t.Errorf("the adapter's Deployment has no %s", flag)
 		}
 	}
 }

@@ -94,7 +94,7 @@ store:
     {{- else }}
     address: {{ .Values.redis.address | quote }}
     {{- end }}
-    db: {{ .Values.redis.db }}
+    db: {{ int64 .Values.redis.db }}
     failMode: {{ .Values.redis.failMode }}
     replicas: {{ include "sluice.gatewayReplicas" . }}
     {{- with .Values.redis.username }}
@@ -116,7 +116,7 @@ store:
 
 {{/* The gateways' replicas: one without Redis, since each would keep limits of its own. */}}
 {{- define "sluice.gatewayReplicas" -}}
-{{- if .Values.redis.enabled }}{{ .Values.gateway.replicas }}{{ else }}1{{ end -}}
+{{- if .Values.redis.enabled }}{{ int64 .Values.gateway.replicas }}{{ else }}1{{ end -}}
 {{- end -}}
 
 {{/* Where the gateways find the Redis password, mounted from redis.passwordSecret. */}}
