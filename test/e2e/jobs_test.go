@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -584,4 +585,46 @@ func (g *gateway) listJobs(t *testing.T, key string) []string {
 		ids = append(ids, j.ID)
 	}
 	return ids
+}
+
+// TestJobsChurnedThroughTwoGatewaysAreBounded has clients create and cancel jobs in a loop,
+// every other call through each of two gateways that share Redis: a user allowed 20 requests a
+// minute is refused at its 21st job, whichever gateway takes it, and 2,000 jobs of another
+// tenant leave no more than 1,000 in Redis.
+func TestJobsChurnedThroughTwoGatewaysAreBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Redis and the gateway binary; skipped with -short")
+	}
+	up := newUpstream(t)
+	redis := redisserver.Start(t)
+	config := jobsConfig(t, up.URL, redisStore(redis.Addr), "jobs: {workers: 1}")
+	editConfig(t, config, acmeDailyTokens, acmeDailyTokens+"\n    perUser:\n      - {dimension: requests, amount: 20, per: minute, onLimit: Reject}")
+	gateways := []*gateway{startGateway(t, config), startGateway(t, config)}
+	churn := func(key string, n int) (created int) {
+		for i := range n {
+			g := gateways[i%2]
+			a := g.post(t, "/v1/jobs", key, chatJob)
+			if a.status != http.StatusAccepted {
+				if a.status != http.StatusTooManyRequests || a.errorCode(t) != "rate_limit_exceeded" {
+					t.Fatalf("job %d: %d %s; want 202, or 429 rate_limit_exceeded", i+1, a.status, a.body)
+				}
+				return created
+			}
+			created++
+			g.request(t, http.MethodDelete, "/v1/jobs/"+a.job(t).ID, key, "")
+		}
+		return created
+	}
+	if created := churn(keyAlice, 100); created != 20 {
+		t.Errorf("alice created %d jobs in a row through two gateways; want 20, her requests a minute", created)
+	}
+	churn(keyBob, 2000)
+	keys, err := redis.Client(t).Keys(context.Background(), "{sluice-jobs}:job:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Redis holds %d jobs", len(keys))
+	if len(keys) > 1000+20 {
+		t.Errorf("Redis holds %d jobs after 2,000 of globex's and 20 of acme's were created and cancelled; want at most 1,020", len(keys))
+	}
 }

@@ -84,19 +84,24 @@ func TestAClientThatLeavesIsCountedAndLogged(t *testing.T) {
 			if tc.queued {
 				holder, release := context.WithCancel(t.Context())
 				defer release()
-				go send(holder, api.URL, false)
+				go send(holder, api.URL, false, nil)
 				<-received
 			}
 			ctx, leave := context.WithCancel(t.Context())
 			defer leave()
-			go func() {
-				if !tc.queued {
-					<-received
-				}
-				time.Sleep(50 * time.Millisecond) // the call waits, or the stream's first chunk arrives
+			switch {
+			case tc.stream: // once the stream's first chunk arrives
+				send(ctx, api.URL, true, leave)
+			case tc.queued: // once the call waits in the queue
+				sent := make(chan struct{})
+				go func() { send(ctx, api.URL, false, nil); close(sent) }()
+				poll.Until(t, 10*time.Second, "the call to queue", func() bool { return g.gate.Queues().Providers[0].Queued == 1 })
 				leave()
-			}()
-			send(ctx, api.URL, tc.stream)
+				<-sent
+			default: // once the provider has the call
+				go func() { <-received; leave() }()
+				send(ctx, api.URL, false, nil)
+			}
 
 			closed := g.metrics.requests.WithLabelValues("acme", "lab", outcomeClientClosed)
 			poll.Until(t, 10*time.Second, "the call to be counted client_closed", func() bool { return testutil.ToFloat64(closed) == 1 })
@@ -111,8 +116,9 @@ func TestAClientThatLeavesIsCountedAndLogged(t *testing.T) {
 	}
 }
 
-// send sends the settle table's call and reads its answer until it ends or ctx does.
-func send(ctx context.Context, url string, stream bool) {
+// send sends the settle table's call and reads its answer until it ends or ctx does, calling
+// atFirstLine, when not nil, once the answer's first line has arrived.
+func send(ctx context.Context, url string, stream bool, atFirstLine func()) {
 	body := settleBody
 	if stream {
 		body = strings.Replace(body, `{"model"`, `{"stream":true,"model"`, 1)
@@ -126,6 +132,10 @@ func send(ctx context.Context, url string, stream bool) {
 	defer resp.Body.Close()
 	lines := bufio.NewScanner(resp.Body)
 	for lines.Scan() {
+		if atFirstLine != nil {
+			atFirstLine()
+			atFirstLine = nil
+		}
 	}
 }
 
