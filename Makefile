@@ -5,7 +5,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: all build test test-short generate manifests chart-manifests helm-lint helm-template docker-build lint bench demo demo-lab lab-figures control-plane redis
+.PHONY: all build test test-short generate manifests chart-manifests helm-lint helm-template docker-build lint bench demo demo-lab lab-figures lab-variants control-plane redis
 
 all: build
 
@@ -69,6 +69,13 @@ demo:
 ## demo-lab: the lab's six cases against the simulated provider; needs no control plane.
 demo-lab:
 	@hack/demo-lab.sh
+
+## lab-variants: the queue and interactive cases in crowds unlike the lab's own (text the encoding
+## counts more or less densely, spread page sizes, fast and spread latencies, clients pinned or
+## spread over the gateways); about 15 minutes. Keeps its tables in cmd/lab/demo/variants.txt.
+lab-variants:
+	@OUT=bin/lab-variants hack/lab-variants.sh
+	cp bin/lab-variants/variants.txt cmd/lab/demo/
 
 ## lab-figures: runs demo-lab and keeps its table (with the command and the date) and the queue
 ## case's chart in cmd/lab/demo/, where the README links them.

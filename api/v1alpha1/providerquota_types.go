@@ -68,14 +68,15 @@ type ProviderQuotaSpec struct {
 	// limits are the provider's published limits. Absent means unlimited.
 	// +optional
 	Limits *ProviderLimits `json:"limits,omitempty"`
-	// admissionCount is how the provider counts a call's prompt against its
-	// tokens per minute when it admits the call: Tokenizer, with the model's
-	// encoding, or Characters, about four characters a token, as OpenAI
-	// documents it does. With Characters the gateways take the larger of
-	// the encoding's count and ceil(UTF-8 bytes / 4) from limits.tokensPerMinute
-	// and keep the difference charged for the minute after the call
-	// settles, as the provider does; every other limit counts the
-	// encoding's. Defaults to Characters.
+	// admissionCount is how the provider counts a call against its tokens
+	// per minute: Characters, about four characters a token and the
+	// completion's cap when it admits the call, as OpenAI documents it does,
+	// or Tokenizer, the call's usage by the model's encoding. With
+	// Characters the gateways take ceil(UTF-8 bytes / 4) and the cap from
+	// limits.tokensPerMinute, and keep it there for the minute after the
+	// call (its usage, when that is more), as the provider does; every
+	// other limit counts the encoding's estimate and settles to the usage.
+	// Defaults to Characters.
 	// +optional
 	// +kubebuilder:default=Characters
 	// +kubebuilder:validation:MaxLength=16

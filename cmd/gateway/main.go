@@ -44,80 +44,177 @@ func main() {
 	}
 }
 
+// run builds the gateway and serves until SIGINT or SIGTERM, or until a server fails.
 func run() error {
+	cl, err := parseCommandLine()
+	if err != nil {
+		return err
+	}
+	log := newLogger()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	g := &gateway{commandLine: cl, log: log, reg: newRegistry()}
+	defer g.close()
+	if err := g.loadConfig(); err != nil {
+		return err
+	}
+	if err := g.openStore(); err != nil {
+		return err
+	}
+	if err := g.buildServer(); err != nil {
+		return err
+	}
+	endpoints, err := openEndpoints(g.cfg.Server, cl.listen, cl.adminListen, g.srv.Handler(), g.srv.AdminHandler())
+	if err != nil {
+		return err
+	}
+	warnDescriptors(g.cfg.Server, log)
+	return g.serveUntilStopped(ctx, stop, endpoints)
+}
+
+// commandLine is what the gateway's flags set.
+type commandLine struct {
+	configPath  string
+	listen      string
+	adminListen string
+	name        string
+}
+
+// parseCommandLine reads the flags. --config is required.
+func parseCommandLine() (commandLine, error) {
 	configPath := flag.String("config", "", "path of the gateway configuration file (YAML or JSON); required")
 	listen := flag.String("listen", ":8080", "address of the OpenAI-compatible API")
 	adminListen := flag.String("admin-listen", ":9090", "address of /healthz, /readyz, /metrics and /admin/usage")
 	name := flag.String("name", hostname(), "this gateway's name in the usage snapshot")
 	flag.Parse()
 	if *configPath == "" {
-		return errors.New("--config is required")
+		return commandLine{}, errors.New("--config is required")
 	}
+	return commandLine{configPath: *configPath, listen: *listen, adminListen: *adminListen, name: *name}, nil
+}
+
+// newLogger logs JSON to stderr. The Redis client's messages go to it too.
+func newLogger() *slog.Logger {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	redis.SetLogger(redisLog{log})
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	return log
+}
 
+// newRegistry is the gateway's metrics registry. It includes the Go runtime's and the process's
+// metrics.
+func newRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	var compiled *policies
-	var started startSettings
-	watcher, err := configwatch.New(*configPath, configwatch.Options{
-		Logger: log, Registerer: reg,
-		OnReload: func(cfg *gatewayv1.Config) { compiled.reload(cfg, started) },
+	return reg
+}
+
+// gateway holds what run builds, step by step, and what the later steps use.
+type gateway struct {
+	commandLine
+	log *slog.Logger
+	reg *prometheus.Registry
+
+	watcher *configwatch.Watcher
+	cfg     *gatewayv1.Config // the configuration at start
+	started startSettings
+
+	replica string                // this process's name in the jobs' group and the heartbeats
+	opts    server.Options        // the store's options, then the server's
+	client  redis.UniversalClient // nil for the memory store
+
+	srv      *server.Server
+	compiled *policies
+}
+
+// loadConfig reads the configuration file and watches it. A change is put in force by
+// g.compiled.
+func (g *gateway) loadConfig() error {
+	watcher, err := configwatch.New(g.configPath, configwatch.Options{
+		Logger: g.log, Registerer: g.reg,
+		OnReload: func(cfg *gatewayv1.Config) { g.compiled.reload(cfg, g.started) },
 	})
 	if err != nil {
 		return err
 	}
-	cfg := watcher.Config()
-	started.store, started.server = cfg.Store, cfg.Server
-	replica := *name + "-" + rand.Text()[:8] // unique to this process, in the jobs' group and the heartbeats
-	opts, client, err := storeOptions(cfg.Store, jobsOptions(cfg.Jobs), replica)
-	if err != nil {
-		return err
+	g.watcher, g.cfg = watcher, watcher.Config()
+	g.started.store, g.started.server = g.cfg.Store, g.cfg.Server
+	return nil
+}
+
+// openStore connects the store of the limiter and the jobs that the configuration names.
+func (g *gateway) openStore() error {
+	g.replica = g.name + "-" + rand.Text()[:8] // unique to this process, in the jobs' group and the heartbeats
+	var err error
+	g.opts, g.client, err = storeOptions(g.cfg.Store, jobsOptions(g.cfg.Jobs), g.replica)
+	return err
+}
+
+// buildServer builds the server on the store and puts the configuration in force.
+func (g *gateway) buildServer() error {
+	g.opts.Registerer, g.opts.Gatherer, g.opts.Logger, g.opts.Name = g.reg, g.reg, g.log, g.name
+	g.opts.LimitsLearned = func() { g.compiled.learned() }
+	g.srv = server.New(g.opts)
+	g.compiled = &policies{srv: g.srv, log: g.log, replicas: 1}
+	if g.cfg.Store.Redis != nil {
+		g.compiled.replicas = int64(g.cfg.Store.Redis.Replicas)
 	}
-	if client != nil {
-		defer client.Close()
+	return g.compiled.configure(g.cfg)
+}
+
+// close closes the server, then the store's client, when they were opened.
+func (g *gateway) close() {
+	if g.srv != nil {
+		g.srv.Close()
 	}
-	opts.Registerer, opts.Gatherer, opts.Logger, opts.Name = reg, reg, log, *name
-	opts.LimitsLearned = func() { compiled.learned() }
-	srv := server.New(opts)
-	defer srv.Close()
-	compiled = &policies{srv: srv, log: log, replicas: 1}
-	if cfg.Store.Redis != nil {
-		compiled.replicas = int64(cfg.Store.Redis.Replicas)
+	if g.client != nil {
+		g.client.Close()
 	}
-	if err := compiled.configure(cfg); err != nil {
-		return err
-	}
-	endpoints, err := openEndpoints(cfg.Server, *listen, *adminListen, srv.Handler(), srv.AdminHandler())
-	if err != nil {
-		return err
-	}
-	warnDescriptors(cfg.Server, log)
-	var background sync.WaitGroup
-	background.Go(func() { watcher.Run(ctx) })
-	if client != nil {
-		background.Go(func() { redisstore.WatchDurability(ctx, client, reg, log) })
-		peers := redisstore.NewPeers(client, replica, compiled.setReplicas, reg, log)
-		background.Go(func() { peers.Run(ctx) })
-	}
-	jobsStopped := make(chan struct{})
-	go func() {
-		defer close(jobsStopped)
-		srv.RunJobs(ctx, int(cfg.Jobs.Workers), cfg.Jobs.ReclaimAfter.Duration/3, shutdownGrace)
-	}()
-	for _, l := range []admission.Limiter{opts.Limiter, opts.Fallback} {
-		if memory, ok := l.(*ratelimit.Memory); ok {
-			go sweep(ctx, memory)
-		}
-	}
-	log.Info("gateway serving", "listen", *listen, "admin", *adminListen, "providers", len(cfg.Providers), "tenants", len(cfg.Tenants), "store", cfg.Store.Type)
-	err = serve(ctx, log, endpoints)
+}
+
+// serveUntilStopped serves the endpoints and runs the jobs and the background work until ctx
+// ends or a server fails. It returns once the jobs and the background work have stopped.
+func (g *gateway) serveUntilStopped(ctx context.Context, stop context.CancelFunc, endpoints []endpoint) error {
+	background := g.startBackground(ctx)
+	jobsStopped := g.startJobs(ctx)
+	g.startSweeps(ctx)
+	g.log.Info("gateway serving", "listen", g.listen, "admin", g.adminListen, "providers", len(g.cfg.Providers), "tenants", len(g.cfg.Tenants), "store", g.cfg.Store.Type)
+	err := serve(ctx, g.log, endpoints)
 	stop() // a server that failed stops the jobs too
 	<-jobsStopped
 	background.Wait() // before the client closes: the heartbeat leaves the count
 	return err
+}
+
+// startBackground follows the configuration file until ctx ends. On Redis it also watches the
+// store's durability and counts the gateways alive.
+func (g *gateway) startBackground(ctx context.Context) *sync.WaitGroup {
+	background := &sync.WaitGroup{}
+	background.Go(func() { g.watcher.Run(ctx) })
+	if g.client != nil {
+		background.Go(func() { redisstore.WatchDurability(ctx, g.client, g.reg, g.log) })
+		peers := redisstore.NewPeers(g.client, g.replica, g.compiled.setReplicas, g.reg, g.log)
+		background.Go(func() { peers.Run(ctx) })
+	}
+	return background
+}
+
+// startJobs runs the jobs until ctx ends. The channel it returns closes once they have stopped.
+func (g *gateway) startJobs(ctx context.Context) <-chan struct{} {
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		g.srv.RunJobs(ctx, int(g.cfg.Jobs.Workers), g.cfg.Jobs.ReclaimAfter.Duration/3, shutdownGrace)
+	}()
+	return stopped
+}
+
+// startSweeps sweeps the limiters kept in memory, the store's or its fallback, until ctx ends.
+func (g *gateway) startSweeps(ctx context.Context) {
+	for _, l := range []admission.Limiter{g.opts.Limiter, g.opts.Fallback} {
+		if memory, ok := l.(*ratelimit.Memory); ok {
+			go sweep(ctx, memory)
+		}
+	}
 }
 
 // startSettings are the settings a gateway takes at start, which a change takes a restart to

@@ -21,10 +21,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/component-base/logs"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
@@ -73,8 +75,38 @@ func main() {
 	}
 }
 
+// run builds the metrics provider and serves the metrics APIs until ctx ends.
 func (a *adapter) run(ctx context.Context) error {
 	ctrllog.SetLogger(klog.NewKlogr())
+	if err := a.setGatewayOptions(); err != nil {
+		return err
+	}
+	cfg, err := a.ClientConfig()
+	if err != nil {
+		return err
+	}
+	mapper, err := a.refreshedRESTMapper(ctx)
+	if err != nil {
+		return err
+	}
+	if err := checkScrapeLimits(a.opts); err != nil {
+		return err
+	}
+	reader, err := newInformerCache(cfg)
+	if err != nil {
+		return err
+	}
+	provider, err := a.newProvider(reader, mapper)
+	if err != nil {
+		return err
+	}
+	go runInformerCache(ctx, reader)
+	go provider.Run(ctx)
+	return a.Run(ctx)
+}
+
+// setGatewayOptions reads the gateway flags into a.opts.
+func (a *adapter) setGatewayOptions() error {
 	gateways, err := parseGateways(a.gateways)
 	if err != nil {
 		return err
@@ -86,28 +118,33 @@ func (a *adapter) run(ctx context.Context) error {
 	if a.gatewayPort < 1 || a.gatewayPort > 65535 {
 		return fmt.Errorf("--gateway-admin-port %d: want a port from 1 to 65535", a.gatewayPort)
 	}
-	cfg, err := a.ClientConfig()
-	if err != nil {
-		return err
-	}
+	a.opts.Gateways, a.opts.GatewaySelector, a.opts.GatewayPort = gateways, selector, int32(a.gatewayPort)
+	return nil
+}
+
+// refreshedRESTMapper is the API server's REST mapper, kept fresh until ctx ends.
+func (a *adapter) refreshedRESTMapper(ctx context.Context) (meta.RESTMapper, error) {
 	mapper, err := a.RESTMapper()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The library builds the mapper from discovery once; ProviderQuota's
 	// CRD may come later, so keep it fresh.
 	if m, ok := mapper.(*dynamicmapper.RegeneratingDiscoveryRESTMapper); ok && a.DiscoveryInterval > 0 {
 		m.RunUntil(ctx.Done())
 	}
+	return mapper, nil
+}
+
+// newInformerCache is the cache the adapter reads Pods and ProviderQuotas from, in every
+// namespace.
+func newInformerCache(cfg *rest.Config) (cache.Cache, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return err
+		return nil, err
 	}
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return err
-	}
-	if err := checkScrapeLimits(a.opts); err != nil {
-		return err
+		return nil, err
 	}
 	reader, err := cache.New(cfg, cache.Options{
 		Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields(),
@@ -115,26 +152,32 @@ func (a *adapter) run(ctx context.Context) error {
 		ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: metrics.TrimPod}},
 	})
 	if err != nil {
-		return fmt.Errorf("informer cache: %w", err)
+		return nil, fmt.Errorf("informer cache: %w", err)
 	}
-	a.opts.Reader, a.opts.Mapper, a.opts.Gateways = reader, mapper, gateways
-	a.opts.GatewaySelector, a.opts.GatewayPort = selector, int32(a.gatewayPort)
+	return reader, nil
+}
+
+// runInformerCache fills the cache and keeps it current until ctx ends.
+func runInformerCache(ctx context.Context, reader cache.Cache) {
+	if err := reader.Start(ctx); err != nil {
+		klog.ErrorS(err, "Informer cache stopped")
+	}
+}
+
+// newProvider builds the metrics provider on reader and mapper, and has the API server serve its
+// custom and external metrics. It registers the provider's own metrics and the API server's.
+func (a *adapter) newProvider(reader cache.Cache, mapper meta.RESTMapper) (*metrics.Provider, error) {
+	a.opts.Reader, a.opts.Mapper = reader, mapper
 	p := metrics.New(a.opts)
 	a.WithCustomMetrics(p)
 	a.WithExternalMetrics(p)
 	if err := apimetrics.RegisterMetrics(legacyregistry.Register); err != nil {
-		return err
+		return nil, err
 	}
 	if err := p.RegisterMetrics(legacyregistry.Register, legacyregistry.CustomRegister); err != nil {
-		return err
+		return nil, err
 	}
-	go func() {
-		if err := reader.Start(ctx); err != nil {
-			klog.ErrorS(err, "Informer cache stopped")
-		}
-	}()
-	go p.Run(ctx)
-	return a.Run(ctx)
+	return p, nil
 }
 
 // checkScrapeLimits refuses caps that would let no Pod report.

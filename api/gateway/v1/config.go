@@ -337,14 +337,15 @@ type Provider struct {
 	// tokensPerMinute is the provider's published token rate. Zero means
 	// unlimited.
 	TokensPerMinute int64 `json:"tokensPerMinute,omitempty"`
-	// admissionCount is how the provider counts a call's prompt against its
-	// tokens per minute when it admits the call: "Tokenizer", with the
-	// model's encoding, or "Characters", about four characters a token, as
-	// OpenAI documents it does. With "Characters" the gateway takes the
-	// larger of the encoding's count and ceil(UTF-8 bytes / 4) from the
-	// provider's own tokens per minute, and keeps the difference charged for
-	// the minute after the call settles, as the provider does; every other
-	// limit counts the encoding's. Empty means "Characters".
+	// admissionCount is how the provider counts a call against its tokens
+	// per minute: "Characters", about four characters a token and the
+	// completion's cap when it admits the call, as OpenAI documents it does,
+	// or "Tokenizer", the call's usage by the model's encoding. With
+	// "Characters" the gateway takes ceil(UTF-8 bytes / 4) and the cap from
+	// the provider's own tokens per minute, and keeps it there for the
+	// minute after the call (its usage, when that is more), as the provider
+	// does; every other limit counts the encoding's estimate and settles to
+	// the usage. Empty means "Characters".
 	AdmissionCount AdmissionCount `json:"admissionCount,omitempty"`
 	// maxInFlight caps concurrent calls. Zero means unlimited; a provider
 	// with no capacity at all is paused instead.

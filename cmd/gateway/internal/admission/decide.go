@@ -117,7 +117,7 @@ func (g *Gate) started(t *Ticket) {
 }
 
 // ended counts a call whose ticket ended, at its real cost, and frees its slot in flight.
-func (g *Gate) ended(t *Ticket, actual, delta policy.Cost, served bool) {
+func (g *Gate) ended(t *Ticket, actual policy.Cost, served bool) {
 	now := g.now()
 	tenant, provider := t.req.tenant(), t.req.provider()
 	g.metrics.tokens.WithLabelValues(tenant, provider, "estimated").Add(float64(t.req.Cost.Tokens))
@@ -125,7 +125,7 @@ func (g *Gate) ended(t *Ticket, actual, delta policy.Cost, served bool) {
 	g.metrics.spend.WithLabelValues(tenant, provider).Add(float64(actual.MicroDollars))
 	d := g.dispatcher(provider)
 	d.callDuration.Observe(now.Sub(t.started).Seconds())
-	g.usage.finished(&t.req, delta.Tokens, actual.MicroDollars, now)
+	g.usage.finished(&t.req, actual.Tokens-t.req.Cost.Tokens, actual.MicroDollars, now)
 	d.ended(served)
 }
 

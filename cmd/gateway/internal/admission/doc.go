@@ -2,13 +2,16 @@
 // this, at this estimated cost" to "done".
 //
 // Gate.Admit checks every limit that applies to a Request (user, tenant, endpoint, global,
-// provider) and takes the estimate from all of them or from none. A call that may not go yet
-// and whose limit queues waits in its provider's fair queue, behind a door that turns it away
-// at once when its lane would wait longer than its plan's maxWait, or, behind its caller's own
-// calls while users join the queue, than the wait the door can still promise (see
-// fairqueue.Queue.Growth). Admit answers with a Ticket
-// (the call may go now) or a Refusal (a value that says which limit refused, when to come back,
-// the place in the lane and the wait estimated).
+// provider) and takes the estimate from all of them or from none. It answers with a Ticket (the
+// call may go now) or a Refusal (a value that says which limit refused, when to come back, the
+// place in the lane and the wait estimated).
+//
+// A call that may not go yet and whose limit queues comes to its provider's door (door.go): its
+// one entry, door.enter, lets it into the fair queue with the wait it is promised, or answers it
+// busy with when to come back. Its estimates are the fair queue's model (see package fairqueue)
+// at the rate the queue drains (drain.go). The provider's dispatcher (dispatcher.go) then sends
+// the queue's calls in fair order as the limits allow; the gateways sharing a provider exchange
+// what each lane was served (shares.go).
 //
 // A Ticket ends exactly once: in Settle, when the provider served the call and its real usage
 // is charged in place of the estimate, or in Refund, when it did not and everything is given
@@ -16,10 +19,9 @@
 // attempt delivered twice), the caller ends its ticket with one of the two, and a second end
 // does nothing.
 //
-// The Gate also keeps what the provider's answers teach (a throttle pauses its queue and halves
-// this replica's share of its in-flight cap; rate-limit headers that report limits lower than
-// configured are learned, for the caller to compile into the provider's limits), counts the
-// calls in flight, and keeps this
-// replica's usage for the snapshot the operator reads. It speaks in values: the HTTP side turns
+// The Gate also keeps what the provider's answers teach (feedback.go: a throttle pauses its queue
+// and halves this replica's share of its in-flight cap; rate-limit headers that report limits
+// lower than configured are learned, for the caller to compile into the provider's limits),
+// counts the calls in flight, and keeps this replica's usage for the snapshot the operator reads. It speaks in values: the HTTP side turns
 // tickets and refusals into answers and headers.
 package admission

@@ -2,14 +2,9 @@ package admission
 
 import (
 	"cmp"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
-	"github.com/sluicehq/sluice/cmd/gateway/internal/fairqueue"
-	"github.com/sluicehq/sluice/cmd/gateway/internal/fairshare"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 )
 
@@ -22,33 +17,6 @@ const (
 	minPause = time.Second
 )
 
-// dispatcher owns one provider's queue: it sends the next call in fair order whenever every
-// limit allows it, in one limiter decision, so no call is sent to hit a limit and come back.
-type dispatcher struct {
-	g        *Gate
-	provider string
-	wake     chan struct{}
-	// exchangeSoon asks for an exchange of shares before the next one due: an Interactive tenant
-	// started waiting here, and the other gateways' Batch lanes should learn it.
-	exchangeSoon chan struct{}
-	// arrivals, callDuration and queueWait are the provider's series, looked up once.
-	arrivals     prometheus.Counter
-	callDuration prometheus.Observer
-	queueWait    prometheus.Observer
-
-	// estimateRatio and comebackError measure the door: a call's wait against its estimate, and
-	// when a caller turned away came back against when it was told to.
-	estimateRatio prometheus.Observer
-	comebackError prometheus.Observer
-
-	mu       sync.Mutex
-	q        *fairqueue.Queue
-	shares   *fairshare.Ledger // what the gateways sharing the provider served; nil alone
-	drained  lastMinute        // tokens dispatched from the queue, by second
-	full     lastMinute        // the seconds a limit shared with others held the queue back
-	feedback                   // what the provider's throttles taught
-}
-
 // feedback is what a provider's answers say. A 429 or 503 says our model of its limits is
 // wrong: dispatch pauses for the time it asked, and the calls this replica keeps in flight to it
 // are cut by half at each throttle and grow back by a step at each success (AIMD). Its rate-limit
@@ -60,47 +28,6 @@ type feedback struct {
 	// configured: the calls in flight at the first throttle. Zero while the share is 1.
 	throttledBase int64
 	learned       gatewayv1.LearnedLimits // lower than configured, as last reported
-}
-
-func newDispatcher(g *Gate, provider string) *dispatcher {
-	d := &dispatcher{g: g, provider: provider, wake: make(chan struct{}, 1), exchangeSoon: make(chan struct{}, 1),
-		arrivals:      g.metrics.arrivals.WithLabelValues(provider),
-		callDuration:  g.metrics.callDuration.WithLabelValues(provider),
-		queueWait:     g.metrics.queueWait.WithLabelValues(provider),
-		estimateRatio: g.metrics.estimateRatio.WithLabelValues(provider),
-		comebackError: g.metrics.comebackError.WithLabelValues(provider),
-		feedback:      feedback{share: 1}}
-	var opts fairqueue.Options
-	if g.opts.Shares != nil {
-		d.shares = fairshare.New(shareSlack, fairqueue.DefaultBatchShare, g.leases.Next(), g.tenantWeight)
-		opts.Hold = d.shares.Held // asked under d.mu, in d.q.Next
-	}
-	d.q = fairqueue.New(opts)
-	return d
-}
-
-// idle reports whether nobody waits and the provider is open, so a new call may try to go at once.
-func (d *dispatcher) idle() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	_, open := d.open(d.g.now())
-	return d.q.Len() == 0 && open
-}
-
-// open reports whether a call may go to the provider at now, as far as its feedback and its
-// configuration's pause go, and if not, how long to wait before looking again.
-func (d *dispatcher) open(now time.Time) (time.Duration, bool) {
-	if now.Before(d.pausedUntil) {
-		return d.pausedUntil.Sub(now), false
-	}
-	p := d.g.policy().Provider(d.provider)
-	if p != nil && p.Config.Paused {
-		return inFlightPoll, false // until a reload lifts the pause
-	}
-	if max := d.maxInFlight(); max > 0 && d.g.usage.inFlight(d.provider) >= max {
-		return inFlightPoll, false
-	}
-	return 0, true
 }
 
 // maxInFlight is this replica's share of the provider's in-flight cap, after throttles; zero
@@ -204,14 +131,6 @@ func (d *dispatcher) feedbackNow() learning {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return learning{learned: d.learned, inFlight: d.maxInFlight()}
-}
-
-// kick wakes the dispatcher: a call arrived, or one ended and gave back what it held.
-func (d *dispatcher) kick() {
-	select {
-	case d.wake <- struct{}{}:
-	default:
-	}
 }
 
 // Reported is what one of a provider's answers says of its limits, in OpenAI's x-ratelimit-*

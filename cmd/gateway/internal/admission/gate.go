@@ -215,9 +215,11 @@ func (g *Gate) giveBack(ctx context.Context, req Request) {
 		return
 	}
 	var taken, refund [ratelimit.MaxChecks]ratelimit.Check
-	checks, _ := policy.Checks(taken[:0], req.Caller, req.Route, req.Endpoint, policy.Cost(req.Held), policy.Shared, "")
-	back := policy.Cost{Tokens: -req.Held.Tokens, MicroDollars: -req.Held.MicroDollars}
-	if err := g.opts.Limiter.Settle(ctx, fmt.Sprintf("give-back:%s:%d", req.Job.Job, req.Job.N), policy.Settlement(refund[:0], checks, back), g.now()); err != nil {
+	earlier := req // the same call: its provider counted it as this one
+	earlier.Cost = policy.Cost(req.Held)
+	checks, _ := earlier.checks(taken[:0], policy.Shared, "")
+	back := policy.Settlement(refund[:0], checks, policy.Cost{}, 0)
+	if err := g.opts.Limiter.Settle(ctx, fmt.Sprintf("give-back:%s:%d", req.Job.Job, req.Job.N), back, g.now()); err != nil {
 		g.log.Error("give back what an earlier attempt of a job held", "job", req.Job.Job, "err", err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+	"github.com/sluicehq/sluice/test/redisserver"
 )
 
 // plan is a test configuration: one provider, "lab", with the given limits per minute, and
@@ -214,6 +215,69 @@ func TestASettlementFreesTheProvidersMinuteWhereTheCallTookFromIt(t *testing.T) 
 			t.Errorf("%s: %d left after the settlement; want %d, less the call's real 150 tokens", minute, got, before-150)
 		}
 	})
+}
+
+// TestAProviderThatCountsCharactersHoldsItsCountOnce admits calls that the provider counts at 855
+// tokens (characters and max_tokens) and the encoding at 706, on both stores. The provider's
+// rolling minute holds its count whatever the usage, or the usage when that is more: never its
+// count and the usage's difference from the estimate on top.
+func TestAProviderThatCountsCharactersHoldsItsCountOnce(t *testing.T) {
+	stores := map[string]func(t *testing.T) Limiter{
+		"memory": func(*testing.T) Limiter { return ratelimit.NewMemory() },
+		"redis":  func(t *testing.T) Limiter { return ratelimit.NewRedis(redisserver.Start(t).Client(t)) },
+	}
+	usages := []struct {
+		name  string
+		usage estimate.Usage
+		held  int64
+	}{
+		{"usage as the provider counted", estimate.Usage{PromptTokens: 805, CompletionTokens: 50}, 855},
+		{"usage of the encoding, below the provider's count", estimate.Usage{PromptTokens: 656, CompletionTokens: 30}, 855},
+		{"usage above the provider's count", estimate.Usage{PromptTokens: 900, CompletionTokens: 50}, 950},
+	}
+	for store, newStore := range stores {
+		for _, tc := range usages {
+			t.Run(store+"/"+tc.name, func(t *testing.T) {
+				limiter := newStore(t)
+				g, p := newGateOn(t, budgetPlan(), limiter)
+				req := request(t, p, "sk-acme-alice", 706)
+				req.ProviderTokens = 855
+				minute := providerMinute(t, req)
+				before := peek(t, limiter, minute)
+				ticket := mustAdmit(t, g, req)
+				if got := before - peek(t, limiter, minute); got != 855 {
+					t.Errorf("the call took %d of the provider's minute; want its count, 855", got)
+				}
+				ticket.Settle(tc.usage)
+				if got := before - peek(t, limiter, minute); got != tc.held {
+					t.Errorf("the provider's minute holds %d after the settlement; want %d", got, tc.held)
+				}
+			})
+		}
+	}
+}
+
+// providerMinute is the rolling minute of the request's provider's tokens.
+func providerMinute(t *testing.T, req Request) *ratelimit.Limit {
+	t.Helper()
+	checks, _ := policy.Checks(nil, req.Caller, req.Route, req.Endpoint, policy.Cost{}, policy.Shared, "")
+	for _, c := range checks {
+		if c.Limit.Key == "{lab}:provider:tokens:minute" {
+			return c.Limit
+		}
+	}
+	t.Fatal("the provider has no rolling minute of tokens")
+	return nil
+}
+
+// peek reads what l has left, without taking anything.
+func peek(t *testing.T, limiter Limiter, l *ratelimit.Limit) int64 {
+	t.Helper()
+	r, err := limiter.Peek(context.Background(), []*ratelimit.Limit{l}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r[0].Remaining
 }
 
 func TestAFailedSettlementIsTriedAgainUntilItLands(t *testing.T) {

@@ -19,8 +19,9 @@ type Request struct {
 	// Cost is the call's estimate: its prompt and expected completion tokens and their price.
 	Cost policy.Cost
 	// ProviderTokens is what the call's provider counts against its own tokens per minute when
-	// it admits the call, when that is more than Cost.Tokens: a provider that counts characters
-	// counts more for text its encoding packs densely. Zero or less means Cost.Tokens.
+	// it admits the call, and holds for its minute whatever the call uses: for a provider that
+	// counts characters and max_tokens, more than the encoding's count for text the encoding
+	// packs densely, less for text it does not. Zero for a provider that counts usage alone.
 	ProviderTokens int64
 	// Job is the job attempt the call is; zero for a live call. A job waits in the Batch class,
 	// passes no door, waits as long as the global and provider limits take (its own limits it
@@ -33,10 +34,18 @@ type Request struct {
 
 func (r *Request) isJob() bool { return r.Job.Job != "" }
 
+// providerCost is what the request takes from its provider's tokens: what the provider counts at
+// admission, or the estimate for a provider that counts usage alone. The queue drains in it.
+func (r *Request) providerCost() int64 {
+	if r.ProviderTokens > 0 {
+		return r.ProviderTokens
+	}
+	return r.Cost.Tokens
+}
+
 // checks appends to dst every check the request must pass (see policy.Checks), its provider's
-// own token limits charged ProviderTokens when that is more. Settling charges every token limit
-// the same difference, so what the provider counted beyond Cost.Tokens stays charged on its
-// limits for as long as the provider's own count holds it.
+// own token limits charged providerCost. Settling keeps ProviderTokens on them when the usage is
+// less (see policy.Settlement).
 //
 // A job's attempt takes no request from its caller's own limits: the job took it when it was
 // created (see Gate.ChargeJob). It is still checked against them, as a call of no requests.
@@ -47,8 +56,8 @@ func (r *Request) checks(dst []ratelimit.Check, share policy.Share, lease string
 		switch c := &dst[i]; {
 		case r.isJob() && isCallersRequests(c):
 			c.Cost = 0
-		case r.ProviderTokens > r.Cost.Tokens && c.Limit.Level == ratelimit.LevelProvider && c.Limit.Dimension == ratelimit.Tokens:
-			c.Cost = r.ProviderTokens
+		case c.Limit.Level == ratelimit.LevelProvider && c.Limit.Dimension == ratelimit.Tokens:
+			c.Cost = r.providerCost()
 		}
 	}
 	return dst, queueing

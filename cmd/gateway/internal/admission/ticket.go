@@ -72,15 +72,15 @@ func (t *Ticket) end(u *estimate.Usage, sent bool) bool {
 		return false
 	}
 	var actual policy.Cost
+	var held int64 // what the provider holds of a call it served
 	charged := t.charged(u)
 	if charged {
-		actual = t.costOf(*u)
+		actual, held = t.costOf(*u), t.req.ProviderTokens
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	delta := policy.Cost{Tokens: actual.Tokens - t.req.Cost.Tokens, MicroDollars: actual.MicroDollars - t.req.Cost.MicroDollars}
 	var buf [ratelimit.MaxChecks]ratelimit.Check
-	settlement := policy.Release(policy.Settlement(buf[:0], t.checks, delta), t.checks)
+	settlement := policy.Release(policy.Settlement(buf[:0], t.checks, actual, held), t.checks)
 	if !charged {
 		settlement = policy.Unserved(settlement, t.checks, sent)
 	}
@@ -94,7 +94,7 @@ func (t *Ticket) end(u *estimate.Usage, sent bool) bool {
 		t.g.metrics.storeErrors.WithLabelValues("settle").Inc()
 		go t.settleLater(slices.Clone(settlement), now)
 	}
-	t.g.ended(t, actual, delta, u != nil)
+	t.g.ended(t, actual, u != nil)
 	return true
 }
 

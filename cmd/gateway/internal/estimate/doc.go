@@ -65,7 +65,7 @@
 // A provider that counts a call's tokens when it admits it may count
 // characters rather than tokens: OpenAI documents that it estimates from the
 // request's characters (about four a token) and max_tokens.
-// [Estimate.CharacterTotal] is the larger of the two counts.
+// [Estimate.CharacterTotal] is that count.
 //
 // # Settlement
 //

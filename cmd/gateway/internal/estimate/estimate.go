@@ -20,10 +20,11 @@ func (e Estimate) Total() int64 {
 	return addSat(e.PromptTokens, e.CompletionTokens)
 }
 
-// CharacterTotal returns the larger of the two prompt counts and the completion tokens
-// together: what a provider that counts characters when it admits a call counts, or more.
+// CharacterTotal returns the prompt counted by the proxy and the completion tokens together:
+// what a provider that counts characters when it admits a call counts, whatever the encoding's
+// count.
 func (e Estimate) CharacterTotal() int64 {
-	return addSat(max(e.PromptTokens, e.CharacterPromptTokens), e.CompletionTokens)
+	return addSat(e.CharacterPromptTokens, e.CompletionTokens)
 }
 
 // Estimate returns the cost of r, counting its prompt with c under encoding

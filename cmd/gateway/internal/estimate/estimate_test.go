@@ -157,7 +157,7 @@ func TestEstimateCharacterTotal(t *testing.T) {
 		want int64
 	}{
 		{"characters count more", Estimate{PromptTokens: 100, CompletionTokens: 10, CharacterPromptTokens: 300}, 310},
-		{"the encoding counts more", Estimate{PromptTokens: 300, CompletionTokens: 10, CharacterPromptTokens: 100}, 310},
+		{"the encoding counts more", Estimate{PromptTokens: 300, CompletionTokens: 10, CharacterPromptTokens: 100}, 110},
 		{"overflow stops at the maximum", Estimate{CharacterPromptTokens: math.MaxInt64, CompletionTokens: 1}, math.MaxInt64},
 	}
 	for _, tc := range tests {

@@ -156,6 +156,9 @@ type turns struct {
 	// ahead is the tenant's tokens served before the item, its own included, by the estimate's
 	// last pass; zero on its first (see Queue.estimate).
 	ahead int64
+	// comebacks are those of the item's own lane that go before it: none for an item that came
+	// to the door, those its lane is expected to make for one turned away (see ComebackWait).
+	comebacks []comeback
 }
 
 // inTurns is the cost of the comebacks that a lane with queued items ahead of them is served in
@@ -187,11 +190,11 @@ func (tt turns) turnAt(turn int64) time.Time {
 	return tt.now.Add(time.Duration(float64(tt.wait) * (float64(turn) - 0.5) / float64(tt.rounds)))
 }
 
-// costOf is the cost of the first n of comebacks.
-func costOf(comebacks []comeback, n int64) int64 {
+// costOf is the cost of comebacks.
+func costOf(comebacks []comeback) int64 {
 	var cost int64
-	for i := 0; i < len(comebacks) && int64(i) < n; i++ {
-		cost += comebacks[i].cost
+	for _, c := range comebacks {
+		cost += c.cost
 	}
 	return cost
 }

@@ -1,19 +1,45 @@
-// Package fairqueue holds the requests that may not go yet and says which goes next: lanes per
-// tenant, and per user inside a tenant, served by deficit round-robin weighted by the tenant's
-// plan weight, with cost counted in estimated tokens. A tenant's wait is proportional to what it
-// asked for, not to what others asked for: a tenant with thousands of requests queued delays
-// another's single request by at most one round.
+// Package fairqueue holds the requests that may not go yet, says which goes next, and estimates
+// how long each waits: the model the gateway's door answers callers by.
 //
-// Interactive lanes are served before Batch lanes, but Batch keeps a guaranteed share of what is
-// served so it never starves.
+// # Lanes and turns
 //
-// The door's estimates are promises the queue keeps (see Promise): a user who joins later takes
-// its turns beside the earlier users' lanes, but no longer ahead of what the door told them, and
-// the estimates count what was promised before them.
+// Each tenant has a lane, and each user a lane inside it. Tenants are served by deficit
+// round-robin weighted by their plan's weight, with cost counted in tokens; a tenant's users take
+// one item each in turn. A tenant's wait is proportional to what it asked for, not to what others
+// asked for: a tenant with thousands of requests queued delays another's single request by at
+// most one round. Interactive lanes are served before Batch lanes, but Batch keeps a share of
+// what is served (DefaultBatchShare) so it never starves.
+//
+// # Estimates, promises and comebacks
+//
+// EstimateWait is how long an item waits at a given drain: what its own lane has ahead of it, one
+// item a turn of its tenant's other lanes, and each other tenant at its weight meanwhile. The
+// door lets a call in when that is within its bound and answers busy when it is not. A call let
+// in is promised its estimate (Promise): users who join later take turns beside it, but do not
+// push it past what it was told. A call turned away is told when to come back (ComebackWait) and
+// is expected then (Expect): until it comes, other estimates still count its lane's turns, so a
+// crowd told to come back is spread at the rate the queue drains.
+//
+// # A worked example
+//
+// A provider's queue drains 5,000 tokens a second, and every page costs 1,000 tokens. Ann, of
+// tenant acme, has 30 pages queued; Bob, of tenant zeta, has 2. The door's bound is 5 s.
+//   - Carl, new to acme, sends a page. His lane takes turns with Ann's: one of her pages goes
+//     before his, and zeta's two pages go beside them. He waits 0.8 s, and is let in with that
+//     promise.
+//   - Dora, of a new tenant, sends a page. Acme and zeta each serve one page beside hers: 0.6 s.
+//   - Ann sends a 31st page. It waits behind her 30 and beside zeta's two: 6.6 s, past the
+//     bound. The door answers busy and tells her to come back when her lane's wait is down to
+//     half the bound, 6.6 - 2.5 = 4.1 s from now (a random part of her page's 0.2 s of the
+//     drain added), which the Retry-After header states as 5 s. The queue expects her page
+//     then, and counts it in the estimates of the others who come meanwhile.
+//
+// Example runs these figures.
 //
 // The Queue is the pure core: it takes the time as an argument, never waits and never looks at
 // what it holds. The gateway's dispatcher asks it for the next request, asks the limiter whether
-// that request may go, and tells the queue what happened.
+// that request may go, and tells the queue what happened; the gateway's door asks it for
+// estimates.
 package fairqueue
 
 import (
@@ -194,18 +220,18 @@ func (q *Queue) Ahead(class Class, tenant string) (items int, cost int64) {
 	return 0, 0
 }
 
-// EstimateWait returns how long an item would wait at now, until it is served, when the queue
-// drains tokensPerSecond under its fair sharing: an item not yet queued as if pushed now, a queued
-// one from where it stands. Before it go the items ahead of it in its own lane, and in each other
-// lane of its tenant as many items as it has ahead of it plus one (users take one item each in
-// turn, so one user's ten items delay another's first by one); meanwhile every other tenant of its
-// class is served at its weight, up to what it has waiting (a tenant with less than its share
-// finishes first). What others wait for counts the comebacks their lanes are expected to make
-// before the item is served (see Expect): a lane the door turned away still takes its turns. The
-// class gets its share of the drain. It returns -1 when nothing drains, and records on the item
+// EstimateWait returns how long an item would wait from now until it is served, when the queue
+// drains tokensPerSecond under its fair sharing: an item not yet queued as if pushed now, a
+// queued one from where it stands. It returns -1 when nothing drains, and records on the item
 // what its tenant serves before it, for Promise.
+//
+// Before the item go, in its tenant: the items ahead of it in its lane, and one item a turn of
+// each other lane of the tenant for as many turns as the item waits (see tenantWorkBefore). Each
+// other tenant of its class is served meanwhile at its weight, up to what it has waiting. Lanes
+// the door turned away count with the comebacks they are expected to make in time (see Expect).
+// The class gets its share of the drain.
 func (q *Queue) EstimateWait(it *Item, tokensPerSecond float64, now time.Time) time.Duration {
-	return q.estimate(it, tokensPerSecond, now, false)
+	return q.estimate(it, tokensPerSecond, now, nil)
 }
 
 // OwnWait returns how long the item waits for the limits of its own user, whatever the lanes of
@@ -221,25 +247,25 @@ func (q *Queue) OwnWait(it *Item, credit time.Duration) time.Duration {
 	return max(total-credit, 0)
 }
 
-// ComebackWait is EstimateWait for an item turned away that will come back after the comebacks
-// its lane is already expected to make: it counts them ahead of it in its lane, where it stands
-// for a queued item (one that waited too long) and behind the lane's items for one not queued.
-// The door tells it to come back when this wait is within a share of its maxWait.
+// ComebackWait is EstimateWait for an item turned away, which comes back after the comebacks its
+// lane is already expected to make: they go ahead of it in its lane. The door tells it to come
+// back when this wait is within a share of its maxWait.
 func (q *Queue) ComebackWait(it *Item, tokensPerSecond float64, now time.Time) time.Duration {
-	return q.estimate(it, tokensPerSecond, now, true)
+	return q.estimate(it, tokensPerSecond, now, q.expected[it.Class].tenants[it.Tenant].of(it.User, now))
 }
 
-func (q *Queue) estimate(it *Item, tokensPerSecond float64, now time.Time, behindComebacks bool) time.Duration {
+// estimate is EstimateWait with ahead, comebacks of the item's own lane that go before it. What
+// is served before the item depends on how long it waits, and the wait on what is served before
+// it: each pass counts what comes in time by the last pass's wait, which only grows.
+func (q *Queue) estimate(it *Item, tokensPerSecond float64, now time.Time, ahead []comeback) time.Duration {
 	it.estimated = 0
 	rate := tokensPerSecond * q.classShare(it.Class)
 	if rate <= 0 {
 		return -1
 	}
-	// The comebacks and the promises due before the item is served depend on when that is: each
-	// pass counts those due in time by the last pass's estimate, which only grows.
 	var wait time.Duration
 	for range estimatePasses {
-		total, own := q.workBefore(it, now, turns{now: now, wait: wait, ahead: it.estimated}, behindComebacks)
+		total, own := q.workBefore(it, turns{now: now, wait: wait, ahead: it.estimated, comebacks: ahead})
 		next := time.Duration(total / rate * float64(time.Second))
 		if next <= wait {
 			break
@@ -249,31 +275,29 @@ func (q *Queue) estimate(it *Item, tokensPerSecond float64, now time.Time, behin
 	return wait
 }
 
-// estimatePasses bounds the passes of EstimateWait.
+// estimatePasses bounds the passes of an estimate.
 const estimatePasses = 5
 
-// workBefore is the tokens served before the item if it waits tt.wait from now, and of them its
-// own tenant's (see tenantWorkBefore): counting, in its tenant, the comebacks of other users that
-// come in time for their turns (see inTurns), with behindComebacks every comeback of its own lane
-// ahead of it, and of other tenants those due within the wait.
-func (q *Queue) workBefore(it *Item, now time.Time, tt turns, behindComebacks bool) (total float64, own int64) {
+// workBefore is the tokens served before the item if it waits tt.wait, and of them its own
+// tenant's (see tenantWorkBefore). Every other tenant of its class is served at its weight in
+// the same time, up to what it has waiting and the comebacks it expects within the wait.
+func (q *Queue) workBefore(it *Item, tt turns) (total float64, own int64) {
 	r, expected := q.classes[it.Class], q.expected[it.Class].tenants
-	mine := expected[it.Tenant]
-	own = r.tenantWorkBefore(it, mine, behindComebacks, tt)
+	own = r.tenantWorkBefore(it, expected[it.Tenant], tt)
 	weight := float64(max(it.Weight, 1))
 	total = float64(own)
 	share := func(cost, tenantWeight int64) {
 		total += min(float64(cost), float64(own)*float64(tenantWeight)/weight)
 	}
-	deadline := now.Add(tt.wait)
+	deadline := tt.now.Add(tt.wait)
 	for name, t := range r.tenants {
 		if name != it.Tenant {
-			share(t.cost+expected[name].dueCost(now, deadline), t.weight)
+			share(t.cost+expected[name].dueCost(tt.now, deadline), t.weight)
 		}
 	}
 	for name, t := range expected {
 		if name != it.Tenant && r.tenants[name] == nil {
-			share(t.dueCost(now, deadline), t.weight)
+			share(t.dueCost(tt.now, deadline), t.weight)
 		}
 	}
 	return total, own

@@ -169,15 +169,14 @@ func (r *rounds) open(now time.Time, visit func(*Item)) {
 	}
 }
 
-// tenantWorkBefore is the cost its tenant serves until it has served it, it included: the items
-// of its own lane up to it (for an item not queued, all of them), with behindComebacks the
-// comebacks its lane is expected to make, and of each other user's lane one a turn, as many
-// turns as its position in its own if that lane's turn comes before its lane's in the round, one
-// fewer if after: its queued items first, then those of its comebacks (the tenant's, nil for none)
-// that come in time; but of a lane whose items were promised a turn before the item goes by the
-// estimate's last pass (see Queue.Promise), those items if more; and never more than its user's
-// own limits let it take within the wait.
-func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, behindComebacks bool, tt turns) int64 {
+// tenantWorkBefore is what the item's tenant serves until it has served the item, the item
+// included. Its own lane serves the items up to it (all of them, for an item not queued), after
+// tt.comebacks. It waits that many turns of its tenant: each other lane of the tenant takes one
+// item a turn, one turn fewer when its turn comes after the item's lane's in the round, and
+// takes the comebacks it expects in the turns it has (see inTurns). A lane whose items were
+// promised a turn before the item goes, by the estimate's last pass (see Queue.Promise), serves
+// those items if more. No lane serves more than its user's own limits let it within the wait.
+func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, tt turns) int64 {
 	t := r.tenants[it.Tenant]
 	position, work := int64(1), it.Cost // not queued: after its lane's items
 	if t != nil {
@@ -185,10 +184,7 @@ func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, behindCo
 			position, work, _ = lane.upTo(it)
 		}
 	}
-	if behindComebacks {
-		ahead := comebacks.of(it.User, tt.now)
-		position, work = position+int64(len(ahead)), work+costOf(ahead, int64(len(ahead)))
-	}
+	position, work = position+int64(len(tt.comebacks)), work+costOf(tt.comebacks)
 	tt.rounds = position
 	if t != nil {
 		// The promises that come due before the item goes, by the estimate's last pass.

@@ -9,15 +9,13 @@ import (
 // for one that may go: past them, its users' order goes on.
 const maxOverdueLooks = 64
 
-// Promise records that the door told the caller of a queued item it would wait what its last
-// estimate (EstimateWait) gave, in what its tenant is to have served by then: what goes before
-// the item and the item itself (see tenantWorkBefore). Once the tenant has served that much and
-// the item still waits, because users who joined later took turns before it, its lane goes first
-// in its tenant's turns until it has gone (the item's own cost is the slack that lets a
-// newcomer's turn in first); and the estimates of its tenant's other users count it before them.
-// A promise is reckoned in the tenant's own tokens, not in time, so that a drain slower than the
-// door expected makes no promise due, and a promise never takes the turn of another tenant. A
-// lane without a promise (a job's, which nobody waits for) takes the turns promises leave it.
+// Promise records that the door told the caller of a queued item the wait of its last estimate
+// (EstimateWait). The promise is kept in the tenant's own served tokens, not in time: the item
+// goes once its tenant has served what the estimate counted before it, and the item. If it still
+// waits then (users who joined later took turns before it), its lane goes first in its tenant's
+// turns until it has gone. The estimates of the tenant's other users count it before them. A
+// drain slower than expected makes no promise due, and a promise never takes another tenant's
+// turn. A lane without a promise (a job's) takes the turns promises leave it.
 func (q *Queue) Promise(it *Item) {
 	if !it.Queued() || it.promise > 0 || it.estimated <= 0 {
 		return

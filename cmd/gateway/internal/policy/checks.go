@@ -65,14 +65,21 @@ func charge(d ratelimit.Dimension, cost Cost) int64 {
 	}
 }
 
-// Settlement appends to dst what settles a call that passed checks: the difference between its
-// real cost and its estimate on every token and dollar limit (delta).
-func Settlement(dst []ratelimit.Check, checks []ratelimit.Check, delta Cost) []ratelimit.Check {
+// Settlement appends to dst what settles a call that passed checks, each of which took its Cost,
+// at the call's actual cost: every token and dollar limit is charged the difference between
+// actual and what it took. Its provider's own token limits keep at least providerHeld: what the
+// provider counted when it admitted the call, which it holds for its minute whatever the call
+// used (zero for a provider that counts usage alone).
+func Settlement(dst []ratelimit.Check, checks []ratelimit.Check, actual Cost, providerHeld int64) []ratelimit.Check {
 	for _, c := range checks {
 		if c.Limit.Dimension != ratelimit.Tokens && c.Limit.Dimension != ratelimit.MicroDollars {
 			continue
 		}
-		if d := charge(c.Limit.Dimension, delta); d != 0 {
+		want := charge(c.Limit.Dimension, actual)
+		if c.Limit.Level == ratelimit.LevelProvider && c.Limit.Dimension == ratelimit.Tokens {
+			want = max(want, providerHeld)
+		}
+		if d := want - c.Cost; d != 0 {
 			dst = append(dst, ratelimit.Check{Limit: c.Limit, Cost: d})
 		}
 	}

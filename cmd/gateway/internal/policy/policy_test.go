@@ -178,7 +178,7 @@ func TestLocalChecksTakeOneReplicasShare(t *testing.T) {
 func TestSettlementChargesTheDifferenceAndFreesTheSlot(t *testing.T) {
 	p := compileExample(t, 1)
 	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{Tokens: 900, MicroDollars: 2700}, Shared, "lease-1")
-	got := Release(Settlement(nil, checks, Cost{Tokens: -850, MicroDollars: -2550}), checks)
+	got := Release(Settlement(nil, checks, Cost{Tokens: 50, MicroDollars: 150}, 0), checks)
 	want := []check{
 		{Key: "{tenant:acme}:tenant:tokens:minute", Level: "tenant", Capacity: 200000, Cost: -850},
 		{Key: "{tenant:acme}:tenant:budget", Level: "tenant", Capacity: 5_000_000_000, Cost: -2550},
@@ -191,6 +191,38 @@ func TestSettlementChargesTheDifferenceAndFreesTheSlot(t *testing.T) {
 	}
 	if lease := got[len(got)-1].Lease; lease != "lease-1" {
 		t.Errorf("the released slot's lease = %q; want the call's", lease)
+	}
+}
+
+// A provider that counted more at admission than the call used holds it for its minute: only
+// its own token limits keep it, and they are not charged it again on top of the usage.
+func TestSettlementKeepsWhatTheProviderHeld(t *testing.T) {
+	p := compileExample(t, 1)
+	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{Tokens: 706, MicroDollars: 2118}, Shared, "lease-1")
+	for i := range checks {
+		if checks[i].Limit.Level == ratelimit.LevelProvider && checks[i].Limit.Dimension == ratelimit.Tokens {
+			checks[i].Cost = 855 // the provider's count at admission, as the gate charges it
+		}
+	}
+	for _, tc := range []struct {
+		name       string
+		actual     int64
+		tenant, pr int64
+	}{
+		{"usage as the provider counted", 855, 149, 0},
+		{"usage below the provider's count", 700, -6, 0},
+		{"usage above the provider's count", 900, 194, 45},
+	} {
+		got := Settlement(nil, checks, Cost{Tokens: tc.actual, MicroDollars: 2118}, 855)
+		want := []check{{Key: "{tenant:acme}:tenant:tokens:minute", Level: "tenant", Capacity: 200000, Cost: tc.tenant}}
+		if tc.pr != 0 {
+			want = append(want,
+				check{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 285_000, Cost: tc.pr},
+				check{Key: "{openai}:provider:tokens:pace", Level: "provider", Capacity: 4750, Cost: tc.pr})
+		}
+		if diff := cmp.Diff(want, summarize(got)); diff != "" {
+			t.Errorf("%s: settlement (-want +got):\n%s", tc.name, diff)
+		}
 	}
 }
 

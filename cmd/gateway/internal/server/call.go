@@ -219,10 +219,10 @@ func (s *Server) estimateSent(c *call) (estimate.Estimate, *apiError) {
 }
 
 // providerTokens is what provider p counts against its own tokens per minute when it admits a
-// call of estimate e.
+// call of estimate e, and holds for its minute: zero for one that counts usage alone.
 func providerTokens(e estimate.Estimate, p *gatewayv1.Provider) int64 {
 	if p.AdmissionCount == gatewayv1.AdmissionCountTokenizer {
-		return e.Total()
+		return 0
 	}
 	return e.CharacterTotal()
 }

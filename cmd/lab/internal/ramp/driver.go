@@ -11,7 +11,6 @@ import (
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/lab/internal/gatewayproc"
-	"github.com/sluicehq/sluice/cmd/lab/internal/openai"
 	"github.com/sluicehq/sluice/cmd/lab/internal/provider"
 )
 
@@ -78,6 +77,10 @@ func settingsOf(o Options) Settings {
 		TokensPerMinute:       p.TokensPerMinute,
 		MaxInFlight:           p.MaxInFlight,
 		LatencySeconds:        p.Latency.Seconds(),
+		LatencyStdDevSeconds:  p.LatencyStdDev.Seconds(),
+		SizeSpread:            o.SizeSpread,
+		Text:                  o.Text,
+		SpreadPages:           o.SpreadPages,
 		InputPricePerMillion:  pricesOf(p).InputPerMillion,
 		OutputPricePerMillion: pricesOf(p).OutputPerMillion,
 		PoolConns:             o.PoolConns,
@@ -130,8 +133,8 @@ func drive(ctx context.Context, opts Options, c kase, t target, progress io.Writ
 	defer cancel()
 	l := &load{
 		kase: c, opts: opts, client: client, target: t,
-		body:  openai.ChatBody(opts.Provider.Models[0], opts.MaxTokens, openai.Filler(opts.PromptTokens)),
-		start: time.Now(),
+		bodies: pageBodies(opts),
+		start:  time.Now(),
 	}
 	if c.steady {
 		l.steady(ctx, progress)

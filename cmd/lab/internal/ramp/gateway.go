@@ -2,6 +2,7 @@ package ramp
 
 import (
 	"fmt"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -36,7 +37,7 @@ func gatewayConfig(opts Options, b gatewayv1.Behavior, providerURL string, users
 		Prices:  pricesOf(p),
 	}
 	for _, m := range p.Models {
-		prov.Models = append(prov.Models, gatewayv1.Model{Name: m, DefaultMaxTokens: p.DefaultMaxTokens})
+		prov.Models = append(prov.Models, gatewayv1.Model{Name: m, Encoding: encodingOf(m), DefaultMaxTokens: p.DefaultMaxTokens})
 	}
 	if p.APIKey != "" {
 		prov.APIKeyFile = providerKeyFile
@@ -51,6 +52,16 @@ func gatewayConfig(opts Options, b gatewayv1.Behavior, providerURL string, users
 		Providers:  []gatewayv1.Provider{prov},
 		Tenants:    []gatewayv1.Tenant{rampTenant(opts, b, users)},
 	}
+}
+
+// encodingOf is the encoding OpenAI's model counts its tokens in, as a user names it in the
+// gateway's configuration: o200k_base for the gpt-4o family, cl100k_base for the others the lab
+// serves (text-embedding-3-*).
+func encodingOf(model string) string {
+	if strings.HasPrefix(model, "gpt-4o") {
+		return "o200k_base"
+	}
+	return "cl100k_base"
 }
 
 // mixedTenants are the interactive case's tenants: user 0's key is the

@@ -34,7 +34,7 @@ type load struct {
 	opts   Options
 	client *http.Client
 	target target
-	body   []byte // every page's request
+	bodies [][]byte // the requests of a book's pages, by index
 	start  time.Time
 
 	mu    sync.Mutex
@@ -193,10 +193,10 @@ type answer struct {
 }
 
 // urlOf is where a user's page goes: a book's pages go where its user's
-// connections are kept, and the steady case's calls are spread over the
-// targets one by one.
+// connections are kept, unless SpreadPages, and the steady case's calls are
+// spread over the targets one by one.
 func (l *load) urlOf(user, index int) string {
-	if l.kase.steady {
+	if l.kase.steady || l.opts.SpreadPages {
 		return l.target.urls[index%len(l.target.urls)]
 	}
 	return l.target.urls[user%len(l.target.urls)]
@@ -204,7 +204,7 @@ func (l *load) urlOf(user, index int) string {
 
 // post sends the page's request as user.
 func (l *load) post(ctx context.Context, user, index int) (answer, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.urlOf(user, index)+openai.Chat.Path(), bytes.NewReader(l.body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.urlOf(user, index)+openai.Chat.Path(), bytes.NewReader(l.bodies[index%len(l.bodies)]))
 	if err != nil {
 		return answer{}, fmt.Errorf("ramp: new request: %w", err)
 	}

@@ -37,6 +37,14 @@ type Options struct {
 	// MaxTokens is a page's max_tokens, the answer's length; must be
 	// positive.
 	MaxTokens int64
+	// SizeSpread spreads the pages' sizes: page i's prompt and max_tokens are
+	// PromptTokens and MaxTokens times a factor between 1-SizeSpread and
+	// 1+SizeSpread, the same for every book. At least 0, less than 1.
+	SizeSpread float64
+	// Text is what a page's prompt is written in: TextFiller, TextDense or
+	// TextSparse, text that a gateway's encoding counts as the provider does,
+	// less densely or more densely.
+	Text string
 	// Duration caps each case but the queue; a case ends sooner when every
 	// book has finished. Must be positive.
 	Duration time.Duration
@@ -54,6 +62,9 @@ type Options struct {
 	// a redis-server of the case's own (RedisServer), and user u sends to gateway u%Gateways, as
 	// a Service would spread them. Must be positive; ignored with GatewayURLs.
 	Gateways int
+	// SpreadPages sends a book's pages to the gateways in turn, page i to gateway i%Gateways,
+	// rather than all to its user's: clients whose calls a Service spreads one by one.
+	SpreadPages bool
 	// RedisServer is the path of the redis-server binary, for Gateways above one.
 	RedisServer string
 	// GatewayURLs are running gateways to send the reject and queue cases'
@@ -110,6 +121,7 @@ func DefaultOptions() Options {
 		Pages:           100,
 		PromptTokens:    600,
 		MaxTokens:       200,
+		Text:            TextFiller,
 		Duration:        5 * time.Minute,
 		QueueCap:        10 * time.Minute,
 		Cases:           []string{CaseSequential, CaseBurst, CaseReject, CaseQueue, CasePool, CaseInteractive},
@@ -134,11 +146,14 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Pages, "pages", o.Pages, "pages in each user's book, one chat completion each")
 	fs.Int64Var(&o.PromptTokens, "prompt-tokens", o.PromptTokens, "tokens of a page's prompt")
 	fs.Int64Var(&o.MaxTokens, "max-tokens", o.MaxTokens, "a page's max_tokens: the answer's length")
+	fs.Float64Var(&o.SizeSpread, "size-spread", o.SizeSpread, "spread of the pages' prompts and max_tokens: each between 1-s and 1+s times its size, from 0 to below 1")
+	fs.StringVar(&o.Text, "text", o.Text, "what the prompts are written in: filler (the encoding counts four bytes a token, as the provider), dense (fewer tokens by the encoding) or sparse (more)")
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "the longest a case but the queue runs; it ends sooner when every book has finished")
 	fs.DurationVar(&o.QueueCap, "queue-cap", o.QueueCap, "the longest the queue case runs; it runs until its books are done")
 	fs.Func("cases", "comma-separated cases to run, in order (default "+strings.Join(o.Cases, ",")+")", o.setCases)
 	gatewayproc.AddFlag(fs, &o.Gateway, "path of the gateway binary, for the reject and queue cases")
 	fs.IntVar(&o.Gateways, "gateways", o.Gateways, "gateway processes a case starts; more than one share their limits in a redis-server of the case's own")
+	fs.BoolVar(&o.SpreadPages, "spread-pages", o.SpreadPages, "send a book's pages to the gateways in turn, not all to its user's")
 	fs.StringVar(&o.RedisServer, "redis-server", o.RedisServer, "path of the redis-server binary, for --gateways above 1")
 	fs.Func("gateway-url", "a running gateway's base URL for the reject and queue cases, instead of starting one; repeat to spread the users over several", o.addGatewayURL)
 	fs.Func("provider-addr", "where each case's provider listens, a loopback host:port; empty means a free loopback port", o.setProviderAddr)
@@ -199,12 +214,17 @@ func (o Options) validate() error {
 		return errors.New("ramp: options: PoolConns, UserBurst, UserRate and Gateways must be positive")
 	case o.InteractiveRate <= 0:
 		return errors.New("ramp: options: InteractiveRate must be positive")
+	case o.SizeSpread < 0 || o.SizeSpread >= 1:
+		return errors.New("ramp: options: SizeSpread must be at least 0 and less than 1")
 	case o.Comebacks < 0:
 		return errors.New("ramp: options: Comebacks must not be negative")
 	case o.MaxWait <= 0 || o.MaxWait > maxMaxWait:
 		return fmt.Errorf("ramp: options: MaxWait must be more than 0s and at most %s", maxMaxWait)
 	case len(o.Provider.Models) == 0:
 		return errors.New("ramp: options: the provider must serve a model")
+	}
+	if err := validateText(o.Text); err != nil {
+		return err
 	}
 	return validateCases(o.Cases)
 }

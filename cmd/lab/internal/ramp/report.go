@@ -32,6 +32,10 @@ type Settings struct {
 	TokensPerMinute       int64           `json:"tokensPerMinute"`
 	MaxInFlight           int64           `json:"maxInFlight"`
 	LatencySeconds        float64         `json:"latencySeconds"`
+	LatencyStdDevSeconds  float64         `json:"latencyStdDevSeconds"`
+	SizeSpread            float64         `json:"sizeSpread"`
+	Text                  string          `json:"text"`
+	SpreadPages           bool            `json:"spreadPages"`
 	InputPricePerMillion  gatewayv1.Money `json:"inputPricePerMillion"`
 	OutputPricePerMillion gatewayv1.Money `json:"outputPricePerMillion"`
 	PoolConns             int             `json:"poolConns"`

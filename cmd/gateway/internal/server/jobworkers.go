@@ -1,0 +1,310 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+)
+
+// leaveTimeout bounds leaving the jobs' store as the gateway stops.
+const leaveTimeout = 5 * time.Second
+
+// RunJobs runs jobs, workers at a time, until ctx ends, renewing the ones it holds every renew
+// so that no other replica reclaims them. When ctx ends it takes no more jobs and gives the
+// attempts in progress grace to finish, then cancels them (a cancelled attempt is left to be
+// reclaimed), and returns once every attempt has ended and this replica has left the store.
+func (s *Server) RunJobs(ctx context.Context, workers int, renew, grace time.Duration) {
+	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	go func() {
+		<-ctx.Done()
+		sleepCtx(work, grace)
+		stopWork()
+	}()
+	running := &runningJobs{}
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		s.renewJobs(work, renew, running)
+	}()
+	var attempts sync.WaitGroup
+	s.takeJobs(ctx, work, workers, running, &attempts)
+	attempts.Wait()
+	stopWork()
+	<-renewed
+	leave, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+	defer cancel()
+	if err := s.opts.Jobs.Leave(leave); err != nil {
+		s.log.Error("leave the jobs' consumer group", "err", err)
+	}
+}
+
+// takeJobs takes jobs until ctx ends and runs each, under work, in attempts.
+func (s *Server) takeJobs(ctx, work context.Context, workers int, running *runningJobs, attempts *sync.WaitGroup) {
+	slots := make(chan struct{}, workers)
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		j, err := s.opts.Jobs.Take(ctx)
+		if err != nil {
+			<-slots
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Error("take a job", "err", err)
+			sleepCtx(ctx, time.Second)
+			continue
+		}
+		attempts.Go(func() {
+			defer func() { <-slots }()
+			s.runJob(work, j, running)
+		})
+	}
+}
+
+// runningJobs are the attempts this replica runs, by job id.
+type runningJobs struct{ attempts sync.Map } // job id -> *runningAttempt
+
+type runningAttempt struct{ cancel context.CancelFunc }
+
+// start starts an attempt of a job under ctx; end ends it.
+func (r *runningJobs) start(ctx context.Context, id string) (_ context.Context, end func()) {
+	a := &runningAttempt{}
+	ctx, a.cancel = context.WithCancel(ctx)
+	r.attempts.Store(id, a)
+	return ctx, func() {
+		r.attempts.CompareAndDelete(id, a)
+		a.cancel()
+	}
+}
+
+// abandon cancels the attempt of a job this replica no longer holds.
+func (r *runningJobs) abandon(id string) bool {
+	a, ok := r.attempts.Load(id)
+	if ok {
+		a.(*runningAttempt).cancel()
+	}
+	return ok
+}
+
+// renewJobs renews the jobs this replica holds until ctx ends, and abandons the attempts of
+// those another replica has reclaimed (this one stalled past the reclaim time): they are that
+// replica's to run and record now.
+func (s *Server) renewJobs(ctx context.Context, every time.Duration, running *runningJobs) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			lost, err := s.opts.Jobs.Renew(ctx)
+			if err != nil {
+				s.log.Error("renew the jobs this gateway runs", "err", err)
+			}
+			for _, id := range lost {
+				if running.abandon(id) {
+					s.log.Warn("another gateway took over a job this one was running; its attempt is abandoned", "job", id)
+				}
+			}
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// runJob makes one attempt of a job taken from the store and records how it ended.
+//
+// An attempt whose context ends (the gateway stops, or another replica reclaimed the job) is not
+// recorded: the job is another attempt's now. Its call, if it had gone out, stays charged at its
+// estimate, since the provider counted it; the job is still charged once, because the first
+// attempt to settle marks it charged and every later one is refunded (see admission.Ticket.Settle).
+func (s *Server) runJob(work context.Context, j *jobs.Job, running *runningJobs) {
+	if j.State.Final() { // the store found it out of attempts
+		s.jobEnded(j)
+		return
+	}
+	ctx, end := running.start(work, j.ID)
+	defer end()
+	o := s.attempt(ctx, j)
+	if ctx.Err() != nil {
+		return // stopping, or lost: another replica, or this one restarted, takes it again
+	}
+	s.metrics.jobAttempts.WithLabelValues(j.Tenant, attemptResult(o)).Inc()
+	done, err := s.opts.Jobs.Finish(context.WithoutCancel(ctx), j.Attempt(), o)
+	switch {
+	case errors.Is(err, jobs.ErrFinished), errors.Is(err, jobs.ErrNotFound):
+		// cancelled while it ran, or ended by another gateway's attempt
+	case errors.Is(err, jobs.ErrNotRunning):
+		s.log.Warn("a job's attempt ended after another gateway took the job over; it is not recorded", "job", j.ID)
+	case err != nil:
+		s.log.Error("record a job's attempt", "job", j.ID, "err", err)
+	case done.State.Final():
+		s.jobEnded(done)
+	}
+}
+
+// attemptResult names how an attempt ended, for the attempts' metric.
+func attemptResult(o jobs.Outcome) string {
+	switch {
+	case !o.NotBefore.IsZero():
+		return "deferred"
+	case o.Err != "":
+		return "failed"
+	}
+	return "ok"
+}
+
+func (s *Server) jobEnded(j *jobs.Job) {
+	s.metrics.jobsEnded.WithLabelValues(j.Tenant, string(j.State)).Inc()
+	if j.State == jobs.Failed {
+		s.log.Warn("job failed", "job", j.ID, "tenant", j.Tenant, "attempts", j.Attempts, "err", j.Error)
+	}
+}
+
+// attempt sends a job's call through the queue, in the Batch class, and the provider. A refusal
+// by the job's own limits (its user's, tenant's or endpoint's) defers the job until they allow
+// it, uncounted, so that its worker takes another tenant's job meanwhile.
+func (s *Server) attempt(ctx context.Context, j *jobs.Job) jobs.Outcome {
+	c, apiErr := s.jobCall(ctx, s.policy.Load(), j)
+	if apiErr != nil {
+		return jobs.Outcome{Err: apiErr.Message, Retry: apiErr.status >= 500}
+	}
+	req := c.admission()
+	req.Job, req.Held = j.Attempt(), j.Held
+	t, refusal := s.gate.Admit(ctx, req)
+	switch {
+	case refusal == nil:
+		return s.forward(ctx, c, t)
+	case refusal.Reason == admission.Superseded:
+		return jobs.Outcome{Err: "the job is no longer this attempt's", Retry: true}
+	}
+	apiErr = refusalError(nil, c, refusal)
+	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOf(apiErr)).Inc()
+	o := jobs.Outcome{Err: apiErr.Message, Retry: refusal.Retryable()}
+	if refusal.Reason == admission.Limited && refusal.Level < ratelimit.LevelGlobal {
+		o.NotBefore = time.Now().Add(max(refusal.RetryAfter, minDeferral))
+	}
+	return o
+}
+
+// minDeferral is the least a job refused by its own limits waits before it is taken again.
+const minDeferral = 100 * time.Millisecond
+
+// jobCall builds the call of a job's attempt, under the configuration in force now.
+func (s *Server) jobCall(ctx context.Context, p *policy.Policy, j *jobs.Job) (*call, *apiError) {
+	if p == nil {
+		return nil, &apiError{status: http.StatusServiceUnavailable, Message: "The gateway has no configuration yet."}
+	}
+	caller := p.CallerOf(j.KeyHash)
+	if caller == nil || caller.Tenant.Config.ID() != j.TenantID {
+		return nil, &apiError{status: http.StatusUnauthorized, Message: "The API key that sent this job is no longer valid."}
+	}
+	c, apiErr := s.newCall(ctx, p, caller, estimate.Endpoint(j.Endpoint), j.Body)
+	if c != nil {
+		c.requestID = j.ID
+	}
+	return c, apiErr
+}
+
+// forward sends an admitted job's call to its provider and reads the answer whole, within
+// forwardTimeout. The call's ticket ends as a live call's would.
+func (s *Server) forward(ctx context.Context, c *call, t *admission.Ticket) jobs.Outcome {
+	limit := forwardTimeout(c.route.Provider.Config)
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	o := s.newOutbound(ctx, c, t, nil)
+	defer o.end()
+	resp, err := s.send(o)
+	if err != nil {
+		e := s.unanswered(o, err)
+		if e == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return jobs.Outcome{Err: fmt.Sprintf("the provider did not answer within %s", limit), Retry: true}
+		}
+		return jobs.Outcome{Err: fmt.Sprintf("%d: %s", e.status, e.Message), Retry: e.status >= 500}
+	}
+	defer resp.Body.Close()
+	most := s.policy.Load().Config.Jobs.MaxResultBytes
+	body, err := io.ReadAll(io.LimitReader(resp.Body, most+1))
+	switch {
+	case int64(len(body)) > most:
+		return jobs.Outcome{Err: fmt.Sprintf("response too large: the provider's answer is over the %d bytes a job keeps", most)}
+	case err != nil:
+		return jobs.Outcome{Err: "the provider's answer was cut off", Retry: true}
+	case resp.StatusCode/100 == 2 && !json.Valid(body):
+		// Billed, so not retried; kept as it is, the result would be no JSON to read.
+		return jobs.Outcome{Err: "the provider's answer is not JSON"}
+	case resp.StatusCode/100 == 2:
+		return jobs.Outcome{Status: resp.StatusCode, Result: body}
+	}
+	return jobs.Outcome{Err: fmt.Sprintf("%d: %s", resp.StatusCode, errorMessage(body)),
+		Retry: resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500}
+}
+
+// send sends a job's call to its provider, through the provider's retrying transport, and
+// settles the answer as the proxy settles a live call's.
+func (s *Server) send(o *outbound) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(o.ctx, http.MethodPost, o.target(jobPath(o.endpoint)).String(), bytes.NewReader(o.body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = providerHeaders(http.Header{"Content-Type": {"application/json"}}, o.call)
+	resp, err := s.proxy(o.route.Provider).Transport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.settleResponse(resp, o); err != nil {
+		resp.Body.Close()
+		return nil, err
+	}
+	return resp, nil
+}
+
+// forwardTimeout bounds a job's call at its provider, answer included: each of the provider's
+// attempts has its timeout to answer, with the longest backoff between them, and one more
+// timeout reads the answer. A live call needs no such bound, since its client can leave; a job
+// has nobody to leave, and a provider that stalls in the middle of its answer would hold a
+// worker, renewed as running, for ever.
+func forwardTimeout(p *gatewayv1.Provider) time.Duration {
+	attempts := time.Duration(max(p.Retry.MaxAttempts, 1))
+	return (attempts+1)*p.Timeout.Duration + (attempts-1)*p.Retry.MaxDelay.Duration
+}
+
+// errorMessage is the message of an OpenAI error body, or the start of any other.
+func errorMessage(body []byte) string {
+	var e struct {
+		Error struct{ Message string }
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
+		return e.Error.Message
+	}
+	const most = 200
+	if len(body) > most {
+		body = body[:most]
+	}
+	return strings.TrimSpace(string(body))
+}
