@@ -92,6 +92,10 @@ type ProviderResult struct {
 	// ReadyPods and ReadyGPUs are what a self-hosted provider's capacity
 	// was counted from; nil for a hosted one.
 	ReadyPods, ReadyGPUs *int32
+	// Active is the reason and message of a self-hosted provider's Active
+	// condition (v1alpha1.ReasonPodsReady or ReasonNoReadyPods); nil for a
+	// hosted one.
+	Active *Result
 }
 
 // PlanResult is what compiling did with one TenantPlan. A plan whose own
@@ -311,17 +315,17 @@ func capacityOf(sh *v1alpha1.SelfHosted, readyPods int32, limit int64) capacity 
 
 // selfHostedResult sets p's in-flight cap to what the ready Pods serve, or
 // pauses p when they serve nothing (a cap of 0 would mean unlimited), and
-// says so in the result.
+// says so in the result's Active.
 func selfHostedResult(res ProviderResult, c capacity, p *gatewayv1.Provider) ProviderResult {
 	res.ReadyPods, res.ReadyGPUs = &c.pods, &c.gpus
 	p.MaxInFlight, p.Paused = c.maxInFlight, c.maxInFlight == 0
 	if p.Paused {
-		res.Reason = v1alpha1.ReasonNoReadyPods
-		res.Message += " No selected Pod is ready: the gateways hold its calls in their queue until one is."
+		res.Active = &Result{Reason: v1alpha1.ReasonNoReadyPods,
+			Message: "No selected Pod is ready: the gateways hold its calls in their queue until one is."}
 		return res
 	}
-	res.Message += fmt.Sprintf(" %s ready with %s: at most %d calls in flight.",
-		countOf(int(c.pods), "Pod"), countOf(int(c.gpus), "GPU"), p.WithHeadroom(c.maxInFlight))
+	res.Active = &Result{Reason: v1alpha1.ReasonPodsReady, Message: fmt.Sprintf("%s ready with %s: at most %d calls in flight.",
+		countOf(int(c.pods), "Pod"), countOf(int(c.gpus), "GPU"), p.WithHeadroom(c.maxInFlight))}
 	return res
 }
 

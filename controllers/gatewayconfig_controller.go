@@ -303,8 +303,8 @@ func (r *GatewayConfigReconciler) writeStatuses(ctx context.Context, namespace s
 }
 
 // patchStatus patches obj's status from before's, and records a change of
-// readiness, or of the limits a provider reports, from the conditions was to
-// now. An object deleted meanwhile is
+// readiness, of a self-hosted provider's ready Pods, or of the limits a
+// provider reports, from the conditions was to now. An object deleted meanwhile is
 // no error.
 func (r *GatewayConfigReconciler) patchStatus(ctx context.Context, kind string, obj, before client.Object, was, now []metav1.Condition) error {
 	if err := r.Client.Status().Patch(ctx, obj, client.MergeFrom(before)); err != nil {
@@ -315,6 +315,9 @@ func (r *GatewayConfigReconciler) patchStatus(ctx context.Context, kind string, 
 	}
 	if eventType, reason, note, ok := readyEvent(was, now); ok {
 		r.event(obj, eventType, reason, "Compile", note)
+	}
+	if eventType, reason, note, ok := activeEvent(was, now); ok {
+		r.event(obj, eventType, reason, "CountReadyPods", note)
 	}
 	if eventType, reason, note, ok := limitsEvent(was, now); ok {
 		r.event(obj, eventType, reason, "ReadProviderLimits", note)

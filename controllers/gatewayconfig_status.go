@@ -22,6 +22,7 @@ func providerQuotaStatus(pq *v1alpha1.ProviderQuota, res ProviderResult, u *usag
 	st := pq.Status.DeepCopy()
 	st.ObservedGeneration = pq.Generation
 	meta.SetStatusCondition(&st.Conditions, readyCondition(res.Result, pq.Generation, now))
+	setActive(&st.Conditions, res.Active, pq.Generation, now)
 	st.ReadyPods, st.ReadyGPUs = res.ReadyPods, res.ReadyGPUs
 	var throttledInFlight int64
 	if u != nil {
@@ -124,6 +125,23 @@ func readyCondition(r Result, generation int64, now time.Time) metav1.Condition 
 		Type: v1alpha1.ConditionReady, Status: status, Reason: r.Reason, Message: truncate(r.Message, maxMessage),
 		ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now),
 	}
+}
+
+// setActive sets the Active condition of a self-hosted provider from its
+// compile's active, and removes it for a hosted one (active nil).
+func setActive(conditions *[]metav1.Condition, active *Result, generation int64, now time.Time) {
+	if active == nil {
+		meta.RemoveStatusCondition(conditions, v1alpha1.ConditionActive)
+		return
+	}
+	status := metav1.ConditionFalse
+	if active.Reason == v1alpha1.ReasonPodsReady {
+		status = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(conditions, metav1.Condition{
+		Type: v1alpha1.ConditionActive, Status: status, Reason: active.Reason, Message: truncate(active.Message, maxMessage),
+		ObservedGeneration: generation, LastTransitionTime: metav1.NewTime(now),
+	})
 }
 
 // usageCondition says whether every gateway answered the latest poll. Its
@@ -241,6 +259,19 @@ func limitsEvent(before, after []metav1.Condition) (eventType, reason, note stri
 		return "Normal", now.Reason, "The provider no longer reports limits lower than spec.limits; the gateways pace to the spec's.", true
 	}
 	return "", "", "", false
+}
+
+// activeEvent returns the event a change of the Active condition deserves:
+// Normal both ways, since a self-hosted provider waits for its Pods by design
+// (before the first is ready, or scaled to zero). ok is false when nothing
+// changed.
+func activeEvent(before, after []metav1.Condition) (eventType, reason, note string, ok bool) {
+	was := meta.FindStatusCondition(before, v1alpha1.ConditionActive)
+	now := meta.FindStatusCondition(after, v1alpha1.ConditionActive)
+	if now == nil || (was != nil && was.Status == now.Status) {
+		return "", "", "", false
+	}
+	return "Normal", now.Reason, now.Message, true
 }
 
 // readyEvent returns the event a change of the Ready condition deserves:

@@ -56,27 +56,27 @@ func TestCompileSelfHosted(t *testing.T) {
 		wantEffective int64 // in status, after headroom
 		wantPods      int32
 		wantGPUs      int32
-		wantReason    string
+		wantActive    string // the Active condition's reason; Ready is Compiled whatever the Pods
 		wantMessage   string
 	}{{
 		name: "ready Pods × GPUs per Pod × per-GPU cap", pq: llama, readyPods: map[string][]string{"llama": podIPs(3)},
-		wantInFlight: 48, wantEffective: 48, wantPods: 3, wantGPUs: 6, wantReason: v1alpha1.ReasonCompiled,
+		wantInFlight: 48, wantEffective: 48, wantPods: 3, wantGPUs: 6, wantActive: v1alpha1.ReasonPodsReady,
 		wantMessage: "3 Pods ready with 6 GPUs: at most 48 calls in flight.",
 	}, {
 		name: "no ready Pod pauses the provider, for a cap of 0 would mean unlimited", pq: llama, readyPods: map[string][]string{"llama": podIPs(0)},
-		wantPaused: true, wantReason: v1alpha1.ReasonNoReadyPods, wantMessage: "No selected Pod is ready",
+		wantPaused: true, wantActive: v1alpha1.ReasonNoReadyPods, wantMessage: "No selected Pod is ready",
 	}, {
 		name: "a self-hosted provider missing from the counts has no ready Pod", pq: llama,
-		wantPaused: true, wantReason: v1alpha1.ReasonNoReadyPods,
+		wantPaused: true, wantActive: v1alpha1.ReasonNoReadyPods,
 	}, {
 		name: "the GPU quota caps the GPUs counted", pq: selfHosted("llama", 0, "llama-3", 2, 8, ptrTo[int32](4)), readyPods: map[string][]string{"llama": podIPs(3)},
-		wantInFlight: 32, wantEffective: 32, wantPods: 3, wantGPUs: 4, wantReason: v1alpha1.ReasonCompiled,
+		wantInFlight: 32, wantEffective: 32, wantPods: 3, wantGPUs: 4, wantActive: v1alpha1.ReasonPodsReady,
 	}, {
 		name: "gpusPerPod defaults to 1", pq: selfHosted("llama", 0, "llama-3", 0, 8, nil), readyPods: map[string][]string{"llama": podIPs(2)},
-		wantInFlight: 16, wantEffective: 16, wantPods: 2, wantGPUs: 2, wantReason: v1alpha1.ReasonCompiled,
+		wantInFlight: 16, wantEffective: 16, wantPods: 2, wantGPUs: 2, wantActive: v1alpha1.ReasonPodsReady,
 	}, {
 		name: "limits.maxInFlight caps the Pods' capacity, and headroom applies", pq: withLimit(llama, 20, 50), readyPods: map[string][]string{"llama": podIPs(3)},
-		wantInFlight: 20, wantEffective: 10, wantPods: 3, wantGPUs: 6, wantReason: v1alpha1.ReasonCompiled,
+		wantInFlight: 20, wantEffective: 10, wantPods: 3, wantGPUs: 6, wantActive: v1alpha1.ReasonPodsReady,
 		wantMessage: "at most 10 calls in flight",
 	}}
 	for _, tc := range tests {
@@ -101,8 +101,11 @@ func TestCompileSelfHosted(t *testing.T) {
 				t.Errorf("config.yaml has baseURL %q, endpoints %v; want no baseURL, endpoints %v", p.BaseURL, p.Endpoints, want)
 			}
 			res := out.ProviderQuotas["llama"]
-			if res.Reason != tc.wantReason || !strings.Contains(res.Message, tc.wantMessage) {
-				t.Errorf("result %s %q; want %s containing %q", res.Reason, res.Message, tc.wantReason, tc.wantMessage)
+			if res.Reason != v1alpha1.ReasonCompiled {
+				t.Errorf("result %s %q; want Compiled whether or not a Pod is ready", res.Reason, res.Message)
+			}
+			if res.Active == nil || res.Active.Reason != tc.wantActive || !strings.Contains(res.Active.Message, tc.wantMessage) {
+				t.Errorf("active %+v; want %s containing %q", res.Active, tc.wantActive, tc.wantMessage)
 			}
 			if res.EffectiveLimits == nil || res.EffectiveLimits.MaxInFlight != tc.wantEffective {
 				t.Errorf("effective limits %+v; want maxInFlight %d", res.EffectiveLimits, tc.wantEffective)
@@ -252,21 +255,21 @@ func TestSelfHostedPods(t *testing.T) {
 	a, b, other := pod(ns, "llama-a", "llama", false), pod(ns, "llama-b", "llama", false), pod(ns, "mistral", "mistral", false)
 	create(t, c, ns, &a, &b, &other)
 	setReady(t, c, &a, true)
-	waitCapacity(t, c, ns, "one ready Pod", 1, 2, 16, v1alpha1.ReasonCompiled)
+	waitCapacity(t, c, ns, "one ready Pod", 1, 2, 16, v1alpha1.ReasonPodsReady)
 	setReady(t, c, &b, true)
-	waitCapacity(t, c, ns, "two ready Pods", 2, 4, 32, v1alpha1.ReasonCompiled)
+	waitCapacity(t, c, ns, "two ready Pods", 2, 4, 32, v1alpha1.ReasonPodsReady)
 
 	// The quota of four GPUs caps a third Pod's.
 	extra := pod(ns, "llama-c", "llama", false)
 	create(t, c, ns, &extra)
 	setReady(t, c, &extra, true)
-	waitCapacity(t, c, ns, "three ready Pods within the GPU quota", 3, 4, 32, v1alpha1.ReasonCompiled)
+	waitCapacity(t, c, ns, "three ready Pods within the GPU quota", 3, 4, 32, v1alpha1.ReasonPodsReady)
 	if err := c.Delete(ctx, &extra); err != nil {
 		t.Fatal(err)
 	}
 
 	setReady(t, c, &a, false)
-	waitCapacity(t, c, ns, "Pod a unready", 1, 2, 16, v1alpha1.ReasonCompiled)
+	waitCapacity(t, c, ns, "Pod a unready", 1, 2, 16, v1alpha1.ReasonPodsReady)
 	// A Pod no ProviderQuota selects is no input.
 	setReady(t, c, &other, true)
 	if err := c.Delete(ctx, &b); err != nil {
@@ -279,7 +282,7 @@ func TestSelfHostedPods(t *testing.T) {
 	if !meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionReady) {
 		t.Errorf("plan pro's conditions %+v; want Ready while its provider has no Pod", got.Status.Conditions)
 	}
-	for _, want := range []string{"Warning NoReadyPods", "Normal Compiled"} {
+	for _, want := range []string{"Normal NoReadyPods", "Normal PodsReady", "Normal Compiled"} {
 		if !strings.Contains(events.all(), want) {
 			t.Errorf("events:\n%s\nwant %q", events.all(), want)
 		}
@@ -308,7 +311,7 @@ func setReady(t *testing.T, c client.Client, p *corev1.Pod, ready bool) {
 // waitCapacity waits until the configuration Secret caps llama at
 // maxInFlight calls in flight (paused at 0) and its status shows the ready
 // Pods and GPUs and the Ready reason.
-func waitCapacity(t *testing.T, c client.Client, ns, what string, pods, gpus int32, maxInFlight int64, reason string) {
+func waitCapacity(t *testing.T, c client.Client, ns, what string, pods, gpus int32, maxInFlight int64, active string) {
 	t.Helper()
 	var last string
 	deadline := time.Now().Add(30 * time.Second)
@@ -321,23 +324,24 @@ func waitCapacity(t *testing.T, c client.Client, ns, what string, pods, gpus int
 			cfg, err := gatewayv1.Parse(s.Data[ConfigFile])
 			st := pq.Status
 			ready := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionReady)
-			if err == nil && len(cfg.Providers) == 1 && ready != nil && st.ReadyPods != nil && st.ReadyGPUs != nil {
+			act := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionActive)
+			if err == nil && len(cfg.Providers) == 1 && ready != nil && act != nil && st.ReadyPods != nil && st.ReadyGPUs != nil {
 				p := cfg.Providers[0]
 				if p.MaxInFlight == maxInFlight && p.Paused == (maxInFlight == 0) &&
-					*st.ReadyPods == pods && *st.ReadyGPUs == gpus && ready.Reason == reason {
+					*st.ReadyPods == pods && *st.ReadyGPUs == gpus && ready.Reason == v1alpha1.ReasonCompiled && act.Reason == active {
 					return
 				}
-				last = formatCapacity(p, st, ready)
+				last = formatCapacity(p, st, act)
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s: want %d Pods, %d GPUs, maxInFlight %d, %s; last saw %s", what, pods, gpus, maxInFlight, reason, last)
+			t.Fatalf("timed out waiting for %s: want %d Pods, %d GPUs, maxInFlight %d, Ready and Active %s; last saw %s", what, pods, gpus, maxInFlight, active, last)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-func formatCapacity(p gatewayv1.Provider, st v1alpha1.ProviderQuotaStatus, ready *metav1.Condition) string {
-	return fmt.Sprintf("maxInFlight %d, paused %v, readyPods %d, readyGPUs %d, %s: %s",
-		p.MaxInFlight, p.Paused, *st.ReadyPods, *st.ReadyGPUs, ready.Reason, ready.Message)
+func formatCapacity(p gatewayv1.Provider, st v1alpha1.ProviderQuotaStatus, active *metav1.Condition) string {
+	return fmt.Sprintf("maxInFlight %d, paused %v, readyPods %d, readyGPUs %d, Active %s: %s",
+		p.MaxInFlight, p.Paused, *st.ReadyPods, *st.ReadyGPUs, active.Reason, active.Message)
 }

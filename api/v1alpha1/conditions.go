@@ -1,9 +1,10 @@
 package v1alpha1
 
-// ConditionReady is the one condition type ProviderQuota and TenantPlan
-// report. It is True when the object is compiled into the configuration the
-// gateways load (and, for a self-hosted ProviderQuota, a Pod of it is
-// ready), and False with one of the reasons below when it is not. Set
+// ConditionReady is the condition ProviderQuota and TenantPlan report on
+// their configuration. It is True when the object is compiled into the
+// configuration the gateways load, and False with one of the reasons below
+// when it is not. Whether a self-hosted ProviderQuota's Pods serve is
+// ConditionActive's. Set
 // it with meta.SetStatusCondition, so that its lastTransitionTime changes
 // only when its status does.
 const ConditionReady = "Ready"
@@ -32,12 +33,6 @@ const (
 	// ReasonTenantConflict: a TenantPlan names a tenant that another plan
 	// already covers.
 	ReasonTenantConflict = "TenantConflict"
-	// ReasonNoReadyPods: a self-hosted ProviderQuota is in the
-	// configuration, but none of the Pods its selector selects is ready, so
-	// it has no capacity: the gateways hold its calls in their queue (the
-	// provider is paused there) until a Pod is ready. TenantPlans that name
-	// it still compile.
-	ReasonNoReadyPods = "NoReadyPods"
 	// ReasonKeyConflict: a tenant's key Secret holds the same key as another
 	// key Secret already in the configuration; a key must name one tenant
 	// and user.
@@ -51,6 +46,24 @@ const (
 	// keys spread over several; the gateways keep the configuration they
 	// have. The message gives the sizes.
 	ReasonConfigTooLarge = "ConfigTooLarge"
+)
+
+// ConditionActive says whether a self-hosted ProviderQuota has Pods that
+// serve: True when a Pod its selector selects is ready, False while none is
+// (before the first Pod is ready, or scaled to zero), when the gateways hold
+// its calls in their queue until one is. A hosted ProviderQuota has none.
+const ConditionActive = "Active"
+
+// The reasons of the Active condition.
+const (
+	// ReasonPodsReady: a selected Pod is ready; the message says how many
+	// Pods and GPUs, and the calls in flight they take.
+	ReasonPodsReady = "PodsReady"
+	// ReasonNoReadyPods: no selected Pod is ready, so the quota has no
+	// capacity: the gateways hold its calls in their queue (the provider is
+	// paused there), each at most its plan's maxWait, until a Pod is ready.
+	// TenantPlans that name it still compile.
+	ReasonNoReadyPods = "NoReadyPods"
 )
 
 // MinKeyLength is the fewest characters a tenant's API key may have: a

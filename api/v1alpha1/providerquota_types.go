@@ -21,6 +21,7 @@ import (
 // +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=`.status.usage.queued`,description="Requests waiting in the gateways now."
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.conditions[?(@.type=="Active")].status`,priority=1,description="For a self-hosted provider: whether a selected Pod is ready."
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label (lower-case letters, digits and '-', at most 63 characters): it names the provider in the gateway configuration"
 type ProviderQuota struct {
@@ -373,7 +374,9 @@ type SecretKeyRef struct {
 type ProviderQuotaStatus struct {
 	// conditions hold the Ready condition: True when the provider is in the
 	// configuration the gateways load, else False with a reason (see the
-	// Reason constants) and a message that says what to fix. While the
+	// Reason constants) and a message that says what to fix. A self-hosted
+	// provider has Active too: True while a selected Pod is ready, False
+	// (NoReadyPods) while none is and the gateways hold its calls. While the
 	// operator polls the gateways, UsageReported says whether every gateway
 	// answered the latest poll, and LimitsBelowSpec whether the provider
 	// reports lower limits than spec.limits.
@@ -396,7 +399,7 @@ type ProviderQuotaStatus struct {
 	// for a self-hosted provider maxInFlight = readyGPUs ×
 	// maxConcurrencyPerGPU (no more than limits.maxInFlight). Zero or absent
 	// means unlimited, but for a self-hosted provider with no ready Pod: the
-	// gateways then hold its calls in their queue, and Ready is False with
+	// gateways then hold its calls in their queue, and Active is False with
 	// reason NoReadyPods.
 	// +optional
 	EffectiveLimits *ProviderLimits `json:"effectiveLimits,omitempty"`

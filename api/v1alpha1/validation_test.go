@@ -486,7 +486,7 @@ func TestCRDs(t *testing.T) {
 		columns   []string
 	}{
 		{"providerquotas.sluice.dev", "pq",
-			[]string{"RPM", "RPM-Used", "TPM", "TPM-Used", "In-Flight", "Max-In-Flight", "Queued", "Ready", "Reason", "Age"}},
+			[]string{"RPM", "RPM-Used", "TPM", "TPM-Used", "In-Flight", "Max-In-Flight", "Queued", "Ready", "Reason", "Active", "Age"}},
 		{"tenantplans.sluice.dev", "tp",
 			[]string{"Tenants", "Priority", "Budget", "Period", "Spent", "Resets", "Ready", "Reason", "Age"}},
 	}
@@ -542,6 +542,7 @@ func TestPrinterColumns(t *testing.T) {
 		LastUsageTime: &resets,
 	}
 	meta.SetStatusCondition(&pq.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonCompiled, Message: "in the gateways' configuration"})
+	meta.SetStatusCondition(&pq.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionActive, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonPodsReady, Message: "2 Pods ready with 4 GPUs"})
 	if err := c.Status().Update(ctx, pq); err != nil {
 		t.Fatalf("update status: %v", err)
 	}
@@ -570,7 +571,7 @@ func TestPrinterColumns(t *testing.T) {
 		resource string
 		want     []string
 	}{
-		{"providerquotas", []string{"columns", "1425", "1200", "285000", "250000", "60", "64", "7", "True", "Compiled", "0s"}},
+		{"providerquotas", []string{"columns", "1425", "1200", "285000", "250000", "60", "64", "7", "True", "Compiled", "True", "0s"}},
 		{"tenantplans", []string{"columns", "1", "Batch", "5000", "month", "4200.50", "2031-07-01T00:00:00Z", "False", "KeySecretMissing", "0s"}},
 	}
 	for _, tc := range tests {

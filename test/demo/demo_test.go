@@ -14,7 +14,8 @@ import (
 const demoTimeout = 9 * time.Minute
 
 // TestDemo runs `make demo` in its short mode, as a new user would run it, and checks the lines
-// that tell the story: the queue case through the gateways with no provider error, the hosted
+// that tell the story: the self-hosted quota Ready once configured, its Pods or not, the queue
+// case through the gateways with whole books, no provider error and a fair share, the hosted
 // account's lower limits learned and shown by kubectl describe, the HPA scaling the self-hosted
 // model up on the gateways' queue while its Pods queue nothing, and the quotas' live usage.
 func TestDemo(t *testing.T) {
@@ -33,7 +34,11 @@ func TestDemo(t *testing.T) {
 	text := string(out)
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^NAME +RPM +RPM-USED +TPM +TPM-USED +IN-FLIGHT +QUEUED +READY +AGE$`),
-		regexp.MustCompile(`(?m)^demo: case 4 \(queue\) through 2 gateways: 0 provider errors \(.*\), 0 pages died at the provider`),
+		// The self-hosted quota is Ready once configured, whether its first Pod is (Active) or not.
+		regexp.MustCompile(`(?m)^providerquota.sluice.dev/llama +(\d+ +)*True +\S+$`),
+		regexp.MustCompile(`(?m)^llama +.*\sTrue +Compiled +(True|False) +\S+$`),
+		// The queue case through the gateways: whole books, nothing lost at the provider, fair.
+		regexp.MustCompile(`(?m)^demo: over the whole books: Jain's index over users (0\.9\d\d|1\.000), `),
 		regexp.MustCompile(`(?m)^demo: the gateways learned openai's limits from its answers: 600 requests and 100000 tokens a minute`),
 		regexp.MustCompile(`(?m)^demo: the HPA scaled llama from 1 to [2-4] replicas on the gateways' queue`),
 		regexp.MustCompile(`(?m)^demo: the gateways queued up to [1-9]\d* calls for llama while its Pods reported at most 0 waiting; [1-9]\d* calls answered, 0 failed`),
@@ -42,6 +47,10 @@ func TestDemo(t *testing.T) {
 		if !want.MatchString(text) {
 			t.Errorf("the demo's output has no line matching %s", want)
 		}
+	}
+	books := regexp.MustCompile(`(?m)^demo: case 4 \(queue\) through 2 gateways: 0 provider errors \(.*\), 0 pages died at the provider, 0 refused; (\d+) of (\d+) books clean, 0 unfinished`).FindStringSubmatch(text)
+	if books == nil || books[1] != books[2] {
+		t.Errorf("the queue case's summary is not of whole books, no provider error and none refused: %q", books)
 	}
 	_, learned, _ := strings.Cut(text, "A hosted account whose real limits are below its quota")
 	for _, want := range []*regexp.Regexp{

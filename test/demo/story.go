@@ -65,6 +65,7 @@ func (st *story) tell(ctx context.Context) {
 	st.startSluice()
 	st.section("The quotas, as kubectl shows them")
 	st.kubectl("get", "pq,tp", "-n", namespace)
+	st.kubectl("get", "pq", "-o", "wide", "-n", namespace) // llama is Ready, and Active once its first Pod is
 	st.kubectl("describe", "pq", hostedQuota, "-n", namespace)
 	st.rampThroughGateways()
 	st.learnHostedLimits()

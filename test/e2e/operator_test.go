@@ -52,7 +52,8 @@ func TestOperator(t *testing.T) {
 		`Type:\s+Ready`, `Status:\s+True`, `Reason:\s+Compiled`, `Type:\s+UsageReported`, `Reason:\s+GatewayUnreachable`,
 		`Requests Per Minute:\s+1425`, `Max In Flight:\s+190`)
 	describeLlama := waitDescribe(t, c, "pq", "llama", `Reason:\s+NoReadyPods`)
-	mustContain(t, describeLlama, "the self-hosted provider without a Pod", `Reason:\s+NoReadyPods`, `Ready Pods:\s+0`)
+	mustContain(t, describeLlama, "the self-hosted provider without a Pod, configured and waiting for one",
+		`Reason:\s+Compiled\s+Status:\s+True\s+Type:\s+Ready`, `Reason:\s+NoReadyPods\s+Status:\s+False\s+Type:\s+Active`, `Ready Pods:\s+0`)
 
 	dir := t.TempDir()
 	if cfg := writeConfigSecret(t, c, dir, up.URL); len(cfg.Providers) != 2 || len(cfg.Tenants) != 3 {
@@ -75,10 +76,10 @@ func TestOperator(t *testing.T) {
 
 	mustContain(t, c.Kubectl(t, "get", "pq", "-n", "sluice"), "kubectl get pq",
 		`NAME\s+RPM\s+RPM-USED\s+TPM\s+TPM-USED\s+IN-FLIGHT\s+QUEUED\s+READY\s+AGE\n`,
-		`llama\s+0\s+0\s+0\s+0\s+False\s+\S+\n`, // no RPM or TPM limit: both empty
+		`llama\s+0\s+0\s+0\s+0\s+True\s+\S+\n`, // no RPM or TPM limit: both empty
 		`openai\s+1425\s+3\s+285000\s+30\s+0\s+0\s+True\s+\S+\n`)
 	mustContain(t, c.Kubectl(t, "get", "pq", "-n", "sluice", "-o", "wide"), "kubectl get pq -o wide",
-		`MAX-IN-FLIGHT`, `REASON`, `NoReadyPods`, `\s190\s`)
+		`MAX-IN-FLIGHT`, `REASON\s+ACTIVE`, `llama.*\sCompiled\s+False\s`, `\s190\s`)
 	mustContain(t, c.Kubectl(t, "get", "tp", "-n", "sluice"), "kubectl get tp",
 		`NAME\s+TENANTS\s+BUDGET\s+SPENT\s+RESETS\s+READY\s+AGE\n`, `enterprise\s+1\s+5000\s+0\.00009\s+\S+\s+True\s+\S+\n`, `free\s+1\s+0\s+True\s+\S+\n`)
 
@@ -88,7 +89,7 @@ func TestOperator(t *testing.T) {
 		"-p", `{"status":{"podIP":"10.0.0.9","podIPs":[{"ip":"10.0.0.9"}],"conditions":[{"type":"Ready","status":"True"}]}}`)
 	describeLlama = waitDescribe(t, c, "pq", "llama", `Ready Pods:\s+1\n`)
 	mustContain(t, describeLlama, "the self-hosted provider with a ready Pod",
-		`Reason:\s+Compiled`, `Max In Flight:\s+8\n`, `Ready Pods:\s+1\n`, `Ready GPUs:\s+1\n`)
+		`Reason:\s+Compiled`, `Reason:\s+PodsReady\s+Status:\s+True\s+Type:\s+Active`, `Max In Flight:\s+8\n`, `Ready Pods:\s+1\n`, `Ready GPUs:\s+1\n`)
 
 	events := c.Kubectl(t, "get", "events", "-n", "sluice", "-o", "yaml")
 	mustContain(t, events, "events", `ConfigurationWritten`, `NoReadyPods`)

@@ -156,6 +156,9 @@ func figures(cr *CaseReport, r caseRun) {
 	cr.EstimateErrorP90 = labrun.Percentile(estimateErrors(r.pages, 0), 90)
 	cr.EstimateErrorP90AfterArrivals = labrun.Percentile(estimateErrors(r.pages, r.schedule.lastStep()), 90)
 	cr.DoorWaits = doorWaits(r.pages)
+	if cr.UnfinishedBooks > 0 { // a case stopped at its cap measures the cap, not the crowd
+		cr.JainOverUsers, cr.EstimateErrorP90, cr.EstimateErrorP90AfterArrivals = 0, 0, 0
+	}
 }
 
 // doorWaits are the pages that queued with an estimate, in the order they queued.

@@ -78,8 +78,8 @@ const doorHeader = "case\tprovider 429+503\ttokens/min while queued\trefusals/pa
 
 // doorRow is the case's row of the second table.
 func (c CaseReport) doorRow() string {
-	return fmt.Sprintf("%s\t%.2f%%\t%s\t%.2f\t%.3f\t%d/%d/%d\t%s\t%s\t%s",
-		c.Case, 100*c.ProviderErrorShare, orNone(c.BacklogTokensShare, "%.0f%% of limit", 100), c.RefusalsPerPage, c.JainOverUsers,
+	return fmt.Sprintf("%s\t%.2f%%\t%s\t%.2f\t%s\t%d/%d/%d\t%s\t%s\t%s",
+		c.Case, 100*c.ProviderErrorShare, orNone(c.BacklogTokensShare, "%.0f%% of limit", 100), c.RefusalsPerPage, orNone(c.JainOverUsers, "%.3f", 1),
 		c.CleanBooks, c.BrokenBooks, c.UnfinishedBooks, orNone(c.WholeBookP50Seconds, "%.1fs", 1), orNone(c.WholeBookP95Seconds, "%.1fs", 1), c.estimateErrorCell())
 }
 

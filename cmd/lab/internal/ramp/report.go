@@ -95,7 +95,8 @@ type CaseReport struct {
 	// included, over the pages.
 	RefusalsPerPage float64 `json:"refusalsPerPage"`
 	// JainOverUsers is Jain's fairness index over the pages served to each user who started a
-	// book: 1 when each had as many.
+	// book: 1 when each had as many. Zero, not measured, when the case stopped at its cap with
+	// books unfinished, as are the estimate errors: users who came last had the least time.
 	JainOverUsers float64 `json:"jainOverUsers"`
 	// WholeBookP50Seconds and WholeBookP95Seconds are percentiles of the time from a clean
 	// book's first page sent to its last answered.
@@ -334,7 +335,8 @@ func notes(r caseRun, out map[Cause]int) []string {
 			"for those pages this case measured refusal, not a queue", countPages(n)))
 	}
 	if n := out[CutOff]; n > 0 {
-		ns = append(ns, fmt.Sprintf("%s had no answer when the case stopped at its cap, %s (%s)", countPages(n), r.limit, r.capFlag))
+		ns = append(ns, fmt.Sprintf("%s had no answer when the case stopped at its cap, %s (%s); Jain's index and the estimate error, measured over whole books, are left out",
+			countPages(n), r.limit, r.capFlag))
 	} else if r.queued {
 		ns = append(ns, fmt.Sprintf("ran until its books were done, in %s (its cap: %s, %s)", r.elapsed.Round(time.Second), r.limit, r.capFlag))
 	}

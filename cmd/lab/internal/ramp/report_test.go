@@ -112,7 +112,8 @@ func TestSummarize(t *testing.T) {
 			WaitP50Seconds: 200, WaitP95Seconds: 200,
 			PeakTokensPerMinute: 800, PeakTokensShare: 0.08,
 			Provider: provider.Stats{Accepted: 2, Canceled: 1, MicroDollars: 2400},
-			Notes:    []string{"1 page had no answer when the case stopped at its cap, 5m0s (--duration)", "1 page got no answer: the connection failed"},
+			Notes: []string{"1 page had no answer when the case stopped at its cap, 5m0s (--duration); Jain's index and the estimate error, measured over whole books, are left out",
+				"1 page got no answer: the connection failed"},
 		},
 	}}
 	for _, tc := range tests {
@@ -121,6 +122,9 @@ func TestSummarize(t *testing.T) {
 			if diff := cmp.Diff(got, tc.want, cmpopts.IgnoreFields(CaseReport{}, "Series", "ProviderErrorShare", "BacklogTokensShare",
 				"RefusalsPerPage", "JainOverUsers", "WholeBookP50Seconds", "WholeBookP95Seconds", "EstimateErrorP90")); diff != "" {
 				t.Errorf("summarize mismatch (-got +want):\n%s", diff)
+			}
+			if tc.want.UnfinishedBooks > 0 && (got.JainOverUsers != 0 || got.EstimateErrorP90 != 0) {
+				t.Errorf("a case cut off with books unfinished has Jain %.3f and estimate error %.2f; want neither measured", got.JainOverUsers, got.EstimateErrorP90)
 			}
 		})
 	}
