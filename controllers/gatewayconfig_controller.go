@@ -171,11 +171,14 @@ func (r *GatewayConfigReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		// Retrying cannot help: the statuses say why, and a change of the
 		// objects compiles again.
 		ctrl.LoggerFrom(ctx).Info("The gateway configuration does not fit its Secrets", "secret", s.Name, "bytes", size)
-		return ctrl.Result{}, r.writeStatuses(ctx, req.Namespace, in, tooLarge(out, s, size))
+		out = tooLarge(out, s, size)
+		countReasons(req.Namespace, out)
+		return ctrl.Result{}, r.writeStatuses(ctx, req.Namespace, in, out)
 	}
 	if err := r.writeSecrets(ctx, desired, out); err != nil {
 		return ctrl.Result{}, err
 	}
+	countReasons(req.Namespace, out)
 	return ctrl.Result{}, r.writeStatuses(ctx, req.Namespace, in, out)
 }
 

@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -212,6 +213,27 @@ func TestReconcileTooLarge(t *testing.T) {
 	assertReady(t, c, ns, &v1alpha1.ProviderQuota{}, "openai", metav1.ConditionFalse, v1alpha1.ReasonConfigTooLarge)
 	if all := events.all(); !strings.Contains(all, "Warning ConfigTooLarge") {
 		t.Errorf("events hold no Warning ConfigTooLarge")
+	}
+	for _, kind := range []string{"ProviderQuota", "TenantPlan"} {
+		if got := testutil.ToFloat64(objectsByReason.WithLabelValues(ns, kind, v1alpha1.ReasonConfigTooLarge)); got != 1 {
+			t.Errorf("sluice_manager_objects{kind=%q,reason=\"ConfigTooLarge\"} = %v; want 1, for the SluiceConfigTooLarge alert", kind, got)
+		}
+	}
+	// Once the key fits, the namespace's objects are counted Compiled, and ConfigTooLarge no more.
+	huge.Data = map[string][]byte{v1alpha1.KeySecretItem: []byte("sk-openai-0123456789abcdef")}
+	if err := c.Update(ctx, &huge); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatalf("Reconcile: %v", err)
+	}
+	for _, kind := range []string{"ProviderQuota", "TenantPlan"} {
+		if objectsByReason.DeleteLabelValues(ns, kind, v1alpha1.ReasonConfigTooLarge) {
+			t.Errorf("a %s is still counted ConfigTooLarge after the configuration fits", kind)
+		}
+	}
+	if got := testutil.ToFloat64(objectsByReason.WithLabelValues(ns, "TenantPlan", v1alpha1.ReasonCompiled)); got != 1 {
+		t.Errorf("sluice_manager_objects{kind=\"TenantPlan\",reason=\"Compiled\"} = %v; want 1", got)
 	}
 }
 

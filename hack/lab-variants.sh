@@ -33,9 +33,16 @@ run() {
 	echo "lab-variants: $name done" >&2
 }
 for ((i = 0; i < ${#variants[@]}; i += 2)); do
+	pids=()
 	run "${variants[i]}" &
-	if ((i + 1 < ${#variants[@]})); then run "${variants[i + 1]}" & fi
-	wait
+	pids+=($!)
+	if ((i + 1 < ${#variants[@]})); then
+		run "${variants[i + 1]}" &
+		pids+=($!)
+	fi
+	for pid in "${pids[@]}"; do
+		wait "$pid" # a variant that failed stops the script, as set -e would
+	done
 done
 {
 	echo "# make lab-variants on $(date -u +%F), $(nproc) cores; the figures vary from run to run"

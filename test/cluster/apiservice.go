@@ -26,7 +26,7 @@ spec:
   externalName: localhost
   ports: [{port: %d}]
 `, port)
-	for _, api := range []struct{ version, group string }{{"v1beta2", "custom.metrics.k8s.io"}, {"v1beta1", "external.metrics.k8s.io"}} {
+	for _, api := range []struct{ version, group string }{{"v1beta1", "custom.metrics.k8s.io"}, {"v1beta2", "custom.metrics.k8s.io"}, {"v1beta1", "external.metrics.k8s.io"}} {
 		manifest += fmt.Sprintf(`---
 apiVersion: apiregistration.k8s.io/v1
 kind: APIService

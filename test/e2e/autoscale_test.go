@@ -111,6 +111,18 @@ func TestHPAScalesInferencePodsOnWaitingRequests(t *testing.T) {
 	if len(viaKubectl.Items) != 1 || viaKubectl.Items[0].DescribedObject.Kind != "Pod" || viaKubectl.Items[0].Value.Sign() != 0 {
 		t.Errorf("kubectl get --raw %s = %+v; want the idle Pod's 0", waitingPath, viaKubectl.Items)
 	}
+	// The same through custom.metrics.k8s.io/v1beta1, for HPAs and tools that ask for it.
+	var v1beta1 struct {
+		Kind  string
+		Items []struct{ DescribedObject struct{ Kind string } }
+	}
+	v1beta1Path := strings.Replace(waitingPath, "/v1beta2/", "/v1beta1/", 1)
+	if err := json.Unmarshal([]byte(c.Kubectl(t, "get", "--raw", v1beta1Path)), &v1beta1); err != nil {
+		t.Fatal(err)
+	}
+	if v1beta1.Kind != "MetricValueList" || len(v1beta1.Items) != 1 || v1beta1.Items[0].DescribedObject.Kind != "Pod" {
+		t.Errorf("kubectl get --raw %s = %+v; want the idle Pod's value", v1beta1Path, v1beta1)
+	}
 	checkGatewayQueue(t, ctx, c, metrics.QueueDepth, "4")
 	checkGatewayQueue(t, ctx, c, metrics.QueuedTokens, "4k")
 

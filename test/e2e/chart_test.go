@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,6 +114,36 @@ metricsAdapter: {replicas: 3, maxScrapeBytes: 1000000, maxScrapeSeries: 5000000}
 	for _, flag := range []string{"--scrape-max-bytes=1000000", "--scrape-max-series=5000000"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("the adapter's Deployment has no %s", flag)
+		}
+	}
+}
+
+// TestChartRegistersEachMetricsGroupOnItsOwn renders the adapter's APIServices with each group on
+// and off: custom.metrics.k8s.io as v1beta1 and v1beta2, external.metrics.k8s.io as v1beta1, so
+// that a cluster where KEDA or prometheus-adapter owns one group keeps it.
+func TestChartRegistersEachMetricsGroupOnItsOwn(t *testing.T) {
+	skipWithoutHelm(t)
+	all := []string{"v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io", "v1beta1.external.metrics.k8s.io"}
+	for _, tc := range []struct {
+		custom, external bool
+		want             []string
+	}{
+		{true, true, all},
+		{true, false, all[:2]},
+		{false, true, all[2:]},
+		{false, false, nil},
+	} {
+		out, err := helm(t, "template", "sluice", "charts/sluice", "-s", "templates/metrics-adapter.yaml",
+			"--set", fmt.Sprintf("metricsAdapter.apiServices.custom=%t,metricsAdapter.apiServices.external=%t", tc.custom, tc.external))
+		if err != nil {
+			t.Fatalf("helm template: %v\n%s", err, out)
+		}
+		var got []string
+		for _, m := range regexp.MustCompile(`(?m)^kind: APIService\nmetadata:\n  name: (\S+)`).FindAllStringSubmatch(out, -1) {
+			got = append(got, m[1])
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("custom %t, external %t: APIServices %v; want %v", tc.custom, tc.external, got, tc.want)
 		}
 	}
 }

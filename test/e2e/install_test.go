@@ -126,7 +126,7 @@ type apiServiceTLS struct {
 // checkAPIServicesTLS checks that both of the adapter's APIServices verify it as want says.
 func checkAPIServicesTLS(t *testing.T, c *cluster.Cluster, want apiServiceTLS) {
 	t.Helper()
-	for _, name := range []string{"v1beta2.custom.metrics.k8s.io", "v1beta1.external.metrics.k8s.io"} {
+	for _, name := range []string{"v1beta1.custom.metrics.k8s.io", "v1beta2.custom.metrics.k8s.io", "v1beta1.external.metrics.k8s.io"} {
 		var s struct {
 			Metadata struct{ Annotations map[string]string }
 			Spec     struct {

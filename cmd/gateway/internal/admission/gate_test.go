@@ -254,6 +254,26 @@ func TestAProviderThatCountsCharactersHoldsItsCountOnce(t *testing.T) {
 				}
 			})
 		}
+		// A call sent and not served may have been counted: the provider's minute keeps its
+		// count. One never sent is given back whole.
+		for _, end := range []struct {
+			name string
+			end  func(*Ticket) bool
+			held int64
+		}{{"refunded", (*Ticket).Refund, 855}, {"withdrawn", (*Ticket).Withdraw, 0}} {
+			t.Run(store+"/"+end.name, func(t *testing.T) {
+				limiter := newStore(t)
+				g, p := newGateOn(t, budgetPlan(), limiter)
+				req := request(t, p, "sk-acme-alice", 706)
+				req.ProviderTokens = 855
+				minute := providerMinute(t, req)
+				before := peek(t, limiter, minute)
+				end.end(mustAdmit(t, g, req))
+				if got := before - peek(t, limiter, minute); got != end.held {
+					t.Errorf("the provider's minute holds %d after the call was %s; want %d", got, end.name, end.held)
+				}
+			})
+		}
 	}
 }
 

@@ -64,7 +64,7 @@ func (m *metrics) addQueueMetrics() {
 		Name: "sluice_gateway_queue_depth", Help: "Calls waiting, by provider, priority class and tenant.",
 	}, []string{"provider", "priority", "tenant"})
 	m.queueTokens = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "sluice_gateway_queue_tokens", Help: "Estimated tokens of the calls waiting, by provider, priority class and tenant.",
+		Name: "sluice_gateway_queue_tokens", Help: "Tokens of the calls waiting, as their provider counts them when it admits a call, by provider, priority class and tenant.",
 	}, []string{"provider", "priority", "tenant"})
 	m.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "sluice_gateway_queue_wait_seconds", Help: "Time calls waited in the queue before they were decided.",

@@ -51,13 +51,14 @@ type Ticket struct {
 }
 
 // Settle ends a call the provider served: its real usage is charged in place of the estimate on
-// every limit the estimate was taken from, and its slot in flight is freed. A job already
+// every limit the estimate was taken from (its provider's token limits keep what the provider
+// counted at admission when that is more), and its slot in flight is freed. A job already
 // charged by an earlier delivery is refunded instead. It reports whether it ended the ticket.
 func (t *Ticket) Settle(u estimate.Usage) bool { return t.end(&u, true) }
 
 // Refund ends a call that went to its provider and was not served (an error, no answer):
-// everything it took is given back, save the request on its provider's own request limits (see
-// policy.Unserved). A job's delivery that Settle does not charge, its job's earlier one having
+// everything it took is given back, save what its provider may have counted: the request on its
+// provider's own request limits (see policy.Unserved), and its admission count on their tokens. A job's delivery that Settle does not charge, its job's earlier one having
 // been, is given back the same way. It reports whether it ended the ticket.
 func (t *Ticket) Refund() bool { return t.end(nil, true) }
 
@@ -72,10 +73,13 @@ func (t *Ticket) end(u *estimate.Usage, sent bool) bool {
 		return false
 	}
 	var actual policy.Cost
-	var held int64 // what the provider holds of a call it served
 	charged := t.charged(u)
 	if charged {
-		actual, held = t.costOf(*u), t.req.ProviderTokens
+		actual = t.costOf(*u)
+	}
+	var held int64 // what the provider counted of a call it was sent, whoever is charged
+	if sent {
+		held = t.req.ProviderTokens
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()

@@ -82,7 +82,7 @@ type Item struct {
 	// Weight is the tenant's weight; at least 1.
 	Weight int32
 	Class  Class
-	// Cost is the request's estimated tokens.
+	// Cost is the request's tokens, as the provider it waits for counts them.
 	Cost int64
 	// Own is how long the limits of the item's own user take to let it through once they are
 	// spent (see OwnWait); zero when none holds it back.

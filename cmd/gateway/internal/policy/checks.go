@@ -5,7 +5,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
 
-// Cost is what a call costs: estimated before it, or the difference found when it is settled.
+// Cost is what a call costs: estimated before it, or its actual cost when it is settled.
 type Cost struct {
 	Tokens       int64
 	MicroDollars int64
