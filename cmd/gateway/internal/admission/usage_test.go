@@ -28,11 +28,7 @@ func budgetedTenants(n int) []gatewayv1.Tenant {
 // TestUsageReadsEveryBudget checks that a snapshot reports each budgeted tenant's spend and what
 // is left from the store, and nothing of a budget for a tenant without one, on both stores.
 func TestUsageReadsEveryBudget(t *testing.T) {
-	stores := map[string]func(t *testing.T) Limiter{
-		"memory": func(*testing.T) Limiter { return ratelimit.NewMemory() },
-		"redis":  func(t *testing.T) Limiter { return ratelimit.NewRedis(redisserver.Start(t).Client(t)) },
-	}
-	for name, newStore := range stores {
+	for name, newStore := range limiterStores {
 		t.Run(name, func(t *testing.T) {
 			tenants := append(budgetedTenants(2), tenant("free", "u"))
 			g, p := newGateOn(t, plan{requestsPerMinute: 100, tokensPerMinute: 100_000, maxInFlight: 10, tenants: tenants}, newStore(t))
