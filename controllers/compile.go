@@ -162,7 +162,7 @@ type compiler struct {
 	readyPods    map[string][]string           // Pod IPs, by ProviderQuota name
 	quotas       map[string]bool               // every ProviderQuota's name
 	providers    map[string]gatewayv1.Provider // the compiled ones
-	modelOwner   map[string]string             // model → the ProviderQuota that claimed it
+	modelClaims  map[string][]modelClaim       // a model's name or alias → the ProviderQuotas of its pool, oldest first
 	tenantOwner  map[string]string             // tenant → the TenantPlan that claimed it
 	planned      map[string]bool               // the TenantPlans in the configuration's plans
 	keyOwner     map[string]string             // key hash → the Secret that holds it
@@ -173,7 +173,7 @@ type compiler struct {
 func newCompiler(in Inputs) *compiler {
 	c := &compiler{
 		secrets: map[string]*corev1.Secret{}, readyPods: in.ReadyPods, quotas: map[string]bool{}, providers: map[string]gatewayv1.Provider{},
-		modelOwner: map[string]string{}, tenantOwner: map[string]string{}, keyOwner: map[string]string{}, planned: map[string]bool{},
+		modelClaims: map[string][]modelClaim{}, tenantOwner: map[string]string{}, keyOwner: map[string]string{}, planned: map[string]bool{},
 		cfg: baseConfig(in.Base),
 		out: &Output{
 			KeyFiles:       map[string][]byte{},
@@ -253,13 +253,13 @@ func sortedValues(m map[string]gatewayv1.Provider) []gatewayv1.Provider {
 
 // addProvider compiles one ProviderQuota, or records why it cannot be.
 func (c *compiler) addProvider(pq *v1alpha1.ProviderQuota) {
-	conflict := c.claimModels(pq)
 	p := toProvider(pq)
 	if sh := pq.Spec.SelfHosted; sh != nil {
 		p.Endpoints = podEndpoints(c.readyPods[pq.Name], sh.Port)
 		p.Paused = len(p.Endpoints) == 0 // until selfHostedResult counts the capacity
 	}
 	p.Default()
+	conflict := c.claimModels(pq.Name, p.Models)
 	key, prob := c.checkProvider(pq, &p, conflict)
 	if prob != nil {
 		c.out.ProviderQuotas[pq.Name] = ProviderResult{Result: prob.result()}
@@ -329,35 +329,60 @@ func selfHostedResult(res ProviderResult, c capacity, p *gatewayv1.Provider) Pro
 	return res
 }
 
-// claimModels gives the ProviderQuota every model no older one claimed, and
-// returns a problem naming the models an older one did.
-func (c *compiler) claimModels(pq *v1alpha1.ProviderQuota) *problem {
-	var taken []string
-	for _, name := range modelNames(pq) {
-		switch owner, ok := c.modelOwner[name]; {
-		case ok && owner == pq.Name:
-			taken = append(taken, fmt.Sprintf("%q (named twice in this ProviderQuota)", name))
-			continue
-		case ok:
-			taken = append(taken, fmt.Sprintf("%q (served by ProviderQuota %q)", name, owner))
-			continue
-		}
-		c.modelOwner[name] = pq.Name
-	}
-	if len(taken) == 0 {
-		return nil
-	}
-	return &problem{v1alpha1.ReasonModelConflict,
-		fmt.Sprintf("Model names or aliases already taken: %s. A request's model must pick one provider.", strings.Join(taken, ", "))}
+// modelClaim is a ProviderQuota's entry of a model, under one of the model's names.
+type modelClaim struct {
+	owner string
+	model gatewayv1.Model
 }
 
-// modelNames are the names a ProviderQuota's models answer to: each model's name and aliases.
-func modelNames(pq *v1alpha1.ProviderQuota) []string {
-	var names []string
-	for _, m := range pq.Spec.Models {
-		names = append(append(names, m.Name), m.Aliases...)
+// claimModels joins the ProviderQuota owner to the pool of each of its models, and returns a
+// problem naming the models it may not pool with an older ProviderQuota (see
+// gatewayv1.PoolConflict): then it claims none.
+func (c *compiler) claimModels(owner string, models []gatewayv1.Model) *problem {
+	var taken []string
+	claims := map[string]modelClaim{}
+	for _, m := range models {
+		for k, name := range append([]string{m.Name}, m.Aliases...) {
+			if _, twice := claims[name]; twice {
+				taken = append(taken, fmt.Sprintf("%q (named twice in this ProviderQuota)", name))
+			} else if why := c.poolConflict(name, k == 0, &m); why != "" {
+				taken = append(taken, why)
+			}
+			claims[name] = modelClaim{owner, m}
+		}
 	}
-	return names
+	if len(taken) > 0 {
+		return &problem{v1alpha1.ReasonModelConflict,
+			fmt.Sprintf("Models that may not pool with an older ProviderQuota's: %s. A model's providers must count its calls alike.", strings.Join(taken, ", "))}
+	}
+	for name, claim := range claims {
+		c.modelClaims[name] = append(c.modelClaims[name], claim)
+	}
+	return nil
+}
+
+// poolConflict says why model m, under name (its own name when isName, else an alias), may not
+// join the pool an older ProviderQuota started, or returns "".
+func (c *compiler) poolConflict(name string, isName bool, m *gatewayv1.Model) string {
+	claims := c.modelClaims[name]
+	if len(claims) == 0 {
+		return ""
+	}
+	first := claims[0]
+	switch {
+	case !isName && first.model.Name != m.Name:
+		return fmt.Sprintf("%q (names %q in ProviderQuota %q)", name, first.model.Name, first.owner)
+	case isName:
+		if why := gatewayv1.PoolConflict(&first.model, m); why != "" {
+			return fmt.Sprintf("%q (%s as in ProviderQuota %q)", name, why, first.owner)
+		}
+	}
+	return ""
+}
+
+// servesModel reports whether one of providers serves model.
+func (c *compiler) servesModel(providers []string, model string) bool {
+	return slices.ContainsFunc(c.modelClaims[model], func(cl modelClaim) bool { return slices.Contains(providers, cl.owner) })
 }
 
 // checkProvider returns the provider's API key, or the first reason it cannot
@@ -520,7 +545,7 @@ func (c *compiler) checkDegrade(tp *v1alpha1.TenantPlan) *problem {
 		return nil
 	}
 	for _, model := range []string{d.Model, d.Fallback} {
-		if !slices.Contains(tp.Spec.Providers, c.modelOwner[model]) {
+		if !c.servesModel(tp.Spec.Providers, model) {
 			return &problem{v1alpha1.ReasonUnknownModel, fmt.Sprintf("Degrade names model %q, which none of the plan's providers serves.", model)}
 		}
 	}

@@ -188,15 +188,28 @@ func TestCompile(t *testing.T) {
 		wantQuotas:   map[string]string{"openai": v1alpha1.ReasonKeySecretMissing},
 		wantMessages: []string{`Item "apiKey" of Secret "openai" is empty.`},
 	}, {
-		name: "a model claimed twice stays with the older provider",
+		name: "a model two providers serve alike is pooled",
 		in: Inputs{
 			ProviderQuotas: []v1alpha1.ProviderQuota{quota("azure", 5, "gpt-4o", "o3"), openai},
 			Secrets:        []corev1.Secret{openaiKey, providerSecret("azure", "sk-azure")},
 		},
+		wantProviders: []string{"azure", "openai"},
+		wantKeyFiles:  map[string]string{"openai.key": "sk-openai", "azure.key": "sk-azure"},
+		wantQuotas:    map[string]string{"openai": v1alpha1.ReasonCompiled, "azure": v1alpha1.ReasonCompiled},
+	}, {
+		name: "a model two providers count differently stays with the older provider",
+		in: Inputs{
+			ProviderQuotas: []v1alpha1.ProviderQuota{func() v1alpha1.ProviderQuota {
+				azure := quota("azure", 5, "gpt-4o", "o3")
+				azure.Spec.Models[0].DefaultMaxTokens = 999
+				return azure
+			}(), openai},
+			Secrets: []corev1.Secret{openaiKey, providerSecret("azure", "sk-azure")},
+		},
 		wantProviders: []string{"openai"},
 		wantKeyFiles:  map[string]string{"openai.key": "sk-openai"},
 		wantQuotas:    map[string]string{"openai": v1alpha1.ReasonCompiled, "azure": v1alpha1.ReasonModelConflict},
-		wantMessages:  []string{`"gpt-4o" (served by ProviderQuota "openai")`},
+		wantMessages:  []string{`"gpt-4o" (must have the same defaultMaxTokens (256) as in ProviderQuota "openai")`},
 	}, {
 		name: "an alias that is another provider's model is a conflict too",
 		in: Inputs{
@@ -210,7 +223,7 @@ func TestCompile(t *testing.T) {
 		wantProviders: []string{"openai"},
 		wantKeyFiles:  map[string]string{"openai.key": "sk-openai"},
 		wantQuotas:    map[string]string{"openai": v1alpha1.ReasonCompiled, "azure": v1alpha1.ReasonModelConflict},
-		wantMessages:  []string{`"gpt-4o" (served by ProviderQuota "openai")`},
+		wantMessages:  []string{`"gpt-4o" (names "gpt-4o" in ProviderQuota "openai")`},
 	}, {
 		name: "a plan naming an unknown provider is left out",
 		in: Inputs{
@@ -451,6 +464,8 @@ func TestCompileConverts(t *testing.T) {
 	pq.Spec.Retry = &v1alpha1.Retry{MaxAttempts: 4, BaseDelay: metav1.Duration{Duration: time.Second}, MaxDelay: metav1.Duration{Duration: 20 * time.Second}}
 	pq.Spec.Timeout = metav1.Duration{Duration: 2 * time.Minute}
 	pq.Spec.StallTimeout = metav1.Duration{Duration: 90 * time.Second}
+	pq.Spec.Azure = &v1alpha1.Azure{APIVersion: "2024-10-21", Deployments: map[string]v1alpha1.AzureDeployment{"gpt-4o": "prod-4o"}}
+	pq.Spec.Breaker = &v1alpha1.Breaker{Failures: 3, OpenFor: metav1.Duration{Duration: 10 * time.Second}}
 	llama := quota("llama", 1, "llama-3.1-8b")
 	llama.Spec.BaseURL, llama.Spec.APIKeySecretRef = "", nil
 	llama.Spec.SelfHosted = &v1alpha1.SelfHosted{Port: 8000, Engine: v1alpha1.EngineVLLM, MaxConcurrencyPerGPU: 16}
@@ -502,6 +517,7 @@ func TestCompileConverts(t *testing.T) {
 			Timeout:         metav1.Duration{Duration: time.Minute},
 			StallTimeout:    metav1.Duration{Duration: 5 * time.Minute},
 			CallTimeout:     metav1.Duration{Duration: 30 * time.Minute},
+			Breaker:         gatewayv1.Breaker{Failures: 5, OpenFor: metav1.Duration{Duration: 30 * time.Second}},
 		}, {
 			Name: "openai", BaseURL: "https://openai.example/v1", APIKeyFile: "openai.key",
 			Models: []gatewayv1.Model{{Name: "gpt-4o", Encoding: "o200k_base", DefaultMaxTokens: 512, MaxTokensParam: "max_completion_tokens"},
@@ -513,6 +529,8 @@ func TestCompileConverts(t *testing.T) {
 			Timeout:      metav1.Duration{Duration: 2 * time.Minute},
 			StallTimeout: metav1.Duration{Duration: 90 * time.Second},
 			CallTimeout:  metav1.Duration{Duration: 30 * time.Minute},
+			Azure:        &gatewayv1.Azure{APIVersion: "2024-10-21", Deployments: map[string]string{"gpt-4o": "prod-4o"}},
+			Breaker:      gatewayv1.Breaker{Failures: 3, OpenFor: metav1.Duration{Duration: 10 * time.Second}},
 		}},
 		Plans: []gatewayv1.Tenant{{
 			Name:      "pro",

@@ -36,6 +36,12 @@ func toProvider(pq *v1alpha1.ProviderQuota) gatewayv1.Provider {
 	if r := s.Retry; r != nil {
 		p.Retry = gatewayv1.Retry{MaxAttempts: r.MaxAttempts, BaseDelay: r.BaseDelay, MaxDelay: r.MaxDelay}
 	}
+	if a := s.Azure; a != nil {
+		p.Azure = &gatewayv1.Azure{APIVersion: a.APIVersion, Deployments: deployments(a.Deployments)}
+	}
+	if b := s.Breaker; b != nil {
+		p.Breaker = gatewayv1.Breaker{Failures: b.Failures, OpenFor: b.OpenFor}
+	}
 	return p
 }
 
@@ -117,6 +123,18 @@ func toLimits(limits []v1alpha1.Limit) []gatewayv1.Limit {
 			Burst:     l.Burst,
 			OnLimit:   gatewayv1.Behavior(l.OnLimit),
 		}
+	}
+	return out
+}
+
+// deployments converts an Azure provider's deployments by model, or returns nil for none.
+func deployments(in map[string]v1alpha1.AzureDeployment) map[string]string {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(in))
+	for model, d := range in {
+		out[model] = string(d)
 	}
 	return out
 }

@@ -41,6 +41,8 @@ type ProviderQuota struct {
 // inference Pods in the cluster.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.baseURL) != has(self.selfHosted)",message="exactly one of baseURL and selfHosted must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.azure) || !has(self.selfHosted)",message="azure must not be set with selfHosted: an Azure OpenAI resource is hosted at baseURL",fieldPath=".azure"
+// +kubebuilder:validation:XValidation:rule="!has(self.azure) || !has(self.azure.deployments) || self.azure.deployments.all(m, self.models.exists(x, x.name == m))",message="azure.deployments must map only models of this ProviderQuota",fieldPath=".azure.deployments"
 // +kubebuilder:validation:XValidation:rule="!has(self.timeout) || !has(self.callTimeout) || !self.timeout.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || !self.callTimeout.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.callTimeout) >= duration(self.timeout)",message="callTimeout must be at least timeout",fieldPath=".callTimeout"
 type ProviderQuotaSpec struct {
 	// baseURL is the absolute http or https URL of a hosted provider, to
@@ -58,8 +60,11 @@ type ProviderQuotaSpec struct {
 	// +optional
 	SelfHosted *SelfHosted `json:"selfHosted,omitempty"`
 	// models are the models this provider serves, 1 to 64, each name unique
-	// here and across every ProviderQuota the gateways load, since a
-	// request's model picks its provider.
+	// here. A model that several ProviderQuotas serve is served by their
+	// pool: each call goes to the one that can take it soonest within its own
+	// limits, and a provider whose breaker is open leaves the pool for a
+	// while. The pool's entries of a model must agree on its aliases,
+	// encoding and defaultMaxTokens; prices and limits may differ.
 	// +required
 	// +listType=map
 	// +listMapKey=name
@@ -124,6 +129,17 @@ type ProviderQuotaSpec struct {
 	// +kubebuilder:default="30m"
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="callTimeout must be a positive duration such as 30m"
 	CallTimeout metav1.Duration `json:"callTimeout,omitzero"`
+	// azure makes the provider an Azure OpenAI resource at baseURL (such as
+	// https://myresource.openai.azure.com): each model's calls go to its
+	// deployment, with the api-version given and the key in an api-key
+	// header. Absent means the OpenAI API at baseURL.
+	// +optional
+	Azure *Azure `json:"azure,omitempty"`
+	// breaker takes the provider out of its models' pools while its calls
+	// keep failing. Defaults to 5 failures in a row and 30s out.
+	// +optional
+	// +kubebuilder:default={}
+	Breaker *Breaker `json:"breaker,omitempty"`
 	// apiKeySecretRef names the Secret, in this namespace, that holds the
 	// provider's API key. The Secret must be labelled sluice.dev/provider
 	// with this ProviderQuota's name, so that no ProviderQuota can send
@@ -352,6 +368,52 @@ type Retry struct {
 	MaxDelay metav1.Duration `json:"maxDelay,omitzero"`
 }
 
+// Azure is where an Azure OpenAI provider serves its models.
+type Azure struct {
+	// apiVersion is the api-version every call carries, such as 2024-10-21
+	// or 2025-04-01-preview.
+	// +required
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}(-preview)?$')",message="apiVersion must be an api-version such as 2024-10-21 or 2025-04-01-preview"
+	APIVersion string `json:"apiVersion"`
+	// deployments maps a model's name to the deployment that serves it, at
+	// most 64. A model not in it is served by the deployment of its own
+	// name.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	Deployments map[string]AzureDeployment `json:"deployments,omitempty"`
+}
+
+// AzureDeployment is the name of an Azure OpenAI deployment: letters, digits,
+// '.', '_' and '-', at most 64.
+// +kubebuilder:validation:MinLength=1
+// +kubebuilder:validation:MaxLength=64
+// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._-]*$`
+type AzureDeployment string
+
+// Breaker is a provider's circuit breaker. Attempts that fail in a row (a
+// connection refused, reset or timed out, an answer of 5xx other than 503)
+// open it: the provider leaves the pools of its models, and their calls go to
+// the other providers of each, for openFor. Then one call probes it: served,
+// the provider is back; failed, it stays out for another openFor. A 429 or
+// 503 does not count: it pauses the provider instead. Each gateway keeps its
+// own breaker.
+type Breaker struct {
+	// failures is how many attempts in a row must fail to open the breaker,
+	// 1 to 100. Defaults to 5.
+	// +optional
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	Failures int32 `json:"failures,omitempty"`
+	// openFor is how long the breaker stays open before it lets a probe
+	// through, such as 30s. Defaults to 30s.
+	// +optional
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') && duration(self) > duration('0s')",message="openFor must be a positive duration such as 30s"
+	OpenFor metav1.Duration `json:"openFor,omitzero"`
+}
+
 // SecretKeyRef names one item of a Secret in the referring object's
 // namespace.
 type SecretKeyRef struct {
@@ -471,6 +533,17 @@ type ProviderUsage struct {
 	// dollars.
 	// +optional
 	SpendThisMonth Money `json:"spendThisMonth,omitempty"`
+	// breakersOpen counts the gateways whose breaker holds the provider out
+	// of its models' pools now: open, or half open and letting one probe
+	// through. Absent means none.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	BreakersOpen int32 `json:"breakersOpen,omitempty"`
+	// breakerOpens counts the times a gateway's breaker opened since each
+	// gateway started.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	BreakerOpens int64 `json:"breakerOpens,omitempty"`
 }
 
 // ProviderQuotaList is a list of ProviderQuota.

@@ -92,6 +92,7 @@ func hostedQuota() *v1alpha1.ProviderQuota {
 			Timeout:         metav1.Duration{Duration: 2 * time.Minute},
 			StallTimeout:    metav1.Duration{Duration: 2 * time.Minute},
 			CallTimeout:     metav1.Duration{Duration: 10 * time.Minute},
+			Breaker:         &v1alpha1.Breaker{Failures: 3, OpenFor: metav1.Duration{Duration: time.Minute}},
 			APIKeySecretRef: &v1alpha1.SecretKeyRef{Name: "openai", Key: "token"},
 		},
 	}
@@ -229,6 +230,7 @@ func withQuotaDefaults(pq *v1alpha1.ProviderQuota) *v1alpha1.ProviderQuota {
 	pq.Spec.Timeout = metav1.Duration{Duration: time.Minute}
 	pq.Spec.StallTimeout = metav1.Duration{Duration: 5 * time.Minute}
 	pq.Spec.CallTimeout = metav1.Duration{Duration: 30 * time.Minute}
+	pq.Spec.Breaker = &v1alpha1.Breaker{Failures: 5, OpenFor: metav1.Duration{Duration: 30 * time.Second}}
 	return pq
 }
 
@@ -333,6 +335,21 @@ func TestValidation(t *testing.T) {
 			"callTimeout must be at least timeout"},
 		{"key Secret without a name", hostedQuota(), `{spec: {apiKeySecretRef: {name: null}}}`,
 			"spec.apiKeySecretRef.name: Required value"},
+		{"azure", hostedQuota(), `{spec: {azure: {apiVersion: 2025-04-01-preview, deployments: {gpt-4o: prod-gpt-4o}}}}`, ""},
+		{"azure without an apiVersion", hostedQuota(), `{spec: {azure: {}}}`,
+			"spec.azure.apiVersion: Required value"},
+		{"azure apiVersion not a version", hostedQuota(), `{spec: {azure: {apiVersion: latest}}}`,
+			"apiVersion must be an api-version such as 2024-10-21"},
+		{"azure deployment of another model", hostedQuota(), `{spec: {azure: {apiVersion: 2024-10-21, deployments: {gpt-5: d}}}}`,
+			"spec.azure.deployments: Invalid value: azure.deployments must map only models of this ProviderQuota"},
+		{"azure deployment not a name", hostedQuota(), `{spec: {azure: {apiVersion: 2024-10-21, deployments: {gpt-4o: a/b}}}}`,
+			`spec.azure.deployments.gpt-4o: Invalid value: "a/b": spec.azure.deployments.gpt-4o in body should match`},
+		{"azure on Pods", selfHostedQuota(), `{spec: {azure: {apiVersion: 2024-10-21}}}`,
+			"azure must not be set with selfHosted"},
+		{"breaker of no failures", hostedQuota(), `{spec: {breaker: {failures: 0}}}`,
+			"spec.breaker.failures: Invalid value: 0: spec.breaker.failures in body should be greater than or equal to 1"},
+		{"breaker open for no time", hostedQuota(), `{spec: {breaker: {openFor: 0s}}}`,
+			"openFor must be a positive duration"},
 
 		// TenantPlan: who and where.
 		{"no tenants", plan(), `{spec: {tenants: []}}`,

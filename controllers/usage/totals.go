@@ -118,6 +118,10 @@ func addProvider(sum v1alpha1.ProviderUsage, p gatewayv1.ProviderUsage) v1alpha1
 	sum.Queued += p.Queued
 	sum.QueuedTokens += p.QueuedTokens
 	sum.Throttles += p.Throttles
+	if p.Breaker == gatewayv1.BreakerOpen || p.Breaker == gatewayv1.BreakerHalfOpen {
+		sum.BreakersOpen++
+	}
+	sum.BreakerOpens += p.BreakerOpens
 	sum.Refused = RefusedCounts(AddRefused(refusedMap(sum.Refused), p.Refused))
 	spent := micros(gatewayv1.Money(sum.SpendThisMonth)) + micros(p.SpendThisMonth)
 	sum.SpendThisMonth = v1alpha1.Money(gatewayv1.MoneyFromMicro(spent))

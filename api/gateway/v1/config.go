@@ -327,10 +327,17 @@ type Provider struct {
 	// relative path resolves against the configuration file's directory.
 	// Empty means the provider needs no key.
 	APIKeyFile string `json:"apiKeyFile,omitempty"`
-	// models are the models this provider serves: at least one, and each
-	// name unique across all providers, since a request's model picks its
-	// provider.
+	// models are the models this provider serves: at least one. A model
+	// listed by several providers is served by their pool: each call goes to
+	// the one that can take it soonest (see Pools), and the pool's entries of
+	// the model must agree on how its calls are counted (its aliases,
+	// encoding and defaultMaxTokens).
 	Models []Model `json:"models"`
+	// azure, when set, makes the provider an Azure OpenAI resource: a call
+	// for a model goes to its deployment, at
+	// baseURL/openai/deployments/DEPLOYMENT/PATH?api-version=APIVERSION, with
+	// the key in an api-key header. Empty means the OpenAI API at baseURL.
+	Azure *Azure `json:"azure,omitempty"`
 	// requestsPerMinute is the provider's published request rate. Zero
 	// means unlimited.
 	RequestsPerMinute int64 `json:"requestsPerMinute,omitempty"`
@@ -379,6 +386,43 @@ type Provider struct {
 	// every attempt and a whole stream included, at least timeout. Past it the
 	// call ends as at stallTimeout. Zero means 30m.
 	CallTimeout metav1.Duration `json:"callTimeout,omitzero"`
+	// breaker takes a provider that keeps failing out of its models' pools
+	// for a while.
+	Breaker Breaker `json:"breaker,omitzero"`
+}
+
+// Azure is where an Azure OpenAI provider serves its models.
+type Azure struct {
+	// apiVersion is the api-version every call carries, such as 2024-10-21
+	// or 2025-04-01-preview. Required.
+	APIVersion string `json:"apiVersion"`
+	// deployments maps a model's name to the deployment that serves it. A
+	// model not in it is served by the deployment of its own name.
+	Deployments map[string]string `json:"deployments,omitempty"`
+}
+
+// Deployment is the deployment that serves model.
+func (a *Azure) Deployment(model string) string {
+	if d, ok := a.Deployments[model]; ok {
+		return d
+	}
+	return model
+}
+
+// Breaker is a provider's circuit breaker. Calls that fail in a row (a
+// connection refused, reset or timed out, an answer of 5xx) open it: the
+// provider leaves the pools of its models, and its calls go to the other
+// providers of each, for openFor. Then one call probes it: served, the
+// provider is back; failed, it stays out for another openFor. A 429 does not
+// count: the provider is there, and its throttle pauses it instead. Each
+// gateway keeps its own breaker.
+type Breaker struct {
+	// failures is how many attempts in a row must fail to open the breaker,
+	// 1 to 100. Zero means 5.
+	Failures int32 `json:"failures,omitempty"`
+	// openFor is how long the breaker stays open before it lets a probe
+	// through. Zero means 30s.
+	OpenFor metav1.Duration `json:"openFor,omitzero"`
 }
 
 // WithHeadroom returns the share of a published limit the gateway may use:
@@ -420,14 +464,14 @@ const (
 
 // Model is one model a provider serves.
 type Model struct {
-	// name is the model as clients name it in requests, unique across all
-	// providers. A request also reaches this model under name's dated
+	// name is the model as clients name it in requests, unique among the
+	// provider's models. A request also reaches this model under name's dated
 	// snapshots (name-YYYY-MM-DD, or name-MMDD), unless a snapshot is
 	// configured as a model of its own.
 	Name string `json:"name"`
-	// aliases are other names clients use for this model, each unique
-	// across all providers' names and aliases. A request for an alias goes
-	// upstream under name.
+	// aliases are other names clients use for this model. An alias names one
+	// model across all providers: no other model's name or alias. A request
+	// for an alias goes upstream under name.
 	Aliases []string `json:"aliases,omitempty"`
 	// encoding is the tiktoken encoding that counts the model's prompt
 	// tokens: "cl100k_base", "o200k_base", "p50k_base" or "r50k_base".

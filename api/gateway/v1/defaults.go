@@ -26,6 +26,8 @@ const (
 	defaultTimeout          = 60 * time.Second
 	defaultStallTimeout     = 5 * time.Minute
 	defaultCallTimeout      = 30 * time.Minute
+	defaultBreakerFailures  = 5
+	defaultBreakerOpenFor   = 30 * time.Second
 	defaultWeight           = 1
 	defaultTimeZone         = "UTC"
 	defaultMaxWait          = 60 * time.Second
@@ -109,6 +111,8 @@ func (p *Provider) Default() {
 	setDefaultDuration(&p.Timeout, defaultTimeout)
 	setDefaultDuration(&p.StallTimeout, defaultStallTimeout)
 	setDefaultDuration(&p.CallTimeout, defaultCallTimeout)
+	setDefault(&p.Breaker.Failures, defaultBreakerFailures)
+	setDefaultDuration(&p.Breaker.OpenFor, defaultBreakerOpenFor)
 }
 
 // Default fills every unset field of the tenant and its limits that has a

@@ -28,7 +28,8 @@ tenants:
 		fmt.Println(err)
 		return
 	}
-	p, m := c.ProviderForModel("gpt-4o-mini")
+	p := c.ProvidersOfModel("gpt-4o-mini")[0]
+	m := p.Model("gpt-4o-mini")
 	fmt.Println("provider:", p.Name, "at", p.WithHeadroom(p.RequestsPerMinute), "requests a minute")
 	fmt.Println("a 1000-token prompt with", m.DefaultMaxTokens, "tokens out costs", gatewayv1.MoneyFromMicro(p.Prices.CostMicros(1000, m.DefaultMaxTokens)), "dollars")
 	acme := c.Tenants[0]

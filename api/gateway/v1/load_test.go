@@ -63,6 +63,7 @@ func TestLoadTwoTenants(t *testing.T) {
 			Timeout:           duration(60 * time.Second),
 			StallTimeout:      duration(5 * time.Minute),
 			CallTimeout:       duration(30 * time.Minute),
+			Breaker:           gatewayv1.Breaker{Failures: 5, OpenFor: duration(30 * time.Second)},
 		}},
 		Tenants: []gatewayv1.Tenant{{
 			Name:      "acme",
@@ -271,6 +272,7 @@ tenants:
 				Timeout:         duration(60 * time.Second),
 				StallTimeout:    duration(5 * time.Minute),
 				CallTimeout:     duration(30 * time.Minute),
+				Breaker:         gatewayv1.Breaker{Failures: 5, OpenFor: duration(30 * time.Second)},
 			}},
 			Tenants: []gatewayv1.Tenant{{
 				Name:      "t",

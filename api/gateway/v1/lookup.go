@@ -10,27 +10,33 @@ func (c *Config) Provider(name string) *Provider {
 	return nil
 }
 
-// ProviderForModel returns the provider that serves model, and the model, or
-// nils if no provider does. Model names are unique across providers, so the
-// answer is unique.
+// ProvidersOfModel returns the providers that list model by its name, in
+// the configuration's order: its pool.
 //
 // It scans the slices rather than a map built at load, so that a Config
 // stays plain data that copies, mutation and cmp.Diff handle. A scan of a
 // handful of models takes tens of nanoseconds, and about a microsecond for a
-// hundred (BenchmarkProviderForModel): small beside counting a prompt's
-// tokens.
-func (c *Config) ProviderForModel(model string) (*Provider, *Model) {
-	return providerForModel(c.Providers, model)
+// hundred (BenchmarkProvidersOfModel).
+func (c *Config) ProvidersOfModel(model string) []*Provider {
+	return providersOfModel(c.Providers, model)
 }
 
-func providerForModel(providers []Provider, model string) (*Provider, *Model) {
+func providersOfModel(providers []Provider, model string) []*Provider {
+	var out []*Provider
 	for i := range providers {
-		p := &providers[i]
-		for j := range p.Models {
-			if p.Models[j].Name == model {
-				return p, &p.Models[j]
-			}
+		if providers[i].Model(model) != nil {
+			out = append(out, &providers[i])
 		}
 	}
-	return nil, nil
+	return out
+}
+
+// Model returns the provider's model of this name, or nil.
+func (p *Provider) Model(name string) *Model {
+	for i := range p.Models {
+		if p.Models[i].Name == name {
+			return &p.Models[i]
+		}
+	}
+	return nil
 }

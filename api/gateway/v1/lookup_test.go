@@ -30,31 +30,47 @@ func TestProvider(t *testing.T) {
 	}
 }
 
-func TestProviderForModel(t *testing.T) {
+func TestProvidersOfModel(t *testing.T) {
 	c := validConfig()
+	second := c.Providers[0]
+	second.Name = "openai-eu"
+	c.Providers = append(c.Providers, second)
 	tests := []struct {
-		model        string
-		wantProvider *gatewayv1.Provider
-		wantModel    *gatewayv1.Model
+		model string
+		want  []*gatewayv1.Provider
 	}{
-		{model: "gpt-4o", wantProvider: &c.Providers[0], wantModel: &c.Providers[0].Models[0]},
-		{model: "gpt-4o-mini", wantProvider: &c.Providers[0], wantModel: &c.Providers[0].Models[1]},
-		{model: "llama", wantProvider: &c.Providers[1], wantModel: &c.Providers[1].Models[0]},
+		{model: "gpt-4o", want: []*gatewayv1.Provider{&c.Providers[0], &c.Providers[2]}},
+		{model: "llama", want: []*gatewayv1.Provider{&c.Providers[1]}},
 		{model: "gpt-5"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.model, func(t *testing.T) {
-			p, m := c.ProviderForModel(tc.model)
-			if p != tc.wantProvider || m != tc.wantModel {
-				t.Errorf("ProviderForModel(%q) = %p, %p, want %p, %p", tc.model, p, m, tc.wantProvider, tc.wantModel)
+			got := c.ProvidersOfModel(tc.model)
+			if len(got) != len(tc.want) {
+				t.Fatalf("ProvidersOfModel(%q) = %d providers, want %d", tc.model, len(got), len(tc.want))
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Errorf("ProvidersOfModel(%q)[%d] = %s, want %s", tc.model, i, got[i].Name, tc.want[i].Name)
+				}
 			}
 		})
 	}
 }
 
-// BenchmarkProviderForModel measures the scan on a large configuration: ten
+func TestProviderModel(t *testing.T) {
+	c := validConfig()
+	if got := c.Providers[0].Model("gpt-4o-mini"); got != &c.Providers[0].Models[1] {
+		t.Errorf("Model(gpt-4o-mini) = %p, want the provider's second model", got)
+	}
+	if got := c.Providers[0].Model("llama"); got != nil {
+		t.Errorf("Model(llama) = %v, want nil: another provider's model", got)
+	}
+}
+
+// BenchmarkProvidersOfModel measures the scan on a large configuration: ten
 // providers of ten models each, looking up the last model.
-func BenchmarkProviderForModel(b *testing.B) {
+func BenchmarkProvidersOfModel(b *testing.B) {
 	c := &gatewayv1.Config{}
 	for i := range 10 {
 		p := gatewayv1.Provider{Name: fmt.Sprintf("p%d", i)}
@@ -64,7 +80,7 @@ func BenchmarkProviderForModel(b *testing.B) {
 		c.Providers = append(c.Providers, p)
 	}
 	for b.Loop() {
-		c.ProviderForModel("provider-9-model-9")
+		c.ProvidersOfModel("provider-9-model-9")
 	}
 }
 

@@ -56,7 +56,24 @@ type ProviderUsage struct {
 	// throttle, grown back at each success. Zero means no cap of the
 	// throttles' own is in force.
 	ThrottledInFlight int64 `json:"throttledInFlight,omitempty"`
+	// breaker is the state of this gateway's circuit breaker for the
+	// provider (see Breaker): "Closed", calls go; "Open", it is out of its
+	// models' pools after failures in a row; "HalfOpen", one call probes it.
+	// Empty means Closed.
+	Breaker BreakerState `json:"breaker,omitempty"`
+	// breakerOpens counts the times the breaker opened.
+	BreakerOpens int64 `json:"breakerOpens,omitempty"`
 }
+
+// BreakerState is the state of a provider's circuit breaker.
+type BreakerState string
+
+// The states of a breaker.
+const (
+	BreakerClosed   BreakerState = "Closed"
+	BreakerOpen     BreakerState = "Open"
+	BreakerHalfOpen BreakerState = "HalfOpen"
+)
 
 // LearnedLimits are a provider's limits as it reports them in its answers'
 // headers: the published account limits, before the gateway's headroom.

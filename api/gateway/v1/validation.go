@@ -2,6 +2,7 @@ package v1
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"reflect"
@@ -201,20 +202,75 @@ func (j *Jobs) validate(p *field.Path) field.ErrorList {
 
 func validateProviders(p *field.Path, providers []Provider) field.ErrorList {
 	var errs field.ErrorList
-	names, models := map[string]bool{}, map[string]bool{}
+	names := map[string]bool{}
+	pools := map[string]pooled{} // a model's name or alias → where it was first seen
 	for i := range providers {
 		paths := NewProviderPaths(p.Index(i))
 		errs = append(errs, ValidateProvider(paths, &providers[i])...)
 		errs = append(errs, validateUnique(paths.Name, providers[i].Name, names)...)
-		for j, m := range providers[i].Models {
-			mp := paths.Models.Index(j)
-			errs = append(errs, validateUnique(mp.Child("name"), m.Name, models)...)
-			for k, alias := range m.Aliases {
-				errs = append(errs, validateUnique(mp.Child("aliases").Index(k), alias, models)...)
-			}
+		for j := range providers[i].Models {
+			errs = append(errs, validatePooled(paths.Models.Index(j), &providers[i], &providers[i].Models[j], pools)...)
 		}
 	}
 	return errs
+}
+
+// pooled is a model as a provider lists it.
+type pooled struct {
+	provider string
+	model    *Model
+}
+
+// validatePooled checks a model of provider pr against the providers before
+// it that list a model of one of its names (see PoolConflict).
+func validatePooled(p *field.Path, pr *Provider, m *Model, seen map[string]pooled) field.ErrorList {
+	var errs field.ErrorList
+	for k, name := range append([]string{m.Name}, m.Aliases...) {
+		at := p.Child("name")
+		if k > 0 {
+			at = p.Child("aliases").Index(k - 1)
+		}
+		first, ok := seen[name]
+		switch {
+		case name == "":
+		case !ok:
+			seen[name] = pooled{pr.Name, m}
+		case first.provider == pr.Name:
+			errs = append(errs, field.Duplicate(at, name))
+		case k == 0:
+			if conflict := PoolConflict(first.model, m); conflict != "" {
+				errs = append(errs, field.Invalid(at, name, fmt.Sprintf("%s in provider %q, which serves it too", conflict, first.provider)))
+			}
+		case first.model.Name != m.Name:
+			errs = append(errs, field.Invalid(at, name, fmt.Sprintf("must name one model: provider %q has it for %q", first.provider, first.model.Name)))
+		}
+	}
+	return errs
+}
+
+// PoolConflict says why two providers' entries of a model may not pool (the
+// second's fault), or returns "". Entries of one name pool when they count a
+// call alike, since the gateway counts it before it knows which provider
+// serves it: the same name, aliases, encoding and defaultMaxTokens. Prices,
+// limits and maxTokensParam may differ.
+func PoolConflict(first, m *Model) string {
+	switch {
+	case first.Name != m.Name:
+		return fmt.Sprintf("must name one model, but is an alias of %q", first.Name)
+	case !slices.Equal(sortedCopy(first.Aliases), sortedCopy(m.Aliases)):
+		return fmt.Sprintf("must have the same aliases (%s)", strings.Join(first.Aliases, ", "))
+	case first.Encoding != m.Encoding:
+		return fmt.Sprintf("must have the same encoding (%q)", first.Encoding)
+	case first.DefaultMaxTokens != m.DefaultMaxTokens:
+		return fmt.Sprintf("must have the same defaultMaxTokens (%d)", first.DefaultMaxTokens)
+	}
+	return ""
+}
+
+func sortedCopy(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
 }
 
 // ProviderPaths are the field paths at which ValidateProvider reports the
@@ -231,6 +287,7 @@ type ProviderPaths struct {
 	Prices, Retry                      *field.Path
 	SpendPerMinute, SpendPerMonth      *field.Path
 	Timeout, StallTimeout, CallTimeout *field.Path
+	Azure, Breaker                     *field.Path
 }
 
 // NewProviderPaths returns the paths of a provider's fields in a
@@ -253,6 +310,8 @@ func NewProviderPaths(p *field.Path) ProviderPaths {
 		Timeout:           p.Child("timeout"),
 		StallTimeout:      p.Child("stallTimeout"),
 		CallTimeout:       p.Child("callTimeout"),
+		Azure:             p.Child("azure"),
+		Breaker:           p.Child("breaker"),
 	}
 }
 
@@ -274,7 +333,46 @@ func ValidateProvider(paths ProviderPaths, pr *Provider) field.ErrorList {
 	errs = append(errs, validateMoney(paths.SpendPerMonth, pr.SpendPerMonth, false)...)
 	errs = append(errs, pr.Retry.validate(paths.Retry)...)
 	errs = append(errs, pr.validateProviderRates(paths)...)
+	errs = append(errs, pr.validateAzure(paths)...)
+	errs = append(errs, validateRange(paths.Breaker.Child("failures"), int64(pr.Breaker.Failures), 1, maxBreakerFailures)...)
+	errs = append(errs, validatePositiveDuration(paths.Breaker.Child("openFor"), pr.Breaker.OpenFor)...)
 	return append(errs, pr.validateTimeouts(paths)...)
+}
+
+// maxBreakerFailures is the most failures in a row a breaker may wait for.
+const maxBreakerFailures = 100
+
+// azureAPIVersion is the form of an Azure OpenAI api-version: a date, and
+// -preview for a preview.
+var azureAPIVersion = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}(-preview)?$`)
+
+// azureDeployment is the form of an Azure OpenAI deployment's name.
+var azureDeployment = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// validateAzure checks an Azure provider: a version, a baseURL (never Pods)
+// and deployments for its own models.
+func (pr *Provider) validateAzure(paths ProviderPaths) field.ErrorList {
+	a := pr.Azure
+	if a == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if !azureAPIVersion.MatchString(a.APIVersion) {
+		errs = append(errs, field.Invalid(paths.Azure.Child("apiVersion"), a.APIVersion, "must be an api-version such as 2024-10-21 or 2025-04-01-preview"))
+	}
+	if len(pr.Endpoints) > 0 {
+		errs = append(errs, field.Invalid(paths.Endpoints, len(pr.Endpoints), "must be empty for an Azure provider: its calls go to baseURL"))
+	}
+	for _, model := range slices.Sorted(maps.Keys(a.Deployments)) {
+		dp := paths.Azure.Child("deployments").Key(model)
+		if !slices.ContainsFunc(pr.Models, func(m Model) bool { return m.Name == model }) {
+			errs = append(errs, field.Invalid(dp, model, "must be the name of one of the provider's models"))
+		}
+		if d := a.Deployments[model]; !azureDeployment.MatchString(d) {
+			errs = append(errs, field.Invalid(dp, d, "must be a deployment name: letters, digits, '.', '_' and '-', at most 64"))
+		}
+	}
+	return errs
 }
 
 // validateTimeouts checks that every timeout is positive and that a call may
@@ -676,11 +774,12 @@ func validateTenantModel(p *field.Path, model string, t *Tenant, providers []Pro
 	if model == "" {
 		return field.ErrorList{field.Required(p, "")}
 	}
-	pr, _ := providerForModel(providers, model)
-	if pr == nil || !slices.Contains(t.Providers, pr.Name) {
-		return field.ErrorList{field.Invalid(p, model, "must be a model of one of the tenant's providers")}
+	for _, pr := range providersOfModel(providers, model) {
+		if slices.Contains(t.Providers, pr.Name) {
+			return nil
+		}
 	}
-	return nil
+	return field.ErrorList{field.Invalid(p, model, "must be a model of one of the tenant's providers")}
 }
 
 // validateUnique refuses a name seen before; an empty name is left to the

@@ -381,9 +381,71 @@ func TestValidate(t *testing.T) {
 			want:   []string{"providers[1].models[0].name: Required value"},
 		},
 		{
-			name:   "providers[].models[].name repeated across providers",
+			name:   "providers[].models[].name repeated in one provider",
+			mutate: func(c *gatewayv1.Config) { openai(c).Models[1].Name = "gpt-4o" },
+			want:   []string{`providers[0].models[1].name: Duplicate value: "gpt-4o"`},
+		},
+		{
+			name:   "providers[].models[].name pooled across providers",
 			mutate: func(c *gatewayv1.Config) { c.Providers[1].Models[0].Name = "gpt-4o-mini" },
-			want:   []string{`providers[1].models[0].name: Duplicate value: "gpt-4o-mini"`},
+		},
+		{
+			name: "providers[].models[].name pooled with another encoding",
+			mutate: func(c *gatewayv1.Config) {
+				c.Providers[1].Models[0] = gatewayv1.Model{Name: "gpt-4o", Encoding: "cl100k_base", DefaultMaxTokens: 256, MaxTokensParam: "max_tokens"}
+			},
+			want: []string{`providers[1].models[0].name: Invalid value: "gpt-4o": must have the same encoding ("o200k_base") in provider "openai", which serves it too`},
+		},
+		{
+			name: "providers[].models[].name pooled with another defaultMaxTokens",
+			mutate: func(c *gatewayv1.Config) {
+				c.Providers[1].Models[0] = gatewayv1.Model{Name: "gpt-4o-mini", DefaultMaxTokens: 100, MaxTokensParam: "max_tokens"}
+			},
+			want: []string{`providers[1].models[0].name: Invalid value: "gpt-4o-mini": must have the same defaultMaxTokens (256)`},
+		},
+		{
+			name:   "providers[].models[].name an alias elsewhere",
+			mutate: func(c *gatewayv1.Config) { openai(c).Models[0].Aliases = []string{"llama"} },
+			want:   []string{`providers[1].models[0].name: Invalid value: "llama": must name one model, but is an alias of "gpt-4o" in provider "openai"`},
+		},
+		{
+			name: "providers[].models[].aliases naming another model elsewhere",
+			mutate: func(c *gatewayv1.Config) {
+				c.Providers[1].Models[0].Aliases = []string{"gpt-4o-mini"}
+			},
+			want: []string{`providers[1].models[0].aliases[0]: Invalid value: "gpt-4o-mini": must name one model: provider "openai" has it for "gpt-4o-mini"`},
+		},
+		{
+			name: "providers[].azure",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).Azure = &gatewayv1.Azure{APIVersion: "2024-10-21", Deployments: map[string]string{"gpt-4o": "prod-4o"}}
+			},
+		},
+		{
+			name: "providers[].azure wrong",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).Azure = &gatewayv1.Azure{APIVersion: "latest", Deployments: map[string]string{"gpt-5": "a/b"}}
+			},
+			want: []string{
+				`providers[0].azure.apiVersion: Invalid value: "latest": must be an api-version such as 2024-10-21`,
+				`providers[0].azure.deployments[gpt-5]: Invalid value: "gpt-5": must be the name of one of the provider's models`,
+				`providers[0].azure.deployments[gpt-5]: Invalid value: "a/b": must be a deployment name`,
+			},
+		},
+		{
+			name: "providers[].azure on Pods",
+			mutate: func(c *gatewayv1.Config) {
+				c.Providers[1].BaseURL, c.Providers[1].Endpoints = "", []string{"http://10.0.0.7:8000/v1"}
+				c.Providers[1].Azure = &gatewayv1.Azure{APIVersion: "2024-10-21"}
+			},
+			want: []string{`providers[1].endpoints: Invalid value: 1: must be empty for an Azure provider`},
+		},
+		{
+			name: "providers[].breaker",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).Breaker = gatewayv1.Breaker{Failures: 101, OpenFor: duration(-time.Second)}
+			},
+			want: []string{"providers[0].breaker.failures: Invalid value: 101", "providers[0].breaker.openFor: Invalid value"},
 		},
 		{
 			name:   "providers[].models[].encoding",
@@ -795,6 +857,8 @@ func TestValidateProviderPaths(t *testing.T) {
 		RequestsPerMinute: -1, TokensPerMinute: -1, MaxInFlight: -1,
 		Prices:         gatewayv1.Prices{InputPerMillion: "x", OutputPerMillion: "x"},
 		SpendPerMinute: "x", SpendPerMonth: "x",
+		Azure:   &gatewayv1.Azure{APIVersion: "x"},
+		Breaker: gatewayv1.Breaker{Failures: -1},
 	}
 
 	// baseURL and endpoints are reported one at a time: neither set, then both.

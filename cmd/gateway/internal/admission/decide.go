@@ -16,6 +16,8 @@ type verdict struct {
 	ticket  *Ticket
 	refusal *Refusal
 	queues  bool
+	// moved: the call waited for a provider whose breaker opened, and is to be admitted again.
+	moved bool
 }
 
 // use makes the ticket's checks those of limiter, at the given share of each limit. The checks
@@ -113,6 +115,7 @@ func (t *Ticket) budgetKey() string {
 func (g *Gate) started(t *Ticket) {
 	t.started = g.now()
 	g.usage.started(&t.req, t.started)
+	g.dispatcher(t.req.provider()).sent(t.started)
 	t.renewal.Store(time.AfterFunc(renewEvery, t.renew))
 }
 

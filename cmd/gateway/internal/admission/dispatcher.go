@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/fairqueue"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/fairshare"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
@@ -44,6 +45,7 @@ type dispatcher struct {
 	drained  lastMinute        // tokens dispatched from the queue, by second
 	full     lastMinute        // the seconds a limit shared with others held the queue back
 	feedback                   // what the provider's throttles taught
+	breaker  breaker           // whether the provider is in its models' pools
 }
 
 func newDispatcher(g *Gate, provider string) *dispatcher {
@@ -94,18 +96,13 @@ type waiter struct {
 	done chan verdict
 }
 
-// wait queues a call after the door's estimate, and returns when it has been decided: allowed
-// (it may go), refused, abandoned by its client, or, for a call someone waits for, still queued
-// after its plan's maxWait (the door's estimate was wrong, or the provider is paused).
-func (d *dispatcher) wait(ctx context.Context, t *Ticket) verdict {
+// wait queues a call after the door's estimate, r being what the limits it waits for hold, and
+// returns when it has been decided: allowed (it may go), refused, abandoned by its client, moved
+// (the provider's breaker opened), or, for a call someone waits for, still queued after its
+// plan's maxWait (the door's estimate was wrong, or the provider is paused).
+func (d *dispatcher) wait(ctx context.Context, t *Ticket, r room) verdict {
 	start := d.g.now()
-	wt := &waiter{t: t, done: make(chan verdict, 1)}
-	wt.item = &fairqueue.Item{
-		Tenant: t.req.tenant(), User: t.req.Caller.User, Weight: t.req.Caller.Tenant.Config.Weight,
-		Class: t.req.class(), Cost: t.req.providerCost(), Value: wt,
-	}
-	wt.room = d.g.room(ctx, t)
-	wt.item.Own = wt.room.own
+	wt := newWaiter(t, r)
 	if r := d.push(wt, start); r != nil {
 		return verdict{refusal: r}
 	}
@@ -118,6 +115,9 @@ func (d *dispatcher) wait(ctx context.Context, t *Ticket) verdict {
 	}
 	select {
 	case v := <-wt.done:
+		if v.moved {
+			return v
+		}
 		return d.waited(wt, v, start)
 	case <-ctx.Done():
 		return d.abandon(wt)
@@ -129,6 +129,24 @@ func (d *dispatcher) wait(ctx context.Context, t *Ticket) verdict {
 		}
 		return d.expire(wt, start)
 	}
+}
+
+func newWaiter(t *Ticket, r room) *waiter {
+	wt := &waiter{t: t, room: r, done: make(chan verdict, 1)}
+	wt.item = &fairqueue.Item{
+		Tenant: t.req.tenant(), User: t.req.Caller.User, Weight: t.req.Caller.Tenant.Config.Weight,
+		Class: t.req.class(), Cost: t.req.providerCost(), Own: r.own, Value: wt,
+	}
+	return wt
+}
+
+// quote is the wait the door would promise the call t if it came now, r being what the limits
+// it waits for hold; -1 when the queue's drain is unknown. It changes nothing.
+func (d *dispatcher) quote(t *Ticket, r room) time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	wt := newWaiter(t, r)
+	return d.door.estimateWait(d.arrival(wt, r, d.g.now()))
 }
 
 // waited records how long a decided call waited, and for one let go, that wait against the
@@ -353,6 +371,9 @@ func (d *dispatcher) idle() bool {
 func (d *dispatcher) open(now time.Time) (time.Duration, bool) {
 	if now.Before(d.pausedUntil) {
 		return d.pausedUntil.Sub(now), false
+	}
+	if d.breaker.state(now) == gatewayv1.BreakerOpen {
+		return d.breaker.retryAfter(now), false
 	}
 	p := d.g.policy().Provider(d.provider)
 	if p != nil && p.Config.Paused {

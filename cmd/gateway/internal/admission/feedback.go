@@ -124,13 +124,15 @@ func (d *dispatcher) reported(r Reported) bool {
 type learning struct {
 	learned  gatewayv1.LearnedLimits
 	inFlight int64 // the throttles' in-flight cap; zero for none
+	breaker  gatewayv1.BreakerState
+	opens    int64 // how many times the breaker opened
 }
 
 // feedbackNow returns what the provider's answers taught so far.
 func (d *dispatcher) feedbackNow() learning {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return learning{learned: d.learned, inFlight: d.maxInFlight()}
+	return learning{learned: d.learned, inFlight: d.maxInFlight(), breaker: d.breaker.state(d.g.now()), opens: d.breaker.opens}
 }
 
 // Reported is what one of a provider's answers says of its limits, in OpenAI's x-ratelimit-*

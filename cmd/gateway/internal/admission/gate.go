@@ -104,24 +104,25 @@ func (g *Gate) Close() { g.cancel() }
 // queue. Otherwise a refusal by a limit that queues puts it in the queue, behind the door, until
 // every limit allows it; any other refusal is answered at once. On a Ticket, every limit has
 // been charged the estimate; on a Refusal, nothing has.
+//
+// A call whose model several providers serve (its Pool) goes to the one that can take it now,
+// the least loaded first, or else waits at the one whose door promises the shortest wait (see
+// pool.go). A provider whose breaker is open is left out; a call waiting for one when its breaker
+// opens is admitted again among the others.
 func (g *Gate) Admit(ctx context.Context, req Request) (*Ticket, *Refusal) {
-	d := g.dispatcher(req.provider())
-	d.arrivals.Inc()
-	t := &Ticket{g: g, req: req, lease: g.leases.Next()}
 	if req.isJob() {
 		g.giveBack(ctx, req)
 	}
-	t.use(g.opts.Limiter, policy.Shared)
-	if r := g.tooLarge(req, t.checks); r != nil {
-		return nil, r
-	}
-	if d.idle() {
-		v := g.decide(ctx, t)
-		if v.refusal == nil || !v.queues {
-			return g.answer(ctx, &req, v)
+	for {
+		live, down := g.serving(req.choices())
+		if down != nil {
+			return nil, down
+		}
+		t, r, moved := g.admitTo(ctx, req, live)
+		if !moved {
+			return t, r
 		}
 	}
-	return g.answer(ctx, &req, d.wait(ctx, t))
 }
 
 // TooLarge refuses a request that costs more than one of its limits can ever hold, or returns

@@ -115,7 +115,7 @@ func request(t *testing.T, p *policy.Policy, key string, tokens int64) Request {
 	if caller == nil {
 		t.Fatalf("no caller for %s", key)
 	}
-	route := p.Route("m")
+	route := p.Routes("m")[0]
 	return Request{Caller: caller, Route: route, Endpoint: gatewayv1.EndpointChat,
 		Cost: policy.Cost{Tokens: tokens, MicroDollars: route.Provider.Config.Prices.CostMicros(tokens/2, tokens/2)}}
 }
@@ -410,7 +410,7 @@ func TestATwoProviderPlanSpendsOneBudget(t *testing.T) {
 		acme := p.Caller("sk-acme-alice").Tenant
 		toLab := request(t, p, "sk-acme-alice", 1000)
 		toLab2 := toLab
-		toLab2.Route = p.Route("m2")
+		toLab2.Route = p.Routes("m2")[0]
 		costsFour := estimate.Usage{PromptTokens: 2_000_000, CompletionTokens: 1_000_000} // $4 at $1 and $2 a million
 
 		mustAdmit(t, g, toLab).Settle(costsFour)

@@ -19,6 +19,8 @@ type metrics struct {
 	estimateRatio *prometheus.HistogramVec
 	comebackError *prometheus.HistogramVec
 	providerShare *prometheus.GaugeVec
+	breakerOpen   *prometheus.GaugeVec
+	breakerOpens  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -45,7 +47,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.addQueueMetrics()
 	reg.MustRegister(m.refusals, m.tokens, m.spend, m.decisions, m.storeErrors, m.storeUp,
-		m.arrivals, m.callDuration, m.queueDepth, m.queueTokens, m.queueWait, m.doorRefusals, m.estimateRatio, m.comebackError, m.providerShare)
+		m.arrivals, m.callDuration, m.queueDepth, m.queueTokens, m.queueWait, m.doorRefusals, m.estimateRatio, m.comebackError, m.providerShare,
+		m.breakerOpen, m.breakerOpens)
 	m.storeUp.Set(1)
 	return m
 }
@@ -72,6 +75,12 @@ func (m *metrics) addQueueMetrics() {
 	}, []string{"provider"})
 	m.providerShare = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "sluice_gateway_provider_effective_share", Help: "The share of a provider's in-flight cap this replica uses: 1 until the provider throttles, halved at each throttle, regained call by call.",
+	}, []string{"provider"})
+	m.breakerOpen = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_gateway_provider_breaker_open", Help: "1 while a provider's circuit breaker is open or half open (out of its models' pools but for probes), 0 while it is closed.",
+	}, []string{"provider"})
+	m.breakerOpens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_gateway_provider_breaker_opens_total", Help: "Times a provider's circuit breaker opened after attempts that failed in a row.",
 	}, []string{"provider"})
 	m.estimateRatio = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "sluice_gateway_queue_wait_estimate_ratio", Help: "A queued call's wait over the wait the door estimated when it entered: 1 is a true estimate.",

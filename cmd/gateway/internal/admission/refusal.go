@@ -28,9 +28,12 @@ const (
 	// Superseded: the job is no longer this attempt's to run (another gateway took it over, or
 	// it was cancelled). What the attempt took is given back.
 	Superseded
+	// ProviderDown: the breaker of every provider that may serve the call is open (see
+	// gatewayv1.Breaker). RetryAfter is when the first lets a probe through. Nothing was charged.
+	ProviderDown
 )
 
-var reasonNames = [...]string{"", "limited", "too_large", "busy", "unavailable", "failed", "gone", "superseded"}
+var reasonNames = [...]string{"", "limited", "too_large", "busy", "unavailable", "failed", "gone", "superseded", "provider_down"}
 
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {

@@ -23,6 +23,10 @@ type Request struct {
 	// counts characters and max_tokens, more than the encoding's count for text the encoding
 	// packs densely, less for text it does not. Zero for a provider that counts usage alone.
 	ProviderTokens int64
+	// Pool is every provider of the call's model it may go to, in the configuration's order, each
+	// with what the call costs there: Admit sends it to one, and the Ticket's call has that
+	// provider's Route, Cost and ProviderTokens. Empty means Route alone.
+	Pool []Choice
 	// Job is the job attempt the call is; zero for a live call. A job waits in the Batch class,
 	// passes no door, waits as long as the global and provider limits take (its own limits it
 	// does not wait on), and is charged once however often it is delivered.
@@ -30,6 +34,28 @@ type Request struct {
 	// Held is what an earlier attempt of the job took from the limits and never settled, because
 	// its gateway stopped. Admit gives it back first.
 	Held jobs.Cost
+}
+
+// Choice is a provider a call may go to, and what the call costs there: its prices and how it
+// counts tokens may differ from another's.
+type Choice struct {
+	Route          *policy.Route
+	Cost           policy.Cost
+	ProviderTokens int64
+}
+
+// choices are the providers the request may go to: its Pool, or its Route alone.
+func (r *Request) choices() []Choice {
+	if len(r.Pool) > 0 {
+		return r.Pool
+	}
+	return []Choice{{Route: r.Route, Cost: r.Cost, ProviderTokens: r.ProviderTokens}}
+}
+
+// at is the request sent to choice c.
+func (r Request) at(c Choice) Request {
+	r.Route, r.Cost, r.ProviderTokens = c.Route, c.Cost, c.ProviderTokens
+	return r
 }
 
 func (r *Request) isJob() bool { return r.Job.Job != "" }

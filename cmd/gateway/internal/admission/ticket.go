@@ -50,6 +50,9 @@ type Ticket struct {
 	ended    atomic.Bool
 }
 
+// Route is where the call goes: of its pool, the provider the gate chose.
+func (t *Ticket) Route() *policy.Route { return t.req.Route }
+
 // Settle ends a call the provider served: its real usage is charged in place of the estimate on
 // every limit the estimate was taken from (its provider's token limits keep what the provider
 // counted at admission when that is more), and its slot in flight is freed. A job already

@@ -194,8 +194,8 @@ func (g *Gate) Usage(ctx context.Context) gatewayv1.Usage {
 	return out
 }
 
-// feedbackUsage fills each provider's limits learned from its answers and the in-flight cap its
-// throttles left. A provider that was never called taught nothing.
+// feedbackUsage fills each provider's limits learned from its answers, the in-flight cap its
+// throttles left and its breaker. A provider that was never called taught nothing.
 func (g *Gate) feedbackUsage(providers []gatewayv1.ProviderUsage) {
 	for i := range providers {
 		d, ok := g.dispatchers.Load(providers[i].Name)
@@ -204,6 +204,7 @@ func (g *Gate) feedbackUsage(providers []gatewayv1.ProviderUsage) {
 		}
 		l := d.(*dispatcher).feedbackNow()
 		providers[i].ThrottledInFlight = l.inFlight
+		providers[i].Breaker, providers[i].BreakerOpens = l.breaker, l.opens
 		if !l.learned.IsZero() {
 			providers[i].LearnedLimits = &l.learned
 		}

@@ -212,6 +212,21 @@ func (q *Queue) Open(now time.Time, visit func(it *Item)) {
 	}
 }
 
+// Items returns every waiting item, each lane's oldest first.
+func (q *Queue) Items() []*Item {
+	out := make([]*Item, 0, q.items)
+	for _, r := range q.classes {
+		for e := r.active.Front(); e != nil; e = e.Next() {
+			for ue := e.Value.(*tenantLane).users.Front(); ue != nil; ue = ue.Next() {
+				for ie := ue.Value.(*userLane).items.Front(); ie != nil; ie = ie.Next() {
+					out = append(out, ie.Value.(*Item))
+				}
+			}
+		}
+	}
+	return out
+}
+
 // Ahead returns how many items of a tenant wait, and their cost.
 func (q *Queue) Ahead(class Class, tenant string) (items int, cost int64) {
 	if t := q.classes[class].tenants[tenant]; t != nil {

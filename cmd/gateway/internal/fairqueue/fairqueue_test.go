@@ -191,6 +191,26 @@ func TestRemoveLeavesNoTrace(t *testing.T) {
 	}
 }
 
+// TestItemsListsEveryWaitingItem checks that Items returns every item queued, blocked lanes' and
+// Batch's included, and none removed.
+func TestItemsListsEveryWaitingItem(t *testing.T) {
+	q := New(Options{})
+	a1, a2 := item("acme", "alice", 1, Interactive, 100), item("acme", "alice", 1, Interactive, 200)
+	b, j, gone := item("acme", "bob", 1, Interactive, 300), item("zeta", "job", 1, Batch, 400), item("zeta", "x", 1, Interactive, 1)
+	for _, it := range []*Item{a1, a2, b, j, gone} {
+		q.Push(it)
+	}
+	q.Block(b, t0.Add(time.Hour), false)
+	q.Remove(gone)
+	got := q.Items()
+	if len(got) != 4 || !slices.Contains(got, a1) || !slices.Contains(got, a2) || !slices.Contains(got, b) || !slices.Contains(got, j) {
+		t.Errorf("Items() = %d items; want a1, a2, b and j", len(got))
+	}
+	if slices.Index(got, a1) > slices.Index(got, a2) {
+		t.Error("Items() lists alice's later item before her earlier one")
+	}
+}
+
 // tenItems is ten items of a user's, of cost each.
 func tenItems(tenant, user string, cost int64) []*Item {
 	items := make([]*Item, 10)

@@ -32,7 +32,7 @@ type Policy struct {
 	Replicas int64
 
 	callers   map[string]*Caller   // by the key's SHA-256, hex
-	routes    map[string]*Route    // by model name
+	routes    map[string][]*Route  // a model's pool, by the model's name or alias
 	providers map[string]*Provider // by name
 	tenants   []*Tenant
 	byName    map[string]*Tenant
@@ -97,7 +97,7 @@ func CompileLearned(cfg *gatewayv1.Config, replicas int64, learned map[string]ga
 		Config:    cfg,
 		Replicas:  max(replicas, 1),
 		callers:   map[string]*Caller{},
-		routes:    map[string]*Route{},
+		routes:    map[string][]*Route{},
 		providers: map[string]*Provider{},
 		byName:    map[string]*Tenant{},
 	}
@@ -141,9 +141,8 @@ func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, learned gatewa
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
 		route := &Route{Provider: pr, Model: m}
-		p.routes[m.Name] = route
-		for _, alias := range m.Aliases {
-			p.routes[alias] = route
+		for _, name := range append([]string{m.Name}, m.Aliases...) {
+			p.routes[name] = append(p.routes[name], route)
 		}
 	}
 	return nil
@@ -274,14 +273,15 @@ func (p *Policy) Caller(apiKey string) *Caller {
 // the key that sent it, never the key, and finds its caller by it when it runs.
 func (p *Policy) CallerOf(keyHash string) *Caller { return p.callers[keyHash] }
 
-// Route returns where a model's calls go, or nil for an unknown model: a configured name or
-// alias, or a dated snapshot of a configured name (see undated).
-func (p *Policy) Route(model string) *Route {
+// Routes returns where a model's calls may go, one route for each provider of its pool in the
+// configuration's order, or nil for an unknown model: a configured name or alias, or a dated
+// snapshot of a configured name (see undated).
+func (p *Policy) Routes(model string) []*Route {
 	if r, ok := p.routes[model]; ok {
 		return r
 	}
 	if base, ok := undated(model); ok {
-		if r, ok := p.routes[base]; ok && r.Model.Name == base {
+		if r, ok := p.routes[base]; ok && r[0].Model.Name == base {
 			return r
 		}
 	}
@@ -344,13 +344,16 @@ func (p *Policy) Providers() []*Provider {
 // Uses reports whether the tenant may call the provider.
 func (t *Tenant) Uses(provider string) bool { return t.providers[provider] }
 
-// Models returns the models a tenant may use, in the configuration's order.
+// Models returns the models a tenant may use, each once, in the configuration's order.
 func (p *Policy) Models(t *Tenant) []string {
 	var models []string
 	for i := range p.Config.Providers {
 		pr := &p.Config.Providers[i]
-		if t.Uses(pr.Name) {
-			for _, m := range pr.Models {
+		if !t.Uses(pr.Name) {
+			continue
+		}
+		for _, m := range pr.Models {
+			if !slices.Contains(models, m.Name) {
 				models = append(models, m.Name)
 			}
 		}

@@ -48,7 +48,7 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 	if alice == nil || alice.Tenant.Name != "acme" || alice.User != "alice" {
 		t.Fatalf("Caller(alice's key) = %+v; want acme's alice", alice)
 	}
-	route := p.Route("gpt-4o-mini")
+	route := p.Routes("gpt-4o-mini")[0]
 	cost := Cost{Tokens: 900, MicroDollars: 2700}
 	got := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, cost, Shared, "lease")))
 	// 95% headroom on 1,500 RPM, 300,000 TPM and 200 in flight (the provider's per-minute limits
@@ -80,7 +80,7 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 // from its start (the window counts that second in full until it is wholly past).
 func TestProviderTokensPerMinuteAreARollingMinute(t *testing.T) {
 	p := compileExample(t, 4)
-	alice, route := p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini")
+	alice, route := p.Caller("sk-acme-alice"), p.Routes("gpt-4o-mini")[0]
 	start := time.Date(2026, 11, 30, 22, 0, 0, 0, time.UTC)
 	for _, scope := range []Share{Shared, Local} {
 		checks, _ := Checks(nil, alice, route, gatewayv1.EndpointChat, Cost{}, scope, "l")
@@ -113,7 +113,7 @@ func TestProviderTokensPerMinuteAreARollingMinute(t *testing.T) {
 // before.
 func TestABacklogIsHeldByTheProvidersPaceNotItsMinute(t *testing.T) {
 	p := compileExample(t, 1)
-	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{}, Shared, "l")
+	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Routes("gpt-4o-mini")[0], gatewayv1.EndpointChat, Cost{}, Shared, "l")
 	var provider []ratelimit.Check
 	for _, c := range checks {
 		if strings.HasPrefix(c.Limit.Key, "{openai}:provider:tokens:") {
@@ -165,7 +165,7 @@ func TestABacklogIsHeldByTheProvidersPaceNotItsMinute(t *testing.T) {
 
 func TestLocalChecksTakeOneReplicasShare(t *testing.T) {
 	p := compileExample(t, 4)
-	alice, route := p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini")
+	alice, route := p.Caller("sk-acme-alice"), p.Routes("gpt-4o-mini")[0]
 	shared := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, Cost{}, Shared, "l")))
 	local := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, Cost{}, Local, "l")))
 	for i := range shared {
@@ -177,7 +177,7 @@ func TestLocalChecksTakeOneReplicasShare(t *testing.T) {
 
 func TestSettlementChargesTheDifferenceAndFreesTheSlot(t *testing.T) {
 	p := compileExample(t, 1)
-	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{Tokens: 900, MicroDollars: 2700}, Shared, "lease-1")
+	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Routes("gpt-4o-mini")[0], gatewayv1.EndpointChat, Cost{Tokens: 900, MicroDollars: 2700}, Shared, "lease-1")
 	got := Release(Settlement(nil, checks, Cost{Tokens: 50, MicroDollars: 150}, 0), checks)
 	want := []check{
 		{Key: "{tenant:acme}:tenant:tokens:minute", Level: "tenant", Capacity: 200000, Cost: -850},
@@ -198,7 +198,7 @@ func TestSettlementChargesTheDifferenceAndFreesTheSlot(t *testing.T) {
 // its own token limits keep it, and they are not charged it again on top of the usage.
 func TestSettlementKeepsWhatTheProviderHeld(t *testing.T) {
 	p := compileExample(t, 1)
-	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{Tokens: 706, MicroDollars: 2118}, Shared, "lease-1")
+	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Routes("gpt-4o-mini")[0], gatewayv1.EndpointChat, Cost{Tokens: 706, MicroDollars: 2118}, Shared, "lease-1")
 	for i := range checks {
 		if checks[i].Limit.Level == ratelimit.LevelProvider && checks[i].Limit.Dimension == ratelimit.Tokens {
 			checks[i].Cost = 855 // the provider's count at admission, as the gate charges it
@@ -278,7 +278,7 @@ func first[A, B any](a A, _ B) A { return a }
 
 func TestQueueingFollowsEachLimitsBehaviour(t *testing.T) {
 	p := compileExample(t, 1)
-	_, queueing := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{}, Shared, "l")
+	_, queueing := Checks(nil, p.Caller("sk-acme-alice"), p.Routes("gpt-4o-mini")[0], gatewayv1.EndpointChat, Cost{}, Shared, "l")
 	// user requests/day and the budget reject; the tenant's tokens/minute, the endpoint's
 	// requests/minute and the provider's limits queue.
 	want := []bool{false, true, false, true, true, true, true}
@@ -307,8 +307,8 @@ func TestTenantLimitsAreTotalsOverProviders(t *testing.T) {
 		t.Fatal(err)
 	}
 	alice := p.Caller("sk-acme-alice")
-	toOpenAI := first(Checks(nil, alice, p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{}, Shared, "l"))
-	toAnthropic := first(Checks(nil, alice, p.Route("claude-haiku"), gatewayv1.EndpointChat, Cost{}, Shared, "l"))
+	toOpenAI := first(Checks(nil, alice, p.Routes("gpt-4o-mini")[0], gatewayv1.EndpointChat, Cost{}, Shared, "l"))
+	toAnthropic := first(Checks(nil, alice, p.Routes("claude-haiku")[0], gatewayv1.EndpointChat, Cost{}, Shared, "l"))
 	if len(toOpenAI) != len(toAnthropic) {
 		t.Fatalf("%d checks to openai, %d to anthropic; want as many", len(toOpenAI), len(toAnthropic))
 	}
@@ -362,11 +362,11 @@ func TestRouteFindsDatedSnapshotsAndAliases(t *testing.T) {
 		"gpt-5":                  "",
 	} {
 		got := ""
-		if r := p.Route(model); r != nil {
-			got = r.Model.Name
+		if r := p.Routes(model); r != nil {
+			got = r[0].Model.Name
 		}
 		if got != want {
-			t.Errorf("Route(%q) is model %q; want %q", model, got, want)
+			t.Errorf("Routes(%q) is model %q; want %q", model, got, want)
 		}
 	}
 }
@@ -386,7 +386,7 @@ func TestLearnedLimitsLowerTheProvidersLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := summarize(first(Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{}, Shared, "l")))
+	got := summarize(first(Checks(nil, p.Caller("sk-acme-alice"), p.Routes("gpt-4o-mini")[0], gatewayv1.EndpointChat, Cost{}, Shared, "l")))
 	// 95% of 600 RPM is 570; tokens stay at 95% of 300,000.
 	want := map[string]int64{"{openai}:provider:requests:minute": 570, "{openai}:provider:tokens:minute": 285_000}
 	for _, c := range got {
@@ -423,7 +423,7 @@ func TestAPlanPassesAtMostMaxChecksLimits(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a plan of %d limits with the provider's: %v", ratelimit.MaxChecks, err)
 	}
-	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Route("gpt-4o-mini"), gatewayv1.EndpointChat, Cost{Tokens: 1}, Shared, "lease")
+	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Routes("gpt-4o-mini")[0], gatewayv1.EndpointChat, Cost{Tokens: 1}, Shared, "lease")
 	if len(checks) != ratelimit.MaxChecks {
 		t.Fatalf("a call passes %d limits; want %d, %d of them the provider's", len(checks), ratelimit.MaxChecks, 8)
 	}

@@ -115,6 +115,9 @@ func refusalError(h http.Header, c *call, r *admission.Refusal) *apiError {
 			Message: "The gateway cannot check your limits right now. Try again shortly."}
 	case admission.Gone:
 		return errClientClosed
+	case admission.ProviderDown:
+		return &apiError{status: http.StatusServiceUnavailable, Type: typeServer, Code: "provider_unavailable", retryAfter: r.RetryAfter,
+			Message: fmt.Sprintf("Every provider of this model failed its recent calls; the gateway tries one again in %s. Nothing was charged.", r.RetryAfter)}
 	}
 	return &apiError{status: http.StatusInternalServerError, Type: typeServer, Code: "limiter_error", Message: "The gateway failed to check your limits."}
 }

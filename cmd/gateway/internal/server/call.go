@@ -19,27 +19,38 @@ import (
 )
 
 // call is one request, read and estimated: what goes to the provider and what the limits are
-// asked. It does not change once built, but for requestID, which becomes the provider's own when
-// its answer carries one.
+// asked. Once built it changes only where it goes: the offer admitted (see use), and its
+// requestID, which becomes the provider's own when its answer carries one.
 type call struct {
 	endpoint estimate.Endpoint
 	caller   *policy.Caller
-	asked    *policy.Route // of the model the client named
-	route    *policy.Route // where the call goes: asked, or the plan's cheaper fallback
+	asked    *policy.Route // of the model the client named, at its pool's first provider
 	// request is the body as read: the client's own model, whether it streams, and what sets
 	// the completion's length (which a call too large to fit is told to change).
 	request  *estimate.Request
-	body     []byte // as sent upstream
 	estimate estimate.Estimate
-	cost     policy.Cost
-	// providerTokens is what the provider counts against its own tokens per minute when it
-	// admits the call (see gatewayv1.Provider.AdmissionCount).
-	providerTokens int64
+	// offer is where the call goes: the first of offers until it is admitted, then the one the
+	// gate chose.
+	offer
+	// offers are the providers that may serve the call, each with the call as it goes there: the
+	// pool of its model (or of the plan's cheaper fallback) that its caller's plan includes, in
+	// the configuration's order.
+	offers []offer
 	// usageAdded is true when the gateway asked for the stream's usage chunk itself, so the
 	// client, which did not ask, does not receive it.
 	usageAdded bool
 	// requestID names the call in the logs: the x-request-id its client was given, or its job's id.
 	requestID string
+}
+
+// offer is the call as it goes to one provider: the body it reads and what the call costs there.
+type offer struct {
+	route *policy.Route
+	body  []byte // as sent upstream
+	cost  policy.Cost
+	// providerTokens is what the provider counts against its own tokens per minute when it
+	// admits the call (see gatewayv1.Provider.AdmissionCount).
+	providerTokens int64
 }
 
 func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
@@ -51,23 +62,48 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 			s.fail(w, c, apiErr)
 			return
 		}
-		t, refusal := s.gate.Admit(r.Context(), c.admission())
-		setCallHeaders(w.Header(), c, t, refusal)
-		switch {
-		case refusal != nil && refusal.Reason == admission.Gone:
-			s.clientLeft(c, "while queued")
-			return
-		case refusal != nil:
-			s.fail(w, c, refusalError(w.Header(), c, refusal))
-			return
-		case r.Context().Err() != nil:
-			t.Withdraw()
-			s.clientLeft(c, "before the call went out")
+		for s.serveOffers(w, r, c) {
+			s.metrics.failovers.WithLabelValues(c.provider()).Inc()
+			c.offers = slices.DeleteFunc(c.offers, func(o offer) bool { return o.route == c.route })
+			c.offer = c.offers[0]
+		}
+	}
+}
+
+// serveOffers admits the call to one of its offers and sends it there. It reports whether the
+// provider failed it before anything of its answer reached the client, with other offers left:
+// the call is to be admitted again to those.
+func (s *Server) serveOffers(w http.ResponseWriter, r *http.Request, c *call) bool {
+	t, refusal := s.gate.Admit(r.Context(), c.admission())
+	if t != nil {
+		c.use(t.Route())
+	}
+	setCallHeaders(w.Header(), c, t, refusal)
+	switch {
+	case refusal != nil && refusal.Reason == admission.Gone:
+		s.clientLeft(c, "while queued")
+		return false
+	case refusal != nil:
+		s.fail(w, c, refusalError(w.Header(), c, refusal))
+		return false
+	case r.Context().Err() != nil:
+		t.Withdraw()
+		s.clientLeft(c, "before the call went out")
+		return false
+	}
+	o := s.newOutbound(r.Context(), c, t, w.Header())
+	defer o.end()
+	s.proxy(c.route.Provider).ServeHTTP(w, r.WithContext(o.ctx))
+	return o.failedOver
+}
+
+// use sends the call to the offer of route.
+func (c *call) use(route *policy.Route) {
+	for _, o := range c.offers {
+		if o.route == route {
+			c.offer = o
 			return
 		}
-		o := s.newOutbound(r.Context(), c, t, w.Header())
-		defer o.end()
-		s.proxy(c.route.Provider).ServeHTTP(w, r.WithContext(o.ctx))
 	}
 }
 
@@ -105,10 +141,14 @@ func setCallHeaders(h http.Header, c *call, t *admission.Ticket, r *admission.Re
 	}
 }
 
-// admission is what the call asks of the limits.
+// admission is what the call asks of the limits: to go to one of its offers.
 func (c *call) admission() admission.Request {
+	pool := make([]admission.Choice, len(c.offers))
+	for i, o := range c.offers {
+		pool[i] = admission.Choice{Route: o.route, Cost: o.cost, ProviderTokens: o.providerTokens}
+	}
 	return admission.Request{Caller: c.caller, Route: c.route, Endpoint: gatewayv1.Endpoint(c.endpoint), Cost: c.cost,
-		ProviderTokens: c.providerTokens}
+		ProviderTokens: c.providerTokens, Pool: pool}
 }
 
 // readCall authenticates a request and reads its call. The call is never nil, so that an error
@@ -169,40 +209,44 @@ func readBody(p *policy.Policy, r *http.Request) ([]byte, *apiError) {
 	return body, nil
 }
 
-// newCall parses a call's body, finds the model's provider (or the plan's cheaper fallback),
-// estimates the call and makes the body to send upstream: with the cap the estimate assumed
-// when the client set none, and asking a stream for its usage.
+// newCall parses a call's body, finds the providers of its model (or of the plan's cheaper
+// fallback), estimates the call and makes the body to send to each: with the cap the estimate
+// assumed when the client set none, in the field the provider reads, and asking a stream for its
+// usage. The providers of a pool count a call alike (see gatewayv1.PoolConflict), so one estimate
+// holds for all of them; each prices it at its own prices.
 func (s *Server) newCall(ctx context.Context, p *policy.Policy, caller *policy.Caller, endpoint estimate.Endpoint, body []byte) (*call, *apiError) {
 	c := &call{endpoint: endpoint, caller: caller}
 	req, err := estimate.Parse(endpoint, body)
 	if err != nil {
 		return c, requestError(err)
 	}
-	route, apiErr := routeOf(p, caller, req.Model)
+	routes, apiErr := routesOf(p, caller, req.Model)
 	if apiErr != nil {
 		return c, apiErr
 	}
-	c.asked = route
-	sent, model := s.degrade(ctx, p, caller, route, req.Model)
-	if body, apiErr = withUpstreamModel(body, req.Model, upstreamModel(sent, model)); apiErr != nil {
+	c.asked = routes[0]
+	sent, model := s.degrade(ctx, p, caller, routes, req.Model)
+	if body, apiErr = withUpstreamModel(body, req.Model, upstreamModel(sent[0], model)); apiErr != nil {
 		return c, apiErr
 	}
-	c.route, c.body, c.request = sent, body, req
+	c.request, c.route, c.body = req, sent[0], body
 	if c.estimate, apiErr = s.estimateSent(c); apiErr != nil {
 		return c, apiErr
 	}
-	c.cost = policy.Cost{
-		Tokens:       c.estimate.Total(),
-		MicroDollars: c.route.Provider.Prices.CostMicros(c.estimate.PromptTokens, c.estimate.CompletionTokens),
-	}
-	c.providerTokens = providerTokens(c.estimate, c.route.Provider.Config)
-	if c.body, apiErr = withCap(c.body, endpoint, req, c.route.Model); apiErr != nil {
-		return c, apiErr
-	}
 	if req.Stream && (endpoint == estimate.Chat || endpoint == estimate.Completions) {
-		c.body, c.usageAdded, apiErr = withStreamUsage(c.body)
+		if body, c.usageAdded, apiErr = withStreamUsage(body); apiErr != nil {
+			return c, apiErr
+		}
 	}
-	return c, apiErr
+	for _, route := range sent {
+		o, apiErr := c.offerTo(route, body)
+		if apiErr != nil {
+			return c, apiErr
+		}
+		c.offers = append(c.offers, o)
+	}
+	c.offer = c.offers[0]
+	return c, nil
 }
 
 // estimateSent estimates the call as it is sent: a call sent to the plan's cheaper fallback is
@@ -216,6 +260,21 @@ func (s *Server) estimateSent(c *call) (estimate.Estimate, *apiError) {
 		}
 	}
 	return req.Estimate(s.counter, m.Encoding, m.DefaultMaxTokens), nil
+}
+
+// offerTo is the call as it goes to route's provider, body being what every provider receives
+// before the completion's cap is put in the field this one reads.
+func (c *call) offerTo(route *policy.Route, body []byte) (offer, *apiError) {
+	capped, apiErr := withCap(body, c.endpoint, c.request, route.Model)
+	return offer{
+		route: route,
+		body:  capped,
+		cost: policy.Cost{
+			Tokens:       c.estimate.Total(),
+			MicroDollars: route.Provider.Prices.CostMicros(c.estimate.PromptTokens, c.estimate.CompletionTokens),
+		},
+		providerTokens: providerTokens(c.estimate, route.Provider.Config),
+	}, apiErr
 }
 
 // providerTokens is what provider p counts against its own tokens per minute when it admits a
@@ -263,29 +322,40 @@ func capField(endpoint estimate.Endpoint, m *gatewayv1.Model) string {
 	return estimate.MaxTokens
 }
 
-// routeOf is where a model's calls go, if the caller's plan includes its provider.
-func routeOf(p *policy.Policy, caller *policy.Caller, model string) (*policy.Route, *apiError) {
-	route := p.Route(model)
-	if route == nil {
+// routesOf is where a model's calls may go: the providers of its pool that the caller's plan
+// includes, in the configuration's order.
+func routesOf(p *policy.Policy, caller *policy.Caller, model string) ([]*policy.Route, *apiError) {
+	pool := p.Routes(model)
+	if pool == nil {
 		return nil, &apiError{status: http.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found",
 			Message: fmt.Sprintf("The model %q does not exist or you do not have access to it.", model)}
 	}
-	if !caller.Tenant.Uses(route.Provider.Name) {
-		return nil, &apiError{status: http.StatusForbidden, Type: typeInvalidRequest, Code: "provider_not_allowed",
-			Message: fmt.Sprintf("Your plan does not include the provider of the model %q.", model)}
+	var routes []*policy.Route
+	for _, r := range pool {
+		if caller.Tenant.Uses(r.Provider.Name) {
+			routes = append(routes, r)
+		}
 	}
-	return route, nil
+	if routes == nil {
+		return nil, &apiError{status: http.StatusForbidden, Type: typeInvalidRequest, Code: "provider_not_allowed",
+			Message: fmt.Sprintf("Your plan does not include a provider of the model %q.", model)}
+	}
+	return routes, nil
 }
 
 // degrade sends a call for the plan's expensive model to its cheaper fallback while the tenant's
 // budget left (spent by calls to every provider of the plan) is below the plan's threshold. It
-// returns the route and the model, as named, to send.
-func (s *Server) degrade(ctx context.Context, p *policy.Policy, caller *policy.Caller, route *policy.Route, model string) (*policy.Route, string) {
+// returns the routes and the model, as named, to send.
+func (s *Server) degrade(ctx context.Context, p *policy.Policy, caller *policy.Caller, routes []*policy.Route, model string) ([]*policy.Route, string) {
 	d := caller.Tenant.Config.Degrade
-	if d == nil || route.Model.Name != d.Model || !s.gate.BudgetBelow(ctx, caller.Tenant, d.BelowPercent) {
-		return route, model
+	if d == nil || routes[0].Model.Name != d.Model || !s.gate.BudgetBelow(ctx, caller.Tenant, d.BelowPercent) {
+		return routes, model
 	}
-	return p.Route(d.Fallback), d.Fallback
+	fallback, apiErr := routesOf(p, caller, d.Fallback)
+	if apiErr != nil { // validation keeps the fallback a model of the plan's providers
+		return routes, model
+	}
+	return fallback, d.Fallback
 }
 
 // upstreamModel is the name under which a call for model goes to route's provider: the model's
@@ -314,7 +384,7 @@ func withUpstreamModel(body []byte, asked, upstream string) ([]byte, *apiError) 
 // degraded reports whether the call goes to another model than the one its client asked for:
 // the plan's cheaper fallback.
 func (c *call) degraded() bool {
-	return c.asked != nil && c.route != nil && c.route != c.asked
+	return c.asked != nil && c.route != nil && c.route.Model.Name != c.asked.Model.Name
 }
 
 // withStreamUsage asks a stream's provider for its final usage chunk, and reports whether the
@@ -359,6 +429,9 @@ func (c *call) provider() string {
 }
 
 func outcomeOf(e *apiError) string {
+	if e.Code == "provider_unavailable" {
+		return outcomeUnreachable
+	}
 	switch e.status {
 	case http.StatusTooManyRequests:
 		return outcomeRefused

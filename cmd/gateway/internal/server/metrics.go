@@ -10,6 +10,7 @@ type metrics struct {
 	requests       *prometheus.CounterVec
 	providerErrors *prometheus.CounterVec
 	attempts       *prometheus.CounterVec
+	failovers      *prometheus.CounterVec
 	jobsEnded      *prometheus.CounterVec
 	jobAttempts    *prometheus.CounterVec
 	overloaded     prometheus.Counter
@@ -43,6 +44,9 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_upstream_attempts_total", Help: "Attempts sent to providers, retries included, by answer status (0: no answer).",
 		}, []string{"provider", "status"}),
+		failovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_gateway_failovers_total", Help: "Calls a provider failed before any of its answer reached the client, sent again to another provider of the model's pool, by the provider that failed them.",
+		}, []string{"provider"}),
 		jobsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_jobs_ended_total", Help: "Jobs that ended, by tenant and state: succeeded, failed (after their attempts) or cancelled.",
 		}, []string{"tenant", "state"}),
@@ -57,7 +61,7 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 			Help: "A provider's cap on calls in flight across every gateway (its maxInFlight, less headroom); absent for a provider without one. Compare with rate(arrivals) × mean call duration, the calls in flight its traffic needs.",
 		}, []string{"provider"}),
 	}
-	reg.MustRegister(m.requests, m.providerErrors, m.attempts, m.jobsEnded, m.jobAttempts, m.overloaded, m.maxInFlight,
+	reg.MustRegister(m.requests, m.providerErrors, m.attempts, m.failovers, m.jobsEnded, m.jobAttempts, m.overloaded, m.maxInFlight,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_gateway_calls_in_flight", Help: "Calls the API holds: being read, waiting in a queue, at their provider or streaming back.",
 		}, inFlight))

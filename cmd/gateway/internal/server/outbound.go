@@ -31,6 +31,10 @@ type outbound struct {
 	// lease is the endpoint the call goes to; nil when its provider has none (see Server.pickEndpoint).
 	lease *balance.Lease
 
+	// failedOver reports that the provider failed the call before anything of its answer reached
+	// the client, and that another provider of its pool is to serve it (see Server.failedOver).
+	failedOver bool
+
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	deadline *time.Timer // ends ctx at callTimeout
@@ -79,14 +83,21 @@ func (s *Server) retryElsewhere(retry *http.Request) {
 	}
 }
 
-// target is the URL at the call's endpoint for a path of the gateway's API. A call with no
-// endpoint gets a URL with no host, which its transport refuses: the provider is unreachable.
+// target is the URL at the call's endpoint for a path of the gateway's API: the path after /v1
+// appended to the endpoint, or for an Azure provider to the deployment of the call's model, with
+// the provider's api-version. A call with no endpoint gets a URL with no host, which its
+// transport refuses: the provider is unreachable.
 func (o *outbound) target(path string) *url.URL {
 	if o.lease == nil {
 		return &url.URL{Scheme: "http", Path: path}
 	}
 	base := o.lease.URL
-	return &url.URL{Scheme: base.Scheme, Host: base.Host, Path: base.Path + strings.TrimPrefix(path, "/v1")}
+	u := &url.URL{Scheme: base.Scheme, Host: base.Host, Path: base.Path + strings.TrimPrefix(path, "/v1")}
+	if azure := o.route.Provider.Config.Azure; azure != nil {
+		u.Path = base.Path + "/openai/deployments/" + url.PathEscape(azure.Deployment(o.route.Model.Name)) + strings.TrimPrefix(path, "/v1")
+		u.RawQuery = url.Values{"api-version": {azure.APIVersion}}.Encode()
+	}
+	return u
 }
 
 func outboundFrom(ctx context.Context) *outbound { return ctx.Value(outboundKey{}).(*outbound) }
@@ -100,6 +111,13 @@ func (o *outbound) end() {
 		o.stall.Stop()
 	}
 	o.cancel(context.Canceled)
+}
+
+// canFailOver reports whether the call may go to another provider of its pool if this one fails
+// it: a live call (a job is attempted again instead) with another provider to go to, whose client
+// is still there and which the gateway has not cut off for slowness.
+func (o *outbound) canFailOver() bool {
+	return o.answer != nil && len(o.offers) > 1 && o.ctx.Err() == nil
 }
 
 // tooSlow returns why the gateway ended the call for its provider's slowness, or nil when it

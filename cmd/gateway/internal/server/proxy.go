@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,7 +54,7 @@ func (s *Server) proxy(p *policy.Provider) *httputil.ReverseProxy {
 	transport := upstream.New(providerTransport(cfg), upstream.Options{
 		MaxAttempts: int(cfg.Retry.MaxAttempts), BaseDelay: cfg.Retry.BaseDelay.Duration, MaxDelay: cfg.Retry.MaxDelay.Duration,
 		Throttled:   func(_ int, retryAfter time.Duration) { s.gate.Throttled(p.Name, retryAfter) },
-		Attempted:   func(status int) { s.metrics.attempts.WithLabelValues(p.Name, strconv.Itoa(status)).Inc() },
+		Attempted:   func(status int, err error) { s.attempted(p.Name, status, err) },
 		Unreachable: s.retryElsewhere,
 	})
 	rp := &httputil.ReverseProxy{
@@ -68,6 +69,17 @@ func (s *Server) proxy(p *policy.Provider) *httputil.ReverseProxy {
 	}
 	actual, _ := s.proxies.LoadOrStore(key, rp)
 	return actual.(*httputil.ReverseProxy)
+}
+
+// attempted counts an attempt to call a provider, and tells its breaker whether the provider
+// served it: an answer below 500, or a 503, the provider's throttle. An attempt its caller
+// abandoned (the client left, or the call outlasted its timeouts) tells the breaker nothing.
+func (s *Server) attempted(provider string, status int, err error) {
+	s.metrics.attempts.WithLabelValues(provider, strconv.Itoa(status)).Inc()
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return
+	}
+	s.gate.Attempted(provider, err == nil && (status < 500 || status == http.StatusServiceUnavailable))
 }
 
 // providerTransport is the connection pool of one provider's calls. Each attempt has the
@@ -133,7 +145,11 @@ func providerHeaders(in http.Header, c *call) http.Header {
 			h[name] = v
 		}
 	}
-	if key := c.route.Provider.APIKey; key != "" {
+	switch key := c.route.Provider.APIKey; {
+	case key == "":
+	case c.route.Provider.Config.Azure != nil:
+		h.Set("Api-Key", key)
+	default:
 		h.Set("Authorization", "Bearer "+key)
 	}
 	return h
@@ -160,6 +176,10 @@ func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
 		s.providerFailed(o.call, status)
 		o.ticket.Refund()
 		return errProviderCredentials // its body may quote the gateway's own key
+	case status >= 400 && upstream.Retryable(resp, nil) && o.canFailOver():
+		s.metrics.providerErrors.WithLabelValues(o.provider(), strconv.Itoa(status)).Inc()
+		o.ticket.Refund()
+		return errFailOver
 	case status >= 400:
 		s.providerFailed(o.call, status)
 		o.ticket.Refund()
@@ -305,11 +325,39 @@ func (s *Server) providerFailed(c *call, status int) {
 	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeProviderError).Inc()
 }
 
-// proxyError answers a call that got no usable answer from its provider.
+// errFailOver stands for a provider's answer that is worth trying again at another provider of
+// the call's pool, and is not passed on: a 429 or 5xx.
+var errFailOver = errors.New("the provider failed the call; another of its model's pool is to serve it")
+
+// proxyError answers a call that got no usable answer from its provider, unless another provider
+// of its pool is to serve it: nothing has reached its client yet.
 func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
-	if e := s.unanswered(outboundFrom(r.Context()), err); e != nil {
+	o := outboundFrom(r.Context())
+	if s.failedOver(o, err) {
+		return
+	}
+	if e := s.unanswered(o, err); e != nil {
 		e.write(w)
 	}
+}
+
+// failedOver reports whether a call that got no usable answer goes to another provider of its
+// pool: its provider answered a 429 or a 5xx (given back already), or did not answer at all (its
+// ticket given back now). A call already charged, or refused for the gateway's credentials or
+// its provider's slowness, does not.
+func (s *Server) failedOver(o *outbound, err error) bool {
+	switch {
+	case errors.Is(err, errFailOver):
+	case errors.Is(err, errProviderCredentials) || errors.Is(err, errProviderGarbled) || !o.canFailOver():
+		return false
+	case !o.ticket.Refund(): // settled: the provider had begun to answer
+		return false
+	default:
+		s.metrics.providerErrors.WithLabelValues(o.provider(), "0").Inc()
+	}
+	s.log.Info("the provider failed the call before it answered; sending it to another of the model's pool", "provider", o.provider(), "err", err, "request_id", o.requestID)
+	o.failedOver = true
+	return true
 }
 
 // unanswered ends the ticket of a call that got no usable answer, refunding it unless the

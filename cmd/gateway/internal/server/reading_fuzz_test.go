@@ -91,7 +91,7 @@ func checkReading(t *testing.T, p *policy.Policy, c *call, r reading) {
 // call's estimate used.
 func checkFields(t *testing.T, p *policy.Policy, c *call, r reading) {
 	t.Helper()
-	if route := c.route; r.model != upstreamModel(route, c.request.Model) || p.Route(r.model) != route {
+	if route := c.route; r.model != upstreamModel(route, c.request.Model) || p.Routes(r.model)[0] != route {
 		t.Errorf("the provider reads model %q; the gateway routed %q to %q", r.model, c.request.Model, c.route.Model.Name)
 	}
 	if c.endpoint == estimate.Embeddings { // no stream, n or cap

@@ -188,8 +188,10 @@ type model struct {
 	OwnedBy string `json:"owned_by"`
 }
 
-func (s *Server) modelOf(id string, r *policy.Route) model {
-	return model{ID: id, Object: "model", Created: s.started.Unix(), OwnedBy: r.Provider.Name}
+// modelOf is a model as /v1/models lists it, owned by the first provider of its pool that
+// routes, the caller's plan's, include.
+func (s *Server) modelOf(id string, routes []*policy.Route) model {
+	return model{ID: id, Object: "model", Created: s.started.Unix(), OwnedBy: routes[0].Provider.Name}
 }
 
 func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
@@ -204,7 +206,8 @@ func (s *Server) serveModels(w http.ResponseWriter, r *http.Request) {
 		Data   []model `json:"data"`
 	}{Object: "list", Data: []model{}}
 	for _, name := range p.Models(caller.Tenant) {
-		list.Data = append(list.Data, s.modelOf(name, p.Route(name)))
+		routes, _ := routesOf(p, caller, name) // a model of the caller's plan
+		list.Data = append(list.Data, s.modelOf(name, routes))
 	}
 	writeJSON(w, http.StatusOK, list)
 }
@@ -219,13 +222,13 @@ func (s *Server) serveModel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	route := p.Route(id)
-	if route == nil || !caller.Tenant.Uses(route.Provider.Name) {
+	routes, apiErr := routesOf(p, caller, id)
+	if apiErr != nil {
 		(&apiError{status: http.StatusNotFound, Type: typeInvalidRequest, Code: "model_not_found", Param: ptr("model"),
 			Message: fmt.Sprintf("The model %q does not exist or you do not have access to it.", id)}).write(w)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.modelOf(id, route))
+	writeJSON(w, http.StatusOK, s.modelOf(id, routes))
 }
 
 // serveUsage serves the usage snapshot, for the manager's status.

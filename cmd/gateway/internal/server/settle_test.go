@@ -82,6 +82,12 @@ func newSettleGateway(t *testing.T, providerURL string) *settleGateway {
 
 // newSettleGatewayFrom is newSettleGateway with a configuration of the test's own.
 func newSettleGatewayFrom(t testing.TB, cfg *gatewayv1.Config) *settleGateway {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	return newSettleGatewayAt(t, cfg, func() time.Time { return now })
+}
+
+// newSettleGatewayAt is newSettleGatewayFrom at the time now tells.
+func newSettleGatewayAt(t testing.TB, cfg *gatewayv1.Config, now func() time.Time) *settleGateway {
 	t.Helper()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -90,9 +96,8 @@ func newSettleGatewayFrom(t testing.TB, cfg *gatewayv1.Config) *settleGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	g := &settleGateway{limiter: ratelimit.NewMemory(), jobs: jobs.NewMemory(jobs.Options{MaxAttempts: 3, ReclaimAfter: time.Millisecond}), policy: p}
-	g.Server = New(Options{Limiter: g.limiter, Jobs: g.jobs, Now: func() time.Time { return now }})
+	g.Server = New(Options{Limiter: g.limiter, Jobs: g.jobs, Now: now})
 	g.SetPolicy(p)
 	t.Cleanup(g.Close)
 	return g
@@ -102,7 +107,7 @@ func newSettleGatewayFrom(t testing.TB, cfg *gatewayv1.Config) *settleGateway {
 // flight was not given back.
 func (g *settleGateway) charged(t *testing.T) charged {
 	t.Helper()
-	caller, route := g.policy.Caller(settleKey), g.policy.Route("m")
+	caller, route := g.policy.Caller(settleKey), g.policy.Routes("m")[0]
 	checks, _ := policy.Checks(nil, caller, route, gatewayv1.EndpointChat, policy.Cost{}, policy.Shared, "")
 	for i := range checks {
 		checks[i].Cost = 0 // read, take nothing

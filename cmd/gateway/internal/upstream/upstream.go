@@ -25,9 +25,9 @@ type Options struct {
 	// Throttled is told of every 429 and 503 with the provider's retry-after (zero if it sent
 	// none). Nil means nobody is told.
 	Throttled func(status int, retryAfter time.Duration)
-	// Attempted is told of every attempt's result: the status, or 0 for a connection that failed.
-	// Nil means nobody is told.
-	Attempted func(status int)
+	// Attempted is told of every attempt's result: the status, or 0 and the error for an attempt
+	// that got no answer. Nil means nobody is told.
+	Attempted func(status int, err error)
 	// Unreachable is told of each retry whose previous attempt failed to connect, before it is
 	// sent, and may point it elsewhere, as to another of a provider's Pods. Nil means every
 	// attempt goes where the first went.
@@ -92,7 +92,7 @@ func (t *Transport) report(resp *http.Response, err error) {
 		status = resp.StatusCode
 	}
 	if t.opts.Attempted != nil {
-		t.opts.Attempted(status)
+		t.opts.Attempted(status, err)
 	}
 	if t.opts.Throttled != nil && (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) {
 		t.opts.Throttled(status, RetryAfter(resp.Header))

@@ -1,0 +1,134 @@
+package admission
+
+import (
+	"time"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+)
+
+// breaker is a provider's circuit breaker (see gatewayv1.Breaker): attempts that fail in a row
+// open it, and the provider leaves the pools of its models until it has been open for its
+// openFor; then one call at a time probes it, and the first served closes it again. Its
+// dispatcher keeps it under d.mu.
+type breaker struct {
+	failures  int32     // attempts in a row that failed
+	openUntil time.Time // when an open breaker lets a probe through; zero while closed
+	probeAt   time.Time // when the last probe was let through; zero for none
+	opens     int64     // how many times it opened
+}
+
+// state is the breaker's state at now.
+func (b *breaker) state(now time.Time) gatewayv1.BreakerState {
+	switch {
+	case b.openUntil.IsZero():
+		return gatewayv1.BreakerClosed
+	case now.Before(b.openUntil):
+		return gatewayv1.BreakerOpen
+	}
+	return gatewayv1.BreakerHalfOpen
+}
+
+// allows reports whether a call may go to the provider at now: always while the breaker is
+// closed, never while it is open, and once it is half open, when no probe is out, or the last has
+// had openFor without an answer.
+func (b *breaker) allows(now time.Time, cfg gatewayv1.Breaker) bool {
+	switch b.state(now) {
+	case gatewayv1.BreakerClosed:
+		return true
+	case gatewayv1.BreakerOpen:
+		return false
+	}
+	return b.probeAt.IsZero() || now.Sub(b.probeAt) >= cfg.OpenFor.Duration
+}
+
+// sent takes in a call sent to the provider at now: while the breaker is half open, its probe.
+func (b *breaker) sent(now time.Time) {
+	if b.state(now) == gatewayv1.BreakerHalfOpen {
+		b.probeAt = now
+	}
+}
+
+// attempted takes in an attempt's result: served (an answer below 500, or a 503, which is the
+// provider's throttle) or failed (no answer, or a 5xx). It reports whether the breaker opened.
+func (b *breaker) attempted(served bool, now time.Time, cfg gatewayv1.Breaker) bool {
+	if served {
+		*b = breaker{opens: b.opens}
+		return false
+	}
+	b.failures++
+	half := b.state(now) == gatewayv1.BreakerHalfOpen
+	if !half && (b.failures < max(cfg.Failures, 1) || !b.openUntil.IsZero()) {
+		return false
+	}
+	b.openUntil, b.probeAt = now.Add(cfg.OpenFor.Duration), time.Time{}
+	b.opens++
+	return true
+}
+
+// retryAfter is how long until an open breaker lets a probe through.
+func (b *breaker) retryAfter(now time.Time) time.Duration {
+	return max(b.openUntil.Sub(now), 0)
+}
+
+// breakerAllows reports whether the provider's breaker lets a call go now, and when it does not,
+// how long until it lets a probe through.
+func (d *dispatcher) breakerAllows() (bool, time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.g.now()
+	if d.breaker.allows(now, d.breakerConfig()) {
+		return true, 0
+	}
+	return false, d.breaker.retryAfter(now)
+}
+
+// attempted takes in the result of an attempt to call the provider. When it opens the breaker,
+// every call waiting for the provider is moved: it comes to the door of its pool's others, or is
+// answered that its provider is down.
+func (d *dispatcher) attempted(served bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.g.now()
+	was := d.breaker.state(now)
+	opened := d.breaker.attempted(served, now, d.breakerConfig())
+	if state := d.breaker.state(now); state != was {
+		d.g.metrics.breakerOpen.WithLabelValues(d.provider).Set(boolGauge(state != gatewayv1.BreakerClosed))
+		d.g.log.Warn("provider breaker", "provider", d.provider, "state", state)
+	}
+	if !opened {
+		return
+	}
+	d.g.metrics.breakerOpens.WithLabelValues(d.provider).Inc()
+	for _, it := range d.q.Items() {
+		d.finish(it.Value.(*waiter), verdict{moved: true}, false)
+	}
+}
+
+// breakerConfig is the provider's breaker as the configuration in force sets it.
+func (d *dispatcher) breakerConfig() gatewayv1.Breaker {
+	if p := d.g.policy().Provider(d.provider); p != nil {
+		return p.Config.Breaker
+	}
+	return gatewayv1.Breaker{}
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// sent takes in a call sent to the provider now (see breaker.sent).
+func (d *dispatcher) sent(now time.Time) {
+	d.mu.Lock()
+	d.breaker.sent(now)
+	d.mu.Unlock()
+}
+
+// Attempted takes in the result of an attempt to call a provider: served (any answer below 500,
+// or a 503, the provider's throttle), or failed (no answer, a timeout, another 5xx). Failures in
+// a row open its breaker (see gatewayv1.Breaker).
+func (g *Gate) Attempted(provider string, served bool) {
+	g.dispatcher(provider).attempted(served)
+}
