@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,6 +47,17 @@ type Options struct {
 	// DefaultMaxTokens is the completion's length when a request sets
 	// neither max_tokens nor max_completion_tokens; must be positive.
 	DefaultMaxTokens int64
+	// AzureAPIVersion, when set, makes the account an Azure OpenAI resource:
+	// it serves each model at /openai/deployments/DEPLOYMENT/PATH, where
+	// PATH is the OpenAI path after /v1, to calls that carry this
+	// api-version and the key in an api-key header. Empty serves the OpenAI
+	// API.
+	AzureAPIVersion string
+	// AzureDeployments maps each deployment an Azure account serves to its
+	// model; each model of Models is also served by a deployment of its own
+	// name. As Azure does, a deployment serves a call whatever model its
+	// body names.
+	AzureDeployments map[string]string
 	// Clock tells the time for the rolling minute and the answers. Nil
 	// means the real clock.
 	Clock clock.PassiveClock
@@ -103,6 +115,20 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Latency, "latency", o.Latency, "mean time a call takes")
 	fs.DurationVar(&o.LatencyStdDev, "latency-stddev", o.LatencyStdDev, "standard deviation of a call's time")
 	fs.Int64Var(&o.DefaultMaxTokens, "default-max-tokens", o.DefaultMaxTokens, "completion tokens when a request sets no max_tokens")
+	fs.StringVar(&o.AzureAPIVersion, "azure-api-version", o.AzureAPIVersion, "serve as an Azure OpenAI resource that takes this api-version, such as 2024-10-21; empty serves the OpenAI API")
+	fs.Func("azure-deployments", "comma-separated deployment=model pairs an Azure resource serves (default: each model as a deployment of its own name)", o.setDeployments)
+}
+
+func (o *Options) setDeployments(s string) error {
+	o.AzureDeployments = map[string]string{}
+	for pair := range strings.SplitSeq(s, ",") {
+		deployment, model, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || deployment == "" || model == "" {
+			return fmt.Errorf("provider: azure-deployments: %q is not deployment=model", pair)
+		}
+		o.AzureDeployments[deployment] = model
+	}
+	return nil
 }
 
 func (o *Options) setModels(s string) error {
@@ -128,3 +154,10 @@ func dollars(micros *int64) func(string) error {
 }
 
 func price(micros int64) string { return string(gatewayv1.MoneyFromMicro(micros)) }
+
+// azureServes reports whether an Azure account has deployment: one of its
+// deployments, or a model of its own name.
+func (o *Options) azureServes(deployment string) bool {
+	_, ok := o.AzureDeployments[deployment]
+	return ok || slices.Contains(o.Models, deployment)
+}

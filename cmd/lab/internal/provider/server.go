@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,7 +59,11 @@ func New(opts Options) (*Server, error) {
 
 func (s *Server) routes(metrics http.Handler) {
 	for _, e := range []openai.Endpoint{openai.Chat, openai.Completions, openai.Embeddings} {
-		s.mux.Handle("POST "+e.Path(), s.api(s.call(e)))
+		if s.opts.AzureAPIVersion != "" {
+			s.mux.Handle("POST /openai/deployments/{deployment}"+strings.TrimPrefix(e.Path(), "/v1"), s.api(s.azureCall(e)))
+		} else {
+			s.mux.Handle("POST "+e.Path(), s.api(s.call(e, s.opts.Models)))
+		}
 	}
 	s.mux.Handle("GET /v1/models", s.api(func(w http.ResponseWriter, _ *http.Request) {
 		openai.WriteModels(w, "sluice-lab", s.opts.Models)
@@ -97,17 +102,37 @@ func (s *Server) api(h http.HandlerFunc) http.Handler {
 	})
 }
 
+// authorized reports whether the caller sent the account's key: as a bearer
+// token, or for an Azure account in its api-key header.
 func (s *Server) authorized(r *http.Request) bool {
-	want := "Bearer " + s.opts.APIKey
-	got := r.Header.Get("Authorization")
+	want, got := "Bearer "+s.opts.APIKey, r.Header.Get("Authorization")
+	if s.opts.AzureAPIVersion != "" {
+		want, got = s.opts.APIKey, r.Header.Get("Api-Key")
+	}
 	return s.opts.APIKey == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
-// call handles a call to e: it reads the request, admits it or answers
-// why not, and answers it after the call's latency.
-func (s *Server) call(e openai.Endpoint) http.HandlerFunc {
+// azureCall handles a call to e at an Azure deployment: one of the account's,
+// with its api-version, is served as the OpenAI path would serve it.
+func (s *Server) azureCall(e openai.Endpoint) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		req, err := openai.Read(r, e, s.opts.DefaultMaxTokens, s.opts.Models)
+		if v := r.URL.Query().Get("api-version"); v != s.opts.AzureAPIVersion {
+			openai.InvalidRequest("api-version", "Unsupported api-version %q: this resource takes %s.", v, s.opts.AzureAPIVersion).Write(w)
+			return
+		}
+		if !s.opts.azureServes(r.PathValue("deployment")) {
+			openai.InvalidURL(r).Write(w) // Azure answers 404 DeploymentNotFound
+			return
+		}
+		s.call(e, s.opts.Models)(w, r) // the deployment serves the call, whatever model its body names
+	}
+}
+
+// call handles a call to e for one of models: it reads the request, admits
+// it or answers why not, and answers it after the call's latency.
+func (s *Server) call(e openai.Endpoint, models []string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		req, err := openai.Read(r, e, s.opts.DefaultMaxTokens, models)
 		if err != nil {
 			err.Write(w)
 			return

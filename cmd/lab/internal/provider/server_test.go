@@ -464,3 +464,41 @@ func value(m *dto.Metric) float64 {
 	}
 	return m.GetGauge().GetValue()
 }
+
+// TestAzure calls an account served as an Azure OpenAI resource: a deployment's calls are served
+// with the api-version and the key in api-key, and refused with a wrong version, the key as a
+// bearer token or a deployment it does not have.
+func TestAzure(t *testing.T) {
+	_, srv, _ := start(t, func(o *Options) {
+		o.AzureAPIVersion, o.AzureDeployments = "2024-10-21", map[string]string{"prod-mini": "gpt-4o-mini"}
+	})
+	body := `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Hi"}],"max_tokens":5}`
+	call := func(path, version, header string) int {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL+path+"?api-version="+version, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set(header, map[string]string{"Api-Key": testKey, "Authorization": "Bearer " + testKey}[header])
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, tc := range []struct {
+		name, path, version, header string
+		want                        int
+	}{
+		{"a deployment", "/openai/deployments/prod-mini/chat/completions", "2024-10-21", "Api-Key", http.StatusOK},
+		{"a model's own deployment", "/openai/deployments/gpt-4o/chat/completions", "2024-10-21", "Api-Key", http.StatusOK},
+		{"a bearer token", "/openai/deployments/prod-mini/chat/completions", "2024-10-21", "Authorization", http.StatusUnauthorized},
+		{"another api-version", "/openai/deployments/prod-mini/chat/completions", "2023-05-15", "Api-Key", http.StatusBadRequest},
+		{"an unknown deployment", "/openai/deployments/nope/chat/completions", "2024-10-21", "Api-Key", http.StatusNotFound},
+		{"the OpenAI path", "/v1/chat/completions", "2024-10-21", "Api-Key", http.StatusNotFound},
+	} {
+		if got := call(tc.path, tc.version, tc.header); got != tc.want {
+			t.Errorf("%s: %d; want %d", tc.name, got, tc.want)
+		}
+	}
+}
