@@ -5,7 +5,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: all build test test-short generate manifests chart-manifests helm-lint helm-template docker-build lint bench demo demo-lab lab-figures lab-variants control-plane redis
+.PHONY: all build test test-short generate manifests chart-manifests helm-lint helm-template docker-build lint bench demo demo-lab lab-figures lab-variants lab-failover control-plane redis
 
 all: build
 
@@ -76,6 +76,13 @@ demo-lab:
 lab-variants:
 	@OUT=bin/lab-variants hack/lab-variants.sh
 	cp bin/lab-variants/variants.txt cmd/lab/demo/
+
+## lab-failover: the failover case: a crowd's books queued for a pool of two accounts, one with a
+## tenth of the other's limits, the larger down for 30 s in the middle; a few minutes. Keeps its
+## table and chart in cmd/lab/demo/.
+lab-failover:
+	@OUT=bin/lab-failover hack/lab-failover.sh
+	cp bin/lab-failover/failover.txt bin/lab-failover/failover/failover.png cmd/lab/demo/
 
 ## lab-figures: runs demo-lab and keeps its table (with the command and the date) and the queue
 ## case's chart in cmd/lab/demo/, where the README links them.

@@ -75,8 +75,9 @@ type TenantTotals struct {
 }
 
 // Sum adds up the gateways' reports. Traffic (requests, tokens, in
-// flight, queued, refused, throttles), a provider's spend and the in-flight
-// caps its throttles left are each gateway's own, so they are summed; the
+// flight, queued, refused, throttles), a provider's spend, the in-flight
+// caps its throttles left and its breakers are each gateway's own, so they
+// are summed (a breaker open or half open counts one); the
 // limits a provider reported are its account's, so the lowest is taken. A tenant's budget lives in the limiter
 // store the gateways share, so each gateway reports the same figures: the
 // largest spend, the least left and the earliest reset are taken, not sums.

@@ -58,6 +58,18 @@ func TestSum(t *testing.T) {
 			Oldest: epoch.Add(5 * time.Second), Gateways: 2,
 		},
 	}, {
+		name: "the gateways whose breaker holds a provider out, and the times they opened",
+		reports: []GatewayReport{
+			{Gateway: "gw-1", Usage: snapshot("gw-1", 5, []gatewayv1.ProviderUsage{{Name: "openai", Breaker: gatewayv1.BreakerOpen, BreakerOpens: 2}}, nil)},
+			{Gateway: "gw-2", Usage: snapshot("gw-2", 5, []gatewayv1.ProviderUsage{{Name: "openai", Breaker: gatewayv1.BreakerHalfOpen, BreakerOpens: 1}}, nil)},
+			{Gateway: "gw-3", Usage: snapshot("gw-3", 5, []gatewayv1.ProviderUsage{{Name: "openai", Breaker: gatewayv1.BreakerClosed, BreakerOpens: 1}}, nil)},
+		},
+		want: Totals{
+			Providers: map[string]v1alpha1.ProviderUsage{"openai": {SpendThisMonth: "0", BreakersOpen: 2, BreakerOpens: 4}},
+			Tenants:   map[string]TenantTotals{},
+			Oldest:    epoch.Add(5 * time.Second), Gateways: 3,
+		},
+	}, {
 		name: "no gateway",
 		want: Totals{Providers: map[string]v1alpha1.ProviderUsage{}, Tenants: map[string]TenantTotals{}},
 	}, {

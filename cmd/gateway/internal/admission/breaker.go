@@ -65,6 +65,16 @@ func (b *breaker) attempted(served bool, now time.Time, cfg gatewayv1.Breaker) b
 	return true
 }
 
+// nextProbe is when the breaker next lets a call through: when an open breaker lets its probe
+// through, or when a half-open one lets another if its probe is still out then; zero while it is
+// closed.
+func (b *breaker) nextProbe(cfg gatewayv1.Breaker) time.Time {
+	if b.openUntil.IsZero() || b.probeAt.IsZero() {
+		return b.openUntil
+	}
+	return b.probeAt.Add(cfg.OpenFor.Duration)
+}
+
 // retryAfter is how long until an open breaker lets a probe through.
 func (b *breaker) retryAfter(now time.Time) time.Duration {
 	return max(b.openUntil.Sub(now), 0)
@@ -95,6 +105,7 @@ func (d *dispatcher) attempted(served bool) {
 		d.g.metrics.breakerOpen.WithLabelValues(d.provider).Set(boolGauge(state != gatewayv1.BreakerClosed))
 		d.g.log.Warn("provider breaker", "provider", d.provider, "state", state)
 	}
+	d.storeNextProbe()
 	if !opened {
 		return
 	}
@@ -123,7 +134,18 @@ func boolGauge(b bool) float64 {
 func (d *dispatcher) sent(now time.Time) {
 	d.mu.Lock()
 	d.breaker.sent(now)
+	d.storeNextProbe()
 	d.mu.Unlock()
+}
+
+// storeNextProbe keeps, for the dispatchers of the provider's pool, when its breaker next lets a
+// call through (see breaker.nextProbe). The caller holds d.mu.
+func (d *dispatcher) storeNextProbe() {
+	var at int64
+	if t := d.breaker.nextProbe(d.breakerConfig()); !t.IsZero() {
+		at = t.UnixNano()
+	}
+	d.nextProbe.Store(at)
 }
 
 // Attempted takes in the result of an attempt to call a provider: served (any answer below 500,
@@ -131,4 +153,26 @@ func (d *dispatcher) sent(now time.Time) {
 // a row open its breaker (see gatewayv1.Breaker).
 func (g *Gate) Attempted(provider string, served bool) {
 	g.dispatcher(provider).attempted(served)
+}
+
+// poolProbe is how long until the first provider of provider's pools that is out behind its
+// breaker (open, or half open with its probe out) may take a call again; zero when none is out. A
+// call turned away meanwhile is told to come back by then: the capacity the door's estimate left
+// out may be back.
+func (g *Gate) poolProbe(provider string, now time.Time) time.Duration {
+	p := g.policy().Provider(provider)
+	if p == nil {
+		return 0
+	}
+	var soonest time.Duration
+	for _, name := range p.Pooled {
+		d := g.existingDispatcher(name)
+		if d == nil {
+			continue
+		}
+		if in := time.Unix(0, d.nextProbe.Load()).Sub(now); in > 0 && (soonest == 0 || in < soonest) {
+			soonest = in
+		}
+	}
+	return soonest
 }

@@ -16,8 +16,10 @@ type verdict struct {
 	ticket  *Ticket
 	refusal *Refusal
 	queues  bool
-	// moved: the call waited for a provider whose breaker opened, and is to be admitted again.
+	// moved: the call waited, since `since`, for a provider whose breaker opened, and is to be
+	// admitted again among the others.
 	moved bool
+	since time.Time
 }
 
 // use makes the ticket's checks those of limiter, at the given share of each limit. The checks

@@ -3,11 +3,11 @@ package admission
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/fairqueue"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/fairshare"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
@@ -46,6 +46,9 @@ type dispatcher struct {
 	full     lastMinute        // the seconds a limit shared with others held the queue back
 	feedback                   // what the provider's throttles taught
 	breaker  breaker           // whether the provider is in its models' pools
+	// nextProbe is when the breaker next lets a call through, in Unix nanoseconds; zero while it
+	// is closed. The dispatchers of its pool read it without d.mu (see Gate.poolProbe).
+	nextProbe atomic.Int64
 }
 
 func newDispatcher(g *Gate, provider string) *dispatcher {
@@ -94,30 +97,36 @@ type waiter struct {
 	room room
 	// done receives the dispatcher's verdict on the call.
 	done chan verdict
+	// claimed: a dispatcher is deciding the call (its own, or another of its pool's, see steal);
+	// no other may until it has concluded. Guarded by the mu of the dispatcher whose queue
+	// holds the call.
+	claimed bool
 }
 
 // wait queues a call after the door's estimate, r being what the limits it waits for hold, and
 // returns when it has been decided: allowed (it may go), refused, abandoned by its client, moved
 // (the provider's breaker opened), or, for a call someone waits for, still queued after its
-// plan's maxWait (the door's estimate was wrong, or the provider is paused).
-func (d *dispatcher) wait(ctx context.Context, t *Ticket, r room) verdict {
+// plan's maxWait (the door's estimate was wrong, or the provider is paused). A call moved here
+// from a provider whose breaker opened, queued since `since` (zero for any other), passes no
+// door: it was let in already, and waits out what is left of its maxWait.
+func (d *dispatcher) wait(ctx context.Context, t *Ticket, r room, since time.Time) verdict {
 	start := d.g.now()
 	wt := newWaiter(t, r)
-	if r := d.push(wt, start); r != nil {
+	if !since.IsZero() {
+		start = since
+		d.pushMoved(wt)
+	} else if r := d.push(wt, start); r != nil {
 		return verdict{refusal: r}
 	}
 	d.kick()
 	var expired <-chan time.Time
 	if maxWait := t.req.maxWait(); maxWait > 0 {
-		timer := time.NewTimer(maxWait)
+		timer := time.NewTimer(max(maxWait-d.g.now().Sub(start), time.Millisecond))
 		defer timer.Stop()
 		expired = timer.C
 	}
 	select {
 	case v := <-wt.done:
-		if v.moved {
-			return v
-		}
 		return d.waited(wt, v, start)
 	case <-ctx.Done():
 		return d.abandon(wt)
@@ -141,17 +150,26 @@ func newWaiter(t *Ticket, r room) *waiter {
 }
 
 // quote is the wait the door would promise the call t if it came now, r being what the limits
-// it waits for hold; -1 when the queue's drain is unknown. It changes nothing.
+// it waits for hold; -1 when the queue's drain is unknown, or the provider is paused (by its
+// configuration, or after a throttle). It changes nothing.
 func (d *dispatcher) quote(t *Ticket, r room) time.Duration {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	now := d.g.now()
+	if p := d.g.policy().Provider(d.provider); now.Before(d.pausedUntil) || (p != nil && p.Config.Paused) {
+		return -1
+	}
 	wt := newWaiter(t, r)
-	return d.door.estimateWait(d.arrival(wt, r, d.g.now()))
+	return d.door.estimateWait(d.arrival(wt, r, now))
 }
 
 // waited records how long a decided call waited, and for one let go, that wait against the
 // door's estimate.
 func (d *dispatcher) waited(wt *waiter, v verdict, start time.Time) verdict {
+	if v.moved {
+		v.since = start
+		return v
+	}
 	waited := d.g.now().Sub(start)
 	d.queueWait.Observe(waited.Seconds())
 	if v.ticket == nil {
@@ -183,13 +201,25 @@ func (d *dispatcher) push(wt *waiter, now time.Time) *Refusal {
 		}
 	}
 	d.queued(&wt.t.req, wt.item, 1)
+	d.g.kickPool(d.provider) // another provider of the call's pool may be free to send it
 	return nil
+}
+
+// pushMoved queues a call moved here from a provider of its pool whose breaker opened, with no
+// door: the door of the provider it came to let it in.
+func (d *dispatcher) pushMoved(wt *waiter) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.q.Push(wt.item)
+	d.queued(&wt.t.req, wt.item, 1)
+	d.g.kickPool(d.provider)
 }
 
 // arrival is wt's call at the door at now, with what the limits it waits for hold. The caller
 // holds d.mu.
 func (d *dispatcher) arrival(wt *waiter, r room, now time.Time) arrival {
-	return arrival{item: wt.item, maxWait: wt.t.req.maxWait(), room: r, rate: d.drainRate(now), now: now}
+	return arrival{item: wt.item, maxWait: wt.t.req.maxWait(), room: r, rate: d.drainRate(now), now: now,
+		probe: d.g.poolProbe(d.provider, now)}
 }
 
 // expire takes a call that waited its plan's maxWait out of the queue and answers it busy, as
@@ -256,6 +286,9 @@ func (d *dispatcher) run(ctx context.Context) {
 func (d *dispatcher) step() time.Duration {
 	wt, sleep := d.next()
 	if wt == nil {
+		if d.idle() {
+			return d.steal(sleep)
+		}
 		return sleep
 	}
 	ctx, cancel := context.WithTimeout(d.g.ctx, decideTimeout)
@@ -285,13 +318,19 @@ func (d *dispatcher) next() (*waiter, time.Duration) {
 		}
 		return nil, max(opens.Sub(now), time.Millisecond)
 	}
-	return it.Value.(*waiter), 0
+	wt := it.Value.(*waiter)
+	if wt.claimed {
+		return nil, inFlightPoll // another provider of its pool decides it, and wakes this one after
+	}
+	wt.claimed = true
+	return wt, 0
 }
 
 // conclude acts on the verdict on a call that next returned, and returns how long to sleep
 // before the next step.
 func (d *dispatcher) conclude(wt *waiter, v verdict) time.Duration {
 	d.mu.Lock()
+	wt.claimed = false
 	if !wt.item.Queued() { // its client left while the limiter decided: give back what it took
 		d.mu.Unlock()
 		if v.ticket != nil {
@@ -326,6 +365,7 @@ func (d *dispatcher) finish(wt *waiter, v verdict, served bool) {
 	}
 	d.queued(&wt.t.req, wt.item, -1)
 	wt.done <- v
+	d.g.kickPool(d.provider) // the queue's next call may be one another provider of its pool can send
 }
 
 // block keeps a refused call queued: a limit of its own lane blocks only that lane; a global or
@@ -372,8 +412,8 @@ func (d *dispatcher) open(now time.Time) (time.Duration, bool) {
 	if now.Before(d.pausedUntil) {
 		return d.pausedUntil.Sub(now), false
 	}
-	if d.breaker.state(now) == gatewayv1.BreakerOpen {
-		return d.breaker.retryAfter(now), false
+	if !d.breaker.allows(now, d.breakerConfig()) { // open, or half open with its probe out
+		return max(d.breaker.retryAfter(now), inFlightPoll), false
 	}
 	p := d.g.policy().Provider(d.provider)
 	if p != nil && p.Config.Paused {

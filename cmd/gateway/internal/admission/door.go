@@ -41,6 +41,9 @@ type arrival struct {
 	// rate is the tokens a second the door expects the queue to drain (see dispatcher.drainRate).
 	rate float64
 	now  time.Time
+	// probe is how long until a provider of the queue's pools that is out behind its breaker lets
+	// a probe through; zero when none is out (see Gate.poolProbe).
+	probe time.Duration
 }
 
 // enter answers a call at the door. Let in, the call is pushed into the queue, and enter returns
@@ -90,7 +93,7 @@ func (d *door) turnAway(a arrival, estimate, bound, back time.Duration) *Refusal
 	if bound < r.MaxWait {
 		r.Horizon = bound
 	}
-	r.RetryAfter = RetryAfter(comeback(it.Cost, back, bound, a.rate)) // as the header says it
+	r.RetryAfter = RetryAfter(comebackAt(a, back, bound)) // as the header says it
 	d.q.Expect(it, a.now, a.now.Add(r.RetryAfter))
 	return r
 }
@@ -153,6 +156,18 @@ func comeback(cost int64, back, bound time.Duration, rate float64) time.Duration
 		slot = seconds(float64(cost) / rate)
 	}
 	return least + time.Duration(rand.Float64()*float64(slot))
+}
+
+// comebackAt is when a call turned away comes back (see comeback), but no later than when a
+// provider of its pool that is out behind its breaker is probed, spread over the call's own slot
+// of the drain: the capacity that provider adds may be back by then, and a crowd told to wait for
+// the rest of the pool alone would come back long after it is.
+func comebackAt(a arrival, back, bound time.Duration) time.Duration {
+	after := comeback(a.item.Cost, back, bound, a.rate)
+	if a.probe > 0 && after > a.probe {
+		after = a.probe + comeback(a.item.Cost, 0, 0, a.rate)
+	}
+	return after
 }
 
 // room is what the limits a call waits for hold when it comes to the door, read without taking

@@ -108,20 +108,23 @@ func (g *Gate) Close() { g.cancel() }
 // A call whose model several providers serve (its Pool) goes to the one that can take it now,
 // the least loaded first, or else waits at the one whose door promises the shortest wait (see
 // pool.go). A provider whose breaker is open is left out; a call waiting for one when its breaker
-// opens is admitted again among the others.
+// opens is admitted again among the others, and waits there, past no door, what is left of its
+// maxWait.
 func (g *Gate) Admit(ctx context.Context, req Request) (*Ticket, *Refusal) {
 	if req.isJob() {
 		g.giveBack(ctx, req)
 	}
+	var since time.Time // when a call moved off a provider whose breaker opened first queued
 	for {
 		live, down := g.serving(req.choices())
 		if down != nil {
 			return nil, down
 		}
-		t, r, moved := g.admitTo(ctx, req, live)
-		if !moved {
-			return t, r
+		v := g.admitTo(ctx, req, live, since)
+		if !v.moved {
+			return v.ticket, v.refusal
 		}
+		since = v.since
 	}
 }
 
@@ -130,16 +133,20 @@ func (g *Gate) Admit(ctx context.Context, req Request) (*Ticket, *Refusal) {
 func (g *Gate) TooLarge(req Request) *Refusal {
 	var buf [ratelimit.MaxChecks]ratelimit.Check
 	checks, _ := req.checks(buf[:0], policy.Shared, "")
-	return g.tooLarge(req, checks)
+	r := tooLarge(checks)
+	if r != nil {
+		g.refused(&req, r)
+	}
+	return r
 }
 
-func (g *Gate) tooLarge(req Request, checks []ratelimit.Check) *Refusal {
+// tooLarge is the refusal of a call whose checks cost one of their limits more than it ever
+// holds, or nil.
+func tooLarge(checks []ratelimit.Check) *Refusal {
 	for _, c := range checks {
 		if c.Cost > c.Limit.Largest() {
-			r := &Refusal{Reason: TooLarge, Level: c.Limit.Level, Dimension: c.Limit.Dimension,
+			return &Refusal{Reason: TooLarge, Level: c.Limit.Level, Dimension: c.Limit.Dimension,
 				Capacity: c.Limit.Largest(), Remaining: -1, Requested: c.Cost}
-			g.refused(&req, r)
-			return r
 		}
 	}
 	return nil
@@ -147,19 +154,19 @@ func (g *Gate) tooLarge(req Request, checks []ratelimit.Check) *Refusal {
 
 // answer counts a refusal by a limit, and hands a job's ticket to its attempt, recording what
 // it holds; a live call's ticket is its caller's as it is.
-func (g *Gate) answer(ctx context.Context, req *Request, v verdict) (*Ticket, *Refusal) {
+func (g *Gate) answer(ctx context.Context, req *Request, v verdict) verdict {
 	if r := v.refusal; r != nil && (r.Reason == Limited || r.Reason == TooLarge) {
 		g.refused(req, r)
 	}
 	t := v.ticket
 	if t == nil || !req.isJob() {
-		return t, v.refusal
+		return v
 	}
 	if jobs.Superseded(g.holdJob(ctx, t.req.Job, jobs.Cost(t.req.Cost))) {
 		t.Withdraw() // nothing went out: all is given back
-		return nil, &Refusal{Reason: Superseded}
+		return verdict{refusal: &Refusal{Reason: Superseded}}
 	}
-	return t, nil
+	return v
 }
 
 // ChargeJob takes the request a new job costs from its caller's own request limits (its user's,

@@ -17,6 +17,10 @@ import (
 //     spread over a pool in proportion to each provider's limits;
 //   - when none can, it waits at the one whose door promises the shortest wait: what each queue
 //     holds against the rate it drains, so that the queues of a pool drain together;
+//   - a call waits for whichever provider of its pool frees first: a provider with nothing of
+//     its own queued sends the next call, in fair order, of another's queue that it may serve
+//     (steal), so that the queues of a pool drain together, and the door of each counts what
+//     the others drained from it;
 //   - a provider whose breaker is open is out of the pool, and when a breaker opens, the calls
 //     waiting at its provider come to the door of the others.
 
@@ -41,16 +45,17 @@ func (g *Gate) serving(choices []Choice) ([]Choice, *Refusal) {
 
 // admitTo admits the call to one of live: at once to the first, least loaded first, whose limits
 // allow it with nobody waiting before it, or else through the door of the queue that would let it
-// go soonest. moved reports that the call waited for a provider whose breaker opened meanwhile: it
-// is to be admitted again.
-func (g *Gate) admitTo(ctx context.Context, req Request, live []Choice) (t *Ticket, r *Refusal, moved bool) {
+// go soonest (past no door, for a call moved off a provider whose breaker opened, queued since
+// `since`). Its verdict is moved when the call waited for a provider whose breaker opened
+// meanwhile: it is to be admitted again.
+func (g *Gate) admitTo(ctx context.Context, req Request, live []Choice, since time.Time) verdict {
 	var refused *Ticket // the first refused at once, and its verdict
 	var refusal verdict
 	waiting := make([]*Ticket, 0, len(live))
 	for _, c := range g.byLoad(live) {
 		t := &Ticket{g: g, req: req.at(c), lease: g.leases.Next()}
 		t.use(g.opts.Limiter, policy.Shared)
-		if r := g.tooLarge(t.req, t.checks); r != nil {
+		if r := tooLarge(t.checks); r != nil {
 			if refused == nil {
 				refused, refusal = t, verdict{refusal: r}
 			}
@@ -64,31 +69,37 @@ func (g *Gate) admitTo(ctx context.Context, req Request, live []Choice) (t *Tick
 		v := g.decide(ctx, t)
 		switch {
 		case v.ticket != nil:
-			d.arrivals.Inc()
-			t, r := g.answer(ctx, &t.req, v)
-			return t, r, false
+			d.arrived(since)
+			return g.answer(ctx, &t.req, v)
 		case v.queues:
 			waiting = append(waiting, t)
 		case v.refusal.Level < ratelimit.LevelGlobal || len(live) == 1:
-			t, r := g.answer(ctx, &t.req, v) // the caller's own limit: the same at every provider
-			return t, r, false
+			d.arrived(since)
+			return g.answer(ctx, &t.req, v) // the caller's own limit: the same at every provider
 		case refused == nil:
 			refused, refusal = t, v
 		}
 	}
 	if len(waiting) == 0 {
-		t, r := g.answer(ctx, &refused.req, refusal)
-		return t, r, false
+		g.dispatcher(refused.req.provider()).arrived(since)
+		return g.answer(ctx, &refused.req, refusal)
 	}
 	t, room := g.soonest(ctx, waiting)
 	d := g.dispatcher(t.req.provider())
-	d.arrivals.Inc()
-	v := d.wait(ctx, t, room)
+	d.arrived(since)
+	v := d.wait(ctx, t, room, since)
 	if v.moved {
-		return nil, nil, true
+		return v
 	}
-	t, r = g.answer(ctx, &t.req, v)
-	return t, r, false
+	return g.answer(ctx, &t.req, v)
+}
+
+// arrived counts a call that came for the provider: once, where it was first let go, queued or
+// refused, not again where it moved when a breaker opened (since is when it first queued).
+func (d *dispatcher) arrived(since time.Time) {
+	if since.IsZero() {
+		d.arrivals.Inc()
+	}
 }
 
 // byLoad orders choices least loaded first: by this gateway's calls in flight to each provider
@@ -134,4 +145,109 @@ func (g *Gate) soonest(ctx context.Context, tickets []*Ticket) (*Ticket, room) {
 		}
 	}
 	return best, bestRoom
+}
+
+// steal sends, when this provider has nothing of its own queued, the next call of another
+// provider's queue of its pool, in that queue's fair order, if the call may go here and this
+// provider's limits let it: a queued call waits for whichever of its providers frees first. It
+// returns how long to sleep before the next step: zero when a call went, else idle (the sleep of
+// an empty queue), a short poll while another queue holds calls it could not take yet, or what
+// this provider's limits said.
+func (d *dispatcher) steal(idle time.Duration) time.Duration {
+	p := d.g.policy().Provider(d.provider)
+	if p == nil {
+		return idle
+	}
+	sleep := idle
+	for _, name := range p.Pooled {
+		home := d.g.existingDispatcher(name)
+		if home == nil {
+			continue
+		}
+		wt, choice, queued := home.offer(d.provider)
+		if wt == nil {
+			if queued { // its next call is being decided, or its lanes are blocked: look again soon
+				sleep = inFlightPoll
+			}
+			continue
+		}
+		t := &Ticket{g: d.g, req: wt.t.req.at(choice), lease: d.g.leases.Next()}
+		ctx, cancel := context.WithTimeout(d.g.ctx, decideTimeout)
+		v := d.g.decide(ctx, t)
+		cancel()
+		home.stolen(wt, v)
+		switch {
+		case v.ticket != nil:
+			return 0
+		case v.refusal.RetryAfter > 0:
+			return v.refusal.RetryAfter
+		}
+		return inFlightPoll
+	}
+	return sleep
+}
+
+// offer claims the next call of the queue, in fair order, for provider to decide, and returns
+// it with what it costs there; nil when that call may not go to provider, or is claimed already.
+// queued reports whether the queue holds calls.
+func (d *dispatcher) offer(provider string) (wt *waiter, c Choice, queued bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	it, _ := d.q.Next(d.g.now())
+	if it == nil {
+		return nil, Choice{}, d.q.Len() > 0
+	}
+	wt = it.Value.(*waiter)
+	i := slices.IndexFunc(wt.t.req.Pool, func(c Choice) bool { return c.Route.Provider.Name == provider })
+	if wt.claimed || i < 0 {
+		return nil, Choice{}, true
+	}
+	wt.claimed = true
+	return wt, wt.t.req.Pool[i], true
+}
+
+// stolen concludes a call of the queue that another provider of its pool decided: let go there,
+// it leaves the queue served, and counts in what the queue drained; refused, it stays for this
+// provider or another. A call whose client left meanwhile is given back.
+func (d *dispatcher) stolen(wt *waiter, v verdict) {
+	d.mu.Lock()
+	wt.claimed = false
+	if !wt.item.Queued() {
+		d.mu.Unlock()
+		if v.ticket != nil {
+			v.ticket.Withdraw()
+		}
+		return
+	}
+	if v.ticket != nil {
+		d.drained.add(d.g.now(), wt.item.Cost)
+		if d.shares != nil {
+			d.shares.Served(wt.item)
+		}
+		d.finish(wt, v, true)
+	}
+	d.mu.Unlock()
+	d.kick() // the queue's head may have changed
+}
+
+// existingDispatcher returns the provider's dispatcher if it has started, or nil.
+func (g *Gate) existingDispatcher(provider string) *dispatcher {
+	if d, ok := g.dispatchers.Load(provider); ok {
+		return d.(*dispatcher)
+	}
+	return nil
+}
+
+// kickPool wakes the dispatchers of the other providers of provider's pools: a call queued
+// there that one of them may send.
+func (g *Gate) kickPool(provider string) {
+	p := g.policy().Provider(provider)
+	if p == nil {
+		return
+	}
+	for _, name := range p.Pooled {
+		if d := g.existingDispatcher(name); d != nil {
+			d.kick()
+		}
+	}
 }

@@ -101,3 +101,46 @@ func TestPoolMovesCallsOffABrokenProvider(t *testing.T) {
 		t.Errorf("with both breakers open: %+v; want ProviderDown, back in an hour", r)
 	}
 }
+
+// TestPoolQueuedCallGoesWhereverFreesFirst fills both providers of a pool, queues a third call at
+// one of them, and frees the other: the call goes there, as it waits for whichever of its
+// providers frees first.
+func TestPoolQueuedCallGoesWhereverFreesFirst(t *testing.T) {
+	g, p := poolGate(t)
+	first, r := g.Admit(t.Context(), pooled(p))
+	if r != nil {
+		t.Fatalf("first call refused: %+v", r)
+	}
+	second, r := g.Admit(t.Context(), pooled(p))
+	if r != nil {
+		t.Fatalf("second call refused: %+v", r)
+	}
+	third := make(chan *Ticket, 1)
+	go func() {
+		t, _ := g.Admit(t.Context(), pooled(p))
+		third <- t
+	}()
+	var waiting string
+	poll.Until(t, 10*time.Second, "the third call to queue", func() bool {
+		for _, q := range g.Queues().Providers {
+			if q.Queued == 1 {
+				waiting = q.Name
+			}
+		}
+		return waiting != ""
+	})
+	freed := first
+	if first.Route().Provider.Name == waiting {
+		freed = second
+	}
+	freed.Settle(estimate.Usage{PromptTokens: 50, CompletionTokens: 50, TotalTokens: 100})
+	var got *Ticket
+	select {
+	case got = <-third:
+	case <-time.After(10 * time.Second): // the provider that freed stays free: the call should have gone at once
+		t.Fatalf("the third call still waits at %s, though %s is free", waiting, freed.Route().Provider.Name)
+	}
+	if got == nil || got.Route().Provider.Name != freed.Route().Provider.Name {
+		t.Fatalf("the third call, queued at %s, went to %v; want %s, which freed first", waiting, got, freed.Route().Provider.Name)
+	}
+}

@@ -74,6 +74,10 @@ type Provider struct {
 	// windows hold to in place of the configured ones. Zero fields mean none lower.
 	Learned gatewayv1.LearnedLimits
 
+	// Pooled are the other providers that serve one of its models, each once, in the
+	// configuration's order: those whose queued calls it may send (see package admission).
+	Pooled []string
+
 	limits []rule // the global limits, shared by every provider, then the provider's own
 }
 
@@ -112,12 +116,26 @@ func CompileLearned(cfg *gatewayv1.Config, replicas int64, learned map[string]ga
 			return nil, err
 		}
 	}
+	p.linkPools()
 	for i := range cfg.Tenants {
 		if err := p.addTenant(&b, &cfg.Tenants[i]); err != nil {
 			return nil, err
 		}
 	}
 	return p, nil
+}
+
+// linkPools tells each provider the others that serve one of its models.
+func (p *Policy) linkPools() {
+	for _, pr := range p.Providers() {
+		for _, m := range pr.Config.Models {
+			for _, r := range p.routes[m.Name] {
+				if r.Provider != pr && !slices.Contains(pr.Pooled, r.Provider.Name) {
+					pr.Pooled = append(pr.Pooled, r.Provider.Name)
+				}
+			}
+		}
+	}
 }
 
 // addProvider compiles a provider, pacing to the limits it reported lower than cfg's; globals

@@ -111,8 +111,8 @@ func (c *call) use(route *policy.Route) {
 // before its call went out (nothing charged), or once the provider had it (charged what the
 // provider billed, or its estimate when no answer told).
 func (s *Server) clientLeft(c *call, when string) {
-	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeClientClosed).Inc()
 	s.log.Info("the client left", "when", when, "tenant", c.tenant(), "provider", c.provider(), "request_id", c.requestID)
+	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeClientClosed).Inc() // after the log: whoever reads the count finds the line
 }
 
 // fail answers a call with an error and counts it.

@@ -186,9 +186,10 @@ func (s *Server) jobEnded(j *jobs.Job) {
 	}
 }
 
-// attempt sends a job's call through the queue, in the Batch class, and the provider. A refusal
-// by the job's own limits (its user's, tenant's or endpoint's) defers the job until they allow
-// it, uncounted, so that its worker takes another tenant's job meanwhile.
+// attempt sends a job's call through the queue, in the Batch class, and the provider of its pool
+// the gate chose. A refusal by the job's own limits (its user's, tenant's or endpoint's), or
+// because every provider of its model is out of the pool, defers the job until they allow it or
+// a probe is due, uncounted, so that its worker takes another tenant's job meanwhile.
 func (s *Server) attempt(ctx context.Context, j *jobs.Job) jobs.Outcome {
 	c, apiErr := s.jobCall(ctx, s.policy.Load(), j)
 	if apiErr != nil {
@@ -199,6 +200,7 @@ func (s *Server) attempt(ctx context.Context, j *jobs.Job) jobs.Outcome {
 	t, refusal := s.gate.Admit(ctx, req)
 	switch {
 	case refusal == nil:
+		c.use(t.Route())
 		return s.forward(ctx, c, t)
 	case refusal.Reason == admission.Superseded:
 		return jobs.Outcome{Err: "the job is no longer this attempt's", Retry: true}
@@ -206,7 +208,7 @@ func (s *Server) attempt(ctx context.Context, j *jobs.Job) jobs.Outcome {
 	apiErr = refusalError(nil, c, refusal)
 	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOf(apiErr)).Inc()
 	o := jobs.Outcome{Err: apiErr.Message, Retry: refusal.Retryable()}
-	if refusal.Reason == admission.Limited && refusal.Level < ratelimit.LevelGlobal {
+	if (refusal.Reason == admission.Limited && refusal.Level < ratelimit.LevelGlobal) || refusal.Reason == admission.ProviderDown {
 		o.NotBefore = time.Now().Add(max(refusal.RetryAfter, minDeferral))
 	}
 	return o

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -229,5 +230,42 @@ func TestAzureProvider(t *testing.T) {
 	}
 	if got, auth := r.Header.Get("Api-Key"), r.Header.Get("Authorization"); got != "azure-key" || auth != "" {
 		t.Errorf("api-key %q, Authorization %q; want the key in api-key alone", got, auth)
+	}
+}
+
+// TestPoolJobGoesWhereItWasAdmitted runs a job for a pooled model while the pool's first provider
+// is out (its breaker open): the job's call is sent to the provider the gate admitted it to, and
+// charged at its prices.
+func TestPoolJobGoesWhereItWasAdmitted(t *testing.T) {
+	big, small := newPoolProvider(t, 0), newPoolProvider(t, 0)
+	g := newSettleGatewayFrom(t, poolConfig(big.URL, small.URL))
+	big.status.Store(http.StatusInternalServerError)
+	for range 2 { // served by small after big failed them: big's breaker opens
+		if code, body := g.call(t.Context(), false); code != http.StatusOK {
+			t.Fatalf("%d %s", code, body)
+		}
+	}
+	before := small.calls.Load()
+	r := httptest.NewRequest(http.MethodPost, "/v1/jobs", strings.NewReader(`{"endpoint":"/v1/chat/completions","body":`+settleBody+`}`))
+	r.Header.Set("Authorization", "Bearer "+settleKey)
+	w := httptest.NewRecorder()
+	g.Handler().ServeHTTP(w, r)
+	if w.Code != http.StatusAccepted {
+		t.Fatalf("POST /v1/jobs: %d %s", w.Code, w.Body.String())
+	}
+	taken, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	j, err := g.jobs.Take(taken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := g.attempt(t.Context(), j); o.Status != http.StatusOK {
+		t.Fatalf("the job's attempt: %+v", o)
+	}
+	if got := small.calls.Load() - before; got != 1 {
+		t.Errorf("small received %d of the job's calls; want 1: the gate admitted it there", got)
+	}
+	if got := big.calls.Load(); got != 2 {
+		t.Errorf("big received %d calls; want only the 2 live calls that opened its breaker", got)
 	}
 }

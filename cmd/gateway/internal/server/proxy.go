@@ -165,21 +165,22 @@ func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
 			resp.Header.Del(name)
 		}
 	}
+	status := resp.StatusCode
+	if status >= 400 && upstream.Retryable(resp, nil) && o.canFailOver() {
+		s.metrics.providerErrors.WithLabelValues(o.provider(), strconv.Itoa(status)).Inc()
+		o.ticket.Refund()
+		return errFailOver // another provider of the pool serves the call, under the client's request id
+	}
 	if id := resp.Header.Get(headerRequestID); o.answer != nil && id != "" {
 		o.answer.Del(headerRequestID) // the provider's own id names the call where it was served
 		o.requestID = id
 	}
 	resp.Body = o.watchStall(resp.Body)
-	status := resp.StatusCode
 	switch {
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		s.providerFailed(o.call, status)
 		o.ticket.Refund()
 		return errProviderCredentials // its body may quote the gateway's own key
-	case status >= 400 && upstream.Retryable(resp, nil) && o.canFailOver():
-		s.metrics.providerErrors.WithLabelValues(o.provider(), strconv.Itoa(status)).Inc()
-		o.ticket.Refund()
-		return errFailOver
 	case status >= 400:
 		s.providerFailed(o.call, status)
 		o.ticket.Refund()

@@ -40,6 +40,10 @@ type kase struct {
 	// untilDone runs the case until its books are done, at most
 	// Options.QueueCap, rather than Options.Duration.
 	untilDone bool
+	// failover serves the model by a pool: the provider and a second account
+	// with a tenth of its limits, and takes the first down for
+	// Options.FailoverFor from Options.FailoverAt.
+	failover bool
 }
 
 // limit is the longest the case runs.
@@ -66,6 +70,7 @@ var cases = []kase{
 	{name: CaseQueue, allAtOnce: true, gateway: gatewayv1.BehaviorQueue, honoursDoor: true, untilDone: true},
 	{name: CasePool, allAtOnce: true, pooled: true, retries: true},
 	{name: CaseInteractive, gateway: gatewayv1.BehaviorQueue, steady: true},
+	{name: CaseFailover, allAtOnce: true, gateway: gatewayv1.BehaviorQueue, honoursDoor: true, untilDone: true, failover: true},
 }
 
 func caseNamed(name string) (kase, bool) {

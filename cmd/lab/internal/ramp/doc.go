@@ -24,6 +24,14 @@
 //     most 200 connections to the provider: the pool becomes the queue. Its
 //     clients send a page the provider refused again after its Retry-After,
 //     at most [Options.Comebacks] times, as an SDK's client does.
+//   - interactive: an interactive tenant at a steady rate beside a batch
+//     tenant that sends twice what the provider serves.
+//   - failover: the queue case for a model that two accounts serve, the
+//     provider's and a second with a tenth of its limits (not in the default
+//     cases). The first goes down at [Options.FailoverAt], its listener and
+//     connections closed as a killed process's, and listens again
+//     [Options.FailoverFor] later; the report tells what each account served
+//     before, during and after the outage.
 //
 // A gateway case writes the gateway's configuration into a temporary
 // directory: one tenant, "ramp", with one key and user per simulated user, so

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
@@ -92,41 +93,73 @@ func settingsOf(o Options) Settings {
 	}
 }
 
-// runCase runs one case against a provider of its own, and the gateway if
-// the case has one.
+// runCase runs one case against a provider of its own (the failover case against a pool of two),
+// and the gateway if the case has one.
 func runCase(ctx context.Context, opts Options, c kase, progress io.Writer) (CaseReport, error) {
-	p, err := provider.New(opts.Provider)
+	accounts, err := startAccounts(opts, c)
+	defer func() {
+		for _, a := range accounts {
+			a.shutdown()
+		}
+	}()
 	if err != nil {
 		return CaseReport{}, err
 	}
-	rec := &recorder{next: p, defaultMaxTokens: opts.Provider.DefaultMaxTokens}
-	srv, providerURL, err := serveLocal(rec, opts.ProviderAddr)
+	t, stopGateway, err := targetOf(ctx, opts, c, accounts)
 	if err != nil {
 		return CaseReport{}, err
 	}
-	defer shutdown(srv)
-	t, stopGateway, err := targetOf(ctx, opts, c, providerURL)
-	if err != nil {
-		return CaseReport{}, err
-	}
-	l, elapsed := drive(ctx, opts, c, t, progress)
+	l, elapsed := drive(ctx, opts, c, t, progress, accounts[0])
 	stopGateway()
-	shutdown(srv)
+	for _, a := range accounts {
+		a.shutdown()
+	}
 	run := caseRun{
 		name: c.name, queued: c.gateway == gatewayv1.BehaviorQueue && !c.steady, steady: c.steady, limit: c.limit(opts), capFlag: c.capFlag(), comebacks: opts.Comebacks,
 		schedule: schedule{users: opts.Users, step: opts.Step}, elapsed: elapsed,
-		pages: l.recorded(), calls: rec.calls(l.start), stats: p.Stats(),
-		tokensPerMinute: opts.Provider.TokensPerMinute,
-		prices:          pricesOf(opts.Provider),
+		pages:  l.recorded(),
+		prices: pricesOf(opts.Provider),
+	}
+	for _, a := range accounts {
+		run.calls = append(run.calls, a.rec.calls(l.start)...)
+		run.stats = addStats(run.stats, a.p.Stats())
+		run.tokensPerMinute += a.opts.TokensPerMinute
 	}
 	cr := summarize(run)
+	if c.failover {
+		cr.Pool = poolReport(accounts, l.start)
+		cr.Notes = append(cr.Notes, cr.Pool.notes()...)
+	}
 	fmt.Fprintf(progress, "%-10s done in %.1fs: %d of %d books clean\n", c.name, elapsed.Seconds(), cr.CleanBooks, cr.Books)
 	return cr, nil
 }
 
+// startAccounts starts the case's providers: the account of opts, and for the failover case a
+// second one with a tenth of its limits.
+func startAccounts(opts Options, c kase) ([]*account, error) {
+	first, err := startAccount(providerName, opts.Provider, opts.ProviderAddr)
+	if err != nil || !c.failover {
+		return []*account{first}, err
+	}
+	small, err := startAccount(smallProviderName, smallAccount(opts.Provider), "")
+	return []*account{first, small}, err
+}
+
+// addStats adds up two providers' counts.
+func addStats(a, b provider.Stats) provider.Stats {
+	return provider.Stats{
+		Accepted: a.Accepted + b.Accepted, Rejected429Requests: a.Rejected429Requests + b.Rejected429Requests,
+		Rejected429Tokens: a.Rejected429Tokens + b.Rejected429Tokens, Rejected503: a.Rejected503 + b.Rejected503,
+		Canceled: a.Canceled + b.Canceled, InFlight: a.InFlight + b.InFlight, MaxInFlightSeen: max(a.MaxInFlightSeen, b.MaxInFlightSeen),
+		PromptTokens: a.PromptTokens + b.PromptTokens, CompletionTokens: a.CompletionTokens + b.CompletionTokens,
+		MicroDollars: a.MicroDollars + b.MicroDollars,
+	}
+}
+
 // drive runs the case's users against t for at most its cap and returns
-// what they did and how long it took.
-func drive(ctx context.Context, opts Options, c kase, t target, progress io.Writer) (*load, time.Duration) {
+// what they did and how long it took. The failover case's first account goes
+// down meanwhile.
+func drive(ctx context.Context, opts Options, c kase, t target, progress io.Writer, first *account) (*load, time.Duration) {
 	client := c.client(opts)
 	defer client.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(ctx, c.limit(opts))
@@ -135,6 +168,12 @@ func drive(ctx context.Context, opts Options, c kase, t target, progress io.Writ
 		kase: c, opts: opts, client: client, target: t,
 		bodies: pageBodies(opts),
 		start:  time.Now(),
+	}
+	if c.failover {
+		var outage sync.WaitGroup
+		outage.Go(func() { first.outage(ctx, l.start, opts.FailoverAt, opts.FailoverFor) })
+		defer outage.Wait()
+		defer cancel() // before the wait: an outage the case outlasted ends with it
 	}
 	if c.steady {
 		l.steady(ctx, progress)
@@ -146,18 +185,21 @@ func drive(ctx context.Context, opts Options, c kase, t target, progress io.Writ
 
 // targetOf is where the case's pages go: the provider, or the gateways in
 // front of it, which the returned function stops.
-func targetOf(ctx context.Context, opts Options, c kase, providerURL string) (target, func(), error) {
+func targetOf(ctx context.Context, opts Options, c kase, accounts []*account) (target, func(), error) {
 	if c.gateway == "" {
 		key := opts.Provider.APIKey
-		return target{urls: []string{providerURL}, key: func(int) string { return key }}, func() {}, nil
+		return target{urls: []string{accounts[0].url}, key: func(int) string { return key }}, func() {}, nil
 	}
 	if len(opts.GatewayURLs) > 0 {
 		return target{urls: opts.GatewayURLs, key: userKey}, func() {}, nil
 	}
 	var stops stack
-	cfg := gatewayConfig(opts, c.gateway, providerURL, opts.Users[len(opts.Users)-1])
+	cfg := gatewayConfig(opts, c.gateway, accounts[0].url, opts.Users[len(opts.Users)-1])
 	if c.steady {
 		cfg.Tenants = mixedTenants(opts)
+	}
+	if c.failover {
+		cfg = withSmallAccount(cfg, accounts[1].opts, accounts[1].url)
 	}
 	if opts.Gateways > 1 {
 		r, err := gatewayproc.StartRedis(ctx, opts.RedisServer)

@@ -53,7 +53,7 @@ type Options struct {
 	// their way rather than how long they take. Must be positive.
 	QueueCap time.Duration
 	// Cases name the cases to run, in order: some of sequential, burst,
-	// reject, queue and pool.
+	// reject, queue, pool, interactive and failover.
 	Cases []string
 	// Gateway is the path of the gateway binary, for the reject and queue
 	// cases.
@@ -94,6 +94,11 @@ type Options struct {
 	// MaxWait is the queue's door: the longest wait the gateway accepts
 	// before it answers busy. More than zero and at most 10m.
 	MaxWait time.Duration
+	// FailoverAt is when, from its start, the failover case takes its first
+	// provider down (its listener and every connection closed, as a process
+	// killed), and FailoverFor how long until it listens again; both
+	// positive.
+	FailoverAt, FailoverFor time.Duration
 }
 
 // The cases, in the order Run runs them by default.
@@ -106,6 +111,10 @@ const (
 	// CaseInteractive is an interactive tenant beside a batch tenant that
 	// sends twice what the provider serves, through the gateway's queue.
 	CaseInteractive = "interactive"
+	// CaseFailover is the queue case in front of a pool of two accounts, the
+	// second with a tenth of the first's limits, the first down for a while
+	// in the middle of the crowd.
+	CaseFailover = "failover"
 )
 
 // DefaultOptions is the reference ramp: the lab's reference provider
@@ -134,6 +143,8 @@ func DefaultOptions() Options {
 		UserRate:        2,
 		Comebacks:       3,
 		MaxWait:         time.Minute,
+		FailoverAt:      30 * time.Second,
+		FailoverFor:     30 * time.Second,
 	}
 }
 
@@ -163,6 +174,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Comebacks, "comebacks", o.Comebacks, "how often a page the queue's door turned away comes back after its Retry-After before it gives up")
 	fs.Float64Var(&o.InteractiveRate, "interactive-rate", o.InteractiveRate, "the interactive case's calls a second from its interactive tenant")
 	fs.DurationVar(&o.MaxWait, "max-wait", o.MaxWait, "the queue case's door: the longest wait the gateway accepts")
+	fs.DurationVar(&o.FailoverAt, "failover-at", o.FailoverAt, "when, from its start, the failover case takes its first provider down")
+	fs.DurationVar(&o.FailoverFor, "failover-for", o.FailoverFor, "how long the failover case's first provider stays down")
 }
 
 // addGatewayURL adds a running gateway's base URL. The lab's load stays on this machine: the
@@ -206,8 +219,8 @@ func (o Options) validate() error {
 	switch {
 	case !ladder.Ladder(o.Users).Increasing():
 		return errors.New("ramp: options: Users must be positive and increasing")
-	case o.Step <= 0, o.Duration <= 0, o.QueueCap <= 0:
-		return errors.New("ramp: options: Step, Duration and QueueCap must be positive")
+	case o.Step <= 0, o.Duration <= 0, o.QueueCap <= 0, o.FailoverAt <= 0, o.FailoverFor <= 0:
+		return errors.New("ramp: options: Step, Duration, QueueCap, FailoverAt and FailoverFor must be positive")
 	case o.Pages <= 0, o.PromptTokens <= 0, o.MaxTokens <= 0:
 		return errors.New("ramp: options: Pages, PromptTokens and MaxTokens must be positive")
 	case o.PoolConns <= 0, o.UserBurst <= 0, o.UserRate <= 0, o.Gateways <= 0:

@@ -51,7 +51,7 @@ func TestValidate(t *testing.T) {
 		{name: "users that do not increase", change: func(o *Options) { o.Users = []int{1, 3, 3} }, want: "Users must be positive and increasing"},
 		{name: "no users", change: func(o *Options) { o.Users = nil }, want: "Users must be positive and increasing"},
 		{name: "zero users first", change: func(o *Options) { o.Users = []int{0, 1} }, want: "Users must be positive and increasing"},
-		{name: "no step", change: func(o *Options) { o.Step = 0 }, want: "Step, Duration and QueueCap must be positive"},
+		{name: "no step", change: func(o *Options) { o.Step = 0 }, want: "Step, Duration, QueueCap, FailoverAt and FailoverFor must be positive"},
 		{name: "an empty book", change: func(o *Options) { o.Pages = 0 }, want: "Pages, PromptTokens and MaxTokens must be positive"},
 		{name: "a door past 10 minutes", change: func(o *Options) { o.MaxWait = time.Hour }, want: "MaxWait must be more than 0s and at most 10m0s"},
 		{name: "an unknown case", change: func(o *Options) { o.Cases = []string{"burst", "retry"} }, want: `unknown case "retry": must be one of sequential, burst, reject, queue, pool`},

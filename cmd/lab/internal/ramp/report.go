@@ -121,6 +121,8 @@ type CaseReport struct {
 	Series Series `json:"series"`
 	// Notes say what a reader must know to read the numbers right.
 	Notes []string `json:"notes,omitempty"`
+	// Pool is what the failover case's pool did; nil for another case.
+	Pool *PoolReport `json:"pool,omitempty"`
 }
 
 // DoorWait is one page's wait in a gateway's queue against the door's estimate.
