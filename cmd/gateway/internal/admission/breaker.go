@@ -80,16 +80,17 @@ func (b *breaker) retryAfter(now time.Time) time.Duration {
 	return max(b.openUntil.Sub(now), 0)
 }
 
-// breakerAllows reports whether the provider's breaker lets a call go now, and when it does not,
-// how long until it lets a probe through.
-func (d *dispatcher) breakerAllows() (bool, time.Duration) {
+// outOfPool reports whether the provider's breaker is open, and if so how long until it lets a
+// probe through. A half-open provider is in its pools: with its probe out it sends nothing, but
+// calls may wait in its queue for the probe's answer (and move to the others if it fails).
+func (d *dispatcher) outOfPool() (bool, time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.g.now()
-	if d.breaker.allows(now, d.breakerConfig()) {
-		return true, 0
+	if d.breaker.state(now) == gatewayv1.BreakerOpen {
+		return true, d.breaker.retryAfter(now)
 	}
-	return false, d.breaker.retryAfter(now)
+	return false, 0
 }
 
 // attempted takes in the result of an attempt to call the provider. When it opens the breaker,
@@ -104,6 +105,7 @@ func (d *dispatcher) attempted(served bool) {
 	if state := d.breaker.state(now); state != was {
 		d.g.metrics.breakerOpen.WithLabelValues(d.provider).Set(boolGauge(state != gatewayv1.BreakerClosed))
 		d.g.log.Warn("provider breaker", "provider", d.provider, "state", state)
+		d.kick() // closed again: the calls waiting for the probe's answer may go
 	}
 	d.storeNextProbe()
 	if !opened {

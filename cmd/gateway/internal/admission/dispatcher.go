@@ -303,8 +303,8 @@ func (d *dispatcher) next() (*waiter, time.Duration) {
 	defer d.mu.Unlock()
 	now := d.g.now()
 	if wait, open := d.open(now); !open {
-		if d.q.Len() > 0 {
-			d.heldBack(now)
+		if d.q.Len() > 0 && d.breaker.allows(now, d.breakerConfig()) {
+			d.heldBack(now) // a provider out behind its breaker drains nothing: not a second of its drain
 		}
 		return nil, wait
 	}

@@ -24,14 +24,14 @@ import (
 //   - a provider whose breaker is open is out of the pool, and when a breaker opens, the calls
 //     waiting at its provider come to the door of the others.
 
-// serving returns the choices whose provider's breaker lets a call go now, or, when none does,
-// the refusal that says so and when the first lets a probe through.
+// serving returns the choices whose provider is in its pool (its breaker closed or half open), or,
+// when none is, the refusal that says so and when the first lets a probe through.
 func (g *Gate) serving(choices []Choice) ([]Choice, *Refusal) {
 	live := make([]Choice, 0, len(choices))
 	var retryAfter time.Duration = -1
 	for _, c := range choices {
-		ok, after := g.dispatcher(c.Route.Provider.Name).breakerAllows()
-		if ok {
+		out, after := g.dispatcher(c.Route.Provider.Name).outOfPool()
+		if !out {
 			live = append(live, c)
 			continue
 		}

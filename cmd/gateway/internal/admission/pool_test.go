@@ -51,96 +51,101 @@ func pooled(p *policy.Policy) Request {
 	return req
 }
 
-// TestPoolMovesCallsOffABrokenProvider fills both providers of a pool, queues a third call, opens
-// the breaker of the provider it waits for, and checks that the call moves to the other, which
-// lets it go once its call in flight ends; with both breakers open, a call is answered that the
-// providers are down.
-func TestPoolMovesCallsOffABrokenProvider(t *testing.T) {
-	g, p := poolGate(t)
-	first, r := g.Admit(t.Context(), pooled(p))
-	if r != nil {
-		t.Fatalf("first call refused: %+v", r)
+// fullPool is a pool whose two providers each hold one call, with a third call waiting at one
+// of them.
+type fullPool struct {
+	g *Gate
+	p *policy.Policy
+	// at holds each provider's call in flight, by the provider's name.
+	at map[string]*Ticket
+	// waiting is the provider the third call waits at, and third its ticket or refusal once it
+	// has one.
+	waiting string
+	third   chan verdict
+}
+
+// fillPool admits a call to each provider of poolGate's pool, the least loaded first, and a third
+// call, which waits.
+func fillPool(t *testing.T) *fullPool {
+	t.Helper()
+	f := &fullPool{at: map[string]*Ticket{}, third: make(chan verdict, 1)}
+	f.g, f.p = poolGate(t)
+	for range 2 {
+		ticket, r := f.g.Admit(t.Context(), pooled(f.p))
+		if r != nil {
+			t.Fatalf("a call refused: %+v", r)
+		}
+		f.at[ticket.Route().Provider.Name] = ticket
 	}
-	second, r := g.Admit(t.Context(), pooled(p))
-	if r != nil {
-		t.Fatalf("second call refused: %+v", r)
+	if len(f.at) != 2 {
+		t.Fatalf("both calls went to one provider; want one to each, the least loaded")
 	}
-	if first.Route().Provider.Name == second.Route().Provider.Name {
-		t.Fatalf("both calls went to %s; want one to each provider, the least loaded", first.Route().Provider.Name)
-	}
-	type result struct {
-		t *Ticket
-		r *Refusal
-	}
-	third := make(chan result, 1)
 	go func() {
-		t, r := g.Admit(t.Context(), pooled(p))
-		third <- result{t, r}
+		ticket, r := f.g.Admit(t.Context(), pooled(f.p))
+		f.third <- verdict{ticket: ticket, refusal: r}
 	}()
-	var waiting string // the provider the third call waits for
 	poll.Until(t, 10*time.Second, "the third call to queue", func() bool {
-		for _, q := range g.Queues().Providers {
+		for _, q := range f.g.Queues().Providers {
 			if q.Queued == 1 {
-				waiting = q.Name
+				f.waiting = q.Name
 			}
 		}
-		return waiting != ""
+		return f.waiting != ""
 	})
-	g.Attempted(waiting, false) // its breaker opens: the call moves
-	other := first
-	if first.Route().Provider.Name == waiting {
-		other = second
+	return f
+}
+
+// other is the provider the third call does not wait at.
+func (f *fullPool) other() string {
+	for name := range f.at {
+		if name != f.waiting {
+			return name
+		}
 	}
-	other.Settle(estimate.Usage{PromptTokens: 50, CompletionTokens: 50, TotalTokens: 100})
-	res := <-third
-	if res.r != nil || res.t.Route().Provider.Name == waiting {
-		t.Fatalf("the third call: %v, %+v; want it let go to the provider whose breaker is closed", res.t, res.r)
+	return ""
+}
+
+// free ends the call in flight at provider.
+func (f *fullPool) free(provider string) {
+	f.at[provider].Settle(estimate.Usage{PromptTokens: 50, CompletionTokens: 50, TotalTokens: 100})
+}
+
+// thirdCall is the third call's verdict, which must come within a bound: the provider it may go
+// to is free.
+func (f *fullPool) thirdCall(t *testing.T) verdict {
+	t.Helper()
+	select {
+	case v := <-f.third:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the third call still waits at %s, though %s is free", f.waiting, f.other())
+		return verdict{}
 	}
-	g.Attempted(res.t.Route().Provider.Name, false)
-	if _, r := g.Admit(t.Context(), pooled(p)); r == nil || r.Reason != ProviderDown || r.RetryAfter != time.Hour {
+}
+
+// TestPoolMovesCallsOffABrokenProvider opens the breaker of the provider a call waits for in a
+// full pool, and checks that the call moves to the other, which lets it go once its call in
+// flight ends; with both breakers open, a call is answered that the providers are down.
+func TestPoolMovesCallsOffABrokenProvider(t *testing.T) {
+	f := fillPool(t)
+	f.g.Attempted(f.waiting, false) // its breaker opens: the call moves
+	f.free(f.other())
+	v := f.thirdCall(t)
+	if v.refusal != nil || v.ticket.Route().Provider.Name != f.other() {
+		t.Fatalf("the third call: %v, %+v; want it let go at %s, whose breaker is closed", v.ticket, v.refusal, f.other())
+	}
+	f.g.Attempted(f.other(), false)
+	if _, r := f.g.Admit(t.Context(), pooled(f.p)); r == nil || r.Reason != ProviderDown || r.RetryAfter != time.Hour {
 		t.Errorf("with both breakers open: %+v; want ProviderDown, back in an hour", r)
 	}
 }
 
-// TestPoolQueuedCallGoesWhereverFreesFirst fills both providers of a pool, queues a third call at
-// one of them, and frees the other: the call goes there, as it waits for whichever of its
-// providers frees first.
+// TestPoolQueuedCallGoesWhereverFreesFirst frees, in a full pool, the provider a call does not
+// wait at: the call goes there, as it waits for whichever of its providers frees first.
 func TestPoolQueuedCallGoesWhereverFreesFirst(t *testing.T) {
-	g, p := poolGate(t)
-	first, r := g.Admit(t.Context(), pooled(p))
-	if r != nil {
-		t.Fatalf("first call refused: %+v", r)
-	}
-	second, r := g.Admit(t.Context(), pooled(p))
-	if r != nil {
-		t.Fatalf("second call refused: %+v", r)
-	}
-	third := make(chan *Ticket, 1)
-	go func() {
-		t, _ := g.Admit(t.Context(), pooled(p))
-		third <- t
-	}()
-	var waiting string
-	poll.Until(t, 10*time.Second, "the third call to queue", func() bool {
-		for _, q := range g.Queues().Providers {
-			if q.Queued == 1 {
-				waiting = q.Name
-			}
-		}
-		return waiting != ""
-	})
-	freed := first
-	if first.Route().Provider.Name == waiting {
-		freed = second
-	}
-	freed.Settle(estimate.Usage{PromptTokens: 50, CompletionTokens: 50, TotalTokens: 100})
-	var got *Ticket
-	select {
-	case got = <-third:
-	case <-time.After(10 * time.Second): // the provider that freed stays free: the call should have gone at once
-		t.Fatalf("the third call still waits at %s, though %s is free", waiting, freed.Route().Provider.Name)
-	}
-	if got == nil || got.Route().Provider.Name != freed.Route().Provider.Name {
-		t.Fatalf("the third call, queued at %s, went to %v; want %s, which freed first", waiting, got, freed.Route().Provider.Name)
+	f := fillPool(t)
+	f.free(f.other())
+	if v := f.thirdCall(t); v.ticket == nil || v.ticket.Route().Provider.Name != f.other() {
+		t.Fatalf("the third call, queued at %s: %v, %+v; want it let go at %s, which freed first", f.waiting, v.ticket, v.refusal, f.other())
 	}
 }

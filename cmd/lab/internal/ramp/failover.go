@@ -56,8 +56,8 @@ func (a *account) outage(ctx context.Context, start time.Time, at, length time.D
 		return
 	}
 	a.mu.Lock()
+	a.down = time.Now() // before the close: the calls it cuts end after it
 	a.srv.Close()
-	a.down = time.Now()
 	a.mu.Unlock()
 	if !sleepUntil(ctx, start.Add(at+length)) {
 		return
@@ -145,9 +145,9 @@ func poolReport(accounts []*account, start time.Time) *PoolReport {
 			switch at := start.Add(c.at); {
 			case c.refusedByProvider():
 				pp.Refused++
-			case c.status != http.StatusOK:
 			case a == first && !down.IsZero() && at.Before(down) && !at.Add(c.took).Before(down):
 				pp.Cut++
+			case c.status != http.StatusOK:
 			case down.IsZero() || at.Before(down):
 				pp.Served[0]++
 			case up.IsZero() || at.Before(up):

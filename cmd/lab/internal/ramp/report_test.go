@@ -1,6 +1,7 @@
 package ramp
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -214,5 +215,34 @@ func TestUsersAt(t *testing.T) {
 		if got := ramp.usersAt(tc.at); got != tc.want {
 			t.Errorf("usersAt(%s) = %d; want %d", tc.at, got, tc.want)
 		}
+	}
+}
+
+// TestPoolReport counts what each account of the failover case's pool served around the outage
+// of the first: by when each call came, the calls the outage cut, and the refusals.
+func TestPoolReport(t *testing.T) {
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
+	seen := func(from, took float64, status int) seenCall {
+		return seenCall{at: at(from), took: time.Duration(took * float64(time.Second)), status: status, tokens: 800}
+	}
+	big := &account{name: "lab", rec: &recorder{seen: []seenCall{
+		seen(1, 2, http.StatusOK),  // before
+		seen(29, 2, 0),             // cut by the outage at 30 s
+		seen(61, 2, http.StatusOK), // after
+		seen(62, 0, http.StatusTooManyRequests),
+	}}, down: at(30), up: at(60)}
+	big.opts.RequestsPerMinute = 1500
+	small := &account{name: "lab-small", rec: &recorder{seen: []seenCall{
+		seen(10, 2, http.StatusOK), seen(40, 2, http.StatusOK), seen(45, 2, http.StatusOK), seen(70, 2, http.StatusOK),
+	}}}
+	small.opts.RequestsPerMinute = 150
+	got := poolReport([]*account{big, small}, start)
+	want := &PoolReport{DownSeconds: 30, UpSeconds: 60, Providers: []PoolProvider{
+		{Name: "lab", RequestsPerMinute: 1500, Served: [3]int{1, 0, 1}, Cut: 1, Refused: 1},
+		{Name: "lab-small", RequestsPerMinute: 150, Served: [3]int{1, 2, 1}},
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("poolReport (-want +got):\n%s", diff)
 	}
 }
