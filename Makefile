@@ -78,7 +78,7 @@ lab-variants:
 	cp bin/lab-variants/variants.txt cmd/lab/demo/
 
 ## lab-failover: the failover case: a crowd's books queued for a pool of two accounts, one with a
-## tenth of the other's limits, the larger down for 30 s in the middle; a few minutes. Keeps its
+## tenth of the other's limits, the larger down for 30 s in the middle; about 10 minutes. Keeps its
 ## table and chart in cmd/lab/demo/.
 lab-failover:
 	@OUT=bin/lab-failover hack/lab-failover.sh

@@ -16,13 +16,15 @@ import (
 //     flight from this gateway over the provider's sustained tokens a minute), so that calls
 //     spread over a pool in proportion to each provider's limits;
 //   - when none can, it waits at the one whose door promises the shortest wait: what each queue
-//     holds against the rate it drains, so that the queues of a pool drain together;
-//   - a call waits for whichever provider of its pool frees first: a provider with nothing of
-//     its own queued sends the next call, in fair order, of another's queue that it may serve
-//     (steal), so that the queues of a pool drain together, and the door of each counts what
-//     the others drained from it;
-//   - a provider whose breaker is open is out of the pool, and when a breaker opens, the calls
-//     waiting at its provider come to the door of the others.
+//     holds against the rate it drains;
+//   - once queued, it waits for whichever provider of its pool frees first: a provider with
+//     nothing of its own queued sends the next call, in fair order, of another's queue that it
+//     may serve (steal), and that queue's door counts what the others drained from it, so that
+//     the queues of a pool drain together;
+//   - a provider whose breaker is open is out of the pool; when a breaker opens, the calls
+//     waiting at its provider move to the others' queues, past their doors, for what is left of
+//     their maxWait. A half-open provider is in the pool: while its probe is out, calls wait in
+//     its queue for the answer.
 
 // serving returns the choices whose provider is in its pool (its breaker closed or half open), or,
 // when none is, the refusal that says so and when the first lets a probe through.
