@@ -90,7 +90,7 @@ func TestCompile(t *testing.T) {
 	}
 	withDegrade := func(tp v1alpha1.TenantPlan, model, fallback string) v1alpha1.TenantPlan {
 		c := tp.DeepCopy()
-		c.Spec.Budget = &v1alpha1.Budget{Amount: "100", Period: v1alpha1.PeriodMonth}
+		c.Spec.Budget = &v1alpha1.Budget{Amount: "100", Period: v1alpha1.BudgetPeriodMonth}
 		c.Spec.Degrade = &v1alpha1.Degrade{Model: model, Fallback: fallback, BelowPercent: 10}
 		return *c
 	}
@@ -477,7 +477,7 @@ func TestCompileConverts(t *testing.T) {
 	tp.Spec.Endpoints = []v1alpha1.EndpointLimits{{Endpoint: v1alpha1.EndpointChat, Limits: []v1alpha1.Limit{
 		{Dimension: v1alpha1.DimensionTokens, Amount: 20000, Per: v1alpha1.PeriodMinute, Burst: 40000, OnLimit: v1alpha1.BehaviorReject},
 	}}}
-	tp.Spec.Budget = &v1alpha1.Budget{Amount: "5000", Period: v1alpha1.PeriodMonth}
+	tp.Spec.Budget = &v1alpha1.Budget{Amount: "5000", Period: v1alpha1.BudgetPeriodMonth}
 	tp.Spec.TimeZone, tp.Spec.MaxWait = "Europe/Berlin", metav1.Duration{Duration: 10 * time.Minute}
 	tp.Spec.Degrade = &v1alpha1.Degrade{Model: "gpt-4o", Fallback: "gpt-4o-mini", BelowPercent: 20}
 	tp.Spec.JobScope, tp.UID = v1alpha1.JobScopeUser, "0b6e3c1e-5d0f-4e6a-9a57-2f3c8d1e7b42"

@@ -77,7 +77,7 @@ func TestManager(t *testing.T) {
 
 	pq := quota("openai", 0, "gpt-4o")
 	tp := plan("pro", 0, []string{"acme"}, []string{"openai"})
-	tp.Spec.Budget = &v1alpha1.Budget{Amount: "100", Period: v1alpha1.PeriodMonth}
+	tp.Spec.Budget = &v1alpha1.Budget{Amount: "100", Period: v1alpha1.BudgetPeriodMonth}
 	create(t, c, ns, &pq, &tp, ptrTo(providerSecret("openai", openaiKey)), ptrTo(keySecret("acme-alice", "acme", "alice", aliceKey)))
 
 	poll.Until(t, settle, "the gateway's usage in the ProviderQuota's status", func() bool {

@@ -49,7 +49,7 @@ func scaleObjects() ([]v1alpha1.ProviderQuota, []v1alpha1.TenantPlan, []corev1.S
 			}
 		}
 		tp := plan(fmt.Sprintf("plan-%03d", p), 0, tenants, []string{"openai"})
-		tp.Spec.Budget = &v1alpha1.Budget{Amount: "100", Period: v1alpha1.PeriodMonth}
+		tp.Spec.Budget = &v1alpha1.Budget{Amount: "100", Period: v1alpha1.BudgetPeriodMonth}
 		tp.Spec.TimeZone = "Europe/Berlin"
 		tp.Spec.PerUser = []v1alpha1.Limit{{Dimension: v1alpha1.DimensionRequests, Amount: 60, Per: v1alpha1.PeriodMinute}}
 		tp.Spec.PerTenant = []v1alpha1.Limit{{Dimension: v1alpha1.DimensionTokens, Amount: 1000000, Per: v1alpha1.PeriodDay}}

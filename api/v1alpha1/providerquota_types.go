@@ -19,6 +19,9 @@ import (
 // +kubebuilder:printcolumn:name="In-Flight",type=integer,JSONPath=`.status.usage.inFlight`,description="Calls waiting for the provider's answer now."
 // +kubebuilder:printcolumn:name="Max-In-Flight",type=integer,JSONPath=`.status.effectiveLimits.maxInFlight`,priority=1,description="Concurrent calls the gateways allow now; empty means unlimited."
 // +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=`.status.usage.queued`,description="Requests waiting in the gateways now."
+// +kubebuilder:printcolumn:name="Engine",type=string,JSONPath=`.spec.selfHosted.engine`,description="A self-hosted provider's inference server; empty for a hosted one."
+// +kubebuilder:printcolumn:name="Pods",type=integer,JSONPath=`.status.readyPods`,description="A self-hosted provider's ready Pods."
+// +kubebuilder:printcolumn:name="GPUs",type=integer,JSONPath=`.status.readyGPUs`,description="The GPUs of a self-hosted provider's ready Pods."
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.conditions[?(@.type=="Active")].status`,priority=1,description="For a self-hosted provider: whether a selected Pod is ready."
@@ -85,8 +88,6 @@ type ProviderQuotaSpec struct {
 	// Defaults to Characters.
 	// +optional
 	// +kubebuilder:default=Characters
-	// +kubebuilder:validation:MaxLength=16
-	// +kubebuilder:validation:XValidation:rule="self in ['Tokenizer', 'Characters']",message="admissionCount must be Tokenizer (the model's encoding) or Characters (about four characters a token)"
 	AdmissionCount AdmissionCount `json:"admissionCount,omitempty"`
 	// headroomPercent is the share of the published limits the gateways use,
 	// 1 to 100: 95 keeps 5% spare for other clients of the same account and
@@ -229,7 +230,10 @@ const (
 )
 
 // AdmissionCount is how a provider counts a call's prompt against its tokens
-// per minute when it admits the call: Tokenizer or Characters.
+// per minute when it admits the call: Tokenizer (the model's encoding) or
+// Characters (about four characters a token).
+//
+// +kubebuilder:validation:Enum=Tokenizer;Characters
 type AdmissionCount string
 
 // The admission counts.
@@ -239,7 +243,10 @@ const (
 )
 
 // MaxTokensParam names the request field that caps a chat completion:
-// max_completion_tokens or max_tokens.
+// max_completion_tokens (OpenAI) or max_tokens (older models, and inference
+// servers such as TGI).
+//
+// +kubebuilder:validation:Enum=max_completion_tokens;max_tokens
 type MaxTokensParam string
 
 // The fields that cap a chat completion.
@@ -287,8 +294,6 @@ type Model struct {
 	// means max_tokens for a selfHosted provider and max_completion_tokens
 	// for one at a baseURL.
 	// +optional
-	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule="self in ['max_completion_tokens', 'max_tokens']",message="maxTokensParam must be max_completion_tokens (OpenAI) or max_tokens (older models, inference servers such as TGI)"
 	MaxTokensParam MaxTokensParam `json:"maxTokensParam,omitempty"`
 }
 

@@ -312,9 +312,19 @@ type Budget struct {
 	// period is day or month: the budget resets at midnight, or at midnight
 	// on the first of the month, in the plan's time zone.
 	// +required
-	// +kubebuilder:validation:XValidation:rule="self in ['day', 'month']",message="period must be day or month: a budget is a calendar window"
-	Period Period `json:"period"`
+	Period BudgetPeriod `json:"period"`
 }
+
+// BudgetPeriod is a budget's calendar window: day or month.
+//
+// +kubebuilder:validation:Enum=day;month
+type BudgetPeriod string
+
+// The budget periods.
+const (
+	BudgetPeriodDay   BudgetPeriod = "day"
+	BudgetPeriodMonth BudgetPeriod = "month"
+)
 
 // Degrade sends requests for an expensive model to a cheaper one when a
 // tenant's budget runs low; the response says so in a header.

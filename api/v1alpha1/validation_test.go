@@ -139,7 +139,7 @@ func plan() *v1alpha1.TenantPlan {
 				{Endpoint: v1alpha1.EndpointChat, Limits: []v1alpha1.Limit{{Dimension: v1alpha1.DimensionRequests, Amount: 60, Per: v1alpha1.PeriodMinute}}},
 				{Endpoint: v1alpha1.EndpointEmbeddings, Limits: []v1alpha1.Limit{{Dimension: v1alpha1.DimensionRequests, Amount: 600, Per: v1alpha1.PeriodMinute}}},
 			},
-			Budget:   &v1alpha1.Budget{Amount: "5000", Period: v1alpha1.PeriodMonth},
+			Budget:   &v1alpha1.Budget{Amount: "5000", Period: v1alpha1.BudgetPeriodMonth},
 			TimeZone: "Europe/Berlin",
 			MaxWait:  metav1.Duration{Duration: 10 * time.Minute},
 			Degrade:  &v1alpha1.Degrade{Model: "gpt-4o", Fallback: "gpt-4o-mini", BelowPercent: 20},
@@ -284,10 +284,10 @@ func TestValidation(t *testing.T) {
 		{"unknown encoding", hostedQuota(), `{spec: {models: [{name: gpt-4o, encoding: gpt2}]}}`,
 			`Unsupported value: "gpt2"`},
 		{"unknown maxTokensParam", hostedQuota(), `{spec: {models: [{name: gpt-4o, maxTokensParam: max_new_tokens}]}}`,
-			`spec.models[0].maxTokensParam: Invalid value: "max_new_tokens": maxTokensParam must be max_completion_tokens (OpenAI) or max_tokens`},
+			`spec.models[0].maxTokensParam: Unsupported value: "max_new_tokens": supported values: "max_completion_tokens", "max_tokens"`},
 		{"maxTokensParam max_tokens", selfHostedQuota(), `{spec: {models: [{name: llama, maxTokensParam: max_tokens}]}}`, ""},
 		{"unknown admissionCount", hostedQuota(), `{spec: {admissionCount: Bytes}}`,
-			`spec.admissionCount: Invalid value: "Bytes": admissionCount must be Tokenizer`},
+			`spec.admissionCount: Unsupported value: "Bytes": supported values: "Tokenizer", "Characters"`},
 		{"admissionCount Tokenizer", hostedQuota(), `{spec: {admissionCount: Tokenizer}}`, ""},
 		{"negative requestsPerMinute", hostedQuota(), `{spec: {limits: {requestsPerMinute: -1}}}`,
 			"should be greater than or equal to 0"},
@@ -408,7 +408,7 @@ func TestValidation(t *testing.T) {
 
 		// TenantPlan: budget, time and degrade.
 		{"budget per minute", plan(), `{spec: {budget: {period: minute}}}`,
-			"period must be day or month: a budget is a calendar window"},
+			`spec.budget.period: Unsupported value: "minute": supported values: "day", "month"`},
 		{"budget per Month", plan(), `{spec: {budget: {period: Month}}}`,
 			`Unsupported value: "Month"`},
 		{"budget per day", plan(), `{spec: {budget: {period: day}}}`, ""},
@@ -503,7 +503,7 @@ func TestCRDs(t *testing.T) {
 		columns   []string
 	}{
 		{"providerquotas.sluice.dev", "pq",
-			[]string{"RPM", "RPM-Used", "TPM", "TPM-Used", "In-Flight", "Max-In-Flight", "Queued", "Ready", "Reason", "Active", "Age"}},
+			[]string{"RPM", "RPM-Used", "TPM", "TPM-Used", "In-Flight", "Max-In-Flight", "Queued", "Engine", "Pods", "GPUs", "Ready", "Reason", "Active", "Age"}},
 		{"tenantplans.sluice.dev", "tp",
 			[]string{"Tenants", "Priority", "Budget", "Period", "Spent", "Resets", "Ready", "Reason", "Age"}},
 	}
@@ -588,7 +588,7 @@ func TestPrinterColumns(t *testing.T) {
 		resource string
 		want     []string
 	}{
-		{"providerquotas", []string{"columns", "1425", "1200", "285000", "250000", "60", "64", "7", "True", "Compiled", "True", "0s"}},
+		{"providerquotas", []string{"columns", "1425", "1200", "285000", "250000", "60", "64", "7", "vllm", "2", "4", "True", "Compiled", "True", "0s"}},
 		{"tenantplans", []string{"columns", "1", "Batch", "5000", "month", "4200.50", "2031-07-01T00:00:00Z", "False", "KeySecretMissing", "0s"}},
 	}
 	for _, tc := range tests {

@@ -33,9 +33,9 @@ func TestDemo(t *testing.T) {
 	}
 	text := string(out)
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^NAME +RPM +RPM-USED +TPM +TPM-USED +IN-FLIGHT +QUEUED +READY +AGE$`),
+		regexp.MustCompile(`(?m)^NAME +RPM +RPM-USED +TPM +TPM-USED +IN-FLIGHT +QUEUED +ENGINE +PODS +GPUS +READY +AGE$`),
 		// The self-hosted quota is Ready once configured, whether its first Pod is (Active) or not.
-		regexp.MustCompile(`(?m)^providerquota.sluice.dev/llama +(\d+ +)*True +\S+$`),
+		regexp.MustCompile(`(?m)^providerquota.sluice.dev/llama +(\d+ +)*vllm +(\d+ +)*True +\S+$`),
 		regexp.MustCompile(`(?m)^llama +.*\sTrue +Compiled +(True|False) +\S+$`),
 		// The queue case through the gateways: whole books, nothing lost at the provider, fair.
 		regexp.MustCompile(`(?m)^demo: over the whole books: Jain's index over users (0\.9\d\d|1\.000), `),

@@ -75,8 +75,8 @@ func TestOperator(t *testing.T) {
 		`Tenant Count:\s+1`, `Spent This Period:\s+0\.00009\n`, `Budget Remaining:\s+4999\.99991\n`, `Resets At:`)
 
 	mustContain(t, c.Kubectl(t, "get", "pq", "-n", "sluice"), "kubectl get pq",
-		`NAME\s+RPM\s+RPM-USED\s+TPM\s+TPM-USED\s+IN-FLIGHT\s+QUEUED\s+READY\s+AGE\n`,
-		`llama\s+0\s+0\s+0\s+0\s+True\s+\S+\n`, // no RPM or TPM limit: both empty
+		`NAME\s+RPM\s+RPM-USED\s+TPM\s+TPM-USED\s+IN-FLIGHT\s+QUEUED\s+ENGINE\s+PODS\s+GPUS\s+READY\s+AGE\n`,
+		`llama\s+0\s+0\s+0\s+0\s+vllm\s+(0\s+0\s+)?True\s+\S+\n`, // no RPM or TPM limit: both empty; no Pod ready yet
 		`openai\s+1425\s+3\s+285000\s+30\s+0\s+0\s+True\s+\S+\n`)
 	mustContain(t, c.Kubectl(t, "get", "pq", "-n", "sluice", "-o", "wide"), "kubectl get pq -o wide",
 		`MAX-IN-FLIGHT`, `REASON\s+ACTIVE`, `llama.*\sCompiled\s+False\s`, `\s190\s`)

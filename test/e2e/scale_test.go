@@ -123,7 +123,7 @@ func createScaleObjects(t *testing.T, k8s ctrlclient.Client, baseURL string) {
 	for p := range scaleTenants / scaleTenantsPerPlan {
 		plan := &v1alpha1.TenantPlan{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("plan-%03d", p)}, Spec: v1alpha1.TenantPlanSpec{
 			Providers: []string{"openai"},
-			Budget:    &v1alpha1.Budget{Amount: "100", Period: v1alpha1.PeriodMonth},
+			Budget:    &v1alpha1.Budget{Amount: "100", Period: v1alpha1.BudgetPeriodMonth},
 			TimeZone:  "Europe/Berlin",
 			PerUser:   []v1alpha1.Limit{{Dimension: v1alpha1.DimensionRequests, Amount: 60, Per: v1alpha1.PeriodMinute}},
 			PerTenant: []v1alpha1.Limit{{Dimension: v1alpha1.DimensionTokens, Amount: 1000000, Per: v1alpha1.PeriodDay}},
