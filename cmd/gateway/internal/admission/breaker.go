@@ -84,6 +84,9 @@ func (b *breaker) retryAfter(now time.Time) time.Duration {
 // probe through. A half-open provider is in its pools: with its probe out it sends nothing, but
 // calls may wait in its queue for the probe's answer (and move to the others if it fails).
 func (d *dispatcher) outOfPool() (bool, time.Duration) {
+	if d.breakerClosed() {
+		return false, 0
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.g.now()
@@ -94,7 +97,7 @@ func (d *dispatcher) outOfPool() (bool, time.Duration) {
 }
 
 // attempted takes in the result of an attempt to call the provider. When it opens the breaker,
-// every call waiting for the provider is moved: it comes to the door of its pool's others, or is
+// every call waiting for the provider is moved: it is admitted again among its pool's others, or
 // answered that its provider is down.
 func (d *dispatcher) attempted(served bool) {
 	d.mu.Lock()
@@ -134,11 +137,18 @@ func boolGauge(b bool) float64 {
 
 // sent takes in a call sent to the provider now (see breaker.sent).
 func (d *dispatcher) sent(now time.Time) {
+	if d.breakerClosed() {
+		return // the common case, without the lock: only a half-open breaker counts what is sent
+	}
 	d.mu.Lock()
 	d.breaker.sent(now)
 	d.storeNextProbe()
 	d.mu.Unlock()
 }
+
+// breakerClosed reports whether the provider's breaker is closed, without d.mu: its next probe is
+// kept only while it is not (see storeNextProbe).
+func (d *dispatcher) breakerClosed() bool { return d.nextProbe.Load() == 0 }
 
 // storeNextProbe keeps, for the dispatchers of the provider's pool, when its breaker next lets a
 // call through (see breaker.nextProbe). The caller holds d.mu.

@@ -303,7 +303,7 @@ func (d *dispatcher) next() (*waiter, time.Duration) {
 	defer d.mu.Unlock()
 	now := d.g.now()
 	if wait, open := d.open(now); !open {
-		if d.q.Len() > 0 && d.breaker.allows(now, d.breakerConfig()) {
+		if d.q.Len() > 0 && (d.breakerClosed() || d.breaker.allows(now, d.breakerConfig())) {
 			d.heldBack(now) // a provider out behind its breaker drains nothing: not a second of its drain
 		}
 		return nil, wait
@@ -412,7 +412,7 @@ func (d *dispatcher) open(now time.Time) (time.Duration, bool) {
 	if now.Before(d.pausedUntil) {
 		return d.pausedUntil.Sub(now), false
 	}
-	if !d.breaker.allows(now, d.breakerConfig()) { // open, or half open with its probe out
+	if !d.breakerClosed() && !d.breaker.allows(now, d.breakerConfig()) { // open, or half open with its probe out
 		return max(d.breaker.retryAfter(now), inFlightPoll), false
 	}
 	p := d.g.policy().Provider(d.provider)

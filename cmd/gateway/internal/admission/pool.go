@@ -29,18 +29,20 @@ import (
 // serving returns the choices whose provider is in its pool (its breaker closed or half open), or,
 // when none is, the refusal that says so and when the first lets a probe through.
 func (g *Gate) serving(choices []Choice) ([]Choice, *Refusal) {
-	live := make([]Choice, 0, len(choices))
+	out := func(c Choice) bool {
+		o, _ := g.dispatcher(c.Route.Provider.Name).outOfPool()
+		return o
+	}
+	if !slices.ContainsFunc(choices, out) {
+		return choices, nil // the common case: nothing to copy
+	}
+	if live := slices.DeleteFunc(slices.Clone(choices), out); len(live) > 0 {
+		return live, nil
+	}
 	var retryAfter time.Duration = -1
 	for _, c := range choices {
-		out, after := g.dispatcher(c.Route.Provider.Name).outOfPool()
-		if !out {
-			live = append(live, c)
-			continue
-		}
+		_, after := g.dispatcher(c.Route.Provider.Name).outOfPool()
 		retryAfter = leastOf(retryAfter, after)
-	}
-	if len(live) > 0 {
-		return live, nil
 	}
 	return nil, &Refusal{Reason: ProviderDown, RetryAfter: RetryAfter(retryAfter)}
 }

@@ -92,11 +92,12 @@ func (o *outbound) target(path string) *url.URL {
 		return &url.URL{Scheme: "http", Path: path}
 	}
 	base := o.lease.URL
-	u := &url.URL{Scheme: base.Scheme, Host: base.Host, Path: base.Path + strings.TrimPrefix(path, "/v1")}
+	u := &url.URL{Scheme: base.Scheme, Host: base.Host, Path: base.Path}
 	if azure := o.route.Provider.Config.Azure; azure != nil {
-		u.Path = base.Path + "/openai/deployments/" + url.PathEscape(azure.Deployment(o.route.Model.Name)) + strings.TrimPrefix(path, "/v1")
+		u.Path += "/openai/deployments/" + url.PathEscape(azure.Deployment(o.route.Model.Name))
 		u.RawQuery = url.Values{"api-version": {azure.APIVersion}}.Encode()
 	}
+	u.Path += strings.TrimPrefix(path, "/v1")
 	return u
 }
 
