@@ -52,6 +52,8 @@ func TestPooledProvidersFailOver(t *testing.T) {
 	small := startAccount(t, smallAccount, freeAddr(t))
 	config := writePoolConfig(t, redis.Addr, map[string]string{"big": bigAddr, "small": small.url[len("http://"):]})
 	gateways := []*gateway{startGateway(t, config), startGateway(t, config)}
+	first := gateways[0].chat("Say hello.", false, loadTokens)
+	_, cost := gateways[0].estimateOf(t, first)
 	crowd := startCrowd(gateways)
 	defer crowd.stop()
 
@@ -81,6 +83,21 @@ func TestPooledProvidersFailOver(t *testing.T) {
 	}
 	if n := counts["broken stream"]; n > int(bigAccount.maxInFlight) {
 		t.Errorf("%d streams broke; want at most the %d big could have been in the middle of", n, bigAccount.maxInFlight)
+	}
+	checkChargedOnce(t, gateways[0], int64(counts["served"]+1), int64(counts["broken stream"]), cost)
+}
+
+// checkChargedOnce checks the tenant's spend in the gateways' shared Redis: each call served
+// charged once, at its cost (a token is a micro-dollar at both providers), however often a
+// provider failed it before it was served, and each broken stream at most that.
+func checkChargedOnce(t *testing.T, g *gateway, served, broken, cost int64) {
+	t.Helper()
+	least, most := served*cost, (served+broken)*cost
+	poll.Until(t, processWait, "every call to be settled", func() bool { return g.tenantSpend(t) >= least })
+	spent := g.tenantSpend(t)
+	t.Logf("the tenant spent %d µ$ for %d calls served at %d µ$ and %d broken streams", spent, served, cost, broken)
+	if spent > most {
+		t.Errorf("the tenant spent %d µ$; want at most %d: %d calls served at %d µ$ each, and %d broken streams at most that", spent, most, served, cost, broken)
 	}
 }
 
@@ -156,6 +173,7 @@ providers:
   - name: acme
     keys: [{sha256: %s, user: alice}]
     providers: [big, small]
+    budget: {amount: "1000", period: month}
 `, redisAddr, providers.String(), gatewayv1.HashKey(apiKey))
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
