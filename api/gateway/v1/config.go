@@ -46,6 +46,18 @@ type Config struct {
 	// Load reads them and appends their tenants, in order, to tenants; Parse
 	// reads one document and leaves them unread.
 	TenantFiles []TenantFile `json:"tenantFiles,omitempty"`
+	// record is the durable record of the calendar windows (see Record):
+	// what each scope's budgets and day and month quotas used, from which
+	// the gateway re-seeds a store that came back empty or from an older
+	// snapshot. The scopes of recordFiles follow them.
+	Record []ScopeRecord `json:"record,omitempty"`
+	// recordFiles name files that hold more of the record, each a Record,
+	// such as the ConfigMaps the operator keeps it in, or a gateway's own
+	// answer at /admin/record saved by a job. A relative path resolves
+	// against the configuration file's directory. Load reads them and
+	// appends their scopes to record; a file that does not exist (yet) holds
+	// no scope. Parse leaves them unread.
+	RecordFiles []string `json:"recordFiles,omitempty"`
 }
 
 // TenantFile names a file of tenants (a TenantList) that belongs to a

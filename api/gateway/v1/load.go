@@ -48,6 +48,9 @@ func load(data []byte, dir string) (*Config, error) {
 	if err := c.readTenantFiles(); err != nil {
 		return nil, err
 	}
+	if err := c.readRecordFiles(); err != nil {
+		return nil, err
+	}
 	if err := c.complete(); err != nil {
 		return nil, err
 	}
@@ -64,6 +67,46 @@ func (c *Config) readTenantFiles() error {
 		c.Tenants = append(c.Tenants, tenants...)
 	}
 	return nil
+}
+
+// readRecordFiles appends the scopes of every record file to c's record. A
+// file that does not exist holds none: the operator writes the record only
+// once it has polled the gateways.
+func (c *Config) readRecordFiles() error {
+	for i, path := range c.RecordFiles {
+		rec, err := readRecordFile(path)
+		if err != nil {
+			return fmt.Errorf("recordFiles[%d]: %w", i, err)
+		}
+		c.Record = append(c.Record, rec.Scopes...)
+	}
+	return nil
+}
+
+// readRecordFile reads, checks and decodes one record file.
+func readRecordFile(path string) (*Record, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return &Record{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read record file: %w", err)
+	}
+	var rec Record
+	if len(bytes.TrimSpace(data)) == 0 {
+		return &rec, nil // an optional ConfigMap's item not written yet
+	}
+	j, err := toJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: parse record file as YAML: %w", path, err)
+	}
+	if err := decodeStrict(j, &rec); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := rec.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &rec, nil
 }
 
 // readTenantFile reads, checks and decodes one tenant file.
@@ -96,6 +139,9 @@ func (c *Config) resolvePaths(dir string) {
 	}
 	for i := range c.TenantFiles {
 		c.TenantFiles[i].Path = resolve(dir, c.TenantFiles[i].Path)
+	}
+	for i := range c.RecordFiles {
+		c.RecordFiles[i] = resolve(dir, c.RecordFiles[i])
 	}
 	if r := c.Store.Redis; r != nil {
 		r.PasswordFile = resolve(dir, r.PasswordFile)

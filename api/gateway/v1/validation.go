@@ -61,6 +61,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, validateProviders(field.NewPath("providers"), c.Providers)...)
 	errs = append(errs, validatePlans(field.NewPath("plans"), c.Plans, c.Providers)...)
 	errs = append(errs, validateTenants(field.NewPath("tenants"), c.Tenants, planNames(c.Plans), c.Providers)...)
+	errs = append(errs, validateRecord(field.NewPath("record"), c.Record)...)
 	errs = append(errs, validateTenantFiles(field.NewPath("tenantFiles"), c.TenantFiles)...)
 	return errs.ToAggregate()
 }
