@@ -85,6 +85,8 @@ type settings struct {
 	// limits is the YAML of the tenant's limits (empty: a day's tokens and a month's budget of
 	// budgetMicros, limits no test reaches).
 	limits string
+	// recordFile is the record file the configuration names, beside it (empty: none).
+	recordFile string
 }
 
 // redisStore is the YAML of a Redis store at addr failing as failMode says, for one replica:
@@ -100,6 +102,7 @@ func writeConfig(t *testing.T, s settings) string {
 	t.Helper()
 	cfg := fmt.Sprintf(`apiVersion: gateway.sluice.dev/v1
 kind: GatewayConfig
+%s
 %s
 %s
 providers:
@@ -120,7 +123,7 @@ tenants:
     keys: [{sha256: %s, user: alice}]
     providers: [lab]
 %s
-`, s.store, s.jobs, s.provider, s.maxInFlight,
+`, s.store, s.jobs, recordFiles(s.recordFile), s.provider, s.maxInFlight,
 		cmp.Or(s.timeout, "60s"), cmp.Or(s.stallTimeout, "5m"), cmp.Or(s.callTimeout, "30m"), gatewayv1.HashKey(apiKey),
 		cmp.Or(s.limits, fmt.Sprintf("    perTenant:\n      - {dimension: tokens, amount: 100000000, per: day}\n    budget: {amount: \"%d\", period: month}", budgetMicros/1_000_000)))
 	path := filepath.Join(t.TempDir(), "sluice.yaml")
@@ -128,6 +131,14 @@ tenants:
 		t.Fatal(err)
 	}
 	return path
+}
+
+// recordFiles is the YAML that names a record file, or nothing.
+func recordFiles(name string) string {
+	if name == "" {
+		return ""
+	}
+	return fmt.Sprintf("recordFiles: [%s]", name)
 }
 
 // gateway is a running gateway process.

@@ -41,7 +41,7 @@ func (t *Ticket) use(limiter Limiter, share policy.Share) {
 // failed closed.
 func (g *Gate) decide(ctx context.Context, t *Ticket) verdict {
 	t.use(g.opts.Limiter, policy.Shared)
-	d, err := g.timedDecide(ctx, "shared", t)
+	d, err := g.seeded(ctx, &t.req, t.checks, func() (ratelimit.Decision, error) { return g.timedDecide(ctx, "shared", t) })
 	switch {
 	case err == nil:
 		g.metrics.storeUp.Set(1)
@@ -71,6 +71,51 @@ func (g *Gate) decide(ctx context.Context, t *Ticket) verdict {
 // coversWindow reports whether any of checks is on a calendar window.
 func coversWindow(checks []ratelimit.Check) bool {
 	return slices.ContainsFunc(checks, func(c ratelimit.Check) bool { return c.Limit.IsWindow() })
+}
+
+// seeded takes a decision on the shared store, decide, and when a scope's mark refuses it (the
+// store came back empty, or from an older snapshot, since the record was taken), re-seeds the
+// scope from the record and takes it again. A store that stays behind is a store that cannot
+// decide.
+func (g *Gate) seeded(ctx context.Context, req *Request, checks []ratelimit.Check, decide func() (ratelimit.Decision, error)) (ratelimit.Decision, error) {
+	for range maxReseeds {
+		d, err := decide()
+		if err != nil || d.Allowed || !d.RefusedBy(checks).IsMark() {
+			return d, err
+		}
+		if err := g.reseed(ctx, policy.ScopeOf(req.Caller, req.Route, d.RefusedBy(checks))); err != nil {
+			return d, err
+		}
+	}
+	return ratelimit.Decision{Refused: -1}, errBehind
+}
+
+// maxReseeds bounds the re-seeds of one decision: one per scope it may cover (a tenant's, the
+// global one and a provider's), and one more for a record that changed meanwhile.
+const maxReseeds = 4
+
+var errBehind = errors.New("the store stays behind the record after re-seeding it")
+
+// reseed brings a scope of the shared store up to the record: once at a time in this gateway,
+// and once in all, since the store's re-seed is atomic and does nothing to a scope that holds
+// the record's version.
+func (g *Gate) reseed(ctx context.Context, s *policy.Scope) error {
+	if s == nil {
+		return errors.New("a mark refused a decision that covers no scope of it")
+	}
+	_, err, _ := g.reseeds.Do(s.Name, func() (any, error) {
+		did, err := g.opts.Limiter.Reseed(context.WithoutCancel(ctx), s.Mark, s.Record.Version, s.Seeds(), g.now())
+		switch {
+		case did && s.Record.Version == 0: // the record never held the scope: a new store, or a new scope
+			g.log.Info("marked a scope's calendar windows in the store; the record holds none of them yet", "scope", s.Name)
+		case did:
+			g.metrics.reseeds.Inc()
+			g.log.Warn("the store held no record of a scope's calendar windows, or an older one (it came back empty or from an older snapshot); re-seeded it from the record",
+				"scope", s.Name, "version", s.Record.Version, "takenAt", s.Record.TakenAt.Time)
+		}
+		return nil, err
+	})
+	return err
 }
 
 func (g *Gate) timedDecide(ctx context.Context, store string, t *Ticket) (ratelimit.Decision, error) {

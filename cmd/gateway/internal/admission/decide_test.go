@@ -25,6 +25,12 @@ func (downStore) Renew(context.Context, []ratelimit.Check, time.Time) error     
 func (downStore) Peek(context.Context, []*ratelimit.Limit, time.Time) ([]ratelimit.Reading, error) {
 	return nil, errDown
 }
+func (downStore) Reseed(context.Context, *ratelimit.Limit, int64, []ratelimit.Seed, time.Time) (bool, error) {
+	return false, errDown
+}
+func (downStore) Snapshot(context.Context, *ratelimit.Limit, int64, []*ratelimit.Limit, time.Time) (ratelimit.ScopeState, error) {
+	return ratelimit.ScopeState{}, errDown
+}
 
 // TestFailOpenNeverDecidesWindowsLocally: with the store down and failing open, a call that a
 // budget or a day's quota covers is refused as unavailable, and one that only rates cover is

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"golang.org/x/sync/singleflight"
 	"log/slog"
 	"slices"
 	"sync"
@@ -28,6 +29,11 @@ type Limiter interface {
 	Settle(ctx context.Context, id string, checks []ratelimit.Check, now time.Time) error
 	// Renew keeps the held leases of checks' in-flight limits for another lease time from now.
 	Renew(ctx context.Context, checks []ratelimit.Check, now time.Time) error
+	// Reseed brings a scope's calendar windows up to the record, and its mark to the record's
+	// version, unless the mark holds it already (see ratelimit.NewMark).
+	Reseed(ctx context.Context, mark *ratelimit.Limit, version int64, seeds []ratelimit.Seed, now time.Time) (bool, error)
+	// Snapshot reads a scope's windows and mark for the record.
+	Snapshot(ctx context.Context, mark *ratelimit.Limit, version int64, windows []*ratelimit.Limit, now time.Time) (ratelimit.ScopeState, error)
 }
 
 // JobLedger records what a job's attempts hold and whether the job was charged: jobs.Memory or
@@ -77,8 +83,9 @@ type Gate struct {
 
 	ctx         context.Context // ends with Close, stopping the dispatchers
 	cancel      context.CancelFunc
-	dispatchers sync.Map      // provider name -> *dispatcher
-	leases      *ids.Sequence // names calls' in-flight slots
+	dispatchers sync.Map           // provider name -> *dispatcher
+	leases      *ids.Sequence      // names calls' in-flight slots
+	reseeds     singleflight.Group // by scope: one re-seed at a time
 }
 
 // New returns a gate. Call Close to stop its dispatchers.
@@ -180,7 +187,7 @@ func (g *Gate) ChargeJob(ctx context.Context, req Request) *Refusal {
 	if len(checks) == 0 {
 		return nil
 	}
-	d, err := g.opts.Limiter.Decide(ctx, checks, g.now())
+	d, err := g.seeded(ctx, &req, checks, func() (ratelimit.Decision, error) { return g.opts.Limiter.Decide(ctx, checks, g.now()) })
 	switch {
 	case err != nil:
 		g.log.Error("limiter store failed; refusing a new job", "err", err)
@@ -207,7 +214,13 @@ func (g *Gate) RefundJob(ctx context.Context, req Request, id string) {
 // taking one request.
 func callersRequests(dst []ratelimit.Check, req Request) []ratelimit.Check {
 	all, _ := req.checks(dst, policy.Shared, "")
-	return slices.DeleteFunc(all, func(c ratelimit.Check) bool { return !isCallersRequests(&c) })
+	return slices.DeleteFunc(all, func(c ratelimit.Check) bool { return !isCallersRequests(&c) && !isTenantsMark(&c) })
+}
+
+// isTenantsMark reports whether c is on the mark of the tenant's calendar windows, which its
+// user's, its own and its endpoint's day and month quotas are trusted beside.
+func isTenantsMark(c *ratelimit.Check) bool {
+	return c.Limit.IsMark() && c.Limit.Level == ratelimit.LevelTenant
 }
 
 // giveBack returns what an earlier attempt of a job took from the limits and never settled,

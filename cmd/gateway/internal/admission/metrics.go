@@ -10,6 +10,7 @@ type metrics struct {
 	decisions     *prometheus.HistogramVec
 	storeErrors   *prometheus.CounterVec
 	storeUp       prometheus.Gauge
+	reseeds       prometheus.Counter
 	arrivals      *prometheus.CounterVec
 	callDuration  *prometheus.HistogramVec
 	queueDepth    *prometheus.GaugeVec
@@ -41,12 +42,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_store_errors_total", Help: "Limiter store errors, by what the gateway did (refused or local).",
 		}, []string{"action"}),
+		reseeds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_gateway_store_reseeds_total",
+			Help: "Scopes (a tenant's, a provider's or the global calendar windows) this gateway re-seeded from the durable record, having found the store without their mark or with an older one than the record: the store came back empty, or from an older snapshot.",
+		}),
 		storeUp: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sluice_gateway_store_up", Help: "1 when the limiter store answered its last call, 0 when it failed.",
 		}),
 	}
 	m.addQueueMetrics()
-	reg.MustRegister(m.refusals, m.tokens, m.spend, m.decisions, m.storeErrors, m.storeUp,
+	reg.MustRegister(m.refusals, m.tokens, m.spend, m.decisions, m.storeErrors, m.storeUp, m.reseeds,
 		m.arrivals, m.callDuration, m.queueDepth, m.queueTokens, m.queueWait, m.doorRefusals, m.estimateRatio, m.comebackError, m.providerShare,
 		m.breakerOpen, m.breakerOpens)
 	m.storeUp.Set(1)

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"golang.org/x/sync/errgroup"
 	"sync"
 	"time"
 
@@ -274,4 +275,40 @@ func (g *Gate) budgetUsage(ctx context.Context, p *policy.Policy, tenants []gate
 		tu := &tenants[of[j]]
 		tu.BudgetRemaining, tu.SpendThisPeriod, tu.ResetsAt = gatewayv1.MoneyFromMicro(r.Remaining), gatewayv1.MoneyFromMicro(budgets[j].Capacity()-r.Remaining), &at
 	}
+}
+
+// Record reads every scope of the configuration in force from the store, for the durable record
+// (see gatewayv1.Record): each as current when its mark held at least the version versions names
+// for it (0 when none), and then moved on by one. A scope whose mark is missing, or older than the
+// version of the gateway's own record, is re-seeded from that record first, so that a store that
+// came back empty is put back at the next poll, whether or not a call came meanwhile.
+func (g *Gate) Record(ctx context.Context, versions map[string]int64) (gatewayv1.Record, error) {
+	scopes := g.policy().Scopes()
+	out := gatewayv1.Record{APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.RecordKind, Scopes: make([]gatewayv1.ScopeRecord, len(scopes))}
+	group, ctx := errgroup.WithContext(ctx)
+	group.SetLimit(recordReaders)
+	for i, s := range scopes {
+		group.Go(func() error {
+			st, err := g.readScope(ctx, s, versions[s.Name])
+			out.Scopes[i] = s.Recorded(st)
+			return err
+		})
+	}
+	return out, group.Wait()
+}
+
+// recordReaders is how many scopes Record reads at once.
+const recordReaders = 16
+
+// readScope reads one scope for the record, re-seeding it first when its mark is behind the
+// gateway's record.
+func (g *Gate) readScope(ctx context.Context, s *policy.Scope, version int64) (ratelimit.ScopeState, error) {
+	st, err := g.opts.Limiter.Snapshot(ctx, s.Mark, version, s.Windows, g.now())
+	if err != nil || st.Version >= s.Record.Version {
+		return st, err
+	}
+	if err := g.reseed(ctx, s); err != nil {
+		return st, err
+	}
+	return g.opts.Limiter.Snapshot(ctx, s.Mark, version, s.Windows, g.now())
 }

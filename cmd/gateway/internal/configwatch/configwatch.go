@@ -8,10 +8,10 @@
 // of a mounted Secret or ConfigMap (or of a projected volume of several, as
 // the configuration Secret and its tenant Secrets are mounted), an editor
 // writing a temporary file and renaming it over the old one, and a file
-// removed and written anew. A change of a tenant file the configuration
-// names in the same directory reloads it too; one elsewhere is read at each
-// reload, but not watched. Changes are debounced, so one update read as
-// several events loads the file once.
+// removed and written anew. A change of a tenant or record file the
+// configuration names in the same directory reloads it too; one elsewhere is
+// read at each reload, but not watched. Changes are debounced, so one update
+// read as several events loads the file once.
 //
 // A reload takes the configuration file and its tenant files together or not
 // at all: a tenant file missing, unreadable, invalid or, while the files are
@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -93,7 +94,7 @@ func New(path string, opts Options) (*Watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("configwatch: %w", err)
 	}
-	sum = fingerprintOf(sum, cfg.TenantFiles)
+	sum = fingerprintOf(sum, dependents(cfg))
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
@@ -137,7 +138,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher) error {
 	debounce := time.NewTimer(w.opts.Debounce)
 	defer debounce.Stop()
-	if fingerprintOf(fileSum(w.path), w.Config().TenantFiles) == w.loadedSum { // else it changed before the watch began
+	if fingerprintOf(fileSum(w.path), dependents(w.Config())) == w.loadedSum { // else it changed before the watch began
 		debounce.Stop()
 	}
 	for {
@@ -165,25 +166,31 @@ func (w *Watcher) loop(ctx context.Context, fw *fsnotify.Watcher) error {
 }
 
 // relevant reports whether ev may have changed what path reads: the file
-// itself, or a tenant file of the configuration in force, was written,
-// created, renamed or removed, or Kubernetes swapped the directory's data.
+// itself, or a tenant or record file of the configuration in force, was
+// written, created, renamed or removed, or Kubernetes swapped the
+// directory's data.
 func (w *Watcher) relevant(ev fsnotify.Event) bool {
 	if ev.Op == fsnotify.Chmod {
 		return false
 	}
 	name := filepath.Base(ev.Name)
-	return name == filepath.Base(w.path) || name == dataLink || w.tenantFile(ev.Name)
+	return name == filepath.Base(w.path) || name == dataLink || w.dependent(ev.Name)
 }
 
-// tenantFile reports whether path is one of the tenant files of the
-// configuration in force.
-func (w *Watcher) tenantFile(path string) bool {
-	for _, f := range w.Config().TenantFiles {
-		if filepath.Clean(f.Path) == filepath.Clean(path) {
-			return true
-		}
+// dependent reports whether path is one of the files the configuration in
+// force reads beside its own.
+func (w *Watcher) dependent(path string) bool {
+	return slices.ContainsFunc(dependents(w.Config()), func(f string) bool { return filepath.Clean(f) == filepath.Clean(path) })
+}
+
+// dependents are the files a configuration reads beside its own: its tenant
+// files and its record files.
+func dependents(cfg *gatewayv1.Config) []string {
+	out := make([]string, 0, len(cfg.TenantFiles)+len(cfg.RecordFiles))
+	for _, f := range cfg.TenantFiles {
+		out = append(out, f.Path)
 	}
-	return false
+	return append(out, cfg.RecordFiles...)
 }
 
 // reload loads the file and puts it in force, or refuses it and keeps the
@@ -204,13 +211,13 @@ func (w *Watcher) reload() {
 	}
 }
 
-// fingerprintOf returns a hash of the configuration file's hash and of its
-// tenant files.
-func fingerprintOf(configSum [sha256.Size]byte, files []gatewayv1.TenantFile) [sha256.Size]byte {
+// fingerprintOf returns a hash of the configuration file's hash and of the
+// files it reads beside.
+func fingerprintOf(configSum [sha256.Size]byte, files []string) [sha256.Size]byte {
 	h := sha256.New()
 	h.Write(configSum[:])
 	for _, f := range files {
-		sum := fileSum(f.Path)
+		sum := fileSum(f)
 		h.Write(sum[:])
 	}
 	return [sha256.Size]byte(h.Sum(nil))

@@ -32,7 +32,8 @@ const (
 
 // Checks appends to dst every check a call must pass: the caller's user limits, the tenant's
 // limits and budget, the endpoint's limits (each a total over the tenant's providers), then the
-// global limits and the route's provider's own, at the given share of each limit. lease names
+// global limits and the route's provider's own, at the given share of each limit; and, on the
+// shared store, the mark of each scope with calendar windows among them (see Scope). lease names
 // the call's in-flight slot.
 func Checks(dst []ratelimit.Check, c *Caller, r *Route, ep gatewayv1.Endpoint, cost Cost, share Share, lease string) ([]ratelimit.Check, Queueing) {
 	levels := [...][]rule{c.limits, c.Tenant.limits, c.Tenant.endpoints[ep], r.Provider.limits}
@@ -47,6 +48,12 @@ func Checks(dst []ratelimit.Check, c *Caller, r *Route, ep gatewayv1.Endpoint, c
 				queueing |= 1 << len(dst)
 			}
 			dst = append(dst, ratelimit.Check{Limit: l, Cost: charge(l.Dimension, cost), Lease: lease})
+		}
+	}
+	if share == Shared {
+		dst = c.Tenant.scope.appendMark(dst)
+		for _, s := range r.Provider.scopes {
+			dst = s.appendMark(dst)
 		}
 	}
 	return dst, queueing

@@ -36,6 +36,7 @@ type Policy struct {
 	providers map[string]*Provider // by name
 	tenants   []*Tenant
 	byName    map[string]*Tenant
+	scopes    map[string]*Scope // the scopes with calendar windows, by name
 }
 
 // Caller is the tenant and user an API key belongs to.
@@ -56,6 +57,7 @@ type Tenant struct {
 	limits    []rule                        // perTenant and the budget
 	endpoints map[gatewayv1.Endpoint][]rule // per endpoint
 	budget    *ratelimit.Limit              // nil without a budget
+	scope     *Scope                        // its calendar windows', its users' too; nil without
 }
 
 // Provider is one upstream account, compiled.
@@ -78,7 +80,8 @@ type Provider struct {
 	// configuration's order: those whose queued calls it may send (see package admission).
 	Pooled []string
 
-	limits []rule // the global limits, shared by every provider, then the provider's own
+	limits []rule   // the global limits, shared by every provider, then the provider's own
+	scopes []*Scope // the global calendar windows' scope and its own, where they have any
 }
 
 // Route is where a model's calls go.
@@ -104,21 +107,24 @@ func CompileLearned(cfg *gatewayv1.Config, replicas int64, learned map[string]ga
 		routes:    map[string][]*Route{},
 		providers: map[string]*Provider{},
 		byName:    map[string]*Tenant{},
+		scopes:    map[string]*Scope{},
 	}
 	b := builder{replicas: max(replicas, 1)}
 	globals, err := b.rules(globalKey, ratelimit.LevelGlobal, cfg.Global, time.UTC)
 	if err != nil {
 		return nil, err
 	}
+	record := recordByScope(cfg.Record)
+	global := p.addScope(newScope(globalScope, ratelimit.LevelGlobal, record, globals))
 	for i := range cfg.Providers {
 		pc := &cfg.Providers[i]
-		if err := p.addProvider(&b, pc, Lower(pc, learned[pc.Name]), globals); err != nil {
+		if err := p.addProvider(&b, pc, Lower(pc, learned[pc.Name]), globals, global, record); err != nil {
 			return nil, err
 		}
 	}
 	p.linkPools()
 	for i := range cfg.Tenants {
-		if err := p.addTenant(&b, &cfg.Tenants[i]); err != nil {
+		if err := p.addTenant(&b, &cfg.Tenants[i], record); err != nil {
 			return nil, err
 		}
 	}
@@ -140,7 +146,7 @@ func (p *Policy) linkPools() {
 
 // addProvider compiles a provider, pacing to the limits it reported lower than cfg's; globals
 // are the global limits, which every provider's calls take from.
-func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, learned gatewayv1.LearnedLimits, globals []rule) error {
+func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, learned gatewayv1.LearnedLimits, globals []rule, global *Scope, record map[string]gatewayv1.ScopeRecord) error {
 	endpoints, err := parseEndpoints(cfg)
 	if err != nil {
 		return err
@@ -155,6 +161,11 @@ func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, learned gatewa
 	}
 	pr := &Provider{Name: cfg.Name, Config: cfg, Endpoints: endpoints, APIKey: key, Prices: cfg.Prices.Micro(), Learned: learned,
 		limits: append(slices.Clip(globals), limits...)}
+	for _, s := range []*Scope{global, p.addScope(newScope(cfg.Name, ratelimit.LevelProvider, record, limits))} {
+		if s != nil {
+			pr.scopes = append(pr.scopes, s)
+		}
+	}
 	p.providers[cfg.Name] = pr
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
@@ -240,7 +251,7 @@ func ReadSecret(path string) (string, error) {
 	return secret, nil
 }
 
-func (p *Policy) addTenant(b *builder, cfg *gatewayv1.Tenant) error {
+func (p *Policy) addTenant(b *builder, cfg *gatewayv1.Tenant, record map[string]gatewayv1.ScopeRecord) error {
 	loc, err := time.LoadLocation(cfg.TimeZone)
 	if err != nil {
 		return fmt.Errorf("policy: tenant %q: %w", cfg.Name, err)
@@ -254,15 +265,25 @@ func (p *Policy) addTenant(b *builder, cfg *gatewayv1.Tenant) error {
 	}
 	p.tenants = append(p.tenants, t)
 	p.byName[t.Name] = t
-	for _, k := range cfg.Keys {
+	windows := [][]rule{t.limits}
+	for _, rules := range t.endpoints {
+		windows = append(windows, rules)
+	}
+	callers := make([]*Caller, len(cfg.Keys))
+	for i, k := range cfg.Keys {
 		c, err := b.caller(t, k.User)
 		if err != nil {
 			return err
 		}
+		callers[i] = c
+		windows = append(windows, c.limits)
+		p.callers[k.SHA256] = c
+	}
+	t.scope = p.addScope(newScope(tenantScope(t.Name), ratelimit.LevelTenant, record, windows...))
+	for _, c := range callers {
 		if err := p.checkCount(c); err != nil {
 			return err
 		}
-		p.callers[k.SHA256] = c
 	}
 	return nil
 }
@@ -274,7 +295,11 @@ func (p *Policy) checkCount(c *Caller) error {
 		most = max(most, len(rules))
 	}
 	for name := range c.Tenant.providers {
-		n := len(c.limits) + len(c.Tenant.limits) + len(p.providers[name].limits)
+		pr := p.providers[name]
+		n := len(c.limits) + len(c.Tenant.limits) + len(pr.limits) + len(pr.scopes)
+		if c.Tenant.scope != nil {
+			n++ // its mark
+		}
 		if n+most > ratelimit.MaxChecks {
 			return fmt.Errorf("policy: tenant %q: a call to %q would pass %d limits; at most %d fit in one decision", c.Tenant.Name, name, n+most, ratelimit.MaxChecks)
 		}

@@ -64,6 +64,9 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 		{Key: "{openai}:provider:tokens:minute", Level: "provider", Capacity: 285_000, Cost: 900},
 		{Key: "{openai}:provider:tokens:pace", Level: "provider", Capacity: 4750, Cost: 900},
 		{Key: "{openai}:provider:inflight", Level: "provider", Capacity: 190, Cost: 1},
+		// The tenant's calendar windows (alice's day, the budget) are trusted at the record's
+		// version, none here.
+		{Key: "{tenant:acme}:record", Level: "tenant", Capacity: 0, Cost: 0},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("checks (-want +got):\n%s", diff)
@@ -168,7 +171,10 @@ func TestLocalChecksTakeOneReplicasShare(t *testing.T) {
 	alice, route := p.Caller("sk-acme-alice"), p.Routes("gpt-4o-mini")[0]
 	shared := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, Cost{}, Shared, "l")))
 	local := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, Cost{}, Local, "l")))
-	for i := range shared {
+	if len(local) != len(shared)-1 {
+		t.Fatalf("%d local checks for %d shared; want all but the mark: a window is never decided locally", len(local), len(shared))
+	}
+	for i := range local {
 		if want := max(shared[i].Capacity/4, 1); local[i].Capacity != want {
 			t.Errorf("%s: local capacity %d; want a quarter of %d", shared[i].Key, local[i].Capacity, shared[i].Capacity)
 		}
@@ -405,8 +411,8 @@ func TestLearnedLimitsLowerTheProvidersLimits(t *testing.T) {
 }
 
 // TestAPlanPassesAtMostMaxChecksLimits compiles a plan whose calls pass as many limits as one
-// decision holds, the provider's eight among them, and refuses one limit more, naming the tenant
-// and the provider.
+// decision holds, the provider's eight among them and the mark of its month's spend, and refuses
+// one limit more, naming the tenant and the provider.
 func TestAPlanPassesAtMostMaxChecksLimits(t *testing.T) {
 	cfg, err := gatewayv1.Load("../../../../api/gateway/v1/testdata/two-tenants.yaml")
 	if err != nil {
@@ -418,14 +424,14 @@ func TestAPlanPassesAtMostMaxChecksLimits(t *testing.T) {
 	acme.Endpoints, acme.Budget = nil, nil
 	perHour := gatewayv1.Limit{Dimension: gatewayv1.DimensionRequests, Amount: 100, Per: gatewayv1.PeriodHour}
 	acme.PerTenant = nil
-	acme.PerUser = slices.Repeat([]gatewayv1.Limit{perHour}, ratelimit.MaxChecks-8)
+	acme.PerUser = slices.Repeat([]gatewayv1.Limit{perHour}, ratelimit.MaxChecks-9)
 	p, err := Compile(cfg, 1)
 	if err != nil {
 		t.Fatalf("a plan of %d limits with the provider's: %v", ratelimit.MaxChecks, err)
 	}
 	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Routes("gpt-4o-mini")[0], gatewayv1.EndpointChat, Cost{Tokens: 1}, Shared, "lease")
 	if len(checks) != ratelimit.MaxChecks {
-		t.Fatalf("a call passes %d limits; want %d, %d of them the provider's", len(checks), ratelimit.MaxChecks, 8)
+		t.Fatalf("a call passes %d limits; want %d, %d of them the provider's", len(checks), ratelimit.MaxChecks, 9)
 	}
 	acme.PerTenant = []gatewayv1.Limit{perHour}
 	_, err = Compile(cfg, 1)

@@ -74,6 +74,9 @@ func (r *slotRing) countBetween(from, to int64) int64 {
 // whether this check passed. (Writing into d, rather than returning a result struct, keeps the hot path in
 // registers.)
 func (d *Decision) evaluate(i int, l *Limit, s state, older *slotRing, cost, now int64) (state, bool) {
+	if l.kind == mark {
+		return s, d.evaluateMark(i, s, cost)
+	}
 	if cost > l.largest {
 		// Refused before any arithmetic, which a huge cost would overflow.
 		d.Remaining[i] = 0
@@ -110,6 +113,16 @@ func (d *Decision) evaluateBucket(i int, l *Limit, s state, cost, now int64) (st
 	d.Remaining[i] = l.units(max(tolerance-(next-now), 0))
 	d.Reset[i] = time.Duration(next - now)
 	return state{a: next}, true
+}
+
+// evaluateMark passes when the mark in s holds at least version: a mark's state is its version in
+// a, and 1 in b once it is set.
+func (d *Decision) evaluateMark(i int, s state, version int64) bool {
+	if s.b == 0 || s.a < version {
+		d.refuse(i, 0, false)
+		return false
+	}
+	return true
 }
 
 // rollWindow starts a new window when now has passed the stored one's end.
@@ -284,6 +297,8 @@ func settle(l *Limit, s state, older *slotRing, delta, now, took int64) state {
 		return state{a: s.a, b: max(s.b+delta, 0)}
 	case rolling:
 		return l.settleRolling(s, older, delta, now, took)
+	case mark:
+		return s // a mark is set by re-seeding alone
 	default:
 		return state{b: max(s.b+delta, 0)}
 	}
@@ -326,6 +341,8 @@ func idle(l *Limit, s state, older *slotRing, now int64) bool {
 		return s.a <= now || s.b == 0
 	case rolling:
 		return l.rollingReset(s, older, now) == 0
+	case mark:
+		return false // without its mark, a scope's windows would be seeded again
 	default:
 		return s.b == 0
 	}

@@ -26,6 +26,8 @@
 --                    that decision took from, while it still counts, none going below zero.
 --   'c' concurrency: p1 = lease time to live (microseconds), p2 = lease id; the value is a sorted
 --                    set of leases scored by expiry, so a dead gateway's slots free themselves.
+--   'm' mark:        a scope's record version (see record.go); cost = the version it must hold
+--                    at least. It passes or refuses, and nothing here writes it.
 -- A settlement whose mark exists was applied before and does nothing; one that applies sets it.
 -- An undo is a settlement whose window checks carry, in p1 and p2, the end of the window the
 -- decision took from: a window gives back only to it, never to the next one.
@@ -156,6 +158,8 @@ local function load(k, kind, now)
     end
   elseif kind == 'r' then
     sa[k], sb[k] = parseRolling(v)
+  elseif kind == 'm' then
+    sa[k], sb[k] = v and tonumber(v) or -1, 0
   else
     call('ZREMRANGEBYSCORE', KEYS[k], '-inf', now)
     sa[k], sb[k] = 0, call('ZCARD', KEYS[k])
@@ -189,6 +193,7 @@ end
 -- concurrency limit counts a lease once however often it is taken, and a release only of a lease
 -- it holds.
 local function change(k, kind, a, b, p1, p2, delta, now)
+  if kind == 'm' then return end
   if kind == 'r' then
     if a < sa[k] then b.to, b.changed = nil, true end -- an older slot changed
     b[a] = max((b[a] or 0) + delta, 0)
@@ -248,6 +253,7 @@ end
 
 -- evaluate returns ok, never, wait, remaining, reset and the new state (a, b).
 local function evaluate(kind, cap, p1, p2, a, b, cost, now)
+  if kind == 'm' then return a >= cost, false, 0, 0, 0, a, b end
   if cost > largest(kind, cap, p2) then
     return false, true, 0, 0, 0, a, b -- waiting will not help
   end
@@ -305,7 +311,9 @@ local function settle(base, n, now, mark, keep, undo)
     local delta = min(max(num(ARGV[j + 5]), -most), most)
     local a, b = state(k, kind, p1, p2, now)
     local apply = true
-    if kind == 'b' then
+    if kind == 'm' then
+      apply = false
+    elseif kind == 'b' then
       a = max(max(a, now) + delta * num(p1), now)
     elseif kind == 'w' then
       b = max(b + delta, 0)

@@ -47,15 +47,17 @@ func (l Level) String() string {
 // Dimension is what a limit counts.
 type Dimension uint8
 
-// The dimensions. Dollars are counted in micro-dollars.
+// The dimensions. Dollars are counted in micro-dollars. A scope's mark (see NewMark) counts
+// the record's versions.
 const (
 	Requests Dimension = iota
 	Tokens
 	MicroDollars
 	InFlight
+	Version
 )
 
-var dimensionNames = [...]string{"requests", "tokens", "microdollars", "inflight"}
+var dimensionNames = [...]string{"requests", "tokens", "microdollars", "inflight", "version"}
 
 func (d Dimension) String() string {
 	if int(d) < len(dimensionNames) {
@@ -72,6 +74,7 @@ const (
 	window
 	concurrency
 	rolling
+	mark
 )
 
 // Period is the length of a calendar window.
@@ -226,6 +229,9 @@ func (l *Limit) Rate() float64 {
 	}
 	return 0
 }
+
+// IsMark reports whether the limit is a scope's mark (see NewMark).
+func (l *Limit) IsMark() bool { return l.kind == mark }
 
 // IsWindow reports whether the limit is a calendar window (a quota or a budget that resets at
 // midnight or on the first of the month) rather than a rate or calls in flight.

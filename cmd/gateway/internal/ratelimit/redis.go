@@ -204,6 +204,8 @@ func scriptConstants(l *Limit) [4]any {
 		return [4]any{"w", l.capacity, nil, nil}
 	case rolling:
 		return [4]any{"r", l.capacity, fmt.Sprint(l.interval.Microseconds(), " ", l.slots), nil}
+	case mark:
+		return [4]any{"m", 0, "", ""}
 	default:
 		return [4]any{"c", l.capacity, l.leaseTTL.Microseconds(), nil}
 	}
@@ -225,6 +227,8 @@ func appendScriptArgs(args []any, c Check, now time.Time) ([]any, error) {
 		_, end := l.calendar.Bounds(now)
 		_, next := l.calendar.Bounds(end)
 		return append(args, l.script[0], l.script[1], end.UnixMicro(), next.UnixMicro(), c.Cost), nil
+	case mark:
+		return append(args, l.script[0], l.script[1], l.script[2], l.script[3], c.Cost), nil
 	default:
 		if c.Lease == "" {
 			return nil, fmt.Errorf("ratelimit: concurrency check on %q has no lease", l.Key)

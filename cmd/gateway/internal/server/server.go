@@ -8,6 +8,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/balance"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
@@ -148,9 +150,10 @@ func (s *Server) withRequestID(next http.Handler) http.Handler {
 }
 
 // AdminHandler returns the endpoints for operators and Kubernetes: /healthz, /readyz, /metrics,
-// /admin/usage and /admin/queues. Serve it on its own port, open only to the manager, the metrics
-// adapter and Prometheus: the snapshots name every tenant, and the usage snapshot reads every
-// tenant's budget from the store.
+// /admin/usage, /admin/queues and /admin/record. Serve it on its own port, open only to the
+// manager, the metrics adapter and Prometheus: the snapshots name every tenant, the usage
+// snapshot reads every tenant's budget from the store, and a POST to /admin/record moves the
+// store's record versions on.
 func (s *Server) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
@@ -158,6 +161,7 @@ func (s *Server) AdminHandler() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /admin/usage", s.serveUsage)
 	mux.HandleFunc("GET /admin/queues", s.serveQueues)
+	mux.HandleFunc("POST "+gatewayv1.RecordPath, s.serveRecord)
 	return mux
 }
 
@@ -241,6 +245,32 @@ func (s *Server) serveUsage(w http.ResponseWriter, r *http.Request) {
 	u.Gateway = s.opts.Name
 	writeJSON(w, http.StatusOK, u)
 }
+
+// serveRecord answers a RecordRequest with every scope's calendar windows as the store holds them
+// (see admission.Gate.Record).
+func (s *Server) serveRecord(w http.ResponseWriter, r *http.Request) {
+	if s.policy.Load() == nil {
+		http.Error(w, "no configuration in force", http.StatusServiceUnavailable)
+		return
+	}
+	var req gatewayv1.RecordRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxRecordRequestBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		http.Error(w, "the body must be a record request, {\"versions\": {scope: version}}: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	rec, err := s.gate.Record(r.Context(), req.Versions)
+	if err != nil {
+		s.log.Error("read the store for the record", "err", err)
+		http.Error(w, "the limiter's store could not be read", http.StatusServiceUnavailable)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+// maxRecordRequestBytes bounds a record request: a version for each of some 100,000 scopes.
+const maxRecordRequestBytes = 8 << 20
 
 // serveQueues serves what waits in the queues, for the metrics adapter: it costs no store read.
 func (s *Server) serveQueues(w http.ResponseWriter, r *http.Request) {
