@@ -7,6 +7,7 @@ import (
 	"net"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -41,8 +42,21 @@ func fiveLevels(b *testing.B) []Check {
 	return checks
 }
 
+// withMark is checks, the first levels of fiveLevels, with the mark of the tenant's calendar
+// windows, as the gateway sends a decision on a user's daily quota (see NewMark), seeded in s.
+func withMark(b *testing.B, s interface {
+	Reseed(context.Context, *Limit, int64, []Seed, time.Time) (bool, error)
+}, checks []Check) []Check {
+	mk := NewMark("{tenant:acme}:record", LevelTenant)
+	if _, err := s.Reseed(context.Background(), mk, 1, nil, time.Now()); err != nil {
+		b.Fatal(err)
+	}
+	return append(slices.Clip(checks), Check{Limit: mk, Cost: 1})
+}
+
 func BenchmarkDecideMemory(b *testing.B) {
-	m, checks, ctx := NewMemory(), fiveLevels(b), context.Background()
+	m, ctx := NewMemory(), context.Background()
+	checks := withMark(b, m, fiveLevels(b))
 	now := time.Now()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -65,7 +79,8 @@ func BenchmarkXTimeRateAllowN(b *testing.B) {
 	}
 }
 
-// BenchmarkDecideRedis measures decisions per second from 8 concurrent callers, for levels 1 and 5,
+// BenchmarkDecideRedis measures decisions per second from 8 concurrent callers, for levels 1 and 5
+// (each with the mark of the tenant's calendar windows),
 // beside BenchmarkEvalshaYardstick. redis-benchmark drives its 8 clients from one thread; -cpu 1
 // runs the callers on one thread too, which on a small machine also leaves Redis its own core.
 func BenchmarkDecideRedis(b *testing.B) {
@@ -82,7 +97,8 @@ func BenchmarkDecideRedisCluster(b *testing.B) {
 func benchmarkDecide(b *testing.B, client redis.UniversalClient) {
 	for _, levels := range []int{1, 5} {
 		b.Run(fmt.Sprintf("levels=%d", levels), func(b *testing.B) {
-			r, checks, ctx := NewRedis(client), fiveLevels(b)[:levels], context.Background()
+			r, ctx := NewRedis(client), context.Background()
+			checks := withMark(b, r, fiveLevels(b)[:levels])
 			b.SetParallelism(max(8/runtime.GOMAXPROCS(0), 1)) // RunParallel starts parallelism × GOMAXPROCS callers
 			b.ReportAllocs()
 			b.ResetTimer()
