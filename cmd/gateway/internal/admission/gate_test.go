@@ -913,7 +913,7 @@ func TestAJobAttemptTakenOverIsRefusedAndHoldsNothing(t *testing.T) {
 		p := budgetPlan().compile(t)
 		g := New(Options{Limiter: limiter, Jobs: store, Policy: func() *policy.Policy { return p }})
 		t.Cleanup(g.Close)
-		job := &jobs.Job{ID: jobs.NewID(), Tenant: "acme", TenantID: "acme", User: "alice", Endpoint: "/v1/chat/completions", Body: []byte(`{}`)}
+		job := &jobs.Job{Tenant: "acme", TenantID: "acme", User: "alice", Endpoint: "/v1/chat/completions", Body: []byte(`{}`)}
 		if err := store.Add(t.Context(), job); err != nil {
 			t.Fatal(err)
 		}

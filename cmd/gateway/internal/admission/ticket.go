@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -164,8 +165,8 @@ func (t *Ticket) costOf(u estimate.Usage) policy.Cost {
 }
 
 // chargeJob records a job attempt's end in the job store and reports whether it is to be
-// charged: a served attempt is, if it is the job's first to be (a store that cannot answer
-// charges it); an unserved one holds nothing any more.
+// charged: a served attempt is, if it is the job's first to be (a store that cannot answer, or
+// that lost the job, charges it); an unserved one holds nothing any more.
 func (g *Gate) chargeJob(a jobs.Attempt, served bool) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
@@ -174,7 +175,10 @@ func (g *Gate) chargeJob(a jobs.Attempt, served bool) bool {
 		return false
 	}
 	first, err := g.opts.Jobs.Charge(ctx, a)
-	if err != nil {
+	switch {
+	case errors.Is(err, jobs.ErrLost):
+		return true // its worker reports the loss
+	case err != nil:
 		g.log.Error("mark a job charged", "job", a.Job, "err", err)
 		return true
 	}

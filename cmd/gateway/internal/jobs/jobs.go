@@ -13,13 +13,13 @@
 // Memory keeps jobs in one process; they do not survive a restart. Redis keeps them in a Redis
 // Stream per tenant, read by a consumer group, shared by every replica: a job is delivered at
 // least once, and a job held by a replica that died is reclaimed by another once it has been
-// idle for the reclaim time.
+// idle for the reclaim time. A store names the jobs it adds, under its epoch (see epoch.go), so
+// that a job it lost by coming back empty is told apart from one that never was: ErrLost.
 //
 // The state machine (Job.apply) is pure and shared by both stores.
 package jobs
 
 import (
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
@@ -51,6 +51,9 @@ func (s State) Final() bool { return s == Succeeded || s == Failed || s == Cance
 var (
 	// ErrNotFound: no such job, or it has expired.
 	ErrNotFound = errors.New("jobs: no such job")
+	// ErrLost: the job was added under an earlier epoch of its store, which has since lost it
+	// (it came back empty). It wraps ErrNotFound: what handles a missing job handles a lost one.
+	ErrLost = fmt.Errorf("jobs: the store lost the job when it came back empty: %w", ErrNotFound)
 	// ErrFinished: the job is already final, so the change does not apply.
 	ErrFinished = errors.New("jobs: the job has already finished")
 	// ErrNotRunning: the attempt is not the one the job is running. It happens when a replica
@@ -66,6 +69,7 @@ var (
 // Job is one job. Its request is kept as sent, with the SHA-256 of the key that sent it (never
 // the key), which names its caller when it runs.
 type Job struct {
+	// ID names the job; Add gives it.
 	ID string `json:"id"`
 	// Tenant names the job's tenant, for metrics and logs; TenantID identifies it, and is what
 	// the store indexes the job by, so that a tenant created again under the name of a deleted
@@ -121,9 +125,6 @@ type Cost struct {
 	Tokens       int64 `json:"tokens,omitempty"`
 	MicroDollars int64 `json:"microDollars,omitempty"`
 }
-
-// NewID returns a new job id.
-func NewID() string { return "job_" + rand.Text() }
 
 // Attempt names one attempt of a job: its id and its number, Job.Attempts when it was taken.
 // Once another replica has taken the job over, an earlier attempt changes nothing but the job's
@@ -306,7 +307,7 @@ func (o *Options) defaults() {
 const ListLimit = 100
 
 // Superseded reports whether err says that a job is no longer an attempt's to run: another
-// gateway took it over, or it was cancelled, or it expired.
+// gateway took it over, or it was cancelled, or it expired or was lost.
 func Superseded(err error) bool {
 	return errors.Is(err, ErrNotRunning) || errors.Is(err, ErrFinished) || errors.Is(err, ErrNotFound)
 }

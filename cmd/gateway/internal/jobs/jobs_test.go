@@ -131,7 +131,7 @@ func add(t *testing.T, s store, tenant string) *Job {
 
 func addAs(t *testing.T, s store, tenant, user, body string) *Job {
 	t.Helper()
-	j := &Job{ID: NewID(), Tenant: tenant, TenantID: tenant, User: user, KeyHash: "abc", Endpoint: "chat", Body: []byte(body)}
+	j := &Job{Tenant: tenant, TenantID: tenant, User: user, KeyHash: "abc", Endpoint: "chat", Body: []byte(body)}
 	if err := s.Add(context.Background(), j); err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func TestATenantQueuesNoMoreThanItMay(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			add(t, s, "acme")
 			second := add(t, s, "acme")
-			refused := &Job{ID: NewID(), Tenant: "acme", TenantID: "acme", Endpoint: "chat"}
+			refused := &Job{Tenant: "acme", TenantID: "acme", Endpoint: "chat"}
 			if err := s.Add(ctx, refused); !errors.Is(err, ErrTooManyQueued) {
 				t.Fatalf("Add() past the limit: %v; want ErrTooManyQueued", err)
 			}
@@ -641,7 +641,7 @@ func TestATenantHoldsNoMoreBytesThanItMay(t *testing.T) {
 	for kind, s := range all {
 		t.Run(kind, func(t *testing.T) {
 			addAs(t, s, "acme", "alice", body)
-			refused := &Job{ID: NewID(), Tenant: "acme", TenantID: "acme", Endpoint: "chat", Body: []byte(body)}
+			refused := &Job{Tenant: "acme", TenantID: "acme", Endpoint: "chat", Body: []byte(body)}
 			if err := s.Add(ctx, refused); !errors.Is(err, ErrTooManyBytes) {
 				t.Fatalf("Add() past the bytes: %v; want ErrTooManyBytes", err)
 			}

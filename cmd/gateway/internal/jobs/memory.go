@@ -7,11 +7,13 @@ import (
 	"time"
 )
 
-// Memory keeps jobs in this process: they do not survive a restart. Its zero value is not usable;
-// call NewMemory. It is safe for concurrent use.
+// Memory keeps jobs in this process: they do not survive a restart, and its epoch is the
+// process's, so that a restarted gateway answers the jobs it lost as lost. Its zero value is not
+// usable; call NewMemory. It is safe for concurrent use.
 type Memory struct {
-	opts Options
-	wake chan struct{}
+	opts  Options
+	wake  chan struct{}
+	epoch string
 
 	mu     sync.Mutex
 	jobs   map[string]*Job
@@ -39,14 +41,15 @@ type due struct {
 // NewMemory returns an empty store.
 func NewMemory(opts Options) *Memory {
 	opts.defaults()
-	return &Memory{opts: opts, wake: make(chan struct{}, 1), jobs: map[string]*Job{}, queues: map[string]*queue{},
+	return &Memory{opts: opts, wake: make(chan struct{}, 1), epoch: newEpoch(), jobs: map[string]*Job{}, queues: map[string]*queue{},
 		queued: map[string]int{}, bytes: map[string]int64{}, owned: map[string]map[string]bool{}, finished: map[string][]string{}}
 }
 
-// Add queues a new job, unless its tenant has MaxQueuedPerTenant queued already or its jobs
-// would hold more than MaxBytesPerTenant. It forgets the jobs that have expired, so that memory
-// holds no more final jobs than those of the last ResultTTL.
+// Add gives j an id and queues it, unless its tenant has MaxQueuedPerTenant queued already or
+// its jobs would hold more than MaxBytesPerTenant. It forgets the jobs that have expired, so
+// that memory holds no more final jobs than those of the last ResultTTL.
 func (m *Memory) Add(_ context.Context, j *Job) error {
+	j.ID = newID(m.epoch)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.opts.Now()
@@ -129,13 +132,14 @@ func (m *Memory) kick() {
 	}
 }
 
-// Get returns a copy of a job, with its result.
+// Get returns a copy of a job, with its result. A job this process does not hold is ErrLost
+// when its id is of another epoch (another process's), ErrNotFound otherwise.
 func (m *Memory) Get(_ context.Context, id string) (*Job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j := m.live(id)
 	if j == nil {
-		return nil, ErrNotFound
+		return nil, missing(id, m.epoch)
 	}
 	return clone(j), nil
 }
@@ -317,7 +321,7 @@ func (m *Memory) update(id string, change func(*Job) error) (*Job, error) {
 	defer m.mu.Unlock()
 	j := m.live(id)
 	if j == nil {
-		return nil, ErrNotFound
+		return nil, missing(id, m.epoch)
 	}
 	next := clone(j)
 	if err := change(next); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,6 +29,7 @@ import (
 //	                                        their sum in field "total"
 //	{sluice-jobs}:tenant:<tenant>:<state>   a tenant's jobs in a state, scored by their last change
 //	{sluice-jobs}:user:<tenant>:<state>:<user>  the same, for the jobs one user sent
+//	{sluice-jobs}:epoch                     the store's epoch (see epoch.go), without expiry
 //
 // <tenant> is the tenant's id. The consumer group "gateways" reads each stream. A job's entry is
 // acknowledged and deleted when the job ends or waits for a time; until then it stays pending
@@ -40,6 +42,7 @@ const (
 	keyPrefix = "{sluice-jobs}:"
 	turnsKey  = keyPrefix + "turns"
 	turnKey   = keyPrefix + "turn"
+	epochKey  = keyPrefix + "epoch"
 	group     = "gateways"
 )
 
@@ -57,6 +60,10 @@ type Redis struct {
 	consumer string
 	opts     Options
 	wake     chan struct{}
+
+	// epoch is the store's epoch as this replica last read it, which Add names jobs under; nil
+	// until the first Add or miss reads it.
+	epoch atomic.Pointer[string]
 
 	mu   sync.Mutex
 	held map[string]entry // by job id, the entries of the jobs this replica runs
@@ -107,13 +114,18 @@ local function trim(first, bytes, before)
 end
 `
 
-// addScript stores a job, indexes it queued and appends it to its tenant's stream, unless the
-// tenant has as many queued as it may, or its jobs would hold too many bytes. KEYS: the job,
-// the tenant's and the user's queued indexes, the tenant's bytes, its stream, the turns, the
-// turn count, the tenant's three finished indexes. ARGV: the job's JSON, its body, its score,
-// its id, the most queued, its size, the most bytes, the expiry score, the group, the tenant.
-// It returns 0, or 1 for too many queued, 2 for too many bytes.
+// addScript stores a job, indexes it queued and appends it to its tenant's stream, unless its id
+// is not of the store's epoch, or the tenant has as many queued as it may, or its jobs would
+// hold too many bytes. A store without an epoch takes a new one first. KEYS: the job, the
+// tenant's and the user's queued indexes, the tenant's bytes, its stream, the turns, the turn
+// count, the tenant's three finished indexes, the epoch. ARGV: the job's JSON, its body, its
+// score, its id, the most queued, its size, the most bytes, the expiry score, the group, the
+// tenant, the id's epoch, a new epoch. It returns the store's epoch when it is not the id's, or
+// 0, or 1 for too many queued, 2 for too many bytes.
 var addScript = redis.NewScript(trimLua + `
+redis.call('SET', KEYS[11], ARGV[12], 'NX')
+local epoch = redis.call('GET', KEYS[11])
+if epoch ~= ARGV[11] then return epoch end
 trim(8, KEYS[4], ARGV[8])
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then return 1 end
 local total = tonumber(redis.call('HGET', KEYS[4], 'total') or '0')
@@ -129,40 +141,103 @@ redis.call('ZADD', KEYS[6], 'NX', redis.call('GET', KEYS[7]) or 0, ARGV[10])
 return 0
 `)
 
-// Add stores a new job, queued, and appends it to its tenant's stream, unless its tenant has
-// MaxQueuedPerTenant queued already or its jobs would hold more than MaxBytesPerTenant.
+// Add gives j an id and stores it, queued, and appends it to its tenant's stream, unless its
+// tenant has MaxQueuedPerTenant queued already or its jobs would hold more than
+// MaxBytesPerTenant.
+//
+// The id is of the epoch this replica last read. The script that adds the job checks it against
+// the store's, in the same step: when the store has come back empty since (or this replica has
+// not read its epoch yet), the script answers the store's epoch, or makes one, and the job is
+// given an id of it and added again. Jobs added after a loss so carry the new epoch, at no cost
+// to an Add in the common case.
 func (r *Redis) Add(ctx context.Context, j *Job) error {
 	now := r.opts.Now()
 	j.State, j.Created, j.Updated, j.Size = Queued, now, now, int64(len(j.Body))
+	fresh := newEpoch() // the store's, should it have none
+	epoch := fresh
+	if known := r.epoch.Load(); known != nil {
+		epoch = *known
+	}
+	for range 2 { // a second epoch in between would be a second loss
+		j.ID = newID(epoch)
+		current, err := r.add(ctx, j, epoch, fresh)
+		if err != nil || current == epoch {
+			return err
+		}
+		r.epoch.Store(&current)
+		epoch = current
+	}
+	return fmt.Errorf("jobs: add job %s: the store's epoch changed while it was added", j.ID)
+}
+
+// add runs addScript for j, whose id is of epoch. It returns the store's epoch, which is not
+// epoch when j was not added for it, or an error.
+func (r *Redis) add(ctx context.Context, j *Job, epoch, fresh string) (string, error) {
 	data, err := json.Marshal(j)
 	if err != nil {
-		return fmt.Errorf("jobs: encode job %s: %w", j.ID, err)
+		return "", fmt.Errorf("jobs: encode job %s: %w", j.ID, err)
 	}
 	t := tenantOwner(j)
 	keys := []string{jobKey(j.ID), indexKey(t, Queued), indexKey(j.owner(), Queued), bytesKey(j.TenantID), streamKey(j.TenantID), turnsKey, turnKey}
 	for _, s := range finalStates() {
 		keys = append(keys, indexKey(t, s))
 	}
-	refused, err := addScript.Run(ctx, r.client, keys, data, j.Body, now.UnixMilli(), j.ID, r.opts.MaxQueuedPerTenant,
-		j.Size, r.opts.MaxBytesPerTenant, r.expiredBefore(), group, j.TenantID).Int()
-	switch {
-	case err != nil:
-		return fmt.Errorf("jobs: add job %s: %w", j.ID, err)
-	case refused == 1:
-		return ErrTooManyQueued
-	case refused == 2:
-		return ErrTooManyBytes
+	keys = append(keys, epochKey)
+	res, err := addScript.Run(ctx, r.client, keys, data, j.Body, j.Created.UnixMilli(), j.ID, r.opts.MaxQueuedPerTenant,
+		j.Size, r.opts.MaxBytesPerTenant, r.expiredBefore(), group, j.TenantID, epoch, fresh).Result()
+	if err != nil {
+		return "", fmt.Errorf("jobs: add job %s: %w", j.ID, err)
 	}
+	switch res {
+	case int64(0):
+		r.wakeUp()
+		return epoch, nil
+	case int64(1):
+		return epoch, ErrTooManyQueued
+	case int64(2):
+		return epoch, ErrTooManyBytes
+	}
+	current, ok := res.(string) // the store's epoch, another than the id's: nothing was added
+	if !ok {
+		return "", fmt.Errorf("jobs: add job %s: the script answered %v", j.ID, res)
+	}
+	return current, nil
+}
+
+// wakeUp tells this replica's Take that a job was added.
+func (r *Redis) wakeUp() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
-// Get returns a job, with its result.
+// Get returns a job, with its result. A job the store does not hold is ErrLost when its id is
+// of another epoch than the store's, ErrNotFound otherwise.
 func (r *Redis) Get(ctx context.Context, id string) (*Job, error) {
-	return read(ctx, r.client, id, "result")
+	j, err := read(ctx, r.client, id, "result")
+	if errors.Is(err, ErrNotFound) {
+		return nil, r.missing(ctx, id)
+	}
+	return j, err
+}
+
+// missing says why the store does not hold the job id names: ErrLost or ErrNotFound (see
+// epoch.go). It reads the store's epoch anew, which may have changed since this replica last
+// read it; a store with none has lost every job whose id carries one.
+func (r *Redis) missing(ctx context.Context, id string) error {
+	if _, ok := epochOf(id); !ok {
+		return ErrNotFound
+	}
+	current, err := r.client.Get(ctx, epochKey).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return ErrLost
+	case err != nil:
+		return fmt.Errorf("jobs: read the store's epoch: %w", err)
+	}
+	r.epoch.Store(&current)
+	return missing(id, current)
 }
 
 // read reads a job, and the named fields of its key besides its JSON: "body", "result".
@@ -503,7 +578,8 @@ const updateAttempts = 10
 // update changes a job in an optimistic transaction (WATCH, MULTI, EXEC), moving it between its
 // owners' state indexes and, when it ends, dropping its body, keeping its result, counting its
 // bytes anew and setting its expiry. A change that returns an error is not written; the job is
-// returned as it was. The job is read and returned without its body and result.
+// returned as it was. The job is read and returned without its body and result. A job the
+// store does not hold is ErrLost or ErrNotFound, as for Get.
 func (r *Redis) update(ctx context.Context, id string, change func(*Job) error) (*Job, error) {
 	key := jobKey(id)
 	for range updateAttempts {
@@ -522,10 +598,12 @@ func (r *Redis) update(ctx context.Context, id string, change func(*Job) error) 
 			out = j
 			return r.write(ctx, tx, j, before)
 		}, key)
-		if errors.Is(err, redis.TxFailedErr) {
+		switch {
+		case errors.Is(err, redis.TxFailedErr):
 			continue
-		}
-		if err == nil {
+		case errors.Is(err, ErrNotFound):
+			return nil, r.missing(ctx, id)
+		case err == nil:
 			err = changeErr
 		}
 		return out, err

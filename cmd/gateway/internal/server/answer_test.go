@@ -141,6 +141,7 @@ func TestWhatTheSDKsMayRetry(t *testing.T) {
 		{http.StatusNotFound, "model_not_found", false},
 		{http.StatusRequestTimeout, "request_timeout", true},
 		{http.StatusConflict, "job_finished", false},
+		{http.StatusGone, "job_lost", false},
 		{http.StatusRequestEntityTooLarge, "request_too_large", false},
 		{http.StatusTooManyRequests, "rate_limit_exceeded", true},
 		{http.StatusTooManyRequests, "queue_busy", true},

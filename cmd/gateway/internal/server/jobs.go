@@ -14,7 +14,8 @@ import (
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 )
 
-// Jobs keeps jobs: jobs.Memory or jobs.Redis.
+// Jobs keeps jobs: jobs.Memory or jobs.Redis. Add names the job; a job the store lost is
+// jobs.ErrLost.
 type Jobs interface {
 	Add(ctx context.Context, j *jobs.Job) error
 	Get(ctx context.Context, id string) (*jobs.Job, error)
@@ -176,7 +177,7 @@ func (s *Server) checkJob(ctx context.Context, p *policy.Policy, caller *policy.
 	if r := s.gate.TooLarge(c.admission()); r != nil {
 		return nil, nil, refusalError(nil, c, r)
 	}
-	return &jobs.Job{ID: jobs.NewID(), Tenant: caller.Tenant.Name, TenantID: caller.Tenant.Config.ID(), User: caller.User,
+	return &jobs.Job{Tenant: caller.Tenant.Name, TenantID: caller.Tenant.Config.ID(), User: caller.User,
 		Endpoint: string(endpoint), Body: req.Body}, c, nil
 }
 
@@ -208,7 +209,8 @@ func (s *Server) serveCancelJob(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// serveJob answers a job after do, when the caller may see it.
+// serveJob answers a job after do, when the caller may see it. A job its store lost is answered
+// 410 job_lost to whoever asks (see jobLostError).
 func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, do func(context.Context, string) (*jobs.Job, error)) {
 	caller, apiErr := s.authenticate(s.policy.Load(), r)
 	if apiErr != nil {
@@ -216,16 +218,19 @@ func (s *Server) serveJob(w http.ResponseWriter, r *http.Request, do func(contex
 		return
 	}
 	id := r.PathValue("id")
-	notFound := &apiError{status: http.StatusNotFound, Type: typeInvalidRequest, Code: "job_not_found", Message: fmt.Sprintf("No job %q.", id)}
-	// A job the caller may not see is not found, whatever it is: its id says nothing.
-	if j, err := s.opts.Jobs.Get(r.Context(), id); errors.Is(err, jobs.ErrNotFound) || (err == nil && !ownerOf(caller).Owns(j)) {
-		notFound.write(w)
-		return
+	j, err := s.opts.Jobs.Get(r.Context(), id)
+	if err == nil && !ownerOf(caller).Owns(j) {
+		err = jobs.ErrNotFound // a job the caller may not see is not found, whatever it is: its id says nothing
 	}
-	j, err := do(r.Context(), id)
+	if err == nil {
+		j, err = do(r.Context(), id)
+	}
 	switch {
+	case errors.Is(err, jobs.ErrLost):
+		s.jobLost(id)
+		jobLostError(id).write(w)
 	case errors.Is(err, jobs.ErrNotFound):
-		notFound.write(w)
+		(&apiError{status: http.StatusNotFound, Type: typeInvalidRequest, Code: "job_not_found", Message: fmt.Sprintf("No job %q.", id)}).write(w)
 	case errors.Is(err, jobs.ErrFinished):
 		(&apiError{status: http.StatusConflict, Type: typeInvalidRequest, Code: "job_finished",
 			Message: fmt.Sprintf("The job %q has already finished (%s).", id, j.State)}).write(w)

@@ -105,8 +105,8 @@ func (r *runningJobs) abandon(id string) bool {
 }
 
 // renewJobs renews the jobs this replica holds until ctx ends, and abandons the attempts of
-// those another replica has reclaimed (this one stalled past the reclaim time): they are that
-// replica's to run and record now.
+// those another replica has reclaimed (this one stalled past the reclaim time), which are that
+// replica's to run and record now, and of those the store lost, which nobody will read.
 func (s *Server) renewJobs(ctx context.Context, every time.Duration, running *runningJobs) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -120,12 +120,23 @@ func (s *Server) renewJobs(ctx context.Context, every time.Duration, running *ru
 				s.log.Error("renew the jobs this gateway runs", "err", err)
 			}
 			for _, id := range lost {
-				if running.abandon(id) {
-					s.log.Warn("another gateway took over a job this one was running; its attempt is abandoned", "job", id)
-				}
+				s.abandonJob(ctx, running, id)
 			}
 		}
 	}
+}
+
+// abandonJob cancels the attempt of a job this replica no longer holds: another replica took it
+// over, or the store lost it.
+func (s *Server) abandonJob(ctx context.Context, running *runningJobs, id string) {
+	if !running.abandon(id) {
+		return
+	}
+	if _, err := s.opts.Jobs.Get(ctx, id); errors.Is(err, jobs.ErrLost) {
+		s.jobLost(id)
+		return
+	}
+	s.log.Warn("another gateway took over a job this one was running; its attempt is abandoned", "job", id)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {
@@ -157,6 +168,8 @@ func (s *Server) runJob(work context.Context, j *jobs.Job, running *runningJobs)
 	s.metrics.jobAttempts.WithLabelValues(j.Tenant, attemptResult(o)).Inc()
 	done, err := s.opts.Jobs.Finish(context.WithoutCancel(ctx), j.Attempt(), o)
 	switch {
+	case errors.Is(err, jobs.ErrLost):
+		s.jobLost(j.ID)
 	case errors.Is(err, jobs.ErrFinished), errors.Is(err, jobs.ErrNotFound):
 		// cancelled while it ran, or ended by another gateway's attempt
 	case errors.Is(err, jobs.ErrNotRunning):

@@ -13,6 +13,7 @@ type metrics struct {
 	failovers      *prometheus.CounterVec
 	jobsEnded      *prometheus.CounterVec
 	jobAttempts    *prometheus.CounterVec
+	jobsLost       prometheus.Counter
 	overloaded     prometheus.Counter
 	// maxInFlight is each provider's cap on calls in flight, across every gateway, beside which
 	// Little's law puts what its traffic needs: rate(arrivals) × mean call duration.
@@ -53,6 +54,10 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 		jobAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_job_attempts_total", Help: "Attempts of jobs, by tenant and result: ok, failed, or deferred (refused by the job's own limits, not counted as an attempt).",
 		}, []string{"tenant", "result"}),
+		jobsLost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_gateway_jobs_lost_total",
+			Help: "Jobs accepted, then lost with the jobs' store when it came back empty, that this gateway noticed: polled or cancelled here (answered 410 job_lost), or running here. Each is counted once per gateway that notices it.",
+		}),
 		overloaded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_gateway_overloaded_total", Help: "Calls answered 503 server_overloaded because the gateway held server.maxInFlight calls already.",
 		}),
@@ -61,7 +66,7 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 			Help: "A provider's cap on calls in flight across every gateway (its maxInFlight, less headroom); absent for a provider without one. Compare with rate(arrivals) × mean call duration, the calls in flight its traffic needs.",
 		}, []string{"provider"}),
 	}
-	reg.MustRegister(m.requests, m.providerErrors, m.attempts, m.failovers, m.jobsEnded, m.jobAttempts, m.overloaded, m.maxInFlight,
+	reg.MustRegister(m.requests, m.providerErrors, m.attempts, m.failovers, m.jobsEnded, m.jobAttempts, m.jobsLost, m.overloaded, m.maxInFlight,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_gateway_calls_in_flight", Help: "Calls the API holds: being read, waiting in a queue, at their provider or streaming back.",
 		}, inFlight))

@@ -70,6 +70,7 @@ type Server struct {
 	endpoints  balance.Balancer // the calls in flight at each self-hosted provider's Pods
 	requestIDs *ids.Sequence
 	inFlight   inFlight // calls on the API, against server.maxInFlight
+	lostJobs   lostJobs // the jobs lost with their store that this gateway counted
 	started    time.Time
 }
 
