@@ -112,10 +112,21 @@ func (g *Gate) reseed(ctx context.Context, s *policy.Scope) error {
 			g.metrics.reseeds.Inc()
 			g.log.Warn("the store held no record of a scope's calendar windows, or an older one (it came back empty or from an older snapshot); re-seeded it from the record",
 				"scope", s.Name, "version", s.Record.Version, "takenAt", s.Record.TakenAt.Time)
+			if err := g.newJobsEpoch(ctx); err != nil {
+				g.log.Error("start a new epoch of jobs after the store was found behind the record; jobs it lost may read as not found", "err", err)
+			}
 		}
 		return nil, err
 	})
 	return err
+}
+
+// newJobsEpoch starts a new epoch of the jobs' store, when there is one.
+func (g *Gate) newJobsEpoch(ctx context.Context) error {
+	if g.opts.Jobs == nil {
+		return nil
+	}
+	return g.opts.Jobs.NewEpoch(context.WithoutCancel(ctx))
 }
 
 func (g *Gate) timedDecide(ctx context.Context, store string, t *Ticket) (ratelimit.Decision, error) {

@@ -41,6 +41,9 @@ type Limiter interface {
 type JobLedger interface {
 	Hold(ctx context.Context, a jobs.Attempt, held jobs.Cost) error
 	Charge(ctx context.Context, a jobs.Attempt) (bool, error)
+	// NewEpoch makes the jobs a store lost read as lost, once the limiter found the store (the
+	// same Redis) behind its durable record.
+	NewEpoch(ctx context.Context) error
 }
 
 // Shares is the ledger the gateways sharing a provider keep of what each of its queue's lanes

@@ -16,8 +16,9 @@ import (
 // In memory the epoch is the process's. In Redis it is a key without expiry, created by the
 // first Add that finds none (SET NX, so that every gateway agrees on one) and checked by the
 // script that adds each job: a job is never kept under an epoch that is not its store's. A Redis
-// restored from a snapshot that holds the key keeps its epoch: the jobs added after the snapshot
-// then read as ErrNotFound.
+// restored from a snapshot that holds the key brings its epoch back; the gateway that finds the
+// store behind its durable record gives it a new one (NewEpoch), so that the jobs added after the
+// snapshot read as ErrLost too.
 
 // epochLen is an epoch's length: 40 random bits in base32.
 const epochLen = 8

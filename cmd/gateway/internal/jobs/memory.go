@@ -274,6 +274,10 @@ func (m *Memory) start(id string, now time.Time) *Job {
 // so none is lost.
 func (m *Memory) Renew(context.Context) ([]string, error) { return nil, nil }
 
+// NewEpoch does nothing: in memory, jobs are lost only with their process, whose epoch is its
+// own.
+func (m *Memory) NewEpoch(context.Context) error { return nil }
+
 // Leave does nothing: in memory there is no consumer group to leave.
 func (m *Memory) Leave(context.Context) error { return nil }
 

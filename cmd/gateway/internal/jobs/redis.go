@@ -240,6 +240,20 @@ func (r *Redis) missing(ctx context.Context, id string) error {
 	return missing(id, current)
 }
 
+// NewEpoch gives the store a new epoch, for a store that came back from a snapshot older than
+// some of its jobs (the limiter found it behind its durable record; see epoch.go): the jobs the
+// snapshot holds are found as before, and those added after it, whose ids carry the epoch the
+// snapshot brought back, read as lost rather than not found. Jobs added from now carry the new
+// epoch.
+func (r *Redis) NewEpoch(ctx context.Context) error {
+	epoch := newEpoch()
+	if err := r.client.Set(ctx, epochKey, epoch, 0).Err(); err != nil {
+		return fmt.Errorf("jobs: set a new epoch: %w", err)
+	}
+	r.epoch.Store(&epoch)
+	return nil
+}
+
 // read reads a job, and the named fields of its key besides its JSON: "body", "result".
 func read(ctx context.Context, c redis.Cmdable, id string, with ...string) (*Job, error) {
 	fields, err := c.HMGet(ctx, jobKey(id), append([]string{"job"}, with...)...).Result()

@@ -27,6 +27,7 @@ type Jobs interface {
 	Finish(ctx context.Context, a jobs.Attempt, o jobs.Outcome) (*jobs.Job, error)
 	Hold(ctx context.Context, a jobs.Attempt, held jobs.Cost) error
 	Charge(ctx context.Context, a jobs.Attempt) (bool, error)
+	NewEpoch(ctx context.Context) error
 }
 
 // jobEndpoints are the endpoints a job may call, by the path it names.
