@@ -3,13 +3,13 @@ package admission
 import (
 	"context"
 	"fmt"
-	"golang.org/x/sync/singleflight"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/singleflight"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 

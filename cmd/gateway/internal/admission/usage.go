@@ -2,10 +2,10 @@ package admission
 
 import (
 	"context"
-	"golang.org/x/sync/errgroup"
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
