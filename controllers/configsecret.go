@@ -72,19 +72,22 @@ func TenantFile(n int) string {
 	return fmt.Sprintf("tenants-%d.json", n)
 }
 
-// tenantShard is the tenant Secret that holds a tenant: FNV-1a of its name,
-// modulo TenantShards, so that a tenant stays in its Secret whatever other
-// tenants come and go.
-func tenantShard(name string) int {
+// tenantShard is the tenant Secret that holds a tenant.
+func tenantShard(name string) int { return shardOf(name, TenantShards) }
+
+// shardOf is the shard of shards that holds name: FNV-1a of the name,
+// modulo shards, so that a name stays in its shard whatever other names come
+// and go.
+func shardOf(name string, shards int) int {
 	h := fnv.New32a()
 	h.Write([]byte(name))
-	return int(h.Sum32() % TenantShards)
+	return int(h.Sum32() % uint32(shards))
 }
 
 // configSecrets returns the Secrets of a compile: the TenantShards tenant
 // Secrets, each a tenant file in JSON, then the configuration Secret, whose
-// config.yaml names each tenant file with its SHA-256 and which holds the
-// providers' key files.
+// config.yaml names each tenant file with its SHA-256 and each record file
+// (see RecordFile), and which holds the providers' key files.
 // Each carries a hash of its items and an owner reference to every
 // ProviderQuota and TenantPlan of the namespace, so that the Secrets go when
 // the last of them does.
@@ -106,6 +109,7 @@ func configSecrets(key types.NamespacedName, in *Inputs, out *Output) ([]*corev1
 	}
 	cfg := *out.Config
 	cfg.Tenants, cfg.TenantFiles = nil, files
+	cfg.RecordFiles = recordFiles()
 	data, err := encode(header, &cfg)
 	if err != nil {
 		return nil, err

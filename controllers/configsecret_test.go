@@ -76,8 +76,16 @@ func TestConfigSecret(t *testing.T) {
 		t.Errorf("openai's apiKeyFile = %q; want openai.key beside config.yaml", got)
 	}
 	want.Providers[0].APIKeyFile = loaded.Providers[0].APIKeyFile // resolved by Load
-	if diff := cmp.Diff(want, loaded, cmpopts.IgnoreFields(gatewayv1.Config{}, "TenantFiles")); diff != "" {
+	if diff := cmp.Diff(want, loaded, cmpopts.IgnoreFields(gatewayv1.Config{}, "TenantFiles", "RecordFiles")); diff != "" {
 		t.Errorf("loaded configuration (-compiled +loaded):\n%s", diff)
+	}
+	for n, path := range loaded.RecordFiles {
+		if filepath.Dir(path) != filepath.Dir(loaded.Providers[0].APIKeyFile) || filepath.Base(path) != RecordFile(n) {
+			t.Errorf("recordFiles[%d] = %s; want %s beside config.yaml", n, path, RecordFile(n))
+		}
+	}
+	if len(loaded.RecordFiles) != RecordShards {
+		t.Errorf("config.yaml names %d record files; want %d", len(loaded.RecordFiles), RecordShards)
 	}
 	desired := all[len(all)-1]
 	if got := string(desired.Data["openai.key"]); got != "sk-openai" {
@@ -139,7 +147,7 @@ func TestTenantShards(t *testing.T) {
 }
 
 // TestRoleNamesTenantSecrets checks that the manager's Role may update
-// every Secret it writes under the default name.
+// every Secret and record ConfigMap it writes under the default name.
 func TestRoleNamesTenantSecrets(t *testing.T) {
 	role, err := os.ReadFile("../config/rbac/role.yaml")
 	if err != nil {
@@ -148,6 +156,11 @@ func TestRoleNamesTenantSecrets(t *testing.T) {
 	for _, name := range ConfigSecretNames("sluice-gateway-config") {
 		if !strings.Contains(string(role), "  - "+name+"\n") {
 			t.Errorf("config/rbac/role.yaml names no Secret %s: list it in the rbac marker of gatewayconfig_controller.go", name)
+		}
+	}
+	for _, name := range RecordConfigMapNames("sluice-gateway-config") {
+		if !strings.Contains(string(role), "  - "+name+"\n") {
+			t.Errorf("config/rbac/role.yaml names no ConfigMap %s: list it in the rbac marker of record_configmaps.go", name)
 		}
 	}
 }

@@ -206,17 +206,17 @@ func updateSecretData(t *testing.T, c client.Client, ns, name, key string) {
 	}
 }
 
-// owners returns the Secret's owners as Kind/name, and checks that each
+// owners returns the object's owners as Kind/name, and checks that each
 // refers to the object of that name by its UID.
-func owners(t *testing.T, c client.Client, s *corev1.Secret) []string {
+func owners(t *testing.T, c client.Client, s client.Object) []string {
 	t.Helper()
 	var out []string
-	for _, ref := range s.OwnerReferences {
+	for _, ref := range s.GetOwnerReferences() {
 		var obj client.Object = &v1alpha1.ProviderQuota{}
 		if ref.Kind == "TenantPlan" {
 			obj = &v1alpha1.TenantPlan{}
 		}
-		get(t, c, s.Namespace, ref.Name, obj)
+		get(t, c, s.GetNamespace(), ref.Name, obj)
 		if obj.GetUID() != ref.UID || ref.APIVersion != v1alpha1.GroupVersion.String() {
 			t.Errorf("owner reference %+v does not match %s/%s (uid %s)", ref, ref.Kind, ref.Name, obj.GetUID())
 		}

@@ -31,6 +31,7 @@ func providerQuotaStatus(pq *v1alpha1.ProviderQuota, res ProviderResult, u *usag
 		if pu, ok := u.Providers[pq.Name]; ok {
 			st.Usage, st.LastUsageTime = &pu, timeOrNil(u.Oldest)
 		}
+		st.RecordedSpendThisMonth = recordedMonthSpend(pq, u.Record, now)
 		fb := u.Feedback[pq.Name]
 		st.LearnedLimits, throttledInFlight = learnedLimits(fb.Learned), fb.ThrottledInFlight
 		meta.SetStatusCondition(&st.Conditions, limitsCondition(st.LearnedLimits, pq.Generation, now))
@@ -110,7 +111,8 @@ func tenantPlanStatus(tp *v1alpha1.TenantPlan, res PlanResult, u *usage.Totals, 
 		return *st
 	}
 	meta.SetStatusCondition(&st.Conditions, usageCondition(u, tp.Generation, now))
-	st.Tenants = tenantStatuses(res.Tenants, u)
+	u = withRecordedSpend(u, now)
+	st.Tenants = tenantStatuses(res.Tenants, u, now)
 	setPlanUsage(st, res.Tenants, u)
 	return *st
 }
@@ -180,11 +182,11 @@ func mergeKeys(old []v1alpha1.TenantStatus, tenants []TenantResult) []v1alpha1.T
 	return out
 }
 
-// tenantStatuses returns each tenant's keys and usage.
-func tenantStatuses(tenants []TenantResult, u *usage.Totals) []v1alpha1.TenantStatus {
+// tenantStatuses returns each tenant's keys, usage and record at now.
+func tenantStatuses(tenants []TenantResult, u *usage.Totals, now time.Time) []v1alpha1.TenantStatus {
 	out := make([]v1alpha1.TenantStatus, len(tenants))
 	for i, t := range tenants {
-		out[i] = v1alpha1.TenantStatus{Name: t.Name, Keys: t.Keys}
+		out[i] = v1alpha1.TenantStatus{Name: t.Name, Keys: t.Keys, Record: tenantRecord(u.Record, t.Name, now)}
 		tt, ok := u.Tenants[t.Name]
 		if !ok {
 			continue

@@ -142,6 +142,22 @@ func TestProviderQuotaStatus(t *testing.T) {
 			LearnedLimits:      &v1alpha1.ProviderLimits{RequestsPerMinute: 60},
 		},
 	}, {
+		name: "the month's spend the record holds, against the month cap",
+		pq: func() *v1alpha1.ProviderQuota {
+			pq := withStatus(v1alpha1.ProviderQuotaStatus{})
+			pq.Spec.Spend = &v1alpha1.Spend{PerMonth: "1000"}
+			return pq
+		}(),
+		res: compiled,
+		usage: &usage.Totals{Gateways: 2, Oldest: now, Record: recordOf(
+			recordScope("openai", 3, ending(monthEnd, map[string]int64{"provider:microdollars:month": 250_000_000})))},
+		want: v1alpha1.ProviderQuotaStatus{
+			ObservedGeneration:     3,
+			Conditions:             []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", now), usageCond, asSpec},
+			EffectiveLimits:        &v1alpha1.ProviderLimits{RequestsPerMinute: 95},
+			RecordedSpendThisMonth: "250",
+		},
+	}, {
 		name: "without a poller the usage stays",
 		pq: withStatus(v1alpha1.ProviderQuotaStatus{
 			Usage: &v1alpha1.ProviderUsage{RequestsLastMinute: 3}, LastUsageTime: &metav1.Time{Time: epoch}}),
@@ -225,6 +241,31 @@ func TestTenantPlanStatus(t *testing.T) {
 				Message: "No gateway found to poll for usage.", ObservedGeneration: 2, LastTransitionTime: metav1.NewTime(now),
 			}},
 			Tenants: []v1alpha1.TenantStatus{{Name: "acme", Keys: 2}, {Name: "globex", Keys: 1}, {Name: "initech"}},
+		},
+	}, {
+		name: "a store that came back empty: the record's spend and windows",
+		usage: &usage.Totals{Gateways: 1, Tenants: map[string]usage.TenantTotals{
+			"acme":   {SpentMicros: 1_000_000, RemainingMicros: ptrTo[int64](99_000_000), ResetsAt: resets},
+			"globex": {SpentMicros: 2_000_000, RemainingMicros: ptrTo[int64](98_000_000), ResetsAt: resets},
+		}, Record: recordOf(
+			recordScope("tenant:acme", 6, ending(metav1.NewTime(resets), map[string]int64{"tenant:budget": 40_000_000, "tenant:requests:day": 80, "user:alice:requests:day": 8})),
+		)},
+		want: v1alpha1.TenantPlanStatus{
+			ObservedGeneration: 2, TenantCount: ptrTo[int32](2),
+			Conditions: []metav1.Condition{ready, {
+				Type: v1alpha1.ConditionUsageReported, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonGatewaysReported,
+				Message: "Usage summed over 1 gateway.", ObservedGeneration: 2, LastTransitionTime: metav1.NewTime(now),
+			}},
+			SpentThisPeriod: "40", BudgetRemaining: "60", ResetsAt: &metav1.Time{Time: resets},
+			Tenants: []v1alpha1.TenantStatus{
+				{Name: "acme", Keys: 2, SpentThisPeriod: "40", BudgetRemaining: "60", Record: &v1alpha1.TenantRecord{
+					Version: 6, TakenAt: &metav1.Time{Time: epoch}, Users: 1, Windows: []v1alpha1.RecordedWindow{
+						{Name: "tenant:budget", Used: 40_000_000, ResetsAt: metav1.NewTime(resets)},
+						{Name: "tenant:requests:day", Used: 80, ResetsAt: metav1.NewTime(resets)},
+					}}},
+				{Name: "globex", Keys: 1, SpentThisPeriod: "2", BudgetRemaining: "98"},
+				{Name: "initech"},
+			},
 		},
 	}}
 	for _, tc := range tests {

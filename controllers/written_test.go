@@ -7,14 +7,16 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 )
 
-// loadWritten reads the configuration's Secrets in namespace ns, projects
-// their items into one new directory as the gateway Deployment's volume
-// does, and loads config.yaml from it with the gateways' own loader.
+// loadWritten reads the configuration's Secrets in namespace ns and the
+// record's ConfigMaps that exist, projects their items into one new
+// directory as the gateway Deployment's volume does, and loads config.yaml
+// from it with the gateways' own loader.
 func loadWritten(t *testing.T, c client.Client, ns string) (*gatewayv1.Config, error) {
 	t.Helper()
 	var secrets []*corev1.Secret
@@ -25,7 +27,22 @@ func loadWritten(t *testing.T, c client.Client, ns string) (*gatewayv1.Config, e
 		}
 		secrets = append(secrets, &s)
 	}
-	return loadProjected(t, secrets)
+	var cms []*corev1.ConfigMap
+	for _, name := range RecordConfigMapNames(configSecretName) {
+		var cm corev1.ConfigMap
+		err := c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &cm)
+		switch {
+		case apierrors.IsNotFound(err): // optional in the volume
+		case err != nil:
+			return nil, err
+		default:
+			cms = append(cms, &cm)
+		}
+	}
+	dir := t.TempDir()
+	project(t, dir, secrets)
+	projectConfigMaps(t, dir, cms)
+	return gatewayv1.Load(filepath.Join(dir, ConfigFile))
 }
 
 // mustLoadWritten is loadWritten that fails the test on an error.

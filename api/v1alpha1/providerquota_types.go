@@ -496,6 +496,13 @@ type ProviderQuotaStatus struct {
 	// taken. Absent means no gateway has reported yet.
 	// +optional
 	LastUsageTime *metav1.Time `json:"lastUsageTime,omitempty"`
+	// recordedSpendThisMonth is what the operator's durable record holds of
+	// the spend against spec.spend.perMonth this calendar month (UTC), in
+	// dollars: what the gateways put back into a store that comes back empty
+	// or from an older snapshot. Absent without spec.spend.perMonth, or
+	// while the record holds nothing of the provider.
+	// +optional
+	RecordedSpendThisMonth Money `json:"recordedSpendThisMonth,omitempty"`
 }
 
 // ProviderUsage is one provider's recent usage, summed over the gateways.

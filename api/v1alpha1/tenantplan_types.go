@@ -435,6 +435,64 @@ type TenantStatus struct {
 	// +listMapKey=reason
 	// +kubebuilder:validation:MaxItems=32
 	Refused []RefusedCount `json:"refused,omitempty"`
+	// record is what the operator's durable record holds of the tenant's
+	// calendar windows: what the gateways put back into a store that comes
+	// back empty or from an older snapshot. Absent means the record holds
+	// nothing of the tenant yet, or the operator keeps none.
+	// +optional
+	Record *TenantRecord `json:"record,omitempty"`
+}
+
+// MaxRecordedWindows is the most windows a TenantRecord lists: a budget,
+// 16 perTenant limits and 16 limits of each of 3 endpoints.
+const MaxRecordedWindows = 1 + 16 + 3*16
+
+// TenantRecord is what the operator's durable record holds of one tenant,
+// as of the last poll of the gateways: the scope of the tenant's keys in the
+// limiter's store.
+type TenantRecord struct {
+	// version is the version of the tenant's scope in the limiter's store
+	// that the record holds. A store that holds an older one, or none, is
+	// put back from the record before the gateways admit the tenant's calls.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Version int64 `json:"version"`
+	// takenAt is when a gateway last read the tenant's windows from the
+	// store for the record.
+	// +optional
+	TakenAt *metav1.Time `json:"takenAt,omitempty"`
+	// windows are the tenant's own and its endpoints' calendar windows that
+	// have not ended, by name: tenant:budget (in micro-dollars),
+	// tenant:<dimension>:<per> and endpoint:<endpoint>:<dimension>:<per>,
+	// with :2, :3 for a repeated limit. Windows that used nothing are left
+	// out.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=65
+	Windows []RecordedWindow `json:"windows,omitempty"`
+	// users counts the tenant's users with a perUser window recorded.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Users int32 `json:"users,omitempty"`
+}
+
+// RecordedWindow is what one calendar window used, as recorded.
+type RecordedWindow struct {
+	// name is the window's key in the limiter's store, less the scope's
+	// hash tag, such as tenant:budget or endpoint:chat:requests:day.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Name string `json:"name"`
+	// used is what the window used, in its unit: requests, tokens or
+	// micro-dollars.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Used int64 `json:"used"`
+	// resetsAt is when the window ends.
+	// +required
+	ResetsAt metav1.Time `json:"resetsAt"`
 }
 
 // TenantPlanList is a list of TenantPlan.

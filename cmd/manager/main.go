@@ -1,6 +1,7 @@
 // Command manager is Sluice's operator. It compiles the ProviderQuotas and
 // TenantPlans of the gateways' namespace into the configuration Secret the
-// gateways mount, and writes the gateways' usage into their status.
+// gateways mount, writes the gateways' usage into their status, and keeps
+// the durable record of their calendar windows in ConfigMaps they mount.
 //
 //	manager --namespace sluice --gateway-selector app.kubernetes.io/name=sluice-gateway
 //
@@ -111,7 +112,7 @@ func newManager(o *options) (ctrl.Manager, error) {
 }
 
 // setup adds the reconciler, the usage poller if there are gateways to
-// poll, and the probes.
+// poll, which keeps the durable record in ConfigMaps too, and the probes.
 func setup(ctx context.Context, mgr ctrl.Manager, o *options) error {
 	base, err := loadBase(o.baseConfig)
 	if err != nil {
@@ -129,7 +130,8 @@ func setup(ctx context.Context, mgr ctrl.Manager, o *options) error {
 	}
 	if gateways != nil {
 		updates := make(chan event.GenericEvent)
-		poller := &usage.Poller{Namespace: o.namespace, Gateways: gateways, Interval: o.usageInterval, Updates: updates}
+		record := &controllers.RecordConfigMaps{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(name), Namespace: o.namespace, SecretName: o.secretName}
+		poller := &usage.Poller{Namespace: o.namespace, Gateways: gateways, Interval: o.usageInterval, Updates: updates, Record: record}
 		if err := mgr.Add(leaderOnly{poller}); err != nil {
 			return err
 		}
@@ -146,7 +148,7 @@ func setup(ctx context.Context, mgr ctrl.Manager, o *options) error {
 
 // leaderOnly runs a Runnable on the elected leader only. The usage poller
 // runs so: its updates make the reconciler write status, which only the
-// leader does.
+// leader does, and it writes the durable record.
 type leaderOnly struct{ manager.Runnable }
 
 var _ manager.LeaderElectionRunnable = leaderOnly{}

@@ -119,10 +119,11 @@ func (p *PodGateways) Gateways(ctx context.Context) ([]Gateway, error) {
 	return out, nil
 }
 
-// Poller polls every gateway's usage snapshot, keeps the sum, and sends an
-// update after each poll. Poll polls once; Start polls on a ticker until its
-// context ends, so that a manager can run it. Gateways must be set; the
-// other fields have defaults. It is safe for concurrent use.
+// Poller polls every gateway's usage snapshot, keeps the sum and, when
+// Record is set, the durable record, and sends an update after each poll.
+// Poll polls once; Start polls on a ticker until its context ends, so that a
+// manager can run it. Gateways must be set; the other fields have defaults.
+// It is safe for concurrent use.
 type Poller struct {
 	// Namespace is the gateways' namespace, whose objects the usage
 	// describes.
@@ -138,10 +139,17 @@ type Poller struct {
 	// Updates receives an event naming Namespace after each poll. Nil means
 	// none.
 	Updates chan<- event.GenericEvent
+	// Record keeps the durable record of the calendar windows: after each
+	// poll, one gateway that answered is asked for its record, which is
+	// merged into the record Record holds and written back (see
+	// MergeRecord). Nil means no record is kept.
+	Record RecordStore
 
 	mu     sync.Mutex
 	last   map[string]*gatewayv1.Usage // each gateway's last snapshot, by name
 	totals *Totals
+
+	recordMu sync.Mutex // held while the record is read, merged and written
 }
 
 // Start polls at once and then every Interval, until ctx is done.
@@ -177,7 +185,8 @@ func (p *Poller) Usage(namespace string) *Totals {
 }
 
 // Poll polls every gateway once, concurrently, and sums what they and the
-// silent ones last said. When the gateways cannot be listed, the last sum
+// silent ones last said; then it keeps the durable record from one of
+// those that answered. When the gateways cannot be listed, the last sum
 // stands.
 func (p *Poller) Poll(ctx context.Context) {
 	gateways, err := p.Gateways.Gateways(ctx)
@@ -187,12 +196,17 @@ func (p *Poller) Poll(ctx context.Context) {
 	}
 	reports := p.fetchAll(ctx, gateways)
 	last := map[string]*gatewayv1.Usage{}
-	for _, r := range reports {
+	var answered []Gateway
+	for i, r := range reports {
 		if r.Usage != nil {
 			last[r.Gateway] = r.Usage
 		}
+		if r.Err == nil {
+			answered = append(answered, gateways[i])
+		}
 	}
 	totals := Sum(reports)
+	totals.Record = p.keepRecord(ctx, answered)
 	p.mu.Lock()
 	p.last, p.totals = last, &totals
 	p.mu.Unlock()
@@ -226,24 +240,41 @@ func (p *Poller) fetch(ctx context.Context, url string) (*gatewayv1.Usage, error
 	if err != nil {
 		return nil, err
 	}
+	var u gatewayv1.Usage
+	if err := p.do(req, maxBytes, "usage", &u); err != nil {
+		return nil, err
+	}
+	return &u, nil
+}
+
+// do sends req and decodes its answer, at most limit bytes of JSON, into v,
+// which what names in errors. An answer other than 200 OK is an error.
+func (p *Poller) do(req *http.Request, limit int64, what string, v any) error {
 	resp, err := p.client().Do(req)
 	if err != nil {
 		var ue *neturl.Error
 		if errors.As(err, &ue) {
 			err = ue.Err // the report names the gateway; the URL again is noise
 		}
-		return nil, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, maxBytes))
-		return nil, fmt.Errorf("answered %s", resp.Status)
+		io.Copy(io.Discard, io.LimitReader(resp.Body, limit))
+		return fmt.Errorf("answered %s", resp.Status)
 	}
-	var u gatewayv1.Usage
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxBytes)).Decode(&u); err != nil {
-		return nil, fmt.Errorf("decode usage: %w", err)
+	if err := json.NewDecoder(io.LimitReader(resp.Body, limit)).Decode(v); err != nil {
+		return fmt.Errorf("decode %s: %w", what, err)
 	}
-	return &u, nil
+	return nil
+}
+
+// now is the clock's time.
+func (p *Poller) now() time.Time {
+	if p.Clock == nil {
+		return time.Now()
+	}
+	return p.Clock.Now()
 }
 
 func (p *Poller) client() *http.Client {

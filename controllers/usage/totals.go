@@ -47,6 +47,10 @@ type Totals struct {
 	// Their last snapshots are counted; a gateway that never answered is
 	// not, and is never read as zero.
 	Unanswered []string
+	// Record is the durable record of the calendar windows after the poll,
+	// its scopes sorted by name; it must not be modified. Nil means the
+	// poller keeps no record, or has not read it yet.
+	Record *gatewayv1.Record
 }
 
 // ProviderFeedback is what one provider's answers taught the gateways.

@@ -146,7 +146,8 @@ func (st *story) startSluice() {
 		"--gateway-usage-urls="+strings.Join(usage, ","), "--usage-interval=2s",
 		"--metrics-bind-address=0", "--health-probe-bind-address=0")
 	configDir := st.r.TempDir()
-	st.c.MountSecrets(st.r, namespace, controllers.ConfigSecretNames(configSecret), configDir, "config.yaml")
+	volume := cluster.Projection{Secrets: controllers.ConfigSecretNames(configSecret), OptionalConfigMaps: controllers.RecordConfigMapNames(configSecret)}
+	st.c.MountProjected(st.r, namespace, volume, configDir, "config.yaml")
 	for i, g := range st.gateways {
 		st.startProcess(fmt.Sprintf("gateway-%d", i), "gateway", "--config="+filepath.Join(configDir, "config.yaml"),
 			"--listen="+strings.TrimPrefix(g.url, "http://"), "--admin-listen="+strings.TrimPrefix(g.admin, "http://"),

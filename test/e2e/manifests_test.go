@@ -211,6 +211,11 @@ func managerAccess(manager, watched string) []access {
 		{manager, "create secrets" + in, true},
 		{manager, "update secrets/sluice-gateway-config" + in, true},
 		{manager, "update secrets/sluice-gateway-config-tenants-7" + in, true},
+		{manager, "list configmaps" + in, true},
+		{manager, "watch configmaps" + in, true},
+		{manager, "create configmaps" + in, true},
+		{manager, "update configmaps/sluice-gateway-config-record-0" + in, true},
+		{manager, "update configmaps/sluice-gateway-config-record-7" + in, true},
 		{manager, "list providerquotas.sluice.dev" + in, true},
 		{manager, "list tenantplans.sluice.dev" + in, true},
 		{manager, "patch providerquotas.sluice.dev --subresource=status" + in, true},
@@ -224,6 +229,10 @@ func managerAccess(manager, watched string) []access {
 		{manager, "update secrets/acme-alice" + in, false},
 		{manager, "update secrets" + in, false},
 		{manager, "update secrets/sluice-gateway-config-tenants-8" + in, false},
+		{manager, "update configmaps/sluice-gateway-config-record-8" + in, false},
+		{manager, "update configmaps/sluice-base-config" + in, false},
+		{manager, "delete configmaps/sluice-gateway-config-record-0" + in, false},
+		{manager, "list configmaps -n default", false},
 		{manager, "delete secrets/sluice-gateway-config" + in, false},
 		{manager, "update providerquotas.sluice.dev" + in, false},
 		{manager, "create pods" + in, false},
@@ -368,26 +377,37 @@ func checkStoreFilesMounted(t *testing.T, store gatewayv1.Store, gateway *appsv1
 	}
 }
 
-// checkConfigProjected checks that the gateway mounts every Secret of its configuration, as the
-// manager writes them, in one directory, where config.yaml finds the tenant files it names.
+// checkConfigProjected checks that the gateway mounts every Secret of its configuration and every
+// ConfigMap of its record, as the manager writes them, in one directory, where config.yaml finds
+// the tenant files and the record files it names. The record's ConfigMaps are optional: the
+// manager writes them only once it has polled the gateways.
 func checkConfigProjected(t *testing.T, gateway *appsv1.Deployment) {
 	t.Helper()
-	var got []string
+	var secrets, configMaps []string
 	for _, v := range gateway.Spec.Template.Spec.Volumes {
 		if v.Name != "config" || v.Projected == nil {
 			continue
 		}
 		for _, src := range v.Projected.Sources {
 			if src.Secret != nil {
-				got = append(got, src.Secret.Name)
+				secrets = append(secrets, src.Secret.Name)
+			}
+			if cm := src.ConfigMap; cm != nil {
+				configMaps = append(configMaps, cm.Name)
+				if cm.Optional == nil || !*cm.Optional {
+					t.Errorf("the gateway %s needs the ConfigMap %s to start; want it optional", gateway.Name, cm.Name)
+				}
 			}
 		}
 	}
 	want := controllers.ConfigSecretNames("sluice-gateway-config")
-	slices.Sort(got)
+	slices.Sort(secrets)
 	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		t.Errorf("the gateway %s projects Secrets %q into its config volume; want %q", gateway.Name, got, want)
+	if !slices.Equal(secrets, want) {
+		t.Errorf("the gateway %s projects Secrets %q into its config volume; want %q", gateway.Name, secrets, want)
+	}
+	if want := controllers.RecordConfigMapNames("sluice-gateway-config"); !slices.Equal(configMaps, want) {
+		t.Errorf("the gateway %s projects ConfigMaps %q into its config volume; want %q", gateway.Name, configMaps, want)
 	}
 }
 

@@ -122,8 +122,8 @@ func startManager(t *testing.T, c *cluster.Cluster, usageURL string, flags ...st
 
 // writeConfigSecret waits until the configuration Secret the manager writes calls the upstream,
 // writes the items of it and its tenant Secrets (config.yaml, the providers' key files and the
-// tenant files) into dir, as a gateway Pod's projected volume mounts them, and returns the
-// configuration, once it loads.
+// tenant files) and of the record's ConfigMaps written so far into dir, as a gateway Pod's
+// projected volume mounts them, and returns the configuration, once it loads.
 func writeConfigSecret(t *testing.T, c *cluster.Cluster, dir, upstreamURL string) *gatewayv1.Config {
 	t.Helper()
 	var cfg *gatewayv1.Config
@@ -158,23 +158,36 @@ func writeConfigItems(t *testing.T, dir string, items map[string][]byte) {
 	}
 }
 
-// configItems returns the items of the configuration Secret and of its tenant Secrets in the
-// namespace sluice, leaving out a Secret not written yet.
+// configItems returns the items of the configuration Secret, of its tenant Secrets and of the
+// record's ConfigMaps in the namespace sluice, leaving out one not written yet.
 func configItems(t *testing.T, c *cluster.Cluster) map[string][]byte {
 	t.Helper()
 	assets, err := cluster.AssetsDir()
 	if err != nil {
 		t.Fatal(err)
 	}
+	get := func(kind, name string, into any) bool {
+		out, err := exec.Command(filepath.Join(assets, "kubectl"), "--kubeconfig", c.Kubeconfig,
+			"get", kind, "-n", "sluice", name, "-o", "json").Output()
+		return err == nil && json.Unmarshal(out, into) == nil
+	}
 	items := map[string][]byte{}
 	for _, name := range controllers.ConfigSecretNames("sluice-gateway-config") {
-		out, err := exec.Command(filepath.Join(assets, "kubectl"), "--kubeconfig", c.Kubeconfig,
-			"get", "secret", "-n", "sluice", name, "-o", "json").Output()
 		var secret struct {
 			Data map[string][]byte `json:"data"`
 		}
-		if err == nil && json.Unmarshal(out, &secret) == nil {
+		if get("secret", name, &secret) {
 			maps.Copy(items, secret.Data)
+		}
+	}
+	for _, name := range controllers.RecordConfigMapNames("sluice-gateway-config") {
+		var cm struct {
+			Data map[string]string `json:"data"`
+		}
+		if get("configmap", name, &cm) {
+			for item, v := range cm.Data {
+				items[item] = []byte(v)
+			}
 		}
 	}
 	return items

@@ -73,7 +73,8 @@ func startSelfHostedScene(t *testing.T, samples string, replicas int32) *selfHos
 
 	startManager(t, c, "http://"+admin+"/admin/usage")
 	s := &selfHostedScene{c: c, configDir: t.TempDir()}
-	c.MountSecrets(t, samplesNamespace, controllers.ConfigSecretNames("sluice-gateway-config"), s.configDir, "config.yaml")
+	volume := cluster.Projection{Secrets: controllers.ConfigSecretNames("sluice-gateway-config"), OptionalConfigMaps: controllers.RecordConfigMapNames("sluice-gateway-config")}
+	c.MountProjected(t, samplesNamespace, volume, s.configDir, "config.yaml")
 	s.g = startGatewayOn(t, filepath.Join(s.configDir, "config.yaml"), api, admin)
 
 	d := cluster.Deployment("llama", sampleLabels, inferencePort)

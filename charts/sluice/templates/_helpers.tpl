@@ -19,6 +19,10 @@ update that name only. */}}
 {{/* How many tenant Secrets the manager writes beside the configuration Secret: its TenantShards. */}}
 {{- define "sluice.tenantShards" -}}8{{- end -}}
 
+{{/* How many ConfigMaps of the durable record the manager writes beside the configuration Secret,
+named after it: its RecordShards. */}}
+{{- define "sluice.recordShards" -}}8{{- end -}}
+
 {{/* Labels of every object; "sluice.labels" takes a list of the root context and a component. */}}
 {{- define "sluice.labels" -}}
 {{- $root := index . 0 -}}
