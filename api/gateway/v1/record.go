@@ -2,6 +2,7 @@ package v1
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -122,11 +123,18 @@ type RecordRequest struct {
 const RecordPath = "/admin/record"
 
 // Merge returns the record's scope s brought up to date with the store's
-// snapshot of it: the snapshot when it is current, else the record's version
-// with each window at the larger use of the two. A window of the record that
-// ended before the snapshot's earliest window ending is dropped.
+// snapshot of it. A current snapshot replaces it, unless its windows are the
+// record's: then nothing was used since, and the record stands as it is (the
+// store, whose version has moved past the record's, holds all it does), so
+// that a quiet scope is not written again at each poll. A snapshot that is
+// not current leaves the record's version, each window at the larger use of
+// the two; a window of the record that ended before the snapshot was taken
+// is dropped.
 func (s ScopeRecord) Merge(snap ScopeRecord) ScopeRecord {
 	if snap.Current {
+		if s.Version > 0 && sameWindows(s.Windows, snap.Windows) {
+			return s
+		}
 		snap.Current = false
 		return snap
 	}
@@ -151,6 +159,14 @@ func (s ScopeRecord) Merge(snap ScopeRecord) ScopeRecord {
 	add(snap.Windows)
 	SortWindows(out.Windows)
 	return out
+}
+
+// sameWindows reports whether a and b, each sorted by when they end, hold
+// the same uses.
+func sameWindows(a, b []WindowsEnding) bool {
+	return slices.EqualFunc(a, b, func(x, y WindowsEnding) bool {
+		return x.EndsAt.Equal(&y.EndsAt) && maps.Equal(x.Used, y.Used)
+	})
 }
 
 // SortWindows sorts windows by when they end.
