@@ -52,6 +52,11 @@ type Inputs struct {
 	// that each self-hosted ProviderQuota selects (see ReadyPodIPs). A
 	// self-hosted ProviderQuota missing here has none.
 	ReadyPods map[string][]string
+	// SelectedPods count, by ProviderQuota name, the Pods each self-hosted
+	// ProviderQuota selects, ready or not, but for those stopping (see
+	// SelectedPodCounts): none means its workload is scaled to zero. A
+	// self-hosted ProviderQuota missing here selects none.
+	SelectedPods map[string]int32
 }
 
 // Output is a compiled gateway configuration and what became of each object.
@@ -160,6 +165,7 @@ type compiler struct {
 	secrets      map[string]*corev1.Secret
 	keySecretsOf map[string][]*corev1.Secret   // by tenant label, by name
 	readyPods    map[string][]string           // Pod IPs, by ProviderQuota name
+	selectedPods map[string]int32              // Pods ready or not, by ProviderQuota name
 	quotas       map[string]bool               // every ProviderQuota's name
 	providers    map[string]gatewayv1.Provider // the compiled ones
 	modelClaims  map[string][]modelClaim       // a model's name or alias → the ProviderQuotas of its pool, oldest first
@@ -172,7 +178,7 @@ type compiler struct {
 
 func newCompiler(in Inputs) *compiler {
 	c := &compiler{
-		secrets: map[string]*corev1.Secret{}, readyPods: in.ReadyPods, quotas: map[string]bool{}, providers: map[string]gatewayv1.Provider{},
+		secrets: map[string]*corev1.Secret{}, readyPods: in.ReadyPods, selectedPods: in.SelectedPods, quotas: map[string]bool{}, providers: map[string]gatewayv1.Provider{},
 		modelClaims: map[string][]modelClaim{}, tenantOwner: map[string]string{}, keyOwner: map[string]string{}, planned: map[string]bool{},
 		cfg: baseConfig(in.Base),
 		out: &Output{
@@ -273,7 +279,7 @@ func (c *compiler) addProvider(pq *v1alpha1.ProviderQuota) {
 		Message: fmt.Sprintf("In the gateway configuration, serving %s.", countOf(len(p.Models), "model")),
 	}}
 	if sh := pq.Spec.SelfHosted; sh != nil {
-		res = selfHostedResult(res, capacityOf(sh, int32(len(p.Endpoints)), p.MaxInFlight), &p)
+		res = selfHostedResult(res, capacityOf(sh, int32(len(p.Endpoints)), p.MaxInFlight), c.selectedPods[pq.Name], &p)
 	}
 	res.EffectiveLimits = effectiveLimits(&p)
 	c.providers[p.Name] = p
@@ -315,13 +321,19 @@ func capacityOf(sh *v1alpha1.SelfHosted, readyPods int32, limit int64) capacity 
 
 // selfHostedResult sets p's in-flight cap to what the ready Pods serve, or
 // pauses p when they serve nothing (a cap of 0 would mean unlimited), and
-// says so in the result's Active.
-func selfHostedResult(res ProviderResult, c capacity, p *gatewayv1.Provider) ProviderResult {
+// says so in the result's Active: ScaledToZero when no Pod is selected at
+// all, NoReadyPods when selected Pods are not ready.
+func selfHostedResult(res ProviderResult, c capacity, selected int32, p *gatewayv1.Provider) ProviderResult {
 	res.ReadyPods, res.ReadyGPUs = &c.pods, &c.gpus
 	p.MaxInFlight, p.Paused = c.maxInFlight, c.maxInFlight == 0
-	if p.Paused {
+	switch {
+	case p.Paused && selected == 0:
+		res.Active = &Result{Reason: v1alpha1.ReasonScaledToZero,
+			Message: "No Pod is selected: its workload is scaled to zero. The gateways hold its calls in their queue, whose depth its autoscaler reads, until a Pod is ready."}
+		return res
+	case p.Paused:
 		res.Active = &Result{Reason: v1alpha1.ReasonNoReadyPods,
-			Message: "No selected Pod is ready: the gateways hold its calls in their queue until one is."}
+			Message: fmt.Sprintf("No selected Pod is ready (%s selected): the gateways hold its calls in their queue until one is.", countOf(int(selected), "Pod"))}
 		return res
 	}
 	res.Active = &Result{Reason: v1alpha1.ReasonPodsReady, Message: fmt.Sprintf("%s ready with %s: at most %d calls in flight.",

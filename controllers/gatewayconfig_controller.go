@@ -212,6 +212,7 @@ func (r *GatewayConfigReconciler) gather(ctx context.Context, namespace string) 
 			return nil, fmt.Errorf("controllers: list Pods in %s: %w", namespace, err)
 		}
 		in.ReadyPods = ReadyPodIPs(pqs.Items, pods.Items)
+		in.SelectedPods = SelectedPodCounts(pqs.Items, pods.Items)
 	}
 	return in, nil
 }

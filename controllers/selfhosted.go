@@ -54,6 +54,34 @@ func ReadyPodIPs(pqs []v1alpha1.ProviderQuota, pods []corev1.Pod) map[string][]s
 	return ips
 }
 
+// SelectedPodCounts counts, by self-hosted ProviderQuota name, the Pods of its
+// namespace that its selector selects, ready or not, but for Pods stopping
+// or ended: what tells a workload scaled to zero from one whose Pods are not
+// ready yet.
+func SelectedPodCounts(pqs []v1alpha1.ProviderQuota, pods []corev1.Pod) map[string]int32 {
+	counts := map[string]int32{}
+	for i := range pqs {
+		pq := &pqs[i]
+		selector, ok := podSelector(pq)
+		if !ok {
+			continue
+		}
+		counts[pq.Name] = 0
+		for j := range pods {
+			pod := &pods[j]
+			if pod.Namespace == pq.Namespace && selector.Matches(labels.Set(pod.Labels)) && podLive(pod) {
+				counts[pq.Name]++
+			}
+		}
+	}
+	return counts
+}
+
+// podLive reports whether a Pod is neither stopping nor ended.
+func podLive(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp == nil && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
+}
+
 // podSelector returns a self-hosted ProviderQuota's Pod selector; ok is
 // false for a hosted one, or for a selector that is empty or invalid.
 func podSelector(pq *v1alpha1.ProviderQuota) (labels.Selector, bool) {
@@ -79,9 +107,10 @@ func hasSelfHosted(pqs []v1alpha1.ProviderQuota) bool {
 }
 
 // podCapacityChanged passes the Pod events that may change the ready Pods a
-// provider calls: a Pod created or deleted, its readiness, its address or its
-// labels changed. Status updates that leave them alone, the most frequent
-// kind, pass no further.
+// provider calls, or whether it selects any: a Pod created or deleted, its
+// readiness, its address, its labels changed, or its stopping or ending.
+// Status updates that leave them alone, the most frequent kind, pass no
+// further.
 var podCapacityChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		before, ok1 := e.ObjectOld.(*corev1.Pod)
@@ -89,7 +118,8 @@ var podCapacityChanged = predicate.Funcs{
 		if !ok1 || !ok2 {
 			return true
 		}
-		return PodReady(before) != PodReady(after) || before.Status.PodIP != after.Status.PodIP || !labels.Equals(before.Labels, after.Labels)
+		return PodReady(before) != PodReady(after) || before.Status.PodIP != after.Status.PodIP || !labels.Equals(before.Labels, after.Labels) ||
+			podLive(before) != podLive(after)
 	},
 }
 

@@ -51,6 +51,7 @@ func TestCompileSelfHosted(t *testing.T) {
 		name          string
 		pq            v1alpha1.ProviderQuota
 		readyPods     map[string][]string
+		selectedPods  map[string]int32
 		wantInFlight  int64 // in config.yaml
 		wantPaused    bool
 		wantEffective int64 // in status, after headroom
@@ -64,10 +65,15 @@ func TestCompileSelfHosted(t *testing.T) {
 		wantMessage: "3 Pods ready with 6 GPUs: at most 48 calls in flight.",
 	}, {
 		name: "no ready Pod pauses the provider, for a cap of 0 would mean unlimited", pq: llama, readyPods: map[string][]string{"llama": podIPs(0)},
-		wantPaused: true, wantActive: v1alpha1.ReasonNoReadyPods, wantMessage: "No selected Pod is ready",
+		selectedPods: map[string]int32{"llama": 2},
+		wantPaused:   true, wantActive: v1alpha1.ReasonNoReadyPods, wantMessage: "No selected Pod is ready (2 Pods selected)",
 	}, {
-		name: "a self-hosted provider missing from the counts has no ready Pod", pq: llama,
-		wantPaused: true, wantActive: v1alpha1.ReasonNoReadyPods,
+		name: "no Pod selected at all is a workload scaled to zero", pq: llama, readyPods: map[string][]string{"llama": podIPs(0)},
+		selectedPods: map[string]int32{"llama": 0},
+		wantPaused:   true, wantActive: v1alpha1.ReasonScaledToZero, wantMessage: "scaled to zero",
+	}, {
+		name: "a self-hosted provider missing from the counts selects no Pod", pq: llama,
+		wantPaused: true, wantActive: v1alpha1.ReasonScaledToZero,
 	}, {
 		name: "the GPU quota caps the GPUs counted", pq: selfHosted("llama", 0, "llama-3", 2, 8, ptrTo[int32](4)), readyPods: map[string][]string{"llama": podIPs(3)},
 		wantInFlight: 32, wantEffective: 32, wantPods: 3, wantGPUs: 4, wantActive: v1alpha1.ReasonPodsReady,
@@ -85,6 +91,7 @@ func TestCompileSelfHosted(t *testing.T) {
 			out, err := Compile(Inputs{
 				ProviderQuotas: []v1alpha1.ProviderQuota{tc.pq}, TenantPlans: []v1alpha1.TenantPlan{pro},
 				Secrets: []corev1.Secret{keySecret("acme-alice", "acme", "alice", "sk-acme-alice-0123456789abcdef0123456789abcdef")}, ReadyPods: tc.readyPods,
+				SelectedPods: tc.selectedPods,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -250,10 +257,11 @@ func TestSelfHostedPods(t *testing.T) {
 	llama := selfHosted("llama", 0, "llama-3", 2, 8, ptrTo[int32](4))
 	pro := plan("pro", 0, []string{"acme"}, []string{"llama"})
 	create(t, c, ns, &llama, &pro, ptrTo(keySecret("acme-alice", "acme", "alice", aliceKey)))
-	waitCapacity(t, c, ns, "no Pod yet", 0, 0, 0, v1alpha1.ReasonNoReadyPods)
+	waitCapacity(t, c, ns, "no Pod yet", 0, 0, 0, v1alpha1.ReasonScaledToZero)
 
 	a, b, other := pod(ns, "llama-a", "llama", false), pod(ns, "llama-b", "llama", false), pod(ns, "mistral", "mistral", false)
 	create(t, c, ns, &a, &b, &other)
+	waitCapacity(t, c, ns, "two Pods starting", 0, 0, 0, v1alpha1.ReasonNoReadyPods)
 	setReady(t, c, &a, true)
 	waitCapacity(t, c, ns, "one ready Pod", 1, 2, 16, v1alpha1.ReasonPodsReady)
 	setReady(t, c, &b, true)
@@ -282,7 +290,7 @@ func TestSelfHostedPods(t *testing.T) {
 	if !meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionReady) {
 		t.Errorf("plan pro's conditions %+v; want Ready while its provider has no Pod", got.Status.Conditions)
 	}
-	for _, want := range []string{"Normal NoReadyPods", "Normal PodsReady", "Normal Compiled"} {
+	for _, want := range []string{"Normal ScaledToZero", "Normal NoReadyPods", "Normal PodsReady", "Normal Compiled"} {
 		if !strings.Contains(events.all(), want) {
 			t.Errorf("events:\n%s\nwant %q", events.all(), want)
 		}

@@ -50,8 +50,10 @@ const (
 
 // ConditionActive says whether a self-hosted ProviderQuota has Pods that
 // serve: True when a Pod its selector selects is ready, False while none is
-// (before the first Pod is ready, or scaled to zero), when the gateways hold
-// its calls in their queue until one is. A hosted ProviderQuota has none.
+// (ScaledToZero when none is selected, NoReadyPods when those selected are
+// not ready), when the gateways hold its calls in their queue until one is.
+// Ready says whether its configuration is in force, whatever its Pods. A
+// hosted ProviderQuota has no Active condition.
 const ConditionActive = "Active"
 
 // The reasons of the Active condition.
@@ -59,11 +61,15 @@ const (
 	// ReasonPodsReady: a selected Pod is ready; the message says how many
 	// Pods and GPUs, and the calls in flight they take.
 	ReasonPodsReady = "PodsReady"
-	// ReasonNoReadyPods: no selected Pod is ready, so the quota has no
-	// capacity: the gateways hold its calls in their queue (the provider is
-	// paused there), each at most its plan's maxWait, until a Pod is ready.
-	// TenantPlans that name it still compile.
+	// ReasonNoReadyPods: Pods are selected but none is ready (starting, or
+	// failing), so the quota has no capacity: the gateways hold its calls in
+	// their queue (the provider is paused there), each at most its plan's
+	// maxWait, until a Pod is ready. TenantPlans that name it still compile.
 	ReasonNoReadyPods = "NoReadyPods"
+	// ReasonScaledToZero: no Pod is selected at all: its workload is scaled
+	// to zero, by design (an autoscaler on the queue depth brings a Pod up
+	// when calls wait). The gateways hold its calls as with NoReadyPods.
+	ReasonScaledToZero = "ScaledToZero"
 )
 
 // MinKeyLength is the fewest characters a tenant's API key may have: a

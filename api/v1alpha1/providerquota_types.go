@@ -443,10 +443,11 @@ type ProviderQuotaStatus struct {
 	// configuration the gateways load, else False with a reason (see the
 	// Reason constants) and a message that says what to fix. A self-hosted
 	// provider has Active too: True while a selected Pod is ready, False
-	// (NoReadyPods) while none is and the gateways hold its calls. While the
-	// operator polls the gateways, UsageReported says whether every gateway
-	// answered the latest poll, and LimitsBelowSpec whether the provider
-	// reports lower limits than spec.limits.
+	// while none is and the gateways hold its calls (ScaledToZero when it
+	// selects no Pod, NoReadyPods when those it selects are not ready). While
+	// the operator polls the gateways, UsageReported says whether every
+	// gateway answered the latest poll, and LimitsBelowSpec whether the
+	// provider reports lower limits than spec.limits.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -467,7 +468,7 @@ type ProviderQuotaStatus struct {
 	// maxConcurrencyPerGPU (no more than limits.maxInFlight). Zero or absent
 	// means unlimited, but for a self-hosted provider with no ready Pod: the
 	// gateways then hold its calls in their queue, and Active is False with
-	// reason NoReadyPods.
+	// reason ScaledToZero or NoReadyPods.
 	// +optional
 	EffectiveLimits *ProviderLimits `json:"effectiveLimits,omitempty"`
 	// learnedLimits are the limits the provider reports, in OpenAI's

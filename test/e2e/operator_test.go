@@ -51,9 +51,9 @@ func TestOperator(t *testing.T) {
 	mustContain(t, describeOpenAI, "the hosted provider before the gateway runs",
 		`Type:\s+Ready`, `Status:\s+True`, `Reason:\s+Compiled`, `Type:\s+UsageReported`, `Reason:\s+GatewayUnreachable`,
 		`Requests Per Minute:\s+1425`, `Max In Flight:\s+190`)
-	describeLlama := waitDescribe(t, c, "pq", "llama", `Reason:\s+NoReadyPods`)
-	mustContain(t, describeLlama, "the self-hosted provider without a Pod, configured and waiting for one",
-		`Reason:\s+Compiled\s+Status:\s+True\s+Type:\s+Ready`, `Reason:\s+NoReadyPods\s+Status:\s+False\s+Type:\s+Active`, `Ready Pods:\s+0`)
+	describeLlama := waitDescribe(t, c, "pq", "llama", `Reason:\s+ScaledToZero`)
+	mustContain(t, describeLlama, "the self-hosted provider without a Pod, configured and scaled to zero",
+		`Reason:\s+Compiled\s+Status:\s+True\s+Type:\s+Ready`, `Reason:\s+ScaledToZero\s+Status:\s+False\s+Type:\s+Active`, `Ready Pods:\s+0`)
 
 	dir := t.TempDir()
 	if cfg := writeConfigSecret(t, c, dir, up.URL); len(cfg.Providers) != 2 || len(cfg.Tenants) != 3 {
@@ -92,7 +92,7 @@ func TestOperator(t *testing.T) {
 		`Reason:\s+Compiled`, `Reason:\s+PodsReady\s+Status:\s+True\s+Type:\s+Active`, `Max In Flight:\s+8\n`, `Ready Pods:\s+1\n`, `Ready GPUs:\s+1\n`)
 
 	events := c.Kubectl(t, "get", "events", "-n", "sluice", "-o", "yaml")
-	mustContain(t, events, "events", `ConfigurationWritten`, `NoReadyPods`)
+	mustContain(t, events, "events", `ConfigurationWritten`, `ScaledToZero`)
 	seen := map[string]string{
 		"describe pq": c.Kubectl(t, "describe", "pq", "-n", "sluice"),
 		"describe tp": c.Kubectl(t, "describe", "tp", "-n", "sluice"),
