@@ -119,6 +119,14 @@ func configSecrets(key types.NamespacedName, in *Inputs, out *Output) ([]*corev1
 	return append(secrets, newSecret(key, owners, items)), nil
 }
 
+// configFileSum is the lower-case hex SHA-256 of the config.yaml the
+// configuration Secret holds, the last of the Secrets configSecrets
+// returns: what a gateway that loaded it reports (gatewayv1.Usage).
+func configFileSum(secrets []*corev1.Secret) string {
+	sum := sha256.Sum256(secrets[len(secrets)-1].Data[ConfigFile])
+	return hex.EncodeToString(sum[:])
+}
+
 // shardTenants spreads tenants over TenantShards lists by tenantShard,
 // keeping their order.
 func shardTenants(tenants []gatewayv1.Tenant) [][]gatewayv1.Tenant {

@@ -173,13 +173,13 @@ func (r *GatewayConfigReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		ctrl.LoggerFrom(ctx).Info("The gateway configuration does not fit its Secrets", "secret", s.Name, "bytes", size)
 		out = tooLarge(out, s, size)
 		countReasons(req.Namespace, out)
-		return ctrl.Result{}, r.writeStatuses(ctx, req.Namespace, in, out)
+		return ctrl.Result{}, r.writeStatuses(ctx, req.Namespace, in, out, "")
 	}
 	if err := r.writeSecrets(ctx, desired, out); err != nil {
 		return ctrl.Result{}, err
 	}
 	countReasons(req.Namespace, out)
-	return ctrl.Result{}, r.writeStatuses(ctx, req.Namespace, in, out)
+	return ctrl.Result{}, r.writeStatuses(ctx, req.Namespace, in, out, configFileSum(desired))
 }
 
 // ownSecret reports whether the Secret named name is one of the
@@ -276,16 +276,19 @@ func (r *GatewayConfigReconciler) secretWritten(ctx context.Context, s *corev1.S
 
 // writeStatuses writes the status of every object whose status changed, and
 // goes on past an object it cannot write.
-func (r *GatewayConfigReconciler) writeStatuses(ctx context.Context, namespace string, in *Inputs, out *Output) error {
+func (r *GatewayConfigReconciler) writeStatuses(ctx context.Context, namespace string, in *Inputs, out *Output, config string) error {
 	var u *usage.Totals
 	if r.Usage != nil {
 		u = r.Usage.Usage(namespace)
 	}
+	behind := u.Behind(config)
 	now := r.now()
 	var errs []error
 	for i := range in.ProviderQuotas {
 		pq := &in.ProviderQuotas[i]
-		st := providerQuotaStatus(pq, out.ProviderQuotas[pq.Name], u, now)
+		res := out.ProviderQuotas[pq.Name]
+		res.Result = loadedBy(res.Result, behind)
+		st := providerQuotaStatus(pq, res, u, now)
 		if equality.Semantic.DeepEqual(pq.Status, st) {
 			continue
 		}
@@ -295,7 +298,9 @@ func (r *GatewayConfigReconciler) writeStatuses(ctx context.Context, namespace s
 	}
 	for i := range in.TenantPlans {
 		tp := &in.TenantPlans[i]
-		st := tenantPlanStatus(tp, out.TenantPlans[tp.Name], u, now)
+		res := out.TenantPlans[tp.Name]
+		res.Result = loadedBy(res.Result, behind)
+		st := tenantPlanStatus(tp, res, u, now)
 		if equality.Semantic.DeepEqual(tp.Status, st) {
 			continue
 		}

@@ -117,6 +117,26 @@ func tenantPlanStatus(tp *v1alpha1.TenantPlan, res PlanResult, u *usage.Totals, 
 	return *st
 }
 
+// loadedBy is a compile's result as Ready says it once the gateways are
+// heard: a compiled object whose configuration gateways have not loaded yet
+// (behind, by name) is GatewaysBehind, and any other result is as it was.
+func loadedBy(r Result, behind []string) Result {
+	if !r.Ready() || len(behind) == 0 {
+		return r
+	}
+	return Result{Reason: v1alpha1.ReasonGatewaysBehind, Message: truncate(fmt.Sprintf(
+		"Compiled, but %d of the gateways that answered %s not loaded this configuration yet: %s. A gateway loads it once its Pod sees the configuration's Secrets change, within about a minute.",
+		len(behind), hasOrHave(len(behind)), strings.Join(behind, ", ")), maxMessage)}
+}
+
+// hasOrHave is the verb of a count of n.
+func hasOrHave(n int) string {
+	if n == 1 {
+		return "has"
+	}
+	return "have"
+}
+
 // readyCondition is the Ready condition for a compile result.
 func readyCondition(r Result, generation int64, now time.Time) metav1.Condition {
 	status := metav1.ConditionFalse
@@ -287,8 +307,8 @@ func readyEvent(before, after []metav1.Condition) (eventType, reason, note strin
 		return "", "", "", false
 	}
 	eventType = "Warning"
-	if now.Status == metav1.ConditionTrue {
-		eventType = "Normal"
+	if now.Status == metav1.ConditionTrue || now.Reason == v1alpha1.ReasonGatewaysBehind {
+		eventType = "Normal" // gateways loading a new configuration is no fault
 	}
 	return eventType, now.Reason, now.Message, true
 }

@@ -1,6 +1,9 @@
 package controllers
 
 import (
+	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -292,6 +295,7 @@ func TestReadyEvent(t *testing.T) {
 		{"still Ready", cond(metav1.ConditionTrue, v1alpha1.ReasonCompiled), cond(metav1.ConditionTrue, v1alpha1.ReasonCompiled), ""},
 		{"a new reason", cond(metav1.ConditionFalse, v1alpha1.ReasonKeySecretMissing), cond(metav1.ConditionFalse, v1alpha1.ReasonUnknownProvider), "Warning UnknownProvider"},
 		{"mended", cond(metav1.ConditionFalse, v1alpha1.ReasonKeySecretMissing), cond(metav1.ConditionTrue, v1alpha1.ReasonCompiled), "Normal Compiled"},
+		{"gateways loading a new configuration", cond(metav1.ConditionTrue, v1alpha1.ReasonCompiled), cond(metav1.ConditionFalse, v1alpha1.ReasonGatewaysBehind), "Normal GatewaysBehind"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -304,6 +308,37 @@ func TestReadyEvent(t *testing.T) {
 				t.Errorf("readyEvent = %q; want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestReadyOnceEveryGatewayLoadedIt: a compiled object is Ready only once every gateway that
+// answered reports the configuration written; one that reports another, by name, holds it at
+// GatewaysBehind, and one that does not say, or a result that is no compile, is left alone.
+func TestReadyOnceEveryGatewayLoadedIt(t *testing.T) {
+	u := usage.Sum([]usage.GatewayReport{
+		{Gateway: "gw-a", Usage: &gatewayv1.Usage{ConfigSHA256: "new"}},
+		{Gateway: "gw-c", Usage: &gatewayv1.Usage{ConfigSHA256: "old"}},
+		{Gateway: "gw-b", Usage: &gatewayv1.Usage{ConfigSHA256: "older"}},
+		{Gateway: "gw-d", Usage: &gatewayv1.Usage{}},                                             // does not say
+		{Gateway: "gw-e", Usage: &gatewayv1.Usage{ConfigSHA256: "old"}, Err: errors.New("down")}, // its last answer
+	})
+	if got := u.Behind("new"); !slices.Equal(got, []string{"gw-b", "gw-c"}) {
+		t.Errorf("Behind = %v; want gw-b and gw-c, sorted", got)
+	}
+	if got := u.Behind(""); got != nil {
+		t.Errorf("Behind of no configuration written = %v; want none", got)
+	}
+	compiled := Result{Reason: v1alpha1.ReasonCompiled, Message: "Compiled."}
+	got := loadedBy(compiled, u.Behind("new"))
+	if got.Reason != v1alpha1.ReasonGatewaysBehind || !strings.Contains(got.Message, "2 of the gateways that answered have not loaded this configuration yet: gw-b, gw-c") {
+		t.Errorf("loadedBy = %+v; want GatewaysBehind naming gw-b and gw-c", got)
+	}
+	if got := loadedBy(compiled, nil); got != compiled {
+		t.Errorf("loadedBy with every gateway on it = %+v; want Compiled", got)
+	}
+	missing := Result{Reason: v1alpha1.ReasonKeySecretMissing, Message: "m"}
+	if got := loadedBy(missing, []string{"gw-b"}); got != missing {
+		t.Errorf("loadedBy of a result that is no compile = %+v; want it as it was", got)
 	}
 }
 

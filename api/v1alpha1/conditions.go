@@ -2,8 +2,8 @@ package v1alpha1
 
 // ConditionReady is the condition ProviderQuota and TenantPlan report on
 // their configuration. It is True when the object is compiled into the
-// configuration the gateways load, and False with one of the reasons below
-// when it is not. Whether a self-hosted ProviderQuota's Pods serve is
+// configuration and every gateway that answered the operator's last poll
+// has loaded it, and False with one of the reasons below when it is not. Whether a self-hosted ProviderQuota's Pods serve is
 // ConditionActive's. Set
 // it with meta.SetStatusCondition, so that its lastTransitionTime changes
 // only when its status does.
@@ -13,6 +13,10 @@ const ConditionReady = "Ready"
 const (
 	// ReasonCompiled: the object is in the configuration the gateways load.
 	ReasonCompiled = "Compiled"
+	// ReasonGatewaysBehind: the object is compiled, but gateways still run
+	// an older configuration: they load the new one once their Pods see
+	// its Secrets change, within about a minute. The message names them.
+	ReasonGatewaysBehind = "GatewaysBehind"
 	// ReasonInvalidSpec: the spec passed admission but cannot be compiled,
 	// such as a timeZone no time zone database knows; the message says
 	// which field.

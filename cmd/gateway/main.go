@@ -153,6 +153,7 @@ func (g *gateway) openStore() error {
 func (g *gateway) buildServer() error {
 	g.opts.Registerer, g.opts.Gatherer, g.opts.Logger, g.opts.Name = g.reg, g.reg, g.log, g.name
 	g.opts.LimitsLearned = func() { g.compiled.learned() }
+	g.opts.ConfigSHA256 = g.watcher.ConfigSHA256
 	g.srv = server.New(g.opts)
 	g.compiled = &policies{srv: g.srv, log: g.log, replicas: 1}
 	if g.cfg.Store.Redis != nil {

@@ -47,6 +47,10 @@ type Totals struct {
 	// Their last snapshots are counted; a gateway that never answered is
 	// not, and is never read as zero.
 	Unanswered []string
+	// Configs are the configurations the gateways that answered the latest
+	// poll have in force: the SHA-256 each reported, by gateway. A gateway
+	// that does not say is left out.
+	Configs map[string]string
 	// Record is the durable record of the calendar windows after the poll,
 	// its scopes sorted by name; it must not be modified. Nil means the
 	// poller keeps no record, or has not read it yet.
@@ -96,6 +100,12 @@ func Sum(reports []GatewayReport) Totals {
 		if r.Usage == nil {
 			continue
 		}
+		if r.Err == nil && r.Usage.ConfigSHA256 != "" {
+			if t.Configs == nil {
+				t.Configs = map[string]string{}
+			}
+			t.Configs[r.Gateway] = r.Usage.ConfigSHA256
+		}
 		if at := r.Usage.Time.Time; t.Oldest.IsZero() || at.Before(t.Oldest) {
 			t.Oldest = at
 		}
@@ -114,6 +124,23 @@ func Sum(reports []GatewayReport) Totals {
 	}
 	slices.Sort(t.Unanswered)
 	return t
+}
+
+// Behind returns, sorted, the gateways that answered the latest poll with a
+// configuration in force other than the one whose SHA-256 is config. None
+// when config is empty (no configuration was written) or t is nil.
+func (t *Totals) Behind(config string) []string {
+	if t == nil || config == "" {
+		return nil
+	}
+	var out []string
+	for gateway, sum := range t.Configs {
+		if sum != config {
+			out = append(out, gateway)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func addProvider(sum v1alpha1.ProviderUsage, p gatewayv1.ProviderUsage) v1alpha1.ProviderUsage {

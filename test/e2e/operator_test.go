@@ -87,12 +87,20 @@ func TestOperator(t *testing.T) {
 	c.Kubectl(t, "run", "-n", "sluice", "llama-0", "--image=vllm", "--labels=app=llama", "--restart=Never")
 	c.Kubectl(t, "patch", "-n", "sluice", "pod", "llama-0", "--subresource=status", "--type=merge",
 		"-p", `{"status":{"podIP":"10.0.0.9","podIPs":[{"ip":"10.0.0.9"}],"conditions":[{"type":"Ready","status":"True"}]}}`)
-	describeLlama = waitDescribe(t, c, "pq", "llama", `Ready Pods:\s+1\n`)
+	// The Pod's address is a new configuration, which the gateway, on a copy of the first, never
+	// loads: Ready says so, naming it, until its configuration follows the Secrets as a Pod's does.
+	describeLlama = waitDescribe(t, c, "pq", "llama", `Ready Pods:\s+1\n`, `Reason:\s+GatewaysBehind`)
+	mustContain(t, describeLlama, "the self-hosted provider with a ready Pod, before the gateway loads it",
+		`Message:\s+Compiled, but 1 of the gateways that answered has not loaded this configuration yet: http://`+regexp.QuoteMeta(admin),
+		`Reason:\s+GatewaysBehind\s+Status:\s+False\s+Type:\s+Ready`)
+	c.MountProjected(t, "sluice", cluster.Projection{Secrets: controllers.ConfigSecretNames("sluice-gateway-config"),
+		OptionalConfigMaps: controllers.RecordConfigMapNames("sluice-gateway-config")}, dir, "config.yaml")
+	describeLlama = waitDescribe(t, c, "pq", "llama", `Ready Pods:\s+1\n`, `Reason:\s+Compiled`)
 	mustContain(t, describeLlama, "the self-hosted provider with a ready Pod",
 		`Reason:\s+Compiled`, `Reason:\s+PodsReady\s+Status:\s+True\s+Type:\s+Active`, `Max In Flight:\s+8\n`, `Ready Pods:\s+1\n`, `Ready GPUs:\s+1\n`)
 
 	events := c.Kubectl(t, "get", "events", "-n", "sluice", "-o", "yaml")
-	mustContain(t, events, "events", `ConfigurationWritten`, `ScaledToZero`)
+	mustContain(t, events, "events", `ConfigurationWritten`, `ScaledToZero`, `GatewaysBehind`)
 	seen := map[string]string{
 		"describe pq": c.Kubectl(t, "describe", "pq", "-n", "sluice"),
 		"describe tp": c.Kubectl(t, "describe", "tp", "-n", "sluice"),

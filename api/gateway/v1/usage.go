@@ -10,6 +10,11 @@ type Usage struct {
 	Gateway string `json:"gateway"`
 	// time is when the snapshot was taken.
 	Time metav1.Time `json:"time"`
+	// configSHA256 is the lower-case hex SHA-256 of the configuration file
+	// the gateway has in force, so that the operator knows which gateways
+	// have loaded the configuration it wrote. Empty means the gateway does
+	// not say.
+	ConfigSHA256 string `json:"configSHA256,omitempty"`
 	// providers hold one entry per configured provider.
 	Providers []ProviderUsage `json:"providers,omitempty"`
 	// tenants hold one entry per configured tenant.

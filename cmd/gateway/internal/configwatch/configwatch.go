@@ -22,6 +22,7 @@ package configwatch
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -75,7 +76,8 @@ type Watcher struct {
 	log       *slog.Logger
 	metrics   *metrics
 	current   atomic.Pointer[gatewayv1.Config]
-	loadedSum [sha256.Size]byte // the files' fingerprint when New loaded them
+	configSum atomic.Pointer[string] // the SHA-256 of the configuration file in force, hex
+	loadedSum [sha256.Size]byte      // the files' fingerprint when New loaded them
 }
 
 // New loads the configuration file at path and returns a Watcher holding
@@ -89,12 +91,12 @@ func New(path string, opts Options) (*Watcher, error) {
 	// Hash before loading: a change in between then looks like a change to
 	// Run, which loads the file again, rather than being missed. The tenant
 	// files are known only once loaded.
-	sum := fileSum(path)
+	configSum := fileSum(path)
 	cfg, err := gatewayv1.Load(path)
 	if err != nil {
 		return nil, fmt.Errorf("configwatch: %w", err)
 	}
-	sum = fingerprintOf(sum, dependents(cfg))
+	sum := fingerprintOf(configSum, dependents(cfg))
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, err
@@ -106,9 +108,20 @@ func New(path string, opts Options) (*Watcher, error) {
 	if w.opts.Debounce <= 0 {
 		w.opts.Debounce = defaultDebounce
 	}
-	w.current.Store(cfg)
+	w.store(cfg, configSum)
 	m.succeeded()
 	return w, nil
+}
+
+// ConfigSHA256 returns the lower-case hex SHA-256 of the configuration file in force, as it was
+// read before it loaded: what the operator compares with the file it wrote.
+func (w *Watcher) ConfigSHA256() string { return *w.configSum.Load() }
+
+// store puts cfg in force, with the SHA-256 of the file it loaded from.
+func (w *Watcher) store(cfg *gatewayv1.Config, sum [sha256.Size]byte) {
+	hexSum := hex.EncodeToString(sum[:])
+	w.configSum.Store(&hexSum)
+	w.current.Store(cfg)
 }
 
 // Config returns the configuration in force: the last one that loaded. It
@@ -197,13 +210,14 @@ func dependents(cfg *gatewayv1.Config) []string {
 // configuration in force. The log names the file and the validation error,
 // never the file's contents.
 func (w *Watcher) reload() {
+	sum := fileSum(w.path)
 	cfg, err := gatewayv1.Load(w.path)
 	if err != nil {
 		w.log.Error("config reload refused; the previous config stays in force", "path", w.path, "err", err)
 		w.metrics.failed()
 		return
 	}
-	w.current.Store(cfg)
+	w.store(cfg, sum)
 	w.log.Info("config reloaded", "path", w.path)
 	w.metrics.succeeded()
 	if w.opts.OnReload != nil {

@@ -3,6 +3,8 @@ package configwatch
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -227,6 +229,9 @@ func TestReloadOnChange(t *testing.T) {
 			}
 			if got := h.successes(); got < 2 { // the load in New, then at least this one
 				t.Errorf("successes = %v, want at least 2", got)
+			}
+			if sum := sha256.Sum256([]byte(config(2000))); h.w.ConfigSHA256() != hex.EncodeToString(sum[:]) {
+				t.Errorf("ConfigSHA256() = %s; want the SHA-256 of the file in force", h.w.ConfigSHA256())
 			}
 		})
 	}

@@ -51,6 +51,9 @@ type Options struct {
 	Name string
 	// Now returns the time. Nil means time.Now.
 	Now func() time.Time
+	// ConfigSHA256 returns the SHA-256 of the configuration file in force, which the usage
+	// snapshot reports. Nil reports none.
+	ConfigSHA256 func() string
 	// LimitsLearned, when set, is called whenever the limits learned from a provider's
 	// rate-limit headers change, to compile Learned into the providers' limits
 	// (policy.CompileLearned) and SetPolicy the result. Nil means they are only reported.
@@ -244,6 +247,9 @@ func (s *Server) serveUsage(w http.ResponseWriter, r *http.Request) {
 	}
 	u := s.gate.Usage(r.Context())
 	u.Gateway = s.opts.Name
+	if s.opts.ConfigSHA256 != nil {
+		u.ConfigSHA256 = s.opts.ConfigSHA256()
+	}
 	writeJSON(w, http.StatusOK, u)
 }
 
