@@ -78,6 +78,17 @@ func TestChartRefusesBadValues(t *testing.T) {
 		"metricsAdapter.tls.secret=adapter-cert",          // without the caBundle that verifies it
 		"metricsAdapter.tls.issuerRef.kind=ClusterIssuer", // without a name
 		"networkPolicy.enabled=maybe",
+		"manager.replicas=0",
+		"manager.nodeSelector.pool=1", // a label's value is a string
+		"gateway.tolerations[0].operator=Sometimes",
+		"metricsAdapter.affinity.nodeAfinity.x=y",        // misspelt
+		"manager.topologySpreadConstraints[0].maxSkew=1", // without topologyKey and whenUnsatisfiable
+		"gateway.imagePullSecrets[0].name=Not_A_Secret",
+		"metricsAdapter.priorityClassName=Not_A_Class",
+		"manager.podAnnotations.not a key=x",
+		"gateway.podLabels.team=not a value",
+		`metricsAdapter.podLabels.app\.kubernetes\.io/name=other`, // the selector's
+		"gateway.podDisruptionBudget=true",                        // no such value
 		"gatway.replicas=2",
 	} {
 		if out, err := helm(t, "template", "sluice", "charts/sluice", "--set", set); err == nil || !strings.Contains(out, "schema") {
@@ -93,7 +104,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 func TestChartRendersIntegersAsIntegers(t *testing.T) {
 	skipWithoutHelm(t)
 	values := filepath.Join(t.TempDir(), "values.yaml")
-	err := os.WriteFile(values, []byte(`gateway: {replicas: 3, servicePort: 8080, server: {maxBodyBytes: 20971520}, jobs: {maxBytesPerTenant: 268435456}}
+	err := os.WriteFile(values, []byte(`manager: {replicas: 3, tolerations: [{key: k, operator: Exists, effect: NoExecute, tolerationSeconds: 1000000}]}
+gateway: {replicas: 3, servicePort: 8080, server: {maxBodyBytes: 20971520}, jobs: {maxBytesPerTenant: 268435456}}
 redis: {db: 15}
 metricsAdapter: {replicas: 3, maxScrapeBytes: 1000000, maxScrapeSeries: 5000000}
 `), 0o600)
@@ -114,6 +126,12 @@ metricsAdapter: {replicas: 3, maxScrapeBytes: 1000000, maxScrapeSeries: 5000000}
 	for _, flag := range []string{"--scrape-max-bytes=1000000", "--scrape-max-series=5000000"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("the adapter's Deployment has no %s", flag)
+		}
+	}
+	out, _ = helm(t, "template", "sluice", "charts/sluice", "-f", values, "-s", "templates/manager.yaml")
+	for _, field := range []string{"replicas: 3", "tolerationSeconds: 1000000"} {
+		if !strings.Contains(out, field) {
+			t.Errorf("the manager's Deployment has no %s", field)
 		}
 	}
 }
@@ -308,12 +326,13 @@ func TestChartValuesAreDocumented(t *testing.T) {
 	}
 }
 
-// valueKeys lists the dotted paths of values' leaves; resources and selectors count as one value.
+// valueKeys lists the dotted paths of values' leaves; resources, selectors and empty maps count as
+// one value.
 func valueKeys(prefix string, values map[string]any) []string {
 	var keys []string
 	for k, v := range values {
 		path := prefix + k
-		if m, ok := v.(map[string]any); ok && k != "resources" && !strings.HasSuffix(k, "Selector") {
+		if m, ok := v.(map[string]any); ok && len(m) > 0 && k != "resources" && !strings.HasSuffix(k, "Selector") {
 			keys = append(keys, valueKeys(path+".", m)...)
 			continue
 		}
