@@ -188,14 +188,17 @@ func TestChartRollsGatewaysOnStoreChange(t *testing.T) {
 }
 
 // TestChartApplies applies helm template's output to a real API server: with the default values
-// in sluice-system, and with Redis and the adapter off in another namespace, the manager watching
-// a third; and helm install's. It checks what each install made and what each manager may do.
+// in sluice-system, labelled for the restricted Pod Security Standard, with Redis and the adapter
+// off in another namespace, the manager watching a third, and with every scheduling value set in a
+// fourth; and helm install's. It checks what each install made, that the Pods of the restricted
+// namespaces are admitted, and what each manager may do.
 func TestChartApplies(t *testing.T) {
 	skipWithoutHelm(t)
 	c := cluster.Start(t, cluster.Options{})
-	c.Kubectl(t, "create", "namespace", "sluice-system")
+	createRestrictedNamespace(t, c, "sluice-system")
 	c.Kubectl(t, "apply", "--server-side", "-f", render(t, "sluice", "sluice-system", "--include-crds"))
 	deployments := checkDeployments(t, c, "sluice-system", "sluice-manager", "sluice-gateway", "sluice-metrics-adapter")
+	checkRestricted(t, c, "sluice-system", deployments)
 	checkBaseConfig(t, c, "sluice-system", "sluice-manager-base-config", deployments["sluice-gateway"])
 	checkConfigProjected(t, deployments["sluice-gateway"])
 	if got := *deployments["sluice-gateway"].Spec.Replicas; got != 2 {
@@ -232,6 +235,8 @@ func TestChartApplies(t *testing.T) {
 		t.Errorf("the base configuration's Redis store is %+v; want the user, a password file and TLS with a CA file", r)
 	}
 
+	checkChartPlacement(t, c)
+
 	checkAccess(t, c, append(managerAccess("system:serviceaccount:sluice-system:sluice-manager", "sluice-system"),
 		managerAccess("system:serviceaccount:memory:memory-sluice-manager", "team-a")...))
 	checkAccess(t, c, []access{
@@ -263,6 +268,36 @@ func checkChartAlertsAndTLS(t *testing.T, c *cluster.Cluster) {
 	if !adapterMountsSecret(t, c, "sluice-system", "sluice-metrics-adapter", "adapter-cert") {
 		t.Error("with metricsAdapter.tls.secret, the adapter does not serve that Secret")
 	}
+}
+
+// createRestrictedNamespace creates a namespace and labels it for the restricted Pod Security
+// Standard, as the chart's README says to before installing.
+func createRestrictedNamespace(t *testing.T, c *cluster.Cluster, namespace string) {
+	t.Helper()
+	c.Kubectl(t, "create", "namespace", namespace)
+	c.Kubectl(t, append([]string{"label", "namespace", namespace}, restrictedLabels...)...)
+}
+
+// checkChartPlacement applies a release, placed, with every component's scheduling values set
+// and two managers, to a namespace of its own, and checks that the API server takes the
+// Deployments, that their Pods meet the restricted standard with the PriorityClass named, and that
+// the managers have their PodDisruptionBudget. The adapter registers no APIService, which would
+// take the release sluice's.
+func checkChartPlacement(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	values, _ := writePlacementValues(t)
+	createRestrictedNamespace(t, c, "placed")
+	c.Kubectl(t, "create", "priorityclass", "sluice-high", "--value=1000")
+	c.Kubectl(t, "apply", "--server-side", "-f", render(t, "placed", "placed", "-f", values, "--set", "manager.replicas=2",
+		"--set", "metricsAdapter.apiServices.custom=false", "--set", "metricsAdapter.apiServices.external=false"))
+	deployments := checkDeployments(t, c, "placed", "placed-sluice-manager", "placed-sluice-gateway", "placed-sluice-metrics-adapter")
+	for name, d := range deployments {
+		if spec := d.Spec.Template.Spec; spec.PriorityClassName != "sluice-high" || len(spec.Tolerations) != 1 || len(spec.TopologySpreadConstraints) != 2 {
+			t.Errorf("deployment placed/%s is placed by %q, %v and %v; want the values'", name, spec.PriorityClassName, spec.Tolerations, spec.TopologySpreadConstraints)
+		}
+	}
+	checkRestricted(t, c, "placed", deployments)
+	c.Kubectl(t, "get", "pdb/placed-sluice-manager", "-n", "placed")
 }
 
 // render writes helm template's output for a release and returns the file.
