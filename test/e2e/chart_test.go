@@ -78,6 +78,17 @@ func TestChartRefusesBadValues(t *testing.T) {
 		"metricsAdapter.tls.secret=adapter-cert",          // without the caBundle that verifies it
 		"metricsAdapter.tls.issuerRef.kind=ClusterIssuer", // without a name
 		"networkPolicy.enabled=maybe",
+		"manager.replicas=0",
+		"manager.nodeSelector.pool=1", // a label's value is a string
+		"gateway.tolerations[0].operator=Sometimes",
+		"metricsAdapter.affinity.nodeAfinity.x=y",        // misspelt
+		"manager.topologySpreadConstraints[0].maxSkew=1", // without topologyKey and whenUnsatisfiable
+		"gateway.imagePullSecrets[0].name=Not_A_Secret",
+		"metricsAdapter.priorityClassName=Not_A_Class",
+		"manager.podAnnotations.not a key=x",
+		"gateway.podLabels.team=not a value",
+		`metricsAdapter.podLabels.app\.kubernetes\.io/name=other`, // the selector's
+		"gateway.podDisruptionBudget=true",                        // no such value
 		"gatway.replicas=2",
 	} {
 		if out, err := helm(t, "template", "sluice", "charts/sluice", "--set", set); err == nil || !strings.Contains(out, "schema") {
@@ -93,7 +104,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 func TestChartRendersIntegersAsIntegers(t *testing.T) {
 	skipWithoutHelm(t)
 	values := filepath.Join(t.TempDir(), "values.yaml")
-	err := os.WriteFile(values, []byte(`gateway: {replicas: 3, servicePort: 8080, server: {maxBodyBytes: 20971520}, jobs: {maxBytesPerTenant: 268435456}}
+	err := os.WriteFile(values, []byte(`manager: {replicas: 3, tolerations: [{key: k, operator: Exists, effect: NoExecute, tolerationSeconds: 1000000}]}
+gateway: {replicas: 3, servicePort: 8080, server: {maxBodyBytes: 20971520}, jobs: {maxBytesPerTenant: 268435456}}
 redis: {db: 15}
 metricsAdapter: {replicas: 3, maxScrapeBytes: 1000000, maxScrapeSeries: 5000000}
 `), 0o600)
@@ -114,6 +126,12 @@ metricsAdapter: {replicas: 3, maxScrapeBytes: 1000000, maxScrapeSeries: 5000000}
 	for _, flag := range []string{"--scrape-max-bytes=1000000", "--scrape-max-series=5000000"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("the adapter's Deployment has no %s", flag)
+		}
+	}
+	out, _ = helm(t, "template", "sluice", "charts/sluice", "-f", values, "-s", "templates/manager.yaml")
+	for _, field := range []string{"replicas: 3", "tolerationSeconds: 1000000"} {
+		if !strings.Contains(out, field) {
+			t.Errorf("the manager's Deployment has no %s", field)
 		}
 	}
 }
@@ -170,14 +188,17 @@ func TestChartRollsGatewaysOnStoreChange(t *testing.T) {
 }
 
 // TestChartApplies applies helm template's output to a real API server: with the default values
-// in sluice-system, and with Redis and the adapter off in another namespace, the manager watching
-// a third; and helm install's. It checks what each install made and what each manager may do.
+// in sluice-system, labelled for the restricted Pod Security Standard, with Redis and the adapter
+// off in another namespace, the manager watching a third, and with every scheduling value set in a
+// fourth; and helm install's. It checks what each install made, that the Pods of the restricted
+// namespaces are admitted, and what each manager may do.
 func TestChartApplies(t *testing.T) {
 	skipWithoutHelm(t)
 	c := cluster.Start(t, cluster.Options{})
-	c.Kubectl(t, "create", "namespace", "sluice-system")
+	createRestrictedNamespace(t, c, "sluice-system")
 	c.Kubectl(t, "apply", "--server-side", "-f", render(t, "sluice", "sluice-system", "--include-crds"))
 	deployments := checkDeployments(t, c, "sluice-system", "sluice-manager", "sluice-gateway", "sluice-metrics-adapter")
+	checkRestricted(t, c, "sluice-system", deployments)
 	checkBaseConfig(t, c, "sluice-system", "sluice-manager-base-config", deployments["sluice-gateway"])
 	checkConfigProjected(t, deployments["sluice-gateway"])
 	if got := *deployments["sluice-gateway"].Spec.Replicas; got != 2 {
@@ -214,6 +235,8 @@ func TestChartApplies(t *testing.T) {
 		t.Errorf("the base configuration's Redis store is %+v; want the user, a password file and TLS with a CA file", r)
 	}
 
+	checkChartPlacement(t, c)
+
 	checkAccess(t, c, append(managerAccess("system:serviceaccount:sluice-system:sluice-manager", "sluice-system"),
 		managerAccess("system:serviceaccount:memory:memory-sluice-manager", "team-a")...))
 	checkAccess(t, c, []access{
@@ -245,6 +268,36 @@ func checkChartAlertsAndTLS(t *testing.T, c *cluster.Cluster) {
 	if !adapterMountsSecret(t, c, "sluice-system", "sluice-metrics-adapter", "adapter-cert") {
 		t.Error("with metricsAdapter.tls.secret, the adapter does not serve that Secret")
 	}
+}
+
+// createRestrictedNamespace creates a namespace and labels it for the restricted Pod Security
+// Standard, as the chart's README says to before installing.
+func createRestrictedNamespace(t *testing.T, c *cluster.Cluster, namespace string) {
+	t.Helper()
+	c.Kubectl(t, "create", "namespace", namespace)
+	c.Kubectl(t, append([]string{"label", "namespace", namespace}, restrictedLabels...)...)
+}
+
+// checkChartPlacement applies a release, placed, with every component's scheduling values set
+// and two managers, to a namespace of its own, and checks that the API server takes the
+// Deployments, that their Pods meet the restricted standard with the PriorityClass named, and that
+// the managers have their PodDisruptionBudget. The adapter registers no APIService, which would
+// take the release sluice's.
+func checkChartPlacement(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	values, _ := writePlacementValues(t)
+	createRestrictedNamespace(t, c, "placed")
+	c.Kubectl(t, "create", "priorityclass", "sluice-high", "--value=1000")
+	c.Kubectl(t, "apply", "--server-side", "-f", render(t, "placed", "placed", "-f", values, "--set", "manager.replicas=2",
+		"--set", "metricsAdapter.apiServices.custom=false", "--set", "metricsAdapter.apiServices.external=false"))
+	deployments := checkDeployments(t, c, "placed", "placed-sluice-manager", "placed-sluice-gateway", "placed-sluice-metrics-adapter")
+	for name, d := range deployments {
+		if spec := d.Spec.Template.Spec; spec.PriorityClassName != "sluice-high" || len(spec.Tolerations) != 1 || len(spec.TopologySpreadConstraints) != 2 {
+			t.Errorf("deployment placed/%s is placed by %q, %v and %v; want the values'", name, spec.PriorityClassName, spec.Tolerations, spec.TopologySpreadConstraints)
+		}
+	}
+	checkRestricted(t, c, "placed", deployments)
+	c.Kubectl(t, "get", "pdb/placed-sluice-manager", "-n", "placed")
 }
 
 // render writes helm template's output for a release and returns the file.
@@ -308,12 +361,13 @@ func TestChartValuesAreDocumented(t *testing.T) {
 	}
 }
 
-// valueKeys lists the dotted paths of values' leaves; resources and selectors count as one value.
+// valueKeys lists the dotted paths of values' leaves; resources, selectors and empty maps count as
+// one value.
 func valueKeys(prefix string, values map[string]any) []string {
 	var keys []string
 	for k, v := range values {
 		path := prefix + k
-		if m, ok := v.(map[string]any); ok && k != "resources" && !strings.HasSuffix(k, "Selector") {
+		if m, ok := v.(map[string]any); ok && len(m) > 0 && k != "resources" && !strings.HasSuffix(k, "Selector") {
 			keys = append(keys, valueKeys(path+".", m)...)
 			continue
 		}

@@ -8,14 +8,17 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/sluicehq/sluice/test/cluster"
 	"github.com/sluicehq/sluice/test/testcert"
@@ -165,4 +168,53 @@ func testCA(t *testing.T) []byte {
 		t.Fatal(err)
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw})
+}
+
+// restrictedLabels are the labels of a namespace that enforces, audits and warns of the
+// restricted Pod Security Standard.
+var restrictedLabels = []string{
+	"pod-security.kubernetes.io/enforce=restricted",
+	"pod-security.kubernetes.io/audit=restricted",
+	"pod-security.kubernetes.io/warn=restricted",
+}
+
+// checkRestricted checks that a namespace carries restrictedLabels and that the API server admits
+// there, in a dry run, a Pod of each Deployment's template, as the ReplicaSet controller would
+// create it. So that the check is seen to bite, a Pod whose container may escalate its
+// privileges must be refused.
+func checkRestricted(t *testing.T, c *cluster.Cluster, namespace string, deployments map[string]*appsv1.Deployment) {
+	t.Helper()
+	ns, err := c.Clientset.CoreV1().Namespaces().Get(context.Background(), namespace, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, label := range restrictedLabels {
+		key, value, _ := strings.Cut(label, "=")
+		if got := ns.Labels[key]; got != value {
+			t.Errorf("namespace %s is labelled %s=%q; want %s", namespace, key, got, value)
+		}
+	}
+	if len(deployments) == 0 {
+		t.Fatalf("namespace %s: no Deployments to check", namespace)
+	}
+	for _, name := range slices.Sorted(maps.Keys(deployments)) {
+		if err := createPodDryRun(c, namespace, deployments[name].Spec.Template); err != nil {
+			t.Errorf("a Pod of deployment %s/%s: %v", namespace, name, err)
+		}
+	}
+	escalating := deployments[slices.Sorted(maps.Keys(deployments))[0]].Spec.Template.DeepCopy()
+	escalating.Spec.Containers[0].SecurityContext.AllowPrivilegeEscalation = ptr.To(true)
+	if err := createPodDryRun(c, namespace, *escalating); err == nil || !strings.Contains(err.Error(), "PodSecurity") {
+		t.Errorf("namespace %s admits a Pod that may escalate its privileges (%v); want PodSecurity to refuse it", namespace, err)
+	}
+}
+
+// createPodDryRun asks the API server to create a Pod of a template, without keeping it.
+func createPodDryRun(c *cluster.Cluster, namespace string, template corev1.PodTemplateSpec) error {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "dry-run-", Namespace: namespace, Labels: template.Labels, Annotations: template.Annotations},
+		Spec:       template.Spec,
+	}
+	_, err := c.Clientset.CoreV1().Pods(namespace).Create(context.Background(), pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	return err
 }

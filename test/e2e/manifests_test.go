@@ -47,7 +47,8 @@ spec:
 // TestManifestsApply applies config/default and config/samples to a real API server, as a person
 // would with kubectl, then the ServiceMonitor and PrometheusRule components over minimal CRDs,
 // and the adapter's certificate components, and checks the Deployments' hardening, the base
-// configuration, the gateways' NetworkPolicy, the adapter's replicas and PodDisruptionBudget, how
+// configuration, that the namespace enforces the restricted Pod Security Standard and admits the
+// Deployments' Pods, the gateways' NetworkPolicy, the adapter's replicas and PodDisruptionBudget, how
 // the aggregator verifies the adapter, and, with kubectl auth can-i, what the manager's and the
 // adapter's service accounts, and the HPA controller, may and may not do.
 func TestManifestsApply(t *testing.T) {
@@ -70,6 +71,7 @@ func TestManifestsApply(t *testing.T) {
 	checkAlertsApplied(t, c, "sluice-system", "sluice")
 
 	deployments := checkDeployments(t, c, "sluice-system", "sluice-manager", "sluice-gateway", "sluice-metrics-adapter")
+	checkRestricted(t, c, "sluice-system", deployments)
 	checkBaseConfig(t, c, "sluice-system", "sluice-base-config-", deployments["sluice-gateway"])
 	checkConfigProjected(t, deployments["sluice-gateway"])
 	checkRedisComponents(t, c)

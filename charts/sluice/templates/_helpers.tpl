@@ -58,6 +58,40 @@ securityContext:
     drop: [ALL]
 {{- end -}}
 
+{{/* A component's Pod labels and annotations: the chart's, and under them, never replacing one, the
+component's podLabels and podAnnotations. "sluice.podMetadata" takes a list of the root context,
+the component, its values and the chart's annotations (a dict). */}}
+{{- define "sluice.podMetadata" -}}
+{{- $values := index . 2 -}}
+{{- $labels := include "sluice.labels" (list (index . 0) (index . 1)) | fromYaml -}}
+labels:
+  {{- merge $labels ($values.podLabels | default (dict)) | toYaml | nindent 2 }}
+annotations:
+  {{- merge (index . 3) ($values.podAnnotations | default (dict)) | toYaml | nindent 2 }}
+{{- end -}}
+
+{{/* Where a component's Pods run, from its values: each field only when set. A topology spread
+constraint without a labelSelector spreads the component's own Pods. "sluice.podScheduling" takes
+a list of the root context, the component and its values, and is empty when none is set. */}}
+{{- define "sluice.podScheduling" -}}
+{{- $values := index . 2 -}}
+{{- $spec := dict -}}
+{{- range $key := list "priorityClassName" "imagePullSecrets" "nodeSelector" "affinity" "tolerations" -}}
+{{- with get $values $key }}{{ $_ := set $spec $key . }}{{ end -}}
+{{- end -}}
+{{- with $values.topologySpreadConstraints -}}
+{{- $selector := dict "matchLabels" (include "sluice.selectorLabels" (list (index $ 0) (index $ 1)) | fromYaml) -}}
+{{- $spread := list -}}
+{{- range . -}}
+{{- $constraint := deepCopy . -}}
+{{- if not (hasKey $constraint "labelSelector") }}{{ $_ := set $constraint "labelSelector" $selector }}{{ end -}}
+{{- $spread = append $spread $constraint -}}
+{{- end -}}
+{{- $_ := set $spec "topologySpreadConstraints" $spread -}}
+{{- end -}}
+{{- with $spec }}{{ toYaml . }}{{ end -}}
+{{- end -}}
+
 {{- define "sluice.podSecurityContext" -}}
 securityContext:
   runAsNonRoot: true
