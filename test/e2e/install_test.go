@@ -86,6 +86,9 @@ func checkGatewayNetworkPolicy(t *testing.T, c *cluster.Cluster, namespace, name
 			t.Errorf("networkpolicy %s/%s: the admin port admits %+v; want Pods only", namespace, name, from)
 			continue
 		}
+		if from.NamespaceSelector != nil && len(from.NamespaceSelector.MatchLabels)+len(from.NamespaceSelector.MatchExpressions) == 0 {
+			t.Errorf("networkpolicy %s/%s: the admin port admits %v in any namespace; want one namespace", namespace, name, from.PodSelector.MatchLabels)
+		}
 		peers = append(peers, from.PodSelector.MatchLabels["app.kubernetes.io/name"])
 	}
 	if want := []string{"sluice-manager", "sluice-metrics-adapter", "prometheus"}; !slices.Equal(peers, want) {
