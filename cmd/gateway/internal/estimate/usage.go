@@ -63,70 +63,19 @@ func parseUsageWhole(body []byte) (Usage, bool) {
 }
 
 // usageValue returns the value of the last "usage" key of a JSON object, or nil when it finds
-// none. It passes over the body once, following strings and depth without decoding anything,
-// so that a large answer costs a scan rather than a decode; ParseUsage decodes only the value.
+// none, or finds the body cut off or a key escaped: encoding/json then says what the body holds.
+// It scans the body without decoding it (see topMembers); ParseUsage decodes only the value.
 func usageValue(body []byte) []byte {
 	var found []byte
-	depth, start := 0, -1
-	for i := 0; i < len(body); i++ {
-		switch body[i] {
-		case '"':
-			end := stringEnd(body, i)
-			if end < 0 {
-				return nil
-			}
-			if depth == 1 && valueStart(body, end) >= 0 {
-				key := body[i+1 : end-1]
-				if bytes.IndexByte(key, '\\') >= 0 {
-					return nil // an escaped key: leave it to encoding/json
-				}
-				if bytes.EqualFold(key, []byte("usage")) { // as encoding/json matches keys
-					start = valueStart(body, end)
-				}
-			}
-			i = end - 1
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth == 0 && start >= 0 {
-				found, start = body[start:i], -1
-			}
-		case ',':
-			if depth == 1 && start >= 0 {
-				found, start = body[start:i], -1
-			}
+	for m := range topMembers(body) {
+		switch {
+		case m.value == nil || bytes.IndexByte(m.key, '\\') >= 0:
+			return nil
+		case bytes.EqualFold(m.key, []byte("usage")): // as encoding/json matches keys
+			found = m.value
 		}
 	}
 	return found
-}
-
-// stringEnd returns the index just past the JSON string that starts at body[i], or -1.
-func stringEnd(body []byte, i int) int {
-	for j := i + 1; j < len(body); j++ {
-		switch body[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return -1
-}
-
-// valueStart returns where the value of the key that ends at body[end] starts, or -1 when the
-// string there is not a key.
-func valueStart(body []byte, end int) int {
-	for i := end; i < len(body); i++ {
-		switch body[i] {
-		case ' ', '\t', '\n', '\r':
-		case ':':
-			return i + 1
-		default:
-			return -1
-		}
-	}
-	return -1
 }
 
 // checked fills in the total and reports whether u is plausible.
