@@ -127,3 +127,45 @@ func BenchmarkServeCall(b *testing.B) {
 		serveBench(b, httputil.NewSingleHostReverseProxy(target))
 	})
 }
+
+// chunkReader reads size bytes in reads of at most chunk bytes, as a stream arrives.
+type chunkReader struct{ size, chunk int }
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if r.size == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), r.chunk, r.size)
+	r.size -= n
+	return n, nil
+}
+
+// BenchmarkOutbound measures the clock of a call on its way to its provider: its timeouts
+// started, its answer watched for stalls through reads of 64 bytes, and everything stopped.
+// The JSON case is a short answer in two reads; the stream case, 1,000 reads.
+func BenchmarkOutbound(b *testing.B) {
+	p, err := policy.Compile(benchConfig("http://127.0.0.1:1"), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := New(Options{Limiter: ratelimit.NewMemory()})
+	b.Cleanup(s.Close)
+	s.SetPolicy(p)
+	c := &call{offer: offer{route: p.Routes("gpt-4o-mini")[0]}}
+	for _, reads := range []int{2, 1000} {
+		b.Run(fmt.Sprintf("reads=%d", reads), func(b *testing.B) {
+			b.ReportAllocs()
+			buf := make([]byte, 32<<10)
+			for b.Loop() {
+				o := s.newOutbound(b.Context(), c, nil, nil)
+				body := o.watchStall(io.NopCloser(&chunkReader{size: 64 * reads, chunk: 64}))
+				for {
+					if _, err := body.Read(buf); err != nil {
+						break
+					}
+				}
+				o.end()
+			}
+		})
+	}
+}
