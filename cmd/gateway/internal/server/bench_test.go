@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -165,6 +166,41 @@ func BenchmarkOutbound(b *testing.B) {
 					}
 				}
 				o.end()
+			}
+		})
+	}
+}
+
+// BenchmarkLearn measures reading a provider's rate-limit headers from its answer and telling
+// the gate: an answer without them (as vLLM's), and one with OpenAI's six, whose remaining
+// counts and resets change from one answer to the next.
+func BenchmarkLearn(b *testing.B) {
+	p, err := policy.Compile(benchConfig("http://127.0.0.1:1"), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := New(Options{Limiter: ratelimit.NewMemory()})
+	b.Cleanup(s.Close)
+	s.SetPolicy(p)
+	openai := func(i int) http.Header {
+		return http.Header{
+			"X-Ratelimit-Limit-Requests":     {"10000"},
+			"X-Ratelimit-Limit-Tokens":       {"30000000"},
+			"X-Ratelimit-Remaining-Requests": {strconv.Itoa(9999 - i%100)},
+			"X-Ratelimit-Remaining-Tokens":   {strconv.Itoa(29999000 - 10*(i%100))},
+			"X-Ratelimit-Reset-Requests":     {strconv.Itoa(6+i%10) + "ms"},
+			"X-Ratelimit-Reset-Tokens":       {"2ms"},
+		}
+	}
+	answers := map[string][]http.Header{"none": {{}}, "openai": make([]http.Header, 100)}
+	for i := range answers["openai"] {
+		answers["openai"][i] = openai(i)
+	}
+	for _, name := range []string{"none", "openai"} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				s.learn("stub", answers[name][i%len(answers[name])])
 			}
 		})
 	}
