@@ -118,3 +118,18 @@ func BenchmarkParseUsage(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkParseEstimateShort measures reading and estimating a short chat completion, the
+// gateway's most common call.
+func BenchmarkParseEstimateShort(b *testing.B) {
+	body := []byte(shortChat)
+	counter.Count("o200k_base", "warm up") // load the encoding outside the timer
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := Parse(Chat, body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Estimate(counter, "o200k_base", 4096)
+	}
+}
