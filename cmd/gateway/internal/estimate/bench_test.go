@@ -77,3 +77,59 @@ func BenchmarkCount(b *testing.B) {
 		}
 	}
 }
+
+// shortChat is a short chat completion with a cap in max_tokens, as most clients send it.
+const shortChat = `{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"Say hello in one short sentence."}]}`
+
+// BenchmarkWithMaxTokens measures putting the cap in the field the provider reads: moving a
+// client's max_tokens to max_completion_tokens, and adding a cap to a body that has none.
+func BenchmarkWithMaxTokens(b *testing.B) {
+	uncapped := strings.Replace(shortChat, `"max_tokens":16,`, "", 1)
+	typical := string(typicalChat(b))
+	cases := []struct {
+		name string
+		body string
+		n    int64 // the body's cap, or the default that the gateway adds
+	}{{"rename", shortChat, 16}, {"insert", uncapped, 16}, {"rename-long", typical, 512}}
+	for _, tc := range cases {
+		body := []byte(tc.body)
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if _, err := WithMaxTokens(body, MaxCompletionTokens, tc.n); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkParseUsage measures reading the usage of a short chat completion's answer.
+func BenchmarkParseUsage(b *testing.B) {
+	body := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini",` +
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"Hello there, nice to meet you today!"},"finish_reason":"stop"}],` +
+		`"usage":{"prompt_tokens":14,"completion_tokens":16,"total_tokens":30}}`)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, ok := ParseUsage(body); !ok {
+			b.Fatal("no usage")
+		}
+	}
+}
+
+// BenchmarkParseEstimateShort measures reading and estimating a short chat completion, the
+// gateway's most common call.
+func BenchmarkParseEstimateShort(b *testing.B) {
+	body := []byte(shortChat)
+	counter.Count("o200k_base", "warm up") // load the encoding outside the timer
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := Parse(Chat, body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Estimate(counter, "o200k_base", 4096)
+	}
+}

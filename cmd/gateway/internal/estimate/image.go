@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,8 @@ import (
 	_ "image/gif" // DecodeConfig reads the sizes of GIF data URLs
 	_ "image/jpeg"
 	_ "image/png"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -84,16 +87,22 @@ var imageFamilies = map[string]imageFormula{
 	"o4-mini":              patches(1720),
 }
 
+// imagePrefixes are the prefixes of imageFamilies, the longest first.
+var imagePrefixes = func() []string {
+	prefixes := slices.Collect(maps.Keys(imageFamilies))
+	slices.SortFunc(prefixes, func(a, b string) int { return cmp.Compare(len(b), len(a)) })
+	return prefixes
+}()
+
 // imageFormulaOf is the formula of model's family: that of the longest prefix of its name in
 // imageFamilies, else gpt-4o's.
 func imageFormulaOf(model string) imageFormula {
-	best, formula := -1, gpt4oImages
-	for prefix, f := range imageFamilies {
-		if len(prefix) > best && strings.HasPrefix(model, prefix) {
-			best, formula = len(prefix), f
+	for _, prefix := range imagePrefixes {
+		if strings.HasPrefix(model, prefix) {
+			return imageFamilies[prefix]
 		}
 	}
-	return formula
+	return gpt4oImages
 }
 
 // imagePart is what an image_url part says of its image: its URL, which may be a data URL,

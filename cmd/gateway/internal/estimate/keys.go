@@ -207,10 +207,14 @@ func (w *walker) unreadMember(k *objectKind, key []byte, keyBytes int) error {
 	return nil
 }
 
-func (w *walker) skipSpace() {
-	for w.i < len(w.body) && isSpace(w.body[w.i]) {
-		w.i++
+func (w *walker) skipSpace() { w.i = skipSpace(w.body, w.i) }
+
+// skipSpace returns where the JSON whitespace that starts at body[i] ends.
+func skipSpace(body []byte, i int) int {
+	for i < len(body) && isSpace(body[i]) {
+		i++
 	}
+	return i
 }
 
 func isSpace(b byte) bool {

@@ -1,7 +1,9 @@
 package estimate
 
 import (
+	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 )
 
 // completionsBody is what Parse reads from a completions request.
@@ -113,14 +115,32 @@ func (p *Prompt) addTokenIDs(raw json.RawMessage) error {
 	return nil
 }
 
-// addString adds a JSON string.
+// addString adds a JSON string, valid JSON as every value is that the package reads once its
+// body decoded.
 func (p *Prompt) addString(raw json.RawMessage) error {
+	if s, ok := plainString(raw); ok {
+		p.addText(s)
+		return nil
+	}
 	var s string
 	if err := decode(raw, &s); err != nil {
 		return err
 	}
 	p.addText(s)
 	return nil
+}
+
+// plainString returns the text of raw, a valid JSON string, when it has no escape and is valid
+// UTF-8: encoding/json decodes such a string byte for byte.
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	text := raw[1 : len(raw)-1]
+	if bytes.IndexByte(text, '\\') >= 0 || !utf8.Valid(text) {
+		return "", false
+	}
+	return string(text), true
 }
 
 // addText adds text to count; empty text adds nothing.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 )
 
 // jsonTrue is the JSON literal true.
@@ -94,9 +96,22 @@ const (
 
 // WithMaxTokens returns body with its completion cap in field, set to n, so that the provider
 // reads the cap the estimate assumed in the field it reads; the other cap fields are dropped,
-// since providers refuse two. Every other field is kept as WithStreamUsage keeps them. It refuses
-// a body that is not a JSON object with a [*RequestError].
+// since providers refuse two. Every other field keeps its value. It refuses a body that is not
+// a JSON object with a [*RequestError].
+//
+// A body whose top level holds no cap, or one cap of value n spelt as the API spells it, keeps
+// its bytes but for the cap's key, renamed in place, or the cap, put first; any other body comes
+// out as WithStreamUsage makes it.
 func WithMaxTokens(body []byte, field string, n int64) ([]byte, error) {
+	if capped, ok := spliceCap(body, field, n); ok {
+		return capped, nil
+	}
+	return recodeCap(body, field, n)
+}
+
+// recodeCap is WithMaxTokens by decoding body and encoding it anew: the way that holds for any
+// body.
+func recodeCap(body []byte, field string, n int64) ([]byte, error) {
 	var fields map[string]json.RawMessage
 	if err := decode(body, &fields); err != nil {
 		return nil, err
@@ -105,9 +120,83 @@ func WithMaxTokens(body []byte, field string, n int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	delete(fields, MaxTokens)
-	delete(fields, MaxCompletionTokens)
-	delete(fields, MaxOutputTokens)
+	for _, name := range capFields {
+		delete(fields, name)
+	}
 	fields[field] = raw
 	return encode(fields)
+}
+
+// capFields are the fields that cap a completion.
+var capFields = []string{MaxTokens, MaxCompletionTokens, MaxOutputTokens}
+
+// spliceCap is WithMaxTokens without decoding body, for the bodies where a splice gives what
+// decoding would: a valid JSON object whose top level holds no cap, or one cap of value n.
+// It reports false for any other body, and for a field that is not a cap.
+func spliceCap(body []byte, field string, n int64) ([]byte, bool) {
+	if !slices.Contains(capFields, field) || !json.Valid(body) {
+		return nil, false
+	}
+	open := skipSpace(body, 0)
+	if body[open] != '{' {
+		return nil, false
+	}
+	found, ok := onlyCap(body)
+	if !ok {
+		return nil, false
+	}
+	var buf [20]byte
+	value := strconv.AppendInt(buf[:0], n, 10)
+	switch {
+	case found.key == nil:
+		return insertCap(body, open, field, value), true
+	case bytes.Equal(bytes.TrimSpace(found.value), value):
+		return slices.Concat(body[:found.at+1], []byte(field), body[found.at+1+len(found.key):]), true
+	}
+	return nil, false
+}
+
+// onlyCap returns the cap at the top level of the JSON object body, or a member with a nil key
+// when there is none. It reports false when the top level holds several caps, a key that
+// differs from a cap's name only in case (encoding/json would read it as the cap, a provider
+// may not), an escaped key (which may spell a cap), or is cut off.
+func onlyCap(body []byte) (member, bool) {
+	var found member
+	for m := range topMembers(body) {
+		if m.value == nil || bytes.IndexByte(m.key, '\\') >= 0 {
+			return member{}, false
+		}
+		name := capMatching(m.key)
+		if name == "" {
+			continue
+		}
+		if found.key != nil || string(m.key) != name {
+			return member{}, false
+		}
+		found = m
+	}
+	return found, true
+}
+
+// capMatching returns the cap whose name key matches as encoding/json matches keys, without
+// regard to case, or "".
+func capMatching(key []byte) string {
+	for _, name := range capFields {
+		if bytes.EqualFold(key, []byte(name)) {
+			return name
+		}
+	}
+	return ""
+}
+
+// insertCap returns body, a JSON object whose brace is at body[open], with field set to value
+// as its first member.
+func insertCap(body []byte, open int, field string, value []byte) []byte {
+	out := make([]byte, 0, len(body)+len(field)+len(value)+4)
+	out = append(out, body[:open+1]...)
+	out = append(append(append(append(out, '"'), field...), '"', ':'), value...)
+	if body[skipSpace(body, open+1)] != '}' {
+		out = append(out, ',')
+	}
+	return append(out, body[open+1:]...)
 }

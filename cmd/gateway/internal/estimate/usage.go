@@ -22,18 +22,44 @@ type Usage struct {
 // UnmarshalJSON reads a usage in either API's names: prompt_tokens and completion_tokens, or
 // the Responses API's input_tokens and output_tokens.
 func (u *Usage) UnmarshalJSON(data []byte) error {
-	var v struct {
-		PromptTokens     int64 `json:"prompt_tokens"`
-		CompletionTokens int64 `json:"completion_tokens"`
-		InputTokens      int64 `json:"input_tokens"`
-		OutputTokens     int64 `json:"output_tokens"`
-		TotalTokens      int64 `json:"total_tokens"`
-	}
-	if err := json.Unmarshal(data, &v); err != nil {
+	var c counts
+	if err := json.Unmarshal(data, &c); err != nil {
 		return err
 	}
-	*u = Usage{PromptTokens: cmp.Or(v.PromptTokens, v.InputTokens), CompletionTokens: cmp.Or(v.CompletionTokens, v.OutputTokens),
-		TotalTokens: v.TotalTokens}
+	*u = c.usage()
+	return nil
+}
+
+// counts are the counts of a usage object, in either API's names.
+type counts struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	InputTokens      int64 `json:"input_tokens"`
+	OutputTokens     int64 `json:"output_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+}
+
+// usage is the Usage that c make.
+func (c *counts) usage() Usage {
+	return Usage{PromptTokens: cmp.Or(c.PromptTokens, c.InputTokens), CompletionTokens: cmp.Or(c.CompletionTokens, c.OutputTokens),
+		TotalTokens: c.TotalTokens}
+}
+
+// named returns the count that key names, matched as encoding/json matches keys, without
+// regard to case; nil for any other key.
+func (c *counts) named(key []byte) *int64 {
+	switch {
+	case bytes.EqualFold(key, []byte("prompt_tokens")):
+		return &c.PromptTokens
+	case bytes.EqualFold(key, []byte("completion_tokens")):
+		return &c.CompletionTokens
+	case bytes.EqualFold(key, []byte("input_tokens")):
+		return &c.InputTokens
+	case bytes.EqualFold(key, []byte("output_tokens")):
+		return &c.OutputTokens
+	case bytes.EqualFold(key, []byte("total_tokens")):
+		return &c.TotalTokens
+	}
 	return nil
 }
 
@@ -42,12 +68,61 @@ func (u *Usage) UnmarshalJSON(data []byte) error {
 // or more.
 func ParseUsage(body []byte) (Usage, bool) {
 	if raw := usageValue(body); raw != nil {
+		if u, ok := plainUsage(raw); ok {
+			return u.checked()
+		}
 		var u *Usage
 		if json.Unmarshal(raw, &u) == nil && u != nil {
 			return u.checked()
 		}
 	}
 	return parseUsageWhole(body)
+}
+
+// plainUsage reads raw, a usage value, as Usage.UnmarshalJSON does but without encoding/json,
+// when it is a JSON object with no escaped key whose counts are each null or an integer of at
+// most 18 digits; the values of other keys are passed over. It reports false for any other
+// value, for encoding/json to read.
+func plainUsage(raw []byte) (Usage, bool) {
+	if !json.Valid(raw) || raw[skipSpace(raw, 0)] != '{' {
+		return Usage{}, false
+	}
+	var c counts
+	for m := range topMembers(raw) {
+		if bytes.IndexByte(m.key, '\\') >= 0 {
+			return Usage{}, false
+		}
+		count, value := c.named(m.key), bytes.TrimSpace(m.value)
+		if count == nil || string(value) == "null" { // encoding/json leaves a count that is null as it was
+			continue
+		}
+		n, ok := smallInt(value)
+		if !ok {
+			return Usage{}, false
+		}
+		*count = n
+	}
+	return c.usage(), true
+}
+
+// smallInt returns the valid JSON number b when it is an integer of at most 18 digits, which no
+// int64 overflows.
+func smallInt(b []byte) (int64, bool) {
+	digits := bytes.TrimPrefix(b, []byte("-"))
+	if len(digits) == 0 || len(digits) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, d := range digits {
+		if d < '0' || d > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(d-'0')
+	}
+	if len(digits) < len(b) {
+		n = -n
+	}
+	return n, true
 }
 
 // parseUsageWhole is ParseUsage by decoding the whole body: the way that says what any body
@@ -63,70 +138,19 @@ func parseUsageWhole(body []byte) (Usage, bool) {
 }
 
 // usageValue returns the value of the last "usage" key of a JSON object, or nil when it finds
-// none. It passes over the body once, following strings and depth without decoding anything,
-// so that a large answer costs a scan rather than a decode; ParseUsage decodes only the value.
+// none, or finds the body cut off or a key escaped: encoding/json then says what the body holds.
+// It scans the body without decoding it (see topMembers); ParseUsage decodes only the value.
 func usageValue(body []byte) []byte {
 	var found []byte
-	depth, start := 0, -1
-	for i := 0; i < len(body); i++ {
-		switch body[i] {
-		case '"':
-			end := stringEnd(body, i)
-			if end < 0 {
-				return nil
-			}
-			if depth == 1 && valueStart(body, end) >= 0 {
-				key := body[i+1 : end-1]
-				if bytes.IndexByte(key, '\\') >= 0 {
-					return nil // an escaped key: leave it to encoding/json
-				}
-				if bytes.EqualFold(key, []byte("usage")) { // as encoding/json matches keys
-					start = valueStart(body, end)
-				}
-			}
-			i = end - 1
-		case '{', '[':
-			depth++
-		case '}', ']':
-			depth--
-			if depth == 0 && start >= 0 {
-				found, start = body[start:i], -1
-			}
-		case ',':
-			if depth == 1 && start >= 0 {
-				found, start = body[start:i], -1
-			}
+	for m := range topMembers(body) {
+		switch {
+		case m.value == nil || bytes.IndexByte(m.key, '\\') >= 0:
+			return nil
+		case bytes.EqualFold(m.key, []byte("usage")): // as encoding/json matches keys
+			found = m.value
 		}
 	}
 	return found
-}
-
-// stringEnd returns the index just past the JSON string that starts at body[i], or -1.
-func stringEnd(body []byte, i int) int {
-	for j := i + 1; j < len(body); j++ {
-		switch body[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return -1
-}
-
-// valueStart returns where the value of the key that ends at body[end] starts, or -1 when the
-// string there is not a key.
-func valueStart(body []byte, end int) int {
-	for i := end; i < len(body); i++ {
-		switch body[i] {
-		case ' ', '\t', '\n', '\r':
-		case ':':
-			return i + 1
-		default:
-			return -1
-		}
-	}
-	return -1
 }
 
 // checked fills in the total and reports whether u is plausible.

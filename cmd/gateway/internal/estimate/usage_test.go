@@ -1,6 +1,9 @@
 package estimate
 
 import (
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -185,6 +188,65 @@ func FuzzParseUsage(f *testing.F) {
 		}
 		if got, ok := ParseUsage(body); got != want || !ok {
 			t.Errorf("ParseUsage(%q) = %+v, %v; decoding the whole body gives %+v", body, got, ok, want)
+		}
+	})
+}
+
+// TestPlainUsageMatchesJSON checks plainUsage against encoding/json on usage objects made of
+// the keys and values that could tell them apart.
+func TestPlainUsageMatchesJSON(t *testing.T) {
+	keys := []string{`"prompt_tokens"`, `"completion_tokens"`, `"total_tokens"`, `"input_tokens"`, `"output_tokens"`,
+		`"Prompt_Tokens"`, `"TOTAL_TOKENS"`, `"prompt\u005ftokens"`, `"completion_tokens_details"`, `"x"`}
+	values := []string{`0`, `9`, `-1`, `-0`, `123456789012345678`, `1234567890123456789`, `9223372036854775808`,
+		`1.0`, `1e2`, `"9"`, `null`, `true`, `{"reasoning_tokens":0,"total_tokens":"x"}`, `[1,{"prompt_tokens":2}]`}
+	spaces := []string{"", " ", "\n\t"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	pick := func(from []string) string { return from[rng.IntN(len(from))] }
+	plain := 0
+	for range 5000 {
+		var b strings.Builder
+		b.WriteString(pick(spaces) + "{")
+		for i := range rng.IntN(5) {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString(pick(spaces) + pick(keys) + pick(spaces) + ":" + pick(spaces) + pick(values) + pick(spaces))
+		}
+		b.WriteString(pick(spaces) + "}")
+		raw := []byte(b.String())
+		got, ok := plainUsage(raw)
+		if !ok {
+			continue
+		}
+		plain++
+		var want Usage
+		if err := json.Unmarshal(raw, &want); err != nil {
+			t.Fatalf("plainUsage(%s) = %+v, but encoding/json refuses it: %v", raw, got, err)
+		}
+		if got != want {
+			t.Errorf("plainUsage(%s) = %+v; encoding/json reads %+v", raw, got, want)
+		}
+	}
+	if plain < 1000 {
+		t.Errorf("plainUsage read %d of 5000 objects; want the table to reach it more often", plain)
+	}
+}
+
+func FuzzPlainUsage(f *testing.F) {
+	f.Add([]byte(`{"prompt_tokens":14,"completion_tokens":16,"total_tokens":30,"completion_tokens_details":{"reasoning_tokens":0}}`))
+	f.Add([]byte(`{"input_tokens":1,"output_tokens":2,"Total_Tokens":null}`))
+	f.Add([]byte(`{"prompt_tokens":-0,"x":[1,"}"]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, ok := plainUsage(raw)
+		if !ok {
+			return
+		}
+		var want Usage
+		if err := json.Unmarshal(raw, &want); err != nil {
+			t.Fatalf("plainUsage(%q) = %+v, but encoding/json refuses it: %v", raw, got, err)
+		}
+		if got != want {
+			t.Errorf("plainUsage(%q) = %+v; encoding/json reads %+v", raw, got, want)
 		}
 	})
 }

@@ -218,8 +218,8 @@ func setHeadroom(h http.Header, r admission.Headroom, names dimensionHeaders) {
 	if r.Capacity == 0 {
 		return
 	}
-	// The names are canonical already: set without canonicalizing them again.
-	h[names.limit] = []string{strconv.FormatInt(r.Capacity, 10)}
-	h[names.remaining] = []string{strconv.FormatInt(r.Remaining, 10)}
-	h[names.reset] = []string{r.Reset.Round(time.Millisecond).String()}
+	// The names are canonical already: set without canonicalizing them again. The values share
+	// one array, each capped so that adding to one cannot write over the next.
+	values := []string{strconv.FormatInt(r.Capacity, 10), strconv.FormatInt(r.Remaining, 10), r.Reset.Round(time.Millisecond).String()}
+	h[names.limit], h[names.remaining], h[names.reset] = values[0:1:1], values[1:2:2], values[2:3:3]
 }

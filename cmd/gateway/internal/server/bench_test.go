@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -126,4 +127,81 @@ func BenchmarkServeCall(b *testing.B) {
 		target, _ := url.Parse(stub.URL)
 		serveBench(b, httputil.NewSingleHostReverseProxy(target))
 	})
+}
+
+// chunkReader reads size bytes in reads of at most chunk bytes, as a stream arrives.
+type chunkReader struct{ size, chunk int }
+
+func (r *chunkReader) Read(p []byte) (int, error) {
+	if r.size == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), r.chunk, r.size)
+	r.size -= n
+	return n, nil
+}
+
+// BenchmarkOutbound measures the clock of a call on its way to its provider: its timeouts
+// started, its answer watched for stalls through reads of 64 bytes, and everything stopped.
+// The JSON case is a short answer in two reads; the stream case, 1,000 reads.
+func BenchmarkOutbound(b *testing.B) {
+	p, err := policy.Compile(benchConfig("http://127.0.0.1:1"), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := New(Options{Limiter: ratelimit.NewMemory()})
+	b.Cleanup(s.Close)
+	s.SetPolicy(p)
+	c := &call{offer: offer{route: p.Routes("gpt-4o-mini")[0]}}
+	for _, reads := range []int{2, 1000} {
+		b.Run(fmt.Sprintf("reads=%d", reads), func(b *testing.B) {
+			b.ReportAllocs()
+			buf := make([]byte, 32<<10)
+			for b.Loop() {
+				o := s.newOutbound(b.Context(), c, nil, nil)
+				body := o.watchStall(io.NopCloser(&chunkReader{size: 64 * reads, chunk: 64}))
+				for {
+					if _, err := body.Read(buf); err != nil {
+						break
+					}
+				}
+				o.end()
+			}
+		})
+	}
+}
+
+// BenchmarkLearn measures reading a provider's rate-limit headers from its answer and telling
+// the gate: an answer without them (as vLLM's), and one with OpenAI's six, whose remaining
+// counts and resets change from one answer to the next.
+func BenchmarkLearn(b *testing.B) {
+	p, err := policy.Compile(benchConfig("http://127.0.0.1:1"), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := New(Options{Limiter: ratelimit.NewMemory()})
+	b.Cleanup(s.Close)
+	s.SetPolicy(p)
+	openai := func(i int) http.Header {
+		return http.Header{
+			"X-Ratelimit-Limit-Requests":     {"10000"},
+			"X-Ratelimit-Limit-Tokens":       {"30000000"},
+			"X-Ratelimit-Remaining-Requests": {strconv.Itoa(9999 - i%100)},
+			"X-Ratelimit-Remaining-Tokens":   {strconv.Itoa(29999000 - 10*(i%100))},
+			"X-Ratelimit-Reset-Requests":     {strconv.Itoa(6+i%10) + "ms"},
+			"X-Ratelimit-Reset-Tokens":       {"2ms"},
+		}
+	}
+	answers := map[string][]http.Header{"none": {{}}, "openai": make([]http.Header, 100)}
+	for i := range answers["openai"] {
+		answers["openai"][i] = openai(i)
+	}
+	for _, name := range []string{"none", "openai"} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				s.learn("stub", answers[name][i%len(answers[name])])
+			}
+		})
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
@@ -37,8 +39,7 @@ type outbound struct {
 
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
-	deadline *time.Timer // ends ctx at callTimeout
-	stall    *time.Timer // ends ctx when the answer stalls; nil until the answer begins
+	timeouts timeouts // end ctx at callTimeout, or when the answer stalls
 }
 
 type outboundKey struct{}
@@ -51,7 +52,7 @@ func (s *Server) newOutbound(ctx context.Context, c *call, t *admission.Ticket, 
 	ctx, o.cancel = context.WithCancelCause(ctx)
 	o.ctx = context.WithValue(ctx, outboundKey{}, o)
 	cfg := c.route.Provider.Config
-	o.deadline = time.AfterFunc(cfg.CallTimeout.Duration, func() { o.cancel(errCallTimeout) })
+	o.timeouts.start(cfg.CallTimeout.Duration, cfg.StallTimeout.Duration, o.cancel)
 	return o
 }
 
@@ -107,10 +108,7 @@ func outboundFrom(ctx context.Context) *outbound { return ctx.Value(outboundKey{
 // answer, as watchStall does.
 func (o *outbound) end() {
 	o.lease.Release()
-	o.deadline.Stop()
-	if o.stall != nil {
-		o.stall.Stop()
-	}
+	o.timeouts.stop()
 	o.cancel(context.Canceled)
 }
 
@@ -130,16 +128,16 @@ func (o *outbound) tooSlow() error {
 	return nil
 }
 
-// watchStall arms the stall timeout on an answer that has begun: every byte the provider sends
+// watchStall arms the stall timeout on an answer that has begun: every read that brings bytes
 // puts it back. The answer's last byte also frees the call's endpoint, as the gate frees its
 // slot when it settles the answer, so that the next call is never sent to a Pod that, by the
 // count, is still busy with this one.
 func (o *outbound) watchStall(body io.ReadCloser) io.ReadCloser {
-	o.stall = time.AfterFunc(o.route.Provider.Config.StallTimeout.Duration, func() { o.cancel(errProviderStalled) })
+	o.timeouts.answerBegun()
 	return &stallBody{ReadCloser: body, o: o}
 }
 
-// stallBody is an answer's body that re-arms its call's stall timeout at every read that brings
+// stallBody is an answer's body that tells its call's timeouts of every read that brings
 // bytes, and frees the call's endpoint at its end.
 type stallBody struct {
 	io.ReadCloser
@@ -149,10 +147,78 @@ type stallBody struct {
 func (b *stallBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
-		b.o.stall.Reset(b.o.route.Provider.Config.StallTimeout.Duration)
+		b.o.timeouts.read()
 	}
 	if err == io.EOF {
 		b.o.lease.Release()
 	}
 	return n, err
+}
+
+// timeouts ends a call that outlasts its callTimeout, or whose answer, once begun, brings nothing
+// for its stallTimeout. It keeps one timer: a read only notes its time, and the timer, when it
+// fires, ends the call or waits for what is left. Its methods are safe for concurrent use.
+type timeouts struct {
+	started  time.Time
+	call     time.Duration // callTimeout
+	stall    time.Duration // stallTimeout
+	end      func(cause error)
+	lastRead atomic.Int64 // when the answer last brought bytes, since started; -1 before it begins
+	mu       sync.Mutex   // guards the timer's arming
+	timer    *time.Timer
+	stopped  bool
+}
+
+// start starts the clock: from now, the call has its callTimeout, and end is called with the
+// cause of the timeout that passes first.
+func (t *timeouts) start(call, stall time.Duration, end func(cause error)) {
+	t.started, t.call, t.stall, t.end = time.Now(), call, stall, end
+	t.lastRead.Store(-1)
+	t.timer = time.AfterFunc(call, t.fire)
+}
+
+// answerBegun starts the stall timeout.
+func (t *timeouts) answerBegun() {
+	t.read()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.arm() // a callTimeout that has passed has fired already
+}
+
+// read notes a read of the answer that brought bytes.
+func (t *timeouts) read() { t.lastRead.Store(int64(time.Since(t.started))) }
+
+// fire ends the call if a timeout has passed, and otherwise waits for the next.
+func (t *timeouts) fire() {
+	t.mu.Lock()
+	cause := t.arm()
+	t.mu.Unlock()
+	if cause != nil {
+		t.end(cause)
+	}
+}
+
+// arm sets the timer for the next timeout, or returns its cause when it has passed. The caller
+// holds t.mu.
+func (t *timeouts) arm() error {
+	if t.stopped {
+		return nil
+	}
+	due, cause := t.call, errCallTimeout
+	if last := t.lastRead.Load(); last >= 0 && time.Duration(last)+t.stall < due {
+		due, cause = time.Duration(last)+t.stall, errProviderStalled
+	}
+	if wait := due - time.Since(t.started); wait > 0 {
+		t.timer.Reset(wait)
+		return nil
+	}
+	return cause
+}
+
+// stop stops the clock for good.
+func (t *timeouts) stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stopped = true
+	t.timer.Stop()
 }

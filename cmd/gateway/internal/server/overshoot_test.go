@@ -182,15 +182,15 @@ func TestWithCap(t *testing.T) {
 		want     string
 	}{
 		{"chat to OpenAI", estimate.Chat, `{"model":"o3","messages":[{}]}`, openai,
-			`{"max_completion_tokens":256,"messages":[{}],"model":"o3"}`},
+			`{"max_completion_tokens":256,"model":"o3","messages":[{}]}`},
 		{"chat to an engine that reads max_tokens", estimate.Chat, `{"model":"llama","messages":[{}]}`, tgi,
-			`{"max_tokens":256,"messages":[{}],"model":"llama"}`},
+			`{"max_tokens":256,"model":"llama","messages":[{}]}`},
 		{"completions always get max_tokens", estimate.Completions, `{"model":"o3","prompt":"hi"}`, openai,
 			`{"max_tokens":256,"model":"o3","prompt":"hi"}`},
 		{"the client's cap in the field its provider reads stays", estimate.Chat, `{"model":"o3","max_completion_tokens":5,"messages":[{}]}`, openai,
 			`{"model":"o3","max_completion_tokens":5,"messages":[{}]}`},
 		{"the client's cap moves to the field its provider reads", estimate.Chat, `{"model":"llama","max_completion_tokens":5,"messages":[{}]}`, tgi,
-			`{"max_tokens":5,"messages":[{}],"model":"llama"}`},
+			`{"model":"llama","max_tokens":5,"messages":[{}]}`},
 		{"embeddings have no cap", estimate.Embeddings, `{"model":"e","input":"hi"}`, openai,
 			`{"model":"e","input":"hi"}`},
 	}

@@ -235,11 +235,11 @@ func reportedLimits(h http.Header) admission.Reported {
 	r.Limits.RequestsPerMinute = positiveHeader(h, requestsHeaders.limit)
 	r.Limits.TokensPerMinute = positiveHeader(h, tokensHeaders.limit)
 	for _, names := range []dimensionHeaders{requestsHeaders, tokensHeaders} {
-		if h.Get(names.remaining) != "0" {
+		if headerValue(h, names.remaining) != "0" {
 			continue
 		}
 		r.Exhausted = true
-		if reset, err := time.ParseDuration(h.Get(names.reset)); err == nil {
+		if reset, err := time.ParseDuration(headerValue(h, names.reset)); err == nil {
 			r.Reset = max(r.Reset, reset)
 		}
 	}
@@ -248,11 +248,23 @@ func reportedLimits(h http.Header) admission.Reported {
 
 // positiveHeader is a header's value as a number above zero, or zero.
 func positiveHeader(h http.Header, name string) int64 {
-	n, err := strconv.ParseInt(h.Get(name), 10, 64)
+	v := headerValue(h, name)
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
 		return 0
 	}
 	return n
+}
+
+// headerValue is what h.Get returns for name, a canonical name, without canonicalizing it again.
+func headerValue(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 func (s *Server) settleJSON(resp *http.Response, o *outbound) error {

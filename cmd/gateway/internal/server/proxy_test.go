@@ -71,6 +71,7 @@ func TestReportedLimitsReadOpenAIsHeaders(t *testing.T) {
 			"x-ratelimit-limit-tokens": "30000", "x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "6m0s",
 		}, admission.Reported{Limits: gatewayv1.LearnedLimits{TokensPerMinute: 30000}, Exhausted: true, Reset: 6 * time.Minute}},
 		{"not numbers", map[string]string{"x-ratelimit-limit-requests": "many", "x-ratelimit-limit-tokens": "-3"}, admission.Reported{}},
+		{"empty", map[string]string{"x-ratelimit-limit-requests": "", "x-ratelimit-remaining-requests": "", "x-ratelimit-reset-requests": ""}, admission.Reported{}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
