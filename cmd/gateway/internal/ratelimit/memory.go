@@ -8,7 +8,7 @@ import (
 
 // Memory keeps limiter state in this process. It is the default store for one replica.
 //
-// Each key's state is a cell (about 85 bytes with its map entry: BenchmarkMemoryBytesPerKey; a
+// Each key's state is a cell (about 100 bytes with its map entry: BenchmarkMemoryBytesPerKey; a
 // rolling window's also holds its ring of slots, 16 bytes a slot, made when the cell is), found
 // through a map only the first time a Limit is used; after that the Limit points at its cell, so
 // a decision costs no lookup. Sweep drops the cells whose state has returned to what no state
@@ -29,7 +29,8 @@ type cell struct {
 	limit   *Limit // the Limit that last bound the cell, for Sweep
 	dropped bool   // Sweep removed the cell from owner.cells
 	state
-	older *slotRing // a rolling window's counts before its newest slot (see state)
+	before state     // the state a decision in progress replaced, to put back if it refuses
+	older  *slotRing // a rolling window's counts before its newest slot (see state)
 }
 
 // NewMemory returns an empty memory store.
@@ -45,29 +46,34 @@ func (m *Memory) Decide(_ context.Context, checks []Check, now time.Time) (Decis
 	}
 	t := now.UnixNano()
 	d := Decision{Allowed: true, Refused: -1, At: now}
-	var (
-		cells  [MaxChecks]*cell
-		next   [MaxChecks]state
-		passed uint32
-	)
+	var passed uint32
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// Each check that passes takes at once, keeping the state it replaced: the keys of one
+	// decision differ, so no check reads another's state, and a refusal puts back what was taken.
 	for i, c := range checks {
-		cells[i] = m.bind(c.Limit)
-		s, ok := d.evaluate(i, c.Limit, cells[i].state, cells[i].older, c.Cost, t)
-		if ok {
+		cl := m.bind(c.Limit)
+		if s, ok := d.evaluate(i, c.Limit, cl.state, cl.older, c.Cost, t); ok {
 			passed |= 1 << i
-			next[i] = s
+			cl.before, cl.state = cl.state, s
 		}
 	}
 	if !d.Allowed {
+		m.putBack(checks, passed)
 		d.undo(checks, passed)
-		return d, nil
-	}
-	for i := range checks {
-		cells[i].state = next[i]
 	}
 	return d, nil
+}
+
+// putBack gives the checks that passed (bit i for check i) the state they had before a decision
+// that refused. The caller holds m.mu.
+func (m *Memory) putBack(checks []Check, passed uint32) {
+	for i, c := range checks {
+		if passed&(1<<i) != 0 {
+			cl := m.bind(c.Limit)
+			cl.state = cl.before
+		}
+	}
 }
 
 // Settle adds each check's Cost (negative to refund) to its limit, without checking it. It
