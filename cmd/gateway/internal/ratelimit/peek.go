@@ -71,10 +71,8 @@ func storedState(l *Limit, read redis.Cmder, now time.Time) (state, *slotRing, e
 	case rolling:
 		return rollingState(l, v)
 	}
-	end, used, _ := strings.Cut(v, " ") // a window: "end used"
-	e, err1 := strconv.ParseInt(end, 10, 64)
-	u, err2 := strconv.ParseInt(used, 10, 64)
-	return state{a: e * 1000, b: u}, nil, errors.Join(err1, err2)
+	end, used, err := parseWindowValue(v)
+	return state{a: end * 1000, b: used}, nil, err
 }
 
 // rollingState parses a rolling window's value, "newest count older count...": the newest slot,
