@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
@@ -49,6 +50,11 @@ type options struct {
 	usageInterval                     time.Duration
 	metricsAddr, probeAddr            string
 	leaderElect                       bool
+
+	// The serving certificate: see addCertRotator.
+	issueServingCert                                        bool
+	servingCertSecret, servingCertNamespace, metricsCertDir string
+	servingCertDNSNames, caInjectAPIServices                []string
 }
 
 func main() {
@@ -62,7 +68,7 @@ func run() error {
 	o := parseFlags()
 	ctrl.SetLogger(logr.FromSlogHandler(slog.NewJSONHandler(os.Stderr, nil)))
 	ctx := ctrl.SetupSignalHandler()
-	mgr, err := newManager(o)
+	mgr, err := newManager(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -85,11 +91,17 @@ func parseFlags() *options {
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 turns it off")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that one of several replicas works at a time")
+	flag.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory of the certificate (tls.crt, tls.key) /metrics is served with over HTTPS; empty means a self-signed one")
+	flag.BoolVar(&o.issueServingCert, "issue-serving-cert", false, "issue and renew the serving certificate into --serving-cert-secret, from a CA kept there, and write the CA into --ca-inject-apiservices")
+	flag.StringVar(&o.servingCertSecret, "serving-cert-secret", "", "the Secret, in --serving-cert-namespace, that holds the serving certificate; it must exist")
+	flag.StringVar(&o.servingCertNamespace, "serving-cert-namespace", envOr("POD_NAMESPACE", "default"), "the namespace of --serving-cert-secret")
+	flag.Func("serving-cert-dns-names", "comma-separated DNS names the serving certificate is for", commaList(&o.servingCertDNSNames))
+	flag.Func("ca-inject-apiservices", "comma-separated APIServices whose caBundle gets the serving certificate's CA", commaList(&o.caInjectAPIServices))
 	flag.Parse()
 	return o
 }
 
-func newManager(o *options) (ctrl.Manager, error) {
+func newManager(ctx context.Context, o *options) (ctrl.Manager, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -103,7 +115,12 @@ func newManager(o *options) (ctrl.Manager, error) {
 			DefaultNamespaces: map[string]cache.Config{o.namespace: {}},
 			ByObject:          map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: controllers.TrimPod}},
 		},
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics: metricsserver.Options{
+			BindAddress:    o.metricsAddr,
+			SecureServing:  true,
+			FilterProvider: filters.WithAuthenticationAndAuthorization,
+			TLSOpts:        metricsTLS(ctx, o.metricsCertDir),
+		},
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        name,
@@ -116,6 +133,9 @@ func newManager(o *options) (ctrl.Manager, error) {
 func setup(ctx context.Context, mgr ctrl.Manager, o *options) error {
 	base, err := loadBase(o.baseConfig)
 	if err != nil {
+		return err
+	}
+	if err := addCertRotator(mgr, o); err != nil {
 		return err
 	}
 	r := &controllers.GatewayConfigReconciler{
@@ -195,6 +215,19 @@ func gatewayLister(mgr ctrl.Manager, o *options) (usage.GatewayLister, error) {
 		return nil, nil
 	}
 	return listers, nil
+}
+
+// commaList sets *list from a comma-separated flag value.
+func commaList(list *[]string) func(string) error {
+	return func(value string) error {
+		*list = nil
+		for _, item := range strings.Split(value, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				*list = append(*list, item)
+			}
+		}
+		return nil
+	}
 }
 
 func envOr(key, def string) string {

@@ -11,8 +11,22 @@ import (
 // external.metrics.k8s.io to a metrics adapter listening on localhost:port. EndpointSlices refuse
 // loopback addresses, so the Service is an ExternalName for localhost, which the aggregator
 // resolves to https://localhost:<port> (with --enable-aggregator-routing off, its default). The
-// cluster needs Options.Aggregator.
+// cluster needs Options.Aggregator. The aggregator does not verify the adapter's certificate,
+// which the adapter made itself.
 func (c *Cluster) RegisterMetricsAdapter(t testing.TB, port int) {
+	t.Helper()
+	c.registerMetricsAdapter(t, port, "insecureSkipTLSVerify: true")
+}
+
+// RegisterVerifiedMetricsAdapter is RegisterMetricsAdapter with verification on: the APIServices
+// have no caBundle until the manager writes the CA of the certificate it issues for
+// metrics-adapter.sluice-system.svc, the name the aggregator verifies.
+func (c *Cluster) RegisterVerifiedMetricsAdapter(t testing.TB, port int) {
+	t.Helper()
+	c.registerMetricsAdapter(t, port, "")
+}
+
+func (c *Cluster) registerMetricsAdapter(t testing.TB, port int, tls string) {
 	t.Helper()
 	manifest := fmt.Sprintf(`apiVersion: v1
 kind: Namespace
@@ -35,10 +49,10 @@ spec:
   group: %[2]s
   version: %[1]s
   service: {name: metrics-adapter, namespace: sluice-system, port: %[3]d}
-  insecureSkipTLSVerify: true
   groupPriorityMinimum: 100
   versionPriority: 100
-`, api.version, api.group, port)
+  %[4]s
+`, api.version, api.group, port, tls)
 	}
 	path := filepath.Join(t.TempDir(), "metrics-adapter.yaml")
 	if err := os.WriteFile(path, []byte(manifest), 0o600); err != nil {

@@ -74,9 +74,10 @@ func TestChartRefusesBadValues(t *testing.T) {
 		"gateway.jobs.workers=0",
 		"metricsAdapter.scrapeInterval=often",
 		"metricsAdapter.replicas=0",
-		"metricsAdapter.tls.caBundle=QUJD",                // without the Secret of the certificate it verifies
-		"metricsAdapter.tls.secret=adapter-cert",          // without the caBundle that verifies it
-		"metricsAdapter.tls.issuerRef.kind=ClusterIssuer", // without a name
+		"tls.caBundle=QUJD",                   // without the Secret of the certificate it verifies
+		"tls.secret=adapter-cert",             // without the caBundle that verifies it
+		"tls.issuerRef.kind=ClusterIssuer",    // without a name
+		"metricsAdapter.tls.certManager=true", // the serving certificate's values are tls's
 		"networkPolicy.enabled=maybe",
 		"manager.replicas=0",
 		"manager.nodeSelector.pool=1", // a label's value is a string
@@ -207,7 +208,7 @@ func TestChartApplies(t *testing.T) {
 	c.Kubectl(t, "get", "pdb/sluice-gateway", "service/sluice-gateway", "service/sluice-metrics-adapter", "-n", "sluice-system")
 	checkGatewayNetworkPolicy(t, c, "sluice-system", "sluice-gateway")
 	checkAdapterAvailability(t, c, "sluice-system", "sluice-metrics-adapter")
-	checkAPIServicesTLS(t, c, apiServiceTLS{Insecure: true})
+	checkAPIServicesTLS(t, c, apiServiceTLS{})
 	checkChartAlertsAndTLS(t, c)
 
 	// Redis off: one gateway with an in-memory store, in the namespace the manager watches.
@@ -239,9 +240,12 @@ func TestChartApplies(t *testing.T) {
 
 	checkAccess(t, c, append(managerAccess("system:serviceaccount:sluice-system:sluice-manager", "sluice-system"),
 		managerAccess("system:serviceaccount:memory:memory-sluice-manager", "team-a")...))
+	checkAccess(t, c, append(servingCertAccess("system:serviceaccount:sluice-system:sluice-manager", "sluice-system", true),
+		servingCertAccess("system:serviceaccount:memory:memory-sluice-manager", "memory", false)...))
 	checkAccess(t, c, []access{
-		// Its own namespace is not one it was told to watch.
-		{"system:serviceaccount:memory:memory-sluice-manager", "get secrets -n memory", false},
+		// Its own namespace is not one it was told to watch: there it writes its serving
+		// certificate only.
+		{"system:serviceaccount:memory:memory-sluice-manager", "update secrets/sluice-gateway-config -n memory", false},
 		{"system:serviceaccount:memory:memory-sluice-manager", "get secrets -n sluice-system", false},
 	})
 }
@@ -253,20 +257,20 @@ func checkChartAlertsAndTLS(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
 	applyOptionalCRDs(t, c)
 	c.Kubectl(t, "apply", "--server-side", "-f", render(t, "sluice", "sluice-system",
-		"--set", "prometheusRule.enabled=true", "--set", "metricsAdapter.tls.certManager=true"))
+		"--set", "prometheusRule.enabled=true", "--set", "tls.certManager=true"))
 	checkAlertsApplied(t, c, "sluice-system", "sluice")
-	checkAPIServicesTLS(t, c, apiServiceTLS{InjectCAFrom: "sluice-system/sluice-metrics-adapter"})
-	c.Kubectl(t, "get", "certificate/sluice-metrics-adapter", "issuer/sluice-selfsigned", "-n", "sluice-system")
-	if !adapterMountsSecret(t, c, "sluice-system", "sluice-metrics-adapter", "sluice-metrics-adapter-tls") {
+	checkAPIServicesTLS(t, c, apiServiceTLS{InjectCAFrom: "sluice-system/sluice-serving-cert"})
+	c.Kubectl(t, "get", "certificate/sluice-serving-cert", "issuer/sluice-selfsigned", "-n", "sluice-system")
+	if !adapterMountsSecret(t, c, "sluice-system", "sluice-metrics-adapter", "sluice-serving-cert") {
 		t.Error("with cert-manager, the adapter does not serve the certificate's Secret")
 	}
 
 	ca := testCA(t)
 	c.Kubectl(t, "apply", "--server-side", "-f", render(t, "sluice", "sluice-system",
-		"--set", "metricsAdapter.tls.secret=adapter-cert", "--set", "metricsAdapter.tls.caBundle="+base64.StdEncoding.EncodeToString(ca)))
+		"--set", "tls.secret=adapter-cert", "--set", "tls.caBundle="+base64.StdEncoding.EncodeToString(ca)))
 	checkAPIServicesTLS(t, c, apiServiceTLS{CABundle: ca})
 	if !adapterMountsSecret(t, c, "sluice-system", "sluice-metrics-adapter", "adapter-cert") {
-		t.Error("with metricsAdapter.tls.secret, the adapter does not serve that Secret")
+		t.Error("with tls.secret, the adapter does not serve that Secret")
 	}
 }
 

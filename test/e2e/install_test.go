@@ -159,7 +159,7 @@ func adapterMountsSecret(t *testing.T, c *cluster.Cluster, namespace, name, secr
 	}
 	pod := d.Spec.Template.Spec
 	mounted := slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == secret })
-	return mounted && slices.ContainsFunc(pod.Containers[0].Args, func(a string) bool { return a == "--tls-cert-file=/var/run/sluice-metrics-adapter-tls/tls.crt" })
+	return mounted && slices.ContainsFunc(pod.Containers[0].Args, func(a string) bool { return a == "--tls-cert-file=/var/run/sluice-serving-cert/tls.crt" })
 }
 
 // testCA returns the PEM of a throwaway CA, as a caBundle holds it.

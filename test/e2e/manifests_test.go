@@ -84,7 +84,7 @@ func TestManifestsApply(t *testing.T) {
 		adapter = "system:serviceaccount:sluice-system:sluice-metrics-adapter"
 		hpa     = "system:serviceaccount:kube-system:horizontal-pod-autoscaler"
 	)
-	checkAccess(t, c, append(managerAccess(manager, "sluice-system"),
+	checkAccess(t, c, append(append(managerAccess(manager, "sluice-system"), servingCertAccess(manager, "sluice-system", true)...),
 		access{adapter, "list pods -n default", true},
 		access{adapter, "watch providerquotas.sluice.dev -n default", true},
 		access{adapter, "get configmaps/extension-apiserver-authentication -n kube-system", true},
@@ -104,11 +104,11 @@ func TestManifestsApply(t *testing.T) {
 // metrics-adapter-tls with a caBundle patch, as its kustomization says to write it.
 func checkAdapterTLSComponents(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	checkAPIServicesTLS(t, c, apiServiceTLS{Insecure: true})
+	checkAPIServicesTLS(t, c, apiServiceTLS{})
 	c.Kubectl(t, "apply", "--server-side", "-k", overlay(t, []string{"metrics-adapter-cert-manager"}, "", map[string]string{}))
-	checkAPIServicesTLS(t, c, apiServiceTLS{InjectCAFrom: "sluice-system/sluice-metrics-adapter"})
-	c.Kubectl(t, "get", "certificate/sluice-metrics-adapter", "issuer/sluice-selfsigned", "-n", "sluice-system")
-	if !adapterMountsSecret(t, c, "sluice-system", "sluice-metrics-adapter", "sluice-metrics-adapter-tls") {
+	checkAPIServicesTLS(t, c, apiServiceTLS{InjectCAFrom: "sluice-system/sluice-serving-cert"})
+	c.Kubectl(t, "get", "certificate/sluice-serving-cert", "issuer/sluice-selfsigned", "-n", "sluice-system")
+	if !adapterMountsSecret(t, c, "sluice-system", "sluice-metrics-adapter", "sluice-serving-cert") {
 		t.Error("with cert-manager, the adapter does not serve the certificate's Secret")
 	}
 
@@ -117,8 +117,8 @@ func checkAdapterTLSComponents(t *testing.T, c *cluster.Cluster) {
 		base64.StdEncoding.EncodeToString(ca))
 	c.Kubectl(t, "apply", "--server-side", "-k", overlay(t, []string{"metrics-adapter-tls"}, patch, map[string]string{}))
 	checkAPIServicesTLS(t, c, apiServiceTLS{CABundle: ca})
-	if !adapterMountsSecret(t, c, "sluice-system", "sluice-metrics-adapter", "sluice-metrics-adapter-tls") {
-		t.Error("with metrics-adapter-tls, the adapter does not serve the Secret sluice-metrics-adapter-tls")
+	if !adapterMountsSecret(t, c, "sluice-system", "sluice-metrics-adapter", "sluice-serving-cert") {
+		t.Error("with metrics-adapter-tls, the adapter does not serve the Secret sluice-serving-cert")
 	}
 }
 
@@ -239,6 +239,26 @@ func managerAccess(manager, watched string) []access {
 		{manager, "update providerquotas.sluice.dev" + in, false},
 		{manager, "create pods" + in, false},
 		{manager, "delete customresourcedefinitions.apiextensions.k8s.io", false},
+	}
+}
+
+// servingCertAccess is what a manager may do for the serving certificate it issues in its own
+// namespace, and for the CA it writes into the adapter's APIServices if injects: read the
+// namespace's Secrets (cert-controller caches them) and write the certificate's only; write those
+// APIServices only; and ask the API server who scrapes its metrics.
+func servingCertAccess(manager, namespace string, injects bool) []access {
+	in := " -n " + namespace
+	return []access{
+		{manager, "watch secrets" + in, true},
+		{manager, "update secrets/sluice-serving-cert" + in, true},
+		{manager, "update secrets/other" + in, false},
+		{manager, "delete secrets/sluice-serving-cert" + in, false},
+		{manager, "create tokenreviews.authentication.k8s.io", true},
+		{manager, "create subjectaccessreviews.authorization.k8s.io", true},
+		{manager, "update apiservices.apiregistration.k8s.io/v1beta1.custom.metrics.k8s.io", injects},
+		{manager, "update apiservices.apiregistration.k8s.io/v1beta1.external.metrics.k8s.io", injects},
+		{manager, "update apiservices.apiregistration.k8s.io/v1.apps", false},
+		{manager, "delete apiservices.apiregistration.k8s.io/v1beta1.custom.metrics.k8s.io", false},
 	}
 }
 

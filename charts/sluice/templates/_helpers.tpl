@@ -167,12 +167,70 @@ store:
 /etc/sluice-redis-ca/ca.crt
 {{- end -}}
 
-{{/* The Secret of the metrics adapter's certificate: cert-manager's, metricsAdapter.tls.secret, or
-none (a self-signed certificate the adapter makes itself). */}}
-{{- define "sluice.metricsAdapterTLSSecret" -}}
-{{- if .Values.metricsAdapter.tls.certManager -}}
-{{- printf "%s-metrics-adapter-tls" (include "sluice.fullname" .) -}}
-{{- else -}}
-{{- .Values.metricsAdapter.tls.secret -}}
+{{/* The Secret of the release's serving certificate: tls.secret, or sluice-serving-cert, which the
+manager or cert-manager fills. */}}
+{{- define "sluice.servingCertSecret" -}}
+{{- .Values.tls.secret | default "sluice-serving-cert" -}}
 {{- end -}}
+
+{{/* Whether the manager issues the serving certificate itself: neither cert-manager nor a Secret of
+yours does. */}}
+{{- define "sluice.issuesServingCert" -}}
+{{- if not (or .Values.tls.certManager .Values.tls.secret) }}true{{ end -}}
+{{- end -}}
+
+{{/* Where the serving certificate's Secret is mounted, in the manager and in the adapter. */}}
+{{- define "sluice.servingCertDir" -}}
+/var/run/sluice-serving-cert
+{{- end -}}
+
+{{/* The names the serving certificate is for, one a line: the adapter's Service and the manager's
+metrics Service. */}}
+{{- define "sluice.servingCertDNSNames" -}}
+{{- $fullname := include "sluice.fullname" . -}}
+{{- range $service := list "metrics-adapter" "manager-metrics" }}
+{{- range $suffix := list "svc" "svc.cluster.local" }}
+{{ printf "%s-%s.%s.%s" $fullname $service $.Release.Namespace $suffix }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* The APIServices the adapter serves, as JSON. */}}
+{{- define "sluice.apiServices" -}}
+{{- $apiServices := list }}
+{{- if .Values.metricsAdapter.enabled }}
+{{- if .Values.metricsAdapter.apiServices.custom }}
+{{- $apiServices = concat $apiServices (list "v1beta1.custom.metrics.k8s.io" "v1beta2.custom.metrics.k8s.io") }}
+{{- end }}
+{{- if .Values.metricsAdapter.apiServices.external }}
+{{- $apiServices = append $apiServices "v1beta1.external.metrics.k8s.io" }}
+{{- end }}
+{{- end }}
+{{- toJson $apiServices }}
+{{- end -}}
+
+{{/* The serving certificate's Secret as the volume serving-cert, tls.crt and tls.key only; optional
+for the manager (list . true), which fills it itself after it starts. */}}
+{{- define "sluice.servingCertVolume" -}}
+{{- $ := index . 0 -}}
+- name: serving-cert
+  secret:
+    secretName: {{ include "sluice.servingCertSecret" $ }}
+    items:
+      - {key: tls.crt, path: tls.crt}
+      - {key: tls.key, path: tls.key}
+    {{- if index . 1 }}
+    optional: true
+    {{- end }}
+{{- end -}}
+
+{{/* How Prometheus verifies the serving certificate of the Service (list . "<component>"): the CA
+in its Secret, for the Service's name. */}}
+{{- define "sluice.scrapeTLS" -}}
+{{- $ := index . 0 -}}
+ca:
+  secret:
+    name: {{ include "sluice.servingCertSecret" $ }}
+    key: ca.crt
+serverName: {{ printf "%s-%s.%s.svc" (include "sluice.fullname" $) (index . 1) $.Release.Namespace }}
 {{- end -}}
