@@ -1,7 +1,6 @@
 package v1
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -24,7 +23,7 @@ func ReadAdminToken(path string) (string, error) {
 		return "", fmt.Errorf("the admin token file %s is empty", path)
 	}
 	if strings.ContainsAny(token, " \t\r\n") {
-		return "", errors.New("the admin token file " + path + " holds more than one word; want the token alone")
+		return "", fmt.Errorf("the admin token file %s holds more than one word; want the token alone", path)
 	}
 	return token, nil
 }
