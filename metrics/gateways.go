@@ -17,11 +17,12 @@ import (
 // fixed URLs, and the Pods that a selector finds in any namespace, at
 // /admin/queues. It is safe for concurrent use.
 type gateways struct {
-	reader   client.Reader
-	static   map[string][]string // queue (or usage) URLs by namespace
-	selector labels.Selector     // nil means no Pods
-	port     int32
-	client   *http.Client
+	reader    client.Reader
+	static    map[string][]string // queue (or usage) URLs by namespace
+	selector  labels.Selector     // nil means no Pods
+	port      int32
+	tokenFile string // the gateways' admin token; empty sends none
+	client    *http.Client
 
 	mu          sync.Mutex
 	byNamespace map[string]*usage.Poller
@@ -72,7 +73,7 @@ func (g *gateways) newPoller(namespace string) *usage.Poller {
 	if g.selector != nil {
 		listers = append(listers, &usage.PodGateways{Reader: g.reader, Namespace: namespace, Selector: g.selector, Port: g.port, Path: usage.QueuesPath})
 	}
-	return &usage.Poller{Namespace: namespace, Gateways: listers, Client: g.client}
+	return &usage.Poller{Namespace: namespace, Gateways: listers, Client: g.client, AdminTokenFile: g.tokenFile}
 }
 
 // totals returns the sum of the last poll of a namespace's gateways, or nil

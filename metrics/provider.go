@@ -84,6 +84,9 @@ type Options struct {
 	GatewaySelector labels.Selector
 	// GatewayPort is the gateway Pods' admin port.
 	GatewayPort int32
+	// GatewayAdminTokenFile is the file of the token the gateways' admin
+	// endpoints ask for, read at each poll. Empty sends none.
+	GatewayAdminTokenFile string
 	// Interval is the time between scrapes. Zero means DefaultInterval.
 	Interval time.Duration
 	// Timeout bounds one Pod's scrape and one gateway's answer. Zero means
@@ -158,6 +161,7 @@ func New(opts Options) *Provider {
 			static:      opts.Gateways,
 			selector:    opts.GatewaySelector,
 			port:        opts.GatewayPort,
+			tokenFile:   opts.GatewayAdminTokenFile,
 			client:      &http.Client{Transport: transport, Timeout: timeout},
 			byNamespace: map[string]*usage.Poller{},
 		},

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -88,15 +90,35 @@ func tryStartPods(t *testing.T, texts map[string]string) (int32, map[string]*fak
 	return int32(n), pods, true
 }
 
+// gatewayToken is the admin token of the gateways of gatewayQueues.
+const gatewayToken = "gateway-admin-token"
+
+// gatewayTokenFile writes gatewayToken into a file, as a mounted Secret, and
+// returns its path.
+func gatewayTokenFile(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte(gatewayToken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // gatewayQueues serves a gateway's queue snapshot at /admin/queues, with
-// queued requests of 1,000 estimated tokens each, and nothing else.
+// queued requests of 1,000 estimated tokens each, to callers that send
+// gatewayToken, and nothing else.
 func gatewayQueues(t *testing.T, at time.Time, queued map[string]int64) *httptest.Server {
 	q := gatewayv1.Queues{Gateway: "gw-0", Time: metav1.NewTime(at)}
 	for name, n := range queued {
 		q.Providers = append(q.Providers, gatewayv1.QueueDepth{Name: name, Queued: n, QueuedTokens: 1000 * n})
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+usage.QueuesPath, func(w http.ResponseWriter, _ *http.Request) { json.NewEncoder(w).Encode(q) })
+	mux.HandleFunc("GET "+usage.QueuesPath, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+gatewayToken {
+			http.Error(w, "no admin token", http.StatusUnauthorized)
+			return
+		}
+		json.NewEncoder(w).Encode(q)
+	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv
@@ -208,6 +230,8 @@ func TestProviderServesWhatPodsAndGatewaysReport(t *testing.T) {
 		Mapper:   testMapper(),
 		Gateways: map[string][]string{"ai": {gateway.URL + usage.QueuesPath}},
 		Clock:    clk,
+
+		GatewayAdminTokenFile: gatewayTokenFile(t),
 	})
 
 	p.Refresh(ctx)
@@ -259,6 +283,8 @@ func TestProviderFindsGatewaysBySelector(t *testing.T) {
 		GatewaySelector: labels.SelectorFromSet(gatewayLabels),
 		GatewayPort:     int32(gwPort),
 		Clock:           clocktesting.NewFakeClock(t0),
+
+		GatewayAdminTokenFile: gatewayTokenFile(t),
 	})
 
 	p.Refresh(ctx)

@@ -1,6 +1,8 @@
 // Command gateway is Sluice's OpenAI-compatible gateway. It needs no Kubernetes: it reads one
 // configuration file (see api/gateway/v1), follows its changes, and serves the API on --listen
-// and health, readiness, metrics and the usage snapshot on --admin-listen.
+// and health, readiness, metrics and the usage snapshot on --admin-listen. With
+// --admin-token-file, every admin endpoint but /healthz and /readyz asks for the token in that
+// file, read at each request.
 //
 //	gateway --config sluice.yaml
 package main
@@ -74,10 +76,11 @@ func run() error {
 
 // commandLine is what the gateway's flags set.
 type commandLine struct {
-	configPath  string
-	listen      string
-	adminListen string
-	name        string
+	configPath     string
+	listen         string
+	adminListen    string
+	adminTokenFile string
+	name           string
 }
 
 // parseCommandLine reads the flags. --config is required.
@@ -85,12 +88,18 @@ func parseCommandLine() (commandLine, error) {
 	configPath := flag.String("config", "", "path of the gateway configuration file (YAML or JSON); required")
 	listen := flag.String("listen", ":8080", "address of the OpenAI-compatible API")
 	adminListen := flag.String("admin-listen", ":9090", "address of /healthz, /readyz, /metrics and /admin/usage")
+	adminTokenFile := flag.String("admin-token-file", "", "file of the token that /metrics and /admin/* ask callers for, as 'Authorization: Bearer TOKEN', read at each request; empty leaves them open")
 	name := flag.String("name", hostname(), "this gateway's name in the usage snapshot")
 	flag.Parse()
 	if *configPath == "" {
 		return commandLine{}, errors.New("--config is required")
 	}
-	return commandLine{configPath: *configPath, listen: *listen, adminListen: *adminListen, name: *name}, nil
+	if *adminTokenFile != "" {
+		if _, err := gatewayv1.ReadAdminToken(*adminTokenFile); err != nil {
+			return commandLine{}, fmt.Errorf("--admin-token-file: %w", err)
+		}
+	}
+	return commandLine{configPath: *configPath, listen: *listen, adminListen: *adminListen, adminTokenFile: *adminTokenFile, name: *name}, nil
 }
 
 // newLogger logs JSON to stderr. The Redis client's messages go to it too.
@@ -154,6 +163,9 @@ func (g *gateway) buildServer() error {
 	g.opts.Registerer, g.opts.Gatherer, g.opts.Logger, g.opts.Name = g.reg, g.reg, g.log, g.name
 	g.opts.LimitsLearned = func() { g.compiled.learned() }
 	g.opts.ConfigSHA256 = g.watcher.ConfigSHA256
+	if path := g.adminTokenFile; path != "" {
+		g.opts.AdminToken = func() (string, error) { return gatewayv1.ReadAdminToken(path) }
+	}
 	g.srv = server.New(g.opts)
 	g.compiled = &policies{srv: g.srv, log: g.log, replicas: 1}
 	if g.cfg.Store.Redis != nil {
@@ -178,7 +190,7 @@ func (g *gateway) serveUntilStopped(ctx context.Context, stop context.CancelFunc
 	background := g.startBackground(ctx)
 	jobsStopped := g.startJobs(ctx)
 	g.startSweeps(ctx)
-	g.log.Info("gateway serving", "listen", g.listen, "admin", g.adminListen, "providers", len(g.cfg.Providers), "tenants", len(g.cfg.Tenants), "store", g.cfg.Store.Type)
+	g.log.Info("gateway serving", "listen", g.listen, "admin", g.adminListen, "adminToken", g.adminTokenFile != "", "providers", len(g.cfg.Providers), "tenants", len(g.cfg.Tenants), "store", g.cfg.Store.Type)
 	err := serve(ctx, g.log, endpoints)
 	stop() // a server that failed stops the jobs too
 	<-jobsStopped

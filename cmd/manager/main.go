@@ -47,6 +47,7 @@ type options struct {
 	namespace, secretName, baseConfig string
 	gatewaySelector, gatewayURLs      string
 	gatewayAdminPort                  int
+	gatewayAdminTokenFile             string
 	usageInterval                     time.Duration
 	metricsAddr, probeAddr            string
 	leaderElect                       bool
@@ -86,6 +87,7 @@ func parseFlags() *options {
 	flag.StringVar(&o.baseConfig, "base-config", "", "a gateway configuration file whose server, store and global limits the compiled configuration carries; empty means an in-memory store")
 	flag.StringVar(&o.gatewaySelector, "gateway-selector", "", "label selector of the gateway Pods to poll for usage, such as app.kubernetes.io/name=sluice-gateway")
 	flag.IntVar(&o.gatewayAdminPort, "gateway-admin-port", 9090, "the gateway Pods' admin port, which serves "+usage.Path)
+	flag.StringVar(&o.gatewayAdminTokenFile, "gateway-admin-token-file", "", "file of the token the gateways' admin endpoints ask for (their --admin-token-file), sent at each poll; empty sends none")
 	flag.StringVar(&o.gatewayURLs, "gateway-usage-urls", "", "comma-separated usage URLs of gateways to poll besides, or instead of, --gateway-selector")
 	flag.DurationVar(&o.usageInterval, "usage-interval", usage.DefaultInterval, "time between polls of the gateways' usage")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 turns it off")
@@ -138,6 +140,11 @@ func setup(ctx context.Context, mgr ctrl.Manager, o *options) error {
 	if err := addCertRotator(mgr, o); err != nil {
 		return err
 	}
+	if o.gatewayAdminTokenFile != "" {
+		if _, err := gatewayv1.ReadAdminToken(o.gatewayAdminTokenFile); err != nil {
+			return fmt.Errorf("--gateway-admin-token-file: %w", err)
+		}
+	}
 	r := &controllers.GatewayConfigReconciler{
 		Client:     mgr.GetClient(),
 		Recorder:   mgr.GetEventRecorder(name),
@@ -151,7 +158,8 @@ func setup(ctx context.Context, mgr ctrl.Manager, o *options) error {
 	if gateways != nil {
 		updates := make(chan event.GenericEvent)
 		record := &controllers.RecordConfigMaps{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(name), Namespace: o.namespace, SecretName: o.secretName}
-		poller := &usage.Poller{Namespace: o.namespace, Gateways: gateways, Interval: o.usageInterval, Updates: updates, Record: record}
+		poller := &usage.Poller{Namespace: o.namespace, Gateways: gateways, Interval: o.usageInterval, Updates: updates, Record: record,
+			AdminTokenFile: o.gatewayAdminTokenFile}
 		if err := mgr.Add(leaderOnly{poller}); err != nil {
 			return err
 		}

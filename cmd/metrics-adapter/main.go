@@ -37,6 +37,7 @@ import (
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 	"sigs.k8s.io/custom-metrics-apiserver/pkg/dynamicmapper"
 
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/api/v1alpha1"
 	"github.com/sluicehq/sluice/metrics"
 )
@@ -66,6 +67,7 @@ func main() {
 	fs.StringArrayVar(&a.gateways, "gateway-usage", nil, "NAMESPACE=URL: a gateway's queues endpoint (…/admin/queues), queueing for the ProviderQuotas of NAMESPACE; repeat for each gateway")
 	fs.StringVar(&a.gatewaySelector, "gateway-selector", "", "label selector of the gateway Pods, in every namespace, such as app.kubernetes.io/name=sluice-gateway; each queues for the ProviderQuotas of its namespace")
 	fs.IntVar(&a.gatewayPort, "gateway-admin-port", 9090, "the gateway Pods' admin port, which serves /admin/queues")
+	fs.StringVar(&a.opts.GatewayAdminTokenFile, "gateway-admin-token-file", "", "file of the token the gateways' admin endpoints ask for (their --admin-token-file), sent at each poll; empty sends none")
 	logs.AddFlags(fs)
 	if err := fs.Parse(os.Args); err != nil {
 		klog.Fatalf("metrics-adapter: %v", err)
@@ -117,6 +119,11 @@ func (a *adapter) setGatewayOptions() error {
 	}
 	if a.gatewayPort < 1 || a.gatewayPort > 65535 {
 		return fmt.Errorf("--gateway-admin-port %d: want a port from 1 to 65535", a.gatewayPort)
+	}
+	if path := a.opts.GatewayAdminTokenFile; path != "" {
+		if _, err := gatewayv1.ReadAdminToken(path); err != nil {
+			return fmt.Errorf("--gateway-admin-token-file: %w", err)
+		}
 	}
 	a.opts.Gateways, a.opts.GatewaySelector, a.opts.GatewayPort = gateways, selector, int32(a.gatewayPort)
 	return nil

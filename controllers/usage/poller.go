@@ -132,6 +132,10 @@ type Poller struct {
 	Gateways GatewayLister
 	// Client makes the requests. Nil means a client with a 5s timeout.
 	Client *http.Client
+	// AdminTokenFile is the file of the token the gateways' admin endpoints
+	// ask for (see gatewayv1.ReadAdminToken), read at each request, so that
+	// a Secret's change takes effect. Empty sends none.
+	AdminTokenFile string
 	// Interval is the time between polls. Zero means DefaultInterval.
 	Interval time.Duration
 	// Clock ticks the polls. Nil means the real clock.
@@ -250,6 +254,9 @@ func (p *Poller) fetch(ctx context.Context, url string) (*gatewayv1.Usage, error
 // do sends req and decodes its answer, at most limit bytes of JSON, into v,
 // which what names in errors. An answer other than 200 OK is an error.
 func (p *Poller) do(req *http.Request, limit int64, what string, v any) error {
+	if err := p.authorize(req); err != nil {
+		return err
+	}
 	resp, err := p.client().Do(req)
 	if err != nil {
 		var ue *neturl.Error
@@ -266,6 +273,19 @@ func (p *Poller) do(req *http.Request, limit int64, what string, v any) error {
 	if err := json.NewDecoder(io.LimitReader(resp.Body, limit)).Decode(v); err != nil {
 		return fmt.Errorf("decode %s: %w", what, err)
 	}
+	return nil
+}
+
+// authorize gives req the admin token, when there is one.
+func (p *Poller) authorize(req *http.Request) error {
+	if p.AdminTokenFile == "" {
+		return nil
+	}
+	token, err := gatewayv1.ReadAdminToken(p.AdminTokenFile)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	return nil
 }
 

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -74,5 +77,65 @@ func TestPollerPolls(t *testing.T) {
 	}
 	if got := p.Usage("elsewhere"); got != nil {
 		t.Errorf("Usage of another namespace = %+v; want nil", got)
+	}
+}
+
+// tokenGateway is a recordingGateway behind an admin token, as a gateway run
+// with --admin-token-file.
+type tokenGateway struct {
+	token string
+	recordingGateway
+}
+
+func (g *tokenGateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer "+g.token {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		http.Error(w, "no token", http.StatusUnauthorized)
+		return
+	}
+	g.recordingGateway.ServeHTTP(w, r)
+}
+
+// TestPollerSendsTheAdminToken polls a gateway that asks for a token: with
+// the token's file, the usage and the record are read, and a new token in the
+// file is sent at the next poll; without it, or with a file that is gone, the
+// gateway is unanswered, and what is shown names the file, never the token.
+func TestPollerSendsTheAdminToken(t *testing.T) {
+	g := &tokenGateway{token: "first-token", recordingGateway: recordingGateway{record: record(current(scope("tenant:acme", 1, takenAt)))}}
+	srv := httptest.NewServer(g)
+	defer srv.Close()
+	file := filepath.Join(t.TempDir(), "token")
+	writeToken := func(token string) {
+		if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeToken("first-token")
+	poll := func(tokenFile string) *Totals {
+		p := &Poller{Namespace: "sluice", Gateways: StaticGateways{srv.URL + Path}, Record: &memoryRecord{}, AdminTokenFile: tokenFile}
+		p.Poll(context.Background())
+		return p.Usage("sluice")
+	}
+
+	if u := poll(file); len(u.Unanswered) != 0 || u.Record == nil || len(g.asked()) != 1 {
+		t.Errorf("with the token: unanswered %q, record %v, %d record requests; want the usage and the record", u.Unanswered, u.Record, len(g.asked()))
+	}
+	g.token = "second-token"
+	writeToken("second-token")
+	if u := poll(file); len(u.Unanswered) != 0 {
+		t.Errorf("after the token changed: unanswered %q; want the new token sent", u.Unanswered)
+	}
+	if u := poll(""); len(u.Unanswered) != 1 || !strings.Contains(u.Unanswered[0], "401") {
+		t.Errorf("without the token: unanswered %q; want the gateway's 401", u.Unanswered)
+	}
+	gone := filepath.Join(t.TempDir(), "gone")
+	u := poll(gone)
+	if len(u.Unanswered) != 1 || !strings.Contains(u.Unanswered[0], "admin token file") {
+		t.Errorf("with a token file that is gone: unanswered %q; want the file named", u.Unanswered)
+	}
+	for _, shown := range u.Unanswered {
+		if strings.Contains(shown, "second-token") {
+			t.Errorf("unanswered %q shows the token", shown)
+		}
 	}
 }

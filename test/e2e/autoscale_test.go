@@ -242,7 +242,8 @@ func startAdapter(t *testing.T, c *cluster.Cluster, gatewayPort int) *adapterPro
 	cmd := exec.Command(adapterBin,
 		"--secure-port="+port, "--bind-address=127.0.0.1", "--cert-dir="+t.TempDir(),
 		"--lister-kubeconfig="+c.Kubeconfig, "--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig,
-		"--discovery-interval=5s", "--gateway-selector="+gatewaySelector, "--gateway-admin-port="+strconv.Itoa(gatewayPort), "--v=2")
+		"--discovery-interval=5s", "--gateway-selector="+gatewaySelector, "--gateway-admin-port="+strconv.Itoa(gatewayPort),
+		"--gateway-admin-token-file="+adminTokenFile(t), "--v=2")
 	n, _ := strconv.Atoi(port)
 	return &adapterProcess{port: n, proc: proc.Start(t, "metrics-adapter", cmd)}
 }
@@ -300,10 +301,15 @@ func waitingHPA() *autoscalingv2.HorizontalPodAutoscaler {
 const gatewaySelector = "app.kubernetes.io/name=sluice-gateway"
 
 // fakeGateway serves a gateway's usage snapshot, taken now, with the requests queued per
-// provider given, of 1,000 estimated tokens each, on 127.0.0.1; it returns the port.
+// provider given, of 1,000 estimated tokens each, on 127.0.0.1, to callers that send adminToken;
+// it returns the port.
 func fakeGateway(t *testing.T, queued map[string]int64) int {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /admin/queues", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /admin/queues", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+adminToken {
+			http.Error(w, "no admin token", http.StatusUnauthorized)
+			return
+		}
 		q := gatewayv1.Queues{Gateway: "gw-test", Time: metav1.Now()}
 		for name, n := range queued {
 			q.Providers = append(q.Providers, gatewayv1.QueueDepth{Name: name, Queued: n, QueuedTokens: 1000 * n})

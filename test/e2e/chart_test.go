@@ -202,6 +202,8 @@ func TestChartApplies(t *testing.T) {
 	checkRestricted(t, c, "sluice-system", deployments)
 	checkBaseConfig(t, c, "sluice-system", "sluice-manager-base-config", deployments["sluice-gateway"])
 	checkConfigProjected(t, deployments["sluice-gateway"])
+	checkAdminTokenMounted(t, deployments, "sluice-gateway-admin-token")
+	adminTokenOf(t, c, "sluice-system", "sluice-gateway-admin-token")
 	if got := *deployments["sluice-gateway"].Spec.Replicas; got != 2 {
 		t.Errorf("gateway replicas = %d; want 2", got)
 	}
@@ -216,8 +218,13 @@ func TestChartApplies(t *testing.T) {
 	c.Kubectl(t, "create", "namespace", "team-a")
 	c.Kubectl(t, "apply", "--server-side", "-f", render(t, "memory", "memory",
 		"--set", "redis.enabled=false", "--set", "metricsAdapter.enabled=false", "--set", "manager.watchNamespace=team-a"))
-	checkDeployments(t, c, "memory", "memory-sluice-manager")
+	managers := checkDeployments(t, c, "memory", "memory-sluice-manager")
 	gateways := checkDeployments(t, c, "team-a", "memory-sluice-gateway")
+	checkAdminTokenMounted(t, managers, "memory-sluice-gateway-admin-token")
+	checkAdminTokenMounted(t, gateways, "memory-sluice-gateway-admin-token")
+	if adminTokenOf(t, c, "memory", "memory-sluice-gateway-admin-token") != adminTokenOf(t, c, "team-a", "memory-sluice-gateway-admin-token") {
+		t.Error("the manager's copy of the admin token, in the release's namespace, is not the gateways'")
+	}
 	checkBaseConfig(t, c, "memory", "memory-sluice-manager-base-config", gateways["memory-sluice-gateway"])
 	if out := c.Kubectl(t, "get", "deployments,pdb", "-n", "memory", "-o", "name"); strings.Contains(out, "adapter") || strings.Contains(out, "poddisruptionbudget") {
 		t.Errorf("with the adapter off and one gateway, kubectl get deployments,pdb shows:\n%s", out)
@@ -234,6 +241,15 @@ func TestChartApplies(t *testing.T) {
 	cfg := checkBaseConfig(t, c, "installed", "installed-sluice-manager-base-config", installed["installed-sluice-gateway"])
 	if r := cfg.Store.Redis; r.Username != "sluice" || r.PasswordFile == "" || r.TLS == nil || r.TLS.CAFile == "" {
 		t.Errorf("the base configuration's Redis store is %+v; want the user, a password file and TLS with a CA file", r)
+	}
+	// An upgrade keeps the admin token the install drew, which the running Pods hold.
+	token := adminTokenOf(t, c, "installed", "installed-sluice-gateway-admin-token")
+	if out, err := helm(t, "upgrade", "installed", "charts/sluice", "--kubeconfig", c.Kubeconfig, "-n", "installed", "--reuse-values",
+		"--set", "gateway.replicas=3"); err != nil {
+		t.Fatalf("helm upgrade: %v\n%s", err, out)
+	}
+	if adminTokenOf(t, c, "installed", "installed-sluice-gateway-admin-token") != token {
+		t.Error("helm upgrade drew a new admin token; want the one the install made")
 	}
 
 	checkChartPlacement(t, c)

@@ -254,10 +254,37 @@ func startGatewayOn(t *testing.T, config, api, admin string) *gateway {
 }
 
 // startGatewayProcess runs the gateway on a configuration with the API and admin addresses given.
+// Its admin endpoints ask for adminToken, as in a cluster: the manager and the adapter the tests
+// run beside it must send it.
 func startGatewayProcess(t *testing.T, config, api, admin string) *proc.Process {
 	t.Helper()
-	cmd := exec.Command(gatewayBin, "--config", config, "--name", "gw-test", "--listen", api, "--admin-listen", admin)
+	cmd := exec.Command(gatewayBin, "--config", config, "--name", "gw-test", "--listen", api, "--admin-listen", admin,
+		"--admin-token-file", adminTokenFile(t))
 	return proc.Start(t, "gateway", cmd)
+}
+
+// adminToken is the token the gateways the tests run ask of their admin port's callers.
+const adminToken = "e2e-admin-token"
+
+// adminTokenFile writes adminToken into a file, as the kubelet mounts a Secret's key, and returns
+// its path.
+func adminTokenFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(path, []byte(adminToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// adminGet gets url from a gateway's admin port with the admin token.
+func adminGet(url string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	return http.DefaultClient.Do(req)
 }
 
 func freeAddr(t *testing.T) string {
@@ -581,6 +608,34 @@ func TestGatewayReloadsItsConfiguration(t *testing.T) {
 	}
 }
 
+// TestGatewayAdminPortAsksForTheToken runs a gateway with --admin-token-file: its admin
+// endpoints refuse a caller without the token, and the kubelet's probes stay open.
+func TestGatewayAdminPortAsksForTheToken(t *testing.T) {
+	up := newUpstream(t)
+	g := startGateway(t, writeConfig(t, t.TempDir(), up.URL))
+	for _, path := range []string{"/metrics", "/admin/usage", "/admin/queues"} {
+		resp, err := http.Get(g.admin + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") == "" {
+			t.Errorf("GET %s without the token: %s, WWW-Authenticate %q; want 401 and a challenge", path, resp.Status, resp.Header.Get("WWW-Authenticate"))
+		}
+	}
+	resp, err := http.Get(g.admin + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz without the token: %s; want the probe open", resp.Status)
+	}
+	if strings.Contains(g.proc.Log(), adminToken) {
+		t.Error("the gateway's log shows the admin token")
+	}
+}
+
 func (g *gateway) usage(t *testing.T) gatewayv1.Usage {
 	t.Helper()
 	var u gatewayv1.Usage
@@ -598,7 +653,7 @@ func (g *gateway) queues(t *testing.T) gatewayv1.Queues {
 // getJSON decodes what the admin port serves at path into v.
 func (g *gateway) getJSON(t *testing.T, path string, v any) {
 	t.Helper()
-	resp, err := http.Get(g.admin + path)
+	resp, err := adminGet(g.admin + path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,7 +668,7 @@ func (g *gateway) getJSON(t *testing.T, path string, v any) {
 
 func (g *gateway) metrics(t *testing.T) string {
 	t.Helper()
-	resp, err := http.Get(g.admin + "/metrics")
+	resp, err := adminGet(g.admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,6 +74,11 @@ func TestManifestsApply(t *testing.T) {
 	checkRestricted(t, c, "sluice-system", deployments)
 	checkBaseConfig(t, c, "sluice-system", "sluice-base-config-", deployments["sluice-gateway"])
 	checkConfigProjected(t, deployments["sluice-gateway"])
+	checkAdminTokenMounted(t, deployments, "sluice-gateway-admin-token")
+	checkGatewayMonitorSendsToken(t, c, "sluice-system", "sluice-gateway", "sluice-gateway-admin-token")
+	if _, err := c.Clientset.CoreV1().Secrets("sluice-system").Get(context.Background(), "sluice-gateway-admin-token", metav1.GetOptions{}); err == nil {
+		t.Error("config/default makes the Secret sluice-gateway-admin-token; want the token the user creates, not one in the repository")
+	}
 	checkRedisComponents(t, c)
 	checkGatewayNetworkPolicy(t, c, "sluice-system", "sluice-gateway")
 	checkAdapterAvailability(t, c, "sluice-system", "sluice-metrics-adapter")

@@ -117,11 +117,12 @@ func TestOperator(t *testing.T) {
 	}
 }
 
-// startManager runs the manager on the cluster's namespace sluice, polling one gateway's usage,
-// with more flags if given.
+// startManager runs the manager on the cluster's namespace sluice, polling one gateway's usage
+// with the gateways' admin token, with more flags if given.
 func startManager(t *testing.T, c *cluster.Cluster, usageURL string, flags ...string) *proc.Process {
 	t.Helper()
 	args := []string{"--namespace", "sluice", "--gateway-usage-urls", usageURL, "--usage-interval", "500ms",
+		"--gateway-admin-token-file", adminTokenFile(t),
 		"--metrics-bind-address", "0", "--health-probe-bind-address", freeAddr(t)}
 	cmd := exec.Command(managerBin, append(args, flags...)...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.Kubeconfig)

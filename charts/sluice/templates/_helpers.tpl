@@ -234,3 +234,34 @@ ca:
     key: ca.crt
 serverName: {{ printf "%s-%s.%s.svc" (include "sluice.fullname" $) (index . 1) $.Release.Namespace }}
 {{- end -}}
+
+{{/* The Secret of the gateways' admin token: gateway.adminToken.existingSecret, or the chart's. */}}
+{{- define "sluice.adminTokenSecret" -}}
+{{- .Values.gateway.adminToken.existingSecret | default (printf "%s-gateway-admin-token" (include "sluice.fullname" .)) -}}
+{{- end -}}
+
+{{/* Where the gateways, the manager and the adapter find the admin token, mounted from its Secret. */}}
+{{- define "sluice.adminTokenFile" -}}
+/etc/sluice-admin-token/token
+{{- end -}}
+
+{{/* The admin token's volume, for a Pod's volumes, when gateway.adminToken.enabled. */}}
+{{- define "sluice.adminTokenVolume" -}}
+{{- if .Values.gateway.adminToken.enabled -}}
+- name: admin-token
+  secret:
+    secretName: {{ include "sluice.adminTokenSecret" . | quote }}
+    items:
+      - key: token
+        path: {{ include "sluice.adminTokenFile" . | base }}
+{{- end -}}
+{{- end -}}
+
+{{/* The admin token's mount, for a container's volumeMounts, when gateway.adminToken.enabled. */}}
+{{- define "sluice.adminTokenMount" -}}
+{{- if .Values.gateway.adminToken.enabled -}}
+- name: admin-token
+  mountPath: {{ include "sluice.adminTokenFile" . | dir }}
+  readOnly: true
+{{- end -}}
+{{- end -}}

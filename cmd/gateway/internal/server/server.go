@@ -54,6 +54,10 @@ type Options struct {
 	// ConfigSHA256 returns the SHA-256 of the configuration file in force, which the usage
 	// snapshot reports. Nil reports none.
 	ConfigSHA256 func() string
+	// AdminToken, when set, returns the token every admin endpoint but /healthz and /readyz
+	// asks callers for (see gatewayv1.ReadAdminToken). It is called at each such request, so
+	// that a token file that changes takes effect at once. Nil leaves them open.
+	AdminToken func() (string, error)
 	// LimitsLearned, when set, is called whenever the limits learned from a provider's
 	// rate-limit headers change, to compile Learned into the providers' limits
 	// (policy.CompileLearned) and SetPolicy the result. Nil means they are only reported.
@@ -155,17 +159,18 @@ func (s *Server) withRequestID(next http.Handler) http.Handler {
 
 // AdminHandler returns the endpoints for operators and Kubernetes: /healthz, /readyz, /metrics,
 // /admin/usage, /admin/queues and /admin/record. Serve it on its own port, open only to the
-// manager, the metrics adapter and Prometheus: the snapshots name every tenant, the usage
-// snapshot reads every tenant's budget from the store, and a POST to /admin/record moves the
-// store's record versions on.
+// manager, the metrics adapter and Prometheus: the snapshots and the metrics name every tenant,
+// the usage snapshot reads every tenant's budget from the store, and a POST to /admin/record
+// moves the store's record versions on. With Options.AdminToken, all but the kubelet's probes
+// ask for the token too.
 func (s *Server) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", s.serveReady)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /admin/usage", s.serveUsage)
-	mux.HandleFunc("GET /admin/queues", s.serveQueues)
-	mux.HandleFunc("POST "+gatewayv1.RecordPath, s.serveRecord)
+	mux.Handle("GET /metrics", s.adminOnly(promhttp.HandlerFor(s.opts.Gatherer, promhttp.HandlerOpts{})))
+	mux.Handle("GET /admin/usage", s.adminOnly(http.HandlerFunc(s.serveUsage)))
+	mux.Handle("GET /admin/queues", s.adminOnly(http.HandlerFunc(s.serveQueues)))
+	mux.Handle("POST "+gatewayv1.RecordPath, s.adminOnly(http.HandlerFunc(s.serveRecord)))
 	return mux
 }
 
