@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sluicehq/sluice/api/v1alpha1"
@@ -42,6 +43,8 @@ var gatewayLabels = labels.Set{"app.kubernetes.io/name": "sluice-gateway"}
 // testCluster is a client of the shared API server and a namespace of the
 // test's own.
 type testCluster struct {
+	config    *rest.Config
+	scheme    *runtime.Scheme
 	client    client.Client
 	clientset kubernetes.Interface
 	namespace string
@@ -69,7 +72,7 @@ func newTestCluster(t testing.TB) *testCluster {
 	}
 	name := fmt.Sprintf("%s-%d", strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())), namespaces.Add(1))
 	name = strings.Trim(name[max(0, len(name)-63):], "-")
-	tc := &testCluster{client: c, clientset: clientset, namespace: name}
+	tc := &testCluster{config: cfg, scheme: scheme, client: c, clientset: clientset, namespace: name}
 	tc.create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
 	return tc
 }
