@@ -13,10 +13,13 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/pager"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -50,10 +53,11 @@ type PodCacheOptions struct {
 // Pods as a client.Reader does, each once however many selectors match it.
 // It is safe for concurrent use.
 type PodCache struct {
-	client   kubernetes.Interface
-	quotas   client.Reader
-	fixed    []selection // the gateways' and the labelled Pods'
-	interval time.Duration
+	client      kubernetes.Interface
+	quotas      client.Reader
+	fixed       []selection // the gateways' and the labelled Pods'
+	annotatedIn []string    // none means every namespace
+	interval    time.Duration
 
 	mu        sync.RWMutex
 	informers map[selection]*podInformer
@@ -78,11 +82,12 @@ type podInformer struct {
 // a Refresh finds the ProviderQuota.
 func NewPodCache(opts PodCacheOptions) *PodCache {
 	return &PodCache{
-		client:    opts.Client,
-		quotas:    opts.Quotas,
-		fixed:     fixedSelections(opts.GatewaySelector, opts.AnnotatedNamespaces),
-		interval:  cmpOr(opts.Interval, DefaultInterval),
-		informers: map[selection]*podInformer{},
+		client:      opts.Client,
+		quotas:      opts.Quotas,
+		fixed:       fixedSelections(opts.GatewaySelector, opts.AnnotatedNamespaces),
+		annotatedIn: opts.AnnotatedNamespaces,
+		interval:    cmpOr(opts.Interval, DefaultInterval),
+		informers:   map[selection]*podInformer{},
 	}
 }
 
@@ -104,9 +109,11 @@ func fixedSelections(gatewaySelector labels.Selector, annotatedIn []string) []se
 	return out
 }
 
-// Run refreshes the informers at once and then every interval, until ctx
-// is done; the informers stop with it.
+// Run warns of the Pods annotated but not labelled for scraping, then
+// refreshes the informers at once and every interval, until ctx is done;
+// the informers stop with it.
 func (c *PodCache) Run(ctx context.Context) {
+	c.warnUnlabelled(ctx)
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := c.Refresh(ctx); err != nil {
 			klog.FromContext(ctx).Error(err, "The Pods to scrape are not all watched yet")
@@ -131,6 +138,49 @@ func (c *PodCache) Refresh(ctx context.Context) error {
 		return fmt.Errorf("metrics: the Pods of some selectors are not listed within %s", c.interval)
 	}
 	return nil
+}
+
+// warnUnlabelled logs the Pods that ask to be scraped by the annotation
+// LabelScrape, as earlier versions read it, without the label.
+func (c *PodCache) warnUnlabelled(ctx context.Context) {
+	log := klog.FromContext(ctx)
+	pods, err := c.unlabelled(ctx)
+	if err != nil {
+		log.Error(err, "Cannot look for Pods annotated but not labelled "+LabelScrape)
+	}
+	if len(pods) > 0 {
+		log.Info("Pods annotated "+LabelScrape+" are scraped only if labelled "+LabelScrape+"=true; these are not",
+			"count", len(pods), "pods", pods[:min(len(pods), maxUnlabelledLogged)])
+	}
+}
+
+// maxUnlabelledLogged is the most Pods warnUnlabelled names.
+const maxUnlabelledLogged = 20
+
+// unlabelled pages once through the Pods of the namespaces whose labelled
+// Pods are scraped, and returns those annotated LabelScrape: "true" and
+// not so labelled.
+func (c *PodCache) unlabelled(ctx context.Context) ([]types.NamespacedName, error) {
+	namespaces := c.annotatedIn
+	if len(namespaces) == 0 {
+		namespaces = []string{metav1.NamespaceAll}
+	}
+	var out []types.NamespacedName
+	for _, ns := range namespaces {
+		list := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return c.client.CoreV1().Pods(ns).List(ctx, opts)
+		})
+		err := list.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
+			if pod, ok := obj.(*corev1.Pod); ok && pod.Annotations[LabelScrape] == "true" && pod.Labels[LabelScrape] != "true" {
+				out = append(out, podName(pod))
+			}
+			return nil
+		})
+		if err != nil {
+			return out, fmt.Errorf("metrics: list the Pods of namespace %q: %w", ns, err)
+		}
+	}
+	return out, nil
 }
 
 // wanted returns the fixed selections and each self-hosted ProviderQuota's.

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -125,7 +126,7 @@ func refresh(t testing.TB, pods *PodCache) {
 
 // TestPodCacheHoldsOnlyThePodsItCanUse runs a Pod cache on a real API
 // server: it holds a ProviderQuota's Pods, the gateways and the labelled
-// Pods, each once, and no other Pod, an annotated one included.
+// Pods, each once, and no other Pod; an annotated one is named in a warning.
 func TestPodCacheHoldsOnlyThePodsItCanUse(t *testing.T) {
 	tc := newTestCluster(t)
 	tc.quota(t, "llama", map[string]string{"app": "llama"})
@@ -141,7 +142,10 @@ func TestPodCacheHoldsOnlyThePodsItCanUse(t *testing.T) {
 	annotated := tc.pod("annotated-0", map[string]string{"app": "tgi"})
 	annotated.Annotations = map[string]string{"sluice.dev/scrape": "true", AnnotationPort: "3000"}
 	tc.create(t, annotated)
-	pods := NewPodCache(PodCacheOptions{Client: tc.clientset, Quotas: tc.client, GatewaySelector: labels.SelectorFromSet(gatewayLabels), Interval: time.Minute})
+	pods := NewPodCache(PodCacheOptions{
+		Client: tc.clientset, Quotas: tc.client, GatewaySelector: labels.SelectorFromSet(gatewayLabels),
+		AnnotatedNamespaces: []string{tc.namespace}, Interval: time.Minute,
+	})
 
 	refresh(t, pods)
 
@@ -158,6 +162,11 @@ func TestPodCacheHoldsOnlyThePodsItCanUse(t *testing.T) {
 	}
 	if err := pods.Get(t.Context(), client.ObjectKey{Namespace: tc.namespace, Name: "web-0"}, &got); !apierrors.IsNotFound(err) {
 		t.Errorf("Get(web-0) = %v; want not found", err)
+	}
+
+	unlabelled, err := pods.unlabelled(t.Context())
+	if diff := cmp.Diff([]types.NamespacedName{{Namespace: tc.namespace, Name: "annotated-0"}}, unlabelled); err != nil || diff != "" {
+		t.Errorf("Pods annotated and not labelled (-want +got), %v:\n%s", err, diff)
 	}
 
 	// A Pod that comes later is seen by the watch.
