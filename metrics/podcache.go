@@ -109,11 +109,11 @@ func fixedSelections(gatewaySelector labels.Selector, annotatedIn []string) []se
 	return out
 }
 
-// Run warns of the Pods annotated but not labelled for scraping, then
-// refreshes the informers at once and every interval, until ctx is done;
-// the informers stop with it.
+// Run refreshes the informers at once and then every interval, until ctx
+// is done; the informers stop with it. Meanwhile it warns, once, of the
+// Pods annotated but not labelled for scraping.
 func (c *PodCache) Run(ctx context.Context) {
-	c.warnUnlabelled(ctx)
+	go c.warnUnlabelled(ctx)
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := c.Refresh(ctx); err != nil {
 			klog.FromContext(ctx).Error(err, "The Pods to scrape are not all watched yet")
