@@ -24,11 +24,15 @@
 // ProviderQuotas of its own namespace), or given by URL.
 //
 // The Pods scraped are those that each self-hosted ProviderQuota selects, on
-// its port, plus any Pod annotated sluice.dev/scrape: "true" with
+// its port, plus any Pod labelled sluice.dev/scrape: "true" and annotated
 // sluice.dev/port (and optionally sluice.dev/path and sluice.dev/engine), in
 // the namespaces Options.AnnotatedNamespaces lists, or any. One scrape reads
 // at most Options.MaxScrapeBytes and MaxScrapeSeries; a Pod that serves more
-// gives no value. The informer cache keeps each Pod trimmed by TrimPod.
+// gives no value. A PodCache holds only those Pods and the gateways, each
+// trimmed by TrimPod: the API server selects them by label, so it never
+// sends the adapter the cluster's other Pods. Earlier versions read the
+// annotation sluice.dev/scrape; PodCache.Run names, once, the Pods that
+// have it without the label.
 //
 // The engine a quota or annotation names decides which names are read; a
 // Pod that names none is told by names only its engine serves. engineRules

@@ -64,11 +64,15 @@ var (
 	}
 )
 
-// Options configure a Provider. Reader and Mapper are required.
+// Options configure a Provider. Quotas, Pods and Mapper are required.
 type Options struct {
-	// Reader lists Pods and ProviderQuotas in every namespace; in the
-	// adapter, an informer cache.
-	Reader client.Reader
+	// Quotas lists the ProviderQuotas in every namespace; in the adapter, an
+	// informer cache.
+	Quotas client.Reader
+	// Pods lists the Pods the ProviderQuotas select, the gateway Pods and
+	// those labelled LabelScrape; in the adapter, a PodCache, which holds no
+	// other Pod.
+	Pods client.Reader
 	// Mapper resolves the resources that requests name, ProviderQuotas
 	// included; it must be kept fresh as CRDs come and go.
 	Mapper apimeta.RESTMapper
@@ -102,9 +106,10 @@ type Options struct {
 	// more gives no value, and is not parsed. Zero means
 	// DefaultMaxScrapeSeries.
 	MaxScrapeSeries int
-	// AnnotatedNamespaces are the namespaces whose Pods annotated
-	// sluice.dev/scrape are scraped. None means every namespace. The Pods a
-	// ProviderQuota selects are scraped wherever it is.
+	// AnnotatedNamespaces are the namespaces whose Pods labelled
+	// LabelScrape are scraped, as their annotations say. None means every
+	// namespace. The Pods a ProviderQuota selects are scraped wherever it
+	// is.
 	AnnotatedNamespaces []string
 	// Transport makes the requests. Nil means http.DefaultTransport.
 	Transport http.RoundTripper
@@ -119,7 +124,8 @@ type Options struct {
 // values; the metrics API reads the last ones. It is safe for concurrent
 // use.
 type Provider struct {
-	reader      client.Reader
+	quotaReader client.Reader
+	podReader   client.Reader
 	mapper      apimeta.RESTMapper
 	annotatedIn []string // none means every namespace
 	interval    time.Duration
@@ -151,13 +157,14 @@ func New(opts Options) *Provider {
 		transport = http.DefaultTransport
 	}
 	p := &Provider{
-		reader:      opts.Reader,
+		quotaReader: opts.Quotas,
+		podReader:   opts.Pods,
 		mapper:      opts.Mapper,
 		annotatedIn: opts.AnnotatedNamespaces,
 		interval:    interval,
 		clock:       clk,
 		gateways: &gateways{
-			reader:      opts.Reader,
+			reader:      opts.Pods,
 			static:      opts.Gateways,
 			selector:    opts.GatewaySelector,
 			port:        opts.GatewayPort,
@@ -242,13 +249,13 @@ func (p *Provider) targets(ctx context.Context) ([]Target, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.interval)
 	defer cancel()
 	var pods corev1.PodList
-	if err := p.reader.List(ctx, &pods); err != nil {
+	if err := p.podReader.List(ctx, &pods); err != nil {
 		return nil, err
 	}
-	// Without the ProviderQuota CRD (not installed yet) only annotated Pods
+	// Without the ProviderQuota CRD (not installed yet) only labelled Pods
 	// are scraped.
 	var quotas v1alpha1.ProviderQuotaList
-	if err := p.reader.List(ctx, &quotas); err != nil && !apimeta.IsNoMatchError(err) {
+	if err := p.quotaReader.List(ctx, &quotas); err != nil && !apimeta.IsNoMatchError(err) {
 		return nil, err
 	}
 	targets, errs := Targets(quotas.Items, pods.Items, p.annotatedIn)

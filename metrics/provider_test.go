@@ -208,7 +208,7 @@ func checkExternal(t *testing.T, p *Provider, ns string, selector labels.Selecto
 }
 
 // TestProviderServesWhatPodsAndGatewaysReport runs the provider on two
-// vLLM Pods of a ProviderQuota, an annotated TGI Pod and a gateway, then
+// vLLM Pods of a ProviderQuota, a labelled TGI Pod and a gateway, then
 // stops a Pod and lets time pass.
 func TestProviderServesWhatPodsAndGatewaysReport(t *testing.T) {
 	ctx := context.Background()
@@ -222,11 +222,13 @@ func TestProviderServesWhatPodsAndGatewaysReport(t *testing.T) {
 	quota := selfHosted("llama", "ai", map[string]string{"app": "llama"}, port, v1alpha1.EngineVLLM, 2)
 	llamaA := runningPod("ai", "llama-a", "127.0.0.2", map[string]string{"app": "llama"}, nil)
 	llamaB := runningPod("ai", "llama-b", "127.0.0.3", map[string]string{"app": "llama"}, nil)
-	annotated := runningPod("ai", "tgi-0", "127.0.0.1", map[string]string{"app": "tgi"}, map[string]string{AnnotationScrape: "true", AnnotationPort: tgiPort})
+	labelled := runningPod("ai", "tgi-0", "127.0.0.1", map[string]string{"app": "tgi", LabelScrape: "true"}, map[string]string{AnnotationPort: tgiPort})
 	gateway := gatewayQueues(t, t0, map[string]int64{"llama": 7})
 	clk := clocktesting.NewFakeClock(t0)
+	reader := testReader(t, &quota, &llamaA, &llamaB, &labelled)
 	p := New(Options{
-		Reader:   testReader(t, &quota, &llamaA, &llamaB, &annotated),
+		Quotas:   reader,
+		Pods:     reader,
 		Mapper:   testMapper(),
 		Gateways: map[string][]string{"ai": {gateway.URL + usage.QueuesPath}},
 		Clock:    clk,
@@ -278,7 +280,8 @@ func TestProviderFindsGatewaysBySelector(t *testing.T) {
 	other := runningPod("ml", "web-0", "127.0.0.1", map[string]string{"app": "web"}, nil)
 	reader := testReader(t, &gwPod, &other)
 	p := New(Options{
-		Reader:          reader,
+		Quotas:          reader,
+		Pods:            reader,
 		Mapper:          testMapper(),
 		GatewaySelector: labels.SelectorFromSet(gatewayLabels),
 		GatewayPort:     int32(gwPort),
@@ -307,7 +310,7 @@ func TestProviderKeepsValuesWhenPodsCannotBeListed(t *testing.T) {
 	pod := runningPod("ai", "tgi-0", "127.0.0.2", map[string]string{"app": "tgi"}, nil)
 	reader := &flakyReader{Reader: testReader(t, &quota, &pod)}
 	clk := clocktesting.NewFakeClock(t0)
-	p := New(Options{Reader: reader, Mapper: testMapper(), Clock: clk})
+	p := New(Options{Quotas: reader, Pods: reader, Mapper: testMapper(), Clock: clk})
 	p.Refresh(ctx)
 
 	reader.err = errors.New("the API server is away")
@@ -320,14 +323,14 @@ func TestProviderKeepsValuesWhenPodsCannotBeListed(t *testing.T) {
 	checkList(t, p, "ai", labels.Everything(), podsInfo, nil)
 }
 
-// TestProviderScrapesAnnotatedPodsWithoutTheCRD checks that annotated Pods
+// TestProviderScrapesLabelledPodsWithoutTheCRD checks that labelled Pods
 // are served while the ProviderQuota CRD is not installed.
-func TestProviderScrapesAnnotatedPodsWithoutTheCRD(t *testing.T) {
+func TestProviderScrapesLabelledPodsWithoutTheCRD(t *testing.T) {
 	port, _ := startPods(t, map[string]string{"127.0.0.2": "llamacpp:requests_deferred 2\n"})
-	pod := runningPod("ml", "llamacpp-0", "127.0.0.2", nil, map[string]string{AnnotationScrape: "true", AnnotationPort: strconv.Itoa(int(port))})
+	pod := runningPod("ml", "llamacpp-0", "127.0.0.2", map[string]string{LabelScrape: "true"}, map[string]string{AnnotationPort: strconv.Itoa(int(port))})
 	reader := &flakyReader{Reader: testReader(t, &pod), quotaErr: &apimeta.NoKindMatchError{GroupKind: v1alpha1.GroupVersion.WithKind("ProviderQuota").GroupKind()}}
 	clk := clocktesting.NewFakeClock(t0)
-	p := New(Options{Reader: reader, Mapper: testMapper(), Clock: clk})
+	p := New(Options{Quotas: reader, Pods: reader, Mapper: testMapper(), Clock: clk})
 
 	p.Refresh(context.Background())
 
@@ -352,7 +355,8 @@ func (r *flakyReader) List(ctx context.Context, list client.ObjectList, opts ...
 }
 
 func TestProviderRefusesWhatItDoesNotServe(t *testing.T) {
-	p := New(Options{Reader: testReader(t), Mapper: testMapper()})
+	reader := testReader(t)
+	p := New(Options{Quotas: reader, Pods: reader, Mapper: testMapper()})
 	name := types.NamespacedName{Namespace: "ai", Name: "x"}
 	tests := []struct {
 		name     string
@@ -410,7 +414,8 @@ func TestProviderReportsTheNewestValuesAge(t *testing.T) {
 	quota := selfHosted("tgi", "ai", map[string]string{"app": "tgi"}, port, v1alpha1.EngineTGI, 1)
 	pod := runningPod("ai", "tgi-0", "127.0.0.2", map[string]string{"app": "tgi"}, nil)
 	clk := clocktesting.NewFakeClock(t0)
-	p := New(Options{Reader: testReader(t, &quota, &pod), Mapper: testMapper(), Clock: clk})
+	reader := testReader(t, &quota, &pod)
+	p := New(Options{Quotas: reader, Pods: reader, Mapper: testMapper(), Clock: clk})
 	reg := basemetrics.NewKubeRegistry()
 	if err := p.RegisterMetrics(reg.Register, reg.CustomRegister); err != nil {
 		t.Fatal(err)

@@ -15,11 +15,14 @@ import (
 	"github.com/sluicehq/sluice/api/v1alpha1"
 )
 
-// The annotations that ask the adapter to scrape a Pod no ProviderQuota
-// selects.
+// LabelScrape set to "true" asks the adapter to scrape a Pod that no
+// ProviderQuota selects, as the annotations below say. It is a label, not
+// an annotation, so that the adapter watches only the Pods so labelled: the
+// API server selects Pods by label, never by annotation.
+const LabelScrape = "sluice.dev/scrape"
+
+// The annotations that say how to scrape a Pod labelled LabelScrape.
 const (
-	// AnnotationScrape set to "true" asks for the Pod to be scraped.
-	AnnotationScrape = "sluice.dev/scrape"
 	// AnnotationPort is the port that serves the metrics; required.
 	AnnotationPort = "sluice.dev/port"
 	// AnnotationPath is the metrics' path. Absent means /metrics.
@@ -51,7 +54,7 @@ type Target struct {
 }
 
 // Targets returns the Pods to scrape: those each self-hosted ProviderQuota
-// selects in its namespace, then those annotated for scraping that no
+// selects in its namespace, then those labelled LabelScrape that no
 // ProviderQuota selects, in the namespaces annotatedIn lists (none means
 // every namespace). Only running Pods with an address count. It also
 // returns, for each ProviderQuota it could not use, why.
@@ -73,7 +76,7 @@ func Targets(quotas []v1alpha1.ProviderQuota, pods []corev1.Pod, annotatedIn []s
 	}
 	for i := range pods {
 		pod := &pods[i]
-		if seen[podName(pod)] || !scrapable(pod) || !annotated(pod, annotatedIn) {
+		if seen[podName(pod)] || !scrapable(pod) || !labelled(pod, annotatedIn) {
 			continue
 		}
 		t, err := annotatedTarget(pod)
@@ -88,17 +91,11 @@ func Targets(quotas []v1alpha1.ProviderQuota, pods []corev1.Pod, annotatedIn []s
 
 // quotaTargets returns the running Pods a self-hosted ProviderQuota selects.
 func quotaTargets(pq *v1alpha1.ProviderQuota, pods []corev1.Pod) ([]Target, error) {
+	selector, err := quotaSelector(pq)
+	if selector == nil {
+		return nil, err
+	}
 	sh := pq.Spec.SelfHosted
-	if sh == nil {
-		return nil, nil
-	}
-	selector, err := metav1.LabelSelectorAsSelector(&sh.Selector)
-	if err != nil {
-		return nil, fmt.Errorf("metrics: ProviderQuota %s/%s: selector: %w", pq.Namespace, pq.Name, err)
-	}
-	if selector.Empty() { // the API refuses it; an empty selector would select every Pod
-		return nil, fmt.Errorf("metrics: ProviderQuota %s/%s: selector is empty", pq.Namespace, pq.Name)
-	}
 	gpus := max(sh.GPUsPerPod, 1) // the API's default
 	var out []Target
 	for i := range pods {
@@ -111,15 +108,32 @@ func quotaTargets(pq *v1alpha1.ProviderQuota, pods []corev1.Pod) ([]Target, erro
 	return out, nil
 }
 
-// annotated reports whether a Pod asks to be scraped, in a namespace whose
-// annotated Pods are scraped (no namespaces means every one).
-func annotated(pod *corev1.Pod, namespaces []string) bool {
-	return pod.Annotations[AnnotationScrape] == "true" && (len(namespaces) == 0 || slices.Contains(namespaces, pod.Namespace))
+// quotaSelector returns the selector of a self-hosted ProviderQuota's Pods,
+// or nil for a hosted one or a selector that cannot be used, with why.
+func quotaSelector(pq *v1alpha1.ProviderQuota) (labels.Selector, error) {
+	sh := pq.Spec.SelfHosted
+	if sh == nil {
+		return nil, nil
+	}
+	selector, err := metav1.LabelSelectorAsSelector(&sh.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: ProviderQuota %s/%s: selector: %w", pq.Namespace, pq.Name, err)
+	}
+	if selector.Empty() { // the API refuses it; an empty selector would select every Pod
+		return nil, fmt.Errorf("metrics: ProviderQuota %s/%s: selector is empty", pq.Namespace, pq.Name)
+	}
+	return selector, nil
+}
+
+// labelled reports whether a Pod asks to be scraped, in a namespace whose
+// labelled Pods are scraped (no namespaces means every one).
+func labelled(pod *corev1.Pod, namespaces []string) bool {
+	return pod.Labels[LabelScrape] == "true" && (len(namespaces) == 0 || slices.Contains(namespaces, pod.Namespace))
 }
 
 // TrimPod keeps of a Pod only what the adapter reads (its name, labels,
-// Sluice's annotations, phase, address and deletion), for the informer
-// cache's TransformFunc: the adapter caches every Pod of the cluster.
+// Sluice's annotations, phase, address and deletion), for the informers'
+// TransformFunc.
 func TrimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {

@@ -48,47 +48,48 @@ func TestTargets(t *testing.T) {
 			pods:   []corev1.Pod{runningPod("ai", "llama-1", "10.0.0.1", map[string]string{"app": "llama"}, nil)},
 		},
 		{
-			name: "annotated Pods, with the path and engine they give",
+			name: "labelled Pods, with the path and engine their annotations give; annotated alone is not enough",
 			pods: []corev1.Pod{
-				runningPod("ml", "tgi-0", "10.0.1.1", nil, map[string]string{AnnotationScrape: "true", AnnotationPort: "3000", AnnotationPath: "/prom", AnnotationEngine: "tgi"}),
-				runningPod("ml", "any-0", "fd00::1", nil, map[string]string{AnnotationScrape: "true", AnnotationPort: "9090"}),
-				runningPod("ml", "off-0", "10.0.1.3", nil, map[string]string{AnnotationScrape: "false", AnnotationPort: "9090"}),
+				runningPod("ml", "tgi-0", "10.0.1.1", scrapeLabel, map[string]string{AnnotationPort: "3000", AnnotationPath: "/prom", AnnotationEngine: "tgi"}),
+				runningPod("ml", "any-0", "fd00::1", scrapeLabel, map[string]string{AnnotationPort: "9090"}),
+				runningPod("ml", "off-0", "10.0.1.3", map[string]string{LabelScrape: "false"}, map[string]string{AnnotationPort: "9090"}),
+				runningPod("ml", "annotated-0", "10.0.1.4", nil, map[string]string{"sluice.dev/scrape": "true", AnnotationPort: "9090"}),
 			},
 			want: []Target{
-				target("ml", "tgi-0", "http://10.0.1.1:3000/prom", nil, v1alpha1.EngineTGI, 0),
-				target("ml", "any-0", "http://[fd00::1]:9090/metrics", nil, "", 0),
+				target("ml", "tgi-0", "http://10.0.1.1:3000/prom", scrapeLabel, v1alpha1.EngineTGI, 0),
+				target("ml", "any-0", "http://[fd00::1]:9090/metrics", scrapeLabel, "", 0),
 			},
 		},
 		{
-			name:        "annotated Pods only in the namespaces chosen; a ProviderQuota's anywhere",
+			name:        "labelled Pods only in the namespaces chosen; a ProviderQuota's anywhere",
 			quotas:      []v1alpha1.ProviderQuota{quota},
 			annotatedIn: []string{"ml"},
 			pods: []corev1.Pod{
-				runningPod("ml", "tgi-0", "10.0.1.1", nil, map[string]string{AnnotationScrape: "true", AnnotationPort: "3000"}),
-				runningPod("web", "app-0", "10.0.2.1", nil, map[string]string{AnnotationScrape: "true", AnnotationPort: "3000"}),
+				runningPod("ml", "tgi-0", "10.0.1.1", scrapeLabel, map[string]string{AnnotationPort: "3000"}),
+				runningPod("web", "app-0", "10.0.2.1", scrapeLabel, map[string]string{AnnotationPort: "3000"}),
 				runningPod("ai", "llama-1", "10.0.0.1", map[string]string{"app": "llama"}, nil),
 			},
 			want: []Target{
 				target("ai", "llama-1", "http://10.0.0.1:8000/metrics", map[string]string{"app": "llama"}, v1alpha1.EngineVLLM, 2),
-				target("ml", "tgi-0", "http://10.0.1.1:3000/metrics", nil, "", 0),
+				target("ml", "tgi-0", "http://10.0.1.1:3000/metrics", scrapeLabel, "", 0),
 			},
 		},
 		{
 			name: "wrong annotations are reported, and the Pod left out",
 			pods: []corev1.Pod{
-				runningPod("ml", "noport", "10.0.1.1", nil, map[string]string{AnnotationScrape: "true"}),
-				runningPod("ml", "badpath", "10.0.1.2", nil, map[string]string{AnnotationScrape: "true", AnnotationPort: "80", AnnotationPath: "metrics"}),
-				runningPod("ml", "badengine", "10.0.1.3", nil, map[string]string{AnnotationScrape: "true", AnnotationPort: "80", AnnotationEngine: "ollama"}),
+				runningPod("ml", "noport", "10.0.1.1", scrapeLabel, nil),
+				runningPod("ml", "badpath", "10.0.1.2", scrapeLabel, map[string]string{AnnotationPort: "80", AnnotationPath: "metrics"}),
+				runningPod("ml", "badengine", "10.0.1.3", scrapeLabel, map[string]string{AnnotationPort: "80", AnnotationEngine: "ollama"}),
 			},
 			wantErrs: 3,
 		},
 		{
-			name:   "a Pod both selected and annotated is scraped once, as the ProviderQuota says",
+			name:   "a Pod both selected and labelled is scraped once, as the ProviderQuota says",
 			quotas: []v1alpha1.ProviderQuota{quota},
 			pods: []corev1.Pod{
-				runningPod("ai", "llama-1", "10.0.0.1", map[string]string{"app": "llama"}, map[string]string{AnnotationScrape: "true", AnnotationPort: "9090"}),
+				runningPod("ai", "llama-1", "10.0.0.1", map[string]string{"app": "llama", LabelScrape: "true"}, map[string]string{AnnotationPort: "9090"}),
 			},
-			want: []Target{target("ai", "llama-1", "http://10.0.0.1:8000/metrics", map[string]string{"app": "llama"}, v1alpha1.EngineVLLM, 2)},
+			want: []Target{target("ai", "llama-1", "http://10.0.0.1:8000/metrics", map[string]string{"app": "llama", LabelScrape: "true"}, v1alpha1.EngineVLLM, 2)},
 		},
 	}
 	for _, tc := range tests {
@@ -130,6 +131,9 @@ func trimmedTargets(t *testing.T, quotas []v1alpha1.ProviderQuota, pods []corev1
 	got, _ := Targets(quotas, trimmed, annotatedIn)
 	return got
 }
+
+// scrapeLabel asks for a Pod to be scraped.
+var scrapeLabel = map[string]string{LabelScrape: "true"}
 
 func selfHosted(name, ns string, selector map[string]string, port int32, engine v1alpha1.Engine, gpus int32) v1alpha1.ProviderQuota {
 	return v1alpha1.ProviderQuota{

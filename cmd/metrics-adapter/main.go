@@ -8,6 +8,9 @@
 // The gateways are found by --gateway-selector, in every namespace, and
 // polled on --gateway-admin-port; --gateway-usage adds gateways by URL.
 //
+// It watches only the Pods it can use: those the self-hosted ProviderQuotas
+// select, the gateways, and those labelled sluice.dev/scrape=true.
+//
 // It serves TLS with authentication and authorization delegated to the API
 // server, as sigs.k8s.io/custom-metrics-apiserver provides. It is wiring
 // only; the work is in package metrics.
@@ -20,11 +23,11 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/component-base/logs"
@@ -63,7 +66,7 @@ func main() {
 	fs.IntVar(&a.opts.Workers, "scrape-workers", metrics.DefaultWorkers, "Pods scraped at once")
 	fs.Int64Var(&a.opts.MaxScrapeBytes, "scrape-max-bytes", metrics.DefaultMaxScrapeBytes, "the most bytes read from one Pod's /metrics; a longer answer gives no value")
 	fs.IntVar(&a.opts.MaxScrapeSeries, "scrape-max-series", metrics.DefaultMaxScrapeSeries, "the most series read from one Pod's /metrics; an answer with more gives no value")
-	fs.StringSliceVar(&a.opts.AnnotatedNamespaces, "scrape-annotated-namespaces", nil, "comma-separated namespaces whose Pods annotated sluice.dev/scrape are scraped; empty means every namespace (ProviderQuotas' Pods are scraped wherever they are)")
+	fs.StringSliceVar(&a.opts.AnnotatedNamespaces, "scrape-annotated-namespaces", nil, "comma-separated namespaces whose Pods labelled sluice.dev/scrape=true are scraped, as their sluice.dev/port annotation says; empty means every namespace (ProviderQuotas' Pods are scraped wherever they are)")
 	fs.StringArrayVar(&a.gateways, "gateway-usage", nil, "NAMESPACE=URL: a gateway's queues endpoint (…/admin/queues), queueing for the ProviderQuotas of NAMESPACE; repeat for each gateway")
 	fs.StringVar(&a.gatewaySelector, "gateway-selector", "", "label selector of the gateway Pods, in every namespace, such as app.kubernetes.io/name=sluice-gateway; each queues for the ProviderQuotas of its namespace")
 	fs.IntVar(&a.gatewayPort, "gateway-admin-port", 9090, "the gateway Pods' admin port, which serves /admin/queues")
@@ -94,15 +97,20 @@ func (a *adapter) run(ctx context.Context) error {
 	if err := checkScrapeLimits(a.opts); err != nil {
 		return err
 	}
-	reader, err := newInformerCache(cfg)
+	quotas, err := newQuotaCache(cfg)
 	if err != nil {
 		return err
 	}
-	provider, err := a.newProvider(reader, mapper)
+	pods, err := a.newPodCache(cfg, quotas)
 	if err != nil {
 		return err
 	}
-	go runInformerCache(ctx, reader)
+	provider, err := a.newProvider(quotas, pods, mapper)
+	if err != nil {
+		return err
+	}
+	go runQuotaCache(ctx, quotas)
+	go pods.Run(ctx)
 	go provider.Run(ctx)
 	return a.Run(ctx)
 }
@@ -143,9 +151,10 @@ func (a *adapter) refreshedRESTMapper(ctx context.Context) (meta.RESTMapper, err
 	return mapper, nil
 }
 
-// newInformerCache is the cache the adapter reads Pods and ProviderQuotas from, in every
-// namespace.
-func newInformerCache(cfg *rest.Config) (cache.Cache, error) {
+// newQuotaCache is the cache the adapter reads ProviderQuotas from, in every namespace. Pods are
+// read from a PodCache: a Pod read through this cache would have it cache every Pod of the
+// cluster.
+func newQuotaCache(cfg *rest.Config) (cache.Cache, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -153,28 +162,37 @@ func newInformerCache(cfg *rest.Config) (cache.Cache, error) {
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	reader, err := cache.New(cfg, cache.Options{
-		Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields(),
-		// Every Pod of the cluster is cached: only what the adapter reads.
-		ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: metrics.TrimPod}},
-	})
+	quotas, err := cache.New(cfg, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		return nil, fmt.Errorf("informer cache: %w", err)
 	}
-	return reader, nil
+	return quotas, nil
 }
 
-// runInformerCache fills the cache and keeps it current until ctx ends.
-func runInformerCache(ctx context.Context, reader cache.Cache) {
-	if err := reader.Start(ctx); err != nil {
+// runQuotaCache fills the cache and keeps it current until ctx ends.
+func runQuotaCache(ctx context.Context, quotas cache.Cache) {
+	if err := quotas.Start(ctx); err != nil {
 		klog.ErrorS(err, "Informer cache stopped")
 	}
 }
 
-// newProvider builds the metrics provider on reader and mapper, and has the API server serve its
-// custom and external metrics. It registers the provider's own metrics and the API server's.
-func (a *adapter) newProvider(reader cache.Cache, mapper meta.RESTMapper) (*metrics.Provider, error) {
-	a.opts.Reader, a.opts.Mapper = reader, mapper
+// newPodCache is the cache of the Pods the adapter can use: those the ProviderQuotas of quotas
+// select, the gateways and the labelled Pods.
+func (a *adapter) newPodCache(cfg *rest.Config, quotas client.Reader) (*metrics.PodCache, error) {
+	clientset, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pod cache: %w", err)
+	}
+	return metrics.NewPodCache(metrics.PodCacheOptions{
+		Client: clientset, Quotas: quotas, GatewaySelector: a.opts.GatewaySelector,
+		AnnotatedNamespaces: a.opts.AnnotatedNamespaces, Interval: a.opts.Interval,
+	}), nil
+}
+
+// newProvider builds the metrics provider on its readers and mapper, and has the API server serve
+// its custom and external metrics. It registers the provider's own metrics and the API server's.
+func (a *adapter) newProvider(quotas, pods client.Reader, mapper meta.RESTMapper) (*metrics.Provider, error) {
+	a.opts.Quotas, a.opts.Pods, a.opts.Mapper = quotas, pods, mapper
 	p := metrics.New(a.opts)
 	a.WithCustomMetrics(p)
 	a.WithExternalMetrics(p)
