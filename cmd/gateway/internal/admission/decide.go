@@ -41,11 +41,11 @@ func (t *Ticket) use(limiter Limiter, share policy.Share) {
 // failed closed.
 func (g *Gate) decide(ctx context.Context, t *Ticket) verdict {
 	t.use(g.opts.Limiter, policy.Shared)
-	d, err := g.seeded(ctx, &t.req, t.checks, func() (ratelimit.Decision, error) { return g.timedDecide(ctx, "shared", t) })
+	err := g.seeded(ctx, &t.req, t.checks, &t.decision, func() error { return g.timedDecide(ctx, "shared", t) })
 	switch {
 	case err == nil:
 		g.metrics.storeUp.Set(1)
-		return g.conclude(t, &d)
+		return g.conclude(t)
 	case errors.Is(ctx.Err(), context.Canceled):
 		return verdict{refusal: &Refusal{Reason: Gone}} // the client left; the store did not fail
 	}
@@ -62,10 +62,10 @@ func (g *Gate) decide(ctx context.Context, t *Ticket) verdict {
 	}
 	g.metrics.storeErrors.WithLabelValues("local").Inc()
 	t.use(g.opts.Fallback, policy.Local)
-	if d, err = g.timedDecide(ctx, "local", t); err != nil {
+	if err := g.timedDecide(ctx, "local", t); err != nil {
 		return verdict{refusal: &Refusal{Reason: Failed}}
 	}
-	return g.conclude(t, &d)
+	return g.conclude(t)
 }
 
 // coversWindow reports whether any of checks is on a calendar window.
@@ -73,21 +73,20 @@ func coversWindow(checks []ratelimit.Check) bool {
 	return slices.ContainsFunc(checks, func(c ratelimit.Check) bool { return c.Limit.IsWindow() })
 }
 
-// seeded takes a decision on the shared store, decide, and when a scope's mark refuses it (the
-// store came back empty, or from an older snapshot, since the record was taken), re-seeds the
-// scope from the record and takes it again. A store that stays behind is a store that cannot
-// decide.
-func (g *Gate) seeded(ctx context.Context, req *Request, checks []ratelimit.Check, decide func() (ratelimit.Decision, error)) (ratelimit.Decision, error) {
+// seeded takes a decision on the shared store, decide, which writes it into d, and when a scope's
+// mark refuses it (the store came back empty, or from an older snapshot, since the record was
+// taken), re-seeds the scope from the record and takes it again. A store that stays behind is a
+// store that cannot decide.
+func (g *Gate) seeded(ctx context.Context, req *Request, checks []ratelimit.Check, d *ratelimit.Decision, decide func() error) error {
 	for range maxReseeds {
-		d, err := decide()
-		if err != nil || d.Allowed || !d.RefusedBy(checks).IsMark() {
-			return d, err
+		if err := decide(); err != nil || d.Allowed || !d.RefusedBy(checks).IsMark() {
+			return err
 		}
 		if err := g.reseed(ctx, policy.ScopeOf(req.Caller, req.Route, d.RefusedBy(checks))); err != nil {
-			return d, err
+			return err
 		}
 	}
-	return ratelimit.Decision{Refused: -1}, errBehind
+	return errBehind
 }
 
 // maxReseeds bounds the re-seeds of one decision: one per scope it may cover (a tenant's, the
@@ -129,15 +128,17 @@ func (g *Gate) newJobsEpoch(ctx context.Context) error {
 	return g.opts.Jobs.NewEpoch(context.WithoutCancel(ctx))
 }
 
-func (g *Gate) timedDecide(ctx context.Context, store string, t *Ticket) (ratelimit.Decision, error) {
+// timedDecide takes the ticket's decision on its limiter, into t.decision.
+func (g *Gate) timedDecide(ctx context.Context, store string, t *Ticket) error {
 	start := time.Now()
-	d, err := t.limiter.Decide(ctx, t.checks, g.now())
+	err := t.limiter.Decide(ctx, t.checks, g.now(), &t.decision)
 	g.metrics.decisions.WithLabelValues(store).Observe(time.Since(start).Seconds())
-	return d, err
+	return err
 }
 
-// conclude turns a limiter's decision into a verdict. An allowed call is in flight from now.
-func (g *Gate) conclude(t *Ticket, d *ratelimit.Decision) verdict {
+// conclude turns the ticket's decision into a verdict. An allowed call is in flight from now.
+func (g *Gate) conclude(t *Ticket) verdict {
+	d := &t.decision
 	t.Limits = limitsOf(t.checks, d, t.budgetKey())
 	if d.Allowed {
 		t.took = d.At

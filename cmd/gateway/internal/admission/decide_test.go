@@ -17,8 +17,8 @@ type downStore struct{}
 
 var errDown = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 
-func (downStore) Decide(context.Context, []ratelimit.Check, time.Time) (ratelimit.Decision, error) {
-	return ratelimit.Decision{Refused: -1}, errDown
+func (downStore) Decide(context.Context, []ratelimit.Check, time.Time, *ratelimit.Decision) error {
+	return errDown
 }
 func (downStore) Settle(context.Context, string, []ratelimit.Check, time.Time) error { return errDown }
 func (downStore) Renew(context.Context, []ratelimit.Check, time.Time) error          { return errDown }

@@ -22,7 +22,8 @@ import (
 
 // Limiter keeps the limits' state: ratelimit.Memory or ratelimit.Redis.
 type Limiter interface {
-	Decide(ctx context.Context, checks []ratelimit.Check, now time.Time) (ratelimit.Decision, error)
+	// Decide takes a decision on checks, written into d.
+	Decide(ctx context.Context, checks []ratelimit.Check, now time.Time, d *ratelimit.Decision) error
 	// Peek reads what each limit holds, taking nothing; many limits in one round trip.
 	Peek(ctx context.Context, limits []*ratelimit.Limit, now time.Time) ([]ratelimit.Reading, error)
 	// Settle applies a settlement once per id: sent again with the same id, it does nothing.
@@ -190,7 +191,8 @@ func (g *Gate) ChargeJob(ctx context.Context, req Request) *Refusal {
 	if len(checks) == 0 {
 		return nil
 	}
-	d, err := g.seeded(ctx, &req, checks, func() (ratelimit.Decision, error) { return g.opts.Limiter.Decide(ctx, checks, g.now()) })
+	var d ratelimit.Decision
+	err := g.seeded(ctx, &req, checks, &d, func() error { return g.opts.Limiter.Decide(ctx, checks, g.now(), &d) })
 	switch {
 	case err != nil:
 		g.log.Error("limiter store failed; refusing a new job", "err", err)

@@ -127,8 +127,8 @@ func left(t *testing.T, limiter Limiter, req Request) map[string]int64 {
 	for i := range checks {
 		checks[i].Cost = 0
 	}
-	d, err := limiter.Decide(context.Background(), checks, time.Now())
-	if err != nil {
+	var d ratelimit.Decision
+	if err := limiter.Decide(context.Background(), checks, time.Now(), &d); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]int64{}

@@ -44,7 +44,8 @@ type Ticket struct {
 	limiter  Limiter         // the store that took the decision, which settles it too
 	queueing policy.Queueing // which checks queue when they refuse
 	buf      [ratelimit.MaxChecks]ratelimit.Check
-	checks   []ratelimit.Check // in buf
+	checks   []ratelimit.Check  // in buf
+	decision ratelimit.Decision // the last decision on checks
 	started  time.Time
 	took     time.Time                  // when the store took the decision that let the call go, by its clock
 	renewal  atomic.Pointer[time.Timer] // renews the call's slots in flight while it runs

@@ -71,9 +71,9 @@ type countingStore struct {
 	reads atomic.Int32
 }
 
-func (s *countingStore) Decide(ctx context.Context, checks []ratelimit.Check, now time.Time) (ratelimit.Decision, error) {
+func (s *countingStore) Decide(ctx context.Context, checks []ratelimit.Check, now time.Time, d *ratelimit.Decision) error {
 	s.reads.Add(1)
-	return s.Memory.Decide(ctx, checks, now)
+	return s.Memory.Decide(ctx, checks, now, d)
 }
 
 func (s *countingStore) Peek(ctx context.Context, limits []*ratelimit.Limit, now time.Time) ([]ratelimit.Reading, error) {

@@ -94,14 +94,14 @@ func TestProviderTokensPerMinuteAreARollingMinute(t *testing.T) {
 			want /= 4
 		}
 		m, ctx := ratelimit.NewMemory(), context.Background()
-		if d, err := m.Decide(ctx, []ratelimit.Check{{Limit: tokens, Cost: want}}, start.Add(300*time.Millisecond)); err != nil || !d.Allowed {
+		if d, err := decide(m, ctx, []ratelimit.Check{{Limit: tokens, Cost: want}}, start.Add(300*time.Millisecond)); err != nil || !d.Allowed {
 			t.Fatalf("share %d: a call of the whole %d tokens: %+v, %v; want allowed", scope, want, d, err)
 		}
-		d, err := m.Decide(ctx, []ratelimit.Check{{Limit: tokens, Cost: 1}}, start.Add(59*time.Second))
+		d, err := decide(m, ctx, []ratelimit.Check{{Limit: tokens, Cost: 1}}, start.Add(59*time.Second))
 		if err != nil || d.Allowed || d.RetryAfter != 2*time.Second {
 			t.Errorf("share %d: one token more 59 s later: %+v, %v; want refused for 2 s", scope, d, err)
 		}
-		if d, err := m.Decide(ctx, []ratelimit.Check{{Limit: tokens, Cost: want}}, start.Add(61*time.Second)); err != nil || !d.Allowed {
+		if d, err := decide(m, ctx, []ratelimit.Check{{Limit: tokens, Cost: want}}, start.Add(61*time.Second)); err != nil || !d.Allowed {
 			t.Errorf("share %d: the whole limit again 61 s after the first second began: %+v, %v; want allowed", scope, d, err)
 		}
 	}
@@ -131,7 +131,7 @@ func TestABacklogIsHeldByTheProvidersPaceNotItsMinute(t *testing.T) {
 		heldByTheMinute time.Duration
 	)
 	for now := start; now.Before(start.Add(12 * time.Minute)); {
-		d, err := m.Decide(ctx, provider, now)
+		d, err := decide(m, ctx, provider, now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -438,4 +438,11 @@ func TestAPlanPassesAtMostMaxChecksLimits(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `tenant "acme": a call to "openai" would pass 25 limits; at most 24`) {
 		t.Errorf("a plan of one limit more: %v; want it refused, naming the tenant, the provider and the counts", err)
 	}
+}
+
+// decide is m's decision on checks at now.
+func decide(m *ratelimit.Memory, ctx context.Context, checks []ratelimit.Check, now time.Time) (ratelimit.Decision, error) {
+	var d ratelimit.Decision
+	err := m.Decide(ctx, checks, now, &d)
+	return d, err
 }

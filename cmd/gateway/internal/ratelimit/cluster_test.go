@@ -54,7 +54,7 @@ func probe(t *testing.T, s *Redis, limits ...*Limit) []int64 {
 	for i, l := range limits {
 		checks[i] = Check{Limit: l, Lease: "probe"}
 	}
-	d, err := s.Decide(context.Background(), checks, t0)
+	d, err := decide(s, context.Background(), checks, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestClusterDecisionOverSlotsTakesAllOrNothing(t *testing.T) {
 	provider := mustLimit(NewConcurrency(openaiTag+"provider:inflight", LevelProvider, 1, time.Minute))
 	decide := func(lease string, userCost, tokens int64) Decision {
 		t.Helper()
-		d, err := s.Decide(ctx, []Check{{Limit: user, Cost: userCost}, {Limit: global, Cost: tokens}, {Limit: provider, Cost: 1, Lease: lease}}, t0)
+		d, err := decide(s, ctx, []Check{{Limit: user, Cost: userCost}, {Limit: global, Cost: tokens}, {Limit: provider, Cost: 1, Lease: lease}}, t0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestClusterDecisionWithAFailedPartTakesNothing(t *testing.T) {
 	if err := client.Set(ctx, broken.Key, "not a lease set", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.Decide(ctx, []Check{{Limit: user, Cost: 1}, {Limit: global, Cost: 30}, {Limit: broken, Cost: 1, Lease: "a"}}, t0)
+	_, err := decide(s, ctx, []Check{{Limit: user, Cost: 1}, {Limit: global, Cost: 30}, {Limit: broken, Cost: 1, Lease: "a"}}, t0)
 	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 		t.Fatalf("a decision with a broken part: %v; want Redis's WRONGTYPE error", err)
 	}
@@ -158,7 +158,7 @@ func TestClusterConcurrentDecisionsNeverOvershoot(t *testing.T) {
 				mine := append([]Check(nil), checks...)
 				mine[1].Cost = int64(10 + 5*(g%3)) // 10, 15 or 20 tokens: the global level runs out first
 				mine[2].Lease = fmt.Sprintf("g%d-a%d", g, a)
-				d, err := store.Decide(context.Background(), mine, time.Now())
+				d, err := decide(store, context.Background(), mine, time.Now())
 				if err != nil {
 					t.Error(err)
 					return
@@ -195,7 +195,7 @@ func TestClusterConcurrentDecisionsNeverOvershoot(t *testing.T) {
 	if got := mostRunning.Load(); got != inFlight {
 		t.Errorf("%d requests were in flight at once; want the limit, %d", got, inFlight)
 	}
-	d, err := stores[0].Decide(context.Background(), []Check{{Limit: checks[0].Limit}, {Limit: checks[1].Limit}, {Limit: checks[2].Limit, Lease: "probe"}}, time.Now())
+	d, err := decide(stores[0], context.Background(), []Check{{Limit: checks[0].Limit}, {Limit: checks[1].Limit}, {Limit: checks[2].Limit, Lease: "probe"}}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestClusterSettlementAppliesOncePerSlot(t *testing.T) {
 	global := mustLimit(NewWindow(globalTag+"tokens:day", LevelGlobal, Tokens, 1000, Calendar{Period: Day}))
 	provider := mustLimit(NewConcurrency(anthropicTag+"provider:inflight", LevelProvider, 2, time.Minute))
 	for _, lease := range []string{"a", "b"} {
-		if d, err := s.Decide(ctx, []Check{{Limit: tenant, Cost: 100}, {Limit: global, Cost: 100}, {Limit: provider, Cost: 1, Lease: lease}}, t0); err != nil || !d.Allowed {
+		if d, err := decide(s, ctx, []Check{{Limit: tenant, Cost: 100}, {Limit: global, Cost: 100}, {Limit: provider, Cost: 1, Lease: lease}}, t0); err != nil || !d.Allowed {
 			t.Fatalf("decision %s: %+v, %v; want allowed", lease, d, err)
 		}
 	}
@@ -279,7 +279,7 @@ func TestClusterRenewKeepsLeasesInEverySlot(t *testing.T) {
 	}
 	decide := func(lease string, at time.Duration) Decision {
 		t.Helper()
-		d, err := s.Decide(ctx, call(lease), t0.Add(at))
+		d, err := decide(s, ctx, call(lease), t0.Add(at))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -333,14 +333,14 @@ func TestClusterNeverSendsAScriptRunTwice(t *testing.T) {
 	ctx := context.Background()
 	day := mustLimit(NewWindow(tenantTag+"requests:day", LevelTenant, Requests, 100, Calendar{Period: Day, Location: dayEndingInTwelveHours(t, cluster.Nodes()[0].Client(t))}))
 	// A first decision, of cost zero, has the client learn the cluster's slots before the stall.
-	if _, err := s.Decide(ctx, []Check{{Limit: day}}, time.Now()); err != nil {
+	if _, err := decide(s, ctx, []Check{{Limit: day}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	var stalls sync.WaitGroup
 	for _, node := range cluster.Nodes() {
 		stall(t, node, &stalls)
 	}
-	if _, err := s.Decide(ctx, []Check{{Limit: day, Cost: 1}}, time.Now()); err == nil {
+	if _, err := decide(s, ctx, []Check{{Limit: day, Cost: 1}}, time.Now()); err == nil {
 		t.Fatal("a decision while every primary stalls: answered; want an error")
 	}
 	stalls.Wait()

@@ -46,7 +46,7 @@ func TestRedisSharedByReplicas(t *testing.T) {
 			for a := range attempts {
 				mine := append([]Check(nil), checks...)
 				mine[2].Lease = fmt.Sprintf("g%d-a%d", g, a)
-				d, err := store.Decide(context.Background(), mine, time.Now())
+				d, err := decide(store, context.Background(), mine, time.Now())
 				if err != nil {
 					t.Error(err)
 					return
@@ -82,7 +82,7 @@ func TestRedisSharedByReplicas(t *testing.T) {
 		t.Errorf("%d requests were in flight at once; want the limit, %d", got, inFlight)
 	}
 	// A decision of cost zero reads what the day's quota has left without taking anything.
-	d, err := stores[0].Decide(context.Background(), []Check{{Limit: checks[1].Limit}}, time.Now())
+	d, err := decide(stores[0], context.Background(), []Check{{Limit: checks[1].Limit}}, time.Now())
 	if used := quota - d.Remaining[0]; err != nil || used != allowed.Load() {
 		t.Errorf("the quota counted %d, %v; want the %d allowed", used, err, allowed.Load())
 	}

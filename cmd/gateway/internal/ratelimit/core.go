@@ -74,6 +74,7 @@ func (r *slotRing) countBetween(from, to int64) int64 {
 // whether this check passed. (Writing into d, rather than returning a result struct, keeps the hot path in
 // registers.)
 func (d *Decision) evaluate(i int, l *Limit, s state, older *slotRing, cost, now int64) (state, bool) {
+	d.Remaining[i], d.Reset[i] = 0, 0
 	if l.kind == mark {
 		return s, d.evaluateMark(i, s, cost)
 	}
@@ -249,6 +250,17 @@ func (d *Decision) evaluateConcurrency(i int, l *Limit, s state, cost int64) (st
 	}
 	d.Remaining[i] = l.capacity - s.b - cost
 	return state{b: s.b + cost}, true
+}
+
+// begin starts d as a decision taken at now that allows, until a check refuses.
+func (d *Decision) begin(now time.Time) {
+	d.Allowed, d.Refused, d.RetryAfter, d.Never, d.At = true, -1, 0, false, now
+}
+
+// fail makes d a decision that was not taken: it neither allows nor names a check that refused.
+func (d *Decision) fail() {
+	d.begin(time.Time{})
+	d.Allowed = false
 }
 
 // refuse records that check i refused and would pass after wait ns (never, if its cost is over

@@ -265,6 +265,10 @@ func unixNano(t time.Time) int64 {
 const MaxChecks = 24
 
 // Decision is the answer to one request over all its checks.
+//
+// A caller keeps a Decision and has a store write each decision into it: a decision fills
+// Remaining and Reset for its checks only, so that none clears or copies the rest of the arrays,
+// which are most of a Decision's size. Entries past the checks are those of an earlier decision.
 type Decision struct {
 	// Allowed is true when every check passed and every cost was taken.
 	Allowed bool

@@ -39,13 +39,15 @@ func NewMemory() *Memory {
 }
 
 // Decide checks every check at now and, when all pass, takes every cost; otherwise it takes
-// nothing. It does not allocate once each Limit has been used.
-func (m *Memory) Decide(_ context.Context, checks []Check, now time.Time) (Decision, error) {
+// nothing. It writes the outcome into d (see Decision). It does not allocate once each Limit has
+// been used.
+func (m *Memory) Decide(_ context.Context, checks []Check, now time.Time, d *Decision) error {
 	if len(checks) > MaxChecks {
-		return Decision{Refused: -1}, errTooManyChecks(len(checks))
+		d.fail()
+		return errTooManyChecks(len(checks))
 	}
 	t := now.UnixNano()
-	d := Decision{Allowed: true, Refused: -1, At: now}
+	d.begin(now)
 	var passed uint32
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -62,7 +64,7 @@ func (m *Memory) Decide(_ context.Context, checks []Check, now time.Time) (Decis
 		m.putBack(checks, passed)
 		d.undo(checks, passed)
 	}
-	return d, nil
+	return nil
 }
 
 // putBack gives the checks that passed (bit i for check i) the state they had before a decision

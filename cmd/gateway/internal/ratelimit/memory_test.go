@@ -16,7 +16,7 @@ func TestSweepDropsOnlyIdleKeys(t *testing.T) {
 	idle := mustLimit(NewBucket("{p}:idle", LevelUser, Requests, 1, time.Second, 10))
 	day := mustLimit(NewWindow("{p}:day", LevelUser, Requests, 10, Calendar{Period: Day}))
 	for _, l := range []*Limit{busy, idle, day} {
-		if _, err := m.Decide(ctx, []Check{{Limit: l, Cost: 1}}, t0); err != nil {
+		if _, err := decide(m, ctx, []Check{{Limit: l, Cost: 1}}, t0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -31,7 +31,7 @@ func TestSweepDropsOnlyIdleKeys(t *testing.T) {
 	}
 
 	// A Limit whose state was swept starts afresh, as if it had never been used.
-	d, err := m.Decide(ctx, []Check{{Limit: day, Cost: 10}}, t0.Add(2*time.Hour))
+	d, err := decide(m, ctx, []Check{{Limit: day, Cost: 10}}, t0.Add(2*time.Hour))
 	if err != nil || !d.Allowed || d.Remaining[0] != 0 {
 		t.Errorf("a swept window's decision = %+v, %v; want its whole quota", d, err)
 	}
@@ -41,12 +41,12 @@ func TestANewLimitForAKnownKeyKeepsItsState(t *testing.T) {
 	ctx := context.Background()
 	m := NewMemory()
 	before := mustLimit(NewWindow("{p}:quota", LevelUser, Requests, 10, Calendar{Period: Day}))
-	if _, err := m.Decide(ctx, []Check{{Limit: before, Cost: 4}}, t0); err != nil {
+	if _, err := decide(m, ctx, []Check{{Limit: before, Cost: 4}}, t0); err != nil {
 		t.Fatal(err)
 	}
 	// A reloaded configuration raises the quota: the 4 already used still count.
 	after := mustLimit(NewWindow("{p}:quota", LevelUser, Requests, 20, Calendar{Period: Day}))
-	d, err := m.Decide(ctx, []Check{{Limit: after, Cost: 1}}, t0)
+	d, err := decide(m, ctx, []Check{{Limit: after, Cost: 1}}, t0)
 	if err != nil || d.Remaining[0] != 15 {
 		t.Errorf("remaining after a reload = %d, %v; want 15", d.Remaining[0], err)
 	}
@@ -66,7 +66,7 @@ func BenchmarkMemoryBytesPerKey(b *testing.B) {
 		runtime.ReadMemStats(&before)
 		m := NewMemory()
 		for _, l := range limits {
-			m.Decide(context.Background(), []Check{{Limit: l, Cost: 1}}, t0)
+			decide(m, context.Background(), []Check{{Limit: l, Cost: 1}}, t0)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
@@ -84,13 +84,13 @@ func TestMemoryRefundFillsABucketOnlyToNow(t *testing.T) {
 	ctx := context.Background()
 	m := NewMemory()
 	b := mustLimit(NewBucket("{p}:refunded", LevelUser, Requests, 1, time.Second, 2))
-	if d, err := m.Decide(ctx, []Check{{Limit: b, Cost: 1}}, t0); err != nil || !d.Allowed {
+	if d, err := decide(m, ctx, []Check{{Limit: b, Cost: 1}}, t0); err != nil || !d.Allowed {
 		t.Fatalf("first decision: %+v, %v", d, err)
 	}
 	if err := m.Settle(ctx, "refund", []Check{{Limit: b, Cost: -8}}, t0); err != nil {
 		t.Fatal(err)
 	}
-	d, err := m.Decide(ctx, []Check{{Limit: b, Cost: 2}}, t0.Add(-time.Second))
+	d, err := decide(m, ctx, []Check{{Limit: b, Cost: 2}}, t0.Add(-time.Second))
 	if err != nil || d.Allowed || d.RetryAfter != time.Second || d.Remaining[0] != 1 {
 		t.Errorf("the burst a second before the refund: %+v, %v; want refused for 1s with 1 left", d, err)
 	}

@@ -27,7 +27,7 @@ func testPeek(t *testing.T, s peeker) {
 	slots := mustLimit(NewConcurrency("{a}:slots", LevelProvider, 3, time.Minute))
 	unused := mustLimit(NewWindow("{c}:budget", LevelTenant, MicroDollars, 7, Calendar{Period: Month}))
 	checks := []Check{{Limit: bucket, Cost: 40}, {Limit: window, Cost: 1_500_000}, {Limit: slots, Cost: 1, Lease: "call"}}
-	if d, err := s.Decide(ctx, checks, t0); err != nil || !d.Allowed {
+	if d, err := decide(s, ctx, checks, t0); err != nil || !d.Allowed {
 		t.Fatalf("Decide: %+v, %v; want allowed", d, err)
 	}
 	limits := []*Limit{bucket, window, slots, unused}
@@ -74,7 +74,7 @@ func BenchmarkPeekRedis(b *testing.B) {
 			limits := make([]*Limit, 5000)
 			for i := range limits {
 				limits[i] = mustLimit(NewWindow(fmt.Sprintf(keys, i), LevelTenant, MicroDollars, 100_000_000, Calendar{Period: Month}))
-				if _, err := r.Decide(ctx, []Check{{Limit: limits[i], Cost: int64(i)}}, now); err != nil {
+				if _, err := decide(r, ctx, []Check{{Limit: limits[i], Cost: int64(i)}}, now); err != nil {
 					b.Fatal(err)
 				}
 			}

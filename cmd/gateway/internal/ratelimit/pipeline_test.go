@@ -24,7 +24,7 @@ func TestPipelineAnswersEachCaller(t *testing.T) {
 		wg.Go(func() {
 			l := mustLimit(NewBucket(fmt.Sprintf("{p}:caller:%d", i), LevelUser, Requests, 1, time.Hour, 1000))
 			cost := int64(i + 1)
-			d, err := store.Decide(context.Background(), []Check{{Limit: l, Cost: cost}}, time.Now())
+			d, err := decide(store, context.Background(), []Check{{Limit: l, Cost: cost}}, time.Now())
 			if err != nil {
 				t.Error(err)
 				return
@@ -49,7 +49,7 @@ func TestPipelineLoadsTheScriptAgain(t *testing.T) {
 		if err := client.ScriptFlush(context.Background()).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := store.Decide(context.Background(), checks, time.Now()); err != nil {
+		if _, err := decide(store, context.Background(), checks, time.Now()); err != nil {
 			t.Fatalf("Decide after SCRIPT FLUSH: %v", err)
 		}
 		if err := client.ScriptFlush(context.Background()).Err(); err != nil {
@@ -59,7 +59,7 @@ func TestPipelineLoadsTheScriptAgain(t *testing.T) {
 			t.Fatalf("Settle after SCRIPT FLUSH: %v", err)
 		}
 	}
-	d, err := store.Decide(context.Background(), []Check{{Limit: l}}, time.Now())
+	d, err := decide(store, context.Background(), []Check{{Limit: l}}, time.Now())
 	if err != nil || d.Remaining[0] != 6 {
 		t.Errorf("after two decisions and two settlements of 1: %d left, %v; want 6", d.Remaining[0], err)
 	}
@@ -80,7 +80,7 @@ func TestBatchedDecisionsTakeAllOrNothing(t *testing.T) {
 		wg.Go(func() {
 			user := mustLimit(NewBucket(fmt.Sprintf("{p}:user:%d", i), LevelUser, Requests, 1, time.Hour, 1))
 			checks := []Check{{Limit: tenant, Cost: 1}, {Limit: user, Cost: int64(1 + i%2)}}
-			d, err := store.Decide(context.Background(), checks, time.Now())
+			d, err := decide(store, context.Background(), checks, time.Now())
 			switch {
 			case err != nil:
 				t.Error(err)
@@ -97,7 +97,7 @@ func TestBatchedDecisionsTakeAllOrNothing(t *testing.T) {
 	if allowed.Load() != callers/2 || refusedByUser.Load() != callers/2 {
 		t.Fatalf("%d allowed and %d refused by their own limit; want %d each", allowed.Load(), refusedByUser.Load(), callers/2)
 	}
-	d, err := store.Decide(context.Background(), []Check{{Limit: tenant}}, time.Now())
+	d, err := decide(store, context.Background(), []Check{{Limit: tenant}}, time.Now())
 	if err != nil || d.Remaining[0] != tenantBurst-callers/2 {
 		t.Errorf("the tenant's bucket has %d left, %v; want %d", d.Remaining[0], err, tenantBurst-callers/2)
 	}
@@ -124,7 +124,7 @@ func TestABadRunFailsOnlyItsCaller(t *testing.T) {
 			if i == callers/2 {
 				checks = append(checks, Check{Limit: bad, Cost: 1, Lease: "l"})
 			}
-			d, err := store.Decide(context.Background(), checks, time.Now())
+			d, err := decide(store, context.Background(), checks, time.Now())
 			if i == callers/2 {
 				if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 					t.Errorf("the bad decision: %+v, %v; want Redis's WRONGTYPE error", d, err)
@@ -151,13 +151,13 @@ func TestBatchedInFlightCountsEachCallOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range callers {
 		wg.Go(func() {
-			if d, err := store.Decide(context.Background(), lease(i), time.Now()); err != nil || !d.Allowed {
+			if d, err := decide(store, context.Background(), lease(i), time.Now()); err != nil || !d.Allowed {
 				t.Errorf("call %d of %d on a limit of %d: %+v, %v; want allowed", i+1, callers, callers, d, err)
 			}
 		})
 	}
 	wg.Wait()
-	if d, err := store.Decide(context.Background(), lease(callers), time.Now()); err != nil || d.Allowed {
+	if d, err := decide(store, context.Background(), lease(callers), time.Now()); err != nil || d.Allowed {
 		t.Errorf("one call more: %+v, %v; want refused", d, err)
 	}
 	for i := range callers {
@@ -168,7 +168,7 @@ func TestBatchedInFlightCountsEachCallOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if d, err := store.Decide(context.Background(), []Check{{Limit: inFlight, Lease: "probe"}}, time.Now()); err != nil || d.Remaining[0] != callers {
+	if d, err := decide(store, context.Background(), []Check{{Limit: inFlight, Lease: "probe"}}, time.Now()); err != nil || d.Remaining[0] != callers {
 		t.Errorf("after every release: %d free, %v; want %d", d.Remaining[0], err, callers)
 	}
 }

@@ -42,7 +42,7 @@ func runRecordCase(t *testing.T, newStore func(t *testing.T) recordStore) {
 
 	t.Run("a store without the mark refuses until it is seeded, once", func(t *testing.T) {
 		s := newStore(t)
-		d, err := s.Decide(ctx, sc.checks(0), t0)
+		d, err := decide(s, ctx, sc.checks(0), t0)
 		if err != nil || d.Allowed || d.RefusedBy(sc.checks(0)) != sc.mark {
 			t.Fatalf("decision on an unseeded store: %+v, %v; want refused by the mark", d, err)
 		}
@@ -52,11 +52,11 @@ func runRecordCase(t *testing.T, newStore func(t *testing.T) recordStore) {
 				t.Fatalf("re-seed %d: %v, %v; want %v", i, did, err, want)
 			}
 		}
-		d, err = s.Decide(ctx, sc.checks(3), t0)
+		d, err = decide(s, ctx, sc.checks(3), t0)
 		if err != nil || !d.Allowed || d.Remaining[0] != 59 || d.Remaining[1] != 290 {
 			t.Fatalf("decision after re-seeding: %+v, %v; want allowed with 59 requests and 290 µ$ left", d, err)
 		}
-		if d, _ := s.Decide(ctx, sc.checks(4), t0); d.Allowed {
+		if d, _ := decide(s, ctx, sc.checks(4), t0); d.Allowed {
 			t.Fatal("a decision asking for a later version than the mark holds was allowed")
 		}
 	})
@@ -67,7 +67,7 @@ func runRecordCase(t *testing.T, newStore func(t *testing.T) recordStore) {
 			t.Fatal(err)
 		}
 		for range 50 {
-			if d, err := s.Decide(ctx, sc.checks(0), t0); err != nil || !d.Allowed {
+			if d, err := decide(s, ctx, sc.checks(0), t0); err != nil || !d.Allowed {
 				t.Fatalf("decision: %+v, %v", d, err)
 			}
 		}
@@ -113,7 +113,7 @@ func runRecordCase(t *testing.T, newStore func(t *testing.T) recordStore) {
 		if err := s.Settle(ctx, "s1", []Check{{Limit: sc.month, Cost: 5}, {Limit: sc.mark, Cost: -2}}, t0); err != nil {
 			t.Fatal(err)
 		}
-		if d, err := s.Decide(ctx, sc.checks(2), t0); err != nil || !d.Allowed || d.Remaining[1] != 985 {
+		if d, err := decide(s, ctx, sc.checks(2), t0); err != nil || !d.Allowed || d.Remaining[1] != 985 {
 			t.Fatalf("decision: %+v, %v; want allowed, 985 µ$ left", d, err)
 		}
 	})

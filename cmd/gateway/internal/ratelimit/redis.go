@@ -75,19 +75,23 @@ func ClientOptions(o redis.UniversalOptions) *redis.UniversalOptions {
 const clientTimeout = 500 * time.Millisecond
 
 // Decide checks every check and, when all pass, takes every cost; otherwise it takes nothing.
-// now is used only for the ends of calendar windows, unless WithCallerClock was given.
-func (r *Redis) Decide(ctx context.Context, checks []Check, now time.Time) (Decision, error) {
+// now is used only for the ends of calendar windows, unless WithCallerClock was given. It writes
+// the outcome into d (see Decision).
+func (r *Redis) Decide(ctx context.Context, checks []Check, now time.Time, d *Decision) error {
 	if len(checks) > MaxChecks {
-		return Decision{Refused: -1}, errTooManyChecks(len(checks))
+		d.fail()
+		return errTooManyChecks(len(checks))
 	}
 	if len(checks) == 0 { // nothing to ask Redis; the pipeline takes runs with keys only
-		return Decision{Allowed: true, Refused: -1}, nil
+		d.begin(time.Time{})
+		return nil
 	}
 	reply, err := r.run(ctx, "decide", checks, now)
 	if err != nil {
-		return Decision{Refused: -1}, err
+		d.fail()
+		return err
 	}
-	return parseReply(reply, len(checks))
+	return parseReply(reply, len(checks), d)
 }
 
 // Settle adds each check's Cost (negative to refund) to its limit without checking it; a
@@ -245,16 +249,17 @@ const (
 	replyPerCheck = 2
 )
 
-func parseReply(reply []int64, n int) (Decision, error) {
+func parseReply(reply []int64, n int, d *Decision) error {
 	if len(reply) != replyHeader+replyPerCheck*n {
-		return Decision{Refused: -1}, errors.New("ratelimit: the decision script answered in an unknown form")
+		d.fail()
+		return errors.New("ratelimit: the decision script answered in an unknown form")
 	}
-	d := Decision{Allowed: reply[0] == 1, Refused: int(reply[1]), RetryAfter: time.Duration(reply[2]) * time.Microsecond, Never: reply[3] == 1, At: time.UnixMicro(reply[replyNow])}
+	d.Allowed, d.Refused, d.RetryAfter, d.Never, d.At = reply[0] == 1, int(reply[1]), time.Duration(reply[2])*time.Microsecond, reply[3] == 1, time.UnixMicro(reply[replyNow])
 	for i := range n {
 		d.Remaining[i] = reply[remainingAt(i)]
 		d.Reset[i] = time.Duration(reply[remainingAt(i)+1]) * time.Microsecond
 	}
-	return d, nil
+	return nil
 }
 
 // remainingAt is where a decision's reply holds check i's remaining units; its reset follows.

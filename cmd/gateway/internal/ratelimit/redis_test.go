@@ -54,7 +54,7 @@ func TestRedisKeysLiveUntilWhole(t *testing.T) {
 	// The same key in a configuration that gives leases longer: a renewal keeps them that long.
 	longer := mustLimit(NewConcurrency("{p}:calls", LevelProvider, 10, 20*time.Minute))
 	decide := func(checks ...Check) func() error {
-		return func() error { _, err := store.Decide(ctx, checks, t0); return err }
+		return func() error { _, err := decide(store, ctx, checks, t0); return err }
 	}
 
 	t.Run("a bucket lives until it is full", func(t *testing.T) {
@@ -97,19 +97,19 @@ func TestRedisWindowRollsOnRedisClock(t *testing.T) {
 
 	// Yesterday's state, left by a decision a minute before midnight.
 	yesterday := NewRedis(client, WithCallerClock())
-	if d, err := yesterday.Decide(ctx, []Check{{Limit: day, Cost: 2}}, midnight.Add(-time.Minute)); err != nil || !d.Allowed {
+	if d, err := decide(yesterday, ctx, []Check{{Limit: day, Cost: 2}}, midnight.Add(-time.Minute)); err != nil || !d.Allowed {
 		t.Fatalf("yesterday's decision: %+v, %v; want allowed", d, err)
 	}
 
 	store, lagging := NewRedis(client), midnight.Add(-time.Second)
 	for i, want := range []int64{1, 0} {
-		d, err := store.Decide(ctx, checks, lagging)
+		d, err := decide(store, ctx, checks, lagging)
 		if err != nil || !d.Allowed || d.Remaining[0] != want {
 			t.Fatalf("today's call %d: %+v, %v; want allowed with %d left", i+1, d, err, want)
 		}
 	}
 	before := redisTime(t, client)
-	d, err := store.Decide(ctx, checks, lagging)
+	d, err := decide(store, ctx, checks, lagging)
 	after := redisTime(t, client)
 	tomorrow := midnight.Add(24 * time.Hour)
 	if err != nil || d.Allowed || d.RetryAfter < tomorrow.Sub(after) || d.RetryAfter > tomorrow.Sub(before) {
@@ -146,7 +146,7 @@ func TestRedisStallChargesOnlyWhatItAllowed(t *testing.T) {
 			for r := range rounds {
 				lease := fmt.Sprintf("c%d-r%d", c, r)
 				checks := []Check{{Limit: requests, Cost: 1}, {Limit: tokens, Cost: 10}, {Limit: calls, Cost: 1, Lease: lease}}
-				d, err := store.Decide(ctx, checks, time.Now())
+				d, err := decide(store, ctx, checks, time.Now())
 				if err != nil {
 					failed.Add(1)
 					continue
@@ -168,7 +168,7 @@ func TestRedisStallChargesOnlyWhatItAllowed(t *testing.T) {
 	if failed.Load() == 0 {
 		t.Fatal("no call failed: the stall was not felt, and the test shows nothing")
 	}
-	d, err := store.Decide(ctx, []Check{{Limit: requests}, {Limit: tokens}, {Limit: calls, Lease: "probe"}}, time.Now())
+	d, err := decide(store, ctx, []Check{{Limit: requests}, {Limit: tokens}, {Limit: calls, Lease: "probe"}}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

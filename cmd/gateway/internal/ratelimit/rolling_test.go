@@ -155,7 +155,7 @@ func testRollingNeverOvershoots(t *testing.T, s store, decisions int) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	decide := func(cost int64, at time.Time) Decision {
 		t.Helper()
-		d, err := s.Decide(ctx, []Check{{Limit: l, Cost: cost}}, at)
+		d, err := decide(s, ctx, []Check{{Limit: l, Cost: cost}}, at)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +231,7 @@ func TestRollingSteadyThroughput(t *testing.T) {
 	l := minuteOf("{p}:steady", capacity)
 	var allowed []taken
 	for at := time.Duration(0); at < cycles*61*time.Second; at += 10 * time.Millisecond {
-		d, err := m.Decide(ctx, []Check{{Limit: l, Cost: 1}}, t0.Add(at))
+		d, err := decide(m, ctx, []Check{{Limit: l, Cost: 1}}, t0.Add(at))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -273,10 +273,10 @@ func TestMemoryRollingDecisionsDoNotAllocate(t *testing.T) {
 	ctx, m := context.Background(), NewMemory()
 	checks := []Check{{Limit: minuteOf("{p}:alloc", 1<<40), Cost: 800}}
 	now := t0
-	m.Decide(ctx, checks, now)
+	decide(m, ctx, checks, now)
 	allocs := testing.AllocsPerRun(1000, func() {
 		now = now.Add(300 * time.Millisecond)
-		if d, _ := m.Decide(ctx, checks, now); !d.Allowed {
+		if d, _ := decide(m, ctx, checks, now); !d.Allowed {
 			t.Fatal("refused")
 		}
 	})
@@ -291,7 +291,7 @@ func TestSweepDropsARollingWindowOnceItCountsNothing(t *testing.T) {
 	ctx, m := context.Background(), NewMemory()
 	l := minuteOf("{p}:swept", 10)
 	for _, at := range []time.Duration{0, 30 * time.Second} {
-		if _, err := m.Decide(ctx, []Check{{Limit: l, Cost: 1}}, t0.Add(at)); err != nil {
+		if _, err := decide(m, ctx, []Check{{Limit: l, Cost: 1}}, t0.Add(at)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -318,7 +318,7 @@ func TestRollingPeek(t *testing.T) {
 			ctx, s := context.Background(), s(t)
 			l := minuteOf("{p}:peeked", 100)
 			for _, at := range []time.Duration{0, 20 * time.Second, 40 * time.Second} {
-				if d, err := s.Decide(ctx, []Check{{Limit: l, Cost: 20}}, t0.Add(at)); err != nil || !d.Allowed {
+				if d, err := decide(s, ctx, []Check{{Limit: l, Cost: 20}}, t0.Add(at)); err != nil || !d.Allowed {
 					t.Fatalf("Decide at +%s: %+v, %v", at, d, err)
 				}
 			}
@@ -372,7 +372,7 @@ func TestRedisRollingWindowLivesUntilItsLastSecondIsPast(t *testing.T) {
 	l := minuteOf("{p}:expiring", 10)
 	at := t0.Add(2500 * time.Millisecond)
 	checkExpiry(t, client, l.Key, 60500*time.Millisecond, func() error { // its second leaves at t0+63s
-		_, err := store.Decide(ctx, []Check{{Limit: l, Cost: 3}}, at)
+		_, err := decide(store, ctx, []Check{{Limit: l, Cost: 3}}, at)
 		return err
 	})
 	if v, err := client.Get(ctx, l.Key).Result(); err != nil || v != fmt.Sprint(t0.Unix()+2, " 3 0") {
@@ -400,7 +400,7 @@ func TestRedisRollingWindowReadsABucketAsEmpty(t *testing.T) {
 	if got, err := store.Peek(ctx, []*Limit{l}, t0); err != nil || len(got) != 1 || got[0] != (Reading{Remaining: 10}) {
 		t.Errorf("Peek of a bucket's value = %v, %v; want an empty window", got, err)
 	}
-	if d, err := store.Decide(ctx, []Check{{Limit: l, Cost: 10}}, t0); err != nil || !d.Allowed {
+	if d, err := decide(store, ctx, []Check{{Limit: l, Cost: 10}}, t0); err != nil || !d.Allowed {
 		t.Errorf("the whole capacity on a bucket's value: %+v, %v; want allowed", d, err)
 	}
 	if v, err := client.Get(ctx, l.Key).Result(); err != nil || v != fmt.Sprint(t0.Unix(), " 10 0") {
@@ -446,7 +446,7 @@ func (u undoing) undoAt(run *scriptRun, at time.Duration) {
 // remaining reads what the limit has left at +at.
 func (u undoing) remaining(at time.Duration) int64 {
 	u.t.Helper()
-	d, err := u.s.Decide(context.Background(), []Check{{Limit: u.l}}, t0.Add(at))
+	d, err := decide(u.s, context.Background(), []Check{{Limit: u.l}}, t0.Add(at))
 	if err != nil {
 		u.t.Fatal(err)
 	}

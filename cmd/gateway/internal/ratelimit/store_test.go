@@ -15,7 +15,7 @@ import (
 
 // store is what the shared table drives: both stores answer the same way on the same fake time.
 type store interface {
-	Decide(ctx context.Context, checks []Check, now time.Time) (Decision, error)
+	Decide(ctx context.Context, checks []Check, now time.Time, d *Decision) error
 	Settle(ctx context.Context, id string, checks []Check, now time.Time) error
 	Renew(ctx context.Context, checks []Check, now time.Time) error
 }
@@ -247,7 +247,7 @@ func runStep(t *testing.T, s store, limits []*Limit, i int, st step) {
 			t.Fatalf("step %d: Renew: %v", i, err)
 		}
 	default:
-		d, err := s.Decide(ctx, checks, now)
+		d, err := decide(s, ctx, checks, now)
 		if err != nil {
 			t.Fatalf("step %d: Decide: %v", i, err)
 		}
@@ -346,4 +346,11 @@ func redisCases() []limiterCase {
 			},
 		},
 	}
+}
+
+// decide is s's decision on checks at now, into a Decision of its own.
+func decide(s store, ctx context.Context, checks []Check, now time.Time) (Decision, error) {
+	var d Decision
+	err := s.Decide(ctx, checks, now, &d)
+	return d, err
 }

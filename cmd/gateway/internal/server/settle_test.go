@@ -112,8 +112,8 @@ func (g *settleGateway) charged(t *testing.T) charged {
 	for i := range checks {
 		checks[i].Cost = 0 // read, take nothing
 	}
-	d, err := g.limiter.Decide(context.Background(), checks, g.opts.Now())
-	if err != nil {
+	var d ratelimit.Decision
+	if err := g.limiter.Decide(context.Background(), checks, g.opts.Now(), &d); err != nil {
 		t.Fatal(err)
 	}
 	var out charged
