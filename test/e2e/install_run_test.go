@@ -60,6 +60,29 @@ func TestHelmInstallRuns(t *testing.T) {
 	checkRunningInstall(t, c, runner, "sluice-gateway", "sluice-manager", "sluice-metrics-adapter")
 }
 
+// TestKustomizeDefaultRuns is TestHelmInstallRuns for config/default, applied as the README
+// says, with the one change this machine forces: the Redis address of the manager's base
+// configuration (config/manager/base-config.yaml), where the test's Redis listens.
+func TestKustomizeDefaultRuns(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{ControllerManager: true, Aggregator: true, ServiceNetwork: true})
+	redis := redisserver.Start(t, redisserver.AppendOnly())
+	provider := startLabProvider(t)
+	const sampleRedis = "address: redis.sluice-system.svc:6379"
+	manifests := c.Kubectl(t, "kustomize", "../../config/default")
+	if !strings.Contains(manifests, sampleRedis) {
+		t.Fatalf("config/default's base configuration does not hold %q", sampleRedis)
+	}
+	manifests = strings.Replace(manifests, sampleRedis, "address: "+redis.Addr, 1)
+	c.Kubectl(t, "apply", "--server-side", "-f", writeManifest(t, manifests))
+	components, err := labels.Parse("app.kubernetes.io/name in (sluice-gateway, sluice-manager, sluice-metrics-adapter)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner := c.RunContainers(t, installedNamespace, components, runningImages())
+	applySamples(t, c, provider)
+	checkRunningInstall(t, c, runner, "sluice-gateway", "sluice-manager", "sluice-metrics-adapter")
+}
+
 // applySamples applies config/samples to installedNamespace, points the ProviderQuota openai at
 // provider, and runs a Deployment llama of the lab's inference server for the self-hosted one.
 func applySamples(t *testing.T, c *cluster.Cluster, provider string) {
@@ -70,7 +93,8 @@ func applySamples(t *testing.T, c *cluster.Cluster, provider string) {
 	c.RunContainers(t, installedNamespace, labels.SelectorFromSet(labels.Set{"app": "llama"}), runningImages())
 }
 
-// llamaDeployment runs the lab's vLLM-like inference server for the sample's self-hosted model.
+// llamaDeployment runs the lab's vLLM-like inference server for the sample's self-hosted model,
+// as config/default's namespace admits it: under the restricted Pod Security Standard.
 const llamaDeployment = `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: llama}
@@ -80,6 +104,7 @@ spec:
   template:
     metadata: {labels: {app: llama}}
     spec:
+      securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
       containers:
         - name: vllm
           image: sluice-lab:latest
@@ -87,6 +112,7 @@ spec:
                  -max-num-seqs, "8", -token-latency, 10ms, -default-max-tokens, "20"]
           ports: [{name: http, containerPort: 8000}]
           readinessProbe: {tcpSocket: {port: http}, periodSeconds: 1}
+          securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}
 `
 
 // checkRunningInstall checks what an install of Sluice does once its Pods run, whichever way it
