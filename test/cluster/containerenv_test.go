@@ -36,4 +36,3 @@ func TestListenAddressesGetThePodsAddress(t *testing.T) {
 		}
 	}
 }
-

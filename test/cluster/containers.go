@@ -87,6 +87,9 @@ type ContainerRunner struct {
 // RunContainers starts a ContainerRunner for the Pods of namespace that selector selects.
 func (c *Cluster) RunContainers(t testing.TB, namespace string, selector labels.Selector, images Images) *ContainerRunner {
 	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("cluster: RunContainers runs each container in mount namespaces of its own, which needs root")
+	}
 	podinit, err := buildPodinit()
 	if err != nil {
 		t.Fatal(err)
