@@ -36,11 +36,13 @@ import (
 // the default of 15 s would make autoscaling tests slow.
 const hpaSyncPeriod = "2s"
 
-// controllers are the kube-controller-manager controllers a Sluice test needs.
+// controllers are the kube-controller-manager controllers a Sluice test needs; the root CA
+// publisher writes each namespace's kube-root-ca.crt, which a Pod's service-account volume holds.
 var controllers = []string{
 	"deployment-controller",
 	"replicaset-controller",
 	"serviceaccount-controller",
+	"root-ca-certificate-publisher-controller",
 	"horizontal-pod-autoscaler-controller",
 	"garbage-collector-controller",
 }
@@ -48,7 +50,8 @@ var controllers = []string{
 // Options says which parts to start besides etcd and kube-apiserver.
 type Options struct {
 	// ControllerManager starts kube-controller-manager with the deployment, replicaset,
-	// serviceaccount, garbage-collector and horizontal-pod-autoscaler controllers. False starts none:
+	// serviceaccount, root-ca-certificate-publisher, garbage-collector and
+	// horizontal-pod-autoscaler controllers. False starts none:
 	// nothing then acts on Deployments or HorizontalPodAutoscalers.
 	ControllerManager bool
 	// Aggregator gives kube-apiserver a front-proxy CA and client certificate
@@ -57,6 +60,11 @@ type Options struct {
 	// delegates authentication to it. False leaves the aggregator without
 	// them: it cannot prove to an extension server who is asking.
 	Aggregator bool
+	// ServiceNetwork plays kube-proxy and the EndpointSlice controller for Pods on loopback
+	// addresses (see serviceNetwork): the aggregator reaches an APIService's ClusterIP Service,
+	// and ServiceTransport reaches any Service. False leaves Services unreachable, as
+	// EndpointSlices refuse loopback addresses.
+	ServiceNetwork bool
 }
 
 // Cluster is a running local control plane owned by one test.
@@ -68,8 +76,9 @@ type Cluster struct {
 	// Clientset is an admin client.
 	Clientset kubernetes.Interface
 
-	assets string
-	ips    ipAllocator
+	assets  string
+	ips     ipAllocator
+	network *serviceNetwork
 }
 
 // startTimeout bounds the start of etcd and kube-apiserver, well past envtest's 20 s default: on
@@ -100,6 +109,12 @@ func Start(t testing.TB, opts Options) *Cluster {
 			t.Fatal(err)
 		}
 	}
+	c := &Cluster{}
+	if opts.ServiceNetwork {
+		if c.network, err = configureServiceNetwork(env, c, shortTempDir(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("cluster: start etcd and kube-apiserver from %s: %v", assets, err)
@@ -109,13 +124,16 @@ func Start(t testing.TB, opts Options) *Cluster {
 			t.Errorf("cluster: stop: %v", err)
 		}
 	})
-	c := &Cluster{Config: cfg, assets: assets}
+	c.Config, c.assets = cfg, assets
 	c.Kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(c.Kubeconfig, env.KubeConfig, 0o600); err != nil {
 		t.Fatalf("cluster: write kubeconfig: %v", err)
 	}
 	if c.Clientset, err = kubernetes.NewForConfig(cfg); err != nil {
 		t.Fatalf("cluster: client: %v", err)
+	}
+	if c.network != nil {
+		c.network.start(t)
 	}
 	if opts.ControllerManager {
 		c.startControllerManager(t)
@@ -221,4 +239,15 @@ func portFree(ip string, port int32) bool {
 	}
 	ln.Close()
 	return true
+}
+
+// shortTempDir is a temporary directory removed when the test ends, with a path short enough
+// for a Unix socket's (108 bytes), which t.TempDir's, named after the test, may not be.
+func shortTempDir(t testing.TB) string {
+	dir, err := os.MkdirTemp("", "sluice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }

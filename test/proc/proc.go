@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -26,9 +27,10 @@ type Process struct {
 	done    chan struct{}
 	err     error // the result of Wait; read only after done is closed
 	once    sync.Once
+	stopped atomic.Bool // Stop or Kill was called
 }
 
-// Start starts cmd in a process group of its own, sends its output to a log file in a temporary
+// Start starts cmd in a process group of its own (keeping the rest of its SysProcAttr), sends its output to a log file in a temporary
 // directory, and stops it when the test ends.
 func Start(t testing.TB, name string, cmd *exec.Cmd) *Process {
 	t.Helper()
@@ -38,7 +40,7 @@ func Start(t testing.TB, name string, cmd *exec.Cmd) *Process {
 		t.Fatalf("proc: create log for %s: %v", name, err)
 	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = sysProcAttr()
+	cmd.SysProcAttr = sysProcAttr(cmd.SysProcAttr)
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		t.Fatalf("proc: start %s: %v", name, err)
@@ -61,6 +63,20 @@ func Start(t testing.TB, name string, cmd *exec.Cmd) *Process {
 // Pid returns the process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
+// State returns how the process exited, or nil while it runs.
+func (p *Process) State() *os.ProcessState {
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState
+	default:
+		return nil
+	}
+}
+
+// Stopped reports whether Stop or Kill was called: an exit since then was asked for, not the
+// process's own.
+func (p *Process) Stopped() bool { return p.stopped.Load() }
+
 // Exited returns a channel that is closed when the process has exited.
 func (p *Process) Exited() <-chan struct{} { return p.done }
 
@@ -77,6 +93,7 @@ func (p *Process) Log() string {
 // process's exit error, if any, other than the signal it was stopped with. Stop may be called more
 // than once.
 func (p *Process) Stop() error {
+	p.stopped.Store(true)
 	p.once.Do(func() {
 		signalGroup(p.cmd.Process.Pid, syscall.SIGTERM)
 		select {
@@ -96,6 +113,7 @@ func (p *Process) Stop() error {
 // Kill sends SIGKILL to the process group, as a crash or the kernel's OOM killer would end it,
 // and waits until the process has exited. It may be called more than once, and before Stop.
 func (p *Process) Kill() {
+	p.stopped.Store(true)
 	p.once.Do(func() {
 		signalGroup(p.cmd.Process.Pid, syscall.SIGKILL)
 		<-p.done

@@ -4,7 +4,12 @@ package proc
 
 import "syscall"
 
-// sysProcAttr puts the child in a process group of its own, so Stop reaches its children.
-func sysProcAttr() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true}
+// sysProcAttr returns attr (or new attributes when nil) with the child in a process group of its
+// own, so Stop reaches its children.
+func sysProcAttr(attr *syscall.SysProcAttr) *syscall.SysProcAttr {
+	if attr == nil {
+		attr = &syscall.SysProcAttr{}
+	}
+	attr.Setpgid = true
+	return attr
 }
