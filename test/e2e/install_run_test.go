@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net"
 	"net/http"
@@ -74,6 +76,8 @@ func TestKustomizeDefaultRuns(t *testing.T) {
 	}
 	manifests = strings.Replace(manifests, sampleRedis, "address: "+redis.Addr, 1)
 	c.Kubectl(t, "apply", "--server-side", "-f", writeManifest(t, manifests))
+	// The README's one step by hand: the gateways' admin token, which kustomize cannot draw.
+	c.Kubectl(t, "create", "secret", "generic", "sluice-gateway-admin-token", "-n", installedNamespace, "--from-literal=token="+strings.Repeat("k", 32))
 	components, err := labels.Parse("app.kubernetes.io/name in (sluice-gateway, sluice-manager, sluice-metrics-adapter)")
 	if err != nil {
 		t.Fatal(err)
@@ -128,8 +132,10 @@ func checkRunningInstall(t *testing.T, c *cluster.Cluster, runner *cluster.Conta
 		})
 	}
 	checkSamplesReady(t, c)
+	checkUsageReported(t, c)
 	checkGatewaysServe(t, ctx, c, gateway)
 	checkAdapterServes(t, ctx, c)
+	checkManagerMetricsVerified(t, ctx, c, manager)
 	if n := runner.Restarts(); n != 0 {
 		t.Errorf("the Pods' containers exited %d times; want none", n)
 	}
@@ -151,6 +157,16 @@ func checkSamplesReady(t *testing.T, c *cluster.Cluster) {
 		}
 		got = strings.Join(states, " ")
 		return got == want
+	})
+}
+
+// checkUsageReported waits until the manager reports the gateways' usage on the ProviderQuota
+// openai: its poller reads their admin port, which asks for the install's admin token.
+func checkUsageReported(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	poll.Until(t, settle, "the gateways' usage on pq/openai", func() bool {
+		return c.Kubectl(t, "get", "pq", "openai", "-n", installedNamespace, "-o",
+			`jsonpath={.status.conditions[?(@.type=="UsageReported")].status}`) == "True"
 	})
 }
 
@@ -212,6 +228,8 @@ func checkAdapterServes(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 	t.Helper()
 	c.Kubectl(t, "wait", "--for=condition=Available", "--timeout="+settle.String(),
 		"apiservice/v1beta1.custom.metrics.k8s.io", "apiservice/v1beta2.custom.metrics.k8s.io", "apiservice/v1beta1.external.metrics.k8s.io")
+	// The aggregator verifies the adapter with the CA the manager issued its certificate from.
+	checkAPIServicesTLS(t, c, apiServiceTLS{CABundle: servingCA(t, ctx, c)})
 	external := "/apis/external.metrics.k8s.io/v1beta1/namespaces/" + installedNamespace + "/" + metrics.QueueDepth
 	poll.Until(t, settle, "the gateways' "+metrics.QueueDepth+" for llama through the aggregator", func() bool {
 		var list emv1beta1.ExternalMetricValueList
@@ -228,4 +246,43 @@ func checkAdapterServes(t *testing.T, ctx context.Context, c *cluster.Cluster) {
 		return false
 	})
 	t.Logf("the HPA llama reads %+v", h.Status.CurrentMetrics)
+}
+
+// servingCA returns the CA the manager keeps in the Secret sluice-serving-cert.
+func servingCA(t *testing.T, ctx context.Context, c *cluster.Cluster) []byte {
+	t.Helper()
+	secret, err := c.Clientset.CoreV1().Secrets(installedNamespace).Get(ctx, servingCertSecret, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(secret.Data["ca.crt"]) == 0 {
+		t.Fatalf("the Secret %s holds no ca.crt", servingCertSecret)
+	}
+	return secret.Data["ca.crt"]
+}
+
+// checkManagerMetricsVerified reaches each manager Pod's /metrics over TLS verified with the
+// install's CA, for the name of the manager's metrics Service, as a ServiceMonitor does, and is
+// told to authenticate: the certificate is the one the manager issued, and the metrics are not
+// open.
+func checkManagerMetricsVerified(t *testing.T, ctx context.Context, c *cluster.Cluster, manager string) {
+	t.Helper()
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(servingCA(t, ctx, c))
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: managerMetricsName}}}
+	pods, err := c.Clientset.CoreV1().Pods(installedNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + manager})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range pods.Items {
+		url := "https://" + net.JoinHostPort(pod.Status.PodIP, "8080") + "/metrics"
+		poll.Until(t, settle, "a 401 from the manager's /metrics over verified TLS at "+url, func() bool {
+			resp, err := client.Get(url)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusUnauthorized
+		})
+	}
 }
