@@ -110,7 +110,12 @@ func (a *adapter) run(ctx context.Context) error {
 		return err
 	}
 	go runQuotaCache(ctx, quotas)
-	go pods.Run(ctx)
+	go func() {
+		// The Pods to watch follow the ProviderQuotas: read none before their cache runs.
+		if quotas.WaitForCacheSync(ctx) {
+			pods.Run(ctx)
+		}
+	}()
 	go provider.Run(ctx)
 	return a.Run(ctx)
 }
