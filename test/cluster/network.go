@@ -188,7 +188,7 @@ func (n *serviceNetwork) endpoints(ctx context.Context, svc *corev1.Service) []e
 		if pod.Status.PodIP == "" || pod.DeletionTimestamp != nil {
 			continue
 		}
-		e := endpoint{pod: pod, ip: pod.Status.PodIP, ready: isReady(pod), ports: map[string]int32{}}
+		e := endpoint{pod: pod, ip: pod.Status.PodIP, ready: PodReady(pod), ports: map[string]int32{}}
 		for _, sp := range svc.Spec.Ports {
 			if target, ok := targetPort(pod, sp); ok {
 				e.ports[sp.Name] = target
@@ -199,7 +199,8 @@ func (n *serviceNetwork) endpoints(ctx context.Context, svc *corev1.Service) []e
 	return out
 }
 
-func isReady(pod *corev1.Pod) bool {
+// PodReady reports whether pod's Ready condition is True.
+func PodReady(pod *corev1.Pod) bool {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue

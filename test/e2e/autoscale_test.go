@@ -440,7 +440,7 @@ func readyPodIPs(ctx context.Context, c *cluster.Cluster) []string {
 	}
 	var ips []string
 	for _, pod := range list.Items {
-		if pod.DeletionTimestamp == nil && pod.Status.PodIP != "" && podReady(&pod) {
+		if pod.DeletionTimestamp == nil && pod.Status.PodIP != "" && cluster.PodReady(&pod) {
 			ips = append(ips, pod.Status.PodIP)
 		}
 	}
@@ -451,15 +451,6 @@ func hasCondition(h *autoscalingv2.HorizontalPodAutoscaler, kind autoscalingv2.H
 	for _, c := range h.Status.Conditions {
 		if c.Type == kind && c.Status == corev1.ConditionTrue && c.Reason == reason {
 			return true
-		}
-	}
-	return false
-}
-
-func podReady(pod *corev1.Pod) bool {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
 		}
 	}
 	return false

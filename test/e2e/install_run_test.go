@@ -180,7 +180,7 @@ func checkGatewaysServe(t *testing.T, ctx context.Context, c *cluster.Cluster, g
 	}
 	var targets []string
 	for _, pod := range pods.Items {
-		if podReady(&pod) {
+		if cluster.PodReady(&pod) {
 			targets = append(targets, net.JoinHostPort(pod.Status.PodIP, "8080"))
 		}
 	}
