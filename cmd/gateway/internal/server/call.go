@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -193,7 +192,8 @@ func bearerKey(r *http.Request) (string, bool) {
 // readBody reads a request's body, at most server.maxBodyBytes of it, in the time
 // server.readTimeout allows.
 func readBody(p *policy.Policy, r *http.Request) ([]byte, *apiError) {
-	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, p.Config.Server.MaxBodyBytes))
+	limit := p.Config.Server.MaxBodyBytes
+	body, err := readAtMost(http.MaxBytesReader(nil, r.Body, limit), r.ContentLength, limit+1)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {

@@ -268,7 +268,7 @@ func headerValue(h http.Header, name string) string {
 }
 
 func (s *Server) settleJSON(resp *http.Response, o *outbound) error {
-	body, err := readAtMost(resp, maxResponseBytes+1)
+	body, err := readAtMost(resp.Body, resp.ContentLength, maxResponseBytes+1)
 	if err != nil {
 		resp.Body.Close()
 		o.ticket.Settle(o.estimatedUsage()) // the provider answered 200: it billed the call
@@ -300,21 +300,22 @@ func (s *Server) settleJSON(resp *http.Response, o *outbound) error {
 	return nil
 }
 
-// readAtMost reads up to n bytes of an answer's body, into a buffer of its announced length
-// when it has one.
-func readAtMost(resp *http.Response, n int64) ([]byte, error) {
-	if resp.ContentLength <= 0 || resp.ContentLength >= n {
-		return io.ReadAll(io.LimitReader(resp.Body, n))
+// readAtMost reads up to n bytes of a body, a call's or an answer's, into a buffer of its
+// announced length when it has one (announced is -1 when it has none), rather than one grown as
+// it reads.
+func readAtMost(body io.Reader, announced, n int64) ([]byte, error) {
+	if announced <= 0 || announced >= n {
+		return io.ReadAll(io.LimitReader(body, n))
 	}
-	buf := make([]byte, resp.ContentLength+1) // one more byte finds the end
-	k, err := io.ReadFull(resp.Body, buf)
+	buf := make([]byte, announced+1) // one more byte finds the end
+	k, err := io.ReadFull(body, buf)
 	switch {
-	case int64(k) < resp.ContentLength: // cut off before its announced end
+	case int64(k) < announced: // cut off before its announced end
 		return buf[:k], cmp.Or(err, io.ErrUnexpectedEOF)
 	case err == io.ErrUnexpectedEOF:
 		return buf[:k], nil
 	case err == nil: // longer than announced
-		rest, err := io.ReadAll(io.LimitReader(resp.Body, n-int64(k)))
+		rest, err := io.ReadAll(io.LimitReader(body, n-int64(k)))
 		return append(buf, rest...), err
 	}
 	return buf[:k], err

@@ -28,7 +28,7 @@ func TestReadAtMost(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			resp := &http.Response{ContentLength: tc.contentLength, Body: io.NopCloser(strings.NewReader(tc.body))}
-			got, err := readAtMost(resp, 16)
+			got, err := readAtMost(resp.Body, resp.ContentLength, 16)
 			if string(got) != tc.want || (err != nil) != tc.wantErr {
 				t.Errorf("readAtMost = %q, %v; want %q, error %v", got, err, tc.want, tc.wantErr)
 			}
