@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
@@ -41,7 +43,7 @@ func (t *Ticket) use(limiter Limiter, share policy.Share) {
 // failed closed.
 func (g *Gate) decide(ctx context.Context, t *Ticket) verdict {
 	t.use(g.opts.Limiter, policy.Shared)
-	err := g.seeded(ctx, &t.req, t.checks, &t.decision, func() error { return g.timedDecide(ctx, "shared", t) })
+	err := g.seeded(ctx, &t.req, t.checks, &t.decision, func() error { return g.timedDecide(ctx, g.metrics.decidedShared, t) })
 	switch {
 	case err == nil:
 		g.metrics.storeUp.Set(1)
@@ -62,7 +64,7 @@ func (g *Gate) decide(ctx context.Context, t *Ticket) verdict {
 	}
 	g.metrics.storeErrors.WithLabelValues("local").Inc()
 	t.use(g.opts.Fallback, policy.Local)
-	if err := g.timedDecide(ctx, "local", t); err != nil {
+	if err := g.timedDecide(ctx, g.metrics.decidedLocal, t); err != nil {
 		return verdict{refusal: &Refusal{Reason: Failed}}
 	}
 	return g.conclude(t)
@@ -128,11 +130,12 @@ func (g *Gate) newJobsEpoch(ctx context.Context) error {
 	return g.opts.Jobs.NewEpoch(context.WithoutCancel(ctx))
 }
 
-// timedDecide takes the ticket's decision on its limiter, into t.decision.
-func (g *Gate) timedDecide(ctx context.Context, store string, t *Ticket) error {
+// timedDecide takes the ticket's decision on its limiter, into t.decision, and observes its time
+// into took, the store's series.
+func (g *Gate) timedDecide(ctx context.Context, took prometheus.Observer, t *Ticket) error {
 	start := time.Now()
 	err := t.limiter.Decide(ctx, t.checks, g.now(), &t.decision)
-	g.metrics.decisions.WithLabelValues(store).Observe(time.Since(start).Seconds())
+	took.Observe(time.Since(start).Seconds())
 	return err
 }
 
@@ -175,7 +178,9 @@ func (g *Gate) started(t *Ticket) {
 	t.started = g.now()
 	g.usage.started(&t.req, t.started)
 	g.dispatcher(t.req.provider()).sent(t.started)
-	t.renewal.Store(time.AfterFunc(renewEvery, t.renew))
+	if t.holdsSlots() {
+		t.renewal.Store(time.AfterFunc(renewEvery, t.renew))
+	}
 }
 
 // ended counts a call whose ticket ended, at its real cost, and frees its slot in flight.

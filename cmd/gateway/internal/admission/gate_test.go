@@ -205,6 +205,21 @@ func TestARunningCallRenewsItsSlotsUntilItEnds(t *testing.T) {
 	})
 }
 
+func TestACallWithNoSlotInFlightRenewsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := &failingStore{Memory: ratelimit.NewMemory()}
+		pl := plan{requestsPerMinute: 600, tokensPerMinute: 600_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		g, p := newGateOn(t, pl, store)
+		ticket := mustAdmit(t, g, request(t, p, "sk-acme-alice", 1000))
+		time.Sleep(policy.LeaseTTL)
+		synctest.Wait()
+		if got := store.renewals.Load(); got != 0 {
+			t.Errorf("renewals of a call that holds no slot in flight = %d; want none", got)
+		}
+		ticket.Settle(estimate.Usage{PromptTokens: 100, CompletionTokens: 50})
+	})
+}
+
 // TestASettlementFreesTheProvidersMinuteWhereTheCallTookFromIt settles a call well after it went:
 // its real use replaces its estimate in the second of the provider's rolling minute it was let
 // go in, although nothing has been let go since.

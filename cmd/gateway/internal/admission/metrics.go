@@ -22,6 +22,10 @@ type metrics struct {
 	providerShare *prometheus.GaugeVec
 	breakerOpen   *prometheus.GaugeVec
 	breakerOpens  *prometheus.CounterVec
+
+	// decidedShared and decidedLocal are decisions' series of each store, found once rather than
+	// at every decision.
+	decidedShared, decidedLocal prometheus.Observer
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -50,6 +54,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "sluice_gateway_store_up", Help: "1 when the limiter store answered its last call, 0 when it failed.",
 		}),
 	}
+	m.decidedShared, m.decidedLocal = m.decisions.WithLabelValues("shared"), m.decisions.WithLabelValues("local")
 	m.addQueueMetrics()
 	reg.MustRegister(m.refusals, m.tokens, m.spend, m.decisions, m.storeErrors, m.storeUp, m.reseeds,
 		m.arrivals, m.callDuration, m.queueDepth, m.queueTokens, m.queueWait, m.doorRefusals, m.estimateRatio, m.comebackError, m.providerShare,

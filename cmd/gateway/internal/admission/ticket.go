@@ -132,6 +132,12 @@ func (t *Ticket) settleLater(settlement []ratelimit.Check, now time.Time) {
 	}
 }
 
+// holdsSlots reports whether the call holds a slot in flight on one of its limits: only those
+// have leases to renew while it runs.
+func (t *Ticket) holdsSlots() bool {
+	return slices.ContainsFunc(t.checks, func(c ratelimit.Check) bool { return c.Limit.Dimension == ratelimit.InFlight })
+}
+
 // renew keeps the call's slots in flight for another lease, and again every renewEvery until
 // the ticket ends.
 func (t *Ticket) renew() {
