@@ -22,6 +22,7 @@ type gateways struct {
 	selector  labels.Selector     // nil means no Pods
 	port      int32
 	tokenFile string // the gateways' admin token; empty sends none
+	tokenFor  string // the namespace whose gateways the token is sent to
 	client    *http.Client
 
 	mu          sync.Mutex
@@ -73,7 +74,11 @@ func (g *gateways) newPoller(namespace string) *usage.Poller {
 	if g.selector != nil {
 		listers = append(listers, &usage.PodGateways{Reader: g.reader, Namespace: namespace, Selector: g.selector, Port: g.port, Path: usage.QueuesPath})
 	}
-	return &usage.Poller{Namespace: namespace, Gateways: listers, Client: g.client, AdminTokenFile: g.tokenFile}
+	p := &usage.Poller{Namespace: namespace, Gateways: listers, Client: g.client}
+	if namespace == g.tokenFor {
+		p.AdminTokenFile = g.tokenFile
+	}
+	return p
 }
 
 // totals returns the sum of the last poll of a namespace's gateways, or nil

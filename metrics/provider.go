@@ -91,6 +91,10 @@ type Options struct {
 	// GatewayAdminTokenFile is the file of the token the gateways' admin
 	// endpoints ask for, read at each poll. Empty sends none.
 	GatewayAdminTokenFile string
+	// GatewayAdminTokenNamespace is the namespace of the gateways the token
+	// is theirs: it goes to no gateway elsewhere, since anyone who may make a
+	// Pod with the gateways' labels in another namespace would be sent it.
+	GatewayAdminTokenNamespace string
 	// Interval is the time between scrapes. Zero means DefaultInterval.
 	Interval time.Duration
 	// Timeout bounds one Pod's scrape and one gateway's answer. Zero means
@@ -169,6 +173,7 @@ func New(opts Options) *Provider {
 			selector:    opts.GatewaySelector,
 			port:        opts.GatewayPort,
 			tokenFile:   opts.GatewayAdminTokenFile,
+			tokenFor:    opts.GatewayAdminTokenNamespace,
 			client:      &http.Client{Transport: transport, Timeout: timeout},
 			byNamespace: map[string]*usage.Poller{},
 		},

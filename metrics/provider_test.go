@@ -233,7 +233,8 @@ func TestProviderServesWhatPodsAndGatewaysReport(t *testing.T) {
 		Gateways: map[string][]string{"ai": {gateway.URL + usage.QueuesPath}},
 		Clock:    clk,
 
-		GatewayAdminTokenFile: gatewayTokenFile(t),
+		GatewayAdminTokenFile:      gatewayTokenFile(t),
+		GatewayAdminTokenNamespace: "ai",
 	})
 
 	p.Refresh(ctx)
@@ -268,8 +269,10 @@ func TestProviderServesWhatPodsAndGatewaysReport(t *testing.T) {
 }
 
 // TestProviderFindsGatewaysBySelector checks that gateway Pods are found by
-// their labels in every namespace, each queueing for its own namespace, and
-// that a gateway gone takes its value with it.
+// their labels in every namespace, each queueing for its own namespace, that
+// the admin token goes only to the gateways of its namespace (a Pod with the
+// gateways' labels elsewhere is asked without it, and so answers nothing),
+// and that a gateway gone takes its value with it.
 func TestProviderFindsGatewaysBySelector(t *testing.T) {
 	ctx := context.Background()
 	gateway := gatewayQueues(t, t0, map[string]int64{"llama": 4})
@@ -278,7 +281,8 @@ func TestProviderFindsGatewaysBySelector(t *testing.T) {
 	gatewayLabels := map[string]string{"app.kubernetes.io/name": "sluice-gateway"}
 	gwPod := runningPod("ai", "gw-0", "127.0.0.1", gatewayLabels, nil)
 	other := runningPod("ml", "web-0", "127.0.0.1", map[string]string{"app": "web"}, nil)
-	reader := testReader(t, &gwPod, &other)
+	impostor := runningPod("elsewhere", "gw-0", "127.0.0.1", gatewayLabels, nil)
+	reader := testReader(t, &gwPod, &other, &impostor)
 	p := New(Options{
 		Quotas:          reader,
 		Pods:            reader,
@@ -287,12 +291,14 @@ func TestProviderFindsGatewaysBySelector(t *testing.T) {
 		GatewayPort:     int32(gwPort),
 		Clock:           clocktesting.NewFakeClock(t0),
 
-		GatewayAdminTokenFile: gatewayTokenFile(t),
+		GatewayAdminTokenFile:      gatewayTokenFile(t),
+		GatewayAdminTokenNamespace: "ai",
 	})
 
 	p.Refresh(ctx)
 	checkOne(t, p, types.NamespacedName{Namespace: "ai", Name: "llama"}, quotasInfo, servedValue{"ProviderQuota", "llama", "4", t0})
 	checkExternal(t, p, "ml", labels.Everything(), QueueDepth, nil)
+	checkExternal(t, p, "elsewhere", labels.Everything(), QueueDepth, nil)
 
 	if err := reader.(client.Client).Delete(ctx, &gwPod); err != nil {
 		t.Fatal(err)

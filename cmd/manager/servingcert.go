@@ -25,9 +25,9 @@ const (
 // metrics') from a CA it keeps in the same Secret, renews both before they expire, and writes the
 // CA into the APIServices' caBundle, so that the aggregator verifies the adapter with no
 // cert-manager installed. The Secret must exist (empty): cert-controller fills it. Its RBAC is
-// written beside the manager's Deployment (config/manager/serving-cert-rbac.yaml), since the
-// APIServices are cluster-scoped and the Secret is in the manager's own namespace, not always
-// the one it watches.
+// written beside the manager's Deployment (config/manager/serving-cert.yaml, and the chart's
+// templates/serving-cert.yaml), since the APIServices are cluster-scoped and the Secret is in the
+// manager's own namespace, not always the one it watches.
 
 // addCertRotator has the elected manager issue and renew the serving certificate, if the flags
 // ask it to.

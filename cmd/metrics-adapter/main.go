@@ -18,6 +18,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -70,7 +71,8 @@ func main() {
 	fs.StringArrayVar(&a.gateways, "gateway-usage", nil, "NAMESPACE=URL: a gateway's queues endpoint (…/admin/queues), queueing for the ProviderQuotas of NAMESPACE; repeat for each gateway")
 	fs.StringVar(&a.gatewaySelector, "gateway-selector", "", "label selector of the gateway Pods, in every namespace, such as app.kubernetes.io/name=sluice-gateway; each queues for the ProviderQuotas of its namespace")
 	fs.IntVar(&a.gatewayPort, "gateway-admin-port", 9090, "the gateway Pods' admin port, which serves /admin/queues")
-	fs.StringVar(&a.opts.GatewayAdminTokenFile, "gateway-admin-token-file", "", "file of the token the gateways' admin endpoints ask for (their --admin-token-file), sent at each poll; empty sends none")
+	fs.StringVar(&a.opts.GatewayAdminTokenFile, "gateway-admin-token-file", "", "file of the token the gateways' admin endpoints ask for (their --admin-token-file), sent at each poll to the gateways of --gateway-admin-token-namespace; empty sends none")
+	fs.StringVar(&a.opts.GatewayAdminTokenNamespace, "gateway-admin-token-namespace", "", "the namespace of the gateways --gateway-admin-token-file is for; the token goes to no gateway elsewhere")
 	logs.AddFlags(fs)
 	if err := fs.Parse(os.Args); err != nil {
 		klog.Fatalf("metrics-adapter: %v", err)
@@ -136,6 +138,9 @@ func (a *adapter) setGatewayOptions() error {
 	if path := a.opts.GatewayAdminTokenFile; path != "" {
 		if _, err := gatewayv1.ReadAdminToken(path); err != nil {
 			return fmt.Errorf("--gateway-admin-token-file: %w", err)
+		}
+		if a.opts.GatewayAdminTokenNamespace == "" {
+			return errors.New("--gateway-admin-token-file: must come with --gateway-admin-token-namespace, the namespace of the gateways it is for")
 		}
 	}
 	a.opts.Gateways, a.opts.GatewaySelector, a.opts.GatewayPort = gateways, selector, int32(a.gatewayPort)

@@ -76,7 +76,7 @@ func TestHPAScalesInferencePodsOnWaitingRequests(t *testing.T) {
 	// The adapter starts before the CRDs exist, so the ProviderQuota's object metric below is
 	// served only if the adapter refreshes its REST mapper and its informers find the new kind.
 	gatewayPort := fakeGateway(t, map[string]int64{inferenceName: 4})
-	adapter := startAdapter(t, c, gatewayPort)
+	adapter := startAdapter(t, c, gatewayPort, inferenceNamespace)
 	if _, err := envtest.InstallCRDs(c.Config, envtest.CRDInstallOptions{Paths: []string{filepath.Join("..", "..", "config", "crd", "bases")}, ErrorIfPathMissing: true}); err != nil {
 		t.Fatalf("install the CRDs: %v", err)
 	}
@@ -235,15 +235,16 @@ type adapterProcess struct {
 
 // startAdapter runs the metrics adapter on 127.0.0.1, as the notes on the control plane say: it
 // lists with the admin's kubeconfig and delegates authentication and authorization to the API
-// server, which proxies to it with the front-proxy certificate.
-func startAdapter(t *testing.T, c *cluster.Cluster, gatewayPort int) *adapterProcess {
+// server, which proxies to it with the front-proxy certificate. It sends the admin token to the
+// gateways of gatewayNamespace only.
+func startAdapter(t *testing.T, c *cluster.Cluster, gatewayPort int, gatewayNamespace string) *adapterProcess {
 	t.Helper()
 	_, port, _ := net.SplitHostPort(freeAddr(t))
 	cmd := exec.Command(adapterBin,
 		"--secure-port="+port, "--bind-address=127.0.0.1", "--cert-dir="+t.TempDir(),
 		"--lister-kubeconfig="+c.Kubeconfig, "--authentication-kubeconfig="+c.Kubeconfig, "--authorization-kubeconfig="+c.Kubeconfig,
 		"--discovery-interval=5s", "--gateway-selector="+gatewaySelector, "--gateway-admin-port="+strconv.Itoa(gatewayPort),
-		"--gateway-admin-token-file="+adminTokenFile(t), "--v=2")
+		"--gateway-admin-token-file="+adminTokenFile(t), "--gateway-admin-token-namespace="+gatewayNamespace, "--v=2")
 	n, _ := strconv.Atoi(port)
 	return &adapterProcess{port: n, proc: proc.Start(t, "metrics-adapter", cmd)}
 }

@@ -62,7 +62,7 @@ func startSelfHostedScene(t *testing.T, samples string, replicas int32) *selfHos
 	api, admin := freeAddr(t), freeAddr(t)
 	_, adminPort, _ := net.SplitHostPort(admin)
 	port, _ := strconv.Atoi(adminPort)
-	adapter := startAdapter(t, c, port)
+	adapter := startAdapter(t, c, port, samplesNamespace)
 	c.RegisterMetricsAdapter(t, adapter.port)
 	gw := gatewayPod()
 	gw.Namespace = samplesNamespace
