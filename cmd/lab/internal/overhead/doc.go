@@ -7,9 +7,10 @@
 //   - stub: a zero-delay upstream in this process, which answers every chat
 //     completion at once in OpenAI's JSON with a usage block;
 //   - proxy: a bare [httputil.ReverseProxy] in front of the stub, in a process
-//     of its own ([ProxyCommand] of this program), keeping as many idle
-//     connections to the stub (256) as the gateway does to a provider without
-//     maxInFlight, more than the workers use;
+//     of its own ([ProxyCommand] of this program), with a pool of the buffers
+//     it copies answers through, as a proxy built for load has, keeping as
+//     many idle connections to the stub (256) as the gateway does to a
+//     provider without maxInFlight, more than the workers use;
 //   - gateway: the gateway binary in front of the stub, with a limit at each
 //     of the five levels (user, tenant, endpoint, global, provider), each set
 //     to queue (onLimit Queue) and to ten times what the run needs, so every
@@ -25,6 +26,13 @@
 // [Options.Workers] requests in flight, and connections, per target; a
 // request that finds them all busy when it is due is counted as late, and
 // the report says the generator fell behind.
+//
+// On a machine of two CPUs or more the run is pinned ([Options.Pin]): this
+// process, the load and the stub, keeps to CPU 0, and the proxy and the
+// gateway, started from it and so with GOMAXPROCS 1, move to CPU 1, each
+// process on its core, as a gateway pod limited to one CPU runs. Unpinned,
+// the targets' CPU times take in how the kernel and the Go scheduler shuffle
+// three processes' threads over the cores, which changes from run to run.
 //
 // A run is [Options.Rounds] rounds; each round runs every rate against every
 // target in turn, stub, proxy, gateway, for [Options.Step] each, so that a

@@ -29,6 +29,11 @@ type Options struct {
 	Workers int
 	// Gateway is the path of the gateway binary.
 	Gateway string
+	// Pin runs the load and the stub on CPU 0 and the target measured on
+	// CPU 1, when the machine has both: each process on its core, the way
+	// a gateway pod limited to one CPU runs (with GOMAXPROCS 1), and the
+	// targets' CPU times free of each other's and the load's scheduling.
+	Pin bool
 	// Self is the path of a binary whose command ProxyCommand serves the
 	// bare proxy (see RunProxy). Empty means this program.
 	Self string
@@ -36,7 +41,7 @@ type Options struct {
 
 // DefaultOptions is the reference run: 500 and 2,000 requests a second, 10 s
 // per step, 3 rounds after a 2 s warm-up, at most 128 requests in flight per
-// target, the gateway at bin/gateway.
+// target, pinned, the gateway at bin/gateway.
 func DefaultOptions() Options {
 	return Options{
 		Rates:   []int{500, 2000},
@@ -44,6 +49,7 @@ func DefaultOptions() Options {
 		Rounds:  3,
 		Warmup:  2 * time.Second,
 		Workers: 128,
+		Pin:     true,
 		Gateway: gatewayproc.DefaultBinary,
 	}
 }
@@ -56,6 +62,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Rounds, "rounds", o.Rounds, "how many times every rate runs against every target")
 	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "an uncounted step per target, at the lowest rate, before the rounds; 0 for none")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "the most requests in flight, and connections, to each target")
+	fs.BoolVar(&o.Pin, "pin", o.Pin, "run the load on CPU 0 and the target measured on CPU 1, when the machine has both")
 	gatewayproc.AddFlag(fs, &o.Gateway, "path of the gateway binary")
 }
 

@@ -11,7 +11,7 @@ import (
 )
 
 func TestAddFlags(t *testing.T) {
-	got, err := labtest.ParseFlags(DefaultOptions(), "-rates", "100, 200", "-step", "1s", "-rounds", "1", "-warmup", "0", "-workers", "8", "-gateway", "/tmp/gw")
+	got, err := labtest.ParseFlags(DefaultOptions(), "-rates", "100, 200", "-step", "1s", "-rounds", "1", "-warmup", "0", "-workers", "8", "-pin=false", "-gateway", "/tmp/gw")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,12 +32,20 @@ func (r Report) footer() string {
 			s += fmt.Sprintf("note: %d/s %s: %s\n", res.Rate, res.Target, n)
 		}
 	}
-	s += fmt.Sprintf("load average %s at the start, %s at the end, on %d CPUs\n",
-		orUnknown(r.LoadAverage.Start), orUnknown(r.LoadAverage.End), r.Settings.CPUs)
+	s += fmt.Sprintf("load average %s at the start, %s at the end, on %d CPUs%s\n",
+		orUnknown(r.LoadAverage.Start), orUnknown(r.LoadAverage.End), r.Settings.CPUs, pinning(r.Settings))
 	for _, c := range r.Checks {
 		s += c.String() + "\n"
 	}
 	return s
+}
+
+// pinning says where the processes ran, when the run pinned them.
+func pinning(s Settings) string {
+	if !s.Pinned {
+		return ""
+	}
+	return fmt.Sprintf("; the load on CPU %d, each target on CPU %d", loadCPU, targetCPU)
 }
 
 // note says what went wrong with a result's requests; empty if nothing did.

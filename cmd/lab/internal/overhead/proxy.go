@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -69,16 +70,31 @@ func RunProxy(ctx context.Context, args []string, stdin io.Reader, stdout io.Wri
 	return srv.Shutdown(shutdown)
 }
 
-// newProxy is the bare proxy: the standard library's reverse proxy, and
-// nothing else, in front of upstream.
+// newProxy is the bare proxy: the standard library's reverse proxy in front
+// of upstream, with a pool of the buffers it copies answers through, as a
+// proxy built for load has, and nothing else.
 func newProxy(upstream *url.URL) *httputil.ReverseProxy {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConns, transport.MaxIdleConnsPerHost = upstreamIdleConns, upstreamIdleConns // the first caps every host together: 100 by default
 	return &httputil.ReverseProxy{
-		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(upstream) },
-		Transport: transport,
+		Rewrite:    func(pr *httputil.ProxyRequest) { pr.SetURL(upstream) },
+		Transport:  transport,
+		BufferPool: &copyBuffers{},
 	}
 }
+
+// copyBuffers is an httputil.BufferPool of 32 KiB buffers, the size the
+// reverse proxy allocates for each answer without one.
+type copyBuffers struct{ pool sync.Pool }
+
+func (p *copyBuffers) Get() []byte {
+	if b, ok := p.pool.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, 32<<10)
+}
+
+func (p *copyBuffers) Put(b []byte) { p.pool.Put(&b) }
 
 // startProxy starts self's ProxyCommand in front of upstream, its log in
 // dir, and returns it with its base URL once it listens.

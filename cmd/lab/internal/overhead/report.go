@@ -73,6 +73,8 @@ type Settings struct {
 	WarmupSeconds float64 `json:"warmupSeconds"`
 	Workers       int     `json:"workers"`
 	CPUs          int     `json:"cpus"`
+	// Pinned is true when the load ran on CPU 0 and the targets on CPU 1.
+	Pinned bool `json:"pinned"`
 }
 
 // Step is one rate against one target for one round.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 
 	"github.com/sluicehq/sluice/cmd/lab/internal/gatewayproc"
 )
@@ -24,12 +25,20 @@ func Run(ctx context.Context, opts Options, progress io.Writer) (Report, error) 
 	if err := gatewayproc.CheckBinary(opts.Gateway); err != nil {
 		return Report{}, err
 	}
-	r, err := startRig(ctx, opts)
+	cpus := ownCPUs()
+	pinned := opts.Pin && slices.Contains(cpus, loadCPU) && slices.Contains(cpus, targetCPU)
+	if pinned {
+		if err := pin(os.Getpid(), loadCPU); err != nil {
+			return Report{}, err
+		}
+		defer pin(os.Getpid(), cpus...)
+	}
+	r, err := startRig(ctx, opts, pinned)
 	if err != nil {
 		return Report{}, err
 	}
 	defer r.stop()
-	rep := Report{Settings: settingsOf(opts), LoadAverage: LoadAverage{Start: loadAverage()}}
+	rep := Report{Settings: settingsOf(opts, pinned), LoadAverage: LoadAverage{Start: loadAverage()}}
 	err = r.run(ctx, opts, &rep, progress)
 	rep.LoadAverage.End = loadAverage()
 	rep.Results = results(rep.Steps, opts.Rates)
@@ -37,7 +46,7 @@ func Run(ctx context.Context, opts Options, progress io.Writer) (Report, error) 
 	return rep, err
 }
 
-func settingsOf(o Options) Settings {
+func settingsOf(o Options, pinned bool) Settings {
 	return Settings{
 		Rates:         o.Rates,
 		StepSeconds:   o.Step.Seconds(),
@@ -45,6 +54,7 @@ func settingsOf(o Options) Settings {
 		WarmupSeconds: o.Warmup.Seconds(),
 		Workers:       o.Workers,
 		CPUs:          runtime.NumCPU(),
+		Pinned:        pinned,
 	}
 }
 
@@ -58,8 +68,9 @@ type rig struct {
 }
 
 // startRig starts the targets, the processes' files in a temporary
-// directory.
-func startRig(ctx context.Context, opts Options) (_ *rig, err error) {
+// directory. Pinned, the targets start on loadCPU, where Run keeps this
+// process, and so take GOMAXPROCS 1; then they move to targetCPU.
+func startRig(ctx context.Context, opts Options, pinned bool) (_ *rig, err error) {
 	self := opts.Self
 	if self == "" {
 		if self, err = os.Executable(); err != nil {
@@ -90,6 +101,13 @@ func startRig(ctx context.Context, opts Options) (_ *rig, err error) {
 	}
 	gatewayURL := gateway.URL
 	r.procs = append(r.procs, gateway)
+	if pinned {
+		for _, p := range r.procs {
+			if err := pin(p.Pid(), targetCPU); err != nil {
+				return nil, err
+			}
+		}
+	}
 	r.clients = []*client{
 		newClient(Stub, r.stub.url, nil, opts.Workers),
 		newClient(Proxy, proxyURL, proxy, opts.Workers),
