@@ -179,7 +179,7 @@ func (g *Gate) started(t *Ticket) {
 	g.usage.started(&t.req, t.started)
 	g.dispatcher(t.req.provider()).sent(t.started)
 	if t.holdsSlots() {
-		t.renewal.Store(time.AfterFunc(renewEvery, t.renew))
+		g.renewals.add(g, t, t.started)
 	}
 }
 

@@ -88,13 +88,19 @@ func (d *dispatcher) maxPause() time.Duration {
 }
 
 // ended takes in a call back from the provider: its slot is free, and a success grows the share.
+// It wakes the dispatcher only when a call waits that what the call gave back may let go: in its
+// own queue, or in that of another provider of its pools, which it may serve (see steal). A call
+// that arrives later decides at once, or queues and wakes it itself.
 func (d *dispatcher) ended(served bool) {
 	d.mu.Lock()
 	if served && d.share < 1 {
 		d.setShare(min(d.share+shareStep, 1))
 	}
+	waiting := d.q.Len() > 0
 	d.mu.Unlock()
-	d.kick()
+	if waiting || d.g.poolWaiting(d.provider) {
+		d.kick()
+	}
 }
 
 // reported takes in the limits a provider's answer reported and reports whether the limits

@@ -89,6 +89,7 @@ type Gate struct {
 	cancel      context.CancelFunc
 	dispatchers sync.Map           // provider name -> *dispatcher
 	leases      *ids.Sequence      // names calls' in-flight slots
+	renewals    renewals           // the running calls' slots in flight
 	reseeds     singleflight.Group // by scope: one re-seed at a time
 }
 

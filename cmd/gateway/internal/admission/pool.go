@@ -242,6 +242,27 @@ func (g *Gate) existingDispatcher(provider string) *dispatcher {
 	return nil
 }
 
+// poolWaiting reports whether a call waits in the queue of another provider of provider's pools.
+func (g *Gate) poolWaiting(provider string) bool {
+	p := g.policy().Provider(provider)
+	if p == nil {
+		return false
+	}
+	for _, name := range p.Pooled {
+		if d := g.existingDispatcher(name); d != nil && d.waiting() {
+			return true
+		}
+	}
+	return false
+}
+
+// waiting reports whether a call waits in the queue.
+func (d *dispatcher) waiting() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.q.Len() > 0
+}
+
 // kickPool wakes the dispatchers of the other providers of provider's pools: a call queued
 // there that one of them may send.
 func (g *Gate) kickPool(provider string) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,7 +14,8 @@ import (
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
 
-// settleTimeout bounds one try to settle a call, which happens after the client has its answer.
+// settleTimeout bounds each later try to settle a call (see settleLater), a renewal of its slots
+// and the record of a job's charge; a call's first try is bounded by the limiter itself.
 const settleTimeout = 5 * time.Second
 
 // renewEvery is how often a running call's slots in flight are renewed: three times a lease.
@@ -47,8 +49,7 @@ type Ticket struct {
 	checks   []ratelimit.Check  // in buf
 	decision ratelimit.Decision // the last decision on checks
 	started  time.Time
-	took     time.Time                  // when the store took the decision that let the call go, by its clock
-	renewal  atomic.Pointer[time.Timer] // renews the call's slots in flight while it runs
+	took     time.Time // when the store took the decision that let the call go, by its clock
 	ended    atomic.Bool
 }
 
@@ -86,9 +87,8 @@ func (t *Ticket) end(u *estimate.Usage, sent bool) bool {
 	if sent {
 		held = t.req.ProviderTokens
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
-	defer cancel()
-	var buf [ratelimit.MaxChecks]ratelimit.Check
+	buf := settlements.Get().(*[ratelimit.MaxChecks]ratelimit.Check)
+	defer settlements.Put(buf)
 	settlement := policy.Release(policy.Settlement(buf[:0], t.checks, actual, held), t.checks)
 	if !charged {
 		settlement = policy.Unserved(settlement, t.checks, sent)
@@ -96,16 +96,21 @@ func (t *Ticket) end(u *estimate.Usage, sent bool) bool {
 	for i := range settlement {
 		settlement[i].Took = t.took
 	}
-	if r := t.renewal.Load(); r != nil {
-		r.Stop()
-	}
-	if now := t.g.now(); t.limiter.Settle(ctx, t.lease, settlement, now) != nil {
+	t.g.renewals.remove(t)
+	// No deadline of its own: the limiter bounds its wait (the Redis pipeline's callerWait), and a
+	// settlement is tried again on failure.
+	if now := t.g.now(); t.limiter.Settle(context.Background(), t.lease, settlement, now) != nil {
 		t.g.metrics.storeErrors.WithLabelValues("settle").Inc()
 		go t.settleLater(slices.Clone(settlement), now)
 	}
 	t.g.ended(t, actual, u != nil)
 	return true
 }
+
+// settlements are the buffers calls' settlements are made in, reused rather than allocated at
+// every call: a limiter keeps none of a settlement once Settle returns, and a settlement tried
+// again later is a copy.
+var settlements = sync.Pool{New: func() any { return new([ratelimit.MaxChecks]ratelimit.Check) }}
 
 // settleLater tries again a settlement the store failed, with backoff, until it lands, a lease
 // has passed (its slots in flight have freed themselves), or the gate closes.
@@ -138,8 +143,7 @@ func (t *Ticket) holdsSlots() bool {
 	return slices.ContainsFunc(t.checks, func(c ratelimit.Check) bool { return c.Limit.Dimension == ratelimit.InFlight })
 }
 
-// renew keeps the call's slots in flight for another lease, and again every renewEvery until
-// the ticket ends.
+// renew keeps the call's slots in flight for another lease, unless the ticket has ended.
 func (t *Ticket) renew() {
 	if t.ended.Load() {
 		return
@@ -148,9 +152,6 @@ func (t *Ticket) renew() {
 	defer cancel()
 	if err := t.limiter.Renew(ctx, t.checks, t.g.now()); err != nil {
 		t.g.metrics.storeErrors.WithLabelValues("renew").Inc()
-	}
-	if r := t.renewal.Load(); r != nil {
-		r.Reset(renewEvery)
 	}
 }
 

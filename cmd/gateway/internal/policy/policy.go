@@ -12,6 +12,8 @@ package policy
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/url"
 	"os"
@@ -309,7 +311,10 @@ func (p *Policy) checkCount(c *Caller) error {
 
 // Caller returns whose key this is, or nil for an unknown key.
 func (p *Policy) Caller(apiKey string) *Caller {
-	return p.callers[gatewayv1.HashKey(apiKey)]
+	sum := sha256.Sum256([]byte(apiKey))
+	var hexSum [2 * sha256.Size]byte
+	hex.Encode(hexSum[:], sum[:])
+	return p.callers[string(hexSum[:])] // as gatewayv1.HashKey spells it; a map read makes no string of it
 }
 
 // CallerOf returns whose key has this SHA-256 (lower-case hex), or nil: a job keeps the hash of
