@@ -62,9 +62,13 @@ type chatBodyMessages struct {
 	Messages            []chatMessage `json:"messages"`
 }
 
-// parseChat reads a chat request in one pass. A body that does not decode so is read again,
-// message by message, to say which part of it is wrong.
+// parseChat reads a chat request in one pass: by hand when it is plain (see plainChat), else
+// with encoding/json. A body that does not decode so is read again, message by message, to say
+// which part of it is wrong.
 func parseChat(body []byte) (*Request, error) {
+	if b, unread, ok := plainChat(body); ok {
+		return chatRequest(&b.options, b.MaxCompletionTokens, &b.rendered, unread, b.Messages, (*Prompt).addChatMessage)
+	}
 	var b chatBodyMessages
 	if json.Unmarshal(body, &b) != nil {
 		return parseChatByMessage(body)
