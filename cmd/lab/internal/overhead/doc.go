@@ -5,7 +5,11 @@
 // Three targets run at once on loopback ports:
 //
 //   - stub: a zero-delay upstream in this process, which answers every chat
-//     completion at once in OpenAI's JSON with a usage block;
+//     completion at once in OpenAI's JSON with a usage block, and with the
+//     headers OpenAI sends: a request id, its processing time and its rate
+//     limits, whose remaining counts change from one answer to the next
+//     (the proxy passes them on; the gateway reads them, and answers with
+//     its own);
 //   - proxy: a bare [httputil.ReverseProxy] in front of the stub, in a process
 //     of its own ([ProxyCommand] of this program), with a pool of the buffers
 //     it copies answers through, as a proxy built for load has, keeping as

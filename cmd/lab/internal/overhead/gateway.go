@@ -31,6 +31,7 @@ func userKey(user int) string { return fmt.Sprintf("sk-overhead-user-%02d", user
 func gatewayConfig(stubURL string, peak, workers int) gatewayv1.Config {
 	perSecond := int64(headroom * peak)
 	perMinute := 60 * perSecond
+	provider := limitsFor(peak)
 	return gatewayv1.Config{
 		APIVersion: gatewayv1.APIVersion,
 		Kind:       gatewayv1.Kind,
@@ -39,8 +40,8 @@ func gatewayConfig(stubURL string, peak, workers int) gatewayv1.Config {
 			Name:              stubProvider,
 			BaseURL:           stubURL + "/v1",
 			Models:            []gatewayv1.Model{{Name: model, Encoding: encoding}},
-			RequestsPerMinute: perMinute,
-			TokensPerMinute:   perMinute * requestTokens,
+			RequestsPerMinute: provider.requests,
+			TokensPerMinute:   provider.tokens,
 			MaxInFlight:       int64(headroom * workers),
 			Prices:            gatewayv1.Prices{InputPerMillion: "3.00", OutputPerMillion: "3.00"},
 		}},
@@ -56,6 +57,17 @@ func gatewayConfig(stubURL string, peak, workers int) gatewayv1.Config {
 			}},
 		}},
 	}
+}
+
+// providerLimits are the stub's limits a minute, as its rate-limit headers
+// report them and the gateway is configured with them.
+type providerLimits struct{ requests, tokens int64 }
+
+// limitsFor is the stub's limits for a run whose highest rate is peak:
+// headroom times what the run needs.
+func limitsFor(peak int) providerLimits {
+	perMinute := int64(60 * headroom * peak)
+	return providerLimits{requests: perMinute, tokens: perMinute * requestTokens}
 }
 
 // queue is one limit of amount per period that queues what is over it.

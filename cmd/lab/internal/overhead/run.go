@@ -87,7 +87,7 @@ func startRig(ctx context.Context, opts Options, pinned bool) (_ *rig, err error
 			r.stop()
 		}
 	}()
-	if r.stub, err = startStub(); err != nil {
+	if r.stub, err = startStub(limitsFor(opts.peak())); err != nil {
 		return nil, err
 	}
 	proxy, proxyURL, err := startProxy(self, dir, r.stub.url)

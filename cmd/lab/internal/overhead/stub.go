@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -24,14 +25,16 @@ const (
 var requestBody = openai.ChatBody(model, maxTokens, "Say hello in one short sentence.")
 
 // stub is the zero-delay upstream: it answers every chat completion at
-// once, in OpenAI's JSON with a usage block.
+// once, in OpenAI's JSON with a usage block and with the headers OpenAI
+// sends (see setProviderHeaders).
 type stub struct {
 	srv *http.Server
 	url string
 }
 
-// startStub serves the stub on a free loopback port.
-func startStub() (*stub, error) {
+// startStub serves the stub on a free loopback port, reporting the limits
+// of limits in its rate-limit headers.
+func startStub(limits providerLimits) (*stub, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("overhead: listen for the stub: %w", err)
@@ -44,11 +47,31 @@ func startStub() (*stub, error) {
 			apiErr.Write(w)
 			return
 		}
-		openai.WriteReply(w, openai.Chat, openai.NewReply(req, seq.Add(1), time.Now().Unix()))
+		n := seq.Add(1)
+		setProviderHeaders(w.Header(), limits, n)
+		openai.WriteReply(w, openai.Chat, openai.NewReply(req, n, time.Now().Unix()))
 	})
 	s := &stub{srv: &http.Server{Handler: mux, ReadHeaderTimeout: requestTimeout}, url: "http://" + ln.Addr().String()}
 	go func() { _ = s.srv.Serve(ln) }() // ErrServerClosed, when close closes it
 	return s, nil
+}
+
+// setProviderHeaders sets the headers OpenAI sends with an answer, the n-th
+// since the stub started: its request id, its processing time and its
+// rate limits, whose remaining counts change from one answer to the next as
+// a real provider's do. They report the limits the gateway is configured
+// with, so that it learns none lower, and never run out.
+func setProviderHeaders(h http.Header, limits providerLimits, n uint64) {
+	used := int64(n % 1000)
+	h.Set("X-Request-Id", "req_"+strconv.FormatUint(n, 10))
+	h.Set("Openai-Processing-Ms", "1")
+	h.Set("Openai-Version", "2020-10-01")
+	h.Set("X-Ratelimit-Limit-Requests", strconv.FormatInt(limits.requests, 10))
+	h.Set("X-Ratelimit-Remaining-Requests", strconv.FormatInt(limits.requests-1-used, 10))
+	h.Set("X-Ratelimit-Reset-Requests", strconv.FormatInt(used%60+1, 10)+"ms")
+	h.Set("X-Ratelimit-Limit-Tokens", strconv.FormatInt(limits.tokens, 10))
+	h.Set("X-Ratelimit-Remaining-Tokens", strconv.FormatInt(limits.tokens-requestTokens*(1+used), 10))
+	h.Set("X-Ratelimit-Reset-Tokens", "0s")
 }
 
 // close stops the stub and drops its connections.
