@@ -287,14 +287,30 @@ func adminGet(url string) (*http.Response, error) {
 	return http.DefaultClient.Do(req)
 }
 
+// freeAddr is a loopback address free now that no earlier call gave: the kernel may hand a port
+// closed a moment ago out again, and two of a test's processes must not be told the same one.
 func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	givenAddrs.mu.Lock()
+	defer givenAddrs.mu.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if !givenAddrs.seen[addr] {
+			givenAddrs.seen[addr] = true
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
 }
+
+// givenAddrs are the addresses freeAddr gave.
+var givenAddrs = struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}{seen: map[string]bool{}}
 
 // answer is a gateway's answer, read whole.
 type answer struct {
