@@ -5,7 +5,6 @@ import (
 	"os"
 	"strconv"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,7 +30,7 @@ func ownCPUs() []int {
 		return nil
 	}
 	var cpus []int
-	for cpu := range 8 * int(unsafe.Sizeof(set)) {
+	for cpu := range 64 * len(set) { // a CPUSet is a bitmask of uint64s
 		if set.IsSet(cpu) {
 			cpus = append(cpus, cpu)
 		}
