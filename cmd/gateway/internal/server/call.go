@@ -92,7 +92,7 @@ func (s *Server) serveOffers(w http.ResponseWriter, r *http.Request, c *call) bo
 	}
 	o := s.newOutbound(r.Context(), c, t, w.Header())
 	defer o.end()
-	s.proxy(c.route.Provider).ServeHTTP(w, r.WithContext(o.ctx))
+	s.relay(w, r, o)
 	return o.failedOver
 }
 

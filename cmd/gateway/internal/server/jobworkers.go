@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -254,7 +253,7 @@ func (s *Server) forward(ctx context.Context, c *call, t *admission.Ticket) jobs
 	defer cancel()
 	o := s.newOutbound(ctx, c, t, nil)
 	defer o.end()
-	resp, err := s.send(o)
+	resp, err := s.send(o, jobPath(o.endpoint), jobHeaders)
 	if err != nil {
 		e := s.unanswered(o, err)
 		if e == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -280,24 +279,8 @@ func (s *Server) forward(ctx context.Context, c *call, t *admission.Ticket) jobs
 		Retry: resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500}
 }
 
-// send sends a job's call to its provider, through the provider's retrying transport, and
-// settles the answer as the proxy settles a live call's.
-func (s *Server) send(o *outbound) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(o.ctx, http.MethodPost, o.target(jobPath(o.endpoint)).String(), bytes.NewReader(o.body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header = providerHeaders(http.Header{"Content-Type": {"application/json"}}, o.call)
-	resp, err := s.proxy(o.route.Provider).Transport.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.settleResponse(resp, o); err != nil {
-		resp.Body.Close()
-		return nil, err
-	}
-	return resp, nil
-}
+// jobHeaders are the headers a job's call is sent with, as a client's would be.
+var jobHeaders = http.Header{"Content-Type": {"application/json"}}
 
 // forwardTimeout bounds a job's call at its provider, answer included: each of the provider's
 // attempts has its timeout to answer, with the longest backoff between them, and one more

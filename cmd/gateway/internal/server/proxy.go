@@ -11,7 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
+	"net/textproto"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,42 +33,137 @@ const maxResponseBytes = 32 << 20
 // calls in flight; the gateway's server.maxInFlight bounds how many it opens.
 const idleConnsUncapped = 256
 
-// proxyKey tells apart the reverse proxies: one per provider, timeout, retry settings and cap of
-// calls in flight.
-type proxyKey struct {
+// transportKey tells apart the transports of providers' calls: one per provider, timeout, retry
+// settings and cap of calls in flight.
+type transportKey struct {
 	provider    string
 	timeout     time.Duration
 	retry       gatewayv1.Retry
 	maxInFlight int64
 }
 
-// proxy returns the reverse proxy for a provider's calls, one per provider, timeout, retry
-// settings and cap of calls in flight. Its Transport retries and reports the provider's throttles
-// to the gate.
-func (s *Server) proxy(p *policy.Provider) *httputil.ReverseProxy {
+// transport returns the transport of a provider's calls, one per provider, timeout, retry
+// settings and cap of calls in flight. It retries, and reports the provider's throttles and
+// failures to the gate.
+func (s *Server) transport(p *policy.Provider) *upstream.Transport {
 	cfg := p.Config
-	key := proxyKey{provider: p.Name, timeout: cfg.Timeout.Duration, retry: cfg.Retry, maxInFlight: cfg.MaxInFlight}
-	if rp, ok := s.proxies.Load(key); ok {
-		return rp.(*httputil.ReverseProxy)
+	key := transportKey{provider: p.Name, timeout: cfg.Timeout.Duration, retry: cfg.Retry, maxInFlight: cfg.MaxInFlight}
+	if t, ok := s.transports.Load(key); ok {
+		return t.(*upstream.Transport)
 	}
-	transport := upstream.New(providerTransport(cfg), upstream.Options{
+	t := upstream.New(providerTransport(cfg), upstream.Options{
 		MaxAttempts: int(cfg.Retry.MaxAttempts), BaseDelay: cfg.Retry.BaseDelay.Duration, MaxDelay: cfg.Retry.MaxDelay.Duration,
 		Throttled:   func(_ int, retryAfter time.Duration) { s.gate.Throttled(p.Name, retryAfter) },
 		Attempted:   func(status int, err error) { s.attempted(p.Name, status, err) },
 		Unreachable: s.retryElsewhere,
 	})
-	rp := &httputil.ReverseProxy{
-		Rewrite:   rewrite,
-		Transport: transport,
-		// FlushInterval is left at zero: the proxy flushes a stream (text/event-stream, or an
-		// answer of unknown length) at each write on its own, and a JSON answer, read whole to
-		// settle it, goes out in one write.
-		BufferPool:     copyBuffers,
-		ModifyResponse: func(resp *http.Response) error { return s.settleResponse(resp, outboundFrom(resp.Request.Context())) },
-		ErrorHandler:   s.proxyError,
+	actual, _ := s.transports.LoadOrStore(key, t)
+	return actual.(*upstream.Transport)
+}
+
+// relay sends a live call to its provider and passes the answer on to its client. A call that
+// gets no usable answer is answered by the gateway, unless another provider of its pool is to
+// serve it (see Server.failedOver): nothing has reached its client yet.
+func (s *Server) relay(w http.ResponseWriter, in *http.Request, o *outbound) {
+	resp, err := s.send(o, in.URL.Path, in.Header)
+	if err != nil {
+		if s.failedOver(o, err) {
+			return
+		}
+		if e := s.unanswered(o, err); e != nil {
+			e.write(w)
+		}
+		return
 	}
-	actual, _ := s.proxies.LoadOrStore(key, rp)
-	return actual.(*httputil.ReverseProxy)
+	defer resp.Body.Close()
+	passHeaders(w.Header(), resp.Header)
+	w.WriteHeader(resp.StatusCode)
+	if err := passBody(w, resp); err != nil {
+		// The answer broke off: the client must not take what it received for all of it.
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// send sends a call to its provider, at path of the gateway's API, with the headers of in that
+// forwardedHeaders allows, through the provider's retrying transport, and settles the answer
+// (see settleResponse).
+func (s *Server) send(o *outbound, path string, in http.Header) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(o.ctx, http.MethodPost, o.target(path).String(), bytes.NewReader(o.body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = providerHeaders(in, o.call)
+	resp, err := s.transport(o.route.Provider).RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.settleResponse(resp, o); err != nil {
+		resp.Body.Close()
+		return nil, err
+	}
+	return resp, nil
+}
+
+// hopByHopHeaders are the headers of one connection, not of the answer: they stay at the
+// gateway, as do those an answer's Connection header names (RFC 9110, section 7.6.1).
+var hopByHopHeaders = map[string]bool{
+	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
+	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
+}
+
+// passHeaders adds the headers of a provider's answer to its client's, but those of one
+// connection.
+func passHeaders(client, answer http.Header) {
+	for name, values := range answer {
+		if hopByHopHeaders[name] || connectionNames(answer, name) {
+			continue
+		}
+		if old, ok := client[name]; ok {
+			values = append(old, values...)
+		}
+		client[name] = values
+	}
+}
+
+// connectionNames reports whether the Connection header of h names the header name.
+func connectionNames(h http.Header, name string) bool {
+	for _, v := range h["Connection"] {
+		for token := range strings.SplitSeq(v, ",") {
+			if textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(token)) == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// passBody copies an answer's body to its client; a stream, or any answer of unknown length,
+// is flushed at every piece, as it arrives. It returns the error that broke off the reading of
+// the answer; a client that stops reading ends it too, without one: nobody is left to tell.
+func passBody(w http.ResponseWriter, resp *http.Response) error {
+	var flusher *http.ResponseController
+	if resp.ContentLength == -1 {
+		flusher = http.NewResponseController(w)
+	}
+	buf := copyBuffers.Get()
+	defer copyBuffers.Put(buf)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return nil
+			}
+			if flusher != nil && flusher.Flush() != nil {
+				return nil
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // attempted counts an attempt to call a provider, and tells its breaker whether the provider
@@ -100,11 +195,11 @@ func providerTransport(cfg *gatewayv1.Provider) *http.Transport {
 	return t
 }
 
-// copyBuffers are the buffers the proxies copy answers through, reused rather than allocated at
+// copyBuffers are the buffers answers are passed on through, reused rather than allocated at
 // every call.
 var copyBuffers = &bufferPool{}
 
-// bufferPool is an httputil.BufferPool of 32 KiB buffers, the size the proxy would allocate.
+// bufferPool is a pool of 32 KiB buffers.
 type bufferPool struct{ pool sync.Pool }
 
 func (p *bufferPool) Get() []byte {
@@ -116,19 +211,6 @@ func (p *bufferPool) Get() []byte {
 
 func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
-// rewrite sends the call to its provider with the provider's key and the client's headers that
-// forwardedHeaders allows.
-func rewrite(pr *httputil.ProxyRequest) {
-	o := outboundFrom(pr.In.Context())
-	c := o.call
-	pr.Out.URL = o.target(pr.In.URL.Path)
-	pr.Out.Host = ""
-	pr.Out.Header = providerHeaders(pr.In.Header, c)
-	pr.Out.Body = io.NopCloser(bytes.NewReader(c.body))
-	pr.Out.ContentLength = int64(len(c.body))
-	pr.Out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(c.body)), nil }
-}
-
 // forwardedHeaders are the client's headers a call takes to its provider: what the body is and
 // what answer is wanted, who sends it, the beta features it asks for and its trace. Every other
 // header stays at the gateway: the client's keys (Authorization, Api-Key, a cookie), its account
@@ -136,14 +218,21 @@ func rewrite(pr *httputil.ProxyRequest) {
 // that the gateway did not check.
 var forwardedHeaders = []string{"Accept", "Content-Type", "User-Agent", "Openai-Beta", "Traceparent", "Tracestate"}
 
+// noUserAgent is the User-Agent that the transport leaves out of a call.
+var noUserAgent = []string{""}
+
 // providerHeaders are the headers of a call to its provider: the client's that forwardedHeaders
-// allows, and the provider's key.
+// allows, and the provider's key. A call whose client sent no User-Agent goes without one, not
+// with Go's.
 func providerHeaders(in http.Header, c *call) http.Header {
 	h := make(http.Header, len(forwardedHeaders)+1)
 	for _, name := range forwardedHeaders {
 		if v := in[name]; len(v) > 0 {
 			h[name] = v
 		}
+	}
+	if _, ok := h["User-Agent"]; !ok {
+		h["User-Agent"] = noUserAgent
 	}
 	switch key := c.route.Provider.APIKey; {
 	case key == "":
@@ -342,18 +431,6 @@ func (s *Server) providerFailed(c *call, status int) {
 // errFailOver stands for a provider's answer that is worth trying again at another provider of
 // the call's pool, and is not passed on: a 429 or 5xx.
 var errFailOver = errors.New("the provider failed the call; another of its model's pool is to serve it")
-
-// proxyError answers a call that got no usable answer from its provider, unless another provider
-// of its pool is to serve it: nothing has reached its client yet.
-func (s *Server) proxyError(w http.ResponseWriter, r *http.Request, err error) {
-	o := outboundFrom(r.Context())
-	if s.failedOver(o, err) {
-		return
-	}
-	if e := s.unanswered(o, err); e != nil {
-		e.write(w)
-	}
-}
 
 // failedOver reports whether a call that got no usable answer goes to another provider of its
 // pool: its provider answered a 429 or a 5xx (given back already), or did not answer at all (its

@@ -1,11 +1,16 @@
 package server
 
 import (
+	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
@@ -83,5 +88,83 @@ func TestReportedLimitsReadOpenAIsHeaders(t *testing.T) {
 				t.Errorf("reportedLimits = %+v; want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestPassHeadersKeepsConnectionHeadersAtTheGateway(t *testing.T) {
+	client := http.Header{"X-Request-Id": {"req_1"}}
+	answer := http.Header{
+		"Content-Type":      {"application/json"},
+		"Connection":        {"keep-alive, X-Hop"},
+		"Keep-Alive":        {"timeout=5"},
+		"X-Hop":             {"for this connection"},
+		"Transfer-Encoding": {"chunked"},
+		"Upgrade":           {"h2c"},
+		"X-Request-Id":      {"req_provider"},
+	}
+	passHeaders(client, answer)
+	want := http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"req_1", "req_provider"}}
+	if diff := cmp.Diff(want, client); diff != "" {
+		t.Errorf("the client's headers (-want +got):\n%s", diff)
+	}
+}
+
+// TestAProviderAnswerBrokenOffReachesTheClientBroken has the provider break off an error answer
+// of unknown length in its middle: the client must see its connection break, not an answer that
+// looks whole.
+func TestAProviderAnswerBrokenOffReachesTheClientBroken(t *testing.T) {
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"error":{"message":"`)
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}))
+	t.Cleanup(provider.Close)
+	gateway := httptest.NewServer(newSettleGateway(t, provider.URL).Handler())
+	t.Cleanup(gateway.Close)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, gateway.URL+"/v1/chat/completions", strings.NewReader(settleBody))
+	req.Header.Set("Authorization", "Bearer "+settleKey)
+	resp, err := gateway.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadRequest || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("status %d, body %q, read error %v; want 400 and the body broken off (%v)", resp.StatusCode, body, err, io.ErrUnexpectedEOF)
+	}
+}
+
+// TestACallGoesWithItsClientsUserAgentOrNone checks the provider receives the client's
+// User-Agent, and none, not the gateway's, when the client sent none.
+func TestACallGoesWithItsClientsUserAgentOrNone(t *testing.T) {
+	agents := make(chan []string, 1)
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		agents <- r.Header.Values("User-Agent")
+		io.WriteString(w, `{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+	}))
+	t.Cleanup(provider.Close)
+	g := newSettleGateway(t, provider.URL)
+	for _, agent := range []string{"OpenAI/Python 1.99.0", ""} {
+		r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/v1/chat/completions", strings.NewReader(settleBody))
+		r.Header.Set("Authorization", "Bearer "+settleKey)
+		if agent != "" {
+			r.Header.Set("User-Agent", agent)
+		}
+		w := httptest.NewRecorder()
+		g.Handler().ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			t.Fatalf("status %d: %s", w.Code, w.Body)
+		}
+		want := []string{agent}
+		if agent == "" {
+			want = nil
+		}
+		if got := <-agents; !slices.Equal(got, want) {
+			t.Errorf("the client sent User-Agent %q; the provider received %q", agent, got)
+		}
 	}
 }

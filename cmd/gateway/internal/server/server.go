@@ -73,7 +73,7 @@ type Server struct {
 	gate       *admission.Gate
 	counter    *estimate.Counter
 	metrics    *metrics
-	proxies    sync.Map         // provider name and timeout -> *httputil.ReverseProxy
+	transports sync.Map         // transportKey -> *upstream.Transport
 	endpoints  balance.Balancer // the calls in flight at each self-hosted provider's Pods
 	requestIDs *ids.Sequence
 	inFlight   inFlight // calls on the API, against server.maxInFlight

@@ -39,7 +39,7 @@ type Options struct {
 }
 
 // Transport is an http.RoundTripper that retries a provider's calls. A request it retries must
-// have GetBody, as http.NewRequest and httputil.ReverseProxy's Rewrite set it. It is safe for
+// have GetBody, as http.NewRequest sets it for a body in memory. It is safe for
 // concurrent use.
 type Transport struct {
 	base http.RoundTripper
