@@ -32,7 +32,7 @@ func (t *Ticket) use(limiter Limiter, share policy.Share) {
 	}
 	t.limiter = limiter
 	var queueing policy.Queueing
-	t.checks, queueing = t.req.checks(t.buf[:0], share, t.lease)
+	t.checks, queueing = t.req.checks(t.checks[:0], share, t.lease)
 	t.queueing = queueing
 }
 

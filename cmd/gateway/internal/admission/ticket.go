@@ -45,8 +45,7 @@ type Ticket struct {
 	lease    string          // names the call's slot on in-flight limits
 	limiter  Limiter         // the store that took the decision, which settles it too
 	queueing policy.Queueing // which checks queue when they refuse
-	buf      [ratelimit.MaxChecks]ratelimit.Check
-	checks   []ratelimit.Check  // in buf
+	checks   []ratelimit.Check
 	decision ratelimit.Decision // the last decision on checks
 	started  time.Time
 	took     time.Time // when the store took the decision that let the call go, by its clock

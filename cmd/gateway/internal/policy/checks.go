@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"slices"
+
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
@@ -37,6 +39,11 @@ const (
 // the call's in-flight slot.
 func Checks(dst []ratelimit.Check, c *Caller, r *Route, ep gatewayv1.Endpoint, cost Cost, share Share, lease string) ([]ratelimit.Check, Queueing) {
 	levels := [...][]rule{c.limits, c.Tenant.limits, c.Tenant.endpoints[ep], r.Provider.limits}
+	most := 1 + len(r.Provider.scopes) // the marks
+	for _, rules := range levels {
+		most += len(rules)
+	}
+	dst = slices.Grow(dst, most) // room for all at once: one allocation at most
 	var queueing Queueing
 	for _, rules := range levels {
 		for _, rl := range rules {

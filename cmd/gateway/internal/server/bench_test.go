@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
@@ -27,11 +28,25 @@ const benchReply = `{"id":"chatcmpl-1","object":"chat.completion","created":1700
 	`"choices":[{"index":0,"message":{"role":"assistant","content":"Hello there, nice to meet you today!"},"finish_reason":"stop"}],` +
 	`"usage":{"prompt_tokens":14,"completion_tokens":16,"total_tokens":30}}`
 
-// benchStub is a provider that answers every chat completion at once.
+// benchStub is a provider that answers every chat completion at once, with the headers OpenAI
+// sends: its request id, its processing time and its rate limits, whose remaining counts change
+// from one answer to the next (and stay above what the gateway is configured with).
 func benchStub(b *testing.B) *httptest.Server {
+	var n atomic.Int64
 	stub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
+		used := n.Add(1) % 1000
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("X-Request-Id", "req_"+strconv.FormatInt(used, 10))
+		h.Set("Openai-Processing-Ms", "1")
+		h.Set("Openai-Version", "2020-10-01")
+		h.Set("X-Ratelimit-Limit-Requests", "60000000")
+		h.Set("X-Ratelimit-Remaining-Requests", strconv.FormatInt(59999999-used, 10))
+		h.Set("X-Ratelimit-Reset-Requests", strconv.FormatInt(used%60+1, 10)+"ms")
+		h.Set("X-Ratelimit-Limit-Tokens", "6000000000")
+		h.Set("X-Ratelimit-Remaining-Tokens", strconv.FormatInt(5999999000-30*used, 10))
+		h.Set("X-Ratelimit-Reset-Tokens", "0s")
 		io.WriteString(w, benchReply)
 	}))
 	b.Cleanup(stub.Close)

@@ -88,10 +88,12 @@ func (s *Server) relay(w http.ResponseWriter, in *http.Request, o *outbound) {
 // forwardedHeaders allows, through the provider's retrying transport, and settles the answer
 // (see settleResponse).
 func (s *Server) send(o *outbound, path string, in http.Header) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(o.ctx, http.MethodPost, o.target(path).String(), bytes.NewReader(o.body))
+	req, err := http.NewRequestWithContext(o.ctx, http.MethodPost, "", bytes.NewReader(o.body))
 	if err != nil {
 		return nil, err
 	}
+	req.URL = o.target(path) // built, not written out to be parsed again
+	req.Host = req.URL.Host
 	req.Header = providerHeaders(in, o.call)
 	resp, err := s.transport(o.route.Provider).RoundTrip(req)
 	if err != nil {
@@ -112,10 +114,10 @@ var hopByHopHeaders = map[string]bool{
 }
 
 // passHeaders adds the headers of a provider's answer to its client's, but those of one
-// connection.
+// connection and those of the gateway's account at the provider (see passes).
 func passHeaders(client, answer http.Header) {
 	for name, values := range answer {
-		if hopByHopHeaders[name] || connectionNames(answer, name) {
+		if !passes(answer, name) {
 			continue
 		}
 		if old, ok := client[name]; ok {
@@ -123,6 +125,14 @@ func passHeaders(client, answer http.Header) {
 		}
 		client[name] = values
 	}
+}
+
+// passes reports whether the header name of an answer reaches the client: not one of one
+// connection, nor one of the gateway's account (its rate limits, its organization, its version
+// of the API). The client sees its own limits, set before the call.
+func passes(answer http.Header, name string) bool {
+	return !hopByHopHeaders[name] && !strings.HasPrefix(name, "X-Ratelimit-") && !strings.HasPrefix(name, "Openai-") &&
+		!connectionNames(answer, name)
 }
 
 // connectionNames reports whether the Connection header of h names the header name.
@@ -248,12 +258,6 @@ func providerHeaders(in http.Header, c *call) http.Header {
 // as the stream ends for SSE.
 func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
 	s.learn(o.call.route.Provider.Name, resp.Header)
-	for name := range resp.Header {
-		// The caller sees its own limits, set before the call, not the gateway's account.
-		if strings.HasPrefix(name, "X-Ratelimit-") || strings.HasPrefix(name, "Openai-") {
-			resp.Header.Del(name)
-		}
-	}
 	status := resp.StatusCode
 	if status >= 400 && upstream.Retryable(resp, nil) && o.canFailOver() {
 		s.metrics.providerErrors.WithLabelValues(o.provider(), strconv.Itoa(status)).Inc()

@@ -91,16 +91,18 @@ func TestReportedLimitsReadOpenAIsHeaders(t *testing.T) {
 	}
 }
 
-func TestPassHeadersKeepsConnectionHeadersAtTheGateway(t *testing.T) {
+func TestPassHeadersKeepsConnectionAndAccountHeadersAtTheGateway(t *testing.T) {
 	client := http.Header{"X-Request-Id": {"req_1"}}
 	answer := http.Header{
-		"Content-Type":      {"application/json"},
-		"Connection":        {"keep-alive, X-Hop"},
-		"Keep-Alive":        {"timeout=5"},
-		"X-Hop":             {"for this connection"},
-		"Transfer-Encoding": {"chunked"},
-		"Upgrade":           {"h2c"},
-		"X-Request-Id":      {"req_provider"},
+		"Content-Type":               {"application/json"},
+		"Connection":                 {"keep-alive, X-Hop"},
+		"Keep-Alive":                 {"timeout=5"},
+		"X-Hop":                      {"for this connection"},
+		"Transfer-Encoding":          {"chunked"},
+		"Upgrade":                    {"h2c"},
+		"X-Request-Id":               {"req_provider"},
+		"X-Ratelimit-Limit-Requests": {"10000"},
+		"Openai-Organization":        {"the gateway's"},
 	}
 	passHeaders(client, answer)
 	want := http.Header{"Content-Type": {"application/json"}, "X-Request-Id": {"req_1", "req_provider"}}
