@@ -2,6 +2,7 @@ package admission
 
 import (
 	"cmp"
+	"sync/atomic"
 	"time"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
@@ -28,6 +29,8 @@ type feedback struct {
 	// configured: the calls in flight at the first throttle. Zero while the share is 1.
 	throttledBase int64
 	learned       gatewayv1.LearnedLimits // lower than configured, as last reported
+	// lastReport is what the last answer reported (see reported); read without d.mu.
+	lastReport atomic.Pointer[lastReport]
 }
 
 // maxInFlight is this replica's share of the provider's in-flight cap, after throttles; zero
@@ -110,20 +113,37 @@ func (d *dispatcher) ended(served bool) {
 // counts a rolling minute (as OpenAI's do) earns it back all along, while the gateway's own
 // rolling minute already holds to the limit. Held to maxPause, the queue stood still for up to its
 // retry maxDelay whenever the provider's minute was exactly full.
+//
+// An answer that reports what the last one did, under the same configuration, with nothing
+// exhausted, teaches nothing new (learning is the same again) and is passed over without d.mu:
+// most answers are such.
 func (d *dispatcher) reported(r Reported) bool {
+	pol := d.g.policy()
+	same := lastReport{policy: pol, limits: r.Limits}
+	if last := d.lastReport.Load(); !r.Exhausted && last != nil && *last == same {
+		return false
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if r.Exhausted {
 		d.pauseFor(min(r.Reset, minPause))
 	}
-	p := d.g.policy().Provider(d.provider)
+	p := pol.Provider(d.provider)
 	if p == nil {
 		return false
 	}
 	learned := policy.Lower(p.Config, r.keepUnreported(d.learned))
 	changed := learned != d.learned
 	d.learned = learned
+	d.lastReport.Store(&same)
 	return changed
+}
+
+// lastReport is the limits a provider's answer last reported, and the configuration in force
+// then.
+type lastReport struct {
+	policy *policy.Policy
+	limits gatewayv1.LearnedLimits
 }
 
 // learning is what the provider's answers taught, as the usage snapshot reports it.

@@ -106,18 +106,12 @@ func (s *Server) send(o *outbound, path string, in http.Header) (*http.Response,
 	return resp, nil
 }
 
-// hopByHopHeaders are the headers of one connection, not of the answer: they stay at the
-// gateway, as do those an answer's Connection header names (RFC 9110, section 7.6.1).
-var hopByHopHeaders = map[string]bool{
-	"Connection": true, "Proxy-Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true,
-	"Proxy-Authorization": true, "Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true,
-}
-
 // passHeaders adds the headers of a provider's answer to its client's, but those of one
 // connection and those of the gateway's account at the provider (see passes).
 func passHeaders(client, answer http.Header) {
+	connection := answer["Connection"]
 	for name, values := range answer {
-		if !passes(answer, name) {
+		if !passes(name, connection) {
 			continue
 		}
 		if old, ok := client[name]; ok {
@@ -127,17 +121,23 @@ func passHeaders(client, answer http.Header) {
 	}
 }
 
-// passes reports whether the header name of an answer reaches the client: not one of one
-// connection, nor one of the gateway's account (its rate limits, its organization, its version
-// of the API). The client sees its own limits, set before the call.
-func passes(answer http.Header, name string) bool {
-	return !hopByHopHeaders[name] && !strings.HasPrefix(name, "X-Ratelimit-") && !strings.HasPrefix(name, "Openai-") &&
-		!connectionNames(answer, name)
+// passes reports whether the header name of an answer whose Connection header is connection
+// reaches the client. The headers of one connection stay at the gateway: the hop-by-hop ones and
+// those Connection names (RFC 9110, section 7.6.1). So do those of the gateway's account at the
+// provider (its rate limits, its organization, its version of the API): the client sees its own
+// limits, set before the call.
+func passes(name string, connection []string) bool {
+	switch name {
+	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer",
+		"Transfer-Encoding", "Upgrade":
+		return false
+	}
+	return !strings.HasPrefix(name, "X-Ratelimit-") && !strings.HasPrefix(name, "Openai-") && !names(connection, name)
 }
 
-// connectionNames reports whether the Connection header of h names the header name.
-func connectionNames(h http.Header, name string) bool {
-	for _, v := range h["Connection"] {
+// names reports whether a Connection header's values name the header name.
+func names(connection []string, name string) bool {
+	for _, v := range connection {
 		for token := range strings.SplitSeq(v, ",") {
 			if textproto.CanonicalMIMEHeaderKey(strings.TrimSpace(token)) == name {
 				return true
@@ -389,7 +389,7 @@ func (s *Server) settleJSON(resp *http.Response, o *outbound) error {
 	o.ticket.Settle(usage)
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	resp.ContentLength = int64(len(body))
-	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	resp.Header["Content-Length"] = []string{strconv.Itoa(len(body))}
 	return nil
 }
 
