@@ -1,6 +1,9 @@
 package estimate
 
-import "iter"
+import (
+	"bytes"
+	"iter"
+)
 
 // member is one member of a JSON object's top level, as topMembers finds it.
 type member struct {
@@ -65,17 +68,31 @@ func topMembers(body []byte) iter.Seq[member] {
 	}
 }
 
-// stringEnd returns the index just past the JSON string that starts at body[i], or -1.
+// stringEnd returns the index just past the JSON string that starts at body[i], or -1. It
+// jumps from quote to quote, as a string's text (a prompt, a completion) is most of a body.
 func stringEnd(body []byte, i int) int {
 	for j := i + 1; j < len(body); j++ {
-		switch body[j] {
-		case '\\':
-			j++
-		case '"':
+		k := bytes.IndexByte(body[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		j += k
+		if !escaped(body, i+1, j) {
 			return j + 1
 		}
 	}
 	return -1
+}
+
+// escaped reports whether the quote at body[q], in a string whose text starts at body[start], is
+// escaped: a backslash escapes the character after it, so a quote after an odd number of them
+// is part of the text.
+func escaped(body []byte, start, q int) bool {
+	n := 0
+	for p := q - 1; p >= start && body[p] == '\\'; p-- {
+		n++
+	}
+	return n%2 == 1
 }
 
 // valueStart returns where the value of the key that ends at body[end] starts, or -1 when the
