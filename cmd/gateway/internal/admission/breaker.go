@@ -99,12 +99,19 @@ func (d *dispatcher) outOfPool() (bool, time.Duration) {
 // attempted takes in the result of an attempt to call the provider. When it opens the breaker,
 // every call waiting for the provider is moved: it is admitted again among its pool's others, or
 // answered that its provider is down.
+//
+// An attempt served while the breaker is closed with no failure counted changes nothing, and
+// returns without d.mu: most attempts are such.
 func (d *dispatcher) attempted(served bool) {
+	if served && d.breakerSound.Load() {
+		return
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.g.now()
 	was := d.breaker.state(now)
 	opened := d.breaker.attempted(served, now, d.breakerConfig())
+	d.breakerSound.Store(d.breaker == breaker{opens: d.breaker.opens})
 	if state := d.breaker.state(now); state != was {
 		d.g.metrics.breakerOpen.WithLabelValues(d.provider).Set(boolGauge(state != gatewayv1.BreakerClosed))
 		d.g.log.Warn("provider breaker", "provider", d.provider, "state", state)

@@ -49,6 +49,9 @@ type dispatcher struct {
 	// nextProbe is when the breaker next lets a call through, in Unix nanoseconds; zero while it
 	// is closed. The dispatchers of its pool read it without d.mu (see Gate.poolProbe).
 	nextProbe atomic.Int64
+	// breakerSound is true while the breaker is closed and no failure is counted since the last
+	// attempt served; read without d.mu (see attempted).
+	breakerSound atomic.Bool
 }
 
 func newDispatcher(g *Gate, provider string) *dispatcher {
