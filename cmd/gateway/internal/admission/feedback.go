@@ -119,8 +119,7 @@ func (d *dispatcher) ended(served bool) {
 // most answers are such.
 func (d *dispatcher) reported(r Reported) bool {
 	pol := d.g.policy()
-	same := lastReport{policy: pol, limits: r.Limits}
-	if last := d.lastReport.Load(); !r.Exhausted && last != nil && *last == same {
+	if last := d.lastReport.Load(); !r.Exhausted && last != nil && *last == (lastReport{policy: pol, limits: r.Limits}) {
 		return false
 	}
 	d.mu.Lock()
@@ -135,7 +134,7 @@ func (d *dispatcher) reported(r Reported) bool {
 	learned := policy.Lower(p.Config, r.keepUnreported(d.learned))
 	changed := learned != d.learned
 	d.learned = learned
-	d.lastReport.Store(&same)
+	d.lastReport.Store(&lastReport{policy: pol, limits: r.Limits})
 	return changed
 }
 
