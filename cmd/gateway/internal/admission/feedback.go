@@ -127,6 +127,7 @@ func (d *dispatcher) reported(r Reported) bool {
 	if r.Exhausted {
 		d.pauseFor(min(r.Reset, minPause))
 	}
+	pol = d.g.policy() // read again under d.mu: a report never learns under a configuration already replaced
 	p := pol.Provider(d.provider)
 	if p == nil {
 		return false

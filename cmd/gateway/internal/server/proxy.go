@@ -78,6 +78,11 @@ func (s *Server) relay(w http.ResponseWriter, in *http.Request, o *outbound) {
 	defer resp.Body.Close()
 	passHeaders(w.Header(), resp.Header)
 	w.WriteHeader(resp.StatusCode)
+	if resp.ContentLength == -1 {
+		// A stream's status and headers go at once: its first piece may be long in coming (a
+		// reasoning model, a prompt being read), and a client times its first byte.
+		http.NewResponseController(w).Flush()
+	}
 	if err := passBody(w, resp); err != nil {
 		// The answer broke off: the client must not take what it received for all of it.
 		panic(http.ErrAbortHandler)

@@ -170,3 +170,46 @@ func TestACallGoesWithItsClientsUserAgentOrNone(t *testing.T) {
 		}
 	}
 }
+
+// TestAStreamsHeadersReachTheClientBeforeItsFirstChunk has the provider begin a stream and send
+// nothing more until the client has its answer's status and headers: a gateway that held them
+// until the first chunk would never pass them on.
+func TestAStreamsHeadersReachTheClientBeforeItsFirstChunk(t *testing.T) {
+	clientHasHeaders := make(chan struct{})
+	heard := make(chan bool, 1)
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-clientHasHeaders:
+			heard <- true
+		case <-time.After(5 * time.Second): // bounds a gateway that holds the headers
+			heard <- false
+		}
+		sendStream(w, "Hello")
+		io.WriteString(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(provider.Close)
+	cfg := settleConfig(provider.URL)
+	cfg.Providers[0].StallTimeout.Duration = time.Minute // the provider's wait is not a stall here
+	cfg.Providers[0].CallTimeout.Duration = time.Minute
+	gateway := httptest.NewServer(newSettleGatewayFrom(t, cfg).Handler())
+	t.Cleanup(gateway.Close)
+	body := strings.Replace(settleBody, `{"model"`, `{"stream":true,"model"`, 1)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, gateway.URL+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+settleKey)
+	resp, err := gateway.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	close(clientHasHeaders)
+	if !<-heard {
+		t.Error("the client received the stream's headers only with its first chunk")
+	}
+	if got, _ := io.ReadAll(resp.Body); !strings.Contains(string(got), streamChunk("Hello")) {
+		t.Errorf("the stream %q; want it to hold the provider's chunk", got)
+	}
+}
