@@ -91,7 +91,8 @@ type TenantList struct {
 // what a slow or hostile client, which needs no key to connect, can hold,
 // and keep a gateway past its capacity answering 503 rather than running out
 // of file descriptors. No setting bounds how long an answer may take to
-// send: a stream lasts as long as its provider sends.
+// send: a stream lasts as long as its provider sends, while its client
+// reads it.
 type Server struct {
 	// maxBodyBytes caps a request body. Zero means 20 MiB: a few photos sent
 	// inline as base64 data URLs (a 6 MB phone photo is 8 MB of base64), within
@@ -117,6 +118,13 @@ type Server struct {
 	// a connection the balancer is about to reuse. A change takes a
 	// restart. Zero means 2m.
 	IdleTimeout metav1.Duration `json:"idleTimeout,omitzero"`
+	// writeTimeout bounds each write of an answer to its client: a client
+	// that takes nothing of its answer for this long (it stopped reading but
+	// keeps its connection open) is cut off, and counted client_too_slow. A
+	// call's slots are freed, and its usage settled, when its provider's
+	// answer ends, so a client that stops reading holds them at most this
+	// long. Zero means 15s.
+	WriteTimeout metav1.Duration `json:"writeTimeout,omitzero"`
 	// maxHeaderBytes caps a request's headers, 4 KiB to 16 MiB; past it
 	// the gateway answers 431. A change takes a restart. Zero means
 	// 64 KiB.

@@ -13,6 +13,7 @@ const (
 	defaultReadHeaderTime   = 10 * time.Second
 	defaultReadTimeout      = time.Minute
 	defaultIdleTimeout      = 2 * time.Minute
+	defaultWriteTimeout     = 15 * time.Second
 	defaultMaxHeaderBytes   = 64 << 10
 	defaultMaxConnections   = 4096
 	defaultReplicas         = 1
@@ -70,6 +71,7 @@ func (s *Server) defaults() {
 	setDefaultDuration(&s.ReadHeaderTimeout, defaultReadHeaderTime)
 	setDefaultDuration(&s.ReadTimeout, defaultReadTimeout)
 	setDefaultDuration(&s.IdleTimeout, defaultIdleTimeout)
+	setDefaultDuration(&s.WriteTimeout, defaultWriteTimeout)
 	setDefault(&s.MaxHeaderBytes, defaultMaxHeaderBytes)
 	setDefault(&s.MaxConnections, defaultMaxConnections)
 	if s.MaxConnections > 0 { // an invalid one is Validate's to report

@@ -105,9 +105,11 @@ func TestValidate(t *testing.T) {
 				c.Server.ReadHeaderTimeout = duration(-time.Second)
 				c.Server.ReadTimeout = duration(-time.Second)
 				c.Server.IdleTimeout = duration(-time.Second)
+				c.Server.WriteTimeout = duration(-time.Second)
 			},
 			want: []string{`server.readHeaderTimeout: Invalid value: "-1s": must be more than 0s`,
-				`server.readTimeout: Invalid value: "-1s": must be more than 0s`, `server.idleTimeout: Invalid value: "-1s"`},
+				`server.readTimeout: Invalid value: "-1s": must be more than 0s`, `server.idleTimeout: Invalid value: "-1s"`,
+				`server.writeTimeout: Invalid value: "-1s"`},
 		},
 		{
 			name: "server.readTimeout under readHeaderTimeout",

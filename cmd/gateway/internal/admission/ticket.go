@@ -50,6 +50,7 @@ type Ticket struct {
 	started  time.Time
 	took     time.Time // when the store took the decision that let the call go, by its clock
 	ended    atomic.Bool
+	charged  policy.Cost // what the call was charged as it ended; set once, by end
 }
 
 // Route is where the call goes: of its pool, the provider the gate chose.
@@ -78,10 +79,11 @@ func (t *Ticket) end(u *estimate.Usage, sent bool) bool {
 		return false
 	}
 	var actual policy.Cost
-	charged := t.charged(u)
+	charged := t.isCharged(u)
 	if charged {
 		actual = t.costOf(*u)
 	}
+	t.charged = actual
 	var held int64 // what the provider counted of a call it was sent, whoever is charged
 	if sent {
 		held = t.req.ProviderTokens
@@ -154,9 +156,14 @@ func (t *Ticket) renew() {
 	}
 }
 
-// charged reports whether the call is charged as it ends: it was served (u is its usage), and
+// Charged is what the call was charged as its ticket ended: its usage at its provider's prices
+// when it was settled, nothing when it was refunded or withdrawn. It is zero before the ticket
+// ends; read it from the goroutine that ended it.
+func (t *Ticket) Charged() policy.Cost { return t.charged }
+
+// isCharged reports whether the call is charged as it ends: it was served (u is its usage), and
 // it is not a job whose earlier delivery was charged.
-func (t *Ticket) charged(u *estimate.Usage) bool {
+func (t *Ticket) isCharged(u *estimate.Usage) bool {
 	if t.req.isJob() {
 		return t.g.chargeJob(t.req.Job, u != nil)
 	}
@@ -166,7 +173,7 @@ func (t *Ticket) charged(u *estimate.Usage) bool {
 // costOf is what usage u costs at the call's provider's prices.
 func (t *Ticket) costOf(u estimate.Usage) policy.Cost {
 	return policy.Cost{
-		Tokens:       u.PromptTokens + u.CompletionTokens,
+		Tokens:       u.Tokens(),
 		MicroDollars: t.req.Route.Provider.Prices.CostMicros(u.PromptTokens, u.CompletionTokens),
 	}
 }

@@ -13,6 +13,11 @@ type Estimate struct {
 	// bytes / 4), as a provider that counts characters when it admits a call counts it;
 	// PromptTokens when the encoding is the proxy already.
 	CharacterPromptTokens int64
+	// MaxPromptTokens is the most prompt tokens the provider can bill the request: a token for
+	// each byte of its body besides what the prompt counted without text (images), no tokenizer
+	// making more tokens than bytes, and never less than PromptTokens. A Responses request may bring in input the provider keeps
+	// (an earlier response, a conversation, files, tools): only math.MaxInt64 bounds it.
+	MaxPromptTokens int64
 }
 
 // Total returns the prompt and completion tokens together.
@@ -33,11 +38,21 @@ func (e Estimate) CharacterTotal() int64 {
 // moderations have none. A nil c counts with the proxy. Counts that would overflow stop at
 // math.MaxInt64.
 func (r *Request) Estimate(c *Counter, encoding string, defaultMaxTokens int64) Estimate {
+	prompt := r.Prompt.count(c, encoding)
 	return Estimate{
-		PromptTokens:          r.Prompt.count(c, encoding),
+		PromptTokens:          prompt,
 		CompletionTokens:      r.completionTokens(defaultMaxTokens),
 		CharacterPromptTokens: r.Prompt.count(nil, ""),
+		MaxPromptTokens:       max(r.maxPromptTokens(), prompt),
 	}
+}
+
+// maxPromptTokens is the most prompt tokens the provider can bill r (see Estimate.MaxPromptTokens).
+func (r *Request) maxPromptTokens() int64 {
+	if r.Endpoint == Responses {
+		return math.MaxInt64
+	}
+	return addSat(r.Size, max(r.Prompt.Tokens, 0))
 }
 
 // count returns the prompt tokens.

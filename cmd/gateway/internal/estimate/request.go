@@ -45,6 +45,8 @@ type Request struct {
 	N int64
 	// Prompt is what counts as prompt tokens.
 	Prompt Prompt
+	// Size is the body's length in bytes.
+	Size int64
 }
 
 // Prompt is the part of a request that counts as prompt tokens: texts to
@@ -74,6 +76,15 @@ func (p Prompt) String() string {
 // key it reads twice or spelt with other cases, or another endpoint's cap.
 // The values of fields it does not read are not checked.
 func Parse(endpoint Endpoint, body []byte) (*Request, error) {
+	r, err := parse(endpoint, body)
+	if err != nil {
+		return nil, err
+	}
+	r.Size = int64(len(body))
+	return r, nil
+}
+
+func parse(endpoint Endpoint, body []byte) (*Request, error) {
 	switch endpoint {
 	case Chat:
 		return parseChat(body)

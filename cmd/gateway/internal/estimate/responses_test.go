@@ -75,7 +75,7 @@ func TestParseResponses(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
-			if diff := cmp.Diff(got, tc.want); diff != "" {
+			if diff := cmp.Diff(got, sized(tc.want, tc.body)); diff != "" {
 				t.Errorf("Parse (-got +want):\n%s", diff)
 			}
 		})
@@ -92,7 +92,7 @@ func TestParseModerationsIsFree(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Parse(%s): %v", body, err)
 		}
-		want := &Request{Endpoint: Moderations, Model: model, N: 1}
+		want := &Request{Endpoint: Moderations, Model: model, N: 1, Size: int64(len(body))}
 		if diff := cmp.Diff(got, want); diff != "" {
 			t.Errorf("Parse(%s) (-got +want):\n%s", body, diff)
 		}

@@ -153,6 +153,18 @@ func usageValue(body []byte) []byte {
 	return found
 }
 
+// Tokens returns the prompt and completion tokens together, stopping at math.MaxInt64.
+func (u Usage) Tokens() int64 { return addSat(u.PromptTokens, u.CompletionTokens) }
+
+// Within returns u bounded by what a call of estimate e could have used (its MaxPromptTokens and
+// CompletionTokens), each count at least zero and its total their sum. It reports whether u was
+// within those bounds already.
+func (u Usage) Within(e Estimate) (Usage, bool) {
+	b := Usage{PromptTokens: min(max(u.PromptTokens, 0), e.MaxPromptTokens), CompletionTokens: min(max(u.CompletionTokens, 0), e.CompletionTokens)}
+	b.TotalTokens = b.Tokens()
+	return b, b.PromptTokens == u.PromptTokens && b.CompletionTokens == u.CompletionTokens
+}
+
 // checked fills in the total and reports whether u is plausible.
 func (u Usage) checked() (Usage, bool) {
 	if u.PromptTokens < 0 || u.CompletionTokens < 0 || u.TotalTokens < 0 {
@@ -179,6 +191,7 @@ type StreamUsage struct {
 	completion int64
 	reported   Usage
 	isReported bool
+	done       bool
 }
 
 // NewStreamUsage returns a StreamUsage that counts completion text with c
@@ -222,13 +235,18 @@ var doneEvent = []byte("[DONE]")
 // "data:". It ignores the closing [DONE] and payloads it cannot read.
 func (s *StreamUsage) Observe(data []byte) {
 	data = bytes.TrimSpace(data)
-	if len(data) == 0 || bytes.Equal(data, doneEvent) {
+	if bytes.Equal(data, doneEvent) {
+		s.done = true
+		return
+	}
+	if len(data) == 0 {
 		return
 	}
 	var chunk streamChunk
 	if json.Unmarshal(data, &chunk) != nil {
 		return
 	}
+	s.done = s.done || finalEvents[chunk.Type]
 	if chunk.Response != nil && chunk.Usage == nil {
 		chunk.Usage = chunk.Response.Usage
 	}
@@ -254,6 +272,13 @@ var countedDeltas = map[string]bool{
 	"response.reasoning_text.delta":          true,
 	"response.reasoning_summary_text.delta":  true,
 }
+
+// finalEvents are the Responses events that end a stream: nothing billed follows them.
+var finalEvents = map[string]bool{"response.completed": true, "response.incomplete": true, "response.failed": true}
+
+// Done reports whether the stream has said it is complete: a chat or completions stream's
+// [DONE], or a Responses stream's final event. What the provider sends after it bills nothing.
+func (s *StreamUsage) Done() bool { return s.done }
 
 // countChoices counts the completion text of a chunk, each delta on its own.
 func (s *StreamUsage) countChoices(chunk *streamChunk) {

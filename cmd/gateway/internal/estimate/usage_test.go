@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -249,4 +250,75 @@ func FuzzPlainUsage(f *testing.F) {
 			t.Errorf("plainUsage(%q) = %+v; encoding/json reads %+v", raw, got, want)
 		}
 	})
+}
+
+func TestStreamUsageDone(t *testing.T) {
+	tests := []struct {
+		name   string
+		events []string
+		want   bool
+	}{
+		{name: "chat ends at [DONE]", events: []string{`{"choices":[{"delta":{"content":"hi"}}]}`, ` [DONE] `}, want: true},
+		{name: "a chat stream not ended", events: []string{`{"choices":[{"delta":{"content":"hi"}}]}`}},
+		{name: "a Responses stream ends at response.completed",
+			events: []string{`{"type":"response.output_text.delta","delta":"hi"}`, `{"type":"response.completed","response":{"usage":{"input_tokens":3,"output_tokens":1}}}`}, want: true},
+		{name: "or response.incomplete", events: []string{`{"type":"response.incomplete","response":{}}`}, want: true},
+		{name: "or response.failed", events: []string{`{"type":"response.failed","response":{}}`}, want: true},
+		{name: "a Responses stream not ended", events: []string{`{"type":"response.created","response":{}}`, `{"type":"response.output_text.done"}`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewStreamUsage(counter, "o200k_base", 0)
+			for _, event := range tc.events {
+				s.Observe([]byte(event))
+			}
+			if got := s.Done(); got != tc.want {
+				t.Errorf("Done() = %v; want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestUsageWithin(t *testing.T) {
+	chat, err := Parse(Chat, []byte(`{"model":"m","max_tokens":5,"n":2,"messages":[{"role":"user","content":"Hello."}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := chat.Estimate(counter, "o200k_base", 0)
+	if want := chat.Size + chat.Prompt.Tokens; e.MaxPromptTokens != want {
+		t.Fatalf("MaxPromptTokens = %d; want %d, the body's bytes and the tokens counted beside its text", e.MaxPromptTokens, want)
+	}
+	huge := int64(1e18)
+	tests := []struct {
+		name   string
+		usage  Usage
+		want   Usage
+		wantOK bool
+	}{
+		{name: "within", usage: Usage{PromptTokens: 9, CompletionTokens: 10}, want: Usage{PromptTokens: 9, CompletionTokens: 10, TotalTokens: 19}, wantOK: true},
+		{name: "completion past the cap times n", usage: Usage{PromptTokens: 9, CompletionTokens: 11},
+			want: Usage{PromptTokens: 9, CompletionTokens: 10, TotalTokens: 19}},
+		{name: "a lie of 10^18 each", usage: Usage{PromptTokens: huge, CompletionTokens: huge, TotalTokens: 2 * huge},
+			want: Usage{PromptTokens: e.MaxPromptTokens, CompletionTokens: 10, TotalTokens: e.MaxPromptTokens + 10}},
+		{name: "negative counts", usage: Usage{PromptTokens: -1, CompletionTokens: -1}, want: Usage{}},
+		{name: "a sum past int64 saturates", usage: Usage{PromptTokens: math.MaxInt64, CompletionTokens: 10},
+			want: Usage{PromptTokens: e.MaxPromptTokens, CompletionTokens: 10, TotalTokens: e.MaxPromptTokens + 10}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := tc.usage.Within(e)
+			if diff := cmp.Diff(got, tc.want); diff != "" || ok != tc.wantOK {
+				t.Errorf("Within = %+v, %v; want %+v, %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+	responses, err := Parse(Responses, []byte(`{"model":"m","input":"Go on.","previous_response_id":"resp_1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unbounded := Estimate{MaxPromptTokens: responses.Estimate(counter, "o200k_base", 16).MaxPromptTokens, CompletionTokens: 16}
+	got, _ := Usage{PromptTokens: math.MaxInt64, CompletionTokens: math.MaxInt64}.Within(unbounded)
+	if want := (Usage{PromptTokens: math.MaxInt64, CompletionTokens: 16, TotalTokens: math.MaxInt64}); got != want {
+		t.Errorf("a Responses call's usage within its bounds = %+v; want %+v: its prompt bounded by arithmetic alone", got, want)
+	}
 }

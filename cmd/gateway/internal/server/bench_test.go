@@ -175,7 +175,7 @@ func BenchmarkOutbound(b *testing.B) {
 			b.ReportAllocs()
 			buf := make([]byte, 32<<10)
 			for b.Loop() {
-				o := s.newOutbound(b.Context(), c, nil, nil)
+				o := s.newOutbound(b.Context(), c, nil)
 				body := o.watchStall(io.NopCloser(&chunkReader{size: 64 * reads, chunk: 64}))
 				for {
 					if _, err := body.Read(buf); err != nil {

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
@@ -40,6 +42,18 @@ type call struct {
 	usageAdded bool
 	// requestID names the call in the logs: the x-request-id its client was given, or its job's id.
 	requestID string
+	// modelSent is the model's name as the provider receives it.
+	modelSent string
+
+	// What happens to the call, for its end: the ticket of the offer admitted, how long it
+	// queued, when it arrived, whether it went out, when its provider's answer began, and
+	// whether it has ended (see Server.finish).
+	ticket   *admission.Ticket
+	waited   time.Duration
+	arrived  time.Time
+	sent     bool
+	answered time.Time
+	ended    atomic.Bool
 }
 
 // offer is the call as it goes to one provider: the body it reads and what the call costs there.
@@ -54,8 +68,10 @@ type offer struct {
 
 func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		arrived := time.Now()
 		c, apiErr := s.readCall(s.policy.Load(), endpoint, r)
-		c.requestID = w.Header().Get(headerRequestID)
+		c.requestID, c.arrived = w.Header().Get(headerRequestID), arrived
+		defer s.endOnPanic(c)
 		if apiErr != nil {
 			setCallHeaders(w.Header(), c, nil, nil)
 			s.fail(w, c, apiErr)
@@ -74,26 +90,35 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 // the call is to be admitted again to those.
 func (s *Server) serveOffers(w http.ResponseWriter, r *http.Request, c *call) bool {
 	t, refusal := s.gate.Admit(r.Context(), c.admission())
-	if t != nil {
-		c.use(t.Route())
-	}
+	c.admitted(t, refusal)
 	setCallHeaders(w.Header(), c, t, refusal)
 	switch {
 	case refusal != nil && refusal.Reason == admission.Gone:
-		s.clientLeft(c, "while queued")
+		s.finish(c, clientGone(outcomeClientClosed, "while queued", keepTicket, estimate.Usage{}))
 		return false
 	case refusal != nil:
 		s.fail(w, c, refusalError(w.Header(), c, refusal))
 		return false
 	case r.Context().Err() != nil:
-		t.Withdraw()
-		s.clientLeft(c, "before the call went out")
+		s.finish(c, clientGone(outcomeClientClosed, "before the call went out", withdrawTicket, estimate.Usage{}))
 		return false
 	}
-	o := s.newOutbound(r.Context(), c, t, w.Header())
+	o := s.newOutbound(r.Context(), c, w.Header())
 	defer o.end()
-	s.relay(w, r, o)
-	return o.failedOver
+	return s.relay(w, r, o)
+}
+
+// admitted records what the gate answered the call: the ticket it goes with, or the refusal,
+// and how long it queued.
+func (c *call) admitted(t *admission.Ticket, refusal *admission.Refusal) {
+	c.ticket = t
+	switch {
+	case t != nil:
+		c.use(t.Route())
+		c.waited = t.Waited
+	case refusal != nil:
+		c.waited = refusal.Waited
+	}
 }
 
 // use sends the call to the offer of route.
@@ -106,18 +131,31 @@ func (c *call) use(route *policy.Route) {
 	}
 }
 
-// clientLeft counts and logs a call whose client left: while it queued (nothing charged),
-// before its call went out (nothing charged), or once the provider had it (charged what the
-// provider billed, or its estimate when no answer told).
-func (s *Server) clientLeft(c *call, when string) {
-	s.log.Info("the client left", "when", when, "tenant", c.tenant(), "provider", c.provider(), "request_id", c.requestID)
-	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeClientClosed).Inc() // after the log: whoever reads the count finds the line
+// fail answers a call with an error that ends it: refused before it had a ticket.
+func (s *Server) fail(w http.ResponseWriter, c *call, e *apiError) {
+	s.finish(c, answered(e, keepTicket))
+	e.write(w)
 }
 
-// fail answers a call with an error and counts it.
-func (s *Server) fail(w http.ResponseWriter, c *call, e *apiError) {
-	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOf(e)).Inc()
-	e.write(w)
+// endOnPanic ends a call that panicked, wherever it did: counted as the gateway's own failure,
+// logged with its request id, its slots freed and its ticket ended (charged its estimate if it
+// had gone to its provider, which may bill it). The panic goes on to net/http as
+// http.ErrAbortHandler, which cuts the connection: the client must not take what it received for
+// a whole answer.
+func (s *Server) endOnPanic(c *call) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v != http.ErrAbortHandler || !c.ended.Load() {
+		te := withdrawTicket
+		if c.sent {
+			te = settleTicket
+		}
+		s.finish(c, ending{outcome: outcomeInternalError, status: http.StatusInternalServerError, ticket: te,
+			usage: c.estimatedUsage(), detail: fmt.Sprintf("the gateway failed the call: %v\n%s", v, debug.Stack())})
+	}
+	panic(http.ErrAbortHandler)
 }
 
 // setCallHeaders writes what the limits said of a call: the wait (and for a call that queued,
@@ -229,7 +267,7 @@ func (s *Server) newCall(ctx context.Context, p *policy.Policy, caller *policy.C
 	if body, apiErr = withUpstreamModel(body, req.Model, upstreamModel(sent[0], model)); apiErr != nil {
 		return c, apiErr
 	}
-	c.request, c.route, c.body = req, sent[0], body
+	c.request, c.route, c.body, c.modelSent = req, sent[0], body, upstreamModel(sent[0], model)
 	if c.estimate, apiErr = s.estimateSent(c); apiErr != nil {
 		return c, apiErr
 	}
@@ -421,6 +459,21 @@ func (c *call) tenant() string {
 	return c.caller.Tenant.Name
 }
 
+func (c *call) user() string {
+	if c.caller == nil {
+		return ""
+	}
+	return c.caller.User
+}
+
+// modelAsked is the model the client named, or "" before its body was read.
+func (c *call) modelAsked() string {
+	if c.request == nil {
+		return ""
+	}
+	return c.request.Model
+}
+
 func (c *call) provider() string {
 	if c.route == nil {
 		return ""
@@ -429,8 +482,11 @@ func (c *call) provider() string {
 }
 
 func outcomeOf(e *apiError) string {
-	if e.Code == "provider_unavailable" {
+	switch e.Code {
+	case "provider_unavailable", "provider_unreachable", "provider_timeout":
 		return outcomeUnreachable
+	case "provider_error", "provider_auth_failed", "provider_bad_answer":
+		return outcomeProviderError
 	}
 	switch e.status {
 	case http.StatusTooManyRequests:

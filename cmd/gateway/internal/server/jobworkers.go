@@ -210,15 +210,15 @@ func (s *Server) attempt(ctx context.Context, j *jobs.Job) jobs.Outcome {
 	req := c.admission()
 	req.Job, req.Held = j.Attempt(), j.Held
 	t, refusal := s.gate.Admit(ctx, req)
+	c.admitted(t, refusal)
 	switch {
 	case refusal == nil:
-		c.use(t.Route())
-		return s.forward(ctx, c, t)
+		return s.forward(ctx, c)
 	case refusal.Reason == admission.Superseded:
 		return jobs.Outcome{Err: "the job is no longer this attempt's", Retry: true}
 	}
 	apiErr = refusalError(nil, c, refusal)
-	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), outcomeOf(apiErr)).Inc()
+	s.finish(c, answered(apiErr, keepTicket))
 	o := jobs.Outcome{Err: apiErr.Message, Retry: refusal.Retryable()}
 	if (refusal.Reason == admission.Limited && refusal.Level < ratelimit.LevelGlobal) || refusal.Reason == admission.ProviderDown {
 		o.NotBefore = time.Now().Add(max(refusal.RetryAfter, minDeferral))
@@ -239,19 +239,17 @@ func (s *Server) jobCall(ctx context.Context, p *policy.Policy, j *jobs.Job) (*c
 		return nil, &apiError{status: http.StatusUnauthorized, Message: "The API key that sent this job is no longer valid."}
 	}
 	c, apiErr := s.newCall(ctx, p, caller, estimate.Endpoint(j.Endpoint), j.Body)
-	if c != nil {
-		c.requestID = j.ID
-	}
+	c.requestID, c.arrived = j.ID, time.Now()
 	return c, apiErr
 }
 
 // forward sends an admitted job's call to its provider and reads the answer whole, within
 // forwardTimeout. The call's ticket ends as a live call's would.
-func (s *Server) forward(ctx context.Context, c *call, t *admission.Ticket) jobs.Outcome {
+func (s *Server) forward(ctx context.Context, c *call) jobs.Outcome {
 	limit := forwardTimeout(c.route.Provider.Config)
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	o := s.newOutbound(ctx, c, t, nil)
+	o := s.newOutbound(ctx, c, nil)
 	defer o.end()
 	resp, err := s.send(o, jobPath(o.endpoint), jobHeaders)
 	if err != nil {

@@ -15,6 +15,8 @@ type metrics struct {
 	jobAttempts    *prometheus.CounterVec
 	jobsLost       prometheus.Counter
 	overloaded     prometheus.Counter
+	// usageOutOfBounds counts answers whose usage was more than their call could have used.
+	usageOutOfBounds *prometheus.CounterVec
 	// maxInFlight is each provider's cap on calls in flight, across every gateway, beside which
 	// Little's law puts what its traffic needs: rate(arrivals) × mean call duration.
 	maxInFlight *prometheus.GaugeVec
@@ -31,6 +33,8 @@ const (
 	outcomeUnreachable   = "provider_unreachable"
 	outcomeStoreDown     = "store_unavailable"
 	outcomeClientClosed  = "client_closed"
+	outcomeClientTooSlow = "client_too_slow"
+	outcomeInternalError = "internal_error"
 )
 
 // newMetrics registers the series; inFlight reads the calls the API holds.
@@ -61,12 +65,16 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 		overloaded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_gateway_overloaded_total", Help: "Calls answered 503 server_overloaded because the gateway held server.maxInFlight calls already.",
 		}),
+		usageOutOfBounds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_gateway_usage_out_of_bounds_total",
+			Help: "Answers whose reported usage was more than their call could have used (more completion tokens than its cap times n), settled at the bound instead, by provider.",
+		}, []string{"provider"}),
 		maxInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_gateway_provider_max_in_flight",
 			Help: "A provider's cap on calls in flight across every gateway (its maxInFlight, less headroom); absent for a provider without one. Compare with rate(arrivals) × mean call duration, the calls in flight its traffic needs.",
 		}, []string{"provider"}),
 	}
-	reg.MustRegister(m.requests, m.providerErrors, m.attempts, m.failovers, m.jobsEnded, m.jobAttempts, m.jobsLost, m.overloaded, m.maxInFlight,
+	reg.MustRegister(m.requests, m.providerErrors, m.attempts, m.failovers, m.jobsEnded, m.jobAttempts, m.jobsLost, m.overloaded, m.usageOutOfBounds, m.maxInFlight,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_gateway_calls_in_flight", Help: "Calls the API holds: being read, waiting in a queue, at their provider or streaming back.",
 		}, inFlight))

@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/balance"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 )
 
@@ -22,20 +22,17 @@ var (
 	errCallTimeout     = errors.New("the call lasted longer than its provider's callTimeout")
 )
 
-// outbound is a call on its way to its provider, with the ticket that lets it go. Its context
-// ends when the client leaves, when the call outlasts its provider's callTimeout, or when the
-// provider's answer, once begun, stalls for its stallTimeout; context.Cause tells which.
+// outbound is an admitted call on its way to its provider. Its context ends when the client
+// leaves, when the call outlasts its provider's callTimeout, or when the provider's answer, once
+// begun, stalls for its stallTimeout; context.Cause tells which.
 type outbound struct {
 	*call
-	ticket *admission.Ticket
 	// answer is the header of the client's answer; nil for a job's call, which has no client.
 	answer http.Header
 	// lease is the endpoint the call goes to; nil when its provider has none (see Server.pickEndpoint).
 	lease *balance.Lease
-
-	// failedOver reports that the provider failed the call before anything of its answer reached
-	// the client, and that another provider of its pool is to serve it (see Server.failedOver).
-	failedOver bool
+	// stream reads the answer when it streams; nil until then.
+	stream *streamBody
 
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
@@ -47,8 +44,8 @@ type outboundKey struct{}
 // newOutbound picks where the call goes and starts its clock: from now it has its provider's
 // callTimeout. Call end when the call is over, answer read, to stop its timers and free its
 // endpoint.
-func (s *Server) newOutbound(ctx context.Context, c *call, t *admission.Ticket, answer http.Header) *outbound {
-	o := &outbound{call: c, ticket: t, answer: answer, lease: s.pickEndpoint(c.route.Provider)}
+func (s *Server) newOutbound(ctx context.Context, c *call, answer http.Header) *outbound {
+	o := &outbound{call: c, answer: answer, lease: s.pickEndpoint(c.route.Provider)}
 	ctx, o.cancel = context.WithCancelCause(ctx)
 	o.ctx = context.WithValue(ctx, outboundKey{}, o)
 	cfg := c.route.Provider.Config
@@ -117,6 +114,23 @@ func (o *outbound) end() {
 // is still there and which the gateway has not cut off for slowness.
 func (o *outbound) canFailOver() bool {
 	return o.answer != nil && len(o.offers) > 1 && o.ctx.Err() == nil
+}
+
+// usageSoFar is what the call has used by now, by what its answer has shown: a stream's usage so
+// far, or the estimate.
+func (o *outbound) usageSoFar() estimate.Usage {
+	if o.stream != nil {
+		return o.stream.soFar()
+	}
+	return o.estimatedUsage()
+}
+
+// where names the part of its answer a call is in, for its log: "mid-stream" or "mid-answer".
+func (o *outbound) where() string {
+	if o.stream != nil {
+		return "mid-stream"
+	}
+	return "mid-answer"
 }
 
 // tooSlow returns why the gateway ended the call for its provider's slowness, or nil when it

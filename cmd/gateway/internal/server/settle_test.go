@@ -206,6 +206,10 @@ func sendStream(w http.ResponseWriter, chunks ...string) {
 	w.(http.Flusher).Flush()
 }
 
+// tooLargeAnswer is an answer longer than the gateway reads to settle, made once: making it
+// in the provider's handler could take longer than the provider's timeout.
+var tooLargeAnswer = `{"choices":[{"message":{"content":"` + strings.Repeat("a", maxResponseBytes) + `"}}],"usage":{"prompt_tokens":10,"completion_tokens":20}}`
+
 // TestEveryWayACallEndsChargesWhatItShould runs one call to each way a provider can answer, or
 // not, and asserts the requests, tokens and dollars the tenant was charged, and that the call's
 // slot in flight is free.
@@ -263,7 +267,7 @@ func TestEveryWayACallEndsChargesWhatItShould(t *testing.T) {
 		{
 			name: "an answer too large to read is charged its estimate",
 			provider: func(w http.ResponseWriter, r *http.Request) {
-				io.WriteString(w, `{"choices":[{"message":{"content":"`+strings.Repeat("a", maxResponseBytes)+`"}}],"usage":{"prompt_tokens":10,"completion_tokens":20}}`)
+				io.WriteString(w, tooLargeAnswer)
 			},
 			status: http.StatusOK,
 		},
