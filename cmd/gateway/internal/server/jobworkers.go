@@ -262,6 +262,11 @@ func (s *Server) forward(ctx context.Context, c *call) jobs.Outcome {
 	defer resp.Body.Close()
 	most := s.policy.Load().Config.Jobs.MaxResultBytes
 	body, err := io.ReadAll(io.LimitReader(resp.Body, most+1))
+	if int64(len(body)) > most {
+		servedInPart := served(o.usageSoFar())
+		servedInPart.detail = "the answer was larger than a job keeps"
+		s.finish(c, servedInPart) // a stream read in part; a JSON answer has ended already
+	}
 	switch {
 	case int64(len(body)) > most:
 		return jobs.Outcome{Err: fmt.Sprintf("response too large: the provider's answer is over the %d bytes a job keeps", most)}

@@ -135,13 +135,9 @@ func (b *streamBody) soFar() estimate.Usage {
 	return u
 }
 
-// Close ends, charged the usage so far, a call whose stream was not read to its end: its reader
-// stopped.
-func (b *streamBody) Close() error {
-	b.s.finish(b.o.call, ending{outcome: outcomeClientClosed, status: statusClientClosed, ticket: settleTicket, usage: b.soFar(),
-		detail: "the stream was not read to its end"})
-	return b.src.Close()
-}
+// Close closes the provider's answer. A call whose stream was not read to its end is ended by
+// its reader, which knows why it stopped (see Server.relay and Server.forward).
+func (b *streamBody) Close() error { return b.src.Close() }
 
 // isUsageChunk reports whether a stream chunk is the final one that only carries usage.
 func isUsageChunk(data []byte) bool {
