@@ -264,10 +264,11 @@ func (s *Server) newCall(ctx context.Context, p *policy.Policy, caller *policy.C
 	}
 	c.asked = routes[0]
 	sent, model := s.degrade(ctx, p, caller, routes, req.Model)
-	if body, apiErr = withUpstreamModel(body, req.Model, upstreamModel(sent[0], model)); apiErr != nil {
+	c.modelSent = upstreamModel(sent[0], model)
+	if body, apiErr = withUpstreamModel(body, req.Model, c.modelSent); apiErr != nil {
 		return c, apiErr
 	}
-	c.request, c.route, c.body, c.modelSent = req, sent[0], body, upstreamModel(sent[0], model)
+	c.request, c.route, c.body = req, sent[0], body
 	if c.estimate, apiErr = s.estimateSent(c); apiErr != nil {
 		return c, apiErr
 	}
