@@ -135,7 +135,13 @@ type Server struct {
 	// maxInFlight caps the calls one gateway holds at once: those being
 	// read, waiting in a queue, at their provider or streaming back. Past
 	// it a call is answered 503 server_overloaded with Retry-After at once,
-	// before its body is read. Size it to what the queues should hold (the
+	// before its body is read. Each tenant, known by its key before the
+	// body is read, has a share of it: a call is let in only while its
+	// tenant would hold at most seven eighths of what the other tenants
+	// leave, its first call whenever one fits. So a tenant alone holds at
+	// most 7/8 of maxInFlight, and one that comes finds room at once.
+	// Calls with no known key count as one tenant; a configuration of one
+	// tenant gives it all. Size it to what the queues should hold (the
 	// providers' maxInFlight, plus their rates times the plans' maxWait)
 	// and to the memory a call holds (its body and two buffers of 4 KiB),
 	// at most maxConnections, so that the connections left carry the

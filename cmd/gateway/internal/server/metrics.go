@@ -14,7 +14,7 @@ type metrics struct {
 	jobsEnded      *prometheus.CounterVec
 	jobAttempts    *prometheus.CounterVec
 	jobsLost       prometheus.Counter
-	overloaded     prometheus.Counter
+	overloaded     *prometheus.CounterVec
 	// maxInFlight is each provider's cap on calls in flight, across every gateway, beside which
 	// Little's law puts what its traffic needs: rate(arrivals) × mean call duration.
 	maxInFlight *prometheus.GaugeVec
@@ -58,9 +58,9 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 			Name: "sluice_gateway_jobs_lost_total",
 			Help: "Jobs accepted, then lost with the jobs' store when it came back empty, that this gateway noticed: polled or cancelled here (answered 410 job_lost), or running here. Each is counted once per gateway that notices it.",
 		}),
-		overloaded: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sluice_gateway_overloaded_total", Help: "Calls answered 503 server_overloaded because the gateway held server.maxInFlight calls already.",
-		}),
+		overloaded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_gateway_overloaded_total", Help: "Calls answered 503 server_overloaded because the gateway held server.maxInFlight calls already, or their tenant its share of them, by tenant (empty: no known key).",
+		}, []string{"tenant"}),
 		maxInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_gateway_provider_max_in_flight",
 			Help: "A provider's cap on calls in flight across every gateway (its maxInFlight, less headroom); absent for a provider without one. Compare with rate(arrivals) × mean call duration, the calls in flight its traffic needs.",
