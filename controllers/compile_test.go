@@ -353,6 +353,23 @@ func TestCompile(t *testing.T) {
 		wantCounts:    map[string]int32{"basic": 0},
 		wantMessages:  []string{`The spec cannot be compiled: spec.perTenant[0].dollars: Invalid value: "99999999999999999999": must be at most`},
 	}, {
+		name: "a plan's inFlight limit with a period, at the path of its spec",
+		in: Inputs{
+			ProviderQuotas: []v1alpha1.ProviderQuota{openai},
+			TenantPlans: []v1alpha1.TenantPlan{func() v1alpha1.TenantPlan {
+				c := basic.DeepCopy()
+				c.Spec.PerUser = []v1alpha1.Limit{{Dimension: v1alpha1.DimensionInFlight, Amount: 2, Per: v1alpha1.PeriodMinute}}
+				return *c
+			}()},
+			Secrets: []corev1.Secret{openaiKey, acmeAlice, globexBob},
+		},
+		wantProviders: []string{"openai"},
+		wantKeyFiles:  map[string]string{"openai.key": "sk-openai"},
+		wantQuotas:    map[string]string{"openai": v1alpha1.ReasonCompiled},
+		wantPlans:     map[string]string{"basic": v1alpha1.ReasonInvalidSpec},
+		wantCounts:    map[string]int32{"basic": 0},
+		wantMessages:  []string{`The spec cannot be compiled: spec.perUser[0].per: Invalid value: "minute": must be empty for inFlight`},
+	}, {
 		name: "degrade to a model no provider of the plan serves",
 		in: Inputs{
 			ProviderQuotas: []v1alpha1.ProviderQuota{openai},
@@ -472,10 +489,12 @@ func TestCompileConverts(t *testing.T) {
 
 	tp := plan("pro", 0, []string{"acme"}, []string{"openai", "llama"})
 	tp.Spec.Priority, tp.Spec.Weight = v1alpha1.PriorityBatch, 3
-	tp.Spec.PerUser = []v1alpha1.Limit{{Dimension: v1alpha1.DimensionRequests, Amount: 1000, Per: v1alpha1.PeriodDay}}
-	tp.Spec.PerTenant = []v1alpha1.Limit{{Dimension: v1alpha1.DimensionDollars, Dollars: "5.00", Per: v1alpha1.PeriodMinute}}
+	tp.Spec.PerUser = []v1alpha1.Limit{{Dimension: v1alpha1.DimensionRequests, Amount: 1000, Per: v1alpha1.PeriodDay}, {Dimension: v1alpha1.DimensionInFlight, Amount: 2}}
+	tp.Spec.PerTenant = []v1alpha1.Limit{{Dimension: v1alpha1.DimensionDollars, Dollars: "5.00", Per: v1alpha1.PeriodMinute},
+		{Dimension: v1alpha1.DimensionInFlight, Amount: 5, OnLimit: v1alpha1.BehaviorReject}}
 	tp.Spec.Endpoints = []v1alpha1.EndpointLimits{{Endpoint: v1alpha1.EndpointChat, Limits: []v1alpha1.Limit{
 		{Dimension: v1alpha1.DimensionTokens, Amount: 20000, Per: v1alpha1.PeriodMinute, Burst: 40000, OnLimit: v1alpha1.BehaviorReject},
+		{Dimension: v1alpha1.DimensionInFlight, Amount: 3},
 	}}}
 	tp.Spec.Budget = &v1alpha1.Budget{Amount: "5000", Period: v1alpha1.BudgetPeriodMonth}
 	tp.Spec.TimeZone, tp.Spec.MaxWait = "Europe/Berlin", metav1.Duration{Duration: 10 * time.Minute}
@@ -536,10 +555,13 @@ func TestCompileConverts(t *testing.T) {
 			Name:      "pro",
 			Providers: []string{"openai", "llama"},
 			Priority:  gatewayv1.PriorityBatch, Weight: 3,
-			PerUser:   []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 1000, Per: gatewayv1.PeriodDay, OnLimit: gatewayv1.BehaviorReject}},
-			PerTenant: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionDollars, Dollars: "5.00", Per: gatewayv1.PeriodMinute, OnLimit: gatewayv1.BehaviorQueue}},
+			PerUser: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 1000, Per: gatewayv1.PeriodDay, OnLimit: gatewayv1.BehaviorReject},
+				{Dimension: gatewayv1.DimensionInFlight, Amount: 2, OnLimit: gatewayv1.BehaviorQueue}}, // calls at once: no period, no burst
+			PerTenant: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionDollars, Dollars: "5.00", Per: gatewayv1.PeriodMinute, OnLimit: gatewayv1.BehaviorQueue},
+				{Dimension: gatewayv1.DimensionInFlight, Amount: 5, OnLimit: gatewayv1.BehaviorReject}},
 			Endpoints: []gatewayv1.EndpointLimits{{Endpoint: gatewayv1.EndpointChat, Limits: []gatewayv1.Limit{
 				{Dimension: gatewayv1.DimensionTokens, Amount: 20000, Per: gatewayv1.PeriodMinute, Burst: 40000, OnLimit: gatewayv1.BehaviorReject},
+				{Dimension: gatewayv1.DimensionInFlight, Amount: 3, OnLimit: gatewayv1.BehaviorQueue},
 			}}},
 			Budget:   &gatewayv1.Budget{Amount: "5000", Period: gatewayv1.PeriodMonth},
 			TimeZone: "Europe/Berlin", MaxWait: metav1.Duration{Duration: 10 * time.Minute},

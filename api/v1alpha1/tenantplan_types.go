@@ -217,7 +217,7 @@ type EndpointLimits struct {
 
 // Dimension is what a limit counts.
 //
-// +kubebuilder:validation:Enum=requests;tokens;dollars
+// +kubebuilder:validation:Enum=requests;tokens;dollars;inFlight
 type Dimension string
 
 // The dimensions.
@@ -229,6 +229,9 @@ const (
 	DimensionTokens Dimension = "tokens"
 	// DimensionDollars counts spend at the provider's prices.
 	DimensionDollars Dimension = "dollars"
+	// DimensionInFlight counts calls at once, over every gateway: a call
+	// holds a slot from when it is let go until its answer ends.
+	DimensionInFlight Dimension = "inFlight"
 )
 
 // Period is the span a limit's amount covers. Second, minute and hour are
@@ -262,19 +265,24 @@ const (
 )
 
 // Limit is one limit on one dimension: an amount of requests or tokens, or
-// of dollars, per period.
+// of dollars, per period; or a number of calls at once (inFlight).
 //
 // +kubebuilder:validation:XValidation:rule="self.dimension != 'dollars' || (has(self.dollars) && !has(self.amount))",message="a dollars limit must set dollars and not amount"
-// +kubebuilder:validation:XValidation:rule="self.dimension == 'dollars' || (has(self.amount) && !has(self.dollars))",message="a requests or tokens limit must set amount and not dollars"
-// +kubebuilder:validation:XValidation:rule="!has(self.burst) || (self.per in ['second', 'minute', 'hour'] && self.dimension != 'dollars')",message="burst must be omitted on a calendar window (day or month) and for dollars",fieldPath=".burst"
-// +kubebuilder:validation:XValidation:rule="!has(self.onLimit) || self.onLimit != 'Queue' || !(self.per in ['day', 'month'])",message="onLimit must be Reject on a calendar window (day or month): waiting until midnight is not a queue",fieldPath=".onLimit"
+// +kubebuilder:validation:XValidation:rule="self.dimension == 'dollars' || (has(self.amount) && !has(self.dollars))",message="a requests, tokens or inFlight limit must set amount and not dollars"
+// +kubebuilder:validation:XValidation:rule="self.dimension == 'inFlight' || has(self.per)",message="per must be set for requests, tokens and dollars",fieldPath=".per"
+// +kubebuilder:validation:XValidation:rule="self.dimension != 'inFlight' || !has(self.per)",message="per must be omitted for inFlight, which counts calls at once, not per period",fieldPath=".per"
+// +kubebuilder:validation:XValidation:rule="!has(self.burst) || (has(self.per) && self.per in ['second', 'minute', 'hour'] && self.dimension in ['requests', 'tokens'])",message="burst must be omitted on a calendar window (day or month), for dollars and for inFlight",fieldPath=".burst"
+// +kubebuilder:validation:XValidation:rule="!has(self.onLimit) || self.onLimit != 'Queue' || !has(self.per) || !(self.per in ['day', 'month'])",message="onLimit must be Reject on a calendar window (day or month): waiting until midnight is not a queue",fieldPath=".onLimit"
 type Limit struct {
 	// dimension is what the limit counts: requests, tokens (prompt plus
-	// expected completion, settled from the provider's usage) or dollars.
+	// expected completion, settled from the provider's usage), dollars, or
+	// inFlight, the calls of the user, tenant or endpoint running at once
+	// over every gateway.
 	// +required
 	Dimension Dimension `json:"dimension"`
-	// amount is the number of requests or tokens per period, at least 1.
-	// Set for requests and tokens only.
+	// amount is the number of requests or tokens per period, or of calls
+	// at once for inFlight, at least 1. Set for requests, tokens and
+	// inFlight only.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	Amount int64 `json:"amount,omitempty"`
@@ -284,19 +292,21 @@ type Limit struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('[1-9]')",message="dollars must be more than 0"
 	Dollars Money `json:"dollars,omitempty"`
 	// per is the period: second, minute or hour for a token-bucket rate, or
-	// day or month for a calendar window.
-	// +required
-	Per Period `json:"per"`
+	// day or month for a calendar window. Required for requests, tokens and
+	// dollars; omit it for inFlight.
+	// +optional
+	Per Period `json:"per,omitempty"`
 	// burst is a rate's bucket capacity, at least 1, in the amount's unit:
 	// how much may go at once after a quiet spell. Absent means the amount.
-	// Omit it on calendar windows and for dollars.
+	// Omit it on calendar windows, for dollars and for inFlight.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self >= 1",message="burst must be at least 1; omit it to mean the amount"
 	Burst int64 `json:"burst,omitempty"`
 	// onLimit is what happens to a request over the limit: Reject answers
 	// 429 at once; Queue waits until the limit allows, up to the plan's
-	// maxWait. Absent means Queue for a rate and Reject for a calendar
-	// window, on which Queue is not allowed.
+	// maxWait (for inFlight, until a call it counts ends). Absent means
+	// Queue for a rate and for inFlight, and Reject for a calendar window,
+	// on which Queue is not allowed.
 	// +optional
 	OnLimit Behavior `json:"onLimit,omitempty"`
 }

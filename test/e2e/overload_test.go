@@ -111,7 +111,7 @@ func TestGatewayRefusesPastMaxInFlight(t *testing.T) {
 	if a := g.post(t, "/v1/chat/completions", keyAlice, chatBody); a.status != http.StatusOK {
 		t.Errorf("a call after the load: %d %s; want 200", a.status, a.body)
 	}
-	want := fmt.Sprintf("sluice_gateway_overloaded_total %d\n", refusedWhileHeld+refused)
+	want := fmt.Sprintf("sluice_gateway_overloaded_total{tenant=\"acme\"} %d\n", refusedWhileHeld+refused)
 	if m := g.metrics(t); !strings.Contains(m, want) {
 		t.Errorf("the metrics do not count every refusal; want %q in\n%s", want, grep(m, "sluice_gateway_overloaded"))
 	}

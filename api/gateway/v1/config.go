@@ -27,7 +27,8 @@ type Config struct {
 	// are run and kept.
 	Jobs Jobs `json:"jobs,omitzero"`
 	// global limits apply to all tenants and providers together. Calendar
-	// windows here reset in UTC.
+	// windows here reset in UTC. They count no calls in flight: cap those
+	// per provider (its maxInFlight) or per plan (an inFlight limit).
 	Global []Limit `json:"global,omitempty"`
 	// providers are the upstream accounts the gateway calls.
 	Providers []Provider `json:"providers,omitempty"`
@@ -142,7 +143,13 @@ type Server struct {
 	// maxInFlight caps the calls one gateway holds at once: those being
 	// read, waiting in a queue, at their provider or streaming back. Past
 	// it a call is answered 503 server_overloaded with Retry-After at once,
-	// before its body is read. Size it to what the queues should hold (the
+	// before its body is read. Each tenant, known by its key before the
+	// body is read, has a share of it: a call is let in only while its
+	// tenant would hold at most seven eighths of what the other tenants
+	// leave, its first call whenever one fits. So a tenant alone holds at
+	// most 7/8 of maxInFlight, and one that comes finds room at once.
+	// Calls with no known key count as one tenant; a configuration of one
+	// tenant gives it all. Size it to what the queues should hold (the
 	// providers' maxInFlight, plus their rates times the plans' maxWait)
 	// and to the memory a call holds (its body and two buffers of 4 KiB),
 	// at most maxConnections, so that the connections left carry the
@@ -582,13 +589,14 @@ type Tenant struct {
 	// means 1.
 	Weight int32 `json:"weight,omitempty"`
 	// perUser limits apply to each user of the tenant separately, over
-	// every provider the tenant uses.
+	// every provider the tenant uses, and over every gateway sharing the
+	// store.
 	PerUser []Limit `json:"perUser,omitempty"`
 	// perTenant limits apply to all the tenant's users together, over every
-	// provider the tenant uses.
+	// provider the tenant uses, and over every gateway sharing the store.
 	PerTenant []Limit `json:"perTenant,omitempty"`
 	// endpoints hold limits for one endpoint each, over all the tenant's
-	// users and providers.
+	// users and providers, and over every gateway sharing the store.
 	Endpoints []EndpointLimits `json:"endpoints,omitempty"`
 	// budget caps the tenant's spend per day or month, over every provider
 	// the tenant uses. Nil means no budget.
@@ -671,6 +679,9 @@ const (
 	DimensionTokens Dimension = "tokens"
 	// DimensionDollars counts spend at the provider's prices.
 	DimensionDollars Dimension = "dollars"
+	// DimensionInFlight counts calls at once: a call holds a slot from when
+	// it is let go until its answer ends.
+	DimensionInFlight Dimension = "inFlight"
 )
 
 // Period is the span a limit's amount covers.
@@ -722,25 +733,29 @@ const (
 	BehaviorQueue Behavior = "Queue"
 )
 
-// Limit is one limit on one dimension.
+// Limit is one limit on one dimension: an amount per period, or, for
+// inFlight, calls at once.
 type Limit struct {
-	// dimension is "requests", "tokens" or "dollars".
+	// dimension is "requests", "tokens", "dollars" or "inFlight".
 	Dimension Dimension `json:"dimension"`
-	// amount is the number of requests or tokens per period, more than 0.
-	// It must be 0 for dollars.
+	// amount is the number of requests or tokens per period, or of calls at
+	// once for inFlight, more than 0. It must be 0 for dollars.
 	Amount int64 `json:"amount,omitempty"`
 	// dollars is the spend per period, more than 0; for dollars only.
 	Dollars Money `json:"dollars,omitempty"`
 	// per is "second", "minute" or "hour" for a token-bucket rate, or "day"
-	// or "month" for a calendar window.
-	Per Period `json:"per"`
+	// or "month" for a calendar window. It must be empty for inFlight,
+	// which counts calls at once, not per period.
+	Per Period `json:"per,omitempty"`
 	// burst is a rate's bucket capacity, at least 1. Zero means the amount.
 	// It must be 0 for calendar windows and for dollars, whose bucket holds
-	// the dollars amount.
+	// the dollars amount, and for inFlight, which has no bucket.
 	Burst int64 `json:"burst,omitempty"`
 	// onLimit is "Reject" or "Queue". Empty means "Queue" for rates and
-	// "Reject" for calendar windows; "Queue" on a calendar window is an
-	// error, since waiting until midnight is not a queue.
+	// inFlight, and "Reject" for calendar windows; "Queue" on a calendar
+	// window is an error, since waiting until midnight is not a queue. A
+	// call that inFlight queues waits in its own lane, at most its maxWait,
+	// until a call it counts with ends; one it rejects is answered 429.
 	OnLimit Behavior `json:"onLimit,omitempty"`
 }
 

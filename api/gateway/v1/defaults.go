@@ -143,14 +143,16 @@ func defaultLimits(limits []Limit) {
 }
 
 // defaults sets a rate's burst to its amount and the behavior by the kind of
-// period. A dollars limit keeps burst 0: its bucket holds the dollars amount.
+// period. A dollars limit keeps burst 0: its bucket holds the dollars
+// amount; so does an inFlight limit, which has no bucket, and queues as a
+// rate does.
 func (l *Limit) defaults() {
 	if l.Per.IsCalendar() {
 		setDefault(&l.OnLimit, defaultCalendarBehavior)
 		return
 	}
 	setDefault(&l.OnLimit, defaultRateBehavior)
-	if l.Dimension != DimensionDollars {
+	if l.Dimension != DimensionDollars && l.Dimension != DimensionInFlight {
 		setDefault(&l.Burst, l.Amount)
 	}
 }

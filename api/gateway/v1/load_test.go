@@ -285,6 +285,49 @@ tenants:
 				JobScope:  gatewayv1.JobScopeTenant,
 			}},
 		},
+	}, {
+		name: "calls in flight",
+		input: minimal + `providers:
+  - name: local
+    baseURL: http://127.0.0.1:8000/v1
+    models: [{name: llama}]
+tenants:
+  - name: t
+    keys: [{sha256: ` + gatewayv1.HashKey("k") + `, user: u}]
+    providers: [local]
+    perUser: [{dimension: inFlight, amount: 2}]
+    perTenant: [{dimension: inFlight, amount: 5, onLimit: Reject}]
+`,
+		want: &gatewayv1.Config{
+			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
+			Server: defaultServer,
+			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
+			Jobs:   defaultJobs,
+			Providers: []gatewayv1.Provider{{
+				Name: "local", BaseURL: "http://127.0.0.1:8000/v1",
+				Models:          []gatewayv1.Model{{Name: "llama", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens"}},
+				AdmissionCount:  "Characters",
+				HeadroomPercent: 100,
+				Retry:           defaultRetry,
+				Timeout:         duration(60 * time.Second),
+				StallTimeout:    duration(5 * time.Minute),
+				CallTimeout:     duration(30 * time.Minute),
+				Breaker:         gatewayv1.Breaker{Failures: 5, OpenFor: duration(30 * time.Second)},
+			}},
+			Tenants: []gatewayv1.Tenant{{
+				Name:      "t",
+				Keys:      []gatewayv1.Key{{SHA256: gatewayv1.HashKey("k"), User: "u"}},
+				Providers: []string{"local"},
+				Priority:  gatewayv1.PriorityInteractive,
+				Weight:    1,
+				// No burst and no period: calls at once, queued unless the limit says Reject.
+				PerUser:   []gatewayv1.Limit{{Dimension: gatewayv1.DimensionInFlight, Amount: 2, OnLimit: gatewayv1.BehaviorQueue}},
+				PerTenant: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionInFlight, Amount: 5, OnLimit: gatewayv1.BehaviorReject}},
+				TimeZone:  "UTC",
+				MaxWait:   duration(60 * time.Second),
+				JobScope:  gatewayv1.JobScopeTenant,
+			}},
+		},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

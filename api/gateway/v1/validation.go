@@ -25,7 +25,7 @@ var (
 	failModes        = []FailMode{FailClosed, FailOpen}
 	priorities       = []Priority{PriorityInteractive, PriorityBatch}
 	endpoints        = []Endpoint{EndpointChat, EndpointCompletions, EndpointEmbeddings, EndpointResponses, EndpointModerations}
-	dimensions       = []Dimension{DimensionRequests, DimensionTokens, DimensionDollars}
+	dimensions       = []Dimension{DimensionRequests, DimensionTokens, DimensionDollars, DimensionInFlight}
 	periods          = []Period{PeriodSecond, PeriodMinute, PeriodHour, PeriodDay, PeriodMonth}
 	calendarPeriods  = []Period{PeriodDay, PeriodMonth}
 	behaviors        = []Behavior{BehaviorReject, BehaviorQueue}
@@ -57,7 +57,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Server.validate(field.NewPath("server"))...)
 	errs = append(errs, c.Store.validate(field.NewPath("store"))...)
 	errs = append(errs, c.Jobs.validate(field.NewPath("jobs"))...)
-	errs = append(errs, validateLimits(field.NewPath("global"), c.Global)...)
+	errs = append(errs, validateGlobal(field.NewPath("global"), c.Global)...)
 	errs = append(errs, validateProviders(field.NewPath("providers"), c.Providers)...)
 	errs = append(errs, validatePlans(field.NewPath("plans"), c.Plans, c.Providers)...)
 	errs = append(errs, validateTenants(field.NewPath("tenants"), c.Tenants, planNames(c.Plans), c.Providers)...)
@@ -680,8 +680,24 @@ func validateLimits(p *field.Path, limits []Limit) field.ErrorList {
 	return errs
 }
 
+// validateGlobal checks the global limits, which count no calls in flight:
+// every tenant would take from one count, and one tenant could fill it.
+func validateGlobal(p *field.Path, limits []Limit) field.ErrorList {
+	errs := validateLimits(p, limits)
+	for i, l := range limits {
+		if l.Dimension == DimensionInFlight {
+			errs = append(errs, field.Invalid(p.Index(i).Child("dimension"), l.Dimension,
+				"must not be inFlight in global: cap calls at once with a provider's maxInFlight, or a plan's perUser, perTenant or endpoints limits"))
+		}
+	}
+	return errs
+}
+
 func (l *Limit) validate(p *field.Path) field.ErrorList {
 	errs := validateEnum(p.Child("dimension"), l.Dimension, dimensions)
+	if l.Dimension == DimensionInFlight {
+		return append(errs, l.validateInFlight(p)...)
+	}
 	errs = append(errs, validateEnum(p.Child("per"), l.Per, periods)...)
 	errs = append(errs, l.validateAmount(p)...)
 	errs = append(errs, l.validateBurst(p.Child("burst"))...)
@@ -692,6 +708,22 @@ func (l *Limit) validate(p *field.Path) field.ErrorList {
 			"must be Reject on a calendar window: waiting until midnight is not a queue"))
 	}
 	return errs
+}
+
+// validateInFlight checks a limit on calls in flight: an amount of calls at
+// once, with no period, burst or dollars.
+func (l *Limit) validateInFlight(p *field.Path) field.ErrorList {
+	errs := validatePositive(p.Child("amount"), l.Amount)
+	if l.Per != "" {
+		errs = append(errs, field.Invalid(p.Child("per"), l.Per, "must be empty for inFlight, which counts calls at once, not per period"))
+	}
+	if l.Burst != 0 {
+		errs = append(errs, field.Invalid(p.Child("burst"), l.Burst, "must be 0 for inFlight, which has no bucket"))
+	}
+	if l.Dollars != "" {
+		errs = append(errs, field.Invalid(p.Child("dollars"), l.Dollars, "must be empty for inFlight; set amount, the calls at once"))
+	}
+	return append(errs, validateEnum(p.Child("onLimit"), l.OnLimit, behaviors)...)
 }
 
 // validateAmount checks that requests and tokens are counted in amount and

@@ -68,6 +68,11 @@ func acme(c *gatewayv1.Config) *gatewayv1.Tenant     { return &c.Tenants[0] }
 func perUser(c *gatewayv1.Config) *gatewayv1.Limit   { return &c.Tenants[0].PerUser[0] }
 func perTenant(c *gatewayv1.Config) *gatewayv1.Limit { return &c.Tenants[0].PerTenant[0] }
 
+// inFlight is a limit of n calls at once.
+func inFlight(n int64) gatewayv1.Limit {
+	return gatewayv1.Limit{Dimension: gatewayv1.DimensionInFlight, Amount: n}
+}
+
 func dollarsPerMinute(l *gatewayv1.Limit) {
 	*l = gatewayv1.Limit{Dimension: gatewayv1.DimensionDollars, Dollars: "0.50", Per: gatewayv1.PeriodMinute}
 }
@@ -694,6 +699,39 @@ func TestValidate(t *testing.T) {
 			name:   "limit onLimit Queue on a calendar window",
 			mutate: func(c *gatewayv1.Config) { perUser(c).OnLimit = gatewayv1.BehaviorQueue },
 			want:   []string{`tenants[0].perUser[0].onLimit: Invalid value: "Queue"`, "midnight"},
+		},
+		{
+			name: "limit inFlight at every level of a plan",
+			mutate: func(c *gatewayv1.Config) {
+				acme(c).PerUser = append(acme(c).PerUser, inFlight(2))
+				acme(c).PerTenant = append(acme(c).PerTenant, inFlight(5))
+				acme(c).Endpoints[0].Limits = append(acme(c).Endpoints[0].Limits, gatewayv1.Limit{Dimension: gatewayv1.DimensionInFlight, Amount: 3, OnLimit: gatewayv1.BehaviorReject})
+			},
+		},
+		{
+			name:   "limit inFlight with a period",
+			mutate: func(c *gatewayv1.Config) { *perTenant(c) = inFlight(5); perTenant(c).Per = gatewayv1.PeriodMinute },
+			want:   []string{`tenants[0].perTenant[0].per: Invalid value: "minute": must be empty for inFlight`},
+		},
+		{
+			name:   "limit inFlight with a burst",
+			mutate: func(c *gatewayv1.Config) { *perUser(c) = inFlight(2); perUser(c).Burst = 4 },
+			want:   []string{"tenants[0].perUser[0].burst: Invalid value: 4: must be 0 for inFlight"},
+		},
+		{
+			name:   "limit inFlight with dollars",
+			mutate: func(c *gatewayv1.Config) { *perTenant(c) = inFlight(5); perTenant(c).Dollars = "5" },
+			want:   []string{`tenants[0].perTenant[0].dollars: Invalid value: "5": must be empty for inFlight`},
+		},
+		{
+			name:   "limit inFlight without an amount",
+			mutate: func(c *gatewayv1.Config) { *perTenant(c) = inFlight(0) },
+			want:   []string{"tenants[0].perTenant[0].amount: Invalid value: 0: must be more than 0"},
+		},
+		{
+			name:   "limit inFlight in global",
+			mutate: func(c *gatewayv1.Config) { c.Global = []gatewayv1.Limit{inFlight(100)} },
+			want:   []string{`global[0].dimension: Invalid value: "inFlight": must not be inFlight in global`},
 		},
 		{
 			name:   "tenants[].endpoints[].endpoint unknown",

@@ -371,10 +371,11 @@ func (d *dispatcher) finish(wt *waiter, v verdict, served bool) {
 	d.g.kickPool(d.provider) // the queue's next call may be one another provider of its pool can send
 }
 
-// block keeps a refused call queued: a limit of its own lane blocks only that lane; a global or
-// provider limit holds everyone, until it refills or a call in flight ends.
+// block keeps a refused call queued: a limit of its own lane blocks only that lane, until it
+// refills (see laneWait); a global or provider limit holds everyone, until it refills or a call
+// in flight ends.
 func (d *dispatcher) block(wt *waiter, r *Refusal, now time.Time) time.Duration {
-	until := now.Add(max(r.RetryAfter, time.Millisecond))
+	until := now.Add(laneWait(r))
 	switch r.Level {
 	case ratelimit.LevelUser:
 		d.q.Block(wt.item, until, false)
@@ -388,6 +389,16 @@ func (d *dispatcher) block(wt *waiter, r *Refusal, now time.Time) time.Duration 
 		return r.RetryAfter
 	}
 	return inFlightPoll
+}
+
+// laneWait is how long a refusal by a limit of a lane's own holds the lane: until the limit
+// refills, or, for its calls in flight, which free when one of them ends at this gateway or
+// another, inFlightPoll.
+func laneWait(r *Refusal) time.Duration {
+	if r.Dimension == ratelimit.InFlight {
+		return max(r.RetryAfter, inFlightPoll)
+	}
+	return max(r.RetryAfter, time.Millisecond)
 }
 
 // queued counts a call into (+1) or out of (-1) its provider's queue.

@@ -164,11 +164,15 @@ func tooLarge(checks []ratelimit.Check) *Refusal {
 	return nil
 }
 
-// answer counts a refusal by a limit, and hands a job's ticket to its attempt, recording what
-// it holds; a live call's ticket is its caller's as it is.
+// answer counts a refusal by a limit, telling a caller that calls in flight refused when to come
+// back (inFlightRetry), and hands a job's ticket to its attempt, recording what it holds; a live
+// call's ticket is its caller's as it is.
 func (g *Gate) answer(ctx context.Context, req *Request, v verdict) verdict {
 	if r := v.refusal; r != nil && (r.Reason == Limited || r.Reason == TooLarge) {
 		g.refused(req, r)
+		if r.Reason == Limited && r.Dimension == ratelimit.InFlight {
+			r.RetryAfter = max(r.RetryAfter, inFlightRetry)
+		}
 	}
 	t := v.ticket
 	if t == nil || !req.isJob() {

@@ -55,8 +55,9 @@ type Refusal struct {
 	// Spent reports that the refusing limit is a calendar window (a day's or a month's quota, or
 	// the budget): nothing comes back to it until it resets, RetryAfter from now (Limited).
 	Spent bool
-	// RetryAfter is how long to wait before asking again: exact for Limited, a promise spread
-	// over the queue's drain for Busy, a short pause for Unavailable; zero for TooLarge.
+	// RetryAfter is how long to wait before asking again: exact for Limited (but inFlightRetry
+	// for calls in flight, which free when a call ends), a promise spread over the queue's drain
+	// for Busy, a short pause for Unavailable; zero for TooLarge.
 	RetryAfter time.Duration
 	// Position is the call's place in its lane, itself included (Busy).
 	Position int
@@ -73,6 +74,10 @@ type Refusal struct {
 	// taken.
 	Limits Limits
 }
+
+// inFlightRetry is when a caller that calls in flight refused is told to come back: a slot
+// frees when a call ends, which no limit foresees.
+const inFlightRetry = time.Second
 
 // RetryAfter is the wait a Retry-After header states for a wait of d: whole seconds, rounded up,
 // at least one (a client told 0 retries at once). A caller that follows it comes back then.

@@ -41,7 +41,7 @@ func (b *builder) rules(prefix string, level ratelimit.Level, limits []gatewayv1
 	out := make([]rule, 0, len(limits))
 	seen := map[string]int{}
 	for _, l := range limits {
-		key := prefix + ":" + string(l.Dimension) + ":" + string(l.Per)
+		key := limitKey(prefix, l)
 		if seen[key]++; seen[key] > 1 {
 			key = fmt.Sprintf("%s:%d", key, seen[key])
 		}
@@ -54,7 +54,21 @@ func (b *builder) rules(prefix string, level ratelimit.Level, limits []gatewayv1
 	return out, nil
 }
 
+// limitKey is the key of a limit under a level's prefix: its dimension and period, or "inflight"
+// for calls in flight, as a provider's are named.
+func limitKey(prefix string, l gatewayv1.Limit) string {
+	if l.Dimension == gatewayv1.DimensionInFlight {
+		return prefix + ":inflight"
+	}
+	return prefix + ":" + string(l.Dimension) + ":" + string(l.Per)
+}
+
 func (b *builder) rule(key string, level ratelimit.Level, l gatewayv1.Limit, loc *time.Location) (rule, error) {
+	if l.Dimension == gatewayv1.DimensionInFlight {
+		r, err := b.concurrency(key, level, l.Amount)
+		r.queue = l.OnLimit == gatewayv1.BehaviorQueue
+		return r, err
+	}
 	dim, amount, err := dimension(l)
 	if err != nil {
 		return rule{}, fmt.Errorf("policy: limit %s: %w", key, err)
@@ -82,6 +96,14 @@ func (b *builder) rule(key string, level ratelimit.Level, l gatewayv1.Limit, loc
 func (b *builder) bucket(key string, level ratelimit.Level, dim ratelimit.Dimension, rate int64, per time.Duration, burst int64) (rule, error) {
 	return b.pair(func(share func(int64) int64) (*ratelimit.Limit, error) {
 		return ratelimit.NewBucket(key, level, dim, share(rate), per, share(burst))
+	})
+}
+
+// concurrency is a limit of n calls in flight, held by leases that the calls' gateway renews
+// (see LeaseTTL).
+func (b *builder) concurrency(key string, level ratelimit.Level, n int64) (rule, error) {
+	return b.pair(func(share func(int64) int64) (*ratelimit.Limit, error) {
+		return ratelimit.NewConcurrency(key, level, share(n), LeaseTTL)
 	})
 }
 
@@ -146,9 +168,7 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 		}
 	}
 	if n := p.WithHeadroom(p.MaxInFlight); n > 0 {
-		if err := add(b.pair(func(share func(int64) int64) (*ratelimit.Limit, error) {
-			return ratelimit.NewConcurrency(prefix+":inflight", level, share(n), LeaseTTL)
-		})); err != nil {
+		if err := add(b.concurrency(prefix+":inflight", level, n)); err != nil {
 			return nil, err
 		}
 	}

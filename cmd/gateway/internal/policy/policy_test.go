@@ -295,6 +295,69 @@ func TestQueueingFollowsEachLimitsBehaviour(t *testing.T) {
 	}
 }
 
+// TestInFlightLimitsHoldOneSlotAtEachLevel gives acme's users 2 calls at once, acme 5 (refused
+// past it) and its chat endpoint 3: a call takes a slot of each under its lease, each queues or
+// rejects as its limit says, a replica's local share is its part of each, and the call's end
+// frees every slot it holds.
+func TestInFlightLimitsHoldOneSlotAtEachLevel(t *testing.T) {
+	cfg, err := gatewayv1.Load("../../../../api/gateway/v1/testdata/two-tenants.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acme := &cfg.Tenants[0]
+	inFlight := func(n int64, at gatewayv1.Behavior) gatewayv1.Limit {
+		return gatewayv1.Limit{Dimension: gatewayv1.DimensionInFlight, Amount: n, OnLimit: at}
+	}
+	acme.PerUser = []gatewayv1.Limit{inFlight(2, gatewayv1.BehaviorQueue)}
+	acme.PerTenant = []gatewayv1.Limit{inFlight(5, gatewayv1.BehaviorReject)}
+	acme.Endpoints[0].Limits = []gatewayv1.Limit{inFlight(3, gatewayv1.BehaviorQueue)}
+	acme.Budget = nil
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(cfg, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, route := p.Caller("sk-acme-alice"), p.Routes("gpt-4o-mini")[0]
+	checks, queueing := Checks(nil, alice, route, gatewayv1.EndpointChat, Cost{Tokens: 900}, Shared, "lease-1")
+	want := []check{
+		{Key: "{tenant:acme}:user:alice:inflight", Level: "user", Capacity: 2, Cost: 1},
+		{Key: "{tenant:acme}:tenant:inflight", Level: "tenant", Capacity: 5, Cost: 1},
+		{Key: "{tenant:acme}:endpoint:chat:inflight", Level: "endpoint", Capacity: 3, Cost: 1},
+	}
+	if diff := cmp.Diff(want, summarize(checks[:3])); diff != "" {
+		t.Errorf("the plan's checks (-want +got):\n%s", diff)
+	}
+	for i, w := range []bool{true, false, true} {
+		if got := queueing.Queues(i); got != w {
+			t.Errorf("%s queues = %v; want %v", checks[i].Limit.Key, got, w)
+		}
+	}
+	for _, c := range checks[:3] {
+		if c.Limit.Dimension != ratelimit.InFlight || c.Lease != "lease-1" {
+			t.Errorf("%s: dimension %s, lease %q; want calls in flight under the call's lease", c.Limit.Key, c.Limit.Dimension, c.Lease)
+		}
+	}
+	local := summarize(first(Checks(nil, alice, route, gatewayv1.EndpointChat, Cost{}, Local, "l")))
+	if got := []int64{local[0].Capacity, local[1].Capacity, local[2].Capacity}; !slices.Equal(got, []int64{1, 2, 1}) {
+		t.Errorf("a replica's local share of 2, 5 and 3 calls at once = %v; want half of each, at least 1", got)
+	}
+	released := summarize(Release(nil, checks))
+	wantReleased := []check{
+		{Key: "{tenant:acme}:user:alice:inflight", Level: "user", Capacity: 2, Cost: -1},
+		{Key: "{tenant:acme}:tenant:inflight", Level: "tenant", Capacity: 5, Cost: -1},
+		{Key: "{tenant:acme}:endpoint:chat:inflight", Level: "endpoint", Capacity: 3, Cost: -1},
+		{Key: "{openai}:provider:inflight", Level: "provider", Capacity: 190, Cost: -1},
+	}
+	if diff := cmp.Diff(wantReleased, released); diff != "" {
+		t.Errorf("the call's end frees (-want +got):\n%s", diff)
+	}
+	if alice.Tenant.scope != nil {
+		t.Error("calls in flight made the tenant a scope of calendar windows; want none")
+	}
+}
+
 // TestTenantLimitsAreTotalsOverProviders gives acme a second provider and the gateway a global
 // limit: a call to either provider passes the same user, tenant, budget, endpoint and global
 // limits, and each provider's own.

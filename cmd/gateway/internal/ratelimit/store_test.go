@@ -172,6 +172,26 @@ func limiterCases() []limiterCase {
 			},
 		},
 		{
+			name: "a plan's calls in flight and its provider's are taken together or not at all",
+			limits: []*Limit{
+				mustLimit(NewConcurrency("{tenant:acme}:user:alice:inflight", LevelUser, 2, time.Minute)),
+				mustLimit(NewConcurrency("{tenant:acme}:tenant:inflight", LevelTenant, 1, time.Minute)),
+				mustLimit(NewConcurrency("{openai}:provider:inflight", LevelProvider, 1, time.Minute)),
+			},
+			steps: []step{
+				// Another tenant's call holds the provider's one slot.
+				{costs: []int64{0, 0, 1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{2, 1, 0}}},
+				// The provider refuses: the user's and the tenant's slots are not taken...
+				{costs: []int64{1, 1, 1}, want: result{Refused: 2, Remaining: []int64{2, 1, 0}}},
+				// ...as a call that needs no slot of the provider's shows, taking the tenant's one.
+				{costs: []int64{1, 1, 0}, want: result{Allowed: true, Refused: -1, Remaining: []int64{1, 0, 0}}},
+				{costs: []int64{1, 1, 1}, want: result{Refused: 1, Remaining: []int64{1, 0, 0}}},
+				{costs: []int64{0, 0, -1}, settle: true, lease: "step-0"},
+				{costs: []int64{-1, -1, 0}, settle: true, lease: "step-2"},
+				{costs: []int64{1, 1, 1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{1, 0, 0}}},
+			},
+		},
+		{
 			name:   "settling refunds an overestimate and charges an underestimate",
 			limits: []*Limit{mustLimit(NewBucket("{p}:tokens", LevelProvider, Tokens, 100, time.Second, 100))},
 			steps: []step{

@@ -104,6 +104,9 @@ func refusalError(h http.Header, c *call, r *admission.Refusal) *apiError {
 		if r.Spent {
 			return quotaSpentError(r)
 		}
+		if r.Dimension == ratelimit.InFlight {
+			return inFlightError(r)
+		}
 		return &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "rate_limit_exceeded", retryAfter: r.RetryAfter,
 			Message: fmt.Sprintf("Rate limit reached: %s. Try again in %s.", limitText(r), r.RetryAfter.Round(time.Millisecond))}
 	case admission.TooLarge:
@@ -128,6 +131,13 @@ func refusalError(h http.Header, c *call, r *admission.Refusal) *apiError {
 func quotaSpentError(r *admission.Refusal) *apiError {
 	return &apiError{status: http.StatusTooManyRequests, Type: typeQuota, Code: codeQuotaSpent, retryAfter: r.RetryAfter,
 		Message: fmt.Sprintf("Quota exceeded: %s. It resets in %s.", limitText(r), r.RetryAfter.Round(time.Second))}
+}
+
+// inFlightError answers a call refused because its plan's calls at once are all running: 429,
+// to try again when one of them ends.
+func inFlightError(r *admission.Refusal) *apiError {
+	return &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "rate_limit_exceeded", retryAfter: r.RetryAfter,
+		Message: fmt.Sprintf("Too many calls at once: %s. Try again when one of them ends.", limitText(r))}
 }
 
 // busyMessage tells a caller turned away at the door how long it would have waited, against
@@ -185,9 +195,17 @@ var promptParam = map[estimate.Endpoint]string{estimate.Chat: "messages", estima
 // limitText names the limit that refused, with its numbers.
 func limitText(r *admission.Refusal) string {
 	if r.Remaining < 0 {
-		return fmt.Sprintf("the %s limit on %s: limit %d, requested %d", r.Level, r.Dimension, r.Capacity, r.Requested)
+		return fmt.Sprintf("the %s limit on %s: limit %d, requested %d", r.Level, dimensionText(r.Dimension), r.Capacity, r.Requested)
 	}
-	return fmt.Sprintf("the %s limit on %s: limit %d, remaining %d, requested %d", r.Level, r.Dimension, r.Capacity, r.Remaining, r.Requested)
+	return fmt.Sprintf("the %s limit on %s: limit %d, remaining %d, requested %d", r.Level, dimensionText(r.Dimension), r.Capacity, r.Remaining, r.Requested)
+}
+
+// dimensionText names a limit's dimension as the configuration does where it names it.
+func dimensionText(d ratelimit.Dimension) string {
+	if d == ratelimit.InFlight {
+		return string(gatewayv1.DimensionInFlight)
+	}
+	return d.String()
 }
 
 // errClientClosed is the answer to a client that left: it never sees it.

@@ -33,6 +33,13 @@ func TestRefusalError(t *testing.T) {
 		wantHeaders: map[string]string{"Retry-After": "2", "Retry-After-Ms": "1500",
 			"X-Ratelimit-Limit-Requests": "50", "X-Ratelimit-Remaining-Requests": "0", "X-Ratelimit-Reset-Requests": "1h0m0s"},
 	}, {
+		name: "a plan's calls at once are all running: the limit named as configured, to come back when one ends",
+		refusal: admission.Refusal{Reason: admission.Limited, Level: ratelimit.LevelTenant, Dimension: ratelimit.InFlight,
+			Capacity: 5, Remaining: 0, Requested: 1, RetryAfter: time.Second},
+		wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetry: time.Second,
+		wantMessage: "Too many calls at once: the tenant limit on inFlight: limit 5, remaining 0, requested 1. Try again when one of them ends.",
+		wantHeaders: map[string]string{"Retry-After": "1", "Retry-After-Ms": "1000"},
+	}, {
 		name: "a day's quota is spent: insufficient_quota until its reset, not retried",
 		refusal: admission.Refusal{Reason: admission.Limited, Level: ratelimit.LevelUser, Dimension: ratelimit.Requests, Spent: true,
 			Capacity: 50, Remaining: 0, Requested: 1, RetryAfter: 19*time.Hour + 37*time.Minute},

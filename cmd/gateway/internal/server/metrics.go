@@ -14,7 +14,7 @@ type metrics struct {
 	jobsEnded      *prometheus.CounterVec
 	jobAttempts    *prometheus.CounterVec
 	jobsLost       prometheus.Counter
-	overloaded     prometheus.Counter
+	overloaded     *prometheus.CounterVec
 	// usageOutOfBounds counts answers whose usage was more than their call could have used.
 	usageOutOfBounds *prometheus.CounterVec
 	// maxInFlight is each provider's cap on calls in flight, across every gateway, beside which
@@ -62,12 +62,12 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 			Name: "sluice_gateway_jobs_lost_total",
 			Help: "Jobs accepted, then lost with the jobs' store when it came back empty, that this gateway noticed: polled or cancelled here (answered 410 job_lost), or running here. Each is counted once per gateway that notices it.",
 		}),
-		overloaded: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sluice_gateway_overloaded_total", Help: "Calls answered 503 server_overloaded because the gateway held server.maxInFlight calls already.",
-		}),
+		overloaded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_gateway_overloaded_total", Help: "Calls answered 503 server_overloaded because the gateway held server.maxInFlight calls already, or their tenant its share of them, by tenant (empty: no known key).",
+		}, []string{"tenant"}),
 		usageOutOfBounds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_usage_out_of_bounds_total",
-			Help: "Answers whose reported usage was more than their call could have used (more completion tokens than its cap times n), settled at the bound instead, by provider.",
+			Help: "Answers whose reported usage was more than their call could have used (more prompt tokens than its body's bytes and images, or completion tokens than its cap times n), settled at the bound instead, by provider.",
 		}, []string{"provider"}),
 		maxInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_gateway_provider_max_in_flight",
