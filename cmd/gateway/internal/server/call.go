@@ -453,11 +453,14 @@ func (c *call) estimatedUsage() estimate.Usage {
 	return estimate.Usage{PromptTokens: c.estimate.PromptTokens, CompletionTokens: c.estimate.CompletionTokens, TotalTokens: c.estimate.Total()}
 }
 
-func (c *call) tenant() string {
-	if c.caller == nil {
+func (c *call) tenant() string { return tenantName(c.caller) }
+
+// tenantName is the name of caller's tenant, or "" for no caller.
+func tenantName(caller *policy.Caller) string {
+	if caller == nil {
 		return ""
 	}
-	return c.caller.Tenant.Name
+	return caller.Tenant.Name
 }
 
 func (c *call) user() string {
@@ -488,6 +491,8 @@ func outcomeOf(e *apiError) string {
 		return outcomeUnreachable
 	case "provider_error", "provider_auth_failed", "provider_bad_answer":
 		return outcomeProviderError
+	case errOverloaded.Code:
+		return outcomeOverloaded
 	}
 	switch e.status {
 	case http.StatusTooManyRequests:

@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 )
@@ -84,9 +85,11 @@ func (s *Server) limitInFlight(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		tenant := tenantOf(p, r)
+		caller := callerOf(p, r)
+		tenant := tenantName(caller)
 		if !s.inFlight.tryEnter(tenant, int64(p.Config.Server.MaxInFlight), len(p.Tenants())) {
 			s.metrics.overloaded.WithLabelValues(tenant).Inc()
+			s.finish(&call{caller: caller, requestID: w.Header().Get(headerRequestID), arrived: time.Now()}, answered(errOverloaded, keepTicket))
 			errOverloaded.write(w)
 			return
 		}
@@ -95,16 +98,13 @@ func (s *Server) limitInFlight(next http.Handler) http.Handler {
 	})
 }
 
-// tenantOf names the tenant whose key the request carries, or "" for none known.
-func tenantOf(p *policy.Policy, r *http.Request) string {
+// callerOf is the caller whose key the request carries, or nil for none known.
+func callerOf(p *policy.Policy, r *http.Request) *policy.Caller {
 	key, ok := bearerKey(r)
 	if !ok {
-		return ""
+		return nil
 	}
-	if c := p.Caller(key); c != nil {
-		return c.Tenant.Name
-	}
-	return ""
+	return p.Caller(key)
 }
 
 // isReadTimeout reports whether err is the connection's read deadline passing: the client did

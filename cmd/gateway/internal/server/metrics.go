@@ -35,6 +35,7 @@ const (
 	outcomeClientClosed  = "client_closed"
 	outcomeClientTooSlow = "client_too_slow"
 	outcomeInternalError = "internal_error"
+	outcomeOverloaded    = "overloaded"
 )
 
 // newMetrics registers the series; inFlight reads the calls the API holds.
