@@ -189,9 +189,12 @@ func bearerKey(r *http.Request) (string, bool) {
 	return key, ok && strings.EqualFold(scheme, "Bearer") && key != ""
 }
 
-// readBody reads a request's body, at most server.maxBodyBytes of it, in the time
-// server.readTimeout allows.
+// readBody reads a request's body, JSON in UTF-8 (see contentTypeError), at most
+// server.maxBodyBytes of it, in the time server.readTimeout allows.
 func readBody(p *policy.Policy, r *http.Request) ([]byte, *apiError) {
+	if apiErr := contentTypeError(r.Header); apiErr != nil {
+		return nil, apiErr
+	}
 	limit := p.Config.Server.MaxBodyBytes
 	body, err := readAtMost(http.MaxBytesReader(nil, r.Body, limit), r.ContentLength, limit+1)
 	if err != nil {

@@ -226,21 +226,23 @@ func (p *bufferPool) Get() []byte {
 
 func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
-// forwardedHeaders are the client's headers a call takes to its provider: what the body is and
-// what answer is wanted, who sends it, the beta features it asks for and its trace. Every other
-// header stays at the gateway: the client's keys (Authorization, Api-Key, a cookie), its account
-// (OpenAI-Organization, OpenAI-Project), a connection upgrade, and whatever a provider might read
-// that the gateway did not check.
-var forwardedHeaders = []string{"Accept", "Content-Type", "User-Agent", "Openai-Beta", "Traceparent", "Tracestate"}
+// forwardedHeaders are the client's headers a call takes to its provider: what answer is
+// wanted, who sends it, the beta features it asks for and its trace. Every other header stays at
+// the gateway: the client's keys (Authorization, Api-Key, a cookie), its account
+// (OpenAI-Organization, OpenAI-Project), a connection upgrade, its Content-Type (the body goes as
+// JSON in UTF-8, as the gateway read it) and whatever a provider might read that the gateway did
+// not check.
+var forwardedHeaders = []string{"Accept", "User-Agent", "Openai-Beta", "Traceparent", "Tracestate"}
 
 // noUserAgent is the User-Agent that the transport leaves out of a call.
 var noUserAgent = []string{""}
 
 // providerHeaders are the headers of a call to its provider: the client's that forwardedHeaders
-// allows, and the provider's key. A call whose client sent no User-Agent goes without one, not
-// with Go's.
+// allows, the body's Content-Type, JSON, and the provider's key. A call whose client sent no
+// User-Agent goes without one, not with Go's.
 func providerHeaders(in http.Header, c *call) http.Header {
-	h := make(http.Header, len(forwardedHeaders)+1)
+	h := make(http.Header, len(forwardedHeaders)+2)
+	h["Content-Type"] = jsonContentType
 	for _, name := range forwardedHeaders {
 		if v := in[name]; len(v) > 0 {
 			h[name] = v
