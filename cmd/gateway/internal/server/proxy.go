@@ -111,8 +111,7 @@ func (s *Server) send(o *outbound, path string, in http.Header) (*http.Response,
 	return resp, nil
 }
 
-// passHeaders adds the headers of a provider's answer to its client's, but those of one
-// connection and those of the gateway's account at the provider (see passes).
+// passHeaders adds the headers of a provider's answer that pass (see passes) to its client's.
 func passHeaders(client, answer http.Header) {
 	connection := answer["Connection"]
 	for name, values := range answer {
@@ -127,17 +126,10 @@ func passHeaders(client, answer http.Header) {
 }
 
 // passes reports whether the header name of an answer whose Connection header is connection
-// reaches the client. The headers of one connection stay at the gateway: the hop-by-hop ones and
-// those Connection names (RFC 9110, section 7.6.1). So do those of the gateway's account at the
-// provider (its rate limits, its organization, its version of the API): the client sees its own
-// limits, set before the call.
+// reaches the client: those answerHeaders allows, unless Connection names them, as the headers
+// of one connection (RFC 9110, section 7.6.1).
 func passes(name string, connection []string) bool {
-	switch name {
-	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer",
-		"Transfer-Encoding", "Upgrade":
-		return false
-	}
-	return !strings.HasPrefix(name, "X-Ratelimit-") && !strings.HasPrefix(name, "Openai-") && !names(connection, name)
+	return answerHeaders[name] && !names(connection, name)
 }
 
 // names reports whether a Connection header's values name the header name.
@@ -284,9 +276,7 @@ func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
 	case status >= 400:
 		s.providerFailed(o.call, status)
 		o.ticket.Refund()
-		if (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) && resp.Header.Get("Retry-After") == "" {
-			resp.Header.Set("Retry-After", "1") // every 429 and 503 says when to come back
-		}
+		ownRetryAfter(o.answer, resp, o.route.Provider.Config) // every 429 and 503 says when to come back
 		if status >= 500 {
 			s.replaceServerError(resp, o)
 		}
