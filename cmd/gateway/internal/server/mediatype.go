@@ -36,3 +36,10 @@ func isJSONUTF8(contentType string) bool {
 	charset, ok := params["charset"]
 	return !ok || strings.EqualFold(charset, "utf-8") || strings.EqualFold(charset, "utf8")
 }
+
+// isEventStream reports whether an answer's Content-Type is text/event-stream, whatever its
+// case and parameters: media types compare without regard to case (RFC 9110, section 8.3.1).
+func isEventStream(h http.Header) bool {
+	media, _, _ := strings.Cut(headerValue(h, "Content-Type"), ";")
+	return strings.EqualFold(strings.TrimSpace(media), "text/event-stream")
+}

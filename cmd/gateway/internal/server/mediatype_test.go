@@ -41,6 +41,28 @@ func TestContentTypeErrorRefusesAllButJSONInUTF8(t *testing.T) {
 	}
 }
 
+func TestIsEventStreamComparesWithoutCase(t *testing.T) {
+	tests := []struct {
+		contentType string
+		want        bool
+	}{
+		{"text/event-stream", true},
+		{"Text/Event-Stream", true},
+		{"TEXT/EVENT-STREAM; charset=utf-8", true},
+		{" text/event-stream ;x=y", true},
+		{"text/event-streams", false},
+		{"application/json", false},
+		{"", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.contentType, func(t *testing.T) {
+			if got := isEventStream(http.Header{"Content-Type": {tc.contentType}}); got != tc.want {
+				t.Errorf("isEventStream(%q) = %t; want %t", tc.contentType, got, tc.want)
+			}
+		})
+	}
+}
+
 // TestACallGoesUpstreamAsJSONInUTF8 checks that a provider gets Content-Type: application/json
 // whatever JSON the client declared, or none, and never a call whose client declared another
 // charset or media type: those are refused 415.
@@ -86,5 +108,29 @@ func TestACallGoesUpstreamAsJSONInUTF8(t *testing.T) {
 				t.Errorf("the provider received Content-Type %q; want application/json", got)
 			}
 		})
+	}
+}
+
+// TestAStreamIsReadWhateverTheCaseOfItsType has the provider answer a stream as
+// Text/Event-Stream: the gateway passes it on as a stream and settles it from its usage chunk.
+func TestAStreamIsReadWhateverTheCaseOfItsType(t *testing.T) {
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "Text/Event-Stream; Charset=UTF-8")
+		sendStream(w, "Hello")
+		io.WriteString(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":20}}\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(provider.Close)
+	g := newSettleGateway(t, provider.URL)
+	r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/v1/chat/completions",
+		strings.NewReader(strings.Replace(settleBody, `{"model"`, `{"stream":true,"model"`, 1)))
+	r.Header.Set("Authorization", "Bearer "+settleKey)
+	w := httptest.NewRecorder()
+	g.Handler().ServeHTTP(w, r)
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), streamChunk("Hello")) {
+		t.Fatalf("status %d: %s; want 200 and the stream", w.Code, w.Body)
+	}
+	if got, want := g.charged(t), (charged{requests: 1, tokens: 30, micros: 50}); got != want {
+		t.Errorf("charged %+v; want %+v, the stream's usage", got, want)
 	}
 }

@@ -280,7 +280,7 @@ func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
 		if status >= 500 {
 			s.replaceServerError(resp, o)
 		}
-	case strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
+	case isEventStream(resp.Header):
 		resp.Body = s.newStreamBody(resp.Body, o)
 		resp.Header.Del("Content-Length")
 		resp.ContentLength = -1
