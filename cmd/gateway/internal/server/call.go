@@ -164,7 +164,8 @@ func (s *Server) readCall(p *policy.Policy, endpoint estimate.Endpoint, r *http.
 	return s.newCall(r.Context(), p, caller, endpoint, body)
 }
 
-func (s *Server) authenticate(p *policy.Policy, r *http.Request) (*policy.Caller, *apiError) {
+// identify finds whose key a request carries, or returns the error to answer.
+func (s *Server) identify(p *policy.Policy, r *http.Request) (*policy.Caller, *apiError) {
 	if p == nil {
 		return nil, &apiError{status: http.StatusServiceUnavailable, Type: typeServer, Code: "not_ready", Message: "The gateway has no configuration yet."}
 	}
