@@ -1,10 +1,13 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestFoldScanFindsAFoldedAuthorization feeds a connection's bytes to foldScan, whole and a few
@@ -80,6 +83,74 @@ func TestAnAmbiguousAuthorizationIsRefused(t *testing.T) {
 				t.Errorf("status %d: %s; want 401 %s", w.Code, w.Body, tc.wantCode)
 			}
 		})
+	}
+}
+
+// TestFailedAuthenticationsAreSlowedPerAddress checks that an address that keeps failing to
+// authenticate is answered 429 past its allowance, until the allowance comes back, while a valid
+// key from it, and a wrong one from another address, are answered as ever.
+func TestFailedAuthenticationsAreSlowedPerAddress(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	g := newSettleGatewayAt(t, settleConfig("http://127.0.0.1:1"), func() time.Time { return now })
+	get := func(addr, key string) *httptest.ResponseRecorder {
+		r := httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/v1/models", nil)
+		r.RemoteAddr = addr
+		if key != "" {
+			r.Header.Set("Authorization", "Bearer "+key)
+		}
+		w := httptest.NewRecorder()
+		g.Handler().ServeHTTP(w, r)
+		return w
+	}
+	const guesser, other = "203.0.113.7:40000", "198.51.100.1:40000"
+	for i := range guessBurst {
+		key := "sk-guess-" + strings.Repeat("x", i)
+		if i%2 == 1 {
+			key = "" // a missing key fails too
+		}
+		if w := get(guesser, key); w.Code != http.StatusUnauthorized {
+			t.Fatalf("failure %d: status %d; want 401 within the allowance", i+1, w.Code)
+		}
+	}
+	steps := []struct {
+		name      string
+		after     time.Duration
+		addr, key string
+		want      int
+	}{
+		{"past the allowance", 0, guesser, "sk-guess", http.StatusTooManyRequests},
+		{"the guesser's next port", 0, "203.0.113.7:40001", "sk-guess", http.StatusTooManyRequests},
+		{"a valid key from the guesser's address", 0, guesser, settleKey, http.StatusOK},
+		{"another address", 0, other, "sk-guess", http.StatusUnauthorized},
+		{"a second later", time.Second, guesser, "sk-guess", http.StatusUnauthorized},
+		{"at once again", 0, guesser, "sk-guess", http.StatusTooManyRequests},
+	}
+	for _, s := range steps {
+		now = now.Add(s.after)
+		w := get(s.addr, s.key)
+		if w.Code != s.want {
+			t.Errorf("%s: status %d: %s; want %d", s.name, w.Code, w.Body, s.want)
+		}
+		if w.Code == http.StatusTooManyRequests && (w.Header().Get("Retry-After") != "1" || errorCode(t, w) != "too_many_failed_authentications") {
+			t.Errorf("%s: Retry-After %q, %s; want 1 and too_many_failed_authentications", s.name, w.Header().Get("Retry-After"), w.Body)
+		}
+	}
+}
+
+func TestClientAddressIsThePeersOrItsIPv6Network(t *testing.T) {
+	for remote, want := range map[string]string{
+		"203.0.113.7:40000":                  "203.0.113.7",
+		"[::ffff:203.0.113.7]:40000":         "203.0.113.7",
+		"[2001:db8:1:2:3:4:5:6]:40000":       "2001:db8:1:2::/64",
+		"[2001:db8:1:2:ffff:ffff:ffff:1]:80": "2001:db8:1:2::/64",
+		"not an address":                     "not an address",
+	} {
+		r := httptest.NewRequestWithContext(context.Background(), http.MethodGet, "/", nil)
+		r.RemoteAddr = remote
+		r.Header.Set("X-Forwarded-For", "192.0.2.99")
+		if got := clientAddress(r); got != want {
+			t.Errorf("clientAddress(%q) = %q; want %q", remote, got, want)
+		}
 	}
 }
 
