@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/server"
 )
 
 // adminMaxConnections caps the connections the admin port holds at once: probes, Prometheus and
@@ -36,8 +37,9 @@ func openEndpoints(cfg gatewayv1.Server, api, admin string, apiHandler, adminHan
 		apiListener.Close()
 		return nil, err
 	}
+	watched := server.WatchFolds(apiListener) // the API's handlers refuse a folded Authorization
 	return []endpoint{
-		{newHTTPServer(cfg, api, apiHandler, apiListener), apiListener},
+		{newHTTPServer(cfg, api, apiHandler, apiListener), watched},
 		{newHTTPServer(cfg, admin, adminHandler, adminListener), adminListener},
 	}, nil
 }
@@ -67,6 +69,7 @@ func newHTTPServer(cfg gatewayv1.Server, addr string, handler http.Handler, l *c
 		IdleTimeout:       cfg.IdleTimeout.Duration,
 		MaxHeaderBytes:    int(cfg.MaxHeaderBytes),
 		ConnState:         l.track,
+		ConnContext:       server.ConnContext,
 	}
 }
 

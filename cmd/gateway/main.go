@@ -221,11 +221,31 @@ func (g *gateway) startJobs(ctx context.Context) <-chan struct{} {
 	return stopped
 }
 
-// startSweeps sweeps the limiters kept in memory, the store's or its fallback, until ctx ends.
+// startSweeps sweeps the limiters kept in memory, the store's or its fallback, and the limits
+// learned from providers that no answer confirms any more, until ctx ends.
 func (g *gateway) startSweeps(ctx context.Context) {
 	for _, l := range []admission.Limiter{g.opts.Limiter, g.opts.Fallback} {
 		if memory, ok := l.(*ratelimit.Memory); ok {
 			go sweep(ctx, memory)
+		}
+	}
+	go forgetStaleLimits(ctx, g.srv)
+}
+
+// staleLimitsEvery is how often the gateway looks for learned limits to forget.
+const staleLimitsEvery = 10 * time.Second
+
+// forgetStaleLimits forgets, every staleLimitsEvery until ctx ends, the limits learned from
+// providers that no answer has reported again for a few minutes.
+func forgetStaleLimits(ctx context.Context, srv *server.Server) {
+	t := time.NewTicker(staleLimitsEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			srv.ForgetStaleLimits()
 		}
 	}
 }
@@ -292,7 +312,7 @@ func (p *policies) learned() {
 		return
 	}
 	p.srv.SetPolicy(compiled)
-	p.log.Info("providers reported limits lower than configured; their calls are paced to them", "learned", p.srv.Learned())
+	p.log.Info("the limits learned from providers changed; their calls are paced to them", "learned", p.srv.Learned())
 }
 
 // compile compiles cfg for replicas sharing the limits, at the limits learned from the

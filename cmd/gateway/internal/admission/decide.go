@@ -193,7 +193,7 @@ func (g *Gate) ended(t *Ticket, actual policy.Cost, served bool) {
 	d := g.dispatcher(provider)
 	d.callDuration.Observe(now.Sub(t.started).Seconds())
 	g.usage.finished(&t.req, actual.Tokens-t.req.Cost.Tokens, actual.MicroDollars, now)
-	d.ended(served)
+	d.ended(served, max(t.req.providerCost(), actual.Tokens))
 }
 
 // refused counts a refusal by a limit.

@@ -28,8 +28,12 @@ type feedback struct {
 	// throttledBase is the in-flight cap the share cuts from when the provider has none
 	// configured: the calls in flight at the first throttle. Zero while the share is 1.
 	throttledBase int64
-	learned       gatewayv1.LearnedLimits // lower than configured, as last reported
-	// lastReport is what the last answer reported (see reported); read without d.mu.
+	learned       gatewayv1.LearnedLimits // lower than configured, as last reported, above their floor
+	// confirmed and served are what holds learned up, or lets it go (see learning.go).
+	confirmed confirmations
+	served    served
+	// lastReport is what the last answer reported (see reported); read without d.mu, and nil
+	// when the next answer is to be learned from whatever it reports.
 	lastReport atomic.Pointer[lastReport]
 }
 
@@ -94,8 +98,11 @@ func (d *dispatcher) maxPause() time.Duration {
 // It wakes the dispatcher only when a call waits that what the call gave back may let go: in its
 // own queue, or in that of another provider of its pools, which it may serve (see steal). A call
 // that arrives later decides at once, or queues and wakes it itself.
-func (d *dispatcher) ended(served bool) {
+func (d *dispatcher) ended(served bool, tokens int64) {
 	d.mu.Lock()
+	if served {
+		d.servedCall(tokens, d.g.now())
+	}
 	if served && d.share < 1 {
 		d.setShare(min(d.share+shareStep, 1))
 	}
@@ -107,19 +114,21 @@ func (d *dispatcher) ended(served bool) {
 }
 
 // reported takes in the limits a provider's answer reported and reports whether the limits
-// learned from it changed: those lower than configured are learned, and one reported no
-// longer lower is forgotten. A remaining count of zero pauses dispatch until the provider said
+// learned from it changed: those lower than configured are learned, held at or above their
+// floor (see policy.Lower: a tenth of the configured limit, and the largest call the provider
+// was seen to serve), and one reported no longer lower is forgotten, as is one no answer
+// confirmed for learnedTTL. A remaining count of zero pauses dispatch until the provider said
 // it resets, held to minPause: its reset is when all of its limit is back, and a provider that
 // counts a rolling minute (as OpenAI's do) earns it back all along, while the gateway's own
 // rolling minute already holds to the limit. Held to maxPause, the queue stood still for up to its
 // retry maxDelay whenever the provider's minute was exactly full.
 //
 // An answer that reports what the last one did, under the same configuration, with nothing
-// exhausted, teaches nothing new (learning is the same again) and is passed over without d.mu:
-// most answers are such.
+// exhausted, within confirmEvery of it, teaches nothing new (learning is the same again) and is
+// passed over without d.mu: most answers are such.
 func (d *dispatcher) reported(r Reported) bool {
-	pol := d.g.policy()
-	if last := d.lastReport.Load(); !r.Exhausted && last != nil && *last == (lastReport{policy: pol, limits: r.Limits}) {
+	pol, now := d.g.policy(), d.g.now()
+	if last := d.lastReport.Load(); !r.Exhausted && last != nil && last.repeats(pol, r.Limits, now) {
 		return false
 	}
 	d.mu.Lock()
@@ -132,18 +141,26 @@ func (d *dispatcher) reported(r Reported) bool {
 	if p == nil {
 		return false
 	}
-	learned := policy.Lower(p.Config, r.keepUnreported(d.learned))
+	d.confirmed.confirm(r.Limits, now)
+	learned := policy.Lower(p.Config, r.keepUnreported(d.unexpired(now)), d.served.evidence(now))
 	changed := learned != d.learned
 	d.learned = learned
-	d.lastReport.Store(&lastReport{policy: pol, limits: r.Limits})
+	d.lastReport.Store(&lastReport{policy: pol, limits: r.Limits, at: now})
 	return changed
 }
 
-// lastReport is the limits a provider's answer last reported, and the configuration in force
-// then.
+// lastReport is the limits a provider's answer last reported, the configuration in force then,
+// and when.
 type lastReport struct {
 	policy *policy.Policy
 	limits gatewayv1.LearnedLimits
+	at     time.Time
+}
+
+// repeats reports whether an answer at now that reports limits under pol says what the last one
+// did, soon enough after it that the learned limits need no confirming yet.
+func (l *lastReport) repeats(pol *policy.Policy, limits gatewayv1.LearnedLimits, now time.Time) bool {
+	return l.policy == pol && l.limits == limits && now.Sub(l.at) < confirmEvery
 }
 
 // learning is what the provider's answers taught, as the usage snapshot reports it.

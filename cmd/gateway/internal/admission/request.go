@@ -70,8 +70,9 @@ func (r *Request) providerCost() int64 {
 }
 
 // checks appends to dst every check the request must pass (see policy.Checks), its provider's
-// own token limits charged providerCost. Settling keeps ProviderTokens on them when the usage is
-// less (see policy.Settlement).
+// own token limits charged providerCost, or all they hold when they are learned limits it passes
+// (see policy.Provider.TokensTaken). Settling keeps ProviderTokens on them when the usage is less
+// (see policy.Settlement), and charges what the call took beyond them.
 //
 // A job's attempt takes no request from its caller's own limits: the job took it when it was
 // created (see Gate.ChargeJob). It is still checked against them, as a call of no requests.
@@ -83,7 +84,7 @@ func (r *Request) checks(dst []ratelimit.Check, share policy.Share, lease string
 		case r.isJob() && isCallersRequests(c):
 			c.Cost = 0
 		case c.Limit.Level == ratelimit.LevelProvider && c.Limit.Dimension == ratelimit.Tokens:
-			c.Cost = r.providerCost()
+			c.Cost = r.Route.Provider.TokensTaken(c.Limit, r.providerCost())
 		}
 	}
 	return dst, queueing

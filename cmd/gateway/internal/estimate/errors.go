@@ -26,6 +26,10 @@ var (
 	// ErrUnsupportedField means the body holds a field another endpoint reads, such as the
 	// Responses API's max_output_tokens in a chat request.
 	ErrUnsupportedField = errors.New("estimate: unsupported field")
+	// ErrControlKey means an object holds a key with a control character in it, such as
+	// "model\u0000": a reader that stops at a NUL, or drops what it cannot print, would read
+	// another key than the package does.
+	ErrControlKey = errors.New("estimate: control character in a key")
 )
 
 // RequestError is why a request body was refused. It carries field names and

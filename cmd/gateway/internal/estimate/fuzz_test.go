@@ -48,7 +48,7 @@ func checkRequestError(t *testing.T, err error) {
 	if !errors.As(err, &re) {
 		t.Fatalf("error %v (%T) is not a *RequestError", err, err)
 	}
-	kinds := []error{ErrMalformedJSON, ErrMissingModel, ErrWrongType, ErrInvalidValue, ErrAmbiguousKey, ErrUnsupportedField}
+	kinds := []error{ErrMalformedJSON, ErrMissingModel, ErrWrongType, ErrInvalidValue, ErrAmbiguousKey, ErrUnsupportedField, ErrControlKey}
 	for _, kind := range kinds {
 		if errors.Is(err, kind) {
 			return

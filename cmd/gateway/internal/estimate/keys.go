@@ -177,6 +177,9 @@ func (w *walker) member(k *objectKind, seen *uint64) error {
 	end := stringEnd(w.body, w.i)
 	rawKey := w.body[w.i+1 : end-1]
 	key := keyOf(rawKey)
+	if hasControl(key) {
+		return controlKey(key)
+	}
 	w.i = end
 	w.skipSpace()
 	w.i++ // the colon
@@ -231,6 +234,22 @@ func keyOf(raw []byte) []byte {
 	quoted = append(append(append(quoted, '"'), raw...), '"')
 	_ = json.Unmarshal(quoted, &key) // valid: the body decoded
 	return []byte(key)
+}
+
+// hasControl reports whether a decoded key holds a control character: U+0000 to U+001F, or
+// U+007F.
+func hasControl(key []byte) bool {
+	for _, c := range key {
+		if c < 0x20 || c == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+// controlKey refuses a key that holds a control character, naming it.
+func controlKey(key []byte) error {
+	return &RequestError{Err: ErrControlKey, Param: string(key), Want: "free of control characters (U+0000 to U+001F, U+007F)"}
 }
 
 // valueEnd returns where the valid JSON value that starts at body[i] ends.

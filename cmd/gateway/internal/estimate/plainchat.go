@@ -235,11 +235,12 @@ func (r *plainReader) count() (*int64, bool) {
 
 func (r *plainReader) skipSpace() { r.i = skipSpace(r.body, r.i) }
 
-// plainKey reports whether key, as written between its quotes, is ASCII without escapes: such a
-// key matches a field's name without regard to case exactly when bytes.EqualFold says so.
+// plainKey reports whether key, as written between its quotes, is printable ASCII without
+// escapes: such a key matches a field's name without regard to case exactly when
+// bytes.EqualFold says so. A key with a control character is left to checkKeys to refuse.
 func plainKey(key []byte) bool {
 	for _, c := range key {
-		if c >= 0x80 || c == '\\' {
+		if c >= 0x7f || c < 0x20 || c == '\\' {
 			return false
 		}
 	}

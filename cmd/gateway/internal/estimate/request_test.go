@@ -286,6 +286,14 @@ func TestParseErrors(t *testing.T) {
 			&RequestError{Err: ErrAmbiguousKey, Param: "messages[0].content[0].image_url.detail", Want: "given once"}},
 		{"responses input text twice", Responses, `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a","TEXT":"hunter2"}]}]}`,
 			&RequestError{Err: ErrAmbiguousKey, Param: "input[0].content[0].TEXT", Want: `"text", spelt as the API spells it`}},
+		// A reader that stops at a NUL, or drops what it cannot print, would read another key.
+		{"an escaped NUL in a key", Chat, `{"model":"m","model\u0000":"hunter2"}`, controlKeyError("model\x00")},
+		{"an escaped newline in a key", Chat, `{"model":"m","max_tokens\n":5}`, controlKeyError("max_tokens\n")},
+		{"a DEL in a key", Completions, "{\"model\":\"m\",\"n\x7f\":2}", controlKeyError("n\x7f")},
+		{"an escaped DEL in a message's key", Chat, `{"model":"m","messages":[{"role":"user","content\u007f":"hunter2"}]}`,
+			&RequestError{Err: ErrControlKey, Param: "messages[0].content\x7f", Want: controlKeyError("").Want}},
+		{"an escaped unit separator in an item's key", Responses, `{"model":"m","input":[{"role":"user","content":"x","role\u001f":"hunter2"}]}`,
+			&RequestError{Err: ErrControlKey, Param: "input[0].role\x1f", Want: controlKeyError("").Want}},
 		{"embeddings input spelt with a capital", Embeddings, `{"model":"m","Input":"hunter2"}`, &RequestError{Err: ErrAmbiguousKey, Param: "Input", Want: `"input", spelt as the API spells it`}},
 
 		// Each endpoint reads its own cap; another's would go out unread.
@@ -322,6 +330,11 @@ func TestParseErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// controlKeyError is the refusal of a key with a control character.
+func controlKeyError(key string) *RequestError {
+	return &RequestError{Err: ErrControlKey, Param: key, Want: "free of control characters (U+0000 to U+001F, U+007F)"}
 }
 
 func TestParseUnknownEndpoint(t *testing.T) {

@@ -100,7 +100,8 @@ func Compile(cfg *gatewayv1.Config, replicas int64) (*Policy, error) {
 }
 
 // CompileLearned is Compile with each provider's requests and tokens per minute lowered to the
-// limits learned from its answers (by provider name), where they are lower: see Lower.
+// limits learned from its answers (by provider name), where they are lower and above their floor:
+// see Lower.
 func CompileLearned(cfg *gatewayv1.Config, replicas int64, learned map[string]gatewayv1.LearnedLimits) (*Policy, error) {
 	p := &Policy{
 		Config:    cfg,
@@ -120,7 +121,7 @@ func CompileLearned(cfg *gatewayv1.Config, replicas int64, learned map[string]ga
 	global := p.addScope(newScope(globalScope, ratelimit.LevelGlobal, record, globals))
 	for i := range cfg.Providers {
 		pc := &cfg.Providers[i]
-		if err := p.addProvider(&b, pc, Lower(pc, learned[pc.Name]), globals, global, record); err != nil {
+		if err := p.addProvider(&b, pc, Lower(pc, learned[pc.Name], gatewayv1.LearnedLimits{}), globals, global, record); err != nil {
 			return nil, err
 		}
 	}
@@ -196,13 +197,30 @@ func parseEndpoints(cfg *gatewayv1.Provider) ([]*url.URL, error) {
 	return out, nil
 }
 
-// Lower returns the limits a provider reported that are lower than cfg's (before headroom):
-// a configured zero, unlimited, is higher than any. A limit it did not report (zero) is none.
-func Lower(cfg *gatewayv1.Provider, reported gatewayv1.LearnedLimits) gatewayv1.LearnedLimits {
+// Lower returns the limits a provider reported that are lower than cfg's (before headroom), each
+// held at or above its floor (see floor): a configured zero, unlimited, is higher than any. A
+// limit it did not report (zero) is none, and so is one whose floor is the configured limit.
+// served is what the provider was seen to serve (zero fields for nothing).
+func Lower(cfg *gatewayv1.Provider, reported, served gatewayv1.LearnedLimits) gatewayv1.LearnedLimits {
 	return gatewayv1.LearnedLimits{
-		RequestsPerMinute: lowerThan(cfg.RequestsPerMinute, reported.RequestsPerMinute),
-		TokensPerMinute:   lowerThan(cfg.TokensPerMinute, reported.TokensPerMinute),
+		RequestsPerMinute: lowerThan(cfg.RequestsPerMinute, floor(cfg.RequestsPerMinute, reported.RequestsPerMinute, served.RequestsPerMinute)),
+		TokensPerMinute:   lowerThan(cfg.TokensPerMinute, floor(cfg.TokensPerMinute, reported.TokensPerMinute, served.TokensPerMinute)),
 	}
+}
+
+// LearnedFloorDivisor bounds what a provider's answers can teach: a learned limit is never below
+// the configured one divided by it. A provider's headers are its word, and a wrong word (a bug, a
+// proxy's header) must slow its calls at most tenfold, never stop them.
+const LearnedFloorDivisor = 10
+
+// floor is a reported limit held at or above its floor: the configured limit over
+// LearnedFloorDivisor, rounded up, and what the provider was seen to serve. A limit not reported
+// (zero) stays zero.
+func floor(configured, reported, served int64) int64 {
+	if reported <= 0 {
+		return 0
+	}
+	return max(reported, (configured+LearnedFloorDivisor-1)/LearnedFloorDivisor, served)
 }
 
 // lowerThan is reported when it is a limit below configured, else zero.
@@ -211,6 +229,18 @@ func lowerThan(configured, reported int64) int64 {
 		return reported
 	}
 	return 0
+}
+
+// TokensTaken is what a call that provider p counts as n tokens takes from l, one of the limits
+// of its calls: n, but on p's own token limits while they hold a limit learned from its answers,
+// no more than l ever holds. A call larger than a learned limit is no fault of its client (the
+// provider's word may be wrong, or out of date): it waits until the limit is whole and goes as a
+// probe, whose answer teaches again, and settling charges the rest of it.
+func (p *Provider) TokensTaken(l *ratelimit.Limit, n int64) int64 {
+	if p.Learned.TokensPerMinute > 0 && l.Level == ratelimit.LevelProvider && l.Dimension == ratelimit.Tokens {
+		return min(n, l.Largest())
+	}
+	return n
 }
 
 // paced is cfg with its per-minute limits replaced by the learned ones that are set.

@@ -447,7 +447,7 @@ func TestLearnedLimitsLowerTheProvidersLimits(t *testing.T) {
 	}
 	// 1,500 RPM and 300,000 TPM configured; the provider reports 600 RPM, and 400,000 TPM,
 	// which is higher than configured and so not learned.
-	learned := Lower(&cfg.Providers[0], gatewayv1.LearnedLimits{RequestsPerMinute: 600, TokensPerMinute: 400_000})
+	learned := Lower(&cfg.Providers[0], gatewayv1.LearnedLimits{RequestsPerMinute: 600, TokensPerMinute: 400_000}, gatewayv1.LearnedLimits{})
 	if want := (gatewayv1.LearnedLimits{RequestsPerMinute: 600}); learned != want {
 		t.Fatalf("Lower = %+v; want %+v", learned, want)
 	}
@@ -470,6 +470,82 @@ func TestLearnedLimitsLowerTheProvidersLimits(t *testing.T) {
 	// pass, less a second.
 	if got := p.Provider("openai").SustainedTokensPerMinute(); got != 275_655 {
 		t.Errorf("SustainedTokensPerMinute() = %d; want 275655", got)
+	}
+}
+
+// TestALearnedLimitIsHeldAtItsFloor checks that what a provider reports lowers its limits no
+// further than a tenth of the configured ones (1,500 RPM and 300,000 TPM), nor below the largest
+// call it was seen to serve, and that a limit whose floor is the configured one is none.
+func TestALearnedLimitIsHeldAtItsFloor(t *testing.T) {
+	cfg, err := gatewayv1.Load("../../../../api/gateway/v1/testdata/two-tenants.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlimited := cfg.Providers[0]
+	unlimited.RequestsPerMinute, unlimited.TokensPerMinute = 0, 0
+	tests := []struct {
+		name             string
+		provider         *gatewayv1.Provider
+		reported, served gatewayv1.LearnedLimits
+		want             gatewayv1.LearnedLimits
+	}{
+		{"above the floor", &cfg.Providers[0], gatewayv1.LearnedLimits{RequestsPerMinute: 600, TokensPerMinute: 100_000}, gatewayv1.LearnedLimits{},
+			gatewayv1.LearnedLimits{RequestsPerMinute: 600, TokensPerMinute: 100_000}},
+		{"one token a minute: a tenth", &cfg.Providers[0], gatewayv1.LearnedLimits{RequestsPerMinute: 1, TokensPerMinute: 1}, gatewayv1.LearnedLimits{},
+			gatewayv1.LearnedLimits{RequestsPerMinute: 150, TokensPerMinute: 30_000}},
+		{"a larger call served", &cfg.Providers[0], gatewayv1.LearnedLimits{TokensPerMinute: 1}, gatewayv1.LearnedLimits{TokensPerMinute: 45_000},
+			gatewayv1.LearnedLimits{TokensPerMinute: 45_000}},
+		{"served as much as configured: none lower", &cfg.Providers[0], gatewayv1.LearnedLimits{TokensPerMinute: 1}, gatewayv1.LearnedLimits{TokensPerMinute: 300_000},
+			gatewayv1.LearnedLimits{}},
+		{"served, nothing reported", &cfg.Providers[0], gatewayv1.LearnedLimits{}, gatewayv1.LearnedLimits{TokensPerMinute: 45_000},
+			gatewayv1.LearnedLimits{}},
+		{"none configured: what was served", &unlimited, gatewayv1.LearnedLimits{RequestsPerMinute: 1, TokensPerMinute: 1}, gatewayv1.LearnedLimits{TokensPerMinute: 800},
+			gatewayv1.LearnedLimits{RequestsPerMinute: 1, TokensPerMinute: 800}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Lower(tc.provider, tc.reported, tc.served); got != tc.want {
+				t.Errorf("Lower(%+v, served %+v) = %+v; want %+v", tc.reported, tc.served, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestACallLargerThanALearnedLimitTakesAllItHolds checks that a call larger than a provider's
+// learned tokens a minute takes all they hold, and goes when they are whole, while a configured
+// limit, or a learned one it fits, takes the call's tokens.
+func TestACallLargerThanALearnedLimitTakesAllItHolds(t *testing.T) {
+	cfg, err := gatewayv1.Load("../../../../api/gateway/v1/testdata/two-tenants.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	learned := map[string]gatewayv1.LearnedLimits{"openai": {TokensPerMinute: 1}} // held at 30,000, 28,500 after headroom
+	for _, tc := range []struct {
+		name    string
+		learned map[string]gatewayv1.LearnedLimits
+		tokens  int64
+		want    int64
+	}{
+		{"learned, larger", learned, 40_000, 28_500},
+		{"learned, fits", learned, 20_000, 20_000},
+		{"configured, larger", nil, 400_000, 400_000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := CompileLearned(cfg, 1, tc.learned)
+			if err != nil {
+				t.Fatal(err)
+			}
+			route := p.Routes("gpt-4o-mini")[0]
+			checks, _ := Checks(nil, p.Caller("sk-acme-alice"), route, gatewayv1.EndpointChat, Cost{Tokens: tc.tokens}, Shared, "l")
+			for _, c := range checks {
+				if c.Limit.Key != "{openai}:provider:tokens:minute" {
+					continue
+				}
+				if got := route.Provider.TokensTaken(c.Limit, c.Cost); got != tc.want {
+					t.Errorf("a call of %d tokens takes %d of the provider's minute; want %d", tc.tokens, got, tc.want)
+				}
+			}
+		})
 	}
 }
 

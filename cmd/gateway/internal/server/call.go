@@ -202,7 +202,8 @@ func (s *Server) readCall(p *policy.Policy, endpoint estimate.Endpoint, r *http.
 	return s.newCall(r.Context(), p, caller, endpoint, body)
 }
 
-func (s *Server) authenticate(p *policy.Policy, r *http.Request) (*policy.Caller, *apiError) {
+// identify finds whose key a request carries, or returns the error to answer.
+func (s *Server) identify(p *policy.Policy, r *http.Request) (*policy.Caller, *apiError) {
 	if p == nil {
 		return nil, &apiError{status: http.StatusServiceUnavailable, Type: typeServer, Code: "not_ready", Message: "The gateway has no configuration yet."}
 	}
@@ -227,9 +228,12 @@ func bearerKey(r *http.Request) (string, bool) {
 	return key, ok && strings.EqualFold(scheme, "Bearer") && key != ""
 }
 
-// readBody reads a request's body, at most server.maxBodyBytes of it, in the time
-// server.readTimeout allows.
+// readBody reads a request's body, JSON in UTF-8 (see contentTypeError), at most
+// server.maxBodyBytes of it, in the time server.readTimeout allows.
 func readBody(p *policy.Policy, r *http.Request) ([]byte, *apiError) {
+	if apiErr := contentTypeError(r.Header); apiErr != nil {
+		return nil, apiErr
+	}
 	limit := p.Config.Server.MaxBodyBytes
 	body, err := readAtMost(http.MaxBytesReader(nil, r.Body, limit), r.ContentLength, limit+1)
 	if err != nil {

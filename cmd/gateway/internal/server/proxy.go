@@ -116,8 +116,7 @@ func (s *Server) send(o *outbound, path string, in http.Header) (*http.Response,
 	return resp, nil
 }
 
-// passHeaders adds the headers of a provider's answer to its client's, but those of one
-// connection and those of the gateway's account at the provider (see passes).
+// passHeaders adds the headers of a provider's answer that pass (see passes) to its client's.
 func passHeaders(client, answer http.Header) {
 	connection := answer["Connection"]
 	for name, values := range answer {
@@ -132,17 +131,10 @@ func passHeaders(client, answer http.Header) {
 }
 
 // passes reports whether the header name of an answer whose Connection header is connection
-// reaches the client. The headers of one connection stay at the gateway: the hop-by-hop ones and
-// those Connection names (RFC 9110, section 7.6.1). So do those of the gateway's account at the
-// provider (its rate limits, its organization, its version of the API): the client sees its own
-// limits, set before the call.
+// reaches the client: those answerHeaders allows, unless Connection names them, as the headers
+// of one connection (RFC 9110, section 7.6.1).
 func passes(name string, connection []string) bool {
-	switch name {
-	case "Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer",
-		"Transfer-Encoding", "Upgrade":
-		return false
-	}
-	return !strings.HasPrefix(name, "X-Ratelimit-") && !strings.HasPrefix(name, "Openai-") && !names(connection, name)
+	return answerHeaders[name] && !names(connection, name)
 }
 
 // names reports whether a Connection header's values name the header name.
@@ -229,21 +221,23 @@ func (p *bufferPool) Get() []byte {
 
 func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
-// forwardedHeaders are the client's headers a call takes to its provider: what the body is and
-// what answer is wanted, who sends it, the beta features it asks for and its trace. Every other
-// header stays at the gateway: the client's keys (Authorization, Api-Key, a cookie), its account
-// (OpenAI-Organization, OpenAI-Project), a connection upgrade, and whatever a provider might read
-// that the gateway did not check.
-var forwardedHeaders = []string{"Accept", "Content-Type", "User-Agent", "Openai-Beta", "Traceparent", "Tracestate"}
+// forwardedHeaders are the client's headers a call takes to its provider: what answer is
+// wanted, who sends it, the beta features it asks for and its trace. Every other header stays at
+// the gateway: the client's keys (Authorization, Api-Key, a cookie), its account
+// (OpenAI-Organization, OpenAI-Project), a connection upgrade, its Content-Type (the body goes as
+// JSON in UTF-8, as the gateway read it) and whatever a provider might read that the gateway did
+// not check.
+var forwardedHeaders = []string{"Accept", "User-Agent", "Openai-Beta", "Traceparent", "Tracestate"}
 
 // noUserAgent is the User-Agent that the transport leaves out of a call.
 var noUserAgent = []string{""}
 
 // providerHeaders are the headers of a call to its provider: the client's that forwardedHeaders
-// allows, and the provider's key. A call whose client sent no User-Agent goes without one, not
-// with Go's.
+// allows, the body's Content-Type, JSON, and the provider's key. A call whose client sent no
+// User-Agent goes without one, not with Go's.
 func providerHeaders(in http.Header, c *call) http.Header {
-	h := make(http.Header, len(forwardedHeaders)+1)
+	h := make(http.Header, len(forwardedHeaders)+2)
+	h["Content-Type"] = jsonContentType
 	for _, name := range forwardedHeaders {
 		if v := in[name]; len(v) > 0 {
 			h[name] = v

@@ -78,6 +78,7 @@ type Server struct {
 	requestIDs *ids.Sequence
 	inFlight   inFlight // calls on the API, against server.maxInFlight
 	lostJobs   lostJobs // the jobs lost with their store that this gateway counted
+	guesses    *guesses // each client address's failed authentications
 	started    time.Time
 }
 
@@ -87,7 +88,8 @@ func New(opts Options) *Server {
 		reg := prometheus.NewRegistry()
 		opts.Registerer, opts.Gatherer = reg, reg
 	}
-	s := &Server{opts: opts, log: opts.Logger, counter: estimate.NewCounter(), requestIDs: ids.New("req_"), started: time.Now()}
+	s := &Server{opts: opts, log: opts.Logger, counter: estimate.NewCounter(), requestIDs: ids.New("req_"),
+		guesses: newGuesses(), started: time.Now()}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

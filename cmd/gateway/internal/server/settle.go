@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/upstream"
@@ -39,7 +38,7 @@ func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
 		return errProviderCredentials // its body may quote the gateway's own key
 	case status >= 400:
 		s.passError(resp, o)
-	case strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
+	case isEventStream(resp.Header):
 		o.stream = s.newStreamBody(resp.Body, o)
 		resp.Body = o.stream
 		resp.Header.Del("Content-Length")
@@ -51,7 +50,7 @@ func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
 }
 
 // passError ends a call its provider answered with an error, which passes on to its client:
-// refunded, with a Retry-After on every 429 and 503, and x-should-retry: false on a 4xx no retry
+// refunded, with the gateway's own Retry-After on every 429 and 503, and x-should-retry: false on a 4xx no retry
 // can change. A 4xx other than the provider's throttle is the call's own fault, counted
 // bad_request; a 5xx's body, the provider's internals, becomes the gateway's own error.
 func (s *Server) passError(resp *http.Response, o *outbound) {
@@ -67,14 +66,12 @@ func (s *Server) passError(resp *http.Response, o *outbound) {
 			resp.Header.Set("X-Should-Retry", "false")
 		}
 	}
-	if (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) && resp.Header.Get("Retry-After") == "" {
-		resp.Header.Set("Retry-After", "1") // every 429 and 503 says when to come back
-	}
+	ownRetryAfter(o.answer, resp, o.route.Provider.Config) // every 429 and 503 says when to come back
 	s.finish(o.call, e)
 }
 
 // replaceServerError puts the gateway's own error in place of a provider's 5xx answer, whose
-// body is the provider's internals, not the client's to read; its status and Retry-After stay.
+// body is the provider's internals, not the client's to read; its status stays.
 func replaceServerError(resp *http.Response) {
 	resp.Body.Close()
 	e := &apiError{status: resp.StatusCode, Type: typeServer, Code: "provider_error",

@@ -1,0 +1,109 @@
+package admission
+
+import (
+	"time"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+)
+
+// What a provider's answers teach of its limits is its word, and a wrong word (a bug, a proxy's
+// header, an account changed since) must not hold its calls down for good. A learned limit is
+// bounded below (see policy.Lower), expires, and a call larger than it goes as a probe (see
+// policy.Provider.TokensTaken).
+const (
+	// learnedTTL is how long a learned limit holds without an answer that reports it again; then
+	// it is forgotten and the configured limit is back.
+	learnedTTL = 5 * time.Minute
+	// confirmEvery is how often an answer that reports what the last one did takes d.mu all the
+	// same, to confirm the limits learned from it.
+	confirmEvery = 10 * time.Second
+)
+
+// confirmations are when an answer last reported each of a provider's limits.
+type confirmations struct {
+	requests, tokens time.Time
+}
+
+// confirm notes the limits an answer at now reported.
+func (c *confirmations) confirm(reported gatewayv1.LearnedLimits, now time.Time) {
+	if reported.RequestsPerMinute > 0 {
+		c.requests = now
+	}
+	if reported.TokensPerMinute > 0 {
+		c.tokens = now
+	}
+}
+
+// unexpired is what d learned, without the limits no answer confirmed within learnedTTL of now.
+// The caller holds d.mu.
+func (d *dispatcher) unexpired(now time.Time) gatewayv1.LearnedLimits {
+	l := d.learned
+	if now.Sub(d.confirmed.requests) >= learnedTTL {
+		l.RequestsPerMinute = 0
+	}
+	if now.Sub(d.confirmed.tokens) >= learnedTTL {
+		l.TokensPerMinute = 0
+	}
+	return l
+}
+
+// forgetStale forgets the limits learned from d's provider that no answer confirmed within
+// learnedTTL of now, and reports whether it forgot any.
+func (d *dispatcher) forgetStale(now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	learned := d.unexpired(now)
+	if learned == d.learned {
+		return false
+	}
+	d.learned = learned
+	d.lastReport.Store(nil) // the next answer learns again, whatever it reports
+	return true
+}
+
+// served is what a provider was seen to serve: the largest call, in the tokens it counted, within
+// learnedTTL. A provider that served a call holds at least that many tokens a minute, whatever its
+// headers say.
+type served struct {
+	largest int64
+	at      time.Time
+}
+
+// add notes a call of tokens served at now: it replaces the largest when it is as large, or when
+// the largest is older than learnedTTL.
+func (s *served) add(tokens int64, now time.Time) {
+	if tokens >= s.largest || now.Sub(s.at) >= learnedTTL {
+		s.largest, s.at = tokens, now
+	}
+}
+
+// evidence is the floor what was served at now puts under the limits learned (see
+// policy.Lower): zero fields for none.
+func (s *served) evidence(now time.Time) gatewayv1.LearnedLimits {
+	if now.Sub(s.at) >= learnedTTL {
+		return gatewayv1.LearnedLimits{}
+	}
+	return gatewayv1.LearnedLimits{TokensPerMinute: s.largest}
+}
+
+// servedCall notes a call of tokens the provider served at now. A call larger than the tokens
+// per minute learned raises their floor: the next answer learns again. The caller holds d.mu.
+func (d *dispatcher) servedCall(tokens int64, now time.Time) {
+	d.served.add(tokens, now)
+	if l := d.learned.TokensPerMinute; l > 0 && tokens > l {
+		d.lastReport.Store(nil)
+	}
+}
+
+// ForgetStale forgets the limits learned from each provider that no answer has reported again
+// for a few minutes (learnedTTL), and reports whether it forgot any: the caller then compiles the
+// configuration anew with Learned, as after Reported, so that the configured limits are back.
+// Call it every few seconds.
+func (g *Gate) ForgetStale() bool {
+	now, forgot := g.now(), false
+	g.dispatchers.Range(func(_, d any) bool {
+		forgot = d.(*dispatcher).forgetStale(now) || forgot
+		return true
+	})
+	return forgot
+}

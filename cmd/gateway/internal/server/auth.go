@@ -1,0 +1,113 @@
+package server
+
+import (
+	"hash/maphash"
+	"net/http"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
+)
+
+// authenticate finds whose key a request carries: its caller, or the error to answer. A request
+// whose Authorization is ambiguous (see ambiguousAuthorization) is refused, and so, with 429, is
+// each failed authentication from a client address past its allowance (see guesses): a valid
+// key is never slowed.
+func (s *Server) authenticate(p *policy.Policy, r *http.Request) (*policy.Caller, *apiError) {
+	apiErr := ambiguousAuthorization(r)
+	var caller *policy.Caller
+	if apiErr == nil {
+		caller, apiErr = s.identify(p, r)
+	}
+	if apiErr != nil && apiErr.status == http.StatusUnauthorized {
+		apiErr = s.failedAuthentication(r, apiErr)
+	}
+	return caller, apiErr
+}
+
+// ambiguousAuthorization refuses a request with two Authorization headers, or one folded over
+// several lines (obs-fold, which Go's server joins into one): a proxy in front of the gateway
+// that reads another of them, or only the first line, would disagree with it about who calls.
+func ambiguousAuthorization(r *http.Request) *apiError {
+	if len(r.Header["Authorization"]) < 2 && !foldedAuthorization(r.Context()) {
+		return nil
+	}
+	return &apiError{status: http.StatusUnauthorized, Type: typeInvalidRequest, Code: "ambiguous_api_key",
+		Message: "The request carries more than one Authorization header, or one folded over several lines. Send one 'Authorization: Bearer YOUR_KEY' header, on one line."}
+}
+
+// failedAuthentication is the answer to a failed authentication, e: e itself within the allowance
+// of the client's address, else 429 until the allowance is back.
+func (s *Server) failedAuthentication(r *http.Request, e *apiError) *apiError {
+	wait := s.guesses.fail(clientAddress(r), s.now())
+	if wait <= 0 {
+		return e
+	}
+	return &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "too_many_failed_authentications", retryAfter: wait,
+		Message: "Too many requests with a missing or wrong API key came from your address. Check your key, and try again after Retry-After."}
+}
+
+// now is the server's time.
+func (s *Server) now() time.Time {
+	if s.opts.Now != nil {
+		return s.opts.Now()
+	}
+	return time.Now()
+}
+
+// clientAddress is the address a request's failed authentications count against: the peer's IP
+// (X-Forwarded-For is not trusted: any client may send it), or for IPv6 its /64, which one host
+// usually holds whole.
+func clientAddress(r *http.Request) string {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	addr := ap.Addr().Unmap()
+	if addr.Is6() {
+		prefix, _ := addr.Prefix(64)
+		return prefix.String()
+	}
+	return addr.String()
+}
+
+// The allowance of failed authentications of one client address: a burst of guessBurst, then one
+// every guessEvery. A client with a wrong key sees the 401 that says so many times first; one
+// that guesses keys, about one guess a second.
+const (
+	guessBurst = 20
+	guessEvery = time.Second
+	// guessCells is the size of the table the allowances are kept in: 32 KiB, whatever the
+	// number of addresses.
+	guessCells = 1 << 12
+)
+
+// guesses keeps each client address's allowance of failed authentications, as a GCRA cell (the
+// theoretical arrival time of its next failure) in a table of fixed size indexed by a hash of the
+// address, so that it never grows: addresses that share a cell share its allowance. Its seed is
+// random per process, so that nobody can choose addresses that share a cell with another's. It is
+// safe for concurrent use; make it with newGuesses.
+type guesses struct {
+	seed  maphash.Seed
+	cells [guessCells]atomic.Int64 // Unix nanoseconds; zero for an address with no failure
+}
+
+func newGuesses() *guesses { return &guesses{seed: maphash.MakeSeed()} }
+
+// fail counts a failed authentication from addr at now, and returns zero when it is within the
+// allowance, else how long until it would be.
+func (g *guesses) fail(addr string, now time.Time) time.Duration {
+	c := &g.cells[maphash.String(g.seed, addr)%guessCells]
+	t, tolerance := now.UnixNano(), int64((guessBurst-1)*guessEvery)
+	for {
+		old := c.Load()
+		due := max(old, t)
+		if due-t > tolerance {
+			return time.Duration(due - t - tolerance)
+		}
+		if c.CompareAndSwap(old, due+int64(guessEvery)) {
+			return 0
+		}
+	}
+}
