@@ -62,8 +62,8 @@ func (s *Server) passError(resp *http.Response, o *outbound) {
 	case status == http.StatusTooManyRequests:
 	default:
 		e.outcome = outcomeBadRequest
-		if status != http.StatusRequestTimeout && status != http.StatusConflict {
-			resp.Header.Set("X-Should-Retry", "false")
+		if status != http.StatusRequestTimeout && status != http.StatusConflict && o.answer != nil {
+			o.answer.Set("X-Should-Retry", "false")
 		}
 	}
 	ownRetryAfter(o.answer, resp, o.route.Provider.Config) // every 429 and 503 says when to come back
