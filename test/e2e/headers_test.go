@@ -15,6 +15,7 @@ import (
 	"time"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/test/poll"
 )
 
 // TestWhatGoesUpstreamAndWhatComesBack runs the gateway binary in front of a provider that sets
@@ -102,7 +103,8 @@ func TestWhatGoesUpstreamAndWhatComesBack(t *testing.T) {
 }
 
 // TestGatewaySlowsDownKeyGuessing sends wrong keys from one address until the gateway answers
-// 429, then a valid key from the same address, which goes through.
+// 429, then a valid key from the same address, which is answered 429 unchecked until the
+// address's allowance is back.
 func TestGatewaySlowsDownKeyGuessing(t *testing.T) {
 	rec := newRecorder(t)
 	g := startGateway(t, writeReadingConfig(t, rec.URL))
@@ -120,9 +122,12 @@ func TestGatewaySlowsDownKeyGuessing(t *testing.T) {
 	if failures == 0 || failures >= 100 {
 		t.Fatalf("%d wrong keys were answered 401 before a 429; want some, then 429", failures)
 	}
-	if a := g.request(t, http.MethodGet, "/v1/models", keyReader, ""); a.status != http.StatusOK {
-		t.Errorf("a valid key from the guessing address: %d %s; want 200", a.status, a.body)
+	if a := g.request(t, http.MethodGet, "/v1/models", keyReader, ""); a.status != http.StatusTooManyRequests {
+		t.Errorf("a valid key from the guessing address, at once: %d %s; want 429: the address's keys are not checked until its allowance is back", a.status, a.body)
 	}
+	poll.Until(t, 30*time.Second, "a valid key from the guessing address to be served once its allowance is back", func() bool {
+		return g.request(t, http.MethodGet, "/v1/models", keyReader, "").status == http.StatusOK
+	})
 }
 
 // keyQuirks is the key of the user whose calls go to the quirky provider.

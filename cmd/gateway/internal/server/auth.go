@@ -11,17 +11,21 @@ import (
 )
 
 // authenticate finds whose key a request carries: its caller, or the error to answer. A request
-// whose Authorization is ambiguous (see ambiguousAuthorization) is refused, and so, with 429, is
-// each failed authentication from a client address past its allowance (see guesses): a valid
-// key is never slowed.
+// whose Authorization is ambiguous (see ambiguousAuthorization) is refused. A client address
+// past its allowance of failed authentications (see guesses) is answered 429 before its key is
+// checked, so that a guesser learns nothing of the keys it sends until the allowance is back.
 func (s *Server) authenticate(p *policy.Policy, r *http.Request) (*policy.Caller, *apiError) {
+	addr, now := clientAddress(r), s.now()
+	if wait := s.guesses.wait(addr, now); wait > 0 {
+		return nil, tooManyFailures(wait)
+	}
 	apiErr := ambiguousAuthorization(r)
 	var caller *policy.Caller
 	if apiErr == nil {
 		caller, apiErr = s.identify(p, r)
 	}
 	if apiErr != nil && apiErr.status == http.StatusUnauthorized {
-		apiErr = s.failedAuthentication(r, apiErr)
+		s.guesses.fail(addr, now)
 	}
 	return caller, apiErr
 }
@@ -37,13 +41,9 @@ func ambiguousAuthorization(r *http.Request) *apiError {
 		Message: "The request carries more than one Authorization header, or one folded over several lines. Send one 'Authorization: Bearer YOUR_KEY' header, on one line."}
 }
 
-// failedAuthentication is the answer to a failed authentication, e: e itself within the allowance
-// of the client's address, else 429 until the allowance is back.
-func (s *Server) failedAuthentication(r *http.Request, e *apiError) *apiError {
-	wait := s.guesses.fail(clientAddress(r), s.now())
-	if wait <= 0 {
-		return e
-	}
+// tooManyFailures is the answer to a request from a client address past its allowance of failed
+// authentications, which is back after wait.
+func tooManyFailures(wait time.Duration) *apiError {
 	return &apiError{status: http.StatusTooManyRequests, Type: typeRateLimit, Code: "too_many_failed_authentications", retryAfter: wait,
 		Message: "Too many requests with a missing or wrong API key came from your address. Check your key, and try again after Retry-After."}
 }
@@ -95,19 +95,25 @@ type guesses struct {
 
 func newGuesses() *guesses { return &guesses{seed: maphash.MakeSeed()} }
 
-// fail counts a failed authentication from addr at now, and returns zero when it is within the
-// allowance, else how long until it would be.
-func (g *guesses) fail(addr string, now time.Time) time.Duration {
-	c := &g.cells[maphash.String(g.seed, addr)%guessCells]
-	t, tolerance := now.UnixNano(), int64((guessBurst-1)*guessEvery)
+// fail counts a failed authentication from addr at now, past the allowance or not.
+func (g *guesses) fail(addr string, now time.Time) {
+	c, t := g.cell(addr), now.UnixNano()
 	for {
 		old := c.Load()
-		due := max(old, t)
-		if due-t > tolerance {
-			return time.Duration(due - t - tolerance)
-		}
-		if c.CompareAndSwap(old, due+int64(guessEvery)) {
-			return 0
+		if c.CompareAndSwap(old, max(old, t)+int64(guessEvery)) {
+			return
 		}
 	}
+}
+
+// wait returns zero when addr's next failed authentication at now is within its allowance, else
+// how long until it would be.
+func (g *guesses) wait(addr string, now time.Time) time.Duration {
+	t, tolerance := now.UnixNano(), int64((guessBurst-1)*guessEvery)
+	return time.Duration(max(g.cell(addr).Load()-t-tolerance, 0))
+}
+
+// cell is the cell of addr's allowance.
+func (g *guesses) cell(addr string) *atomic.Int64 {
+	return &g.cells[maphash.String(g.seed, addr)%guessCells]
 }

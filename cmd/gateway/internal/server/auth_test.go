@@ -87,8 +87,9 @@ func TestAnAmbiguousAuthorizationIsRefused(t *testing.T) {
 }
 
 // TestFailedAuthenticationsAreSlowedPerAddress checks that an address that keeps failing to
-// authenticate is answered 429 past its allowance, until the allowance comes back, while a valid
-// key from it, and a wrong one from another address, are answered as ever.
+// authenticate is answered 429 past its allowance, before its key is checked, until the allowance
+// comes back: a guesser learns one key a second, whatever it sends. Another address is answered
+// as ever.
 func TestFailedAuthenticationsAreSlowedPerAddress(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	g := newSettleGatewayAt(t, settleConfig("http://127.0.0.1:1"), func() time.Time { return now })
@@ -120,10 +121,12 @@ func TestFailedAuthenticationsAreSlowedPerAddress(t *testing.T) {
 	}{
 		{"past the allowance", 0, guesser, "sk-guess", http.StatusTooManyRequests},
 		{"the guesser's next port", 0, "203.0.113.7:40001", "sk-guess", http.StatusTooManyRequests},
-		{"a valid key from the guesser's address", 0, guesser, settleKey, http.StatusOK},
-		{"another address", 0, other, "sk-guess", http.StatusUnauthorized},
+		{"a valid key from the guesser's address, unchecked", 0, guesser, settleKey, http.StatusTooManyRequests},
+		{"a valid key from another address", 0, other, settleKey, http.StatusOK},
+		{"a wrong key from another address", 0, other, "sk-guess", http.StatusUnauthorized},
 		{"a second later", time.Second, guesser, "sk-guess", http.StatusUnauthorized},
 		{"at once again", 0, guesser, "sk-guess", http.StatusTooManyRequests},
+		{"a valid key a second later", time.Second, guesser, settleKey, http.StatusOK},
 	}
 	for _, s := range steps {
 		now = now.Add(s.after)
