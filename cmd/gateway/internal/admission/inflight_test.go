@@ -22,7 +22,7 @@ func inFlightPlan(onLimit gatewayv1.Behavior) plan {
 	return pl
 }
 
-var served = estimate.Usage{PromptTokens: 50, CompletionTokens: 50}
+var servedUsage = estimate.Usage{PromptTokens: 50, CompletionTokens: 50}
 
 // TestAPlansCallsInFlightWaitInTheirOwnLane holds acme's two calls at once: its third waits in
 // acme's lane, looked at again every inFlightPoll, while globex's calls go past it, and goes once
@@ -59,7 +59,7 @@ func TestAPlansCallsInFlightWaitInTheirOwnLane(t *testing.T) {
 			default:
 			}
 		}
-		running[0].Settle(served)
+		running[0].Settle(servedUsage)
 		got := <-third
 		if got == nil {
 			return
@@ -67,8 +67,8 @@ func TestAPlansCallsInFlightWaitInTheirOwnLane(t *testing.T) {
 		if n := g.usage.inFlight("lab"); n != 2+5 {
 			t.Errorf("calls in flight = %d; want acme's 2 and globex's 5", n)
 		}
-		running[1].Settle(served)
-		got.Settle(served)
+		running[1].Settle(servedUsage)
+		got.Settle(servedUsage)
 	})
 }
 
@@ -91,8 +91,8 @@ func TestAPlansCallsInFlightAreHeldAcrossGateways(t *testing.T) {
 				} else {
 					checkQueuedInFlight(t, other, acme, running[1])
 				}
-				running[0].Settle(served)
-				mustAdmit(t, other, acme).Settle(served)
+				running[0].Settle(servedUsage)
+				mustAdmit(t, other, acme).Settle(servedUsage)
 			})
 		}
 	}
@@ -130,11 +130,11 @@ func checkQueuedInFlight(t *testing.T, g *Gate, req Request, running *Ticket) {
 		t.Fatal("the third call went while two ran")
 	default:
 	}
-	running.Settle(served)
+	running.Settle(servedUsage)
 	select {
 	case ticket := <-done:
 		if ticket != nil {
-			ticket.Settle(served)
+			ticket.Settle(servedUsage)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the third call still waits after a call ended")
