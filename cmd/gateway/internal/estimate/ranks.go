@@ -10,10 +10,14 @@ import (
 // encoding has 200,000 of them, at every cycle of a process that allocates per request; this
 // table it skips whole.
 type rankTable struct {
-	seed  maphash.Seed
-	bytes string // every token's bytes, one token after another
-	slots []slot // open addressing with linear probing: a power of two, at most half full
+	seed   maphash.Seed
+	bytes  string // every token's bytes, one token after another
+	slots  []slot // open addressing with linear probing: a power of two, at most half full
+	maxLen int    // the length of the longest token
 }
+
+// noToken is the rank, in 32 bits, of a string that is no token.
+const noToken = math.MaxUint32
 
 // slot is one token: where its bytes are in rankTable.bytes, and its rank. A slot of length zero
 // is empty.
@@ -22,7 +26,7 @@ type slot struct {
 }
 
 // newRankTable returns the table of ranks, or false if a token is empty or a rank is out of
-// range: not a tiktoken encoding.
+// range (below 0, or not below math.MaxUint32): not a tiktoken encoding.
 func newRankTable(ranks map[string]int) (*rankTable, bool) {
 	size := 1
 	for size < 2*len(ranks) {
@@ -31,7 +35,7 @@ func newRankTable(ranks map[string]int) (*rankTable, bool) {
 	t := &rankTable{seed: maphash.MakeSeed(), slots: make([]slot, size)}
 	var bytes []byte
 	for token, rank := range ranks {
-		if token == "" || rank < 0 || int64(rank) > math.MaxUint32 || int64(len(bytes)+len(token)) > math.MaxUint32 {
+		if token == "" || rank < 0 || int64(rank) >= math.MaxUint32 || int64(len(bytes)+len(token)) > math.MaxUint32 {
 			return nil, false
 		}
 		i := t.home(token)
@@ -40,6 +44,7 @@ func newRankTable(ranks map[string]int) (*rankTable, bool) {
 		}
 		t.slots[i] = slot{start: uint32(len(bytes)), length: uint32(len(token)), rank: uint32(rank)}
 		bytes = append(bytes, token...)
+		t.maxLen = max(t.maxLen, len(token))
 	}
 	t.bytes = string(bytes)
 	return t, true
@@ -52,6 +57,9 @@ func (t *rankTable) home(token string) uint64 {
 
 // rank returns the rank of token, and whether it is a token at all.
 func (t *rankTable) rank(token string) (int, bool) {
+	if len(token) > t.maxLen {
+		return 0, false
+	}
 	mask := uint64(len(t.slots) - 1)
 	for i := t.home(token); ; i = (i + 1) & mask {
 		s := t.slots[i]
