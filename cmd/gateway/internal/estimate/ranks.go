@@ -11,9 +11,10 @@ import (
 // table it skips whole.
 type rankTable struct {
 	seed   maphash.Seed
-	bytes  string // every token's bytes, one token after another
-	slots  []slot // open addressing with linear probing: a power of two, at most half full
-	maxLen int    // the length of the longest token
+	bytes  string   // every token's bytes, one token after another
+	slots  []slot   // open addressing with linear probing: a power of two, at most half full
+	short  []uint32 // the rank of each string of one or two bytes, or noToken; see shortIndex
+	maxLen int      // the length of the longest token
 }
 
 // noToken is the rank, in 32 bits, of a string that is no token.
@@ -32,7 +33,10 @@ func newRankTable(ranks map[string]int) (*rankTable, bool) {
 	for size < 2*len(ranks) {
 		size *= 2
 	}
-	t := &rankTable{seed: maphash.MakeSeed(), slots: make([]slot, size)}
+	t := &rankTable{seed: maphash.MakeSeed(), slots: make([]slot, size), short: make([]uint32, 256+1<<16)}
+	for i := range t.short {
+		t.short[i] = noToken
+	}
 	var bytes []byte
 	for token, rank := range ranks {
 		if token == "" || rank < 0 || int64(rank) >= math.MaxUint32 || int64(len(bytes)+len(token)) > math.MaxUint32 {
@@ -45,6 +49,9 @@ func newRankTable(ranks map[string]int) (*rankTable, bool) {
 		t.slots[i] = slot{start: uint32(len(bytes)), length: uint32(len(token)), rank: uint32(rank)}
 		bytes = append(bytes, token...)
 		t.maxLen = max(t.maxLen, len(token))
+		if len(token) <= 2 {
+			t.short[shortIndex(token)] = uint32(rank)
+		}
 	}
 	t.bytes = string(bytes)
 	return t, true
@@ -55,10 +62,23 @@ func (t *rankTable) home(token string) uint64 {
 	return maphash.String(t.seed, token) & uint64(len(t.slots)-1)
 }
 
+// shortIndex is where rankTable.short holds the rank of token, of one or two
+// bytes.
+func shortIndex(token string) int {
+	if len(token) == 1 {
+		return int(token[0])
+	}
+	return 256 + int(token[0])<<8 + int(token[1])
+}
+
 // rank returns the rank of token, and whether it is a token at all.
 func (t *rankTable) rank(token string) (int, bool) {
-	if len(token) > t.maxLen {
+	switch {
+	case len(token) == 0 || len(token) > t.maxLen:
 		return 0, false
+	case len(token) <= 2:
+		rank := t.short[shortIndex(token)]
+		return int(rank), rank != noToken
 	}
 	mask := uint64(len(t.slots) - 1)
 	for i := t.home(token); ; i = (i + 1) & mask {
