@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -72,6 +73,55 @@ func BenchmarkCount(b *testing.B) {
 				b.SetBytes(int64(len(text)))
 				for b.Loop() {
 					counter.Count(enc, text)
+				}
+			})
+		}
+	}
+}
+
+// sizedTexts are texts of about size bytes: ordinary ones, and the ones whose
+// pieces are longest or take the most merges.
+func sizedTexts(size int) []struct{ name, text string } {
+	repeat := func(unit string) string { return strings.Repeat(unit, size/len(unit)) }
+	letters := rand.New(rand.NewPCG(1, 2))
+	word := make([]byte, size)
+	for i := range word {
+		word[i] = 'a' + byte(letters.IntN(26))
+	}
+	return []struct{ name, text string }{
+		{"prose", repeat("The gateway admits a request only when every level it passes has room for it, " +
+			"and settles the difference once the provider reports what the call really cost. ")},
+		{"code", repeat("func f(x int) int {\n\treturn x*2 // ok\n}\n")},
+		{"spaces", repeat(" ")},
+		{"newlines", repeat("\n")},
+		{"whitespace", repeat(" \t\n \r\n")},
+		{"bang", repeat("!")},
+		{"slashes", repeat("/")},
+		{"letter", repeat("a")},
+		{"capital", repeat("A")},
+		{"digits", repeat("1234567890")},
+		{"kana", repeat("お")},
+		{"emoji", repeat("😀")},
+		{"marks", repeat("\u0301")},
+		{"controls", repeat("\x01")},
+		{"replacement", repeat("\ufffd")},
+		{"word", string(word)},
+		{"base64", repeat("QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo0123456789+/")},
+		{"alternating", repeat("ab")},
+	}
+}
+
+// BenchmarkCountMebibyte measures counting 1 MiB of each of sizedTexts: its
+// MB/s is the count's cost whatever the text.
+func BenchmarkCountMebibyte(b *testing.B) {
+	texts := sizedTexts(1 << 20)
+	for _, enc := range []string{"cl100k_base", "o200k_base"} {
+		for _, tc := range texts {
+			b.Run(enc+"/"+tc.name, func(b *testing.B) {
+				counter.Count(enc, "warm up") // load the encoding outside the timer
+				b.SetBytes(int64(len(tc.text)))
+				for b.Loop() {
+					counter.Count(enc, tc.text)
 				}
 			})
 		}

@@ -8,10 +8,10 @@ import (
 	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
 )
 
-// maxSegment bounds, in bytes, the text split and counted at once. The
-// byte-pair merge is quadratic in the length of a piece, so a long run
-// without spaces (base64, minified code, a repeated letter) would otherwise
-// cost seconds; cutting keeps the cost linear in the text.
+// maxSegment bounds, in bytes, the text split and counted at once, and so
+// the pieces merged. Merging a piece of n bytes takes time in n log n and
+// memory in n (see merger), so cutting keeps the count's time linear in the
+// text and its memory small.
 const maxSegment = 1024
 
 // Counter counts tokens in text with a named byte-pair encoding. Encodings are
@@ -56,7 +56,9 @@ func NewCounter() *Counter {
 //
 // The count is tiktoken's: text is split into pieces with the encoding's
 // pattern and each piece counts the tokens of its byte-pair encoding. Text
-// is cut into segments of at most maxSegment bytes first (see cutPoint).
+// is cut into segments of at most maxSegment bytes first; a cut inside a
+// piece may count one token fewer than tiktoken, or a few more (see
+// cutPoint).
 func (c *Counter) Count(encoding string, text string) int64 {
 	e := c.encoder(encoding)
 	if e == nil {
@@ -127,7 +129,8 @@ func proxyBytes(n int) int64 {
 // last space in the second half of the window that follows a printable ASCII
 // byte: no piece of the encodings' split patterns spans such a boundary, so
 // the count is the same as for the whole text. Failing that it cuts at a rune
-// boundary, which may add a token per cut.
+// boundary; where that is inside a piece, the halves may count one token
+// fewer than the whole, or up to five more (see TestCountCutPieces).
 func cutPoint(text string) int {
 	if len(text) <= maxSegment {
 		return len(text)

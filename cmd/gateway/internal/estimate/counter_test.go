@@ -101,8 +101,38 @@ func TestCountSegments(t *testing.T) {
 	}
 }
 
-// TestCountLongRun checks that a long run without spaces, which the encoder
-// merges in quadratic time, is counted in reasonable time.
+// TestCountCutPieces checks texts whose segments are cut inside a piece
+// against tiktoken-go's count of the whole text: each cut may count one
+// token fewer, or up to five more. A lead shifts the cuts along the text.
+func TestCountCutPieces(t *testing.T) {
+	for _, enc := range []string{"cl100k_base", "o200k_base", "r50k_base"} {
+		for _, tc := range sizedTexts(3000) {
+			for _, lead := range []string{"", "x", "xyz!", "seventeen bytes, "} {
+				text := lead + tc.text
+				t.Run(enc+"/"+tc.name+"/"+lead, func(t *testing.T) {
+					whole := int64(len(referenceEncoding(t, enc).EncodeOrdinary(text)))
+					cuts := cutCount(text)
+					if got := counter.Count(enc, text); got < whole-cuts || got > whole+5*cuts {
+						t.Errorf("Count = %d, want %d (-%d, +%d) for %d cuts", got, whole, cuts, 5*cuts, cuts)
+					}
+				})
+			}
+		}
+	}
+}
+
+// cutCount returns the number of cuts Count makes in text.
+func cutCount(text string) int64 {
+	var n int64
+	for cut := cutPoint(text); cut < len(text); cut = cutPoint(text) {
+		text = text[cut:]
+		n++
+	}
+	return n
+}
+
+// TestCountLongRun checks that a long run without spaces, which segments cut
+// inside its one piece, counts between a token for 16 bytes and one a byte.
 func TestCountLongRun(t *testing.T) {
 	text := strings.Repeat("a", 256<<10)
 	got := counter.Count("cl100k_base", text)

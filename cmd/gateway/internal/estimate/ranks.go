@@ -10,10 +10,15 @@ import (
 // encoding has 200,000 of them, at every cycle of a process that allocates per request; this
 // table it skips whole.
 type rankTable struct {
-	seed  maphash.Seed
-	bytes string // every token's bytes, one token after another
-	slots []slot // open addressing with linear probing: a power of two, at most half full
+	seed   maphash.Seed
+	bytes  string   // every token's bytes, one token after another
+	slots  []slot   // open addressing with linear probing: a power of two, at most half full
+	short  []uint32 // the rank of each string of one or two bytes, or noToken; see shortIndex
+	maxLen int      // the length of the longest token
 }
+
+// noToken is the rank, in 32 bits, of a string that is no token.
+const noToken = math.MaxUint32
 
 // slot is one token: where its bytes are in rankTable.bytes, and its rank. A slot of length zero
 // is empty.
@@ -22,16 +27,19 @@ type slot struct {
 }
 
 // newRankTable returns the table of ranks, or false if a token is empty or a rank is out of
-// range: not a tiktoken encoding.
+// range (below 0, or not below math.MaxUint32): not a tiktoken encoding.
 func newRankTable(ranks map[string]int) (*rankTable, bool) {
 	size := 1
 	for size < 2*len(ranks) {
 		size *= 2
 	}
-	t := &rankTable{seed: maphash.MakeSeed(), slots: make([]slot, size)}
+	t := &rankTable{seed: maphash.MakeSeed(), slots: make([]slot, size), short: make([]uint32, 256+1<<16)}
+	for i := range t.short {
+		t.short[i] = noToken
+	}
 	var bytes []byte
 	for token, rank := range ranks {
-		if token == "" || rank < 0 || int64(rank) > math.MaxUint32 || int64(len(bytes)+len(token)) > math.MaxUint32 {
+		if token == "" || rank < 0 || int64(rank) >= math.MaxUint32 || int64(len(bytes)+len(token)) > math.MaxUint32 {
 			return nil, false
 		}
 		i := t.home(token)
@@ -40,6 +48,10 @@ func newRankTable(ranks map[string]int) (*rankTable, bool) {
 		}
 		t.slots[i] = slot{start: uint32(len(bytes)), length: uint32(len(token)), rank: uint32(rank)}
 		bytes = append(bytes, token...)
+		t.maxLen = max(t.maxLen, len(token))
+		if len(token) <= 2 {
+			t.short[shortIndex(token)] = uint32(rank)
+		}
 	}
 	t.bytes = string(bytes)
 	return t, true
@@ -50,8 +62,24 @@ func (t *rankTable) home(token string) uint64 {
 	return maphash.String(t.seed, token) & uint64(len(t.slots)-1)
 }
 
+// shortIndex is where rankTable.short holds the rank of token, of one or two
+// bytes.
+func shortIndex(token string) int {
+	if len(token) == 1 {
+		return int(token[0])
+	}
+	return 256 + int(token[0])<<8 + int(token[1])
+}
+
 // rank returns the rank of token, and whether it is a token at all.
 func (t *rankTable) rank(token string) (int, bool) {
+	switch {
+	case len(token) == 0 || len(token) > t.maxLen:
+		return 0, false
+	case len(token) <= 2:
+		rank := t.short[shortIndex(token)]
+		return int(rank), rank != noToken
+	}
 	mask := uint64(len(t.slots) - 1)
 	for i := t.home(token); ; i = (i + 1) & mask {
 		s := t.slots[i]

@@ -1,6 +1,8 @@
 package estimate
 
 import (
+	"math"
+	"strings"
 	"testing"
 
 	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
@@ -23,7 +25,7 @@ func TestRankTableHoldsEveryToken(t *testing.T) {
 				t.Fatalf("%s: rank(%q) = %d, %t; want %d, true", file, token, got, ok, want)
 			}
 		}
-		for _, notToken := range []string{"", "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00", "antidisestablishmentarianism"} {
+		for _, notToken := range []string{"", "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00", "antidisestablishmentarianism", strings.Repeat(" ", 129)} {
 			if _, known := ranks[notToken]; known {
 				t.Fatalf("%s: %q is a token", file, notToken)
 			}
@@ -38,6 +40,7 @@ func TestRankTableRefusesWhatIsNoEncoding(t *testing.T) {
 	for name, ranks := range map[string]map[string]int{
 		"empty token":   {"a": 0, "": 1},
 		"negative rank": {"a": 0, "b": -1},
+		"rank too high": {"a": 0, "b": math.MaxUint32},
 	} {
 		if _, ok := newRankTable(ranks); ok {
 			t.Errorf("%s: accepted", name)

@@ -133,6 +133,18 @@ func TestCountMatchesTiktoken(t *testing.T) {
 	}
 }
 
+// TestCountMatchesTiktokenOnLongPieces compares texts whose pieces fill a
+// segment, which a merger merges, segment by segment.
+func TestCountMatchesTiktokenOnLongPieces(t *testing.T) {
+	for _, enc := range encodingNames {
+		t.Run(enc, func(t *testing.T) {
+			for _, tc := range sizedTexts(3000) {
+				checkSameTokens(t, enc, tc.text)
+			}
+		})
+	}
+}
+
 // longTexts are texts longer than a segment, with and without places to cut.
 func longTexts() []string {
 	var mixed strings.Builder
