@@ -15,7 +15,7 @@ import (
 
 // TestGatewayIsNotStoppedByWhatAProviderSays runs a gateway process in front of a provider of 1,000
 // requests and 200,000 tokens a minute whose first answer says its limits are one request and one
-// token a minute. The gateway learns them held at their floor, a tenth of the configured limits,
+// token a minute. The gateway learns them held at their floor, a hundredth of the configured limits,
 // and every later call, of either user, still reaches the provider.
 func TestGatewayIsNotStoppedByWhatAProviderSays(t *testing.T) {
 	up := &upstream{}
@@ -32,7 +32,7 @@ func TestGatewayIsNotStoppedByWhatAProviderSays(t *testing.T) {
 	if a := g.post(t, "/v1/chat/completions", keyAlice, chatBody); a.status != http.StatusOK {
 		t.Fatalf("the first call: %d %s; want 200", a.status, a.body)
 	}
-	want := gatewayv1.LearnedLimits{RequestsPerMinute: 100, TokensPerMinute: 20_000}
+	want := gatewayv1.LearnedLimits{RequestsPerMinute: 10, TokensPerMinute: 2_000}
 	poll.Until(t, processWait, fmt.Sprintf("the gateway to learn %+v", want), func() bool {
 		l := g.usage(t).Providers[0].LearnedLimits
 		return l != nil && *l == want

@@ -109,7 +109,7 @@ func TestALearnedLimitIsForgottenWhenNoAnswerReportsItAgain(t *testing.T) {
 }
 
 // TestALearnedLimitIsNeverBelowWhatTheProviderServed checks that a provider reporting one token a
-// minute is held to a tenth of its configured 600,000, that a call larger than that goes as a
+// minute is held to a hundredth of its configured 600,000, that a call larger than that goes as a
 // probe rather than being refused as too large, and that once the provider served it, what it
 // reports is held at least at that call's size.
 func TestALearnedLimitIsNeverBelowWhatTheProviderServed(t *testing.T) {
@@ -118,8 +118,8 @@ func TestALearnedLimitIsNeverBelowWhatTheProviderServed(t *testing.T) {
 		if !lg.report(Reported{Limits: gatewayv1.LearnedLimits{TokensPerMinute: 1}}) {
 			t.Fatal("a report of one token a minute taught nothing")
 		}
-		if got, want := lg.learned(), (gatewayv1.LearnedLimits{TokensPerMinute: 60_000}); got != want {
-			t.Fatalf("learned %+v from a report of one token a minute; want %+v, a tenth of the configured", got, want)
+		if got, want := lg.learned(), (gatewayv1.LearnedLimits{TokensPerMinute: 6_000}); got != want {
+			t.Fatalf("learned %+v from a report of one token a minute; want %+v, a hundredth of the configured", got, want)
 		}
 		probe := mustAdmit(t, lg.Gate, request(t, lg.policy.Load(), "sk-acme-alice", 80_000))
 		probe.Settle(estimate.Usage{PromptTokens: 40_000, CompletionTokens: 40_000})
@@ -139,10 +139,10 @@ func TestACallLargerThanALearnedLimitWaitsForItToBeWhole(t *testing.T) {
 		acme := tenant("acme", "alice")
 		acme.MaxWait = metav1.Duration{Duration: 5 * time.Minute}
 		lg := newLearningGate(t, plan{requestsPerMinute: 6000, tokensPerMinute: 600_000, tenants: []gatewayv1.Tenant{acme}})
-		lg.report(Reported{Limits: gatewayv1.LearnedLimits{TokensPerMinute: 1}}) // held at 60,000
-		mustAdmit(t, lg.Gate, request(t, lg.policy.Load(), "sk-acme-alice", 10_000)).Settle(estimate.Usage{PromptTokens: 5000, CompletionTokens: 5000})
+		lg.report(Reported{Limits: gatewayv1.LearnedLimits{TokensPerMinute: 1}}) // held at 6,000
+		mustAdmit(t, lg.Gate, request(t, lg.policy.Load(), "sk-acme-alice", 5_000)).Settle(estimate.Usage{PromptTokens: 2500, CompletionTokens: 2500})
 		start := time.Now()
-		ticket, refusal := lg.Admit(t.Context(), request(t, lg.policy.Load(), "sk-acme-alice", 80_000))
+		ticket, refusal := lg.Admit(t.Context(), request(t, lg.policy.Load(), "sk-acme-alice", 8_000))
 		if refusal != nil {
 			t.Fatalf("a call larger than the learned limit was refused: %+v (%s); want it to wait and go", refusal, refusal.Reason)
 		}

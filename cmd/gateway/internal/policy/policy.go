@@ -210,8 +210,9 @@ func Lower(cfg *gatewayv1.Provider, reported, served gatewayv1.LearnedLimits) ga
 
 // LearnedFloorDivisor bounds what a provider's answers can teach: a learned limit is never below
 // the configured one divided by it. A provider's headers are its word, and a wrong word (a bug, a
-// proxy's header) must slow its calls at most tenfold, never stop them.
-const LearnedFloorDivisor = 10
+// proxy's header) must slow its calls at most a hundredfold, never stop them, while an account
+// whose real limits are a fiftieth of those configured is still learned.
+const LearnedFloorDivisor = 100
 
 // floor is a reported limit held at or above its floor: the configured limit over
 // LearnedFloorDivisor, rounded up, and what the provider was seen to serve. A limit not reported

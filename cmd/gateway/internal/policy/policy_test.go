@@ -474,7 +474,7 @@ func TestLearnedLimitsLowerTheProvidersLimits(t *testing.T) {
 }
 
 // TestALearnedLimitIsHeldAtItsFloor checks that what a provider reports lowers its limits no
-// further than a tenth of the configured ones (1,500 RPM and 300,000 TPM), nor below the largest
+// further than a hundredth of the configured ones (1,500 RPM and 300,000 TPM), nor below the largest
 // call it was seen to serve, and that a limit whose floor is the configured one is none.
 func TestALearnedLimitIsHeldAtItsFloor(t *testing.T) {
 	cfg, err := gatewayv1.Load("../../../../api/gateway/v1/testdata/two-tenants.yaml")
@@ -491,8 +491,8 @@ func TestALearnedLimitIsHeldAtItsFloor(t *testing.T) {
 	}{
 		{"above the floor", &cfg.Providers[0], gatewayv1.LearnedLimits{RequestsPerMinute: 600, TokensPerMinute: 100_000}, gatewayv1.LearnedLimits{},
 			gatewayv1.LearnedLimits{RequestsPerMinute: 600, TokensPerMinute: 100_000}},
-		{"one token a minute: a tenth", &cfg.Providers[0], gatewayv1.LearnedLimits{RequestsPerMinute: 1, TokensPerMinute: 1}, gatewayv1.LearnedLimits{},
-			gatewayv1.LearnedLimits{RequestsPerMinute: 150, TokensPerMinute: 30_000}},
+		{"one token a minute: a hundredth", &cfg.Providers[0], gatewayv1.LearnedLimits{RequestsPerMinute: 1, TokensPerMinute: 1}, gatewayv1.LearnedLimits{},
+			gatewayv1.LearnedLimits{RequestsPerMinute: 15, TokensPerMinute: 3_000}},
 		{"a larger call served", &cfg.Providers[0], gatewayv1.LearnedLimits{TokensPerMinute: 1}, gatewayv1.LearnedLimits{TokensPerMinute: 45_000},
 			gatewayv1.LearnedLimits{TokensPerMinute: 45_000}},
 		{"served as much as configured: none lower", &cfg.Providers[0], gatewayv1.LearnedLimits{TokensPerMinute: 1}, gatewayv1.LearnedLimits{TokensPerMinute: 300_000},
@@ -519,15 +519,15 @@ func TestACallLargerThanALearnedLimitTakesAllItHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	learned := map[string]gatewayv1.LearnedLimits{"openai": {TokensPerMinute: 1}} // held at 30,000, 28,500 after headroom
+	learned := map[string]gatewayv1.LearnedLimits{"openai": {TokensPerMinute: 1}} // held at 3,000, 2,850 after headroom
 	for _, tc := range []struct {
 		name    string
 		learned map[string]gatewayv1.LearnedLimits
 		tokens  int64
 		want    int64
 	}{
-		{"learned, larger", learned, 40_000, 28_500},
-		{"learned, fits", learned, 20_000, 20_000},
+		{"learned, larger", learned, 4_000, 2_850},
+		{"learned, fits", learned, 2_000, 2_000},
 		{"configured, larger", nil, 400_000, 400_000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
