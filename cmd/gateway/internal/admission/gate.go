@@ -164,6 +164,32 @@ func tooLarge(checks []ratelimit.Check) *Refusal {
 	return nil
 }
 
+// Spent returns the refusal of req by one of its caller's own limits that answers 429 at its
+// limit and has nothing left now, or nil. Such a limit refuses the call whatever its size: Spent
+// reads the store and takes nothing, so that a call it refuses costs no count of its tokens. A
+// store that cannot be read leaves the call to its decision.
+func (g *Gate) Spent(ctx context.Context, req Request) *Refusal {
+	limits := policy.Rejecting(nil, req.Caller, req.Endpoint)
+	if len(limits) == 0 {
+		return nil
+	}
+	readings, err := g.opts.Limiter.Peek(ctx, limits, g.now())
+	if err != nil {
+		return nil
+	}
+	for i, r := range readings {
+		if r.Remaining > 0 {
+			continue
+		}
+		l := limits[i]
+		refusal := &Refusal{Reason: Limited, Level: l.Level, Dimension: l.Dimension, Capacity: l.Capacity(), Remaining: r.Remaining,
+			Requested: 1, RetryAfter: r.Reset, Spent: l.IsWindow()}
+		g.refused(&req, refusal)
+		return refusal
+	}
+	return nil
+}
+
 // answer counts a refusal by a limit, telling a caller that calls in flight refused when to come
 // back (inFlightRetry), and hands a job's ticket to its attempt, recording what it holds; a live
 // call's ticket is its caller's as it is.

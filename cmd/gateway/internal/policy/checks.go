@@ -122,3 +122,17 @@ func Release(dst []ratelimit.Check, checks []ratelimit.Check) []ratelimit.Check 
 	}
 	return dst
 }
+
+// Rejecting appends to dst the shared limits of c's own (its user's, its tenant's and its
+// endpoint's) that answer 429 at their limit rather than queue: once one has nothing left, it
+// refuses every call, whatever its size.
+func Rejecting(dst []*ratelimit.Limit, c *Caller, ep gatewayv1.Endpoint) []*ratelimit.Limit {
+	for _, rules := range [...][]rule{c.limits, c.Tenant.limits, c.Tenant.endpoints[ep]} {
+		for _, rl := range rules {
+			if !rl.queue {
+				dst = append(dst, rl.shared)
+			}
+		}
+	}
+	return dst
+}

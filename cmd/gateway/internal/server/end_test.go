@@ -57,3 +57,42 @@ func TestACallThatPanicsStillEnds(t *testing.T) {
 		t.Errorf("log line %q; want it at error, with the call's request id and the panic", line)
 	}
 }
+
+// TestASpentCallerIsRefusedBeforeItsCallIsCounted sends a body larger than countsAfterCheck
+// from a user whose day's one request is spent: it is refused insufficient_quota before its
+// tokens are counted. While the request was left, the same body was counted, and refused as
+// larger than the tenant's day of 1,000 tokens can ever hold.
+func TestASpentCallerIsRefusedBeforeItsCallIsCounted(t *testing.T) {
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, `{"choices":[{"message":{"content":"Hello."}}],"usage":{"prompt_tokens":10,"completion_tokens":20}}`)
+	}))
+	t.Cleanup(provider.Close)
+	cfg := settleConfig(provider.URL)
+	cfg.Tenants[0].PerUser[0].Amount = 1
+	cfg.Tenants[0].PerTenant[0].Amount = 1000
+	g := newSettleGatewayFrom(t, cfg)
+	large := `{"model":"m","max_tokens":50,"messages":[{"role":"user","content":"` + strings.Repeat("Tell me more. ", countsAfterCheck/10) + `"}]}`
+	send := func(body string) (int, string) {
+		r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
+		r.Header.Set("Authorization", "Bearer "+settleKey)
+		w := httptest.NewRecorder()
+		g.Handler().ServeHTTP(w, r)
+		return w.Code, w.Body.String()
+	}
+	steps := []struct {
+		name, body string
+		status     int
+		code       string
+	}{
+		{"a large call, counted", large, http.StatusBadRequest, `"code":"request_too_large"`},
+		{"the day's one request", settleBody, http.StatusOK, ""},
+		{"a large call once the day's request is spent, not counted", large, http.StatusTooManyRequests, `"code":"insufficient_quota"`},
+	}
+	for _, s := range steps {
+		status, body := send(s.body)
+		if status != s.status || !strings.Contains(body, s.code) {
+			t.Errorf("%s: %d %.200s; want %d with %s", s.name, status, body, s.status, s.code)
+		}
+	}
+}
