@@ -63,6 +63,7 @@ func (st *story) tell(ctx context.Context) {
 	st.startParts()
 	st.applySamples()
 	st.startSluice()
+	st.waitLoaded()
 	st.section("The quotas, as kubectl shows them")
 	st.kubectl("get", "pq,tp", "-n", namespace)
 	st.kubectl("get", "pq", "-o", "wide", "-n", namespace) // llama is Ready, and Active once its first Pod is
@@ -174,6 +175,23 @@ func (st *story) startProcess(name, binary string, args ...string) *proc.Process
 	cmd := exec.Command(filepath.Join(st.bin, binary), args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+st.c.Kubeconfig)
 	return proc.Start(st.r, name, cmd)
+}
+
+// waitLoaded waits until the self-hosted quota's first Pod is ready and every gateway has loaded
+// the configuration that serves it: the quotas are Compiled, not GatewaysBehind.
+func (st *story) waitLoaded() {
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		active := st.c.Kubectl(st.r, "get", "pq", selfHostedQuota, "-n", namespace, "-o", `jsonpath={.status.conditions[?(@.type=="Active")].status}`)
+		reasons := st.c.Kubectl(st.r, "get", "pq", "-n", namespace, "-o", `jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].reason} {end}`)
+		if active == "True" && strings.Count(reasons, "Compiled") == len(strings.Fields(reasons)) {
+			return
+		}
+		if time.Now().After(deadline) {
+			st.r.Fatalf("the quotas are not loaded by every gateway after %s: Active %q, Ready reasons %q", readyTimeout, active, reasons)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }
 
 // waitReady waits until url answers 200.
