@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
@@ -62,11 +63,11 @@ func clientGone(outcome, when string, te ticketEnd, u estimate.Usage) ending {
 }
 
 // finish ends a call once, whatever ended it: its ticket is settled, refunded or withdrawn as e
-// says, the call is counted under e's outcome, and its access-log line is written. It reports
-// whether it ended the call; a call that has ended already is left as it is.
-func (s *Server) finish(c *call, e ending) bool {
+// says, the call is counted under e's outcome, and its access-log line is written. A call that
+// has ended already is left as it is.
+func (s *Server) finish(c *call, e ending) {
 	if !c.ended.CompareAndSwap(false, true) {
-		return false
+		return
 	}
 	if e.ticket == settleTicket {
 		e = s.bounded(c, e)
@@ -74,18 +75,17 @@ func (s *Server) finish(c *call, e ending) bool {
 	charged := c.endTicket(e)
 	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), e.outcome).Inc()
 	s.logEnd(c, e, charged)
-	return true
 }
 
 // bounded is e with its usage bounded by what the call could have used (see
-// estimate.Usage.Within): a provider that reports more is charged the bound, and counted.
+// estimate.Usage.Within): usage reported, or counted, past it is charged the bound, and counted.
 func (s *Server) bounded(c *call, e ending) ending {
 	u, ok := e.usage.Within(c.estimate)
 	if !ok {
 		s.metrics.usageOutOfBounds.WithLabelValues(c.provider()).Inc()
-		e.detail = fmt.Sprintf("the provider reported more usage than the call could have used (%d prompt and %d completion tokens); it was charged its bound",
+		bound := fmt.Sprintf("its usage (%d prompt and %d completion tokens) was more than the call could have used; it was charged its bound",
 			e.usage.PromptTokens, e.usage.CompletionTokens)
-		e.usage = u
+		e.detail, e.usage = strings.TrimPrefix(e.detail+"; "+bound, "; "), u
 	}
 	return e
 }

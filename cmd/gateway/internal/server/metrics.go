@@ -15,7 +15,7 @@ type metrics struct {
 	jobAttempts    *prometheus.CounterVec
 	jobsLost       prometheus.Counter
 	overloaded     *prometheus.CounterVec
-	// usageOutOfBounds counts answers whose usage was more than their call could have used.
+	// usageOutOfBounds counts calls whose usage was more than they could have used.
 	usageOutOfBounds *prometheus.CounterVec
 	// maxInFlight is each provider's cap on calls in flight, across every gateway, beside which
 	// Little's law puts what its traffic needs: rate(arrivals) × mean call duration.
@@ -68,7 +68,7 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 		}, []string{"tenant"}),
 		usageOutOfBounds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_usage_out_of_bounds_total",
-			Help: "Answers whose reported usage was more than their call could have used (more prompt tokens than its body's bytes and images, or completion tokens than its cap times n), settled at the bound instead, by provider.",
+			Help: "Calls whose usage, as the provider reported it or as a stream was counted, was more than the call could have used (more prompt tokens than its body's bytes and images, or completion tokens than its cap times n), settled at the bound instead, by provider.",
 		}, []string{"provider"}),
 		maxInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_gateway_provider_max_in_flight",
