@@ -213,24 +213,29 @@ func TestAClientThatStopsReadingIsCutOffAndHoldsNothing(t *testing.T) {
 	}
 }
 
-// TestClientsThatStopReadingDoNotHoldTheGateway fills server.maxInFlight with one tenant's
-// streams whose clients stopped reading: once they are cut off, another tenant's call is served,
-// while their sockets stay open.
+// TestClientsThatStopReadingDoNotHoldTheGateway sends twenty streams whose clients stopped
+// reading from one tenant to a gateway of server.maxInFlight 20: it holds no more than its share
+// of them, another tenant's call is served, and every stream it held is cut off at
+// server.writeTimeout while their sockets stay open.
 func TestClientsThatStopReadingDoNotHoldTheGateway(t *testing.T) {
 	p := newEndProvider(t)
 	g := startGateway(t, endConfig(t, p.URL, "server:\n  writeTimeout: 1s\n  maxConnections: 64\n  maxInFlight: 20\n"))
 	for range 20 {
 		openUnread(t, g, keyAlice, chatSaying(streamForever, true))
 	}
-	poll.Until(t, time.Minute, "the gateway to take the twenty streams", func() bool {
-		return metricValue(t, g, "sluice_gateway_calls_in_flight")+outcomes(t, g, "acme", "client_too_slow") == 20
+	overloaded := func() float64 { return sample(t, g, "sluice_gateway_overloaded_total", `{tenant="acme"}`) }
+	poll.Until(t, time.Minute, "the gateway to answer the twenty streams", func() bool {
+		return metricValue(t, g, "sluice_gateway_calls_in_flight")+outcomes(t, g, "acme", "client_too_slow")+overloaded() == 20
 	})
 	poll.Until(t, time.Minute, "another tenant's call to be served", func() bool {
 		return g.post(t, "/v1/chat/completions", keyBob, chatSaying("Hello.", false)).status == http.StatusOK
 	})
-	poll.Until(t, time.Minute, "the twenty clients that stopped reading to be cut off", func() bool {
-		return outcomes(t, g, "acme", "client_too_slow") == 20
+	poll.Until(t, time.Minute, "every stream the gateway held to be cut off", func() bool {
+		return outcomes(t, g, "acme", "client_too_slow") == 20-overloaded()
 	})
+	if n := metricValue(t, g, "sluice_gateway_calls_in_flight"); n != 0 {
+		t.Errorf("the gateway holds %v calls once the streams were cut off; want 0", n)
+	}
 }
 
 // TestAStreamReadToItsDoneIsServed reads a stream to its [DONE] and hangs up there, as the
