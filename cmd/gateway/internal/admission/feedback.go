@@ -115,7 +115,7 @@ func (d *dispatcher) ended(served bool, tokens int64) {
 
 // reported takes in the limits a provider's answer reported and reports whether the limits
 // learned from it changed: those lower than configured are learned, held at or above their
-// floor (see policy.Lower: a tenth of the configured limit, and the largest call the provider
+// floor (see policy.Lower: a hundredth of the configured limit, and the largest call the provider
 // was seen to serve), and one reported no longer lower is forgotten, as is one no answer
 // confirmed for learnedTTL. A remaining count of zero pauses dispatch until the provider said
 // it resets, held to minPause: its reset is when all of its limit is back, and a provider that
