@@ -137,25 +137,28 @@ func (s *Server) fail(w http.ResponseWriter, c *call, e *apiError) {
 	e.write(w)
 }
 
-// endOnPanic ends a call that panicked, wherever it did: counted as the gateway's own failure,
-// logged with its request id, its slots freed and its ticket ended (charged its estimate if it
-// had gone to its provider, which may bill it). The panic goes on to net/http as
-// http.ErrAbortHandler, which cuts the connection: the client must not take what it received for
-// a whole answer.
+// endOnPanic ends a call whose handler panicked, wherever it did (see endPanicked). The panic
+// goes on to net/http as http.ErrAbortHandler, which cuts the connection: the client must not
+// take what it received for a whole answer.
 func (s *Server) endOnPanic(c *call) {
 	v := recover()
 	if v == nil {
 		return
 	}
-	if v != http.ErrAbortHandler || !c.ended.Load() {
-		te := withdrawTicket
-		if c.sent {
-			te = settleTicket
-		}
-		s.finish(c, ending{outcome: outcomeInternalError, status: http.StatusInternalServerError, ticket: te,
-			usage: c.estimatedUsage(), detail: fmt.Sprintf("the gateway failed the call: %v\n%s", v, debug.Stack())})
-	}
+	s.endPanicked(c, v)
 	panic(http.ErrAbortHandler)
+}
+
+// endPanicked ends a call that panicked with v, unless it had ended: counted as the gateway's own
+// failure, logged with its request id and stack, its slots freed and its ticket ended (charged
+// its estimate if it had gone to its provider, which may bill it).
+func (s *Server) endPanicked(c *call, v any) {
+	te := withdrawTicket
+	if c.sent {
+		te = settleTicket
+	}
+	s.finish(c, ending{outcome: outcomeInternalError, status: http.StatusInternalServerError, ticket: te,
+		usage: c.estimatedUsage(), detail: fmt.Sprintf("the gateway failed the call: %v\n%s", v, debug.Stack())})
 }
 
 // setCallHeaders writes what the limits said of a call: the wait (and for a call that queued,

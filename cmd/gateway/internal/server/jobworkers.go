@@ -244,8 +244,15 @@ func (s *Server) jobCall(ctx context.Context, p *policy.Policy, j *jobs.Job) (*c
 }
 
 // forward sends an admitted job's call to its provider and reads the answer whole, within
-// forwardTimeout. The call's ticket ends as a live call's would.
-func (s *Server) forward(ctx context.Context, c *call) jobs.Outcome {
+// forwardTimeout. The call's ticket ends as a live call's would; a panic on its way ends the call
+// as one (see endPanicked) and fails the attempt, to be tried again, rather than the gateway.
+func (s *Server) forward(ctx context.Context, c *call) (out jobs.Outcome) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.endPanicked(c, v) // a job's worker has no net/http to recover it
+			out = jobs.Outcome{Err: "the gateway failed the attempt", Retry: true}
+		}
+	}()
 	limit := forwardTimeout(c.route.Provider.Config)
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
