@@ -211,6 +211,19 @@ tenants:
 	return path
 }
 
+// writeKeyedConfig writes a configuration file, cfg, in a directory of its own beside the stub
+// provider's key file, provider.key, and returns its path.
+func writeKeyedConfig(t *testing.T, cfg string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "provider.key"), []byte(providerKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "sluice.yaml")
+	writeAtomically(t, path, cfg)
+	return path
+}
+
 // writeAtomically replaces a file the way an editor or Kubernetes does: write aside, rename.
 func writeAtomically(t *testing.T, path, content string) {
 	t.Helper()
@@ -703,12 +716,7 @@ func (g *gateway) metrics(t *testing.T) string {
 // provider takes it: the gateway sends it. One past the whole minute is refused before it is sent.
 func TestGatewaySendsACallAsLargeAsTheProvidersMinute(t *testing.T) {
 	up := newUpstream(t)
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "provider.key"), []byte(providerKey+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "sluice.yaml")
-	writeAtomically(t, path, fmt.Sprintf(`apiVersion: gateway.sluice.dev/v1
+	path := writeKeyedConfig(t, fmt.Sprintf(`apiVersion: gateway.sluice.dev/v1
 kind: GatewayConfig
 providers:
   - name: stub

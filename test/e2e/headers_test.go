@@ -7,8 +7,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,12 +136,7 @@ const keyQuirks = "sk-quirks-carol"
 // maxDelay of 2 s.
 func quirksConfig(t *testing.T, recURL, quirksURL string) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "provider.key"), []byte(providerKey+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "sluice.yaml")
-	writeAtomically(t, path, fmt.Sprintf(`apiVersion: gateway.sluice.dev/v1
+	path := writeKeyedConfig(t, fmt.Sprintf(`apiVersion: gateway.sluice.dev/v1
 kind: GatewayConfig
 providers:
   - name: rec

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 
@@ -51,12 +49,7 @@ func TestGatewayIsNotStoppedByWhatAProviderSays(t *testing.T) {
 // 1,000 requests and 200,000 tokens a minute at upstreamURL, and returns its path.
 func learningConfig(t *testing.T, upstreamURL string) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "provider.key"), []byte(providerKey+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "sluice.yaml")
-	writeAtomically(t, path, fmt.Sprintf(`apiVersion: gateway.sluice.dev/v1
+	path := writeKeyedConfig(t, fmt.Sprintf(`apiVersion: gateway.sluice.dev/v1
 kind: GatewayConfig
 providers:
   - name: stub

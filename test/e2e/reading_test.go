@@ -6,8 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -88,10 +86,6 @@ const (
 // provider whose model has an alias, with bodies up to 2 MiB.
 func writeReadingConfig(t *testing.T, url string) string {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "provider.key"), []byte(providerKey+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	cfg := fmt.Sprintf(`apiVersion: gateway.sluice.dev/v1
 kind: GatewayConfig
 server:
@@ -118,9 +112,7 @@ tenants:
     perUser:
       - {dimension: requests, amount: 20, per: minute, onLimit: Reject}
 `, url, gatewayv1.HashKey(keyReader), gatewayv1.HashKey(keyChurner))
-	path := filepath.Join(dir, "sluice.yaml")
-	writeAtomically(t, path, cfg)
-	return path
+	return writeKeyedConfig(t, cfg)
 }
 
 // TestWhatTheGatewayChecksIsWhatTheProviderGets sends, through the gateway binary, bodies that
