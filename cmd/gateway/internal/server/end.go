@@ -72,9 +72,8 @@ func (s *Server) finish(c *call, e ending) {
 	if e.ticket == settleTicket {
 		e = s.bounded(c, e)
 	}
-	charged := c.endTicket(e)
-	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), e.outcome).Inc()
-	s.logEnd(c, e, charged)
+	s.logEnd(c, e, c.endTicket(e))
+	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), e.outcome).Inc() // after the log: whoever reads the count finds the line
 }
 
 // bounded is e with its usage bounded by what the call could have used (see
