@@ -47,7 +47,10 @@ type Response struct {
 // ResponseUsage is what a response was billed, written as OpenAI's usage
 // block: nothing cached, no reasoning.
 type ResponseUsage struct {
-	InputTokens, OutputTokens int64
+	// InputTokens is usage.input_tokens, hidden context included.
+	InputTokens int64
+	// OutputTokens is usage.output_tokens.
+	OutputTokens int64
 }
 
 // MarshalJSON writes u with its details and total.
@@ -248,5 +251,9 @@ func WriteItems(w http.ResponseWriter, items []InputItem, hasMore bool) {
 
 // WriteDeleted answers the deletion of the response id.
 func WriteDeleted(w http.ResponseWriter, id string) {
-	WriteJSON(w, http.StatusOK, map[string]any{"id": id, "object": "response.deleted", "deleted": true})
+	WriteJSON(w, http.StatusOK, struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Deleted bool   `json:"deleted"`
+	}{id, "response.deleted", true})
 }

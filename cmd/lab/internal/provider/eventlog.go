@@ -9,7 +9,7 @@ import (
 
 // eventLog keeps the events of a streamed background response, in order,
 // for the streams that follow it: the one that created it and any that
-// resume it. It is safe for concurrent use.
+// resume it. Create it with newEventLog. It is safe for concurrent use.
 type eventLog struct {
 	mu     sync.Mutex
 	events []openai.Event // the event of sequence number i at i

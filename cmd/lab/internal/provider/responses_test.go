@@ -196,7 +196,7 @@ func TestResponseNotFound(t *testing.T) {
 	unstored := create(t, srv.URL, `{"model":"gpt-4o","input":"hi","store":false}`)
 	deleted := create(t, srv.URL, `{"model":"gpt-4o","input":"hi"}`)
 	if status, body := call(t, http.MethodDelete, srv.URL+"/v1/responses/"+deleted.ID, ""); status != 200 ||
-		strings.TrimSpace(string(body)) != `{"deleted":true,"id":"`+deleted.ID+`","object":"response.deleted"}` {
+		strings.TrimSpace(string(body)) != `{"id":"`+deleted.ID+`","object":"response.deleted","deleted":true}` {
 		t.Errorf("DELETE: %d %s; want 200 and the deletion", status, body)
 	}
 	notFound := func(id string) string {

@@ -6,7 +6,8 @@ import (
 )
 
 // store keeps responses by id, at most max of them: the oldest is forgotten
-// to make room for a new one. It is safe for concurrent use.
+// to make room for a new one. Create it with newStore. It is safe for
+// concurrent use.
 type store struct {
 	mu    sync.Mutex
 	max   int
