@@ -156,6 +156,10 @@ func (c cli) provider(ctx context.Context, args []string) error {
 	}
 	c.log.Info("account", "requestsPerMinute", opts.RequestsPerMinute, "tokensPerMinute", opts.TokensPerMinute,
 		"maxInFlight", opts.MaxInFlight, "latency", opts.Latency, "models", opts.Models, "apiKey", opts.APIKey != "")
+	// Background responses stop as the server shuts down, so that the
+	// streams following them end and the shutdown need not wait for them.
+	defer p.Close()
+	context.AfterFunc(ctx, p.Close)
 	return serve(ctx, *listen, p, c.log)
 }
 

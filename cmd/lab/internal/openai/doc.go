@@ -1,6 +1,7 @@
 // Package openai is the part of OpenAI's HTTP API that the lab's simulators
-// speak: it reads chat, completion and embedding requests, counts their
-// tokens, and writes answers as JSON or as server-sent events, and errors in
+// speak: it reads chat, completion, embedding and Responses requests, counts
+// their tokens, and writes answers as JSON or as server-sent events (a
+// Response object and its events for the Responses API), and errors in
 // OpenAI's error body. It also writes the request the lab's loads send, a
 // chat completion ([ChatBody]).
 //
@@ -13,11 +14,17 @@
 // (OpenAI's rule of thumb of about four characters a token): over the joined
 // message contents of a chat (the text parts of an array content), over each
 // prompt of a completion and each input of an embedding, one token per id
-// where a prompt or input is given as token ids. Completion tokens are
-// max_completion_tokens, else max_tokens, else the server's default, and the
-// answer is exactly that many tokens of filler text (see [Filler]), so the
-// proxy counts the text of a streamed answer back to its usage.
+// where a prompt or input is given as token ids. A Responses request counts
+// its instructions, its tools as JSON and its input items, joined: the text
+// of a message, the name and arguments of a function call, the output of a
+// function call's output, nothing of an item_reference, and the JSON of an
+// item of another shape. The files it names and the searches its tools make
+// are counted apart ([ResponsesRequest]), for the simulator to bill.
+// Completion tokens are max_completion_tokens (max_output_tokens for a
+// response), else max_tokens, else the server's default, and the answer is
+// exactly that many tokens of filler text (see [Filler]), so the proxy
+// counts the text of a streamed answer back to its usage.
 //
-// The simulators ignore n (they always answer one choice), tools, and every
-// sampling parameter.
+// The simulators ignore n (they always answer one choice), the tools of a
+// chat, and every sampling parameter, which a Response object repeats.
 package openai

@@ -61,6 +61,23 @@ func UnknownModel(model string) *Error {
 	return e
 }
 
+// ResponseNotFound is the 404 for a response id the server does not keep.
+func ResponseNotFound(id string) *Error {
+	return &Error{Status: http.StatusNotFound, Type: "invalid_request_error", Message: fmt.Sprintf("Response with id '%s' not found.", id)}
+}
+
+// PreviousResponseNotFound is the 404 for a previous_response_id the server
+// does not keep.
+func PreviousResponseNotFound(id string) *Error {
+	return &Error{
+		Status:  http.StatusNotFound,
+		Type:    "invalid_request_error",
+		Param:   "previous_response_id",
+		Code:    "previous_response_not_found",
+		Message: fmt.Sprintf("Previous response with id '%s' not found.", id),
+	}
+}
+
 // InvalidAPIKey is the 401 for a missing or wrong API key.
 func InvalidAPIKey() *Error {
 	return &Error{

@@ -113,7 +113,7 @@ func TestFillerCountsBackToItsTokens(t *testing.T) {
 	}
 }
 
-func TestSplit(t *testing.T) {
+func TestChunks(t *testing.T) {
 	tests := []struct {
 		name string
 		text string
@@ -126,8 +126,8 @@ func TestSplit(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(split(tc.text), tc.want); diff != "" {
-				t.Errorf("split() mismatch (-got +want):\n%s", diff)
+			if diff := cmp.Diff(Chunks(tc.text), tc.want); diff != "" {
+				t.Errorf("Chunks() mismatch (-got +want):\n%s", diff)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -137,5 +138,99 @@ func TestErrorBody(t *testing.T) {
 	want := []any{http.StatusBadRequest, `{"error":{"message":"The model ` + "`gpt-9`" + ` does not exist or you do not have access to it.","type":"invalid_request_error","param":"model","code":"model_not_found"}}`}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("answer mismatch (-got +want):\n%s", diff)
+	}
+}
+
+func TestResponseObject(t *testing.T) {
+	echo := Echo{}.withDefaults()
+	tests := []struct {
+		name string
+		r    Response
+		want string // the fields before the echoed ones
+	}{{
+		name: "queued",
+		r:    Response{ID: "resp_1", CreatedAt: 1_700_000_000, Status: StatusQueued, Background: true, Store: true, Model: "m", MessageID: "msg_1", Echo: echo},
+		want: `{"id":"resp_1","object":"response","created_at":1700000000,"status":"queued","background":true,"completed_at":null,"error":null,` +
+			`"incomplete_details":null,"model":"m","output":[],"service_tier":"default","store":true,"usage":null,"conversation":null,"prompt":null,` +
+			`"access_programs":{"cyber":"standard"},`,
+	}, {
+		name: "completed",
+		r: Response{ID: "resp_1", CreatedAt: 1_700_000_000, Status: StatusCompleted, Store: true, Model: "m", MessageID: "msg_1",
+			Text: "the ", Usage: &ResponseUsage{InputTokens: 3, OutputTokens: 1}, CompletedAt: 1_700_000_002, Echo: echo},
+		want: `{"id":"resp_1","object":"response","created_at":1700000000,"status":"completed","background":false,"completed_at":1700000002,"error":null,` +
+			`"incomplete_details":null,"model":"m","output":[{"id":"msg_1","type":"message","status":"completed","role":"assistant",` +
+			`"content":[{"type":"output_text","text":"the ","annotations":[],"logprobs":[]}]}],"service_tier":"default","store":true,` +
+			`"usage":{"input_tokens":3,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens":1,` +
+			`"output_tokens_details":{"reasoning_tokens":0},"total_tokens":4},"conversation":null,"prompt":null,"access_programs":{"cyber":"standard"},`,
+	}, {
+		name: "cancelled with some text",
+		r: Response{ID: "resp_1", CreatedAt: 1_700_000_000, Status: StatusCancelled, Background: true, Store: true, Model: "m", MessageID: "msg_1",
+			Text: "the ", Usage: &ResponseUsage{InputTokens: 3, OutputTokens: 1}, Echo: echo},
+		want: `{"id":"resp_1","object":"response","created_at":1700000000,"status":"cancelled","background":true,"completed_at":null,"error":null,` +
+			`"incomplete_details":null,"model":"m","output":[{"id":"msg_1","type":"message","status":"incomplete","role":"assistant",` +
+			`"content":[{"type":"output_text","text":"the ","annotations":[],"logprobs":[]}]}],"service_tier":"default","store":true,` +
+			`"usage":{"input_tokens":3,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens":1,` +
+			`"output_tokens_details":{"reasoning_tokens":0},"total_tokens":4},"conversation":null,"prompt":null,"access_programs":{"cyber":"standard"},`,
+	}, {
+		name: "failed",
+		r:    Response{ID: "resp_1", CreatedAt: 1_700_000_000, Status: StatusFailed, Background: true, Store: true, Model: "m", MessageID: "msg_1", Failure: "gone", Echo: echo},
+		want: `{"id":"resp_1","object":"response","created_at":1700000000,"status":"failed","background":true,"completed_at":null,` +
+			`"error":{"code":"server_error","message":"gone"},"incomplete_details":null,"model":"m","output":[],"service_tier":"default","store":true,` +
+			`"usage":null,"conversation":null,"prompt":null,"access_programs":{"cyber":"standard"},`,
+	}}
+	echoed, _ := json.Marshal(echo)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := json.Marshal(tc.r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := tc.want + string(echoed[1:]); string(got) != want {
+				t.Errorf("Response JSON =\n%s\nwant\n%s", got, want)
+			}
+		})
+	}
+}
+
+func TestResponseEvents(t *testing.T) {
+	var e ResponseEvents
+	r := Response{ID: "resp_1", Status: StatusQueued, Background: true, Model: "m", MessageID: "msg_1", Echo: Echo{}.withDefaults()}
+	events := e.Start(r)
+	r.Text, r.Status, r.Usage = "the ", StatusCompleted, &ResponseUsage{InputTokens: 1, OutputTokens: 1}
+	events = append(events, e.Delta(r, "the "))
+	events = append(events, e.Finish(r)...)
+	var got []string
+	for i, ev := range events {
+		var head struct {
+			Type     string `json:"type"`
+			Sequence int64  `json:"sequence_number"`
+			Response *struct {
+				Status string `json:"status"`
+			} `json:"response"`
+			ItemID string `json:"item_id"`
+			Delta  string `json:"delta"`
+		}
+		if err := json.Unmarshal(ev.Data, &head); err != nil {
+			t.Fatal(err)
+		}
+		if head.Type != ev.Type || head.Sequence != int64(i) || ev.Sequence != int64(i) {
+			t.Errorf("event %d is %s, number %d in its JSON and %d; want its type and %d", i, ev.Type, head.Sequence, ev.Sequence, i)
+		}
+		line := head.Type
+		if head.Response != nil {
+			line += " " + head.Response.Status
+		}
+		if head.ItemID != "" {
+			line += " " + head.ItemID + " " + head.Delta
+		}
+		got = append(got, strings.TrimSpace(line))
+	}
+	want := []string{
+		"response.created queued", "response.in_progress in_progress", "response.output_item.added", "response.content_part.added msg_1",
+		"response.output_text.delta msg_1 the", "response.output_text.done msg_1", "response.content_part.done msg_1",
+		"response.output_item.done", "response.completed completed",
+	}
+	if diff := cmp.Diff(got, want); diff != "" {
+		t.Errorf("events mismatch (-got +want):\n%s", diff)
 	}
 }

@@ -23,9 +23,7 @@ type Pause func(i, n int) error
 // of text; WriteStream stops at its first error, or the first failed write,
 // and returns it.
 func WriteStream(w http.ResponseWriter, req Request, rep Reply, pause Pause) error {
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
+	StartEvents(w)
 	s := stream{w: w, rc: http.NewResponseController(w), e: req.Endpoint, rep: rep}
 	if err := s.start(); err != nil {
 		return err
@@ -37,6 +35,24 @@ func WriteStream(w http.ResponseWriter, req Request, rep Reply, pause Pause) err
 		return err
 	}
 	return s.event([]byte("[DONE]"))
+}
+
+// StartEvents begins an answer of server-sent events on w.
+func StartEvents(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+}
+
+// WriteEvent writes ev to w, its type on an event line and its JSON on a
+// data line, and flushes it.
+func WriteEvent(w http.ResponseWriter, ev Event) error {
+	if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.Type, ev.Data); err != nil {
+		return fmt.Errorf("openai: write event: %w", err)
+	}
+	// A writer that cannot flush still delivers the events, later.
+	_ = http.NewResponseController(w).Flush()
+	return nil
 }
 
 // stream writes the events of one answer.
@@ -58,7 +74,7 @@ func (s *stream) start() error {
 }
 
 func (s *stream) text(pause Pause) error {
-	pieces := split(s.rep.Text)
+	pieces := Chunks(s.rep.Text)
 	for i, piece := range pieces {
 		if pause != nil {
 			if err := pause(i, len(pieces)); err != nil {
@@ -108,9 +124,10 @@ func (s *stream) event(data []byte) error {
 	return nil
 }
 
-// split cuts text into pieces of at most chunkBytes, on rune boundaries.
-// There is always at least one piece, so a stream always has a text chunk.
-func split(text string) []string {
+// Chunks cuts text into the pieces a stream sends, of at most chunkBytes
+// (16 tokens), on rune boundaries. There is always at least one piece, so a
+// stream always has a text chunk.
+func Chunks(text string) []string {
 	var pieces []string
 	for len(text) > chunkBytes {
 		cut := chunkBytes

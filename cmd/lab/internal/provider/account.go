@@ -13,20 +13,66 @@ type Stats struct {
 	Rejected429Tokens int64 `json:"rejected429Tokens"`
 	// Rejected503 counts 503s because too many calls were in flight.
 	Rejected503 int64 `json:"rejected503"`
-	// Canceled counts admitted calls whose client left before the answer.
-	// They are not billed but count in the minute.
+	// Canceled counts admitted calls whose client left before the answer,
+	// and background responses the provider stopped as it closed. They are
+	// not billed but count in the minute.
 	Canceled int64 `json:"canceled"`
-	// InFlight is how many calls are running now.
+	// InFlight is how many calls are running now, background responses
+	// included.
 	InFlight int64 `json:"inFlight"`
 	// MaxInFlightSeen is the most calls that ran at once.
 	MaxInFlightSeen int64 `json:"maxInFlightSeen"`
-	// PromptTokens counts the prompt tokens of the calls served.
+	// PromptTokens counts the prompt tokens of the calls served: for a
+	// response, its input tokens, hidden context included.
 	PromptTokens int64 `json:"promptTokens"`
 	// CompletionTokens counts the completion tokens of the calls served.
 	CompletionTokens int64 `json:"completionTokens"`
 	// MicroDollars is what the calls served cost, in millionths of a
 	// dollar.
 	MicroDollars int64 `json:"microDollars"`
+	// Received counts the API requests received, whatever their answer, by
+	// the route that took them, such as "POST /v1/chat/completions" or
+	// "GET /v1/responses/{id}"; "/" takes the paths the API does not have.
+	Received map[string]int64 `json:"received"`
+	// Responses count the Responses API's responses. What they were billed
+	// is also in the totals above.
+	Responses ResponsesStats `json:"responses"`
+}
+
+// ResponsesStats count the responses of the Responses API.
+type ResponsesStats struct {
+	// Stored is how many responses the provider keeps now.
+	Stored int64 `json:"stored"`
+	// Completed counts the foreground responses that completed.
+	Completed int64 `json:"completed"`
+	// BackgroundCompleted counts the background responses that completed.
+	BackgroundCompleted int64 `json:"backgroundCompleted"`
+	// BackgroundCancelled counts the background responses cancelled
+	// before they completed.
+	BackgroundCancelled int64 `json:"backgroundCancelled"`
+	// Foreground is what the foreground responses that completed were
+	// billed.
+	Foreground Bill `json:"foreground"`
+	// Background is what the background responses were billed when they
+	// ended, completed or cancelled.
+	Background Bill `json:"background"`
+}
+
+// Bill is what calls were billed.
+type Bill struct {
+	// InputTokens counts their input (prompt) tokens.
+	InputTokens int64 `json:"inputTokens"`
+	// OutputTokens counts their output (completion) tokens.
+	OutputTokens int64 `json:"outputTokens"`
+	// MicroDollars is what they cost, in millionths of a dollar, each call
+	// rounded up.
+	MicroDollars int64 `json:"microDollars"`
+}
+
+func (b *Bill) add(c Bill) {
+	b.InputTokens += c.InputTokens
+	b.OutputTokens += c.OutputTokens
+	b.MicroDollars += c.MicroDollars
 }
 
 // limits are an account's limits; each is positive.
@@ -139,6 +185,14 @@ func (a *account) quotaAt(now time.Time) quota {
 	return a.quota(now)
 }
 
+// received counts an API request the route pattern took.
+func (a *account) received(pattern string) {
+	if a.stats.Received == nil {
+		a.stats.Received = map[string]int64{}
+	}
+	a.stats.Received[pattern]++
+}
+
 // finish ends an admitted call. A served call is billed its tokens and
 // cost; one whose client left is counted as canceled.
 func (a *account) finish(served bool, prompt, completion, micros int64) {
@@ -150,4 +204,34 @@ func (a *account) finish(served bool, prompt, completion, micros int64) {
 	a.stats.PromptTokens += prompt
 	a.stats.CompletionTokens += completion
 	a.stats.MicroDollars += micros
+}
+
+// ending is how an admitted response ended.
+type ending int
+
+const (
+	// unserved: its client left, or the provider closed, first. It is not
+	// billed.
+	unserved ending = iota
+	completedForeground
+	completedBackground
+	cancelledBackground
+)
+
+// endResponse ends an admitted response as e says, billed b unless it was
+// unserved.
+func (a *account) endResponse(e ending, b Bill) {
+	a.finish(e != unserved, b.InputTokens, b.OutputTokens, b.MicroDollars)
+	r := &a.stats.Responses
+	switch e {
+	case completedForeground:
+		r.Completed++
+		r.Foreground.add(b)
+	case completedBackground:
+		r.BackgroundCompleted++
+		r.Background.add(b)
+	case cancelledBackground:
+		r.BackgroundCancelled++
+		r.Background.add(b)
+	}
 }

@@ -140,7 +140,7 @@ func TestClientThatLeavesFreesItsSlot(t *testing.T) {
 			cancel() // the client leaves
 			receive(t, done, "handler return")
 			got := p.Stats()
-			want := Stats{Accepted: 1, Canceled: 1, MaxInFlightSeen: 1}
+			want := Stats{Accepted: 1, Canceled: 1, MaxInFlightSeen: 1, Received: map[string]int64{"POST /v1/chat/completions": 1}}
 			if diff := cmp.Diff(got, want); diff != "" {
 				t.Errorf("Stats() mismatch (-got +want):\n%s", diff)
 			}

@@ -1,36 +1,57 @@
 package provider
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"maps"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // statMetric is one metric read from Stats at each scrape.
 type statMetric struct {
-	desc  *prometheus.Desc
-	kind  prometheus.ValueType
-	label string // the value of the metric's one label, if it has one
-	value func(Stats) int64
+	desc   *prometheus.Desc
+	kind   prometheus.ValueType
+	labels []string // the values of the metric's labels, if it has any
+	value  func(Stats) int64
 }
 
 var (
-	callsDesc  = prometheus.NewDesc("lab_provider_calls_total", "Calls the provider decided about, by outcome.", []string{"outcome"}, nil)
-	tokensDesc = prometheus.NewDesc("lab_provider_tokens_total", "Tokens of the calls served, by kind.", []string{"kind"}, nil)
+	callsDesc          = prometheus.NewDesc("lab_provider_calls_total", "Calls the provider decided about, by outcome.", []string{"outcome"}, nil)
+	tokensDesc         = prometheus.NewDesc("lab_provider_tokens_total", "Tokens of the calls served, by kind.", []string{"kind"}, nil)
+	receivedDesc       = prometheus.NewDesc("lab_provider_requests_received_total", "API requests received, whatever their answer, by the route that took them.", []string{"route"}, nil)
+	responsesDesc      = prometheus.NewDesc("lab_provider_responses_ended_total", "Responses of the Responses API that ended billed, by mode and status.", []string{"mode", "status"}, nil)
+	responseTokensDesc = prometheus.NewDesc("lab_provider_responses_tokens_total", "Tokens billed for responses of the Responses API, by mode and kind; also in lab_provider_tokens_total.", []string{"mode", "kind"}, nil)
+	responseSpendDesc  = prometheus.NewDesc("lab_provider_responses_spend_micro_dollars_total", "What responses of the Responses API cost, by mode, in millionths of a dollar; also in lab_provider_spend_micro_dollars_total.", []string{"mode"}, nil)
 )
 
-// statMetrics are the provider's metrics: the same numbers as /stats.
+// statMetrics are the provider's metrics: the same numbers as /stats, but
+// Received, which is sent by route.
 var statMetrics = []statMetric{
-	{callsDesc, prometheus.CounterValue, "accepted", func(s Stats) int64 { return s.Accepted }},
-	{callsDesc, prometheus.CounterValue, "rejected_requests", func(s Stats) int64 { return s.Rejected429Requests }},
-	{callsDesc, prometheus.CounterValue, "rejected_tokens", func(s Stats) int64 { return s.Rejected429Tokens }},
-	{callsDesc, prometheus.CounterValue, "overloaded", func(s Stats) int64 { return s.Rejected503 }},
+	{callsDesc, prometheus.CounterValue, []string{"accepted"}, func(s Stats) int64 { return s.Accepted }},
+	{callsDesc, prometheus.CounterValue, []string{"rejected_requests"}, func(s Stats) int64 { return s.Rejected429Requests }},
+	{callsDesc, prometheus.CounterValue, []string{"rejected_tokens"}, func(s Stats) int64 { return s.Rejected429Tokens }},
+	{callsDesc, prometheus.CounterValue, []string{"overloaded"}, func(s Stats) int64 { return s.Rejected503 }},
 	{prometheus.NewDesc("lab_provider_calls_canceled_total", "Admitted calls whose client left before the answer.", nil, nil),
-		prometheus.CounterValue, "", func(s Stats) int64 { return s.Canceled }},
+		prometheus.CounterValue, nil, func(s Stats) int64 { return s.Canceled }},
 	{prometheus.NewDesc("lab_provider_in_flight", "Calls running now.", nil, nil),
-		prometheus.GaugeValue, "", func(s Stats) int64 { return s.InFlight }},
+		prometheus.GaugeValue, nil, func(s Stats) int64 { return s.InFlight }},
 	{prometheus.NewDesc("lab_provider_in_flight_max", "The most calls that ran at once.", nil, nil),
-		prometheus.GaugeValue, "", func(s Stats) int64 { return s.MaxInFlightSeen }},
-	{tokensDesc, prometheus.CounterValue, "prompt", func(s Stats) int64 { return s.PromptTokens }},
-	{tokensDesc, prometheus.CounterValue, "completion", func(s Stats) int64 { return s.CompletionTokens }},
+		prometheus.GaugeValue, nil, func(s Stats) int64 { return s.MaxInFlightSeen }},
+	{tokensDesc, prometheus.CounterValue, []string{"prompt"}, func(s Stats) int64 { return s.PromptTokens }},
+	{tokensDesc, prometheus.CounterValue, []string{"completion"}, func(s Stats) int64 { return s.CompletionTokens }},
 	{prometheus.NewDesc("lab_provider_spend_micro_dollars_total", "What the calls served cost, in millionths of a dollar.", nil, nil),
-		prometheus.CounterValue, "", func(s Stats) int64 { return s.MicroDollars }},
+		prometheus.CounterValue, nil, func(s Stats) int64 { return s.MicroDollars }},
+	{prometheus.NewDesc("lab_provider_responses_stored", "Responses the provider keeps now.", nil, nil),
+		prometheus.GaugeValue, nil, func(s Stats) int64 { return s.Responses.Stored }},
+	{responsesDesc, prometheus.CounterValue, []string{"foreground", "completed"}, func(s Stats) int64 { return s.Responses.Completed }},
+	{responsesDesc, prometheus.CounterValue, []string{"background", "completed"}, func(s Stats) int64 { return s.Responses.BackgroundCompleted }},
+	{responsesDesc, prometheus.CounterValue, []string{"background", "cancelled"}, func(s Stats) int64 { return s.Responses.BackgroundCancelled }},
+	{responseTokensDesc, prometheus.CounterValue, []string{"foreground", "input"}, func(s Stats) int64 { return s.Responses.Foreground.InputTokens }},
+	{responseTokensDesc, prometheus.CounterValue, []string{"foreground", "output"}, func(s Stats) int64 { return s.Responses.Foreground.OutputTokens }},
+	{responseTokensDesc, prometheus.CounterValue, []string{"background", "input"}, func(s Stats) int64 { return s.Responses.Background.InputTokens }},
+	{responseTokensDesc, prometheus.CounterValue, []string{"background", "output"}, func(s Stats) int64 { return s.Responses.Background.OutputTokens }},
+	{responseSpendDesc, prometheus.CounterValue, []string{"foreground"}, func(s Stats) int64 { return s.Responses.Foreground.MicroDollars }},
+	{responseSpendDesc, prometheus.CounterValue, []string{"background"}, func(s Stats) int64 { return s.Responses.Background.MicroDollars }},
 }
 
 // collector exports a provider's Stats at each scrape, so /metrics and
@@ -39,7 +60,8 @@ type collector struct{ s *Server }
 
 var _ prometheus.Collector = collector{}
 
-// Describe sends the descriptions of statMetrics.
+// Describe sends the descriptions of statMetrics and of the requests
+// received.
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	seen := map[*prometheus.Desc]bool{}
 	for _, m := range statMetrics {
@@ -48,16 +70,16 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 			ch <- m.desc
 		}
 	}
+	ch <- receivedDesc
 }
 
 // Collect sends the provider's Stats.
 func (c collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.s.Stats()
 	for _, m := range statMetrics {
-		var labels []string
-		if m.label != "" {
-			labels = []string{m.label}
-		}
-		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, float64(m.value(st)), labels...)
+		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, float64(m.value(st)), m.labels...)
+	}
+	for _, route := range slices.Sorted(maps.Keys(st.Received)) {
+		ch <- prometheus.MustNewConstMetric(receivedDesc, prometheus.CounterValue, float64(st.Received[route]), route)
 	}
 }

@@ -47,6 +47,18 @@ type Options struct {
 	// DefaultMaxTokens is the completion's length when a request sets
 	// neither max_tokens nor max_completion_tokens; must be positive.
 	DefaultMaxTokens int64
+	// FileTokens is the input tokens a Responses call is billed for each
+	// input_file part that names a file, by file_id or file_url: the file
+	// the provider reads, which the body does not show. Zero makes files
+	// free.
+	FileTokens int64
+	// ToolTokens is the input tokens a Responses call is billed for each of
+	// its file_search, web_search and web_search_preview tools: what the
+	// search finds. Zero makes searches free.
+	ToolTokens int64
+	// MaxStored is how many responses the provider keeps for later reads;
+	// when it is full, the oldest is forgotten. Must be positive.
+	MaxStored int
 	// AzureAPIVersion, when set, makes the account an Azure OpenAI resource:
 	// it serves each model at /openai/deployments/DEPLOYMENT/PATH, where
 	// PATH is the OpenAI path after /v1, to calls that carry this
@@ -70,7 +82,9 @@ type Options struct {
 // DefaultOptions is the reference account of the lab: 1,500 requests and
 // 300,000 tokens a minute, 200 calls in flight, $3 per million tokens in and
 // out, about 2 s a call (15% standard deviation), 200 completion tokens by
-// default, and the models gpt-4o-mini, gpt-4o and text-embedding-3-small.
+// default, the models gpt-4o-mini, gpt-4o and text-embedding-3-small, and
+// for the Responses API 50,000 tokens a file read, 5,000 a search and
+// 100,000 responses kept.
 func DefaultOptions() Options {
 	return Options{
 		Models:                 []string{"gpt-4o-mini", "gpt-4o", "text-embedding-3-small"},
@@ -82,6 +96,9 @@ func DefaultOptions() Options {
 		Latency:                2 * time.Second,
 		LatencyStdDev:          300 * time.Millisecond,
 		DefaultMaxTokens:       200,
+		FileTokens:             50_000,
+		ToolTokens:             5_000,
+		MaxStored:              100_000,
 	}
 }
 
@@ -98,6 +115,10 @@ func (o Options) validate() error {
 		return errors.New("provider: options: Latency and LatencyStdDev must not be negative")
 	case o.DefaultMaxTokens <= 0:
 		return errors.New("provider: options: DefaultMaxTokens must be positive")
+	case o.FileTokens < 0, o.ToolTokens < 0:
+		return errors.New("provider: options: FileTokens and ToolTokens must not be negative")
+	case o.MaxStored <= 0:
+		return errors.New("provider: options: MaxStored must be positive")
 	}
 	return nil
 }
@@ -115,6 +136,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Latency, "latency", o.Latency, "mean time a call takes")
 	fs.DurationVar(&o.LatencyStdDev, "latency-stddev", o.LatencyStdDev, "standard deviation of a call's time")
 	fs.Int64Var(&o.DefaultMaxTokens, "default-max-tokens", o.DefaultMaxTokens, "completion tokens when a request sets no max_tokens")
+	fs.Int64Var(&o.FileTokens, "file-tokens", o.FileTokens, "input tokens a Responses call is billed for each file it names (input_file with file_id or file_url)")
+	fs.Int64Var(&o.ToolTokens, "tool-tokens", o.ToolTokens, "input tokens a Responses call is billed for each file_search or web_search tool")
+	fs.IntVar(&o.MaxStored, "max-stored", o.MaxStored, "responses kept for later reads; the oldest is forgotten past it")
 	fs.StringVar(&o.AzureAPIVersion, "azure-api-version", o.AzureAPIVersion, "serve as an Azure OpenAI resource that takes this api-version, such as 2024-10-21; empty serves the OpenAI API")
 	fs.Func("azure-deployments", "comma-separated deployment=model pairs an Azure resource serves (default: each model as a deployment of its own name)", o.setDeployments)
 }

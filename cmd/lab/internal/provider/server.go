@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
@@ -24,13 +25,15 @@ import (
 // API under one account's limits. Create it with New. It is safe for
 // concurrent use.
 type Server struct {
-	opts    Options
-	clock   clock.PassiveClock
-	sleep   func(context.Context, time.Duration) error
-	mux     *http.ServeMux
-	seq     atomic.Uint64
-	mu      sync.Mutex
-	account account
+	opts      Options
+	clock     clock.PassiveClock
+	sleep     func(context.Context, time.Duration) error
+	mux       *http.ServeMux
+	seq       atomic.Uint64
+	responses *store
+	runs      *runs
+	mu        sync.Mutex
+	account   account
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -41,7 +44,10 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	opts.Models = slices.Clone(opts.Models)
-	s := &Server{opts: opts, clock: opts.Clock, sleep: opts.Sleep, mux: http.NewServeMux()}
+	s := &Server{
+		opts: opts, clock: opts.Clock, sleep: opts.Sleep, mux: http.NewServeMux(),
+		responses: newStore(opts.MaxStored), runs: newRuns(),
+	}
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
 	}
@@ -65,6 +71,9 @@ func (s *Server) routes(metrics http.Handler) {
 			s.mux.Handle("POST "+e.Path(), s.api(s.call(e, s.opts.Models)))
 		}
 	}
+	if s.opts.AzureAPIVersion == "" {
+		s.responseRoutes()
+	}
 	s.mux.Handle("GET /v1/models", s.api(func(w http.ResponseWriter, _ *http.Request) {
 		openai.WriteModels(w, "sluice-lab", s.opts.Models)
 	}))
@@ -79,18 +88,28 @@ func (s *Server) routes(metrics http.Handler) {
 // metrics at /metrics.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
+// Close stops the background responses still being made, which end failed
+// and unbilled, and waits for them; a background response created after
+// fails at once. The server still answers everything else. Close may be
+// called more than once.
+func (s *Server) Close() { s.runs.close() }
+
 // Stats returns the provider's counts.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.account.stats
+	st := s.account.stats
+	st.Received = maps.Clone(st.Received)
+	s.mu.Unlock()
+	st.Responses.Stored = int64(s.responses.len())
+	return st
 }
 
-// api wraps an API handler: every answer carries the rate-limit headers,
-// and only callers with the key get past.
+// api wraps an API handler: it counts the request, every answer carries
+// the rate-limit headers, and only callers with the key get past.
 func (s *Server) api(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
+		s.account.received(r.Pattern)
 		q := s.account.quotaAt(s.clock.Now())
 		s.mu.Unlock()
 		setQuota(w.Header(), q)
@@ -141,7 +160,7 @@ func (s *Server) call(e openai.Endpoint, models []string) http.HandlerFunc {
 		setQuota(w.Header(), d.quota)
 		if d.outcome != admitted {
 			setRetry(w.Header(), d.retryAfter)
-			refusal(d, req).Write(w)
+			refusal(d, req.Model, req.Tokens()).Write(w)
 			return
 		}
 		rep := openai.NewReply(req, s.seq.Add(1), s.clock.Now().Unix())
@@ -229,19 +248,20 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// refusal is the error answer to a call the account did not admit.
-func refusal(d decision, req openai.Request) *openai.Error {
+// refusal is the error answer to a call for model of tokens that the
+// account did not admit.
+func refusal(d decision, model string, tokens int64) *openai.Error {
 	q := d.quota
 	switch {
 	case d.outcome == requestsExhausted:
 		return rateLimited("requests", fmt.Sprintf("Rate limit reached for %s in organization org-lab on requests per min (RPM): Limit %d, Used %d, Requested 1. Please try again in %s.",
-			req.Model, q.limitRequests, q.limitRequests-q.remainingRequests, resetString(d.retryAfter)))
+			model, q.limitRequests, q.limitRequests-q.remainingRequests, resetString(d.retryAfter)))
 	case d.tooLarge:
 		return rateLimited("tokens", fmt.Sprintf("Request too large for %s in organization org-lab on tokens per min (TPM): Limit %d, Requested %d. The input or output tokens must be reduced in order to run successfully.",
-			req.Model, q.limitTokens, req.Tokens()))
+			model, q.limitTokens, tokens))
 	case d.outcome == tokensExhausted:
 		return rateLimited("tokens", fmt.Sprintf("Rate limit reached for %s in organization org-lab on tokens per min (TPM): Limit %d, Used %d, Requested %d. Please try again in %s.",
-			req.Model, q.limitTokens, q.limitTokens-q.remainingTokens, req.Tokens(), resetString(d.retryAfter)))
+			model, q.limitTokens, q.limitTokens-q.remainingTokens, tokens, resetString(d.retryAfter)))
 	}
 	return &openai.Error{Status: http.StatusServiceUnavailable, Type: "overloaded_error", Code: "overloaded",
 		Message: "The server is overloaded: too many calls in flight. Please try again shortly."}

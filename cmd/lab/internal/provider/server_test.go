@@ -42,6 +42,7 @@ func start(t *testing.T, edit func(*Options)) (*Server, *httptest.Server, *testi
 	}
 	srv := httptest.NewServer(p) // listens on 127.0.0.1, port 0
 	t.Cleanup(srv.Close)
+	t.Cleanup(p.Close) // first, so that the streams of background responses end
 	return p, srv, clk
 }
 
@@ -335,34 +336,41 @@ func TestRefusals(t *testing.T) {
 		body       string
 		wantStatus int
 		want       apiError
+		wantRoute  string // the route that received it
 	}{{
 		name: "no key", method: "POST", path: "/v1/chat/completions",
 		body:       `{"model":"gpt-4o","messages":[{"content":"hi"}]}`,
 		wantStatus: 401,
 		want:       apiError{Type: "invalid_request_error", Code: "invalid_api_key", Message: "Incorrect API key provided. You can find your API key in the lab's configuration."},
+		wantRoute:  "POST /v1/chat/completions",
 	}, {
 		name: "wrong key", method: "GET", path: "/v1/models", key: "sk-wrong",
 		wantStatus: 401,
 		want:       apiError{Type: "invalid_request_error", Code: "invalid_api_key", Message: "Incorrect API key provided. You can find your API key in the lab's configuration."},
+		wantRoute:  "GET /v1/models",
 	}, {
 		name: "malformed JSON", method: "POST", path: "/v1/chat/completions", key: testKey,
 		body:       `{"model":`,
 		wantStatus: 400,
 		want:       apiError{Type: "invalid_request_error", Message: "We could not parse the JSON body of your request."},
+		wantRoute:  "POST /v1/chat/completions",
 	}, {
 		name: "no model", method: "POST", path: "/v1/completions", key: testKey,
 		body:       `{"prompt":"hi"}`,
 		wantStatus: 400,
 		want:       apiError{Type: "invalid_request_error", Param: param("model"), Message: "You must provide a model parameter."},
+		wantRoute:  "POST /v1/completions",
 	}, {
 		name: "unknown model", method: "POST", path: "/v1/embeddings", key: testKey,
 		body:       `{"model":"gpt-9","input":"hi"}`,
 		wantStatus: 400,
 		want:       apiError{Type: "invalid_request_error", Param: param("model"), Code: "model_not_found", Message: "The model `gpt-9` does not exist or you do not have access to it."},
+		wantRoute:  "POST /v1/embeddings",
 	}, {
 		name: "unknown path", method: "GET", path: "/v1/chat/completions", key: testKey,
 		wantStatus: 404,
 		want:       apiError{Type: "invalid_request_error", Message: "Invalid URL (GET /v1/chat/completions)"},
+		wantRoute:  "/",
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -377,8 +385,9 @@ func TestRefusals(t *testing.T) {
 			if diff := cmp.Diff(rateHeaders(resp.Header), headers("1500", "1500", "300000", "300000", "0s")); diff != "" {
 				t.Errorf("headers mismatch (-got +want):\n%s", diff)
 			}
-			if got := p.Stats(); got != (Stats{}) {
-				t.Errorf("Stats() = %+v; want nothing counted", got)
+			want := Stats{Received: map[string]int64{tc.wantRoute: 1}}
+			if diff := cmp.Diff(p.Stats(), want); diff != "" {
+				t.Errorf("Stats() mismatch, want nothing counted but the request received (-got +want):\n%s", diff)
 			}
 		})
 	}
@@ -406,23 +415,35 @@ func TestStatsAndMetrics(t *testing.T) {
 	if err := json.Unmarshal(body, &got); err != nil {
 		t.Fatalf("GET /stats: %s: %v", body, err)
 	}
-	want := Stats{Accepted: 2, Rejected429Tokens: 1, MaxInFlightSeen: 1, PromptTokens: 6, CompletionTokens: 200, MicroDollars: 2 * 309}
+	want := Stats{Accepted: 2, Rejected429Tokens: 1, MaxInFlightSeen: 1, PromptTokens: 6, CompletionTokens: 200, MicroDollars: 2 * 309,
+		Received: map[string]int64{"POST /v1/chat/completions": 3}}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("GET /stats mismatch (-got +want):\n%s", diff)
 	}
 
 	_, body = do(t, http.MethodGet, srv.URL+"/metrics", "", "")
 	wantMetrics := map[string]float64{
-		`lab_provider_calls_total{outcome="accepted"}`:          2,
-		`lab_provider_calls_total{outcome="rejected_requests"}`: 0,
-		`lab_provider_calls_total{outcome="rejected_tokens"}`:   1,
-		`lab_provider_calls_total{outcome="overloaded"}`:        0,
-		`lab_provider_calls_canceled_total`:                     0,
-		`lab_provider_in_flight`:                                0,
-		`lab_provider_in_flight_max`:                            1,
-		`lab_provider_tokens_total{kind="prompt"}`:              6,
-		`lab_provider_tokens_total{kind="completion"}`:          200,
-		`lab_provider_spend_micro_dollars_total`:                618,
+		`lab_provider_calls_total{outcome="accepted"}`:                             2,
+		`lab_provider_calls_total{outcome="rejected_requests"}`:                    0,
+		`lab_provider_calls_total{outcome="rejected_tokens"}`:                      1,
+		`lab_provider_calls_total{outcome="overloaded"}`:                           0,
+		`lab_provider_calls_canceled_total`:                                        0,
+		`lab_provider_in_flight`:                                                   0,
+		`lab_provider_in_flight_max`:                                               1,
+		`lab_provider_tokens_total{kind="prompt"}`:                                 6,
+		`lab_provider_tokens_total{kind="completion"}`:                             200,
+		`lab_provider_spend_micro_dollars_total`:                                   618,
+		`lab_provider_requests_received_total{route="POST /v1/chat/completions"}`:  3,
+		`lab_provider_responses_stored`:                                            0,
+		`lab_provider_responses_ended_total{mode="foreground",status="completed"}`: 0,
+		`lab_provider_responses_ended_total{mode="background",status="completed"}`: 0,
+		`lab_provider_responses_ended_total{mode="background",status="cancelled"}`: 0,
+		`lab_provider_responses_tokens_total{kind="input",mode="foreground"}`:      0,
+		`lab_provider_responses_tokens_total{kind="output",mode="foreground"}`:     0,
+		`lab_provider_responses_tokens_total{kind="input",mode="background"}`:      0,
+		`lab_provider_responses_tokens_total{kind="output",mode="background"}`:     0,
+		`lab_provider_responses_spend_micro_dollars_total{mode="foreground"}`:      0,
+		`lab_provider_responses_spend_micro_dollars_total{mode="background"}`:      0,
 	}
 	if diff := cmp.Diff(samples(t, body), wantMetrics); diff != "" {
 		t.Errorf("GET /metrics mismatch (-got +want):\n%s", diff)

@@ -152,8 +152,19 @@ func addStats(a, b provider.Stats) provider.Stats {
 		Rejected429Tokens: a.Rejected429Tokens + b.Rejected429Tokens, Rejected503: a.Rejected503 + b.Rejected503,
 		Canceled: a.Canceled + b.Canceled, InFlight: a.InFlight + b.InFlight, MaxInFlightSeen: max(a.MaxInFlightSeen, b.MaxInFlightSeen),
 		PromptTokens: a.PromptTokens + b.PromptTokens, CompletionTokens: a.CompletionTokens + b.CompletionTokens,
-		MicroDollars: a.MicroDollars + b.MicroDollars,
+		MicroDollars: a.MicroDollars + b.MicroDollars, Received: addCounts(a.Received, b.Received),
 	}
+}
+
+// addCounts adds up two providers' counts by route.
+func addCounts(a, b map[string]int64) map[string]int64 {
+	sum := map[string]int64{}
+	for _, counts := range []map[string]int64{a, b} {
+		for route, n := range counts {
+			sum[route] += n
+		}
+	}
+	return sum
 }
 
 // drive runs the case's users against t for at most its cap and returns

@@ -40,11 +40,13 @@ func startAccount(name string, opts provider.Options, addr string) (*account, er
 	return a, err
 }
 
-// shutdown stops the account's server. It may be called more than once.
+// shutdown stops the account's server and its provider. It may be called
+// more than once.
 func (a *account) shutdown() {
 	a.mu.Lock()
 	srv := a.srv
 	a.mu.Unlock()
+	a.p.Close()
 	shutdown(srv)
 }
 
