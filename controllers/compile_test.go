@@ -524,11 +524,12 @@ func TestCompileConverts(t *testing.T) {
 			Username: "sluice", PasswordFile: "/etc/sluice-redis/password", TLS: &gatewayv1.RedisTLS{CAFile: "/etc/sluice-redis-ca/ca.crt", ServerName: "redis.example"}}},
 		Jobs: gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: metav1.Duration{Duration: time.Minute}, ResultTTL: metav1.Duration{Duration: 24 * time.Hour}, Workers: 4, MaxQueuedPerTenant: 10000,
 			MaxBodyBytes: 1 << 20, MaxResultBytes: 8 << 20, MaxBytesPerTenant: 256 << 20}, // the base's workers
+		Kept:   gatewayv1.Kept{OwnersFor: metav1.Duration{Duration: 720 * time.Hour}, FollowFor: metav1.Duration{Duration: 24 * time.Hour}, ReclaimAfter: metav1.Duration{Duration: 30 * time.Second}},
 		Global: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 10000, Per: gatewayv1.PeriodMinute, Burst: 10000, OnLimit: gatewayv1.BehaviorQueue}},
 		Providers: []gatewayv1.Provider{{
 			Name: "llama", Endpoints: []string{"http://10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1"},
 			// A self-hosted provider's models are capped in max_tokens, which every engine reads.
-			Models:          []gatewayv1.Model{{Name: "llama-3.1-8b", DefaultMaxTokens: 256, MaxTokensParam: "max_tokens"}},
+			Models:          []gatewayv1.Model{{Name: "llama-3.1-8b", DefaultMaxTokens: 256, MaxTokensParam: "max_tokens", ContextWindow: 1 << 20}},
 			AdmissionCount:  "Characters",
 			MaxInFlight:     32, // 2 ready Pods × 1 GPU × 16
 			HeadroomPercent: 100,
@@ -539,8 +540,8 @@ func TestCompileConverts(t *testing.T) {
 			Breaker:         gatewayv1.Breaker{Failures: 5, OpenFor: metav1.Duration{Duration: 30 * time.Second}},
 		}, {
 			Name: "openai", BaseURL: "https://openai.example/v1", APIKeyFile: "openai.key",
-			Models: []gatewayv1.Model{{Name: "gpt-4o", Encoding: "o200k_base", DefaultMaxTokens: 512, MaxTokensParam: "max_completion_tokens"},
-				{Name: "gpt-4o-mini", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens"}},
+			Models: []gatewayv1.Model{{Name: "gpt-4o", Encoding: "o200k_base", DefaultMaxTokens: 512, MaxTokensParam: "max_completion_tokens", ContextWindow: 1 << 20},
+				{Name: "gpt-4o-mini", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens", ContextWindow: 1 << 20}},
 			RequestsPerMinute: 1500, TokensPerMinute: 300000, AdmissionCount: "Characters", MaxInFlight: 200, HeadroomPercent: 95,
 			Prices:         gatewayv1.Prices{InputPerMillion: "2.50", OutputPerMillion: "10"},
 			SpendPerMinute: "0.50", SpendPerMonth: "5000",
@@ -566,7 +567,7 @@ func TestCompileConverts(t *testing.T) {
 			Budget:   &gatewayv1.Budget{Amount: "5000", Period: gatewayv1.PeriodMonth},
 			TimeZone: "Europe/Berlin", MaxWait: metav1.Duration{Duration: 10 * time.Minute},
 			Degrade:  &gatewayv1.Degrade{Model: "gpt-4o", Fallback: "gpt-4o-mini", BelowPercent: 20},
-			JobScope: gatewayv1.JobScopeUser,
+			JobScope: gatewayv1.JobScopeUser, ProviderState: gatewayv1.ProviderStateKeep,
 		}},
 		Tenants: []gatewayv1.Tenant{{
 			Name: "acme",

@@ -78,7 +78,8 @@ func toModels(models []v1alpha1.Model, selfHosted bool) []gatewayv1.Model {
 		if param == "" && selfHosted {
 			param = gatewayv1.MaxTokensParamTokens
 		}
-		out[i] = gatewayv1.Model{Name: m.Name, Aliases: m.Aliases, Encoding: string(m.Encoding), DefaultMaxTokens: m.DefaultMaxTokens, MaxTokensParam: param}
+		out[i] = gatewayv1.Model{Name: m.Name, Aliases: m.Aliases, Encoding: string(m.Encoding), DefaultMaxTokens: m.DefaultMaxTokens, MaxTokensParam: param,
+			ContextWindow: m.ContextWindow}
 	}
 	return out
 }
@@ -96,6 +97,9 @@ func toTenant(tp *v1alpha1.TenantPlan) gatewayv1.Tenant {
 		TimeZone:  s.TimeZone,
 		MaxWait:   s.MaxWait,
 		JobScope:  gatewayv1.JobScope(s.JobScope),
+
+		ProviderState: gatewayv1.ProviderState(s.ProviderState),
+		StoredPrompts: append([]string(nil), s.StoredPrompts...),
 	}
 	for _, ep := range s.Endpoints {
 		t.Endpoints = append(t.Endpoints, gatewayv1.EndpointLimits{Endpoint: gatewayv1.Endpoint(ep.Endpoint), Limits: toLimits(ep.Limits)})

@@ -295,6 +295,13 @@ type Model struct {
 	// for one at a baseURL.
 	// +optional
 	MaxTokensParam MaxTokensParam `json:"maxTokensParam,omitempty"`
+	// contextWindow is the most tokens, input and output together, one call
+	// to the model holds, at least 1: what a background response the
+	// gateways cannot follow to its end is charged as input. Absent means
+	// 1048576.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ContextWindow int64 `json:"contextWindow,omitempty"`
 }
 
 // ProviderLimits are limits on calls to one provider. Zero or absent means

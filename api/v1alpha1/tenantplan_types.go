@@ -152,7 +152,40 @@ type TenantPlanSpec struct {
 	// +optional
 	// +kubebuilder:default=Tenant
 	JobScope JobScope `json:"jobScope,omitempty"`
+	// providerState is what the tenants' calls may leave at the provider:
+	// Keep, the responses it stores and runs in the background, each id
+	// the tenant's own; NoStore, every Responses call sent with "store":
+	// false and background runs and continued responses refused; or
+	// Refuse, every call that does not say "store": false refused.
+	// Defaults to Keep.
+	// +optional
+	// +kubebuilder:default=Keep
+	ProviderState ProviderState `json:"providerState,omitempty"`
+	// storedPrompts are the ids of prompts stored at the provider (pmpt_…,
+	// made in its dashboard) that the tenants' Responses calls may name;
+	// any other is refused.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=133
+	// +kubebuilder:validation:XValidation:rule="self.all(id, id.matches('^pmpt_[A-Za-z0-9]+$'))",message="each stored prompt must be a prompt's id: pmpt_ followed by letters and digits"
+	StoredPrompts []string `json:"storedPrompts,omitempty"`
 }
+
+// ProviderState is what a tenant's calls may leave at the provider.
+//
+// +kubebuilder:validation:Enum=Keep;NoStore;Refuse
+type ProviderState string
+
+// The provider states.
+const (
+	// ProviderStateKeep lets the provider keep what the calls ask it to.
+	ProviderStateKeep ProviderState = "Keep"
+	// ProviderStateNoStore sends Responses calls with "store": false.
+	ProviderStateNoStore ProviderState = "NoStore"
+	// ProviderStateRefuse refuses calls that do not say "store": false.
+	ProviderStateRefuse ProviderState = "Refuse"
+)
 
 // JobScope is who may read, list and cancel a tenant's jobs.
 //

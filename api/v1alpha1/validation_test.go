@@ -144,6 +144,9 @@ func plan() *v1alpha1.TenantPlan {
 			MaxWait:  metav1.Duration{Duration: 10 * time.Minute},
 			Degrade:  &v1alpha1.Degrade{Model: "gpt-4o", Fallback: "gpt-4o-mini", BelowPercent: 20},
 			JobScope: v1alpha1.JobScopeUser,
+
+			ProviderState: v1alpha1.ProviderStateNoStore,
+			StoredPrompts: []string{"pmpt_68b1e0c2f3a4"},
 		},
 	}
 }
@@ -193,6 +196,7 @@ func TestValidObjectsAreAccepted(t *testing.T) {
 			want.Spec.TimeZone = "UTC"
 			want.Spec.MaxWait = metav1.Duration{Duration: time.Minute}
 			want.Spec.JobScope = v1alpha1.JobScopeTenant
+			want.Spec.ProviderState = v1alpha1.ProviderStateKeep
 			return want
 		}()},
 	}
@@ -366,6 +370,10 @@ func TestValidation(t *testing.T) {
 			`Unsupported value: "Urgent"`},
 		{"unknown jobScope", plan(), `{spec: {jobScope: Everyone}}`,
 			`Unsupported value: "Everyone"`},
+		{"unknown providerState", plan(), `{spec: {providerState: Forget}}`,
+			`Unsupported value: "Forget"`},
+		{"a stored prompt that is not a prompt's id", plan(), `{spec: {storedPrompts: [pmpt_1, resp_2]}}`,
+			"each stored prompt must be a prompt's id: pmpt_ followed by letters and digits"},
 		{"weight 0", plan(), `{spec: {weight: 0}}`,
 			"should be greater than or equal to 1"},
 		{"weight 1001", plan(), `{spec: {weight: 1001}}`,

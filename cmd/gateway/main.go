@@ -30,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/configwatch"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/kept"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/redisstore"
@@ -348,7 +349,7 @@ func jobsOptions(cfg gatewayv1.Jobs) jobs.Options {
 // consumer group.
 func storeOptions(store gatewayv1.Store, jobsOpts jobs.Options, replica string) (server.Options, redis.UniversalClient, error) {
 	if store.Type != gatewayv1.StoreRedis {
-		return server.Options{Limiter: ratelimit.NewMemory(), Jobs: jobs.NewMemory(jobsOpts)}, nil, nil
+		return server.Options{Limiter: ratelimit.NewMemory(), Jobs: jobs.NewMemory(jobsOpts), Kept: kept.NewMemory()}, nil, nil
 	}
 	client, err := redisstore.NewClient(store.Redis)
 	if err != nil {
@@ -357,6 +358,7 @@ func storeOptions(store gatewayv1.Store, jobsOpts jobs.Options, replica string) 
 	opts := server.Options{
 		Limiter: ratelimit.NewRedis(client),
 		Jobs:    jobs.NewRedis(client, replica, jobsOpts),
+		Kept:    kept.NewRedis(client),
 		Shares:  redisstore.NewShares(client, replica),
 		Ping:    func(ctx context.Context) error { return client.Ping(ctx).Err() },
 	}

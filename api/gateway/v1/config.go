@@ -26,6 +26,10 @@ type Config struct {
 	// jobs says how jobs, the work sent to /v1/jobs that nobody waits for,
 	// are run and kept.
 	Jobs Jobs `json:"jobs,omitzero"`
+	// kept says how the gateway keeps track of what providers keep for
+	// tenants: whose each stored response is, and the background responses
+	// it follows to settle them.
+	Kept Kept `json:"kept,omitzero"`
 	// global limits apply to all tenants and providers together. Calendar
 	// windows here reset in UTC. They count no calls in flight: cap those
 	// per provider (its maxInFlight) or per plan (an inFlight limit).
@@ -212,6 +216,29 @@ type Jobs struct {
 	// 429. A result is kept even when it passes the cap, so a tenant may hold
 	// up to maxResultBytes more per job running. Zero means 256 MiB.
 	MaxBytesPerTenant int64 `json:"maxBytesPerTenant,omitempty"`
+}
+
+// Kept says how the gateway keeps track of what providers keep for tenants.
+// It keeps it where the store is: in Redis, shared by every replica, or in
+// one gateway's memory.
+type Kept struct {
+	// ownersFor is how long the gateway remembers which tenant each id of a
+	// kept object (a stored response and its items) belongs to, at least
+	// 1m: as long as the provider keeps the object. An id it has forgotten
+	// is refused to every tenant. Zero means 720h, the 30 days OpenAI keeps
+	// a stored response.
+	OwnersFor metav1.Duration `json:"ownersFor,omitzero"`
+	// followFor is how long the gateway follows a background response to
+	// settle it from its final usage, at least 1m. One still running past
+	// it, or that can no longer be read (it was deleted), is charged its
+	// bound: its model's contextWindow of input and its cap of output. Zero
+	// means 24h.
+	FollowFor metav1.Duration `json:"followFor,omitzero"`
+	// reclaimAfter is how long after the gateway following a background
+	// response stopped renewing its hold on it (it died) another gateway
+	// takes it over, at least 1s. A gateway renews its holds every third of
+	// this. Zero means 30s.
+	ReclaimAfter metav1.Duration `json:"reclaimAfter,omitzero"`
 }
 
 // FailMode says what the gateway does while Redis is unreachable.
@@ -514,6 +541,10 @@ type Model struct {
 	// call to /v1/completions gets max_tokens, that endpoint's only field.
 	// Empty means "max_completion_tokens".
 	MaxTokensParam MaxTokensParam `json:"maxTokensParam,omitempty"`
+	// contextWindow is the most tokens, input and output together, that one
+	// call to the model holds. A background response the gateway cannot
+	// follow to its end is charged it (see Kept). Zero means 1048576.
+	ContextWindow int64 `json:"contextWindow,omitempty"`
 }
 
 // Prices are what a provider charges, in dollars per million tokens. Empty
@@ -547,6 +578,25 @@ const (
 	// PriorityBatch lanes get what interactive lanes leave, and a small
 	// guaranteed share.
 	PriorityBatch Priority = "Batch"
+)
+
+// ProviderState says what a tenant's calls may leave at the provider: the
+// responses it stores, runs in the background and continues.
+type ProviderState string
+
+// The provider states.
+const (
+	// ProviderStateKeep lets the provider keep what the tenant's calls ask
+	// it to, each id the tenant's own: stored responses, background runs,
+	// continued conversations.
+	ProviderStateKeep ProviderState = "Keep"
+	// ProviderStateNoStore sends every Responses call with "store": false
+	// and refuses those that need the provider to keep something: a
+	// background run or a previous response or conversation to continue.
+	ProviderStateNoStore ProviderState = "NoStore"
+	// ProviderStateRefuse refuses every call that would leave something at
+	// the provider: a Responses call must say "store": false.
+	ProviderStateRefuse ProviderState = "Refuse"
 )
 
 // JobScope says who may read and cancel a tenant's jobs.
@@ -614,6 +664,13 @@ type Tenant struct {
 	// (the default), every user of the tenant, or "User", only the user
 	// whose key sent the job.
 	JobScope JobScope `json:"jobScope,omitempty"`
+	// providerState is what the tenant's calls may leave at the provider
+	// (see ProviderState): "Keep" (the default), "NoStore" or "Refuse".
+	ProviderState ProviderState `json:"providerState,omitempty"`
+	// storedPrompts are the ids of the prompts stored at the provider
+	// (pmpt_…, made in its dashboard) that the tenant's Responses calls may
+	// name; any other is refused.
+	StoredPrompts []string `json:"storedPrompts,omitempty"`
 }
 
 // ID is the tenant's uid, or its name when it has none.

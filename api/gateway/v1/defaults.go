@@ -46,6 +46,11 @@ const (
 	defaultJobResultBytes   = 8 << 20
 	defaultJobTenantBytes   = 256 << 20
 	defaultJobScope         = JobScopeTenant
+	defaultProviderState    = ProviderStateKeep
+	defaultOwnersFor        = 720 * time.Hour
+	defaultFollowFor        = 24 * time.Hour
+	defaultKeptReclaim      = 30 * time.Second
+	defaultContextWindow    = 1 << 20
 )
 
 // Default fills every unset field that has a default, as documented on the
@@ -54,6 +59,9 @@ func (c *Config) Default() {
 	c.Server.defaults()
 	c.Store.defaults()
 	c.Jobs.defaults()
+	setDefaultDuration(&c.Kept.OwnersFor, defaultOwnersFor)
+	setDefaultDuration(&c.Kept.FollowFor, defaultFollowFor)
+	setDefaultDuration(&c.Kept.ReclaimAfter, defaultKeptReclaim)
 	defaultLimits(c.Global)
 	for i := range c.Providers {
 		c.Providers[i].Default()
@@ -104,6 +112,7 @@ func (p *Provider) Default() {
 	for i := range p.Models {
 		setDefault(&p.Models[i].DefaultMaxTokens, defaultMaxTokens)
 		setDefault(&p.Models[i].MaxTokensParam, defaultMaxTokensParam)
+		setDefault(&p.Models[i].ContextWindow, defaultContextWindow)
 	}
 	setDefault(&p.AdmissionCount, defaultAdmissionCount)
 	setDefault(&p.HeadroomPercent, defaultHeadroomPercent)
@@ -129,6 +138,7 @@ func (t *Tenant) Default() {
 	setDefault(&t.TimeZone, defaultTimeZone)
 	setDefaultDuration(&t.MaxWait, defaultMaxWait)
 	setDefault(&t.JobScope, defaultJobScope)
+	setDefault(&t.ProviderState, defaultProviderState)
 	defaultLimits(t.PerUser)
 	defaultLimits(t.PerTenant)
 	for i := range t.Endpoints {

@@ -34,6 +34,8 @@ func withConnections(s gatewayv1.Server, connections, inFlight int32) gatewayv1.
 	return s
 }
 
+var defaultKept = gatewayv1.Kept{OwnersFor: duration(720 * time.Hour), FollowFor: duration(24 * time.Hour), ReclaimAfter: duration(30 * time.Second)}
+
 var defaultJobs = gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: duration(time.Minute), ResultTTL: duration(24 * time.Hour), Workers: 8, MaxQueuedPerTenant: 10000,
 	MaxBodyBytes: 1 << 20, MaxResultBytes: 8 << 20, MaxBytesPerTenant: 256 << 20}
 
@@ -47,12 +49,12 @@ func TestLoadTwoTenants(t *testing.T) {
 		Kind:       gatewayv1.Kind,
 		Server:     defaultServer,
 		Store:      gatewayv1.Store{Type: gatewayv1.StoreMemory},
-		Jobs:       defaultJobs,
+		Jobs:       defaultJobs, Kept: defaultKept,
 		Providers: []gatewayv1.Provider{{
 			Name:              "openai",
 			BaseURL:           "http://127.0.0.1:8081/v1",
 			APIKeyFile:        filepath.Join("testdata", "openai.key"),
-			Models:            []gatewayv1.Model{{Name: "gpt-4o-mini", Encoding: "o200k_base", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens"}},
+			Models:            []gatewayv1.Model{{Name: "gpt-4o-mini", Encoding: "o200k_base", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens", ContextWindow: 1 << 20}},
 			AdmissionCount:    "Characters",
 			RequestsPerMinute: 1500,
 			TokensPerMinute:   300000,
@@ -86,7 +88,7 @@ func TestLoadTwoTenants(t *testing.T) {
 			Budget:   &gatewayv1.Budget{Amount: "5000", Period: gatewayv1.PeriodMonth},
 			TimeZone: "UTC",
 			MaxWait:  duration(60 * time.Second),
-			JobScope: gatewayv1.JobScopeTenant,
+			JobScope: gatewayv1.JobScopeTenant, ProviderState: gatewayv1.ProviderStateKeep,
 		}, {
 			Name:      "globex",
 			Keys:      []gatewayv1.Key{{SHA256: gatewayv1.HashKey("sk-globex-bob"), User: "bob"}},
@@ -95,7 +97,7 @@ func TestLoadTwoTenants(t *testing.T) {
 			Weight:    1,
 			TimeZone:  "UTC",
 			MaxWait:   duration(60 * time.Second),
-			JobScope:  gatewayv1.JobScopeTenant,
+			JobScope:  gatewayv1.JobScopeTenant, ProviderState: gatewayv1.ProviderStateKeep,
 		}},
 	}
 	if diff := cmp.Diff(got, want); diff != "" {
@@ -184,7 +186,7 @@ func TestParseDefaults(t *testing.T) {
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   defaultJobs,
+			Jobs:   defaultJobs, Kept: defaultKept,
 		},
 	}, {
 		name:  "JSON",
@@ -193,7 +195,7 @@ func TestParseDefaults(t *testing.T) {
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: withMaxBodyBytes(defaultServer, 1024),
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   defaultJobs,
+			Jobs:   defaultJobs, Kept: defaultKept,
 		},
 	}, {
 		name:  "maxInFlight follows maxConnections",
@@ -202,7 +204,7 @@ func TestParseDefaults(t *testing.T) {
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: withConnections(defaultServer, 100, 50),
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   defaultJobs,
+			Jobs:   defaultJobs, Kept: defaultKept,
 		},
 	}, {
 		name:  "redis",
@@ -213,7 +215,7 @@ func TestParseDefaults(t *testing.T) {
 			Store: gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{
 				Address: "redis:6379", FailMode: gatewayv1.FailClosed, Replicas: 1,
 			}},
-			Jobs: defaultJobs,
+			Jobs: defaultJobs, Kept: defaultKept,
 		},
 	}, {
 		name:  "jobs",
@@ -224,6 +226,7 @@ func TestParseDefaults(t *testing.T) {
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
 			Jobs: gatewayv1.Jobs{MaxAttempts: 5, ReclaimAfter: duration(2 * time.Second), ResultTTL: duration(24 * time.Hour), Workers: 8, MaxQueuedPerTenant: 10000,
 				MaxBodyBytes: 1 << 20, MaxResultBytes: 8 << 20, MaxBytesPerTenant: 256 << 20},
+			Kept: defaultKept,
 		},
 	}, {
 		name: "limits",
@@ -238,7 +241,7 @@ func TestParseDefaults(t *testing.T) {
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   defaultJobs,
+			Jobs:   defaultJobs, Kept: defaultKept,
 			Global: []gatewayv1.Limit{
 				{Dimension: gatewayv1.DimensionRequests, Amount: 100, Per: gatewayv1.PeriodSecond, Burst: 100, OnLimit: gatewayv1.BehaviorQueue},
 				{Dimension: gatewayv1.DimensionRequests, Amount: 100, Per: gatewayv1.PeriodSecond, Burst: 5, OnLimit: gatewayv1.BehaviorReject},
@@ -262,10 +265,10 @@ tenants:
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   defaultJobs,
+			Jobs:   defaultJobs, Kept: defaultKept,
 			Providers: []gatewayv1.Provider{{
 				Name: "local", BaseURL: "http://127.0.0.1:8000/v1",
-				Models:          []gatewayv1.Model{{Name: "llama", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens"}},
+				Models:          []gatewayv1.Model{{Name: "llama", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens", ContextWindow: 1 << 20}},
 				AdmissionCount:  "Characters",
 				HeadroomPercent: 100,
 				Retry:           defaultRetry,
@@ -282,7 +285,7 @@ tenants:
 				Weight:    1,
 				TimeZone:  "UTC",
 				MaxWait:   duration(60 * time.Second),
-				JobScope:  gatewayv1.JobScopeTenant,
+				JobScope:  gatewayv1.JobScopeTenant, ProviderState: gatewayv1.ProviderStateKeep,
 			}},
 		},
 	}, {
@@ -302,10 +305,10 @@ tenants:
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   defaultJobs,
+			Jobs:   defaultJobs, Kept: defaultKept,
 			Providers: []gatewayv1.Provider{{
 				Name: "local", BaseURL: "http://127.0.0.1:8000/v1",
-				Models:          []gatewayv1.Model{{Name: "llama", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens"}},
+				Models:          []gatewayv1.Model{{Name: "llama", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens", ContextWindow: 1 << 20}},
 				AdmissionCount:  "Characters",
 				HeadroomPercent: 100,
 				Retry:           defaultRetry,
@@ -325,7 +328,7 @@ tenants:
 				PerTenant: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionInFlight, Amount: 5, OnLimit: gatewayv1.BehaviorReject}},
 				TimeZone:  "UTC",
 				MaxWait:   duration(60 * time.Second),
-				JobScope:  gatewayv1.JobScopeTenant,
+				JobScope:  gatewayv1.JobScopeTenant, ProviderState: gatewayv1.ProviderStateKeep,
 			}},
 		},
 	}}

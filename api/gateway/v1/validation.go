@@ -42,6 +42,7 @@ var (
 	maxJobBodyBytes  = int64(64 << 20)
 	maxJobResult     = int64(32 << 20)
 	jobScopes        = []JobScope{JobScopeTenant, JobScopeUser}
+	providerStates   = []ProviderState{ProviderStateKeep, ProviderStateNoStore, ProviderStateRefuse}
 	uidPattern       = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_./]{0,127}$`)
 	minReclaimAfter  = time.Second
 	minHeaderBytes   = int64(4 << 10)
@@ -57,6 +58,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Server.validate(field.NewPath("server"))...)
 	errs = append(errs, c.Store.validate(field.NewPath("store"))...)
 	errs = append(errs, c.Jobs.validate(field.NewPath("jobs"))...)
+	errs = append(errs, c.Kept.validate(field.NewPath("kept"))...)
 	errs = append(errs, validateGlobal(field.NewPath("global"), c.Global)...)
 	errs = append(errs, validateProviders(field.NewPath("providers"), c.Providers)...)
 	errs = append(errs, validatePlans(field.NewPath("plans"), c.Plans, c.Providers)...)
@@ -200,6 +202,12 @@ func (j *Jobs) validate(p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("maxBytesPerTenant"), j.MaxBytesPerTenant, "must be at least maxBodyBytes, or no job fits"))
 	}
 	return errs
+}
+
+func (k *Kept) validate(p *field.Path) field.ErrorList {
+	errs := validateMinDuration(p.Child("ownersFor"), k.OwnersFor, time.Minute)
+	errs = append(errs, validateMinDuration(p.Child("followFor"), k.FollowFor, time.Minute)...)
+	return append(errs, validateMinDuration(p.Child("reclaimAfter"), k.ReclaimAfter, time.Second)...)
 }
 
 func validateProviders(p *field.Path, providers []Provider) field.ErrorList {
@@ -454,6 +462,7 @@ func validateModels(p *field.Path, models []Model) field.ErrorList {
 			errs = append(errs, validateEnum(mp.Child("encoding"), m.Encoding, encodings)...)
 		}
 		errs = append(errs, validatePositive(mp.Child("defaultMaxTokens"), m.DefaultMaxTokens)...)
+		errs = append(errs, validatePositive(mp.Child("contextWindow"), m.ContextWindow)...)
 		errs = append(errs, validateEnum(mp.Child("maxTokensParam"), m.MaxTokensParam, maxTokensParams)...)
 	}
 	return errs
@@ -596,6 +605,8 @@ func ValidateTenantTerms(p *field.Path, t *Tenant, providers []Provider) field.E
 	errs = append(errs, validateTimeZone(p.Child("timeZone"), t.TimeZone)...)
 	errs = append(errs, validateMaxWait(p.Child("maxWait"), t.MaxWait)...)
 	errs = append(errs, validateEnum(p.Child("jobScope"), t.JobScope, jobScopes)...)
+	errs = append(errs, validateEnum(p.Child("providerState"), t.ProviderState, providerStates)...)
+	errs = append(errs, validatePromptIDs(p.Child("storedPrompts"), t.StoredPrompts)...)
 	return append(errs, validateDegrade(p, t, providers)...)
 }
 
@@ -894,3 +905,23 @@ func validatePositiveDuration(p *field.Path, d metav1.Duration) field.ErrorList 
 	}
 	return nil
 }
+
+// validatePromptIDs checks that each stored prompt is named by its id, pmpt_ and letters or
+// digits, once.
+func validatePromptIDs(p *field.Path, ids []string) field.ErrorList {
+	var errs field.ErrorList
+	seen := make(map[string]bool, len(ids))
+	for i, id := range ids {
+		switch {
+		case !promptID.MatchString(id):
+			errs = append(errs, field.Invalid(p.Index(i), id, "must be a stored prompt's id: pmpt_ followed by letters and digits"))
+		case seen[id]:
+			errs = append(errs, field.Duplicate(p.Index(i), id))
+		}
+		seen[id] = true
+	}
+	return errs
+}
+
+// promptID is the form of a stored prompt's id.
+var promptID = regexp.MustCompile(`^pmpt_[A-Za-z0-9]{1,128}$`)

@@ -13,6 +13,7 @@ import (
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 
+	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/fairshare"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ids"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
@@ -279,6 +280,29 @@ func (g *Gate) giveBack(ctx context.Context, req Request) {
 	if err := g.opts.Limiter.Settle(ctx, fmt.Sprintf("give-back:%s:%d", req.Job.Job, req.Job.N), back, g.now()); err != nil {
 		g.log.Error("give back what an earlier attempt of a job held", "job", req.Job.Job, "err", err)
 	}
+}
+
+// SettleElsewhere settles, at usage u, a call that a gateway (this one or another, perhaps gone)
+// admitted as req under lease, the store having taken the decision at took: the same settlement
+// the call's Ticket.Settle makes, slots in flight freed, sent under the same lease, so that of
+// the two only the first lands. It returns what the call was charged, or the store's error.
+func (g *Gate) SettleElsewhere(ctx context.Context, req Request, lease string, took time.Time, u estimate.Usage) (policy.Cost, error) {
+	var taken, settle [ratelimit.MaxChecks]ratelimit.Check
+	checks, _ := req.checks(taken[:0], policy.Shared, lease)
+	actual := policy.Cost{Tokens: u.Tokens(), MicroDollars: req.Route.Provider.Prices.CostMicros(u.PromptTokens, u.CompletionTokens)}
+	settlement := policy.Release(policy.Settlement(settle[:0], checks, actual, req.ProviderTokens), checks)
+	for i := range settlement {
+		settlement[i].Took = took
+	}
+	if err := g.opts.Limiter.Settle(ctx, lease, settlement, g.now()); err != nil {
+		g.metrics.storeErrors.WithLabelValues("settle").Inc()
+		return policy.Cost{}, err
+	}
+	tenant, provider := req.tenant(), req.provider()
+	g.metrics.tokens.WithLabelValues(tenant, provider, "estimated").Add(float64(req.Cost.Tokens))
+	g.metrics.tokens.WithLabelValues(tenant, provider, "actual").Add(float64(actual.Tokens))
+	g.metrics.spend.WithLabelValues(tenant, provider).Add(float64(actual.MicroDollars))
+	return actual, nil
 }
 
 // BudgetBelow reports whether the tenant's budget, spent by calls to every provider it uses, has

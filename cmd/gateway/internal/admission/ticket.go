@@ -56,6 +56,23 @@ type Ticket struct {
 // Route is where the call goes: of its pool, the provider the gate chose.
 func (t *Ticket) Route() *policy.Route { return t.req.Route }
 
+// Lease names the call's slots in flight and its settlement: a settlement under it lands once,
+// whichever gateway sends it (see Gate.SettleElsewhere).
+func (t *Ticket) Lease() string { return t.lease }
+
+// Took is when the store took the decision that let the call go, by its clock.
+func (t *Ticket) Took() time.Time { return t.took }
+
+// Abandon ends the ticket here without a word to the store: another gateway has settled the
+// call under its lease (see Gate.SettleElsewhere). It reports whether it ended the ticket.
+func (t *Ticket) Abandon() bool {
+	if !t.ended.CompareAndSwap(false, true) {
+		return false
+	}
+	t.g.renewals.remove(t)
+	return true
+}
+
 // Settle ends a call the provider served: its real usage is charged in place of the estimate on
 // every limit the estimate was taken from (its provider's token limits keep what the provider
 // counted at admission when that is more), and its slot in flight is freed. A job already

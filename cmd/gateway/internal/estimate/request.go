@@ -47,6 +47,9 @@ type Request struct {
 	Prompt Prompt
 	// Size is the body's length in bytes.
 	Size int64
+	// Kept is what a Responses request asks of what its provider keeps; nil for the other
+	// endpoints.
+	Kept *Kept
 }
 
 // Prompt is the part of a request that counts as prompt tokens: texts to

@@ -14,12 +14,12 @@ func TestParseResponses(t *testing.T) {
 	}{{
 		name: "string input is one user message",
 		body: `{"model":"gpt-4.1","input":"Tell me a story.","max_output_tokens":200,"stream":true}`,
-		want: &Request{Endpoint: Responses, Model: "gpt-4.1", Stream: true, MaxTokens: 200, MaxTokensParam: "max_output_tokens", N: 1,
+		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true}, Model: "gpt-4.1", Stream: true, MaxTokens: 200, MaxTokensParam: "max_output_tokens", N: 1,
 			Prompt: Prompt{Texts: []string{"user", "Tell me a story."}, Tokens: tokensPerMessage + tokensPerReply}},
 	}, {
 		name: "instructions are a system message",
 		body: `{"model":"m","instructions":"Be brief.","input":"Hi."}`,
-		want: &Request{Endpoint: Responses, Model: "m", N: 1,
+		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true}, Model: "m", N: 1,
 			Prompt: Prompt{Texts: []string{"Be brief.", "user", "Hi."}, Tokens: 2*tokensPerMessage + tokensPerReply}},
 	}, {
 		name: "messages with parts, an image at each detail",
@@ -30,7 +30,7 @@ func TestParseResponses(t *testing.T) {
 				{"type":"input_image","image_url":"https://example.com/a.png","detail":"low"},
 				{"type":"input_image","image_url":"data:image/png;base64,AAAA"}]},
 			{"role":"assistant","content":[{"type":"output_text","text":"Un chat."},{"type":"refusal","refusal":"Non."}]}]}`,
-		want: &Request{Endpoint: Responses, Model: "m", N: 1, Prompt: Prompt{
+		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true}, Model: "m", N: 1, Prompt: Prompt{
 			Texts: []string{"developer", "Answer in French.", "user", "What is this?", "assistant", "Un chat.", "Non."},
 			// gpt-4o's formula: 85 at low detail; an image whose size cannot be read counts the
 			// most, 85 and 8 tiles of 170.
@@ -41,7 +41,7 @@ func TestParseResponses(t *testing.T) {
 		body: `{"model":"m","input":[
 			{"type":"function_call","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}"},
 			{"type":"function_call_output","call_id":"call_1","output":"{\"temp\":21}"}]}`,
-		want: &Request{Endpoint: Responses, Model: "m", N: 1, Prompt: Prompt{
+		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true}, Model: "m", N: 1, Prompt: Prompt{
 			Texts:  []string{"call_1", "get_weather", `{"city":"Paris"}`, "call_1", `{"temp":21}`},
 			Tokens: tokensPerReply,
 		}},
@@ -50,24 +50,24 @@ func TestParseResponses(t *testing.T) {
 		body: `{"model":"m","input":[{"type":"item_reference","id":"msg_1"}],
 			"tools":[{"type":"function","name":"f"}],"text":{"format":{"type":"json_schema","name":"s","schema":{"type":"object"}}},
 			"previous_response_id":"resp_1","background":true}`,
-		want: &Request{Endpoint: Responses, Model: "m", N: 1, Prompt: Prompt{
+		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true, Background: true, Refs: []Ref{{RefResponse, "resp_1"}, {RefItem, "msg_1"}}}, Model: "m", N: 1, Prompt: Prompt{
 			Tokens: proxyBytes(len(`{"type":"item_reference","id":"msg_1"}`)) + proxyBytes(len(`[{"type":"function","name":"f"}]`)) +
 				proxyBytes(len(`{"format":{"type":"json_schema","name":"s","schema":{"type":"object"}}}`)) + tokensPerReply,
 		}},
 	}, {
 		name: "a field the package does not know counts as its JSON",
 		body: `{"model":"m","input":"Hi.","prediction":{"type":"content","content":"Hello"}}`,
-		want: &Request{Endpoint: Responses, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "Hi."},
+		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true}, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "Hi."},
 			Tokens: tokensPerMessage + tokensPerReply + proxyBytes(len(`prediction{"type":"content","content":"Hello"}`))}},
 	}, {
 		name: "the keys of an item or a part the package does not read count as their JSON",
 		body: `{"model":"m","input":[{"role":"user","id":"msg_1","extra":"abcdefgh","content":[{"type":"input_file","file_data":"AAAA"}]}]}`,
-		want: &Request{Endpoint: Responses, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user"},
+		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true}, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user"},
 			Tokens: tokensPerMessage + proxyBytes(len(`extra"abcdefgh"`)) + proxyBytes(len(`file_data"AAAA"`)) + tokensPerReply}},
 	}, {
 		name: "no input, as with a previous response",
 		body: `{"model":"m","previous_response_id":"resp_1"}`,
-		want: &Request{Endpoint: Responses, Model: "m", N: 1, Prompt: Prompt{Tokens: tokensPerReply}},
+		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true, Refs: []Ref{{RefResponse, "resp_1"}}}, Model: "m", N: 1, Prompt: Prompt{Tokens: tokensPerReply}},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -79,6 +79,69 @@ func TestParseResponses(t *testing.T) {
 				t.Errorf("Parse (-got +want):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestParseResponsesFindsEveryKeptObject(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		want Kept
+	}{{
+		name: "nothing kept",
+		body: `{"model":"m","input":"Hi.","store":false}`,
+		want: Kept{},
+	}, {
+		name: "a conversation by its id",
+		body: `{"model":"m","input":"Hi.","conversation":"conv_1"}`,
+		want: Kept{Store: true, Refs: []Ref{{RefConversation, "conv_1"}}},
+	}, {
+		name: "a conversation as an object",
+		body: `{"model":"m","input":"Hi.","conversation":{"id":"conv_2"}}`,
+		want: Kept{Store: true, Refs: []Ref{{RefConversation, "conv_2"}}},
+	}, {
+		name: "a stored prompt and the file of a variable",
+		body: `{"model":"m","prompt":{"id":"pmpt_1","version":"2","variables":{"city":"Paris","doc":{"type":"input_file","file_id":"file-9"}}}}`,
+		want: Kept{Store: true, Refs: []Ref{{RefPrompt, "pmpt_1"}, {RefFile, "file-9"}}},
+	}, {
+		name: "files in input parts",
+		body: `{"model":"m","input":[{"role":"user","content":[{"type":"input_file","file_id":"file-1"},{"type":"input_image","file_id":"file-2"}]}]}`,
+		want: Kept{Store: true, Refs: []Ref{{RefFile, "file-1"}, {RefFile, "file-2"}}},
+	}, {
+		name: "a reasoning item read from its response, and one that carries its own content",
+		body: `{"model":"m","input":[{"type":"reasoning","id":"rs_1","summary":[]},{"type":"reasoning","id":"rs_2","summary":[],"encrypted_content":"gAAA"}]}`,
+		want: Kept{Store: true, Refs: []Ref{{RefItem, "rs_1"}}},
+	}, {
+		name: "a file search's vector stores and a code interpreter's container and files",
+		body: `{"model":"m","input":"Hi.","background":true,"tools":[{"type":"file_search","vector_store_ids":["vs_1","vs_2"]},
+			{"type":"code_interpreter","container":"cntr_1"},{"type":"code_interpreter","container":{"type":"auto","file_ids":["file-3"]}}]}`,
+		want: Kept{Store: true, Background: true, Refs: []Ref{{RefVectorStore, "vs_1"}, {RefVectorStore, "vs_2"}, {RefContainer, "cntr_1"}, {RefFile, "file-3"}}},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Parse(Responses, []byte(tc.body))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if diff := cmp.Diff(*got.Kept, tc.want); diff != "" {
+				t.Errorf("Kept (-got +want):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseResponsesRefusesAKeptObjectNamedTwice(t *testing.T) {
+	for _, body := range []string{
+		`{"model":"m","previous_response_id":"resp_1","Previous_Response_ID":"resp_2"}`,
+		`{"model":"m","conversation":{"id":"conv_1","ID":"conv_2"}}`,
+		`{"model":"m","prompt":{"id":"pmpt_1","id":"pmpt_2"}}`,
+		`{"model":"m","tools":[{"type":"file_search","vector_store_ids":["vs_1"],"vector_store_ids":["vs_2"]}]}`,
+		`{"model":"m","input":[{"role":"user","content":[{"type":"input_file","file_id":"file-1","FILE_ID":"file-2"}]}]}`,
+		`{"model":"m","input":[{"type":"item_reference","id":"msg_1","Id":"msg_2"}]}`,
+	} {
+		if _, err := Parse(Responses, []byte(body)); err == nil {
+			t.Errorf("Parse(%s) took a key named twice", body)
+		}
 	}
 }
 

@@ -69,16 +69,24 @@ func encode(v any) ([]byte, error) {
 
 // WithModel returns body with its model replaced, every other field kept as WithStreamUsage keeps
 // them. It refuses a body that is not a JSON object with a [*RequestError].
-func WithModel(body []byte, model string) ([]byte, error) {
+func WithModel(body []byte, model string) ([]byte, error) { return withField(body, "model", model) }
+
+// WithoutStore returns a Responses body with "store": false, so that its provider keeps nothing
+// of the call, every other field kept as WithStreamUsage keeps them. It refuses a body that is
+// not a JSON object with a [*RequestError].
+func WithoutStore(body []byte) ([]byte, error) { return withField(body, "store", false) }
+
+// withField returns body with its top-level field name set to value.
+func withField(body []byte, name string, value any) ([]byte, error) {
 	var fields map[string]json.RawMessage
 	if err := decode(body, &fields); err != nil {
 		return nil, err
 	}
-	raw, err := encode(model)
+	raw, err := encode(value)
 	if err != nil {
 		return nil, err
 	}
-	fields["model"] = raw
+	fields[name] = raw
 	return encode(fields)
 }
 

@@ -192,6 +192,8 @@ type StreamUsage struct {
 	reported   Usage
 	isReported bool
 	done       bool
+	response   string   // a Responses stream's response id
+	items      []string // and its output items' ids
 }
 
 // NewStreamUsage returns a StreamUsage that counts completion text with c
@@ -209,8 +211,13 @@ type streamChunk struct {
 	Type     string          `json:"type"`
 	Delta    json.RawMessage `json:"delta"`
 	Response *struct {
+		ID    string `json:"id"`
 		Usage *Usage `json:"usage"`
 	} `json:"response"`
+	// Item is the output item an event adds, whose id the provider keeps with the response.
+	Item *struct {
+		ID string `json:"id"`
+	} `json:"item"`
 
 	Choices []struct {
 		Text  string `json:"text"`
@@ -247,6 +254,7 @@ func (s *StreamUsage) Observe(data []byte) {
 		return
 	}
 	s.done = s.done || finalEvents[chunk.Type]
+	s.keep(&chunk)
 	if chunk.Response != nil && chunk.Usage == nil {
 		chunk.Usage = chunk.Response.Usage
 	}
@@ -263,6 +271,20 @@ func (s *StreamUsage) Observe(data []byte) {
 		}
 	}
 }
+
+// keep notes the ids a Responses event names: its response's, and an output item it adds.
+func (s *StreamUsage) keep(chunk *streamChunk) {
+	if chunk.Response != nil && chunk.Response.ID != "" {
+		s.response = chunk.Response.ID
+	}
+	if chunk.Type == "response.output_item.added" && chunk.Item != nil && chunk.Item.ID != "" {
+		s.items = append(s.items, chunk.Item.ID)
+	}
+}
+
+// Response returns the id of a Responses stream's response and of its output items, as its
+// events named them; an empty id before they did.
+func (s *StreamUsage) Response() (id string, items []string) { return s.response, s.items }
 
 // countedDeltas are the Responses events whose delta is completion text the provider bills.
 var countedDeltas = map[string]bool{

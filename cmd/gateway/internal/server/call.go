@@ -44,6 +44,11 @@ type call struct {
 	requestID string
 	// modelSent is the model's name as the provider receives it.
 	modelSent string
+	// key is the caller's key, which names a background response's caller to the gateway that
+	// settles it (see follower.start).
+	key string
+	// response is what a Responses answer said of what its provider keeps; nil until it has.
+	response *estimate.Response
 
 	// What happens to the call, for its end: the ticket of the offer admitted, how long it
 	// queued, when it arrived, whether it went out, when its provider's answer began, and
@@ -205,7 +210,9 @@ func (s *Server) readCall(p *policy.Policy, endpoint estimate.Endpoint, r *http.
 	if c, refusal := s.spentBeforeCounting(r.Context(), p, caller, endpoint, body); refusal != nil {
 		return c, refusalError(nil, c, refusal)
 	}
-	return s.newCall(r.Context(), p, caller, endpoint, body)
+	c, apiErr := s.newCall(r.Context(), p, caller, endpoint, body)
+	c.key, _ = bearerKey(r)
+	return c, apiErr
 }
 
 // countsAfterCheck is the size of a body past which a call's own limits are read before its
@@ -304,6 +311,9 @@ func (s *Server) newCall(ctx context.Context, p *policy.Policy, caller *policy.C
 	}
 	c.request, c.route, c.body = req, sent[0], body
 	if c.estimate, apiErr = s.estimateSent(c); apiErr != nil {
+		return c, apiErr
+	}
+	if body, apiErr = s.readKept(ctx, c, body); apiErr != nil {
 		return c, apiErr
 	}
 	if req.Stream && (endpoint == estimate.Chat || endpoint == estimate.Completions) {

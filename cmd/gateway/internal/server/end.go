@@ -39,6 +39,9 @@ const (
 	refundTicket
 	// settleTicket charges the call its usage in place of its estimate.
 	settleTicket
+	// followTicket leaves the ticket open: the call runs on in the background at its provider,
+	// and the follower settles it when it ends (see follower).
+	followTicket
 )
 
 // served is the end of a call its provider served: charged usage u, within what the call could
@@ -71,6 +74,12 @@ func (s *Server) finish(c *call, e ending) {
 	}
 	if e.ticket == settleTicket {
 		e = s.bounded(c, e)
+	}
+	if e.outcome == outcomeOK || e.ticket == followTicket {
+		s.own(c, c.response, e.usage)
+	}
+	if e.ticket == followTicket {
+		s.follower.start(c, c.response.ID)
 	}
 	s.logEnd(c, e, c.endTicket(e))
 	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), e.outcome).Inc() // after the log: whoever reads the count finds the line

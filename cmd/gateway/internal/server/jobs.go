@@ -175,6 +175,11 @@ func (s *Server) checkJob(ctx context.Context, p *policy.Policy, caller *policy.
 		e.Param = ptr("body.stream")
 		return nil, nil, e
 	}
+	if c.request.Kept != nil && c.request.Kept.Background {
+		e := badRequest("invalid_request", "A job waits for its answer itself: leave background unset.")
+		e.Param = ptr("body.background")
+		return nil, nil, e
+	}
 	if r := s.gate.TooLarge(c.admission()); r != nil {
 		return nil, nil, refusalError(nil, c, r)
 	}

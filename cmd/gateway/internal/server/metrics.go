@@ -17,6 +17,8 @@ type metrics struct {
 	overloaded     *prometheus.CounterVec
 	// usageOutOfBounds counts calls whose usage was more than they could have used.
 	usageOutOfBounds *prometheus.CounterVec
+	// backgroundEnded counts the background responses followed to their end.
+	backgroundEnded *prometheus.CounterVec
 	// maxInFlight is each provider's cap on calls in flight, across every gateway, beside which
 	// Little's law puts what its traffic needs: rate(arrivals) × mean call duration.
 	maxInFlight *prometheus.GaugeVec
@@ -70,12 +72,16 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 			Name: "sluice_gateway_usage_out_of_bounds_total",
 			Help: "Calls whose usage, as the provider reported it or as a stream was counted, was more than the call could have used (more prompt tokens than its body's bytes and images, or completion tokens than its cap times n), settled at the bound instead, by provider.",
 		}, []string{"provider"}),
+		backgroundEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_gateway_background_responses_ended_total",
+			Help: "Background responses followed to their end, by tenant, provider and outcome: settled (at the usage the provider reported), bound (charged their bound: deleted, or past kept.followFor) or lost (the settlement failed; the estimate stays charged).",
+		}, []string{"tenant", "provider", "outcome"}),
 		maxInFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_gateway_provider_max_in_flight",
 			Help: "A provider's cap on calls in flight across every gateway (its maxInFlight, less headroom); absent for a provider without one. Compare with rate(arrivals) × mean call duration, the calls in flight its traffic needs.",
 		}, []string{"provider"}),
 	}
-	reg.MustRegister(m.requests, m.providerErrors, m.attempts, m.failovers, m.jobsEnded, m.jobAttempts, m.jobsLost, m.overloaded, m.usageOutOfBounds, m.maxInFlight,
+	reg.MustRegister(m.requests, m.providerErrors, m.attempts, m.failovers, m.jobsEnded, m.jobAttempts, m.jobsLost, m.overloaded, m.usageOutOfBounds, m.backgroundEnded, m.maxInFlight,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_gateway_calls_in_flight", Help: "Calls the API holds: being read, waiting in a queue, at their provider or streaming back.",
 		}, inFlight))

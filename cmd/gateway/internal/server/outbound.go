@@ -74,7 +74,10 @@ func (s *Server) currentEndpoints(p *policy.Provider) []*url.URL {
 // its provider's endpoints when it has another: a Pod that has gone, or is going, refuses
 // connections until the gateways' configuration drops it.
 func (s *Server) retryElsewhere(retry *http.Request) {
-	o := outboundFrom(retry.Context())
+	o, ok := retry.Context().Value(outboundKey{}).(*outbound)
+	if !ok {
+		return // a call on a kept object, which goes to the provider's first endpoint
+	}
 	o.lease = s.endpoints.PickOther(s.currentEndpoints(o.route.Provider), o.lease)
 	if o.lease != nil {
 		retry.URL.Scheme, retry.URL.Host, retry.Host = o.lease.URL.Scheme, o.lease.URL.Host, o.lease.URL.Host
@@ -123,6 +126,19 @@ func (o *outbound) usageSoFar() estimate.Usage {
 		return o.stream.soFar()
 	}
 	return o.estimatedUsage()
+}
+
+// clientLeft is the end of a call whose client left, or failed a write with err, before its
+// answer ended: charged what its provider had sent by then, or, for a background response, which
+// its provider runs on, followed to its end.
+func (o *outbound) clientLeft(err error) ending {
+	if o.stream != nil {
+		o.stream.noteResponse()
+	}
+	if o.runsInBackground() {
+		return following(o.call, statusClientClosed, "the client left "+o.where())
+	}
+	return clientGone(clientOutcome(err), o.where(), settleTicket, o.usageSoFar())
 }
 
 // where names the part of its answer a call is in, for its log: "mid-stream" or "mid-answer".

@@ -84,7 +84,7 @@ func (s *Server) relay(w http.ResponseWriter, in *http.Request, o *outbound) boo
 	err = passBody(client, resp)
 	switch {
 	case client.err != nil || in.Context().Err() != nil:
-		s.finish(o.call, clientGone(clientOutcome(client.err), o.where(), settleTicket, o.usageSoFar()))
+		s.finish(o.call, o.clientLeft(client.err))
 	case err != nil:
 		// The answer broke off: the client must not take what it received for all of it.
 		panic(http.ErrAbortHandler)
@@ -102,7 +102,7 @@ func (s *Server) send(o *outbound, path string, in http.Header) (*http.Response,
 	}
 	req.URL = o.target(path) // built, not written out to be parsed again
 	req.Host = req.URL.Host
-	req.Header = providerHeaders(in, o.call)
+	req.Header = providerHeaders(in, o.route.Provider)
 	o.sent = true
 	resp, err := s.transport(o.route.Provider).RoundTrip(req)
 	if err != nil {
@@ -232,10 +232,10 @@ var forwardedHeaders = []string{"Accept", "User-Agent", "Openai-Beta", "Tracepar
 // noUserAgent is the User-Agent that the transport leaves out of a call.
 var noUserAgent = []string{""}
 
-// providerHeaders are the headers of a call to its provider: the client's that forwardedHeaders
+// providerHeaders are the headers of a call to provider: the client's that forwardedHeaders
 // allows, the body's Content-Type, JSON, and the provider's key. A call whose client sent no
 // User-Agent goes without one, not with Go's.
-func providerHeaders(in http.Header, c *call) http.Header {
+func providerHeaders(in http.Header, provider *policy.Provider) http.Header {
 	h := make(http.Header, len(forwardedHeaders)+2)
 	h["Content-Type"] = jsonContentType
 	for _, name := range forwardedHeaders {
@@ -246,9 +246,9 @@ func providerHeaders(in http.Header, c *call) http.Header {
 	if _, ok := h["User-Agent"]; !ok {
 		h["User-Agent"] = noUserAgent
 	}
-	switch key := c.route.Provider.APIKey; {
+	switch key := provider.APIKey; {
 	case key == "":
-	case c.route.Provider.Config.Azure != nil:
+	case provider.Config.Azure != nil:
 		h.Set("Api-Key", key)
 	default:
 		h.Set("Authorization", "Bearer "+key)

@@ -50,7 +50,7 @@ func FuzzWhatTheProviderReads(f *testing.F) {
 	cfg := settleConfig("http://127.0.0.1:1")
 	cfg.Providers[0].Models[0].Aliases = []string{"alias-m"}
 	// tgi's provider reads max_tokens only, as TGI does.
-	cfg.Providers[0].Models = append(cfg.Providers[0].Models, gatewayv1.Model{Name: "tgi", DefaultMaxTokens: 256, MaxTokensParam: gatewayv1.MaxTokensParamTokens})
+	cfg.Providers[0].Models = append(cfg.Providers[0].Models, gatewayv1.Model{Name: "tgi", DefaultMaxTokens: 256, MaxTokensParam: gatewayv1.MaxTokensParamTokens, ContextWindow: 1 << 20})
 	g := newSettleGatewayFrom(f, cfg)
 	p := g.policy
 	caller := p.Caller(settleKey)

@@ -24,6 +24,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/gateway/internal/balance"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ids"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/kept"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 )
 
@@ -39,6 +40,9 @@ type Options struct {
 	Shares admission.Shares
 	// Jobs keeps the jobs sent to /v1/jobs. Required.
 	Jobs Jobs
+	// Kept records whose each object a provider keeps is, and the background responses the
+	// gateways follow. Nil means kept.NewMemory(): this gateway's alone.
+	Kept kept.Store
 	// Ping reports whether the limiter's store is reachable, for /readyz. Nil means always.
 	Ping func(context.Context) error
 	// Registerer receives the gateway's metrics; Gatherer serves them at /metrics. Nil means a
@@ -79,6 +83,8 @@ type Server struct {
 	inFlight   inFlight // calls on the API, against server.maxInFlight
 	lostJobs   lostJobs // the jobs lost with their store that this gateway counted
 	guesses    *guesses // each client address's failed authentications
+	follower   *follower
+	stop       context.CancelFunc // stops the follower
 	started    time.Time
 }
 
@@ -93,16 +99,28 @@ func New(opts Options) *Server {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
+	if s.opts.Kept == nil {
+		s.opts.Kept = kept.NewMemory()
+	}
 	s.metrics = newMetrics(opts.Registerer, func() float64 { return float64(s.inFlight.n.Load()) })
 	s.gate = admission.New(admission.Options{
 		Limiter: opts.Limiter, Fallback: opts.Fallback, Shares: opts.Shares, Jobs: opts.Jobs, Policy: s.policy.Load,
 		Registerer: opts.Registerer, Logger: s.log, Now: opts.Now,
 	})
+	var ctx context.Context
+	ctx, s.stop = context.WithCancel(context.Background())
+	s.follower = newFollower(s, opts.Name+"/"+s.requestIDs.Next())
+	go s.follower.loop(ctx)
 	return s
 }
 
-// Close stops the queues' dispatchers. Calls still waiting are not dispatched.
-func (s *Server) Close() { s.gate.Close() }
+// Close stops the queues' dispatchers and the follower of background responses. Calls still
+// waiting are not dispatched; the responses this gateway followed are claimed by another once
+// its holds lapse.
+func (s *Server) Close() {
+	s.stop()
+	s.gate.Close()
+}
 
 // SetPolicy puts a compiled configuration in force. Calls in progress finish under the one they
 // started with.
@@ -135,6 +153,18 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/completions", s.serveCall(estimate.Completions))
 	mux.HandleFunc("POST /v1/embeddings", s.serveCall(estimate.Embeddings))
 	mux.HandleFunc("POST /v1/responses", s.serveCall(estimate.Responses))
+	mux.HandleFunc("GET /v1/responses/{id}", s.serveKeptObject(keptResponse))
+	mux.HandleFunc("DELETE /v1/responses/{id}", s.serveKeptObject(keptResponse))
+	mux.HandleFunc("POST /v1/responses/{id}/cancel", s.serveKeptObject(keptResponse))
+	mux.HandleFunc("GET /v1/responses/{id}/input_items", s.serveKeptObject(keptResponse))
+	mux.HandleFunc("POST /v1/conversations", s.serveNewConversation)
+	mux.HandleFunc("GET /v1/conversations/{id}", s.serveKeptObject(keptConversation))
+	mux.HandleFunc("POST /v1/conversations/{id}", s.serveKeptObject(keptConversation))
+	mux.HandleFunc("DELETE /v1/conversations/{id}", s.serveKeptObject(keptConversation))
+	mux.HandleFunc("GET /v1/conversations/{id}/items", s.serveKeptObject(keptConversation))
+	mux.HandleFunc("POST /v1/conversations/{id}/items", s.serveKeptObject(keptConversation))
+	mux.HandleFunc("GET /v1/conversations/{id}/items/{item}", s.serveKeptObject(keptConversation))
+	mux.HandleFunc("DELETE /v1/conversations/{id}/items/{item}", s.serveKeptObject(keptConversation))
 	mux.HandleFunc("POST /v1/moderations", s.serveCall(estimate.Moderations))
 	mux.HandleFunc("GET /v1/models", s.serveModels)
 	mux.HandleFunc("GET /v1/models/{id...}", s.serveModel)

@@ -100,9 +100,16 @@ func (s *Server) settleJSON(resp *http.Response, o *outbound) error {
 	}
 	resp.Body.Close()
 	usage, ok := estimate.ParseUsage(body)
+	if o.endpoint == estimate.Responses {
+		if r, isResponse := estimate.ParseResponse(body); isResponse {
+			o.response = &r
+		}
+	}
 	switch {
 	case !ok && !json.Valid(body):
 		return billedError{errProviderGarbled} // a 200 the client cannot parse is no answer
+	case o.runsInBackground() && !o.response.Final():
+		s.finish(o.call, following(o.call, http.StatusOK, "the provider answered before the response ran"))
 	case !ok:
 		s.finish(o.call, servedAtEstimate(o.call, "the answer reported no usage"))
 	default:

@@ -222,6 +222,7 @@ func TestEveryWayACallEndsChargesWhatItShould(t *testing.T) {
 		stream   bool
 		leaves   bool // the client leaves once the provider has the call
 		job      bool // sent as a job, which the provider serves twice: its first delivery lost
+		large    bool // an answer so large its passing on may outlast the table's short timeouts
 		want     func(g *settleGateway, answer string) charged
 		status   int
 		answer   string // in the body the client received
@@ -269,6 +270,7 @@ func TestEveryWayACallEndsChargesWhatItShould(t *testing.T) {
 			provider: func(w http.ResponseWriter, r *http.Request) {
 				io.WriteString(w, tooLargeAnswer)
 			},
+			large:  true,
 			status: http.StatusOK,
 		},
 		{
@@ -367,7 +369,11 @@ func TestEveryWayACallEndsChargesWhatItShould(t *testing.T) {
 			if tc.provider == nil {
 				provider.Close()
 			}
-			g := newSettleGateway(t, provider.URL)
+			cfg := settleConfig(provider.URL)
+			if tc.large {
+				cfg.Providers[0].StallTimeout.Duration, cfg.Providers[0].CallTimeout.Duration = time.Minute, time.Minute
+			}
+			g := newSettleGatewayFrom(t, cfg)
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			if tc.leaves {

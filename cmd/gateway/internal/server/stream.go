@@ -88,8 +88,15 @@ func (b *streamBody) keepLong(piece []byte) {
 // clean end. A stream whose client left ends as relay sees it.
 func (b *streamBody) ending(last []byte, err error) ([]byte, error) {
 	cause := b.o.tooSlow()
+	b.noteResponse()
 	switch {
-	case err == io.EOF || b.usage.Done():
+	case b.usage.Done():
+		b.s.finish(b.o.call, served(b.soFar()))
+		return last, io.EOF
+	case b.o.runsInBackground() && (cause != nil || b.o.ctx.Err() == nil):
+		b.s.finish(b.o.call, following(b.o.call, http.StatusOK, "its stream ended before the response did"))
+		return last, io.EOF
+	case err == io.EOF:
 		b.s.finish(b.o.call, served(b.soFar()))
 		return last, io.EOF
 	case cause == nil && b.o.ctx.Err() != nil:
@@ -119,6 +126,7 @@ func (b *streamBody) observe(line []byte) []byte {
 	}
 	b.usage.Observe(data)
 	if b.usage.Done() {
+		b.noteResponse()
 		b.s.finish(b.o.call, served(b.soFar()))
 		return line
 	}
@@ -126,6 +134,14 @@ func (b *streamBody) observe(line []byte) []byte {
 		return nil // the client did not ask for it
 	}
 	return line
+}
+
+// noteResponse notes what a Responses stream's events said of what its provider keeps: its
+// response's id and its output items'.
+func (b *streamBody) noteResponse() {
+	if id, items := b.usage.Response(); id != "" {
+		b.o.response = &estimate.Response{ID: id, Items: items}
+	}
 }
 
 // soFar is the usage to settle the stream at now: the provider's, once reported, or the
