@@ -442,8 +442,7 @@ func (s *Server) degrade(ctx context.Context, p *policy.Policy, caller *policy.C
 }
 
 // upstreamModel is the name under which a call for model goes to route's provider: the model's
-// own for an alias, which only the gateway knows, and the name as given otherwise (the model's
-// own or a dated snapshot of it).
+// own for an alias, which only the gateway knows, and the name as given otherwise.
 func upstreamModel(route *policy.Route, model string) string {
 	if slices.Contains(route.Model.Aliases, model) {
 		return route.Model.Name
