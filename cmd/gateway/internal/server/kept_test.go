@@ -343,3 +343,26 @@ func TestAGETsBodyGoesToItsProviderAsItsQuery(t *testing.T) {
 		t.Errorf("GET with a body of another parameter: %d %s; want 400 naming it", status, body)
 	}
 }
+
+// TestAResponsesUsageIsBoundedByItsModelsContextWindow: a Responses call may bring in what its
+// provider keeps, which its body does not show, but never more than its model's context window.
+func TestAResponsesUsageIsBoundedByItsModelsContextWindow(t *testing.T) {
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"id":"resp_1","object":"response","status":"completed","output":[],"store":false,`+
+			`"usage":{"input_tokens":1000000000000000000,"output_tokens":20,"total_tokens":1000000000000000020}}`)
+	}))
+	t.Cleanup(provider.Close)
+	cfg := settleConfig(provider.URL)
+	cfg.Providers[0].Models[0].ContextWindow = keptWindow
+	g := newSettleGatewayFrom(t, cfg)
+	if status, body := g.send(t, http.MethodPost, "/v1/responses", settleKey, `{"model":"m","input":"Hi.","store":false,"max_output_tokens":50}`); status != http.StatusOK {
+		t.Fatalf("%d %s", status, body)
+	}
+	want := charged{requests: 1, tokens: keptWindow + 20, micros: keptWindow*1 + 20*2}
+	if got := g.charged(t); got != want {
+		t.Errorf("charged %+v; want the context window's input and the output reported, %+v", got, want)
+	}
+	if n := testutil.ToFloat64(g.metrics.usageOutOfBounds.WithLabelValues("lab")); n != 1 {
+		t.Errorf("%v calls counted out of bounds; want 1", n)
+	}
+}
