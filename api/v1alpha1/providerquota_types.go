@@ -263,10 +263,10 @@ type Model struct {
 	// +kubebuilder:validation:MaxLength=256
 	Name string `json:"name"`
 	// aliases are other names clients use for this model, each unique
-	// across every ProviderQuota's models and aliases. Dated snapshots of
-	// name (name-YYYY-MM-DD, name-MMDD) reach this model without being
-	// listed. A request for an alias goes upstream under name; one for a
-	// dated snapshot, under the snapshot's name.
+	// across every ProviderQuota's models and aliases. A request for an
+	// alias goes upstream under name. A dated snapshot (name-YYYY-MM-DD) is
+	// a model of its own, priced as its provider prices it: list it to serve
+	// it.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=32

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -173,19 +174,46 @@ func TestWhatAProviderKeepsIsItsTenantsAndIsChargedAsBilled(t *testing.T) {
 	responseID(t, a.post(t, "/v1/responses", keyAlice, file))
 	responseID(t, b.post(t, "/v1/responses", keyAlice, file))
 	b.proc.Kill()
+	// And a background stream whose client leaves once it has the response's id.
+	leaveAfterCreated(t, a, strings.Replace(file, `"background":true`, `"background":true,"stream":true`, 1))
+	held := spent(t, a) // their estimates, while they run
 
-	poll.Until(t, keptFollowWait, "gateway a to settle both background responses", func() bool {
-		return sample(t, a, "sluice_gateway_background_responses_ended_total", `{outcome="settled",provider="lab",tenant="acme"}`) == 2
+	poll.Until(t, keptFollowWait, "gateway a to settle the three background responses", func() bool {
+		return sample(t, a, "sluice_gateway_background_responses_ended_total", `{outcome="settled",provider="lab",tenant="acme"}`) == 3
 	})
 	billed := readLabStats(t, url)
-	if billed.Responses.BackgroundCompleted != 2 {
-		t.Errorf("the provider completed %d background responses; want 2", billed.Responses.BackgroundCompleted)
+	if billed.Responses.BackgroundCompleted != 3 {
+		t.Errorf("the provider completed %d background responses; want 3", billed.Responses.BackgroundCompleted)
 	}
 	if got := spent(t, a); got != billed.MicroDollars {
 		t.Errorf("acme was charged %d micro-dollars; the provider billed %d", got, billed.MicroDollars)
 	}
-	t.Logf("acme charged $%.6f, the provider billed $%.6f (two background responses of %d file tokens each)",
-		float64(spent(t, a))/1e6, float64(billed.MicroDollars)/1e6, keptFileTokens)
+	t.Logf("acme held $%.6f while they ran, then was charged $%.6f; the provider billed $%.6f (three background responses of %d file tokens each)",
+		float64(held)/1e6, float64(spent(t, a))/1e6, float64(billed.MicroDollars)/1e6, keptFileTokens)
+}
+
+// leaveAfterCreated sends a streamed call as keyAlice and leaves once the stream has said
+// response.created.
+func leaveAfterCreated(t *testing.T, g *gateway, body string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, g.api+"/v1/responses", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+keyAlice)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() {
+		if strings.Contains(lines.Text(), "response.created") {
+			return
+		}
+	}
+	t.Fatalf("the stream ended without response.created: %v", lines.Err())
 }
 
 // get sends a GET with key and returns its answer.

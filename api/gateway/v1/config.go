@@ -520,9 +520,8 @@ const (
 // Model is one model a provider serves.
 type Model struct {
 	// name is the model as clients name it in requests, unique among the
-	// provider's models. A request also reaches this model under name's dated
-	// snapshots (name-YYYY-MM-DD, or name-MMDD), unless a snapshot is
-	// configured as a model of its own.
+	// provider's models. A dated snapshot (name-YYYY-MM-DD) is a model of its
+	// own, with its own prices: list it to serve it, as a name or an alias.
 	Name string `json:"name"`
 	// aliases are other names clients use for this model. An alias names one
 	// model across all providers: no other model's name or alias. A request

@@ -353,54 +353,10 @@ func (p *Policy) Caller(apiKey string) *Caller {
 func (p *Policy) CallerOf(keyHash string) *Caller { return p.callers[keyHash] }
 
 // Routes returns where a model's calls may go, one route for each provider of its pool in the
-// configuration's order, or nil for an unknown model: a configured name or alias, or a dated
-// snapshot of a configured name (see undated).
-func (p *Policy) Routes(model string) []*Route {
-	if r, ok := p.routes[model]; ok {
-		return r
-	}
-	if base, ok := undated(model); ok {
-		if r, ok := p.routes[base]; ok && r[0].Model.Name == base {
-			return r
-		}
-	}
-	return nil
-}
-
-// undated returns the model a dated snapshot name is of: gpt-4o-mini for gpt-4o-mini-2024-07-18
-// (a date), gpt-4 for gpt-4-0613 (a month and day), as OpenAI names its snapshots.
-func undated(model string) (string, bool) {
-	if base, date, ok := cutLast(model, 11); ok && isDate(date) {
-		return base, true
-	}
-	if base, date, ok := cutLast(model, 5); ok && isDigits(date[1:]) {
-		return base, true
-	}
-	return "", false
-}
-
-// cutLast cuts the last n bytes off name when they start with '-' and leave a name before them.
-func cutLast(name string, n int) (base, suffix string, ok bool) {
-	if len(name) <= n || name[len(name)-n] != '-' {
-		return "", "", false
-	}
-	return name[:len(name)-n], name[len(name)-n:], true
-}
-
-// isDate reports whether s is "-YYYY-MM-DD".
-func isDate(s string) bool {
-	_, err := time.Parse("-2006-01-02", s)
-	return err == nil
-}
-
-func isDigits(s string) bool {
-	for _, c := range []byte(s) {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return s != ""
-}
+// configuration's order, or nil for a model the configuration does not name, as a model or an
+// alias. A dated snapshot of a model is another model, billed at its own prices: it is served
+// only when it is configured.
+func (p *Policy) Routes(model string) []*Route { return p.routes[model] }
 
 // Provider returns a provider by name, or nil.
 func (p *Policy) Provider(name string) *Provider { return p.providers[name] }

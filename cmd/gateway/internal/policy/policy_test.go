@@ -395,7 +395,7 @@ func TestTenantLimitsAreTotalsOverProviders(t *testing.T) {
 	}
 }
 
-func TestRouteFindsDatedSnapshotsAndAliases(t *testing.T) {
+func TestRouteFindsConfiguredNamesAndAliasesOnly(t *testing.T) {
 	cfg := &gatewayv1.Config{
 		APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 		Providers: []gatewayv1.Provider{{
@@ -418,12 +418,12 @@ func TestRouteFindsDatedSnapshotsAndAliases(t *testing.T) {
 	}
 	for model, want := range map[string]string{
 		"gpt-4o-mini":            "gpt-4o-mini",
-		"gpt-4o-mini-2024-07-18": "gpt-4o-mini",
+		"gpt-4o-mini-2024-07-18": "", // a snapshot not configured: another model, at other prices
 		"mini":                   "gpt-4o-mini",
-		"gpt-4-0613":             "gpt-4",
-		"gpt-4o-2024-08-06":      "gpt-4o",
+		"gpt-4-0613":             "",
+		"gpt-4o-2024-08-06":      "",
 		"gpt-4o-2024-05-13":      "gpt-4o-2024-05-13",
-		"mini-2024-07-18":        "", // an alias has no snapshots
+		"mini-2024-07-18":        "",
 		"gpt-4o-mini-2024-13-45": "", // no such date
 		"gpt-4o-mini-latest":     "",
 		"gpt-4o-mini-07-18":      "",

@@ -333,7 +333,8 @@ func (s *Server) newCall(ctx context.Context, p *policy.Policy, caller *policy.C
 }
 
 // estimateSent estimates the call as it is sent: a call sent to the plan's cheaper fallback is
-// read again, so that its images count by the fallback's family.
+// read again, so that its images count by the fallback's family. No call's prompt can hold more
+// than its model's contextWindow, whatever its provider keeps for it.
 func (s *Server) estimateSent(c *call) (estimate.Estimate, *apiError) {
 	req, m := c.request, c.route.Model
 	if c.degraded() {
@@ -342,7 +343,9 @@ func (s *Server) estimateSent(c *call) (estimate.Estimate, *apiError) {
 			return estimate.Estimate{}, requestError(err)
 		}
 	}
-	return req.Estimate(s.counter, m.Encoding, m.DefaultMaxTokens), nil
+	e := req.Estimate(s.counter, m.Encoding, m.DefaultMaxTokens)
+	e.MaxPromptTokens = min(e.MaxPromptTokens, max(m.ContextWindow, e.PromptTokens))
+	return e, nil
 }
 
 // offerTo is the call as it goes to route's provider, body being what every provider receives
@@ -445,8 +448,7 @@ func (s *Server) degrade(ctx context.Context, p *policy.Policy, caller *policy.C
 }
 
 // upstreamModel is the name under which a call for model goes to route's provider: the model's
-// own for an alias, which only the gateway knows, and the name as given otherwise (the model's
-// own or a dated snapshot of it).
+// own for an alias, which only the gateway knows, and the name as given otherwise.
 func upstreamModel(route *policy.Route, model string) string {
 	if slices.Contains(route.Model.Aliases, model) {
 		return route.Model.Name

@@ -38,6 +38,7 @@ type keepingProvider struct {
 	responses map[string]*keptResponseAt
 	calls     map[string]int
 	bodies    []string
+	lastGet   string // the query and body of the last GET
 }
 
 // keptResponseAt is a response the provider keeps: its usage, and for a background one the polls
@@ -108,8 +109,10 @@ func (p *keepingProvider) create(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *keepingProvider) get(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.lastGet = r.URL.RawQuery + " " + string(body)
 	res, ok := p.responses[r.PathValue("id")]
 	if !ok {
 		w.WriteHeader(http.StatusNotFound)
@@ -316,5 +319,50 @@ func TestAPlanDecidesWhatItsCallsLeaveAtTheProvider(t *testing.T) {
 				t.Errorf("the provider received %q; want one call holding %s", p.bodies, tc.wantSent)
 			}
 		})
+	}
+}
+
+// TestAGETsBodyGoesToItsProviderAsItsQuery: the OpenAI Go SDK asks for a response's stream in a
+// GET's JSON body; the provider receives the parameters in the query, where the API documents
+// them, and a body that holds anything else is refused.
+func TestAGETsBodyGoesToItsProviderAsItsQuery(t *testing.T) {
+	p := newKeepingProvider(t)
+	g := newKeptGateway(t, p, gatewayv1.ProviderStateKeep)
+	_, body := g.send(t, http.MethodPost, "/v1/responses", settleKey, `{"model":"m","input":"Say hello."}`)
+	id := idOf(t, body)
+	if status, body := g.send(t, http.MethodGet, "/v1/responses/"+id+"?include_obfuscation=false", settleKey, `{"stream":true,"starting_after":3}`); status != http.StatusOK {
+		t.Fatalf("GET with a body: %d %s", status, body)
+	}
+	p.mu.Lock()
+	got := p.lastGet
+	p.mu.Unlock()
+	if want := "include_obfuscation=false&starting_after=3&stream=true "; got != want {
+		t.Errorf("the provider received %q; want the query %q and no body", got, want)
+	}
+	if status, body := g.send(t, http.MethodGet, "/v1/responses/"+id, settleKey, `{"model":"gpt-4o"}`); status != http.StatusBadRequest || !strings.Contains(body, `"param":"model"`) {
+		t.Errorf("GET with a body of another parameter: %d %s; want 400 naming it", status, body)
+	}
+}
+
+// TestAResponsesUsageIsBoundedByItsModelsContextWindow: a Responses call may bring in what its
+// provider keeps, which its body does not show, but never more than its model's context window.
+func TestAResponsesUsageIsBoundedByItsModelsContextWindow(t *testing.T) {
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"id":"resp_1","object":"response","status":"completed","output":[],"store":false,`+
+			`"usage":{"input_tokens":1000000000000000000,"output_tokens":20,"total_tokens":1000000000000000020}}`)
+	}))
+	t.Cleanup(provider.Close)
+	cfg := settleConfig(provider.URL)
+	cfg.Providers[0].Models[0].ContextWindow = keptWindow
+	g := newSettleGatewayFrom(t, cfg)
+	if status, body := g.send(t, http.MethodPost, "/v1/responses", settleKey, `{"model":"m","input":"Hi.","store":false,"max_output_tokens":50}`); status != http.StatusOK {
+		t.Fatalf("%d %s", status, body)
+	}
+	want := charged{requests: 1, tokens: keptWindow + 20, micros: keptWindow*1 + 20*2}
+	if got := g.charged(t); got != want {
+		t.Errorf("charged %+v; want the context window's input and the output reported, %+v", got, want)
+	}
+	if n := testutil.ToFloat64(g.metrics.usageOutOfBounds.WithLabelValues("lab")); n != 1 {
+		t.Errorf("%v calls counted out of bounds; want 1", n)
 	}
 }

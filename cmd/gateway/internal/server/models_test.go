@@ -14,9 +14,10 @@ import (
 )
 
 // TestASnapshotOrAliasGoesUpstreamUnderItsProvidersName calls the settle table's model, "m", by
-// dated snapshots, by an alias, and an unknown model: a snapshot reaches the provider under the
-// name the client sent, the alias, which only the gateway knows, under the model's own name; the
-// unknown model is refused before it.
+// a snapshot configured as a model of its own, by an alias, and by names the configuration does
+// not name: the snapshot reaches the provider under its name, the alias, which only the gateway
+// knows, under the model's own name; a snapshot not configured is another model, refused as
+// unknown before it.
 func TestASnapshotOrAliasGoesUpstreamUnderItsProvidersName(t *testing.T) {
 	seen := make(chan string, 1)
 	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -28,9 +29,13 @@ func TestASnapshotOrAliasGoesUpstreamUnderItsProvidersName(t *testing.T) {
 	t.Cleanup(provider.Close)
 	cfg := settleConfig(provider.URL)
 	cfg.Providers[0].Models[0].Aliases = []string{"lab-model"}
+	snapshot := cfg.Providers[0].Models[0]
+	snapshot.Name, snapshot.Aliases = "m-2024-07-18", nil
+	cfg.Providers[0].Models = append(cfg.Providers[0].Models, snapshot)
 	g := newSettleGatewayFrom(t, cfg)
-	upstream := map[string]string{"m-2024-07-18": "m-2024-07-18", "m-0613": "m-0613", "lab-model": "m"}
-	for model, status := range map[string]int{"m-2024-07-18": http.StatusOK, "m-0613": http.StatusOK, "lab-model": http.StatusOK, "m-latest": http.StatusNotFound} {
+	upstream := map[string]string{"m-2024-07-18": "m-2024-07-18", "lab-model": "m"}
+	for model, status := range map[string]int{"m-2024-07-18": http.StatusOK, "lab-model": http.StatusOK,
+		"m-2024-08-06": http.StatusNotFound, "m-0613": http.StatusNotFound, "m-latest": http.StatusNotFound} {
 		body := strings.Replace(settleBody, `"model":"m"`, `"model":"`+model+`"`, 1)
 		r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
 		r.Header.Set("Authorization", "Bearer "+settleKey)

@@ -15,7 +15,7 @@ func TestChatBody(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Request{Endpoint: Chat, Model: "m", PromptTokens: 600, CompletionTokens: 200, Capped: true}
+	want := Request{Endpoint: Chat, Model: "m", PromptTokens: 600, PromptText: Filler(600), CompletionTokens: 200, Capped: true, ServiceTier: "default"}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("ChatBody read back (-got +want):\n%s", diff)
 	}

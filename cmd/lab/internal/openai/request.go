@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 )
 
 // MaxBodyBytes is the largest request body Read accepts.
@@ -47,8 +48,22 @@ type Request struct {
 	// IncludeUsage is stream_options.include_usage: the stream ends with
 	// a usage chunk.
 	IncludeUsage bool
-	// PromptTokens is the prompt's size by the package's proxy.
+	// PromptTokens is the prompt's text by the package's proxy: for a
+	// chat, its audio parts are counted apart (AudioParts).
 	PromptTokens int64
+	// PromptText is the text a chat's PromptTokens counts, in order: the
+	// contents of its messages, joined. It is empty for the other
+	// endpoints.
+	PromptText string
+	// AudioParts counts a chat's input_audio content parts: audio the
+	// proxy does not count, for the simulator to bill.
+	AudioParts int64
+	// Audio is whether a chat asks for an answer in audio as well as text:
+	// its modalities include "audio".
+	Audio bool
+	// ServiceTier is the tier that serves a chat: TierPriority or
+	// TierFlex when its service_tier asks for one, else TierDefault.
+	ServiceTier string
 	// CompletionTokens is how many tokens the answer has: 0 for
 	// Embeddings.
 	CompletionTokens int64
@@ -59,8 +74,26 @@ type Request struct {
 	Inputs int
 }
 
-// Tokens is what the request costs: prompt and completion tokens.
+// Tokens is what the request costs by the proxy: prompt and completion
+// tokens, audio parts apart.
 func (r Request) Tokens() int64 { return r.PromptTokens + r.CompletionTokens }
+
+// The service tiers a chat or a response is served at.
+const (
+	TierDefault  = "default"
+	TierPriority = "priority"
+	TierFlex     = "flex"
+)
+
+// tier is the tier that serves a request whose service_tier is asked:
+// priority or flex as asked, and default for anything else ("auto" and
+// absent included).
+func tier(asked string) string {
+	if asked == TierPriority || asked == TierFlex {
+		return asked
+	}
+	return TierDefault
+}
 
 // body is the union of the fields read from the three endpoints' bodies.
 type body struct {
@@ -74,8 +107,10 @@ type body struct {
 	Messages            []struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
-	Prompt json.RawMessage `json:"prompt"`
-	Input  json.RawMessage `json:"input"`
+	Modalities  []string        `json:"modalities"`
+	ServiceTier string          `json:"service_tier"`
+	Prompt      json.RawMessage `json:"prompt"`
+	Input       json.RawMessage `json:"input"`
 }
 
 // Read reads and parses r's body for e (see Parse) and checks that its
@@ -113,7 +148,11 @@ func Parse(e Endpoint, data []byte, defaultMaxTokens int64) (Request, error) {
 	req := Request{Endpoint: e, Model: b.Model, Stream: b.Stream && e != Embeddings}
 	req.IncludeUsage = req.Stream && b.StreamOptions != nil && b.StreamOptions.IncludeUsage
 	var err error
-	req.PromptTokens, req.Inputs, err = promptTokens(e, b)
+	if e == Chat {
+		err = req.readChat(b)
+	} else {
+		req.PromptTokens, req.Inputs, err = inputTokens(e, b)
+	}
 	if err == nil && e != Embeddings {
 		req.CompletionTokens, req.Capped, err = completionTokens(b, defaultMaxTokens)
 	}
@@ -123,18 +162,27 @@ func Parse(e Endpoint, data []byte, defaultMaxTokens int64) (Request, error) {
 	return req, nil
 }
 
-// promptTokens counts the prompt of a request to e, and the inputs of an
-// Embeddings request.
-func promptTokens(e Endpoint, b body) (int64, int, error) {
-	switch e {
-	case Chat:
-		n, err := chatTokens(b)
-		return n, 0, err
-	case Completions:
-		n, _, err := inputTokens("prompt", b.Prompt)
+// readChat reads what a chat's body says of its prompt, its answer's
+// modalities and its tier.
+func (r *Request) readChat(b body) error {
+	text, audio, err := chatPrompt(b)
+	if err != nil {
+		return err
+	}
+	r.PromptText, r.PromptTokens, r.AudioParts = text, TokensOf(text), audio
+	r.Audio = slices.Contains(b.Modalities, "audio")
+	r.ServiceTier = tier(b.ServiceTier)
+	return nil
+}
+
+// inputTokens counts the prompt of a request to Completions, or the input
+// of one to Embeddings and how many inputs it has.
+func inputTokens(e Endpoint, b body) (int64, int, error) {
+	if e == Completions {
+		n, _, err := countParam("prompt", b.Prompt)
 		return n, 0, err
 	}
-	return inputTokens("input", b.Input)
+	return countParam("input", b.Input)
 }
 
 // completionTokens is the completion's length and whether the request set it.
@@ -152,52 +200,60 @@ func completionTokens(b body, def int64) (int64, bool, error) {
 	return *n, true, nil
 }
 
-// chatTokens counts the text of a chat's messages.
-func chatTokens(b body) (int64, error) {
+// chatPrompt is the text of a chat's messages, joined, and the audio parts
+// they hold.
+func chatPrompt(b body) (string, int64, error) {
 	if len(b.Messages) == 0 {
-		return 0, InvalidRequest("messages", "Invalid 'messages': must be a non-empty array.")
+		return "", 0, InvalidRequest("messages", "Invalid 'messages': must be a non-empty array.")
 	}
-	var n int
+	var text strings.Builder
+	var audio int64
 	for _, m := range b.Messages {
-		size, ok := contentBytes(m.Content)
+		n, ok := writeContent(&text, m.Content)
 		if !ok {
-			return 0, InvalidRequest("messages", "Invalid 'messages': content must be a string or an array of parts.")
+			return "", 0, InvalidRequest("messages", "Invalid 'messages': content must be a string or an array of parts.")
 		}
-		n += size
+		audio += n
 	}
-	return TokensOfBytes(n), nil
+	return text.String(), audio, nil
 }
 
-// contentBytes is the size of a message's content: a string, null, or an
-// array of parts whose text parts count.
-func contentBytes(raw json.RawMessage) (int, bool) {
+// writeContent writes the text of a message's content to text: a string,
+// null, or an array of parts whose text parts count. It returns the
+// content's input_audio parts.
+func writeContent(text *strings.Builder, raw json.RawMessage) (int64, bool) {
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return 0, true
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return len(s), true
+		text.WriteString(s)
+		return 0, true
 	}
 	var parts []struct {
+		Type string `json:"type"`
 		Text string `json:"text"`
 	}
 	if json.Unmarshal(raw, &parts) != nil {
 		return 0, false
 	}
-	n := 0
+	var audio int64
 	for _, p := range parts {
-		n += len(p.Text)
+		text.WriteString(p.Text)
+		if p.Type == "input_audio" {
+			audio++
+		}
 	}
-	return n, true
+	return audio, true
 }
 
 // errNoInput means a prompt or input that is missing or empty.
 var errNoInput = errors.New("openai: no input")
 
-// inputTokens counts a prompt or an input, given as a string, an array of
+// countParam counts a prompt or an input, given as a string, an array of
 // strings, an array of token ids or an array of them, and says how many
 // inputs there are.
-func inputTokens(param string, raw json.RawMessage) (int64, int, error) {
+func countParam(param string, raw json.RawMessage) (int64, int, error) {
 	n, count, err := countInput(raw)
 	if err != nil {
 		return 0, 0, InvalidRequest(param, "Invalid '%s': must be a non-empty string, array of strings, array of token ids or array of such arrays.", param)

@@ -16,27 +16,33 @@ func TestParse(t *testing.T) {
 		name:     "chat: ceil(bytes/4) of the message contents, default completion",
 		endpoint: Chat,
 		body:     `{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hello!"}]}`,
-		want:     Request{Endpoint: Chat, Model: "m", PromptTokens: 4, CompletionTokens: 200},
+		want:     Request{Endpoint: Chat, Model: "m", PromptTokens: 4, PromptText: "be briefhello!", CompletionTokens: 200, ServiceTier: "default"},
 	}, {
-		name:     "chat: text parts count, other parts do not",
+		name:     "chat: text parts count, other parts do not; audio parts are counted apart",
 		endpoint: Chat,
-		body:     `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"abcde"},{"type":"image_url","image_url":{"url":"x"}}]},{"role":"assistant","content":null}]}`,
-		want:     Request{Endpoint: Chat, Model: "m", PromptTokens: 2, CompletionTokens: 200},
+		body: `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"abcde"},{"type":"image_url","image_url":{"url":"x"}},` +
+			`{"type":"input_audio","input_audio":{"data":"UklGRg==","format":"wav"}}]},{"role":"assistant","content":null}]}`,
+		want: Request{Endpoint: Chat, Model: "m", PromptTokens: 2, PromptText: "abcde", AudioParts: 1, CompletionTokens: 200, ServiceTier: "default"},
+	}, {
+		name:     "chat: an answer in audio, at a tier",
+		endpoint: Chat,
+		body:     `{"model":"m","modalities":["text","audio"],"service_tier":"priority","messages":[{"role":"user","content":"hi"}]}`,
+		want:     Request{Endpoint: Chat, Model: "m", PromptTokens: 1, PromptText: "hi", Audio: true, CompletionTokens: 200, ServiceTier: "priority"},
 	}, {
 		name:     "chat: max_completion_tokens wins over max_tokens",
 		endpoint: Chat,
 		body:     `{"model":"m","max_tokens":50,"max_completion_tokens":7,"messages":[{"role":"user","content":"hi"}]}`,
-		want:     Request{Endpoint: Chat, Model: "m", PromptTokens: 1, CompletionTokens: 7, Capped: true},
+		want:     Request{Endpoint: Chat, Model: "m", PromptTokens: 1, PromptText: "hi", CompletionTokens: 7, Capped: true, ServiceTier: "default"},
 	}, {
 		name:     "chat: stream with usage",
 		endpoint: Chat,
 		body:     `{"model":"m","max_tokens":5,"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`,
-		want:     Request{Endpoint: Chat, Model: "m", Stream: true, IncludeUsage: true, PromptTokens: 1, CompletionTokens: 5, Capped: true},
+		want:     Request{Endpoint: Chat, Model: "m", Stream: true, IncludeUsage: true, PromptTokens: 1, PromptText: "hi", CompletionTokens: 5, Capped: true, ServiceTier: "default"},
 	}, {
 		name:     "chat: include_usage without stream means nothing",
 		endpoint: Chat,
 		body:     `{"model":"m","stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`,
-		want:     Request{Endpoint: Chat, Model: "m", PromptTokens: 1, CompletionTokens: 200},
+		want:     Request{Endpoint: Chat, Model: "m", PromptTokens: 1, PromptText: "hi", CompletionTokens: 200, ServiceTier: "default"},
 	}, {
 		name:     "completions: a string",
 		endpoint: Completions,

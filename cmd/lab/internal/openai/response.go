@@ -13,6 +13,34 @@ type Usage struct {
 	CompletionTokens int64 `json:"completion_tokens"`
 	// TotalTokens is usage.total_tokens, the sum of the other two.
 	TotalTokens int64 `json:"total_tokens"`
+	// PromptTokensDetails is usage.prompt_tokens_details; nil leaves it
+	// out, as vLLM does.
+	PromptTokensDetails *PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
+	// CompletionTokensDetails is usage.completion_tokens_details; nil
+	// leaves it out.
+	CompletionTokensDetails *CompletionTokensDetails `json:"completion_tokens_details,omitempty"`
+}
+
+// PromptTokensDetails are the classes of a chat's prompt tokens, each also
+// counted in prompt_tokens.
+type PromptTokensDetails struct {
+	// CachedTokens are the prompt's leading tokens read from the cache.
+	CachedTokens int64 `json:"cached_tokens"`
+	// AudioTokens are the prompt's audio.
+	AudioTokens int64 `json:"audio_tokens"`
+}
+
+// CompletionTokensDetails are the classes of a chat's completion tokens,
+// each also counted in completion_tokens. The simulators make no
+// predictions, so those counts are always zero.
+type CompletionTokensDetails struct {
+	// ReasoningTokens are the tokens the model reasoned, which the answer
+	// does not show.
+	ReasoningTokens int64 `json:"reasoning_tokens"`
+	// AudioTokens are the answer's audio.
+	AudioTokens              int64 `json:"audio_tokens"`
+	AcceptedPredictionTokens int64 `json:"accepted_prediction_tokens"`
+	RejectedPredictionTokens int64 `json:"rejected_prediction_tokens"`
 }
 
 // Reply is the content of one answer, whether it is written as JSON or
@@ -33,6 +61,9 @@ type Reply struct {
 	Usage Usage
 	// Inputs is how many embeddings an Embeddings answer has.
 	Inputs int
+	// ServiceTier is the tier that served a chat, written in every chunk
+	// of it; empty leaves it out, as vLLM does.
+	ServiceTier string
 }
 
 // NewReply is the answer to req: its id is the endpoint's prefix and seq.
@@ -43,7 +74,7 @@ func NewReply(req Request, seq uint64, created int64) Reply {
 		Model:        req.Model,
 		Text:         Filler(req.CompletionTokens),
 		FinishReason: "stop",
-		Usage:        Usage{req.PromptTokens, req.CompletionTokens, req.Tokens()},
+		Usage:        Usage{PromptTokens: req.PromptTokens, CompletionTokens: req.CompletionTokens, TotalTokens: req.Tokens()},
 		Inputs:       req.Inputs,
 	}
 	if req.Capped {
@@ -69,12 +100,13 @@ func object(e Endpoint, stream bool) string {
 
 // completion is a chat or completion answer, or one chunk of its stream.
 type completion struct {
-	ID      string   `json:"id"`
-	Object  string   `json:"object"`
-	Created int64    `json:"created"`
-	Model   string   `json:"model"`
-	Choices []choice `json:"choices"`
-	Usage   *Usage   `json:"usage,omitempty"`
+	ID          string   `json:"id"`
+	Object      string   `json:"object"`
+	Created     int64    `json:"created"`
+	Model       string   `json:"model"`
+	ServiceTier string   `json:"service_tier,omitempty"`
+	Choices     []choice `json:"choices"`
+	Usage       *Usage   `json:"usage,omitempty"`
 }
 
 // choice is a chat choice (Message, or Delta when streamed) or a
@@ -106,7 +138,7 @@ func WriteReply(w http.ResponseWriter, e Endpoint, rep Reply) {
 
 // completion is rep's envelope, without choices.
 func (rep Reply) completion(e Endpoint, stream bool) completion {
-	return completion{ID: rep.ID, Object: object(e, stream), Created: rep.Created, Model: rep.Model}
+	return completion{ID: rep.ID, Object: object(e, stream), Created: rep.Created, Model: rep.Model, ServiceTier: rep.ServiceTier}
 }
 
 // makeChoice is a choice of e's shape with text (nil for none) and finish

@@ -41,6 +41,22 @@ func TestWriteReply(t *testing.T) {
 	}
 }
 
+func TestWriteReplyDetails(t *testing.T) {
+	rep := Reply{ID: "chatcmpl-7", Created: 1_700_000_000, Model: "o3", Text: "the ", FinishReason: "stop", ServiceTier: TierFlex,
+		Usage: Usage{PromptTokens: 2000, CompletionTokens: 151, TotalTokens: 2151,
+			PromptTokensDetails:     &PromptTokensDetails{CachedTokens: 1024, AudioTokens: 500},
+			CompletionTokensDetails: &CompletionTokensDetails{ReasoningTokens: 100, AudioTokens: 50}}}
+	want := `{"id":"chatcmpl-7","object":"chat.completion","created":1700000000,"model":"o3","service_tier":"flex",` +
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"the "},"finish_reason":"stop"}],` +
+		`"usage":{"prompt_tokens":2000,"completion_tokens":151,"total_tokens":2151,"prompt_tokens_details":{"cached_tokens":1024,"audio_tokens":500},` +
+		`"completion_tokens_details":{"reasoning_tokens":100,"audio_tokens":50,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}`
+	w := httptest.NewRecorder()
+	WriteReply(w, Chat, rep)
+	if got := strings.TrimSpace(w.Body.String()); got != want {
+		t.Errorf("answer =\n%s\nwant\n%s", got, want)
+	}
+}
+
 func TestWriteStream(t *testing.T) {
 	const envelope = `{"id":"chatcmpl-7","object":"chat.completion.chunk","created":1700000000,"model":"m",`
 	const completion = `{"id":"cmpl-7","object":"text_completion","created":1700000000,"model":"m",`
@@ -154,14 +170,14 @@ func TestResponseObject(t *testing.T) {
 			`"incomplete_details":null,"model":"m","output":[],"service_tier":"default","store":true,"usage":null,"conversation":null,"prompt":null,` +
 			`"access_programs":{"cyber":"standard"},`,
 	}, {
-		name: "completed",
-		r: Response{ID: "resp_1", CreatedAt: 1_700_000_000, Status: StatusCompleted, Store: true, Model: "m", MessageID: "msg_1",
-			Text: "the ", Usage: &ResponseUsage{InputTokens: 3, OutputTokens: 1}, CompletedAt: 1_700_000_002, Echo: echo},
+		name: "completed at a tier, with cached input and reasoning",
+		r: Response{ID: "resp_1", CreatedAt: 1_700_000_000, Status: StatusCompleted, Store: true, Model: "m", MessageID: "msg_1", ServiceTier: TierPriority,
+			Text: "the ", Usage: &ResponseUsage{InputTokens: 1030, CachedTokens: 1024, OutputTokens: 101, ReasoningTokens: 100}, CompletedAt: 1_700_000_002, Echo: echo},
 		want: `{"id":"resp_1","object":"response","created_at":1700000000,"status":"completed","background":false,"completed_at":1700000002,"error":null,` +
 			`"incomplete_details":null,"model":"m","output":[{"id":"msg_1","type":"message","status":"completed","role":"assistant",` +
-			`"content":[{"type":"output_text","text":"the ","annotations":[],"logprobs":[]}]}],"service_tier":"default","store":true,` +
-			`"usage":{"input_tokens":3,"input_tokens_details":{"cached_tokens":0,"cache_write_tokens":0},"output_tokens":1,` +
-			`"output_tokens_details":{"reasoning_tokens":0},"total_tokens":4},"conversation":null,"prompt":null,"access_programs":{"cyber":"standard"},`,
+			`"content":[{"type":"output_text","text":"the ","annotations":[],"logprobs":[]}]}],"service_tier":"priority","store":true,` +
+			`"usage":{"input_tokens":1030,"input_tokens_details":{"cached_tokens":1024,"cache_write_tokens":0},"output_tokens":101,` +
+			`"output_tokens_details":{"reasoning_tokens":100},"total_tokens":1131},"conversation":null,"prompt":null,"access_programs":{"cyber":"standard"},`,
 	}, {
 		name: "cancelled with some text",
 		r: Response{ID: "resp_1", CreatedAt: 1_700_000_000, Status: StatusCancelled, Background: true, Store: true, Model: "m", MessageID: "msg_1",

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -40,17 +41,25 @@ type Response struct {
 	CompletedAt int64
 	// Failure says why it failed; empty unless it did.
 	Failure string
+	// ServiceTier is the tier that serves it; empty writes TierDefault.
+	ServiceTier string
 	// Echo is what the object repeats of the request.
 	Echo Echo
 }
 
 // ResponseUsage is what a response was billed, written as OpenAI's usage
-// block: nothing cached, no reasoning.
+// block.
 type ResponseUsage struct {
 	// InputTokens is usage.input_tokens, hidden context included.
 	InputTokens int64
+	// CachedTokens is usage.input_tokens_details.cached_tokens: the
+	// input's leading tokens read from the cache.
+	CachedTokens int64
 	// OutputTokens is usage.output_tokens.
 	OutputTokens int64
+	// ReasoningTokens is usage.output_tokens_details.reasoning_tokens: the
+	// output the model reasoned, which the response does not show.
+	ReasoningTokens int64
 }
 
 // MarshalJSON writes u with its details and total.
@@ -68,7 +77,11 @@ func (u ResponseUsage) MarshalJSON() ([]byte, error) {
 		OutputTokens        int64         `json:"output_tokens"`
 		OutputTokensDetails outputDetails `json:"output_tokens_details"`
 		TotalTokens         int64         `json:"total_tokens"`
-	}{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.InputTokens + u.OutputTokens})
+	}{
+		InputTokens: u.InputTokens, InputTokensDetails: inputDetails{CachedTokens: u.CachedTokens},
+		OutputTokens: u.OutputTokens, OutputTokensDetails: outputDetails{ReasoningTokens: u.ReasoningTokens},
+		TotalTokens: u.InputTokens + u.OutputTokens,
+	})
 }
 
 // responseObject is the JSON of a Response.
@@ -123,7 +136,7 @@ type outputText struct {
 func (r Response) MarshalJSON() ([]byte, error) {
 	o := responseObject{
 		ID: r.ID, Object: "response", CreatedAt: r.CreatedAt, Status: r.Status, Background: r.Background,
-		Model: r.Model, Output: r.output(), ServiceTier: "default", Store: r.Store, Usage: r.Usage,
+		Model: r.Model, Output: r.output(), ServiceTier: cmp.Or(r.ServiceTier, TierDefault), Store: r.Store, Usage: r.Usage,
 		AccessPrograms: accessPrograms{Cyber: "standard"}, Echo: r.Echo,
 	}
 	if r.CompletedAt != 0 {

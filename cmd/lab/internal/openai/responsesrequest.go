@@ -35,9 +35,12 @@ type ResponsesRequest struct {
 	// Items are the input's items, each with an id, as input_items lists
 	// them.
 	Items []InputItem
-	// InputTokens is the input the body shows, by the package's proxy: the
-	// text of its items, its instructions, and its tools as JSON.
+	// InputTokens is the input the body shows, by the package's proxy: its
+	// Text.
 	InputTokens int64
+	// Text is the input the body shows, in order: its instructions, its
+	// tools as JSON, and the text of its items.
+	Text string
 	// Files counts the input_file parts that name a file by file_id or
 	// file_url: files the provider reads, which the body does not show.
 	Files int64
@@ -48,6 +51,9 @@ type ResponsesRequest struct {
 	// OutputTokens is how many tokens the answer has: max_output_tokens,
 	// else the server's default.
 	OutputTokens int64
+	// ServiceTier is the tier that serves the response: TierPriority or
+	// TierFlex when its service_tier asks for one, else TierDefault.
+	ServiceTier string
 	// Echo is what the Response object repeats of the request.
 	Echo Echo
 }
@@ -118,6 +124,7 @@ type responsesBody struct {
 	Background         bool              `json:"background"`
 	PreviousResponseID string            `json:"previous_response_id"`
 	Tools              []json.RawMessage `json:"tools"`
+	ServiceTier        string            `json:"service_tier"`
 }
 
 // ReadResponses reads and parses r's body as a request to POST
@@ -160,22 +167,25 @@ func ParseResponses(data []byte, defaultMaxTokens int64) (ResponsesRequest, erro
 	}
 	req := ResponsesRequest{
 		Model: b.Model, Stream: b.Stream, Store: b.Store == nil || *b.Store, Background: b.Background,
-		PreviousResponseID: b.PreviousResponseID, OutputTokens: defaultMaxTokens, Echo: echo.withDefaults(),
+		PreviousResponseID: b.PreviousResponseID, OutputTokens: defaultMaxTokens,
+		ServiceTier: tier(b.ServiceTier), Echo: echo.withDefaults(),
 	}
 	if b.MaxOutputTokens != nil {
 		req.OutputTokens = *b.MaxOutputTokens
 	}
-	size := textBytes(b.Instructions)
-	for _, raw := range raws {
-		n, files := itemSize(raw)
-		size, req.Files = size+n, req.Files+files
-		req.Items = append(req.Items, withID(raw))
-	}
+	var text strings.Builder
+	text.WriteString(instructionsText(b.Instructions))
 	for _, t := range b.Tools {
-		size += compactLen(t)
+		text.WriteString(compact(t))
 		req.SearchTools += searchTool(t)
 	}
-	req.InputTokens = TokensOfBytes(size)
+	for _, raw := range raws {
+		files := writeItem(&text, raw)
+		req.Files += files
+		req.Items = append(req.Items, withID(raw))
+	}
+	req.Text = text.String()
+	req.InputTokens = TokensOf(req.Text)
 	return req, nil
 }
 
@@ -237,67 +247,74 @@ type part struct {
 	FileURL string `json:"file_url"`
 }
 
-// itemSize is the bytes of an item the proxy counts, and the files it
-// names: the text of a message; the name and arguments of a function call;
-// the output of a function call's output; nothing of a reference to an item;
-// and the JSON of an item of another shape, or one it cannot read.
-func itemSize(raw json.RawMessage) (int, int64) {
+// writeItem writes the text of an item the proxy counts, and returns the
+// files it names: the text of a message; the name and arguments of a
+// function call; the output of a function call's output; nothing of a
+// reference to an item; and the JSON of an item of another shape, or one
+// it cannot read.
+func writeItem(text *strings.Builder, raw json.RawMessage) int64 {
 	var it item
 	if json.Unmarshal(raw, &it) != nil {
-		return compactLen(raw), 0
+		text.WriteString(compact(raw))
+		return 0
 	}
 	switch {
 	case it.isMessage():
-		if n, files, ok := contentSize(it.Content); ok {
-			return n, files
+		if s, files, ok := contentText(it.Content); ok {
+			text.WriteString(s)
+			return files
 		}
 	case it.Type == "function_call":
-		return len(it.Name) + len(it.Arguments), 0
+		text.WriteString(it.Name + it.Arguments)
+		return 0
 	case it.Type == "function_call_output":
-		if n, files, ok := contentSize(it.Output); ok {
-			return n, files
+		if s, files, ok := contentText(it.Output); ok {
+			text.WriteString(s)
+			return files
 		}
 	case it.Type == "item_reference":
-		return 0, 0
+		return 0
 	}
-	return compactLen(raw), 0
+	text.WriteString(compact(raw))
+	return 0
 }
 
-// contentSize is the size of a content, a string or an array of parts whose
-// text counts, and the files its parts name.
-func contentSize(raw json.RawMessage) (int, int64, bool) {
+// contentText is the text of a content, a string or an array of parts
+// whose text counts, and the files its parts name.
+func contentText(raw json.RawMessage) (string, int64, bool) {
 	if isNull(raw) {
-		return 0, 0, true
+		return "", 0, true
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return len(s), 0, true
+		return s, 0, true
 	}
 	var parts []part
 	if json.Unmarshal(raw, &parts) != nil {
-		return 0, 0, false
+		return "", 0, false
 	}
-	n, files := 0, int64(0)
+	var text strings.Builder
+	var files int64
 	for _, p := range parts {
-		n += len(p.Text)
+		text.WriteString(p.Text)
 		if p.Type == "input_file" && (p.FileID != "" || p.FileURL != "") {
 			files++
 		}
 	}
-	return n, files, true
+	return text.String(), files, true
 }
 
-// textBytes is the size of instructions: a string's bytes, or the JSON of
+// instructionsText is the text of instructions: a string, or the JSON of
 // anything else.
-func textBytes(raw json.RawMessage) int {
+func instructionsText(raw json.RawMessage) string {
 	if isNull(raw) {
-		return 0
+		return ""
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return len(s)
+		return s
 	}
-	return compactLen(raw)
+	return compact(raw)
 }
 
 // searchTool is 1 for a tool that searches files or the web, else 0.
@@ -362,13 +379,13 @@ func contentParts(role string, raw json.RawMessage) json.RawMessage {
 	return data
 }
 
-// compactLen is the length of raw's JSON without insignificant space.
-func compactLen(raw json.RawMessage) int {
+// compact is raw's JSON without insignificant space.
+func compact(raw json.RawMessage) string {
 	var b bytes.Buffer
 	if json.Compact(&b, raw) != nil {
-		return len(raw)
+		return string(raw)
 	}
-	return b.Len()
+	return b.String()
 }
 
 // isNull reports whether raw is absent or JSON null.

@@ -11,6 +11,7 @@ import (
 
 func TestParseResponses(t *testing.T) {
 	const reasoning = `{"type":"reasoning","id":"rs_1","summary":[]}`
+	const tools = `{"type":"web_search_preview"}{"type":"file_search","vector_store_ids":["vs_1"]}{"type":"function","name":"f"}`
 	tests := []struct {
 		name string
 		body string
@@ -18,39 +19,47 @@ func TestParseResponses(t *testing.T) {
 	}{{
 		name: "a string input, the default output, stored",
 		body: `{"model":"m","input":"Summarise this page."}`, // 20 bytes
-		want: ResponsesRequest{Model: "m", Store: true, InputTokens: 5, OutputTokens: 200},
+		want: ResponsesRequest{Model: "m", Store: true, InputTokens: 5, Text: "Summarise this page.", OutputTokens: 200, ServiceTier: "default"},
 	}, {
-		name: "instructions count with the input",
+		name: "instructions count with the input, before it",
 		body: `{"model":"m","instructions":"Be brief.","input":"Summarise this page.","max_output_tokens":40}`, // 9 + 20 bytes
-		want: ResponsesRequest{Model: "m", Store: true, InputTokens: 8, OutputTokens: 40},
+		want: ResponsesRequest{Model: "m", Store: true, InputTokens: 8, Text: "Be brief.Summarise this page.", OutputTokens: 40, ServiceTier: "default"},
 	}, {
 		name: "text parts count; files named by id or url are counted apart; inline files and images are not",
 		body: `{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"Summarise this page."},` +
 			`{"type":"input_file","file_id":"file-1"},{"type":"input_file","file_url":"https://x/y.pdf"},` +
 			`{"type":"input_file","file_data":"JVBERi0="},{"type":"input_image","image_url":"https://x/y.png"}]}]}`,
-		want: ResponsesRequest{Model: "m", Store: true, InputTokens: 5, Files: 2, OutputTokens: 200},
+		want: ResponsesRequest{Model: "m", Store: true, InputTokens: 5, Text: "Summarise this page.", Files: 2, OutputTokens: 200, ServiceTier: "default"},
 	}, {
 		name: "function calls count their name and arguments, their outputs the output; references nothing",
 		body: `{"model":"m","input":[{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},` +
 			`{"type":"function_call_output","call_id":"c1","output":"sunny"},{"type":"item_reference","id":"msg_1"}]}`, // 3 + 5 bytes
-		want: ResponsesRequest{Model: "m", Store: true, InputTokens: 2, OutputTokens: 200},
+		want: ResponsesRequest{Model: "m", Store: true, InputTokens: 2, Text: "f{}sunny", OutputTokens: 200, ServiceTier: "default"},
 	}, {
 		name: "an item of another shape counts as its JSON",
 		body: `{"model":"m","input":[ ` + strings.ReplaceAll(reasoning, ",", ", ") + ` ]}`,
-		want: ResponsesRequest{Model: "m", Store: true, InputTokens: TokensOf(reasoning), OutputTokens: 200},
+		want: ResponsesRequest{Model: "m", Store: true, InputTokens: TokensOf(reasoning), Text: reasoning, OutputTokens: 200, ServiceTier: "default"},
 	}, {
-		name: "tools count as their JSON; searches are counted apart",
+		name: "tools count as their JSON, before the input; searches are counted apart",
 		body: `{"model":"m","input":"Summarise this page.","tools":[{"type":"web_search_preview"},{"type":"file_search","vector_store_ids":["vs_1"]},{"type":"function","name":"f"}]}`,
-		want: ResponsesRequest{Model: "m", Store: true, OutputTokens: 200, SearchTools: 2, InputTokens: TokensOfBytes(20 +
-			len(`{"type":"web_search_preview"}{"type":"file_search","vector_store_ids":["vs_1"]}{"type":"function","name":"f"}`))},
+		want: ResponsesRequest{Model: "m", Store: true, OutputTokens: 200, SearchTools: 2, InputTokens: TokensOf(tools + "Summarise this page."),
+			Text: tools + "Summarise this page.", ServiceTier: "default"},
 	}, {
 		name: "background, streamed, continuing a response",
 		body: `{"model":"m","input":"hi","background":true,"stream":true,"previous_response_id":"resp_1"}`,
-		want: ResponsesRequest{Model: "m", Stream: true, Store: true, Background: true, PreviousResponseID: "resp_1", InputTokens: 1, OutputTokens: 200},
+		want: ResponsesRequest{Model: "m", Stream: true, Store: true, Background: true, PreviousResponseID: "resp_1", InputTokens: 1, Text: "hi", OutputTokens: 200, ServiceTier: "default"},
 	}, {
 		name: "not stored",
 		body: `{"model":"m","input":"hi","store":false}`,
-		want: ResponsesRequest{Model: "m", InputTokens: 1, OutputTokens: 200},
+		want: ResponsesRequest{Model: "m", InputTokens: 1, Text: "hi", OutputTokens: 200, ServiceTier: "default"},
+	}, {
+		name: "served at the tier asked",
+		body: `{"model":"m","input":"hi","service_tier":"flex"}`,
+		want: ResponsesRequest{Model: "m", Store: true, InputTokens: 1, Text: "hi", OutputTokens: 200, ServiceTier: "flex"},
+	}, {
+		name: "a tier that is neither priority nor flex is served at the default",
+		body: `{"model":"m","input":"hi","service_tier":"auto"}`,
+		want: ResponsesRequest{Model: "m", Store: true, InputTokens: 1, Text: "hi", OutputTokens: 200, ServiceTier: "default"},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

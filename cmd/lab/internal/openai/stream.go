@@ -9,7 +9,7 @@ import (
 )
 
 // chunkBytes is the most text one streamed chunk carries: 16 filler tokens.
-const chunkBytes = 16 * bytesPerToken
+const chunkBytes = 16 * BytesPerToken
 
 // Pause is called before the i-th of n chunks of text is written, to pace
 // a stream; an error stops it.

@@ -2,14 +2,14 @@ package openai
 
 import "strings"
 
-// bytesPerToken is the proxy's size of a token.
-const bytesPerToken = 4
+// BytesPerToken is the proxy's size of a token: its text, in UTF-8 bytes.
+const BytesPerToken = 4
 
 // TokensOf counts text with the proxy: ceil(UTF-8 bytes / 4).
 func TokensOf(text string) int64 { return TokensOfBytes(len(text)) }
 
 // TokensOfBytes is the proxy's count for n bytes of UTF-8 text.
-func TokensOfBytes(n int) int64 { return int64((n + bytesPerToken - 1) / bytesPerToken) }
+func TokensOfBytes(n int) int64 { return int64((n + BytesPerToken - 1) / BytesPerToken) }
 
 // fillerWords are the words of filler text, each one token of four bytes
 // with its space.
@@ -19,7 +19,7 @@ var fillerWords = [...]string{"the ", "lab ", "has ", "one ", "big ", "red ", "c
 // four bytes, so TokensOf(Filler(n)) == n.
 func Filler(n int64) string {
 	var b strings.Builder
-	b.Grow(int(n) * bytesPerToken)
+	b.Grow(int(n) * BytesPerToken)
 	for i := range n {
 		b.WriteString(fillerWords[i%int64(len(fillerWords))])
 	}

@@ -1,6 +1,10 @@
 package provider
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/openai"
+)
 
 // Stats are a provider's counts since it started.
 type Stats struct {
@@ -11,25 +15,48 @@ type Stats struct {
 	// Rejected429Tokens counts 429s because the minute's tokens ran out,
 	// or the request alone was larger than the minute allows.
 	Rejected429Tokens int64 `json:"rejected429Tokens"`
+	// Rejected429InputTokens counts 429s because the minute's input tokens
+	// ran out, or the request's alone were more than the minute allows.
+	Rejected429InputTokens int64 `json:"rejected429InputTokens"`
+	// Rejected429OutputTokens counts 429s because the minute's output
+	// tokens ran out, or the request's cap alone was more than the minute
+	// allows.
+	Rejected429OutputTokens int64 `json:"rejected429OutputTokens"`
+	// Rejected429RequestsPerDay counts 429s because the day's requests ran
+	// out.
+	Rejected429RequestsPerDay int64 `json:"rejected429RequestsPerDay"`
 	// Rejected503 counts 503s because too many calls were in flight.
 	Rejected503 int64 `json:"rejected503"`
 	// Canceled counts admitted calls whose client left before the answer,
 	// and background responses the provider stopped as it closed. They are
-	// not billed but count in the minute.
+	// not billed, but count in the minute, all but their output.
 	Canceled int64 `json:"canceled"`
 	// InFlight is how many calls are running now, background responses
 	// included.
 	InFlight int64 `json:"inFlight"`
 	// MaxInFlightSeen is the most calls that ran at once.
 	MaxInFlightSeen int64 `json:"maxInFlightSeen"`
-	// PromptTokens counts the prompt tokens of the calls served: for a
-	// response, its input tokens, hidden context included.
+	// PromptTokens counts the prompt tokens of the calls served, cached and
+	// audio included: for a response, its input tokens, hidden context
+	// included.
 	PromptTokens int64 `json:"promptTokens"`
-	// CompletionTokens counts the completion tokens of the calls served.
+	// CachedPromptTokens counts the prompt tokens read from the cache.
+	CachedPromptTokens int64 `json:"cachedPromptTokens"`
+	// AudioPromptTokens counts the audio prompt tokens.
+	AudioPromptTokens int64 `json:"audioPromptTokens"`
+	// CompletionTokens counts the completion tokens of the calls served,
+	// reasoning and audio included.
 	CompletionTokens int64 `json:"completionTokens"`
+	// ReasoningTokens counts the completion tokens the models reasoned.
+	ReasoningTokens int64 `json:"reasoningTokens"`
+	// AudioCompletionTokens counts the audio completion tokens.
+	AudioCompletionTokens int64 `json:"audioCompletionTokens"`
 	// MicroDollars is what the calls served cost, in millionths of a
 	// dollar.
 	MicroDollars int64 `json:"microDollars"`
+	// Tiers are what the calls served were billed at each service tier.
+	// They add up to the totals above.
+	Tiers TierBills `json:"tiers"`
 	// Received counts the API requests received, whatever their answer, by
 	// the route that took them, such as "POST /v1/chat/completions" or
 	// "GET /v1/responses/{id}"; "/" takes the paths the API does not have.
@@ -58,12 +85,45 @@ type ResponsesStats struct {
 	Background Bill `json:"background"`
 }
 
-// Bill is what calls were billed.
+// TierBills are what calls were billed at each service tier.
+type TierBills struct {
+	Default  Bill `json:"default"`
+	Priority Bill `json:"priority"`
+	Flex     Bill `json:"flex"`
+}
+
+// of is the bill of tier, one of openai's Tier constants; any other is the
+// default's.
+func (t *TierBills) of(tier string) *Bill {
+	switch tier {
+	case openai.TierPriority:
+		return &t.Priority
+	case openai.TierFlex:
+		return &t.Flex
+	}
+	return &t.Default
+}
+
+// Bill is what calls were billed, by class of token. Each class of input
+// is also counted in InputTokens, and each class of output in
+// OutputTokens. The classes priced apart (see [Options]) are the text
+// input not read from the cache, InputTokens - CachedInputTokens -
+// AudioInputTokens (the cache holds only text); the cached input; the
+// audio input; the output other than audio, OutputTokens -
+// AudioOutputTokens, reasoning included; and the audio output.
 type Bill struct {
 	// InputTokens counts their input (prompt) tokens.
 	InputTokens int64 `json:"inputTokens"`
+	// CachedInputTokens counts the input tokens read from the cache.
+	CachedInputTokens int64 `json:"cachedInputTokens"`
+	// AudioInputTokens counts the audio input tokens.
+	AudioInputTokens int64 `json:"audioInputTokens"`
 	// OutputTokens counts their output (completion) tokens.
 	OutputTokens int64 `json:"outputTokens"`
+	// ReasoningTokens counts the output tokens the model reasoned.
+	ReasoningTokens int64 `json:"reasoningTokens"`
+	// AudioOutputTokens counts the audio output tokens.
+	AudioOutputTokens int64 `json:"audioOutputTokens"`
 	// MicroDollars is what they cost, in millionths of a dollar, each call
 	// rounded up.
 	MicroDollars int64 `json:"microDollars"`
@@ -71,13 +131,21 @@ type Bill struct {
 
 func (b *Bill) add(c Bill) {
 	b.InputTokens += c.InputTokens
+	b.CachedInputTokens += c.CachedInputTokens
+	b.AudioInputTokens += c.AudioInputTokens
 	b.OutputTokens += c.OutputTokens
+	b.ReasoningTokens += c.ReasoningTokens
+	b.AudioOutputTokens += c.AudioOutputTokens
 	b.MicroDollars += c.MicroDollars
 }
 
-// limits are an account's limits; each is positive.
+// limits are an account's limits. requests, tokens[allTokens] and inFlight
+// are positive; perDay and the other tokens are zero for none.
 type limits struct {
-	requests, tokens, inFlight int64
+	requests int64  // in the rolling minute
+	perDay   int64  // in the day
+	tokens   counts // in the rolling minute, by measure
+	inFlight int64
 }
 
 // outcome is what the account decides about a call.
@@ -86,9 +154,15 @@ type outcome int
 const (
 	admitted outcome = iota
 	requestsExhausted
+	dayExhausted
 	tokensExhausted
+	inputExhausted
+	outputExhausted
 	overloaded
 )
+
+// exhausted is the outcome of a call refused for each measure.
+var exhausted = [measures]outcome{allTokens: tokensExhausted, inputTokens: inputExhausted, outputTokens: outputExhausted}
 
 // decision is the account's answer to one call.
 type decision struct {
@@ -96,9 +170,17 @@ type decision struct {
 	// retryAfter is how long until the call would fit, for a 429; zero
 	// when it never fits (tooLarge) and for the other outcomes.
 	retryAfter time.Duration
-	// tooLarge is a tokensExhausted call larger than the whole minute.
+	// measure is what a call refused for tokens asked too many of.
+	measure measure
+	// tooLarge is a call refused for tokens it asks more of than the
+	// whole minute allows.
 	tooLarge bool
-	quota    quota
+	// asked is what the call asked of the minute.
+	asked counts
+	// seq is where the minute counts an admitted call, for its end to
+	// correct.
+	seq   uint64
+	quota quota
 }
 
 // quota is what the rate-limit headers report.
@@ -108,50 +190,95 @@ type quota struct {
 	// reset is how long until the rolling minute is empty again; the
 	// requests and the tokens reset together.
 	reset time.Duration
+	// input and output are the minute's input and output tokens; their
+	// limit is zero when there is none.
+	input, output tokenQuota
+}
+
+// of is what q reports of k; the resetAt of allTokens is not known.
+func (q quota) of(k measure) tokenQuota {
+	switch k {
+	case inputTokens:
+		return q.input
+	case outputTokens:
+		return q.output
+	}
+	return tokenQuota{limit: q.limitTokens, remaining: q.remainingTokens}
+}
+
+// tokenQuota is what the headers report of one measure of tokens.
+type tokenQuota struct {
+	limit, remaining int64
+	// resetAt is when the minute next holds none of them.
+	resetAt time.Time
 }
 
 // account is the provider's book of one account: its rolling minute, its
-// calls in flight and its counts. It checks the minute's requests first,
-// then its tokens, then the calls in flight. A call counts in the minute
-// when it is admitted, with its prompt and completion tokens.
+// day, its calls in flight and its counts. It checks the minute's
+// requests first, then the day's, then the minute's tokens, input tokens
+// and output tokens, then the calls in flight. A call counts in the minute
+// when it is admitted, with its prompt tokens, its cap, the prompt tokens
+// that count as input, and its cap again as output, until it ends and
+// counts what it made.
 //
-// The zero account has no limits and refuses everything. It is not safe
+// An account needs its limits, and its day its time zone. It is not safe
 // for concurrent use.
 type account struct {
 	limits limits
 	minute minute
+	day    day
 	stats  Stats
 }
 
-// admit decides about a call of tokens at now and, if it is admitted,
-// counts it in the minute and in flight.
-func (a *account) admit(now time.Time, tokens int64) decision {
+// admit decides about a call that asks c at now and, if it is admitted,
+// counts it in the minute, the day and in flight.
+func (a *account) admit(now time.Time, c counts) decision {
 	a.minute.expire(now)
-	d := a.decide(now, tokens)
+	a.day.roll(now)
+	d := a.decide(now, c)
 	if d.outcome == admitted {
-		a.minute.add(now, tokens)
+		d.seq = a.minute.add(now, c)
+		a.day.n++
 		a.stats.InFlight++
 		a.stats.MaxInFlightSeen = max(a.stats.MaxInFlightSeen, a.stats.InFlight)
 	}
 	a.stats.count(d.outcome)
-	d.quota = a.quota(now)
+	d.asked, d.quota = c, a.quota(now)
 	return d
 }
 
-func (a *account) decide(now time.Time, tokens int64) decision {
+func (a *account) decide(now time.Time, c counts) decision {
 	if wait := a.minute.requestWait(now, a.limits.requests); wait > 0 {
 		return decision{outcome: requestsExhausted, retryAfter: wait}
 	}
-	if tokens > a.limits.tokens {
-		return decision{outcome: tokensExhausted, tooLarge: true}
+	if wait := a.day.wait(now, a.limits.perDay); wait > 0 {
+		return decision{outcome: dayExhausted, retryAfter: wait}
 	}
-	if wait := a.minute.tokenWait(now, tokens, a.limits.tokens); wait > 0 {
-		return decision{outcome: tokensExhausted, retryAfter: wait}
+	for k := range measures {
+		if d, ok := a.decideTokens(now, k, c[k]); !ok {
+			return d
+		}
 	}
 	if a.stats.InFlight >= a.limits.inFlight {
 		return decision{outcome: overloaded}
 	}
 	return decision{outcome: admitted}
+}
+
+// decideTokens reports whether n more of k fit in the minute at now, and
+// if not, the decision that refuses them.
+func (a *account) decideTokens(now time.Time, k measure, n int64) (decision, bool) {
+	limit := a.limits.tokens[k]
+	switch {
+	case limit == 0:
+		return decision{}, true
+	case n > limit:
+		return decision{outcome: exhausted[k], measure: k, tooLarge: true}, false
+	}
+	if wait := a.minute.wait(now, k, n, limit); wait > 0 {
+		return decision{outcome: exhausted[k], measure: k, retryAfter: wait}, false
+	}
+	return decision{}, true
 }
 
 func (s *Stats) count(o outcome) {
@@ -160,8 +287,14 @@ func (s *Stats) count(o outcome) {
 		s.Accepted++
 	case requestsExhausted:
 		s.Rejected429Requests++
+	case dayExhausted:
+		s.Rejected429RequestsPerDay++
 	case tokensExhausted:
 		s.Rejected429Tokens++
+	case inputExhausted:
+		s.Rejected429InputTokens++
+	case outputExhausted:
+		s.Rejected429OutputTokens++
 	default:
 		s.Rejected503++
 	}
@@ -173,10 +306,20 @@ func (a *account) quota(now time.Time) quota {
 	return quota{
 		limitRequests:     a.limits.requests,
 		remainingRequests: max(a.limits.requests-a.minute.requests(), 0),
-		limitTokens:       a.limits.tokens,
-		remainingTokens:   max(a.limits.tokens-a.minute.tokens, 0),
+		limitTokens:       a.limits.tokens[allTokens],
+		remainingTokens:   max(a.limits.tokens[allTokens]-a.minute.sums[allTokens], 0),
 		reset:             a.minute.reset(now),
+		input:             a.tokenQuota(now, inputTokens),
+		output:            a.tokenQuota(now, outputTokens),
 	}
+}
+
+func (a *account) tokenQuota(now time.Time, k measure) tokenQuota {
+	limit := a.limits.tokens[k]
+	if limit == 0 {
+		return tokenQuota{}
+	}
+	return tokenQuota{limit: limit, remaining: max(limit-a.minute.sums[k], 0), resetAt: now.Add(a.minute.resetOf(now, k))}
 }
 
 // quotaAt is the quota at now, for answers that were not decided.
@@ -193,17 +336,30 @@ func (a *account) received(pattern string) {
 	a.stats.Received[pattern]++
 }
 
-// finish ends an admitted call. A served call is billed its tokens and
-// cost; one whose client left is counted as canceled.
-func (a *account) finish(served bool, prompt, completion, micros int64) {
+// finish ends the admitted call seq, served at tier. A served call is
+// billed b, and counts b's output in the minute; one whose client left is
+// counted as canceled, and counts no output.
+func (a *account) finish(seq uint64, tier string, served bool, b Bill) {
 	a.stats.InFlight--
 	if !served {
+		a.minute.correct(seq, outputTokens, 0)
 		a.stats.Canceled++
 		return
 	}
-	a.stats.PromptTokens += prompt
-	a.stats.CompletionTokens += completion
-	a.stats.MicroDollars += micros
+	a.minute.correct(seq, outputTokens, b.OutputTokens)
+	a.stats.bill(b, tier)
+}
+
+// bill adds b, billed at tier, to the totals.
+func (s *Stats) bill(b Bill, tier string) {
+	s.PromptTokens += b.InputTokens
+	s.CachedPromptTokens += b.CachedInputTokens
+	s.AudioPromptTokens += b.AudioInputTokens
+	s.CompletionTokens += b.OutputTokens
+	s.ReasoningTokens += b.ReasoningTokens
+	s.AudioCompletionTokens += b.AudioOutputTokens
+	s.MicroDollars += b.MicroDollars
+	s.Tiers.of(tier).add(b)
 }
 
 // ending is how an admitted response ended.
@@ -218,10 +374,10 @@ const (
 	cancelledBackground
 )
 
-// endResponse ends an admitted response as e says, billed b unless it was
-// unserved.
-func (a *account) endResponse(e ending, b Bill) {
-	a.finish(e != unserved, b.InputTokens, b.OutputTokens, b.MicroDollars)
+// endResponse ends the admitted response seq, served at tier, as e says,
+// billed b unless it was unserved.
+func (a *account) endResponse(seq uint64, tier string, e ending, b Bill) {
+	a.finish(seq, tier, e != unserved, b)
 	r := &a.stats.Responses
 	switch e {
 	case completedForeground:

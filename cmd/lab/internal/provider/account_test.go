@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -18,6 +19,12 @@ type step struct {
 	tokens  int64
 	release bool
 	want    decision
+}
+
+// perMinute are limits of requests and tokens a minute and calls in
+// flight, and none on input and output tokens or on requests a day.
+func perMinute(requests, tokens, inFlight int64) limits {
+	return limits{requests: requests, tokens: counts{allTokens: tokens}, inFlight: inFlight}
 }
 
 // ok, refused and overload build a step's wanted decision; the limits in
@@ -40,7 +47,7 @@ func TestAccountAdmit(t *testing.T) {
 		steps  []step
 	}{{
 		name:   "requests expire exactly 60 s after they are admitted",
-		limits: limits{requests: 2, tokens: 1000, inFlight: 10},
+		limits: perMinute(2, 1000, 10),
 		steps: []step{
 			{at: 0, tokens: 10, want: ok(1, 990, time.Minute)},
 			{at: 10 * time.Second, tokens: 10, want: ok(0, 980, time.Minute)},
@@ -50,7 +57,7 @@ func TestAccountAdmit(t *testing.T) {
 		},
 	}, {
 		name:   "tokens expire exactly 60 s after they are admitted",
-		limits: limits{requests: 100, tokens: 100, inFlight: 10},
+		limits: perMinute(100, 100, 10),
 		steps: []step{
 			{at: 0, tokens: 60, want: ok(99, 40, time.Minute)},
 			{at: 20 * time.Second, tokens: 30, want: ok(98, 10, time.Minute)},
@@ -62,7 +69,7 @@ func TestAccountAdmit(t *testing.T) {
 		},
 	}, {
 		name:   "a wait for tokens counts the calls that must expire",
-		limits: limits{requests: 100, tokens: 100, inFlight: 10},
+		limits: perMinute(100, 100, 10),
 		steps: []step{
 			{at: 0, tokens: 40, want: ok(99, 60, time.Minute)},
 			{at: 10 * time.Second, tokens: 40, want: ok(98, 20, time.Minute)},
@@ -71,7 +78,7 @@ func TestAccountAdmit(t *testing.T) {
 		},
 	}, {
 		name:   "a call larger than the minute never fits and gets no retry",
-		limits: limits{requests: 100, tokens: 100, inFlight: 10},
+		limits: perMinute(100, 100, 10),
 		steps: []step{{at: 0, tokens: 101, want: func() decision {
 			d := refused(tokensExhausted, 0, 100, 100, 0)
 			d.tooLarge = true
@@ -79,7 +86,7 @@ func TestAccountAdmit(t *testing.T) {
 		}()}},
 	}, {
 		name:   "calls over the in-flight cap are overloaded and not counted",
-		limits: limits{requests: 100, tokens: 1000, inFlight: 2},
+		limits: perMinute(100, 1000, 2),
 		steps: []step{
 			{at: 0, tokens: 10, want: ok(99, 990, time.Minute)},
 			{at: 0, tokens: 10, want: ok(98, 980, time.Minute)},
@@ -89,7 +96,7 @@ func TestAccountAdmit(t *testing.T) {
 		},
 	}, {
 		name:   "requests are checked before tokens, and tokens before calls in flight",
-		limits: limits{requests: 2, tokens: 10, inFlight: 1},
+		limits: perMinute(2, 10, 1),
 		steps: []step{
 			{at: 0, tokens: 10, want: ok(1, 0, time.Minute)},
 			{at: 0, tokens: 1, want: refused(tokensExhausted, time.Minute, 1, 0, time.Minute)},
@@ -100,7 +107,7 @@ func TestAccountAdmit(t *testing.T) {
 		},
 	}, {
 		name:   "time that jumps backwards counts at the last admission's time",
-		limits: limits{requests: 2, tokens: 1000, inFlight: 10},
+		limits: perMinute(2, 1000, 10),
 		steps: []step{
 			{at: 10 * time.Second, tokens: 1, want: ok(1, 999, time.Minute)},
 			{at: 5 * time.Second, tokens: 1, want: ok(0, 998, 65*time.Second)},
@@ -114,13 +121,13 @@ func TestAccountAdmit(t *testing.T) {
 			a := account{limits: tc.limits}
 			for i, st := range tc.steps {
 				if st.release {
-					a.finish(true, 0, 0, 0)
+					a.finish(0, "", true, Bill{})
 					continue
 				}
-				got := a.admit(t0.Add(st.at), st.tokens)
+				got := a.admit(t0.Add(st.at), counts{allTokens: st.tokens})
 				want := st.want
-				want.quota.limitRequests, want.quota.limitTokens = tc.limits.requests, tc.limits.tokens
-				if diff := cmp.Diff(got, want, cmp.AllowUnexported(decision{}, quota{})); diff != "" {
+				want.quota.limitRequests, want.quota.limitTokens = tc.limits.requests, tc.limits.tokens[allTokens]
+				if diff := cmp.Diff(got, want, cmp.AllowUnexported(decision{}, quota{}, tokenQuota{}), cmpopts.IgnoreFields(decision{}, "asked", "seq")); diff != "" {
 					t.Errorf("step %d: admit(t0+%v, %d) mismatch (-got +want):\n%s", i, st.at, st.tokens, diff)
 				}
 			}
@@ -129,29 +136,44 @@ func TestAccountAdmit(t *testing.T) {
 }
 
 func TestAccountStats(t *testing.T) {
-	a := account{limits: limits{requests: 3, tokens: 100, inFlight: 2}}
-	a.admit(t0, 30)                 // accepted
-	a.admit(t0, 30)                 // accepted
-	a.admit(t0, 30)                 // 503: two in flight
-	a.finish(true, 10, 20, 90)      // served and billed
-	a.admit(t0, 50)                 // 429 tokens
-	a.admit(t0, 101)                // 429 tokens: too large
-	a.admit(t0, 30)                 // accepted
-	a.finish(false, 10, 20, 90)     // canceled: not billed
-	a.admit(t0.Add(time.Second), 1) // 429 requests
-	a.admit(t0.Add(time.Minute), 1) // accepted: the minute rolled
+	a := account{limits: limits{requests: 4, perDay: 5, tokens: counts{100, 60, 40}, inFlight: 2}}
+	tokens := func(n int64) counts { return counts{allTokens: n} }
+	served := Bill{InputTokens: 10, CachedInputTokens: 4, AudioInputTokens: 3, OutputTokens: 20, ReasoningTokens: 5, AudioOutputTokens: 6, MicroDollars: 90}
+	a.admit(t0, tokens(30))                             // accepted
+	a.admit(t0, tokens(30))                             // accepted
+	a.admit(t0, tokens(30))                             // 503: two in flight
+	a.finish(0, "flex", true, served)                   // served and billed
+	a.admit(t0, tokens(50))                             // 429 tokens
+	a.admit(t0, tokens(101))                            // 429 tokens: too large
+	a.admit(t0, counts{inputTokens: 61})                // 429 input tokens: too large
+	a.admit(t0, counts{outputTokens: 41})               // 429 output tokens: too large
+	a.admit(t0, tokens(30))                             // accepted
+	a.finish(1, "", false, served)                      // canceled: not billed
+	a.admit(t0, tokens(1))                              // accepted
+	a.admit(t0.Add(time.Second), tokens(1))             // 429 requests
+	a.finish(2, "priority", true, served)               // served and billed
+	a.admit(t0.Add(time.Minute), tokens(1))             // accepted: the minute rolled
+	a.admit(t0.Add(time.Minute+time.Second), tokens(1)) // 429 requests per day
 	got := a.stats
 	want := Stats{
-		Accepted:            4,
-		Rejected429Requests: 1,
-		Rejected429Tokens:   2,
-		Rejected503:         1,
-		Canceled:            1,
-		InFlight:            2,
-		MaxInFlightSeen:     2,
-		PromptTokens:        10,
-		CompletionTokens:    20,
-		MicroDollars:        90,
+		Accepted:                  5,
+		Rejected429Requests:       1,
+		Rejected429RequestsPerDay: 1,
+		Rejected429Tokens:         2,
+		Rejected429InputTokens:    1,
+		Rejected429OutputTokens:   1,
+		Rejected503:               1,
+		Canceled:                  1,
+		InFlight:                  2,
+		MaxInFlightSeen:           2,
+		PromptTokens:              20,
+		CachedPromptTokens:        8,
+		AudioPromptTokens:         6,
+		CompletionTokens:          40,
+		ReasoningTokens:           10,
+		AudioCompletionTokens:     12,
+		MicroDollars:              180,
+		Tiers:                     TierBills{Flex: served, Priority: served},
 	}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("stats mismatch (-got +want):\n%s", diff)
@@ -224,23 +246,61 @@ func TestPartsAddUp(t *testing.T) {
 	}
 }
 
-func TestCost(t *testing.T) {
-	tests := []struct {
-		name               string
-		in, out            int64
-		prompt, completion int64
-		want               int64
-	}{
-		{name: "a page at $3 per million", in: 3_000_000, out: 3_000_000, prompt: 600, completion: 200, want: 2400},
-		{name: "a fraction of a micro-dollar rounds up", in: 150_000, out: 600_000, prompt: 1, completion: 1, want: 1},
-		{name: "free", prompt: 1000, completion: 1000, want: 0},
+func TestAccountInputAndOutput(t *testing.T) {
+	a := account{limits: limits{requests: 100, tokens: counts{allTokens: 1_000_000, inputTokens: 100, outputTokens: 1000}, inFlight: 10}}
+	type step struct {
+		at     time.Duration
+		asked  counts
+		finish int   // ends the call admitted at that step, if not -1
+		made   int64 // its output
+		want   outcome
+		retry  time.Duration
+		large  bool
+		input  tokenQuota // after the step
+		output tokenQuota
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			o := Options{InputMicrosPerMillion: tc.in, OutputMicrosPerMillion: tc.out}
-			if got := cost(o, tc.prompt, tc.completion); got != tc.want {
-				t.Errorf("cost(%d, %d) = %d; want %d", tc.prompt, tc.completion, got, tc.want)
-			}
-		})
+	q := func(limit, remaining int64, resetAt time.Duration) tokenQuota {
+		return tokenQuota{limit: limit, remaining: remaining, resetAt: t0.Add(resetAt)}
+	}
+	steps := []step{
+		{asked: counts{inputTokens: 60, outputTokens: 900}, finish: -1, input: q(100, 40, time.Minute), output: q(1000, 100, time.Minute)},
+		// The output counts at its cap until the call ends with what it made.
+		{at: 10 * time.Second, asked: counts{outputTokens: 900}, finish: -1, want: outputExhausted, retry: 50 * time.Second,
+			input: q(100, 40, time.Minute), output: q(1000, 100, time.Minute)},
+		{at: 10 * time.Second, finish: 0, made: 100},
+		{at: 10 * time.Second, asked: counts{outputTokens: 900}, finish: -1, input: q(100, 40, time.Minute), output: q(1000, 0, 70*time.Second)},
+		{at: 20 * time.Second, asked: counts{inputTokens: 41}, finish: -1, want: inputExhausted, retry: 40 * time.Second,
+			input: q(100, 40, time.Minute), output: q(1000, 0, 70*time.Second)},
+		{at: 20 * time.Second, asked: counts{inputTokens: 101}, finish: -1, want: inputExhausted, large: true,
+			input: q(100, 40, time.Minute), output: q(1000, 0, 70*time.Second)},
+		{at: 20 * time.Second, asked: counts{outputTokens: 1001}, finish: -1, want: outputExhausted, large: true,
+			input: q(100, 40, time.Minute), output: q(1000, 0, 70*time.Second)},
+		// A call whose client left made nothing that counts.
+		{at: 30 * time.Second, finish: 3, made: -1},
+		{at: 30 * time.Second, asked: counts{inputTokens: 40, outputTokens: 900}, finish: -1, input: q(100, 0, 90*time.Second), output: q(1000, 0, 90*time.Second)},
+		{at: time.Minute, asked: counts{inputTokens: 60}, finish: -1, input: q(100, 0, 120*time.Second), output: q(1000, 100, 90*time.Second)},
+	}
+	seqs := map[int]uint64{}
+	for i, st := range steps {
+		now := t0.Add(st.at)
+		if st.finish >= 0 {
+			a.finish(seqs[st.finish], "", st.made >= 0, Bill{OutputTokens: max(st.made, 0)})
+			continue
+		}
+		d := a.admit(now, st.asked)
+		seqs[i] = d.seq
+		got := []any{d.outcome, d.retryAfter, d.tooLarge, d.quota.input, d.quota.output}
+		want := []any{st.want, st.retry, st.large, st.input, st.output}
+		if diff := cmp.Diff(got, want, cmp.AllowUnexported(tokenQuota{})); diff != "" {
+			t.Errorf("step %d: outcome, retry, too large, input and output quota mismatch (-got +want):\n%s", i, diff)
+		}
+	}
+}
+
+func TestAccountNoLimitsApart(t *testing.T) {
+	a := account{limits: perMinute(10, 1000, 10)}
+	d := a.admit(t0, counts{allTokens: 500, inputTokens: 1_000_000, outputTokens: 1_000_000})
+	if d.outcome != admitted || d.quota.input != (tokenQuota{}) || d.quota.output != (tokenQuota{}) {
+		t.Errorf("admit() = %+v; want admitted, with no input or output quota", d)
 	}
 }

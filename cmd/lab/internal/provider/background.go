@@ -72,7 +72,7 @@ func (s *Server) runBackground(r *response) {
 		s.cancelled(r)
 		return
 	}
-	s.endResponse(unserved, Bill{})
+	s.endResponse(r.admission, unserved, Bill{})
 	r.fail("The provider shut down before the response completed.")
 	_ = emit(r.events.Failed(r.object()))
 }

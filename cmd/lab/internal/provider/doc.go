@@ -1,6 +1,7 @@
 // Package provider simulates a hosted model provider: one account of an
 // OpenAI-style API with its limits, its latency and its bill, for the lab to
-// push load against.
+// push load against and for end-to-end tests to check a gateway's books
+// against.
 //
 // It serves POST /v1/chat/completions, /v1/completions and /v1/embeddings
 // (JSON, or server-sent events with "stream": true), GET /v1/models, and the
@@ -10,32 +11,92 @@
 //   - 401 in OpenAI's error body when the bearer key is wrong (if
 //     [Options.APIKey] is set); 400 for a body it cannot read or a model it
 //     does not serve.
-//   - 429 when the rolling minute's requests or tokens would be exceeded,
-//     with retry-after (whole seconds, rounded up) and retry-after-ms, and a
-//     message and error type ("requests" or "tokens") saying which ran out.
+//   - 429 when a limit would be exceeded, with retry-after (whole seconds,
+//     rounded up) and retry-after-ms, and a message and error type saying
+//     which: "requests" for the rolling minute's requests,
+//     "requests_per_day" for the day's, "tokens" for the minute's tokens,
+//     "input_tokens" and "output_tokens" for its input and output tokens.
+//     A call that asks more tokens of one kind than the whole minute allows
+//     is refused as too large, without retry-after.
 //   - 503 with type overloaded_error, at once, when [Options.MaxInFlight]
 //     calls are already running.
 //
-// The minute is rolling and exact: a call counts one request and its prompt
-// and completion tokens (see package openai for how they are counted) from
-// the moment it is admitted until exactly 60 s later. Every API answer
-// carries x-ratelimit-limit-, -remaining- and -reset-requests and -tokens;
-// the reset is how long until the minute is empty again.
+// # Limits
+//
+// The minute is rolling and exact: a call counts in it from the moment it
+// is admitted until exactly 60 s later, as
+//
+//   - one request;
+//   - its prompt and completion tokens (see package openai for how they
+//     are counted), its completion at its cap (max_completion_tokens,
+//     max_tokens or max_output_tokens, else [Options.DefaultMaxTokens]), as
+//     OpenAI counts tokens;
+//   - its input tokens: its prompt but what it reads from the cache (all of
+//     it with [Options.CachedCountsAsInput]), as Anthropic counts them;
+//   - its output tokens: its cap until it ends, then the completion tokens
+//     it made, none if its client left.
+//
+// A day of [Options.RequestsPerDay] begins at midnight in
+// [Options.DayTimeZone] (Pacific time, as Gemini's), whatever its length
+// across a change of summer time. [Options.Clock] tells the time for all
+// of them.
+//
+// Every API answer carries OpenAI's x-ratelimit-limit-, -remaining- and
+// -reset-requests and -tokens, the reset how long until the minute is empty
+// again; and, for each of [Options.InputTokensPerMinute] and
+// [Options.OutputTokensPerMinute] that is set, Anthropic's
+// anthropic-ratelimit-input-tokens- (or output-tokens-) limit, remaining
+// and reset, the reset the RFC 3339 time, rounded up to the second, when
+// the minute next holds none of them.
+//
+// # Bills
 //
 // An admitted call takes [Options.Latency], spread normally by
 // [Options.LatencyStdDev], whatever its size; a stream spreads it over its
 // chunks. A client that leaves mid-call frees its slot at once and is not
-// billed. Served calls are billed at the account's prices in whole
-// micro-dollars, rounded up per call. GET /stats returns the counts as JSON
-// ([Stats]), every API request received among them, by route, and GET
-// /metrics the same numbers for Prometheus.
+// billed. A served call is billed each class of its tokens at its price,
+// times the multiplier of its service tier, rounded up to a whole
+// micro-dollar (see [Bill] and [Options]):
+//
+//   - A chat or a response whose prompt shares 1,024 or more leading
+//     tokens with the prompt of an earlier call to the same model, within
+//     [Options.CacheTTL] of the last call that had them, reads them from
+//     the cache, as OpenAI caches: the longest such prefix of 1,024, 1,152,
+//     1,280... tokens, never more than its text. A token of a prefix is
+//     four bytes of the text package openai counts (the messages of a
+//     chat, joined; the instructions, tools and items of a response, and
+//     before them the text of the chain its previous response ends, that
+//     response's output included), so two prompts share a prefix of n
+//     tokens when their first 4n bytes are the same.
+//   - A chat or a response of a reasoning model ([Options.ReasoningModels])
+//     reasons [Options.ReasoningTokens] of its completion, within its cap,
+//     before it answers. A model answers up to its cap, or
+//     [Options.AnswerTokens] after reasoning, if that is set and shorter,
+//     and finishes for "length" only when it reached a cap the request set.
+//   - Each input_audio part of a chat is [Options.AudioTokensPerPart] audio
+//     prompt tokens; a chat whose modalities include "audio" answers half
+//     its answer, rounded down, in audio, which the answer does not carry.
+//   - A chat or a response whose service_tier is "priority" or "flex" is
+//     served and billed at that tier, and any other at "default"; the
+//     answer's service_tier says which.
+//
+// A chat's usage reports the classes as OpenAI does, in
+// prompt_tokens_details (cached_tokens, audio_tokens) and
+// completion_tokens_details (reasoning_tokens, audio_tokens, and
+// accepted_ and rejected_prediction_tokens, always 0), in its JSON and in
+// the last chunk of its stream; a response's, in input_tokens_details and
+// output_tokens_details. GET /stats returns the counts as JSON ([Stats]):
+// the calls by outcome, the tokens billed by class, what they cost in all
+// and at each tier, every API request received by route; and GET /metrics
+// the same numbers for Prometheus.
 //
 // # Responses
 //
 // POST /v1/responses (not on an Azure account) takes a string or an array
 // of items as input, and answers OpenAI's Response object: one assistant
-// message of max_output_tokens (at least 16, else the server's default) of
-// filler text, always completed. Its input tokens are what the body shows,
+// message of filler text, always completed, its output max_output_tokens
+// (at least 16, else the server's default) less what the model reasons, or
+// shorter as above. Its input tokens are what the body shows,
 // counted as package openai counts a Responses request, and the context a
 // real provider bills but the body does not show: [Options.FileTokens] for
 // each input_file part that names a file by file_id or file_url,
@@ -44,9 +105,10 @@
 // previous_response_id, that response's input and output tokens, which
 // hold the whole chain before it. A previous response that is not kept
 // answers 404 previous_response_not_found; one still being made, 400. The
-// call is admitted against the account's limits as a chat call is, with
-// its input and its output. A foreground response takes the account's
-// latency, streamed as Responses events with "stream": true.
+// call is admitted against the account's limits, cached, reasons and is
+// billed as a chat call is, with its input and its output. A foreground
+// response takes the account's latency, streamed as Responses events with
+// "stream": true.
 //
 // A response is kept (store, true unless the body says false) for GET
 // /v1/responses/{id}, GET /v1/responses/{id}/input_items and DELETE
@@ -62,16 +124,23 @@
 // {"stream": true} as its body, as OpenAI's Go SDK sends it) and
 // starting_after=N replays those after sequence number N and then follows
 // it to its end. POST /v1/responses/{id}/cancel cancels a background
-// response still queued or in progress, billed for its input and the text
-// made so far, and returns a final one as it is; it answers 400 for a
+// response still queued or in progress, billed for its input, its
+// reasoning and the text made so far, and returns a final one as it is; it answers 400 for a
 // foreground response. [Server.Close] stops the background responses, which
 // end failed and unbilled. [Stats.Responses] counts what the responses
 // were billed, foreground and background apart.
 //
 // To run the reference account (1,500 RPM, 300,000 TPM, 200 in flight, $3 per
-// million tokens, about 2 s a call) on a port of its own:
+// million tokens, about 2 s a call; see [DefaultOptions]) on a port of its
+// own:
 //
 //	lab provider -listen 127.0.0.1:8081 -api-key sk-lab
+//
+// or one limited as an Anthropic account is, to 40,000 input and 8,000
+// output tokens a minute, and 10,000 requests a day:
+//
+//	lab provider -listen 127.0.0.1:8081 -api-key sk-lab \
+//		-input-tokens-per-minute 40000 -output-tokens-per-minute 8000 -requests-per-day 10000
 //
 // or, in Go:
 //

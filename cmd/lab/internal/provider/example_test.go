@@ -43,7 +43,89 @@ func Example() {
 	st := p.Stats()
 	fmt.Println("served:", st.Accepted, "spent (micro-dollars):", st.MicroDollars)
 	// Output:
-	// 200 OK {"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}
+	// 200 OK {"prompt_tokens":5,"completion_tokens":3,"total_tokens":8,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}
 	// requests left: 1499 tokens left: 299992
 	// served: 1 spent (micro-dollars): 24
+}
+
+// post sends body to the chat endpoint of the provider at url, with the
+// key sk-lab.
+func post(url, body string) (*http.Response, error) {
+	req, err := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer sk-lab")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	return resp, resp.Body.Close()
+}
+
+// An account limited as Anthropic limits one, on output tokens a minute: a
+// call's output counts at its cap while it runs, and then as what it made.
+// The first call counts 900 until it ends with 100; the second then fits,
+// and once it has ended too, 800 are left, too few for a third of 850.
+func Example_outputTokensPerMinute() {
+	opts := provider.DefaultOptions()
+	opts.APIKey, opts.Latency, opts.LatencyStdDev = "sk-lab", 0, 0
+	opts.OutputTokensPerMinute = 1000
+	opts.AnswerTokens = 100 // every answer ends after 100 tokens, whatever its cap
+	p, err := provider.New(opts)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+
+	for _, maxTokens := range []string{"900", "900", "850"} {
+		resp, err := post(srv.URL, `{"model":"gpt-4o","max_tokens":`+maxTokens+`,"messages":[{"role":"user","content":"hi"}]}`)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(resp.Status, "output tokens left:", resp.Header.Get("anthropic-ratelimit-output-tokens-remaining"))
+	}
+	st := p.Stats()
+	fmt.Println("completion tokens:", st.CompletionTokens, "refused for output:", st.Rejected429OutputTokens)
+	// Output:
+	// 200 OK output tokens left: 100
+	// 200 OK output tokens left: 0
+	// 429 Too Many Requests output tokens left: 800
+	// completion tokens: 200 refused for output: 1
+}
+
+// Each class of a call's tokens is billed at its price, and GET /stats
+// (or Stats) counts each class, and the bill of each service tier. The
+// second of two calls to o3 at the flex tier reads 1,280 tokens of its
+// prompt from the cache; each reasons 100 tokens of its 300.
+func Example_classes() {
+	opts := provider.DefaultOptions()
+	opts.APIKey, opts.Latency, opts.LatencyStdDev = "sk-lab", 0, 0
+	opts.Models = append(opts.Models, "o3")
+	p, err := provider.New(opts)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+
+	history := strings.Repeat("Once upon a time, ", 300) // 5,400 bytes: 1,350 tokens
+	for range 2 {
+		if _, err := post(srv.URL, `{"model":"o3","service_tier":"flex","max_completion_tokens":300,"messages":[{"role":"user","content":"`+history+`"}]}`); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	st := p.Stats()
+	fmt.Println("prompt:", st.PromptTokens, "of which cached:", st.CachedPromptTokens)
+	fmt.Println("completion:", st.CompletionTokens, "of which reasoning:", st.ReasoningTokens)
+	fmt.Println("at flex:", st.Tiers.Flex.MicroDollars, "micro-dollars, in all:", st.MicroDollars)
+	// Output:
+	// prompt: 2700 of which cached: 1280
+	// completion: 600 of which reasoning: 200
+	// at flex: 3222 micro-dollars, in all: 3222
 }

@@ -30,13 +30,13 @@ func emitAll(emit emitter, events []openai.Event) error {
 	return nil
 }
 
-// newResponse is the response to req, whose input bills input tokens, made
-// now and kept if req asks. A background one is queued, and runs in a
-// context that Close ends.
-func (s *Server) newResponse(req openai.ResponsesRequest, input int64) *response {
+// newResponse is the response to req, admitted as adm with the text of its
+// prompt, made now and kept if req asks. A background one is queued, and
+// runs in a context that Close ends.
+func (s *Server) newResponse(req openai.ResponsesRequest, adm admission, prompt prefix) *response {
 	r := &response{
 		req: req, id: openai.NewID("resp_"), messageID: openai.NewID("msg_"),
-		createdAt: s.clock.Now().Unix(), input: input,
+		createdAt: s.clock.Now().Unix(), admission: adm, prompt: prompt,
 		latency: jitter(s.opts.Latency, s.opts.LatencyStdDev, rand.NormFloat64()),
 		status:  openai.StatusInProgress,
 	}
@@ -64,7 +64,7 @@ func (s *Server) generate(ctx context.Context, r *response, emit emitter, served
 	if err := emitAll(emit, start); err != nil {
 		return err
 	}
-	pieces := openai.Chunks(openai.Filler(r.req.OutputTokens))
+	pieces := openai.Chunks(answerText(r.admission.bill))
 	for i, piece := range pieces {
 		if err := s.sleep(ctx, part(r.latency, i, len(pieces))); err != nil {
 			return err
@@ -84,33 +84,30 @@ func (s *Server) generate(ctx context.Context, r *response, emit emitter, served
 
 // complete bills r, whose text is whole, and ends its call as e says.
 func (s *Server) complete(r *response, e ending) {
-	b := s.bill(r.input, r.req.OutputTokens)
-	s.endResponse(e, b)
-	r.end(openai.StatusCompleted, b, s.clock.Now().Unix())
+	s.endResponse(r.admission, e, r.admission.bill)
+	r.end(openai.StatusCompleted, r.admission.bill, s.clock.Now().Unix())
 }
 
 // cancelled bills r, a background response cancelled before it completed,
-// for its input and the text made so far, and ends its call.
+// for its input, its reasoning and the text made so far, and ends its
+// call.
 func (s *Server) cancelled(r *response) {
-	b := s.bill(r.input, r.made())
-	s.endResponse(cancelledBackground, b)
+	b := r.admission.bill
+	b.OutputTokens = b.ReasoningTokens + r.made()
+	b = s.opts.price(b, r.admission.tier)
+	s.endResponse(r.admission, cancelledBackground, b)
 	r.end(openai.StatusCancelled, b, 0)
 }
 
 // abandon ends r's call unbilled: its client left before it was served. A
 // foreground response the client left is not kept.
 func (s *Server) abandon(r *response) {
-	s.endResponse(unserved, Bill{})
+	s.endResponse(r.admission, unserved, Bill{})
 	s.responses.remove(r.id)
 }
 
-// bill is what input and output tokens cost at the account's prices.
-func (s *Server) bill(input, output int64) Bill {
-	return Bill{InputTokens: input, OutputTokens: output, MicroDollars: cost(s.opts, input, output)}
-}
-
-func (s *Server) endResponse(e ending, b Bill) {
+func (s *Server) endResponse(adm admission, e ending, b Bill) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.account.endResponse(e, b)
+	s.account.endResponse(adm.seq, adm.tier, e, b)
 }

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	_ "time/tzdata" // DayTimeZone loads wherever the lab runs
 
 	"k8s.io/utils/clock"
 
@@ -31,12 +33,77 @@ type Options struct {
 	TokensPerMinute int64
 	// MaxInFlight is how many calls may run at once; must be positive.
 	MaxInFlight int64
-	// InputMicrosPerMillion is the price of a million prompt tokens, in
-	// micro-dollars ($3 is 3,000,000). Zero makes them free.
+	// InputTokensPerMinute is the account's limit on input tokens in any
+	// rolling minute, as Anthropic and Gemini limit them: the prompt tokens
+	// not read from the cache (all of them with CachedCountsAsInput).
+	// Zero is no limit.
+	InputTokensPerMinute int64
+	// OutputTokensPerMinute is the account's limit on output tokens in any
+	// rolling minute: a call counts its cap when it is admitted, and the
+	// completion tokens it made (none if its client left) once it ends.
+	// Zero is no limit.
+	OutputTokensPerMinute int64
+	// CachedCountsAsInput counts the prompt tokens read from the cache
+	// towards InputTokensPerMinute, as Anthropic's older models did. False
+	// counts only the others, as its current models do.
+	CachedCountsAsInput bool
+	// RequestsPerDay is the account's limit on requests in a day that
+	// begins at midnight in DayTimeZone. Zero is no limit.
+	RequestsPerDay int64
+	// DayTimeZone is the IANA time zone, such as "Europe/Paris", whose
+	// midnight begins the day of RequestsPerDay. Empty means
+	// America/Los_Angeles, where Gemini's day begins.
+	DayTimeZone string
+	// InputMicrosPerMillion is the price of a million prompt tokens of
+	// text not read from the cache, in micro-dollars ($3 is 3,000,000).
+	// Zero makes them free.
 	InputMicrosPerMillion int64
-	// OutputMicrosPerMillion is the price of a million completion tokens,
-	// in micro-dollars. Zero makes them free.
+	// CachedInputMicrosPerMillion is the price of a million prompt tokens
+	// read from the cache, in micro-dollars. Zero means a tenth of
+	// InputMicrosPerMillion (rounded down), as OpenAI's recent models and
+	// Anthropic's cache reads cost.
+	CachedInputMicrosPerMillion int64
+	// AudioInputMicrosPerMillion is the price of a million audio prompt
+	// tokens, in micro-dollars. Zero makes them free.
+	AudioInputMicrosPerMillion int64
+	// OutputMicrosPerMillion is the price of a million completion tokens
+	// that are not audio, reasoning included, in micro-dollars. Zero makes
+	// them free.
 	OutputMicrosPerMillion int64
+	// AudioOutputMicrosPerMillion is the price of a million audio
+	// completion tokens, in micro-dollars. Zero makes them free.
+	AudioOutputMicrosPerMillion int64
+	// PriorityMultiplier multiplies the bill of a call served at the
+	// priority tier, every class of its tokens; it is taken to six
+	// decimal places and must be at least 0.000001.
+	PriorityMultiplier float64
+	// FlexMultiplier multiplies the bill of a call served at the flex tier,
+	// as PriorityMultiplier does at priority.
+	FlexMultiplier float64
+	// CacheTTL is how long the account keeps a prompt's prefixes after the
+	// last call whose prompt had them (see the package doc). Zero caches
+	// nothing.
+	CacheTTL time.Duration
+	// MaxCachedPrefixes is how many prefixes the account keeps: a prompt of
+	// n tokens of text has one for 1,024 tokens and one more for each 128
+	// after. Past it, the least recently seen are forgotten. Must be
+	// positive when CacheTTL is.
+	MaxCachedPrefixes int
+	// ReasoningModels are the beginnings of the names of the models that
+	// reason, such as "o3" or "gpt-5". Nil means OpenAI's: names that begin
+	// with "o" and a digit, or with "gpt-5".
+	ReasoningModels []string
+	// ReasoningTokens is how many completion tokens a reasoning model
+	// reasons in a chat or a response before it answers, within the call's
+	// cap. Zero makes no model reason.
+	ReasoningTokens int64
+	// AnswerTokens is how many tokens a model answers after it has
+	// reasoned, when the call's cap leaves room for more. Zero answers up
+	// to the cap, always.
+	AnswerTokens int64
+	// AudioTokensPerPart is the audio prompt tokens of each input_audio
+	// part of a chat's messages. Zero counts none.
+	AudioTokensPerPart int64
 	// Latency is the mean time a call takes, whatever its size. Zero
 	// answers at once.
 	Latency time.Duration
@@ -70,8 +137,8 @@ type Options struct {
 	// name. As Azure does, a deployment serves a call whatever model its
 	// body names.
 	AzureDeployments map[string]string
-	// Clock tells the time for the rolling minute and the answers. Nil
-	// means the real clock.
+	// Clock tells the time for the rolling minute, the day, the cache and
+	// the answers. Nil means the real clock.
 	Clock clock.PassiveClock
 	// Sleep waits for d, the time a call takes, or until ctx is done, and
 	// then returns ctx's error. Nil means a real timer. Tests inject one
@@ -80,37 +147,88 @@ type Options struct {
 }
 
 // DefaultOptions is the reference account of the lab: 1,500 requests and
-// 300,000 tokens a minute, 200 calls in flight, $3 per million tokens in and
-// out, about 2 s a call (15% standard deviation), 200 completion tokens by
-// default, the models gpt-4o-mini, gpt-4o and text-embedding-3-small, and
-// for the Responses API 50,000 tokens a file read, 5,000 a search and
-// 100,000 responses kept.
+// 300,000 tokens a minute, no limit on input or output tokens apart or on
+// requests a day, 200 calls in flight; $3 per million tokens in and out,
+// $0.30 cached, $40 and $80 audio in and out, twice that at the priority
+// tier and half at flex; prompts cached for 5 minutes, a million prefixes
+// kept; 100 tokens of reasoning, 500 tokens an audio part; about 2 s a call
+// (15% standard deviation), 200 completion tokens by default; the models
+// gpt-4o-mini, gpt-4o and text-embedding-3-small; and for the Responses
+// API 50,000 tokens a file read, 5,000 a search and 100,000 responses kept.
 func DefaultOptions() Options {
 	return Options{
-		Models:                 []string{"gpt-4o-mini", "gpt-4o", "text-embedding-3-small"},
-		RequestsPerMinute:      1500,
-		TokensPerMinute:        300_000,
-		MaxInFlight:            200,
-		InputMicrosPerMillion:  3_000_000,
-		OutputMicrosPerMillion: 3_000_000,
-		Latency:                2 * time.Second,
-		LatencyStdDev:          300 * time.Millisecond,
-		DefaultMaxTokens:       200,
-		FileTokens:             50_000,
-		ToolTokens:             5_000,
-		MaxStored:              100_000,
+		Models:                      []string{"gpt-4o-mini", "gpt-4o", "text-embedding-3-small"},
+		RequestsPerMinute:           1500,
+		TokensPerMinute:             300_000,
+		MaxInFlight:                 200,
+		InputMicrosPerMillion:       3_000_000,
+		AudioInputMicrosPerMillion:  40_000_000,
+		OutputMicrosPerMillion:      3_000_000,
+		AudioOutputMicrosPerMillion: 80_000_000,
+		PriorityMultiplier:          2,
+		FlexMultiplier:              0.5,
+		CacheTTL:                    5 * time.Minute,
+		MaxCachedPrefixes:           1_000_000,
+		ReasoningTokens:             100,
+		AudioTokensPerPart:          500,
+		Latency:                     2 * time.Second,
+		LatencyStdDev:               300 * time.Millisecond,
+		DefaultMaxTokens:            200,
+		FileTokens:                  50_000,
+		ToolTokens:                  5_000,
+		MaxStored:                   100_000,
 	}
 }
 
 // validate reports the first option that New cannot run with.
 func (o Options) validate() error {
+	if err := o.validateAccount(); err != nil {
+		return err
+	}
+	switch {
+	case o.InputMicrosPerMillion < 0, o.CachedInputMicrosPerMillion < 0, o.AudioInputMicrosPerMillion < 0,
+		o.OutputMicrosPerMillion < 0, o.AudioOutputMicrosPerMillion < 0:
+		return errors.New("provider: options: prices must not be negative")
+	case millionths(o.PriorityMultiplier) < 1, millionths(o.FlexMultiplier) < 1:
+		return errors.New("provider: options: PriorityMultiplier and FlexMultiplier must be at least 0.000001")
+	case o.CacheTTL < 0, o.CacheTTL > 0 && o.MaxCachedPrefixes <= 0:
+		return errors.New("provider: options: CacheTTL must not be negative, and MaxCachedPrefixes must be positive when it is not zero")
+	case o.ReasoningTokens < 0, o.AnswerTokens < 0, o.AudioTokensPerPart < 0:
+		return errors.New("provider: options: ReasoningTokens, AnswerTokens and AudioTokensPerPart must not be negative")
+	}
+	return o.validateCalls()
+}
+
+// validateAccount reports the first model or limit that New cannot run
+// with.
+func (o Options) validateAccount() error {
 	switch {
 	case len(o.Models) == 0:
 		return errors.New("provider: options: Models must name at least one model")
 	case o.RequestsPerMinute <= 0, o.TokensPerMinute <= 0, o.MaxInFlight <= 0:
 		return errors.New("provider: options: RequestsPerMinute, TokensPerMinute and MaxInFlight must be positive")
-	case o.InputMicrosPerMillion < 0, o.OutputMicrosPerMillion < 0:
-		return errors.New("provider: options: prices must not be negative")
+	case o.InputTokensPerMinute < 0, o.OutputTokensPerMinute < 0, o.RequestsPerDay < 0:
+		return errors.New("provider: options: InputTokensPerMinute, OutputTokensPerMinute and RequestsPerDay must not be negative")
+	}
+	if _, err := o.dayZone(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// dayZone is the time zone of DayTimeZone.
+func (o Options) dayZone() (*time.Location, error) {
+	loc, err := time.LoadLocation(cmp.Or(o.DayTimeZone, "America/Los_Angeles"))
+	if err != nil {
+		return nil, fmt.Errorf("provider: options: DayTimeZone: %w", err)
+	}
+	return loc, nil
+}
+
+// validateCalls reports the first option of the calls' time, size or
+// responses that New cannot run with.
+func (o Options) validateCalls() error {
+	switch {
 	case o.Latency < 0, o.LatencyStdDev < 0:
 		return errors.New("provider: options: Latency and LatencyStdDev must not be negative")
 	case o.DefaultMaxTokens <= 0:
@@ -128,11 +246,9 @@ func (o Options) validate() error {
 func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.APIKey, "api-key", o.APIKey, "the key callers must send as a bearer token; empty accepts every caller")
 	fs.Func("models", "comma-separated models served (default "+strings.Join(o.Models, ",")+")", o.setModels)
-	fs.Int64Var(&o.RequestsPerMinute, "requests-per-minute", o.RequestsPerMinute, "requests allowed in any rolling minute")
-	fs.Int64Var(&o.TokensPerMinute, "tokens-per-minute", o.TokensPerMinute, "prompt and completion tokens allowed in any rolling minute")
-	fs.Int64Var(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "calls allowed at once; more answer 503")
-	fs.Func("input-price", "dollars per million prompt tokens, a decimal (default "+price(o.InputMicrosPerMillion)+")", dollars(&o.InputMicrosPerMillion))
-	fs.Func("output-price", "dollars per million completion tokens, a decimal (default "+price(o.OutputMicrosPerMillion)+")", dollars(&o.OutputMicrosPerMillion))
+	o.addLimitFlags(fs)
+	o.addPriceFlags(fs)
+	o.addClassFlags(fs)
 	fs.DurationVar(&o.Latency, "latency", o.Latency, "mean time a call takes")
 	fs.DurationVar(&o.LatencyStdDev, "latency-stddev", o.LatencyStdDev, "standard deviation of a call's time")
 	fs.Int64Var(&o.DefaultMaxTokens, "default-max-tokens", o.DefaultMaxTokens, "completion tokens when a request sets no max_tokens")
@@ -141,6 +257,36 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.MaxStored, "max-stored", o.MaxStored, "responses kept for later reads; the oldest is forgotten past it")
 	fs.StringVar(&o.AzureAPIVersion, "azure-api-version", o.AzureAPIVersion, "serve as an Azure OpenAI resource that takes this api-version, such as 2024-10-21; empty serves the OpenAI API")
 	fs.Func("azure-deployments", "comma-separated deployment=model pairs an Azure resource serves (default: each model as a deployment of its own name)", o.setDeployments)
+}
+
+func (o *Options) addLimitFlags(fs *flag.FlagSet) {
+	fs.Int64Var(&o.RequestsPerMinute, "requests-per-minute", o.RequestsPerMinute, "requests allowed in any rolling minute")
+	fs.Int64Var(&o.TokensPerMinute, "tokens-per-minute", o.TokensPerMinute, "prompt and completion tokens allowed in any rolling minute")
+	fs.Int64Var(&o.InputTokensPerMinute, "input-tokens-per-minute", o.InputTokensPerMinute, "input tokens (prompt tokens not read from the cache) allowed in any rolling minute; 0 is no limit")
+	fs.Int64Var(&o.OutputTokensPerMinute, "output-tokens-per-minute", o.OutputTokensPerMinute, "output tokens allowed in any rolling minute, counted at the call's cap until it ends; 0 is no limit")
+	fs.BoolVar(&o.CachedCountsAsInput, "cached-counts-as-input", o.CachedCountsAsInput, "count prompt tokens read from the cache towards input-tokens-per-minute")
+	fs.Int64Var(&o.RequestsPerDay, "requests-per-day", o.RequestsPerDay, "requests allowed in a day from midnight in day-time-zone; 0 is no limit")
+	fs.StringVar(&o.DayTimeZone, "day-time-zone", o.DayTimeZone, "IANA time zone whose midnight begins the day of requests-per-day (default America/Los_Angeles)")
+	fs.Int64Var(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "calls allowed at once; more answer 503")
+}
+
+func (o *Options) addPriceFlags(fs *flag.FlagSet) {
+	fs.Func("input-price", "dollars per million prompt tokens of text not read from the cache, a decimal (default "+price(o.InputMicrosPerMillion)+")", dollars(&o.InputMicrosPerMillion))
+	fs.Func("cached-input-price", "dollars per million prompt tokens read from the cache, a decimal (default a tenth of input-price)", dollars(&o.CachedInputMicrosPerMillion))
+	fs.Func("audio-input-price", "dollars per million audio prompt tokens, a decimal (default "+price(o.AudioInputMicrosPerMillion)+")", dollars(&o.AudioInputMicrosPerMillion))
+	fs.Func("output-price", "dollars per million completion tokens that are not audio, a decimal (default "+price(o.OutputMicrosPerMillion)+")", dollars(&o.OutputMicrosPerMillion))
+	fs.Func("audio-output-price", "dollars per million audio completion tokens, a decimal (default "+price(o.AudioOutputMicrosPerMillion)+")", dollars(&o.AudioOutputMicrosPerMillion))
+	fs.Float64Var(&o.PriorityMultiplier, "priority-multiplier", o.PriorityMultiplier, "what a call served at the priority tier costs, times its price at the default tier")
+	fs.Float64Var(&o.FlexMultiplier, "flex-multiplier", o.FlexMultiplier, "what a call served at the flex tier costs, times its price at the default tier")
+}
+
+func (o *Options) addClassFlags(fs *flag.FlagSet) {
+	fs.DurationVar(&o.CacheTTL, "cache-ttl", o.CacheTTL, "how long a prompt's prefixes stay cached after the last call that had them; 0 caches nothing")
+	fs.IntVar(&o.MaxCachedPrefixes, "max-cached-prefixes", o.MaxCachedPrefixes, "prefixes kept in the cache (one for 1,024 tokens and one for each 128 after); the least recently seen are forgotten past it")
+	fs.Func("reasoning-models", "comma-separated beginnings of the names of the models that reason (default: o and a digit, or gpt-5)", o.setReasoningModels)
+	fs.Int64Var(&o.ReasoningTokens, "reasoning-tokens", o.ReasoningTokens, "completion tokens a reasoning model reasons, within the call's cap")
+	fs.Int64Var(&o.AnswerTokens, "answer-tokens", o.AnswerTokens, "tokens a model answers after reasoning when the cap leaves room; 0 answers up to the cap")
+	fs.Int64Var(&o.AudioTokensPerPart, "audio-tokens-per-part", o.AudioTokensPerPart, "audio prompt tokens of each input_audio part of a chat")
 }
 
 func (o *Options) setDeployments(s string) error {
@@ -156,13 +302,28 @@ func (o *Options) setDeployments(s string) error {
 }
 
 func (o *Options) setModels(s string) error {
-	o.Models = nil
-	for m := range strings.SplitSeq(s, ",") {
-		if m = strings.TrimSpace(m); m != "" {
-			o.Models = append(o.Models, m)
-		}
+	o.Models = names(s)
+	return nil
+}
+
+func (o *Options) setReasoningModels(s string) error {
+	o.ReasoningModels = names(s)
+	if o.ReasoningModels == nil {
+		o.ReasoningModels = []string{} // none, rather than OpenAI's
 	}
 	return nil
+}
+
+// names are the names of a comma-separated list, spaces trimmed and empty
+// ones left out.
+func names(s string) []string {
+	var out []string
+	for m := range strings.SplitSeq(s, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // dollars parses a decimal dollar amount, never through a float, into micros.

@@ -8,16 +8,19 @@ import (
 	"github.com/sluicehq/sluice/cmd/lab/internal/openai"
 )
 
-// response is one response of the Responses API: what was asked, what its
-// input bills, and how far it has got. The fields above mu are set when it
-// is made; those below are safe for concurrent use through its methods.
+// response is one response of the Responses API: what was asked, what it
+// bills, and how far it has got. The fields above mu are set when it is
+// made; those below are safe for concurrent use through its methods.
 type response struct {
 	req       openai.ResponsesRequest
 	id        string
 	messageID string
 	createdAt int64
-	// input is the input tokens it bills, hidden context included.
-	input   int64
+	// admission is its admission and its bill if it completes, hidden
+	// context included in its input.
+	admission admission
+	// prompt is the text of its input, its chain's included.
+	prompt  prefix
 	latency time.Duration
 	// run is the context a background response is made in, which Close or
 	// cancel ends; cancel ends it, and done is closed once the response
@@ -46,7 +49,7 @@ func (r *response) object() openai.Response {
 	return openai.Response{
 		ID: r.id, CreatedAt: r.createdAt, Status: r.status, Background: r.req.Background, Store: r.req.Store,
 		Model: r.req.Model, MessageID: r.messageID, Text: r.text, Usage: r.usage,
-		CompletedAt: r.completedAt, Failure: r.failure, Echo: r.req.Echo,
+		CompletedAt: r.completedAt, Failure: r.failure, ServiceTier: r.admission.tier, Echo: r.req.Echo,
 	}
 }
 
@@ -74,7 +77,9 @@ func (r *response) made() int64 {
 func (r *response) end(status string, b Bill, now int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.status, r.usage = status, &openai.ResponseUsage{InputTokens: b.InputTokens, OutputTokens: b.OutputTokens}
+	r.status, r.usage = status, &openai.ResponseUsage{
+		InputTokens: b.InputTokens, CachedTokens: b.CachedInputTokens, OutputTokens: b.OutputTokens, ReasoningTokens: b.ReasoningTokens,
+	}
 	if status == openai.StatusCompleted {
 		r.completedAt = now
 	}
@@ -87,12 +92,14 @@ func (r *response) fail(msg string) {
 	r.status, r.failure = openai.StatusFailed, msg
 }
 
-// chain is the context a response that continues r starts from, in tokens
-// (r's input, its previous responses' included, and its output), and
-// whether r has ended, so that the chain is known.
-func (r *response) chain() (int64, bool) {
+// chain is the context a response that continues r starts from (r's
+// input, its previous responses' included, and the text of its output), in
+// tokens and as text, and whether r has ended, so that the chain is known.
+func (r *response) chain() (int64, prefix, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ended := r.status != openai.StatusQueued && r.status != openai.StatusInProgress
-	return r.input + openai.TokensOf(r.text), ended
+	text := r.prompt.clone()
+	text.write(r.text)
+	return r.admission.bill.InputTokens + openai.TokensOf(r.text), text, ended
 }

@@ -31,48 +31,51 @@ func (s *Server) createResponse(w http.ResponseWriter, hr *http.Request) {
 		err.Write(w)
 		return
 	}
-	input, err := s.inputTokens(req)
+	a, err := s.responseAsk(req)
 	if err != nil {
 		err.Write(w)
 		return
 	}
-	if err := s.admitResponse(w, req, input); err != nil {
+	adm, err := s.admit(w, a)
+	if err != nil {
 		err.Write(w)
 		return
 	}
-	s.respond(w, hr, s.newResponse(req, input))
+	s.respond(w, hr, s.newResponse(req, adm, a.text))
 }
 
-// inputTokens is what req's input bills: what its body shows, the files it
-// names and the searches its tools make, which the provider reads, and the
-// whole chain its previous response ends.
-func (s *Server) inputTokens(req openai.ResponsesRequest) (int64, *openai.Error) {
-	n := req.InputTokens + req.Files*s.opts.FileTokens + req.SearchTools*s.opts.ToolTokens
-	if req.PreviousResponseID == "" {
-		return n, nil
+// responseAsk plans req as a chat call is planned. Its input is what its
+// body shows, the files it names and the searches its tools make, which
+// the provider reads, and the whole chain its previous response ends,
+// whose text leads its own.
+func (s *Server) responseAsk(req openai.ResponsesRequest) (ask, *openai.Error) {
+	a := ask{model: req.Model, tier: req.ServiceTier, cap: req.OutputTokens}
+	input := req.InputTokens + req.Files*s.opts.FileTokens + req.SearchTools*s.opts.ToolTokens
+	if req.PreviousResponseID != "" {
+		chain, text, err := s.chain(req.PreviousResponseID)
+		if err != nil {
+			return ask{}, err
+		}
+		input, a.text = input+chain, text
 	}
-	prev := s.responses.get(req.PreviousResponseID)
+	a.text.write(req.Text)
+	a.whole = s.opts.completion(req.OutputTokens, s.opts.reasoning(req.Model))
+	a.whole.InputTokens = input
+	return a, nil
+}
+
+// chain is the context the response id ends, in tokens and as text, for a
+// response that continues it.
+func (s *Server) chain(id string) (int64, prefix, *openai.Error) {
+	prev := s.responses.get(id)
 	if prev == nil {
-		return 0, openai.PreviousResponseNotFound(req.PreviousResponseID)
+		return 0, prefix{}, openai.PreviousResponseNotFound(id)
 	}
-	chain, ended := prev.chain()
+	tokens, text, ended := prev.chain()
 	if !ended {
-		return 0, openai.InvalidRequest("previous_response_id", "Previous response with id '%s' is still in progress.", req.PreviousResponseID)
+		return 0, prefix{}, openai.InvalidRequest("previous_response_id", "Previous response with id '%s' is still in progress.", id)
 	}
-	return n + chain, nil
-}
-
-// admitResponse admits a response of input and req's output tokens as the
-// account admits a chat call, writing the rate-limit headers, or returns
-// the refusal to answer.
-func (s *Server) admitResponse(w http.ResponseWriter, req openai.ResponsesRequest, input int64) *openai.Error {
-	d := s.admit(input + req.OutputTokens)
-	setQuota(w.Header(), d.quota)
-	if d.outcome == admitted {
-		return nil
-	}
-	setRetry(w.Header(), d.retryAfter)
-	return refusal(d, req.Model, input+req.OutputTokens)
+	return tokens, text, nil
 }
 
 // respond answers an admitted response: in the background, streamed, or

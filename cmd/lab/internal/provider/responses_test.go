@@ -163,6 +163,7 @@ func TestResponseAnswers(t *testing.T) {
 			}
 			bill := Bill{InputTokens: tc.wantInput, OutputTokens: 40, MicroDollars: 3 * (tc.wantInput + 40)}
 			wantStats := Stats{Accepted: 1, MaxInFlightSeen: 1, PromptTokens: bill.InputTokens, CompletionTokens: 40, MicroDollars: bill.MicroDollars,
+				Tiers:     TierBills{Default: bill},
 				Received:  map[string]int64{"POST /v1/responses": 1},
 				Responses: ResponsesStats{Stored: 1, Completed: 1, Foreground: bill}}
 			if diff := cmp.Diff(p.Stats(), wantStats); diff != "" {
@@ -294,7 +295,7 @@ func TestBackgroundBilledAtItsEnd(t *testing.T) {
 	want := before
 	want.InFlight, want.PromptTokens, want.CompletionTokens, want.MicroDollars = 0, 5, 40, 3*45
 	want.Received = map[string]int64{"POST /v1/responses": 1, "GET /v1/responses/{id}": 1}
-	want.Responses.BackgroundCompleted, want.Responses.Background = 1, bill
+	want.Responses.BackgroundCompleted, want.Responses.Background, want.Tiers.Default = 1, bill, bill
 	if diff := cmp.Diff(p.Stats(), want); diff != "" {
 		t.Errorf("Stats() after its end mismatch (-got +want):\n%s", diff)
 	}
@@ -424,7 +425,7 @@ func TestResponseStream(t *testing.T) {
 	if n := openai.TokensOf(text.String()); n != 40 {
 		t.Errorf("deltas are %d tokens; want 40", n)
 	}
-	if st := p.Stats(); st.Responses.Foreground != (Bill{5, 40, 135}) || st.InFlight != 0 {
+	if st := p.Stats(); st.Responses.Foreground != (Bill{InputTokens: 5, OutputTokens: 40, MicroDollars: 135}) || st.InFlight != 0 {
 		t.Errorf("Stats() = %+v; want 5+40 tokens billed for $0.000135, nothing in flight", st)
 	}
 }
@@ -482,7 +483,7 @@ func TestBackgroundStreamOutlivesItsClient(t *testing.T) {
 	pace.release()
 	ended(t, p, created.Response.ID)
 	st := p.Stats()
-	if st.Responses.BackgroundCompleted != 1 || st.Responses.Background != (Bill{5, 40, 135}) || st.MicroDollars != 135 || st.Canceled != 0 || st.InFlight != 0 {
+	if st.Responses.BackgroundCompleted != 1 || st.Responses.Background != (Bill{InputTokens: 5, OutputTokens: 40, MicroDollars: 135}) || st.MicroDollars != 135 || st.Canceled != 0 || st.InFlight != 0 {
 		t.Errorf("Stats() = %+v; want it completed and billed 5+40 tokens, $0.000135", st)
 	}
 	if got := get(t, srv.URL, created.Response.ID); got.Status != "completed" {
@@ -531,7 +532,7 @@ func TestCancel(t *testing.T) {
 		t.Errorf("cancel: %d, status %s, usage %+v, %d tokens of text; want 200, cancelled, 5+16 and 16", status, got.Status, got.Usage, openai.TokensOf(got.text()))
 	}
 	st := p.Stats()
-	if st.Responses.BackgroundCancelled != 1 || st.Responses.Background != (Bill{5, 16, 63}) || st.MicroDollars != 63 || st.InFlight != 0 {
+	if st.Responses.BackgroundCancelled != 1 || st.Responses.Background != (Bill{InputTokens: 5, OutputTokens: 16, MicroDollars: 63}) || st.MicroDollars != 63 || st.InFlight != 0 {
 		t.Errorf("Stats() = %+v; want it cancelled and billed 5+16 tokens, $0.000063", st)
 	}
 	if _, again := call(t, http.MethodPost, srv.URL+"/v1/responses/"+r.ID+"/cancel", ""); decode[object](t, again).Status != "cancelled" {

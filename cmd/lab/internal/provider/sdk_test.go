@@ -92,7 +92,7 @@ func TestOpenAISDK(t *testing.T) {
 
 	st := p.Stats()
 	want := ResponsesStats{Stored: 3, Completed: 1, BackgroundCompleted: 2, BackgroundCancelled: 1,
-		Foreground: Bill{5, 40, 135}, Background: Bill{3 * 5, 2 * 40, 3*5*3 + 2*40*3}}
+		Foreground: Bill{InputTokens: 5, OutputTokens: 40, MicroDollars: 135}, Background: Bill{InputTokens: 3 * 5, OutputTokens: 2 * 40, MicroDollars: 3*5*3 + 2*40*3}}
 	if diff := cmp.Diff(st.Responses, want); diff != "" {
 		t.Errorf("Stats().Responses mismatch (-got +want):\n%s", diff)
 	}

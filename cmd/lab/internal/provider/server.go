@@ -32,6 +32,7 @@ type Server struct {
 	seq       atomic.Uint64
 	responses *store
 	runs      *runs
+	cache     *cache
 	mu        sync.Mutex
 	account   account
 }
@@ -43,10 +44,10 @@ func New(opts Options) (*Server, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	opts.Models = slices.Clone(opts.Models)
+	opts.Models, opts.ReasoningModels = slices.Clone(opts.Models), slices.Clone(opts.ReasoningModels)
 	s := &Server{
 		opts: opts, clock: opts.Clock, sleep: opts.Sleep, mux: http.NewServeMux(),
-		responses: newStore(opts.MaxStored), runs: newRuns(),
+		responses: newStore(opts.MaxStored), runs: newRuns(), cache: newCache(opts.CacheTTL, opts.MaxCachedPrefixes),
 	}
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
@@ -54,7 +55,11 @@ func New(opts Options) (*Server, error) {
 	if s.sleep == nil {
 		s.sleep = sleep
 	}
-	s.account.limits = limits{requests: opts.RequestsPerMinute, tokens: opts.TokensPerMinute, inFlight: opts.MaxInFlight}
+	s.account.limits = limits{
+		requests: opts.RequestsPerMinute, perDay: opts.RequestsPerDay, inFlight: opts.MaxInFlight,
+		tokens: counts{allTokens: opts.TokensPerMinute, inputTokens: opts.InputTokensPerMinute, outputTokens: opts.OutputTokensPerMinute},
+	}
+	s.account.day.loc, _ = opts.dayZone() // validated
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(collector{s}); err != nil {
 		return nil, fmt.Errorf("provider: register metrics: %w", err)
@@ -108,9 +113,10 @@ func (s *Server) Stats() Stats {
 // the rate-limit headers, and only callers with the key get past.
 func (s *Server) api(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := s.clock.Now()
 		s.mu.Lock()
 		s.account.received(r.Pattern)
-		q := s.account.quotaAt(s.clock.Now())
+		q := s.account.quotaAt(now)
 		s.mu.Unlock()
 		setQuota(w.Header(), q)
 		if !s.authorized(r) {
@@ -156,35 +162,73 @@ func (s *Server) call(e openai.Endpoint, models []string) http.HandlerFunc {
 			err.Write(w)
 			return
 		}
-		d := s.admit(req.Tokens())
-		setQuota(w.Header(), d.quota)
-		if d.outcome != admitted {
-			setRetry(w.Header(), d.retryAfter)
-			refusal(d, req.Model, req.Tokens()).Write(w)
+		adm, err := s.admit(w, s.opts.chatAsk(req))
+		if err != nil {
+			err.Write(w)
 			return
 		}
-		rep := openai.NewReply(req, s.seq.Add(1), s.clock.Now().Unix())
+		rep := reply(req, adm.bill, s.seq.Add(1), s.clock.Now().Unix())
 		latency := jitter(s.opts.Latency, s.opts.LatencyStdDev, rand.NormFloat64())
 		if req.Stream {
-			s.stream(r.Context(), w, req, rep, latency)
+			s.stream(r.Context(), w, req, rep, latency, adm)
 		} else {
-			s.answer(r.Context(), w, req, rep, latency)
+			s.answer(r.Context(), w, req, rep, latency, adm)
 		}
 	}
 }
 
-func (s *Server) admit(tokens int64) decision {
+// admission is an admitted call: where the minute counts it, the tier
+// that serves it, and its bill if it is served whole.
+type admission struct {
+	seq  uint64
+	tier string
+	bill Bill
+}
+
+// admit finds what the cache holds of a's prompt and admits it as the
+// account decides, writing the rate-limit headers, or returns the refusal
+// to answer. An admitted prompt's prefixes are cached.
+func (s *Server) admit(w http.ResponseWriter, a ask) (admission, *openai.Error) {
+	now := s.clock.Now()
+	b := a.whole
+	b.CachedInputTokens = s.cache.lookup(now, a.model, a.text)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.account.admit(s.clock.Now(), tokens)
+	d := s.account.admit(now, s.opts.charge(b, a.cap))
+	s.mu.Unlock()
+	setQuota(w.Header(), d.quota)
+	if d.outcome != admitted {
+		setRetry(w.Header(), d.retryAfter)
+		return admission{}, refusal(d, a.model)
+	}
+	s.cache.record(now, a.model, a.text)
+	return admission{seq: d.seq, tier: a.tier, bill: s.opts.price(b, a.tier)}, nil
+}
+
+// reply is the answer to req, billed b: the answer's text, and for a chat
+// its tier and its usage by class. It finishes for "length" when it
+// reached the cap the request set.
+func reply(req openai.Request, b Bill, seq uint64, created int64) openai.Reply {
+	rep := openai.NewReply(req, seq, created)
+	rep.Text = answerText(b)
+	rep.Usage = openai.Usage{PromptTokens: b.InputTokens, CompletionTokens: b.OutputTokens, TotalTokens: b.InputTokens + b.OutputTokens}
+	rep.FinishReason = "stop"
+	if req.Capped && b.OutputTokens == req.CompletionTokens {
+		rep.FinishReason = "length"
+	}
+	if req.Endpoint == openai.Chat {
+		rep.ServiceTier = req.ServiceTier
+		rep.Usage.PromptTokensDetails = &openai.PromptTokensDetails{CachedTokens: b.CachedInputTokens, AudioTokens: b.AudioInputTokens}
+		rep.Usage.CompletionTokensDetails = &openai.CompletionTokensDetails{ReasoningTokens: b.ReasoningTokens, AudioTokens: b.AudioOutputTokens}
+	}
+	return rep
 }
 
 // answer answers an admitted call as JSON after d, or ends it unserved if
 // the client leaves first. The call ends before the answer is written, so
 // a client that has read its answer finds the call in Stats.
-func (s *Server) answer(ctx context.Context, w http.ResponseWriter, req openai.Request, rep openai.Reply, d time.Duration) {
+func (s *Server) answer(ctx context.Context, w http.ResponseWriter, req openai.Request, rep openai.Reply, d time.Duration, adm admission) {
 	err := s.sleep(ctx, d)
-	s.finish(err == nil, req)
+	s.finish(adm, err == nil)
 	if err == nil {
 		openai.WriteReply(w, req.Endpoint, rep)
 	}
@@ -193,7 +237,7 @@ func (s *Server) answer(ctx context.Context, w http.ResponseWriter, req openai.R
 // stream streams an admitted call, spreading d over its chunks of text. The
 // call is served, and ends, when its last chunk is due; it ends unserved if
 // the client leaves before.
-func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req openai.Request, rep openai.Reply, d time.Duration) {
+func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req openai.Request, rep openai.Reply, d time.Duration, adm admission) {
 	served := false
 	pause := func(i, n int) error {
 		if err := s.sleep(ctx, part(d, i, n)); err != nil {
@@ -201,27 +245,21 @@ func (s *Server) stream(ctx context.Context, w http.ResponseWriter, req openai.R
 		}
 		if i == n-1 {
 			served = true
-			s.finish(true, req)
+			s.finish(adm, served)
 		}
 		return nil
 	}
 	if openai.WriteStream(w, req, rep, pause) != nil && !served {
-		s.finish(false, req)
+		s.finish(adm, served)
 	}
 }
 
-// finish frees the call's slot and bills it if it was served.
-func (s *Server) finish(served bool, req openai.Request) {
-	micros := cost(s.opts, req.PromptTokens, req.CompletionTokens)
+// finish frees the call's slot, counts what it made in the minute, and
+// bills it if it was served.
+func (s *Server) finish(adm admission, served bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.account.finish(served, req.PromptTokens, req.CompletionTokens, micros)
-}
-
-// cost is what a call costs at o's prices, in micro-dollars, rounded up.
-func cost(o Options, prompt, completion int64) int64 {
-	const million = 1_000_000
-	return (prompt*o.InputMicrosPerMillion + completion*o.OutputMicrosPerMillion + million - 1) / million
+	s.account.finish(adm.seq, adm.tier, served, adm.bill)
 }
 
 // jitter is a call's latency: mean plus sd times z, a standard normal
@@ -248,30 +286,51 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// refusal is the error answer to a call for model of tokens that the
-// account did not admit.
-func refusal(d decision, model string, tokens int64) *openai.Error {
-	q := d.quota
-	switch {
-	case d.outcome == requestsExhausted:
+// refusal is the error answer to a call for model that the account did
+// not admit.
+func refusal(d decision, model string) *openai.Error {
+	switch d.outcome {
+	case requestsExhausted:
+		q := d.quota
 		return rateLimited("requests", fmt.Sprintf("Rate limit reached for %s in organization org-lab on requests per min (RPM): Limit %d, Used %d, Requested 1. Please try again in %s.",
 			model, q.limitRequests, q.limitRequests-q.remainingRequests, resetString(d.retryAfter)))
-	case d.tooLarge:
-		return rateLimited("tokens", fmt.Sprintf("Request too large for %s in organization org-lab on tokens per min (TPM): Limit %d, Requested %d. The input or output tokens must be reduced in order to run successfully.",
-			model, q.limitTokens, tokens))
-	case d.outcome == tokensExhausted:
-		return rateLimited("tokens", fmt.Sprintf("Rate limit reached for %s in organization org-lab on tokens per min (TPM): Limit %d, Used %d, Requested %d. Please try again in %s.",
-			model, q.limitTokens, q.limitTokens-q.remainingTokens, tokens, resetString(d.retryAfter)))
+	case dayExhausted:
+		return rateLimited("requests_per_day", fmt.Sprintf("Rate limit reached for %s in organization org-lab on requests per day (RPD). Please try again in %s.",
+			model, resetString(d.retryAfter)))
+	case tokensExhausted, inputExhausted, outputExhausted:
+		return tokenRefusal(d, model)
 	}
 	return &openai.Error{Status: http.StatusServiceUnavailable, Type: "overloaded_error", Code: "overloaded",
 		Message: "The server is overloaded: too many calls in flight. Please try again shortly."}
+}
+
+// limitNames name each measure's limit: the error type of its 429, and
+// its name in the message.
+var limitNames = [measures]struct{ typ, name string }{
+	allTokens:    {"tokens", "tokens per min (TPM)"},
+	inputTokens:  {"input_tokens", "input tokens per min (ITPM)"},
+	outputTokens: {"output_tokens", "output tokens per min (OTPM)"},
+}
+
+// tokenRefusal is the 429 for a call refused for the tokens of
+// d.measure.
+func tokenRefusal(d decision, model string) *openai.Error {
+	k, q := d.measure, d.quota.of(d.measure)
+	n := limitNames[k]
+	if d.tooLarge {
+		return rateLimited(n.typ, fmt.Sprintf("Request too large for %s in organization org-lab on %s: Limit %d, Requested %d. The input or output tokens must be reduced in order to run successfully.",
+			model, n.name, q.limit, d.asked[k]))
+	}
+	return rateLimited(n.typ, fmt.Sprintf("Rate limit reached for %s in organization org-lab on %s: Limit %d, Used %d, Requested %d. Please try again in %s.",
+		model, n.name, q.limit, q.limit-q.remaining, d.asked[k], resetString(d.retryAfter)))
 }
 
 func rateLimited(typ, msg string) *openai.Error {
 	return &openai.Error{Status: http.StatusTooManyRequests, Type: typ, Code: "rate_limit_exceeded", Message: msg}
 }
 
-// setQuota writes q as OpenAI's rate-limit headers.
+// setQuota writes q as OpenAI's rate-limit headers, and the input and
+// output tokens that have a limit as Anthropic's.
 func setQuota(h http.Header, q quota) {
 	h.Set("x-ratelimit-limit-requests", strconv.FormatInt(q.limitRequests, 10))
 	h.Set("x-ratelimit-remaining-requests", strconv.FormatInt(q.remainingRequests, 10))
@@ -279,6 +338,20 @@ func setQuota(h http.Header, q quota) {
 	h.Set("x-ratelimit-limit-tokens", strconv.FormatInt(q.limitTokens, 10))
 	h.Set("x-ratelimit-remaining-tokens", strconv.FormatInt(q.remainingTokens, 10))
 	h.Set("x-ratelimit-reset-tokens", resetString(q.reset))
+	setTokenQuota(h, "anthropic-ratelimit-input-tokens", q.input)
+	setTokenQuota(h, "anthropic-ratelimit-output-tokens", q.output)
+}
+
+// setTokenQuota writes q as Anthropic's headers named from prefix, its
+// reset an RFC 3339 time rounded up to the second; nothing without a
+// limit.
+func setTokenQuota(h http.Header, prefix string, q tokenQuota) {
+	if q.limit == 0 {
+		return
+	}
+	h.Set(prefix+"-limit", strconv.FormatInt(q.limit, 10))
+	h.Set(prefix+"-remaining", strconv.FormatInt(q.remaining, 10))
+	h.Set(prefix+"-reset", q.resetAt.Add(time.Second-time.Nanosecond).Truncate(time.Second).UTC().Format(time.RFC3339))
 }
 
 // setRetry writes retry-after (whole seconds) and retry-after-ms, both

@@ -71,6 +71,13 @@ func do(t *testing.T, method, url, key, body string) (*http.Response, []byte) {
 	return resp, data
 }
 
+// chatUsage is a chat's usage of prompt and completion tokens, with none
+// in any class.
+func chatUsage(prompt, completion int64) *openai.Usage {
+	return &openai.Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion,
+		PromptTokensDetails: &openai.PromptTokensDetails{}, CompletionTokensDetails: &openai.CompletionTokensDetails{}}
+}
+
 func TestAnswers(t *testing.T) {
 	const chat = `"model":"gpt-4o-mini","messages":[{"role":"user","content":"Summarise this page."}]` // 20 bytes: 5 tokens
 	tests := []struct {
@@ -86,7 +93,7 @@ func TestAnswers(t *testing.T) {
 		path:      "/v1/chat/completions",
 		body:      `{` + chat + `,"max_tokens":40}`,
 		wantType:  "application/json",
-		wantUsage: &openai.Usage{PromptTokens: 5, CompletionTokens: 40, TotalTokens: 45},
+		wantUsage: chatUsage(5, 40),
 		wantText:  40,
 		wantBill:  45,
 	}, {
@@ -94,7 +101,7 @@ func TestAnswers(t *testing.T) {
 		path:      "/v1/chat/completions",
 		body:      `{` + chat + `}`,
 		wantType:  "application/json",
-		wantUsage: &openai.Usage{PromptTokens: 5, CompletionTokens: 200, TotalTokens: 205},
+		wantUsage: chatUsage(5, 200),
 		wantText:  200,
 		wantBill:  205,
 	}, {
@@ -109,7 +116,7 @@ func TestAnswers(t *testing.T) {
 		path:      "/v1/chat/completions",
 		body:      `{` + chat + `,"max_completion_tokens":40,"stream":true,"stream_options":{"include_usage":true}}`,
 		wantType:  "text/event-stream",
-		wantUsage: &openai.Usage{PromptTokens: 5, CompletionTokens: 40, TotalTokens: 45},
+		wantUsage: chatUsage(5, 40),
 		wantText:  40,
 		wantBill:  45,
 	}, {
@@ -416,6 +423,7 @@ func TestStatsAndMetrics(t *testing.T) {
 		t.Fatalf("GET /stats: %s: %v", body, err)
 	}
 	want := Stats{Accepted: 2, Rejected429Tokens: 1, MaxInFlightSeen: 1, PromptTokens: 6, CompletionTokens: 200, MicroDollars: 2 * 309,
+		Tiers:    TierBills{Default: Bill{InputTokens: 6, OutputTokens: 200, MicroDollars: 2 * 309}},
 		Received: map[string]int64{"POST /v1/chat/completions": 3}}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("GET /stats mismatch (-got +want):\n%s", diff)
@@ -426,6 +434,9 @@ func TestStatsAndMetrics(t *testing.T) {
 		`lab_provider_calls_total{outcome="accepted"}`:                             2,
 		`lab_provider_calls_total{outcome="rejected_requests"}`:                    0,
 		`lab_provider_calls_total{outcome="rejected_tokens"}`:                      1,
+		`lab_provider_calls_total{outcome="rejected_input_tokens"}`:                0,
+		`lab_provider_calls_total{outcome="rejected_output_tokens"}`:               0,
+		`lab_provider_calls_total{outcome="rejected_requests_per_day"}`:            0,
 		`lab_provider_calls_total{outcome="overloaded"}`:                           0,
 		`lab_provider_calls_canceled_total`:                                        0,
 		`lab_provider_in_flight`:                                                   0,
@@ -433,6 +444,19 @@ func TestStatsAndMetrics(t *testing.T) {
 		`lab_provider_tokens_total{kind="prompt"}`:                                 6,
 		`lab_provider_tokens_total{kind="completion"}`:                             200,
 		`lab_provider_spend_micro_dollars_total`:                                   618,
+		`lab_provider_token_classes_total{class="cached_prompt"}`:                  0,
+		`lab_provider_token_classes_total{class="audio_prompt"}`:                   0,
+		`lab_provider_token_classes_total{class="reasoning"}`:                      0,
+		`lab_provider_token_classes_total{class="audio_completion"}`:               0,
+		`lab_provider_tier_tokens_total{kind="prompt",tier="default"}`:             6,
+		`lab_provider_tier_tokens_total{kind="completion",tier="default"}`:         200,
+		`lab_provider_tier_spend_micro_dollars_total{tier="default"}`:              618,
+		`lab_provider_tier_tokens_total{kind="prompt",tier="priority"}`:            0,
+		`lab_provider_tier_tokens_total{kind="completion",tier="priority"}`:        0,
+		`lab_provider_tier_spend_micro_dollars_total{tier="priority"}`:             0,
+		`lab_provider_tier_tokens_total{kind="prompt",tier="flex"}`:                0,
+		`lab_provider_tier_tokens_total{kind="completion",tier="flex"}`:            0,
+		`lab_provider_tier_spend_micro_dollars_total{tier="flex"}`:                 0,
 		`lab_provider_requests_received_total{route="POST /v1/chat/completions"}`:  3,
 		`lab_provider_responses_stored`:                                            0,
 		`lab_provider_responses_ended_total{mode="foreground",status="completed"}`: 0,

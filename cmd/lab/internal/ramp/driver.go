@@ -151,8 +151,12 @@ func addStats(a, b provider.Stats) provider.Stats {
 		Accepted: a.Accepted + b.Accepted, Rejected429Requests: a.Rejected429Requests + b.Rejected429Requests,
 		Rejected429Tokens: a.Rejected429Tokens + b.Rejected429Tokens, Rejected503: a.Rejected503 + b.Rejected503,
 		Canceled: a.Canceled + b.Canceled, InFlight: a.InFlight + b.InFlight, MaxInFlightSeen: max(a.MaxInFlightSeen, b.MaxInFlightSeen),
-		PromptTokens: a.PromptTokens + b.PromptTokens, CompletionTokens: a.CompletionTokens + b.CompletionTokens,
-		MicroDollars: a.MicroDollars + b.MicroDollars, Received: addCounts(a.Received, b.Received),
+		Rejected429InputTokens: a.Rejected429InputTokens + b.Rejected429InputTokens, Rejected429OutputTokens: a.Rejected429OutputTokens + b.Rejected429OutputTokens,
+		Rejected429RequestsPerDay: a.Rejected429RequestsPerDay + b.Rejected429RequestsPerDay, PromptTokens: a.PromptTokens + b.PromptTokens,
+		CachedPromptTokens: a.CachedPromptTokens + b.CachedPromptTokens, AudioPromptTokens: a.AudioPromptTokens + b.AudioPromptTokens,
+		CompletionTokens: a.CompletionTokens + b.CompletionTokens, ReasoningTokens: a.ReasoningTokens + b.ReasoningTokens,
+		AudioCompletionTokens: a.AudioCompletionTokens + b.AudioCompletionTokens, MicroDollars: a.MicroDollars + b.MicroDollars,
+		Received: addCounts(a.Received, b.Received),
 	}
 }
 
