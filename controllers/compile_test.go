@@ -532,7 +532,7 @@ func TestCompileConverts(t *testing.T) {
 		Kept:   gatewayv1.Kept{OwnersFor: metav1.Duration{Duration: 720 * time.Hour}, FollowFor: metav1.Duration{Duration: 24 * time.Hour}, ReclaimAfter: metav1.Duration{Duration: 30 * time.Second}},
 		Global: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 10000, Per: gatewayv1.PeriodMinute, Burst: 10000, OnLimit: gatewayv1.BehaviorQueue}},
 		Providers: []gatewayv1.Provider{{
-			Name: "llama", Endpoints: []string{"http://10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1"},
+			Name: "llama", API: "openai", Endpoints: []string{"http://10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1"},
 			// A self-hosted provider's models are capped in max_tokens, which every engine reads.
 			Models:          []gatewayv1.Model{{Name: "llama-3.1-8b", DefaultMaxTokens: 256, MaxTokensParam: "max_tokens", ContextWindow: 1 << 20}},
 			AdmissionCount:  "Characters",
@@ -544,7 +544,7 @@ func TestCompileConverts(t *testing.T) {
 			CallTimeout:     metav1.Duration{Duration: 30 * time.Minute},
 			Breaker:         gatewayv1.Breaker{Failures: 5, OpenFor: metav1.Duration{Duration: 30 * time.Second}},
 		}, {
-			Name: "openai", BaseURL: "https://openai.example/v1", APIKeyFile: "openai.key",
+			Name: "openai", API: "openai", BaseURL: "https://openai.example/v1", APIKeyFile: "openai.key",
 			Models: []gatewayv1.Model{{Name: "gpt-4o", Encoding: "o200k_base", DefaultMaxTokens: 512, MaxTokensParam: "max_completion_tokens", ContextWindow: 1 << 20},
 				{Name: "gpt-4o-mini", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens", ContextWindow: 1 << 20,
 					// A model's own prices, each class's set as its provider's are.

@@ -12,14 +12,16 @@ import (
 func toProvider(pq *v1alpha1.ProviderQuota) gatewayv1.Provider {
 	s := &pq.Spec
 	p := gatewayv1.Provider{
-		Name:            pq.Name,
-		BaseURL:         s.BaseURL, // empty for a self-hosted one, which compiling gives its Pods' endpoints
-		Models:          toModels(s.Models, s.SelfHosted != nil),
-		AdmissionCount:  gatewayv1.AdmissionCount(s.AdmissionCount),
-		HeadroomPercent: s.HeadroomPercent,
-		Timeout:         s.Timeout,
-		StallTimeout:    s.StallTimeout,
-		CallTimeout:     s.CallTimeout,
+		Name:             pq.Name,
+		API:              gatewayv1.ProviderAPI(s.API),
+		AnthropicVersion: s.AnthropicVersion,
+		BaseURL:          s.BaseURL, // empty for a self-hosted one, which compiling gives its Pods' endpoints
+		Models:           toModels(s.Models, s.SelfHosted != nil),
+		AdmissionCount:   gatewayv1.AdmissionCount(s.AdmissionCount),
+		HeadroomPercent:  s.HeadroomPercent,
+		Timeout:          s.Timeout,
+		StallTimeout:     s.StallTimeout,
+		CallTimeout:      s.CallTimeout,
 	}
 	if s.APIKeySecretRef != nil {
 		p.APIKeyFile = KeyFile(pq.Name)

@@ -44,12 +44,31 @@ type ProviderQuota struct {
 // inference Pods in the cluster.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.baseURL) != has(self.selfHosted)",message="exactly one of baseURL and selfHosted must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.azure) || !has(self.api) || self.api == 'openai'",message="azure must not be set with api anthropic: Azure serves the OpenAI API",fieldPath=".azure"
+// +kubebuilder:validation:XValidation:rule="!has(self.anthropicVersion) || (has(self.api) && self.api == 'anthropic')",message="anthropicVersion must be set only with api anthropic",fieldPath=".anthropicVersion"
 // +kubebuilder:validation:XValidation:rule="!has(self.azure) || !has(self.selfHosted)",message="azure must not be set with selfHosted: an Azure OpenAI resource is hosted at baseURL",fieldPath=".azure"
 // +kubebuilder:validation:XValidation:rule="!has(self.azure) || !has(self.azure.deployments) || self.azure.deployments.all(m, self.models.exists(x, x.name == m))",message="azure.deployments must map only models of this ProviderQuota",fieldPath=".azure.deployments"
 // +kubebuilder:validation:XValidation:rule="!has(self.timeout) || !has(self.callTimeout) || !self.timeout.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || !self.callTimeout.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.callTimeout) >= duration(self.timeout)",message="callTimeout must be at least timeout",fieldPath=".callTimeout"
 type ProviderQuotaSpec struct {
+	// api is the API the provider speaks: openai (OpenAI's, and every server
+	// that copies it) or anthropic (Anthropic's Messages API, called with
+	// the key in x-api-key and an anthropic-version header). Clients call a
+	// model in its provider's API: the gateways translate neither to the
+	// other, and every provider of a model's pool speaks one API. Defaults
+	// to openai.
+	// +optional
+	// +kubebuilder:default=openai
+	API ProviderAPI `json:"api,omitempty"`
+	// anthropicVersion is the anthropic-version header a call to an
+	// Anthropic provider carries when its client sent none, such as
+	// 2023-06-01. Only with api anthropic; absent means 2023-06-01.
+	// +optional
+	// +kubebuilder:validation:MaxLength=10
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[0-9]{4}-[0-9]{2}-[0-9]{2}$')",message="anthropicVersion must be an anthropic-version such as 2023-06-01"
+	AnthropicVersion string `json:"anthropicVersion,omitempty"`
 	// baseURL is the absolute http or https URL of a hosted provider, to
-	// which the OpenAI paths are appended, such as https://api.openai.com/v1.
+	// which the API's paths are appended, such as https://api.openai.com/v1
+	// or https://api.anthropic.com/v1.
 	// It holds no credentials, query or fragment; the key comes from
 	// apiKeySecretRef. Exactly one of baseURL and selfHosted is set.
 	// +optional
@@ -227,6 +246,17 @@ const (
 	EncodingO200kBase  Encoding = "o200k_base"
 	EncodingP50kBase   Encoding = "p50k_base"
 	EncodingR50kBase   Encoding = "r50k_base"
+)
+
+// ProviderAPI names the API a provider speaks: openai or anthropic.
+//
+// +kubebuilder:validation:Enum=openai;anthropic
+type ProviderAPI string
+
+// The APIs a provider may speak.
+const (
+	ProviderAPIOpenAI    ProviderAPI = "openai"
+	ProviderAPIAnthropic ProviderAPI = "anthropic"
 )
 
 // AdmissionCount is how a provider counts a call's prompt against its tokens

@@ -216,7 +216,7 @@ const (
 
 // Endpoint names an OpenAI-compatible endpoint.
 //
-// +kubebuilder:validation:Enum=chat;completions;embeddings;responses;moderations
+// +kubebuilder:validation:Enum=chat;completions;embeddings;responses;moderations;messages
 type Endpoint string
 
 // The endpoints a plan's limits can name.
@@ -231,13 +231,17 @@ const (
 	EndpointResponses Endpoint = "responses"
 	// EndpointModerations is /v1/moderations.
 	EndpointModerations Endpoint = "moderations"
+	// EndpointMessages is Anthropic's /v1/messages and
+	// /v1/messages/count_tokens.
+	EndpointMessages Endpoint = "messages"
 )
 
 // EndpointLimits are limits on one endpoint.
 type EndpointLimits struct {
 	// endpoint is chat (/v1/chat/completions), completions (/v1/completions),
-	// embeddings (/v1/embeddings), responses (/v1/responses) or moderations
-	// (/v1/moderations).
+	// embeddings (/v1/embeddings), responses (/v1/responses), moderations
+	// (/v1/moderations) or messages (Anthropic's /v1/messages and
+	// /v1/messages/count_tokens).
 	// +required
 	Endpoint Endpoint `json:"endpoint"`
 	// limits apply to the endpoint, 1 to 16.

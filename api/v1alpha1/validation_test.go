@@ -74,6 +74,7 @@ func hostedQuota() *v1alpha1.ProviderQuota {
 	return &v1alpha1.ProviderQuota{
 		ObjectMeta: metav1.ObjectMeta{Name: "openai", Namespace: namespace},
 		Spec: v1alpha1.ProviderQuotaSpec{
+			API:     v1alpha1.ProviderAPIOpenAI,
 			BaseURL: "https://api.openai.com/v1",
 			Models: []v1alpha1.Model{
 				{Name: "gpt-4o", Encoding: v1alpha1.EncodingO200kBase, DefaultMaxTokens: 512, MaxTokensParam: v1alpha1.MaxTokensParamCompletion},
@@ -185,6 +186,12 @@ func TestValidObjectsAreAccepted(t *testing.T) {
 		want client.Object
 	}{
 		{name: "hosted ProviderQuota", obj: hostedQuota()},
+		{name: "Anthropic ProviderQuota", obj: func() client.Object {
+			pq := hostedQuota()
+			pq.Name, pq.Spec.API, pq.Spec.AnthropicVersion, pq.Spec.BaseURL = "anthropic", v1alpha1.ProviderAPIAnthropic, "2023-06-01", "https://api.anthropic.com/v1"
+			pq.Spec.Azure = nil
+			return pq
+		}()},
 		{name: "self-hosted ProviderQuota", obj: selfHostedQuota(), want: withQuotaDefaults(selfHostedQuota())},
 		{name: "self-hosted ProviderQuota defaults gpusPerPod", obj: selfHostedWithDefaults, want: func() client.Object {
 			want := withQuotaDefaults(selfHostedQuota())
@@ -230,6 +237,7 @@ func TestValidObjectsAreAccepted(t *testing.T) {
 
 // withQuotaDefaults sets what the API server defaults in a ProviderQuota.
 func withQuotaDefaults(pq *v1alpha1.ProviderQuota) *v1alpha1.ProviderQuota {
+	pq.Spec.API = v1alpha1.ProviderAPIOpenAI
 	pq.Spec.AdmissionCount = v1alpha1.AdmissionCountCharacters
 	pq.Spec.HeadroomPercent = 100
 	pq.Spec.Retry = &v1alpha1.Retry{
@@ -382,6 +390,14 @@ func TestValidation(t *testing.T) {
 			`spec.azure.deployments.gpt-4o: Invalid value: "a/b": spec.azure.deployments.gpt-4o in body should match`},
 		{"azure on Pods", selfHostedQuota(), `{spec: {azure: {apiVersion: 2024-10-21}}}`,
 			"azure must not be set with selfHosted"},
+		{"api not an API", hostedQuota(), `{spec: {api: gemini}}`,
+			`spec.api: Unsupported value: "gemini"`},
+		{"azure with api anthropic", hostedQuota(), `{spec: {api: anthropic, azure: {apiVersion: 2024-10-21}}}`,
+			"azure must not be set with api anthropic"},
+		{"anthropicVersion with api openai", hostedQuota(), `{spec: {anthropicVersion: 2023-06-01}}`,
+			"anthropicVersion must be set only with api anthropic"},
+		{"anthropicVersion not a version", hostedQuota(), `{spec: {api: anthropic, anthropicVersion: latest}}`,
+			"anthropicVersion must be an anthropic-version such as 2023-06-01"},
 		{"breaker of no failures", hostedQuota(), `{spec: {breaker: {failures: 0}}}`,
 			"spec.breaker.failures: Invalid value: 0: spec.breaker.failures in body should be greater than or equal to 1"},
 		{"breaker open for no time", hostedQuota(), `{spec: {breaker: {openFor: 0s}}}`,

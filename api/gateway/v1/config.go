@@ -367,8 +367,19 @@ type Provider struct {
 	// name identifies the provider: lower-case letters, digits and '-', at
 	// most 63 characters, unique.
 	Name string `json:"name"`
-	// baseURL is the absolute http or https URL the OpenAI paths are appended
-	// to, such as https://api.openai.com/v1. Empty when endpoints are set.
+	// api is the API the provider speaks: "openai" (OpenAI's, and every
+	// server that copies it) or "anthropic" (Anthropic's Messages API).
+	// Clients call a model in its provider's API: the gateway translates
+	// neither to the other. Every provider of a model's pool speaks one API.
+	// Empty means "openai".
+	API ProviderAPI `json:"api,omitempty"`
+	// anthropicVersion is the anthropic-version header a call to an
+	// Anthropic provider carries when its client sent none, such as
+	// 2023-06-01. Only for api "anthropic"; empty means 2023-06-01.
+	AnthropicVersion string `json:"anthropicVersion,omitempty"`
+	// baseURL is the absolute http or https URL the API's paths are appended
+	// to, such as https://api.openai.com/v1 or https://api.anthropic.com/v1.
+	// Empty when endpoints are set.
 	BaseURL string `json:"baseURL,omitempty"`
 	// endpoints are a self-hosted provider's ready Pods, each as the base URL
 	// of one Pod, such as http://10.0.3.7:8000/v1, in place of baseURL. The
@@ -445,6 +456,25 @@ type Provider struct {
 	// for a while.
 	Breaker Breaker `json:"breaker,omitzero"`
 }
+
+// ProviderAPI names the API a provider speaks.
+type ProviderAPI string
+
+// The APIs a provider may speak.
+const (
+	// APIOpenAI is OpenAI's API: /v1/chat/completions, /v1/responses and
+	// the rest, with the key as a bearer token.
+	APIOpenAI ProviderAPI = "openai"
+	// APIAnthropic is Anthropic's Messages API: /v1/messages and
+	// /v1/messages/count_tokens, with the key in x-api-key and an
+	// anthropic-version header.
+	APIAnthropic ProviderAPI = "anthropic"
+)
+
+// DefaultAnthropicVersion is the anthropic-version a call to an Anthropic
+// provider carries when neither its client nor the provider's
+// anthropicVersion names one.
+const DefaultAnthropicVersion = "2023-06-01"
 
 // Azure is where an Azure OpenAI provider serves its models.
 type Azure struct {
@@ -773,12 +803,15 @@ const (
 	EndpointResponses Endpoint = "responses"
 	// EndpointModerations is /v1/moderations.
 	EndpointModerations Endpoint = "moderations"
+	// EndpointMessages is Anthropic's /v1/messages and
+	// /v1/messages/count_tokens.
+	EndpointMessages Endpoint = "messages"
 )
 
 // EndpointLimits are a tenant's limits on one endpoint.
 type EndpointLimits struct {
-	// endpoint is "chat", "completions", "embeddings", "responses" or
-	// "moderations", unique within a tenant.
+	// endpoint is "chat", "completions", "embeddings", "responses",
+	// "moderations" or "messages", unique within a tenant.
 	Endpoint Endpoint `json:"endpoint"`
 	// limits apply to the endpoint, at least one.
 	Limits []Limit `json:"limits"`

@@ -119,6 +119,10 @@ func (p *Provider) Default() {
 	}
 	p.Prices.defaults()
 	setDefault(&p.AdmissionCount, defaultAdmissionCount)
+	setDefault(&p.API, APIOpenAI)
+	if p.API == APIAnthropic {
+		setDefault(&p.AnthropicVersion, DefaultAnthropicVersion)
+	}
 	setDefault(&p.HeadroomPercent, defaultHeadroomPercent)
 	setDefault(&p.Retry.MaxAttempts, defaultMaxAttempts)
 	setDefaultDuration(&p.Retry.BaseDelay, defaultBaseDelay)

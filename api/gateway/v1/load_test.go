@@ -55,6 +55,7 @@ func TestLoadTwoTenants(t *testing.T) {
 			BaseURL:           "http://127.0.0.1:8081/v1",
 			APIKeyFile:        filepath.Join("testdata", "openai.key"),
 			Models:            []gatewayv1.Model{{Name: "gpt-4o-mini", Encoding: "o200k_base", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens", ContextWindow: 1 << 20}},
+			API:               "openai",
 			AdmissionCount:    "Characters",
 			RequestsPerMinute: 1500,
 			TokensPerMinute:   300000,
@@ -272,6 +273,7 @@ tenants:
 			Providers: []gatewayv1.Provider{{
 				Name: "local", BaseURL: "http://127.0.0.1:8000/v1",
 				Models:          []gatewayv1.Model{{Name: "llama", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens", ContextWindow: 1 << 20}},
+				API:             "openai",
 				AdmissionCount:  "Characters",
 				HeadroomPercent: 100,
 				Retry:           defaultRetry,
@@ -312,6 +314,7 @@ tenants:
 			Providers: []gatewayv1.Provider{{
 				Name: "local", BaseURL: "http://127.0.0.1:8000/v1",
 				Models:          []gatewayv1.Model{{Name: "llama", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens", ContextWindow: 1 << 20}},
+				API:             "openai",
 				AdmissionCount:  "Characters",
 				HeadroomPercent: 100,
 				Retry:           defaultRetry,

@@ -24,7 +24,7 @@ var (
 	storeTypes       = []StoreType{StoreMemory, StoreRedis}
 	failModes        = []FailMode{FailClosed, FailOpen}
 	priorities       = []Priority{PriorityInteractive, PriorityBatch}
-	endpoints        = []Endpoint{EndpointChat, EndpointCompletions, EndpointEmbeddings, EndpointResponses, EndpointModerations}
+	endpoints        = []Endpoint{EndpointChat, EndpointCompletions, EndpointEmbeddings, EndpointResponses, EndpointModerations, EndpointMessages}
 	dimensions       = []Dimension{DimensionRequests, DimensionTokens, DimensionDollars, DimensionInFlight}
 	periods          = []Period{PeriodSecond, PeriodMinute, PeriodHour, PeriodDay, PeriodMonth}
 	calendarPeriods  = []Period{PeriodDay, PeriodMonth}
@@ -32,6 +32,7 @@ var (
 	encodings        = []string{"cl100k_base", "o200k_base", "p50k_base", "r50k_base"}
 	maxTokensParams  = []MaxTokensParam{MaxTokensParamCompletion, MaxTokensParamTokens}
 	admissionCounts  = []AdmissionCount{AdmissionCountTokenizer, AdmissionCountCharacters}
+	providerAPIs     = []ProviderAPI{APIOpenAI, APIAnthropic}
 	keyHashPattern   = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	maxMaxWait       = 10 * time.Minute
 	maxRetryAttempts = int64(10)
@@ -228,6 +229,7 @@ func validateProviders(p *field.Path, providers []Provider) field.ErrorList {
 // pooled is a model as a provider lists it.
 type pooled struct {
 	provider string
+	api      ProviderAPI
 	model    *Model
 }
 
@@ -244,9 +246,11 @@ func validatePooled(p *field.Path, pr *Provider, m *Model, seen map[string]poole
 		switch {
 		case name == "":
 		case !ok:
-			seen[name] = pooled{pr.Name, m}
+			seen[name] = pooled{pr.Name, pr.API, m}
 		case first.provider == pr.Name:
 			errs = append(errs, field.Duplicate(at, name))
+		case first.api != pr.API:
+			errs = append(errs, field.Invalid(at, name, fmt.Sprintf("must be served by providers of one API: provider %q serves it in the %s API, this one in the %s API", first.provider, first.api, pr.API)))
 		case k == 0:
 			if conflict := PoolConflict(first.model, m); conflict != "" {
 				errs = append(errs, field.Invalid(at, name, fmt.Sprintf("%s in provider %q, which serves it too", conflict, first.provider)))
@@ -290,6 +294,7 @@ func sortedCopy(s []string) []string {
 // requestsPerMinute in spec.limits. Every path must be set.
 type ProviderPaths struct {
 	Name, BaseURL, Endpoints, Models                *field.Path
+	API, AnthropicVersion                           *field.Path
 	RequestsPerMinute, TokensPerMinute, MaxInFlight *field.Path
 	AdmissionCount, HeadroomPercent                 *field.Path
 	// Prices and Retry are the paths of structs whose fields have the same
@@ -308,6 +313,8 @@ func NewProviderPaths(p *field.Path) ProviderPaths {
 		BaseURL:           p.Child("baseURL"),
 		Endpoints:         p.Child("endpoints"),
 		Models:            p.Child("models"),
+		API:               p.Child("api"),
+		AnthropicVersion:  p.Child("anthropicVersion"),
 		RequestsPerMinute: p.Child("requestsPerMinute"),
 		TokensPerMinute:   p.Child("tokensPerMinute"),
 		MaxInFlight:       p.Child("maxInFlight"),
@@ -343,6 +350,7 @@ func ValidateProvider(paths ProviderPaths, pr *Provider) field.ErrorList {
 	errs = append(errs, pr.Retry.validate(paths.Retry)...)
 	errs = append(errs, pr.validateProviderRates(paths)...)
 	errs = append(errs, pr.validateAzure(paths)...)
+	errs = append(errs, pr.validateAPI(paths)...)
 	errs = append(errs, validateRange(paths.Breaker.Child("failures"), int64(pr.Breaker.Failures), 1, maxBreakerFailures)...)
 	errs = append(errs, validatePositiveDuration(paths.Breaker.Child("openFor"), pr.Breaker.OpenFor)...)
 	return append(errs, pr.validateTimeouts(paths)...)
@@ -380,6 +388,26 @@ func (pr *Provider) validateAzure(paths ProviderPaths) field.ErrorList {
 		if d := a.Deployments[model]; !azureDeployment.MatchString(d) {
 			errs = append(errs, field.Invalid(dp, d, "must be a deployment name: letters, digits, '.', '_' and '-', at most 64"))
 		}
+	}
+	return errs
+}
+
+// anthropicVersion is the form of an anthropic-version: a date.
+var anthropicVersion = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
+
+// validateAPI checks the provider's API and what goes with it: an
+// anthropicVersion for an Anthropic provider alone, and Azure for an OpenAI
+// one alone.
+func (pr *Provider) validateAPI(paths ProviderPaths) field.ErrorList {
+	errs := validateEnum(paths.API, pr.API, providerAPIs)
+	switch {
+	case pr.API != APIAnthropic && pr.AnthropicVersion != "":
+		errs = append(errs, field.Invalid(paths.AnthropicVersion, pr.AnthropicVersion, "must be empty unless api is anthropic"))
+	case pr.API == APIAnthropic && !anthropicVersion.MatchString(pr.AnthropicVersion):
+		errs = append(errs, field.Invalid(paths.AnthropicVersion, pr.AnthropicVersion, "must be an anthropic-version such as 2023-06-01"))
+	}
+	if pr.API == APIAnthropic && pr.Azure != nil {
+		errs = append(errs, field.Invalid(paths.Azure, "azure", "must be empty for an Anthropic provider: Azure serves the OpenAI API"))
 	}
 	return errs
 }

@@ -449,6 +449,40 @@ func TestValidate(t *testing.T) {
 			want: []string{`providers[1].endpoints: Invalid value: 1: must be empty for an Azure provider`},
 		},
 		{
+			name: "providers[].api anthropic",
+			mutate: func(c *gatewayv1.Config) {
+				c.Providers[1].API, c.Providers[1].AnthropicVersion = gatewayv1.APIAnthropic, "2023-06-01"
+			},
+		},
+		{
+			name: "providers[].api wrong",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).API, openai(c).AnthropicVersion = "gemini", "2023-06-01"
+				c.Providers[1].API, c.Providers[1].AnthropicVersion = gatewayv1.APIAnthropic, "latest"
+			},
+			want: []string{
+				`providers[0].api: Unsupported value: "gemini"`,
+				`providers[0].anthropicVersion: Invalid value: "2023-06-01": must be empty unless api is anthropic`,
+				`providers[1].anthropicVersion: Invalid value: "latest": must be an anthropic-version such as 2023-06-01`,
+			},
+		},
+		{
+			name: "providers[].api anthropic on Azure",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).API, openai(c).AnthropicVersion = gatewayv1.APIAnthropic, "2023-06-01"
+				openai(c).Azure = &gatewayv1.Azure{APIVersion: "2024-10-21"}
+			},
+			want: []string{`providers[0].azure: Invalid value: "azure": must be empty for an Anthropic provider`},
+		},
+		{
+			name: "providers[].models[].name pooled across APIs",
+			mutate: func(c *gatewayv1.Config) {
+				c.Providers[1].API, c.Providers[1].AnthropicVersion = gatewayv1.APIAnthropic, "2023-06-01"
+				c.Providers[1].Models[0].Name = "gpt-4o-mini"
+			},
+			want: []string{`providers[1].models[0].name: Invalid value: "gpt-4o-mini": must be served by providers of one API: provider "openai" serves it in the openai API, this one in the anthropic API`},
+		},
+		{
 			name: "providers[].breaker",
 			mutate: func(c *gatewayv1.Config) {
 				openai(c).Breaker = gatewayv1.Breaker{Failures: 101, OpenFor: duration(-time.Second)}
@@ -970,8 +1004,9 @@ func TestValidateProviderPaths(t *testing.T) {
 		RequestsPerMinute: -1, TokensPerMinute: -1, MaxInFlight: -1,
 		Prices:         gatewayv1.Prices{InputPerMillion: "x", OutputPerMillion: "x"},
 		SpendPerMinute: "x", SpendPerMonth: "x",
-		Azure:   &gatewayv1.Azure{APIVersion: "x"},
-		Breaker: gatewayv1.Breaker{Failures: -1},
+		Azure:            &gatewayv1.Azure{APIVersion: "x"},
+		Breaker:          gatewayv1.Breaker{Failures: -1},
+		AnthropicVersion: "2023-06-01",
 	}
 
 	// baseURL and endpoints are reported one at a time: neither set, then both.
