@@ -1,6 +1,6 @@
-// Package estimate reads an OpenAI-style request body once and estimates its
-// cost in tokens before the call, and reads what the provider reports after it
-// so the gateway can settle the difference.
+// Package estimate reads a request body once, in OpenAI's API or Anthropic's
+// Messages API, and estimates its cost in tokens before the call, and reads
+// what the provider reports after it so the gateway can settle the difference.
 //
 // # Prompt tokens
 //
@@ -77,6 +77,21 @@
 // which [WithStreamUsage] asks the provider for; [StreamUsage] remembers that
 // chunk and, if none arrives, counts the completion text it saw.
 // [Usage.Within] bounds a usage by what the call could have used.
+//
+// # Anthropic's Messages API
+//
+// A Messages request ([Messages]) is read with the same rules: its max_tokens
+// is required, as Anthropic requires it, and is the completion estimate; its
+// system prompt and each message's content blocks are counted by what they
+// hold (see messages.go); a count_tokens request ([CountTokens]) is read and
+// checked alike and costs nothing. Anthropic's usage leaves out of
+// input_tokens what a call read from the cache (cache_read_input_tokens) and
+// wrote to it (cache_creation_input_tokens): [Usage] counts its prompt as the
+// three together, the reads as [Usage.CachedPromptTokens] and the writes as
+// [Usage.CacheWriteTokens]. A stream is settled from the usage of its
+// message_start and message_delta events, and ends at message_stop; one cut
+// short is settled at the prompt message_start reported and the output
+// counted so far.
 //
 // A request's service_tier is read as [Request.ServiceTier], the tier its
 // estimate is priced at.

@@ -66,7 +66,7 @@ func (p Prompt) count(c *Counter, encoding string) int64 {
 
 // completionTokens returns the most the provider may generate.
 func (r *Request) completionTokens(defaultMaxTokens int64) int64 {
-	if r.Endpoint == Embeddings || r.Endpoint == Moderations {
+	if r.Endpoint == Embeddings || r.Endpoint == Moderations || r.Endpoint == CountTokens {
 		return 0
 	}
 	limit := r.MaxTokens

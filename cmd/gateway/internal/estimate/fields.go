@@ -15,6 +15,9 @@ import (
 // of another endpoint is refused, as OpenAI refuses it: the provider would not read it, and the
 // call would go out without the cap its estimate assumed.
 var objectRules = map[reflect.Type]objectRule{
+	reflect.TypeFor[messagesBody]():     messagesRule,
+	reflect.TypeFor[messagesMessage]():  {counted: true},
+	reflect.TypeFor[messageBlock]():     messageBlockRule,
 	reflect.TypeFor[chatBodyMessages](): chatRule,
 	reflect.TypeFor[chatBody]():         chatRule,
 	reflect.TypeFor[chatMessage]():      {counted: true},

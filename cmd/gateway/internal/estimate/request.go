@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Endpoint names the OpenAI API a request body is for.
+// Endpoint names the API a request body is for: one of OpenAI's, or Anthropic's Messages.
 type Endpoint string
 
 // The endpoints Parse reads.
@@ -20,6 +20,10 @@ const (
 	Responses Endpoint = "responses"
 	// Moderations is /v1/moderations, which is free.
 	Moderations Endpoint = "moderations"
+	// Messages is Anthropic's /v1/messages.
+	Messages Endpoint = "messages"
+	// CountTokens is Anthropic's /v1/messages/count_tokens, which is free.
+	CountTokens Endpoint = "count_tokens"
 )
 
 // Request is what the estimate needs from a request body, as Parse read it.
@@ -102,6 +106,10 @@ func parse(endpoint Endpoint, body []byte) (*Request, error) {
 		return parseResponses(body)
 	case Moderations:
 		return parseModerations(body)
+	case Messages:
+		return parseMessages(body)
+	case CountTokens:
+		return parseCountTokens(body)
 	}
 	return nil, fmt.Errorf("estimate: unknown endpoint %q", endpoint)
 }

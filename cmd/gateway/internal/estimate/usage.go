@@ -43,9 +43,11 @@ type Usage struct {
 	ServiceTier string `json:"-"`
 }
 
-// UnmarshalJSON reads a usage object in either API's names: prompt_tokens and completion_tokens
-// with their details, or the Responses API's input_tokens and output_tokens with theirs. The
-// service tier is not in the usage object: ParseUsage reads it beside.
+// UnmarshalJSON reads a usage object in any API's names: prompt_tokens and completion_tokens
+// with their details, the Responses API's input_tokens and output_tokens with theirs, or
+// Anthropic's, whose input_tokens leave out what the call read from the cache
+// (cache_read_input_tokens) and wrote to it (cache_creation_input_tokens): its prompt is the
+// three together. The service tier is not in the usage object: ParseUsage reads it beside.
 func (u *Usage) UnmarshalJSON(data []byte) error {
 	var c counts
 	if err := json.Unmarshal(data, &c); err != nil {
@@ -66,6 +68,9 @@ type counts struct {
 	CompletionDetails details `json:"completion_tokens_details"`
 	InputDetails      details `json:"input_tokens_details"`
 	OutputDetails     details `json:"output_tokens_details"`
+	// CacheRead and CacheCreation are Anthropic's, apart from its input_tokens.
+	CacheRead     int64 `json:"cache_read_input_tokens"`
+	CacheCreation int64 `json:"cache_creation_input_tokens"`
 }
 
 // details are the counts of one of a usage's details objects: the tokens of each class among its
@@ -79,8 +84,9 @@ type details struct {
 // usage is the Usage that c make.
 func (c *counts) usage() Usage {
 	return Usage{
-		PromptTokens:          cmp.Or(c.PromptTokens, c.InputTokens),
-		CachedPromptTokens:    cmp.Or(c.PromptDetails.CachedTokens, c.InputDetails.CachedTokens),
+		PromptTokens:          cmp.Or(c.PromptTokens, addSat(addSat(c.InputTokens, max(c.CacheRead, 0)), max(c.CacheCreation, 0))),
+		CachedPromptTokens:    cmp.Or(c.PromptDetails.CachedTokens, c.InputDetails.CachedTokens, c.CacheRead),
+		CacheWriteTokens:      c.CacheCreation,
 		AudioPromptTokens:     cmp.Or(c.PromptDetails.AudioTokens, c.InputDetails.AudioTokens),
 		CompletionTokens:      cmp.Or(c.CompletionTokens, c.OutputTokens),
 		ReasoningTokens:       cmp.Or(c.CompletionDetails.ReasoningTokens, c.OutputDetails.ReasoningTokens),
@@ -103,6 +109,10 @@ func (c *counts) named(key []byte) *int64 {
 		return &c.OutputTokens
 	case bytes.EqualFold(key, []byte("total_tokens")):
 		return &c.TotalTokens
+	case bytes.EqualFold(key, []byte("cache_read_input_tokens")):
+		return &c.CacheRead
+	case bytes.EqualFold(key, []byte("cache_creation_input_tokens")):
+		return &c.CacheCreation
 	}
 	return nil
 }
@@ -440,6 +450,7 @@ type StreamUsage struct {
 	reported   Usage
 	isReported bool
 	tier       string // the last service tier a chunk named
+	started    *Usage // an Anthropic stream's prompt, as its message_start reported it
 	done       bool
 	response   string   // a Responses stream's response id
 	items      []string // and its output items' ids
@@ -468,6 +479,10 @@ type streamChunk struct {
 	Item *struct {
 		ID string `json:"id"`
 	} `json:"item"`
+	// Message is an Anthropic message_start event's message, whose usage counts the prompt.
+	Message *struct {
+		Usage *Usage `json:"usage"`
+	} `json:"message"`
 
 	Choices []struct {
 		Text  string `json:"text"`
@@ -513,12 +528,18 @@ func (s *StreamUsage) Observe(data []byte) {
 	if tier := tierOf(chunk.ServiceTier); tier != "" {
 		s.tier = tier
 	}
+	if chunk.Message != nil && chunk.Message.Usage != nil {
+		if u, ok := chunk.Message.Usage.checked(); ok {
+			s.started = &u
+		}
+	}
 	if chunk.Usage != nil {
 		if u, ok := chunk.Usage.checked(); ok {
-			s.reported, s.isReported = u, true
+			s.reported, s.isReported = s.withPrompt(u), true
 		}
 	}
 	s.countChoices(&chunk)
+	s.countAnthropicDelta(&chunk)
 	if countedDeltas[chunk.Type] && firstByte(chunk.Delta) == '"' {
 		var text string
 		if json.Unmarshal(chunk.Delta, &text) == nil {
@@ -550,8 +571,47 @@ var countedDeltas = map[string]bool{
 	"response.reasoning_summary_text.delta":  true,
 }
 
-// finalEvents are the Responses events that end a stream: nothing billed follows them.
-var finalEvents = map[string]bool{"response.completed": true, "response.incomplete": true, "response.failed": true}
+// finalEvents are the Responses events, and Anthropic's, that end a stream: nothing billed
+// follows them.
+var finalEvents = map[string]bool{"response.completed": true, "response.incomplete": true, "response.failed": true,
+	"message_stop": true}
+
+// withPrompt is u, an Anthropic message_delta's usage, with the prompt its message_start
+// reported when u reports none: its output tokens alone, as Anthropic's API long sent them.
+func (s *StreamUsage) withPrompt(u Usage) Usage {
+	if s.started == nil || u.PromptTokens != 0 {
+		return u
+	}
+	u.setPrompt(*s.started)
+	u.TotalTokens = addSat(u.PromptTokens, u.CompletionTokens)
+	return u
+}
+
+// setPrompt sets u's prompt tokens, of every class, to p's.
+func (u *Usage) setPrompt(p Usage) {
+	u.PromptTokens, u.CachedPromptTokens, u.AudioPromptTokens, u.CacheWriteTokens = p.PromptTokens, p.CachedPromptTokens, p.AudioPromptTokens, p.CacheWriteTokens
+}
+
+// anthropicDelta is what an Anthropic content_block_delta adds: text, a tool call's input as
+// JSON, or thinking, each billed as output.
+type anthropicDelta struct {
+	Text        string `json:"text"`
+	PartialJSON string `json:"partial_json"`
+	Thinking    string `json:"thinking"`
+}
+
+// countAnthropicDelta counts the completion an Anthropic content_block_delta adds.
+func (s *StreamUsage) countAnthropicDelta(chunk *streamChunk) {
+	if chunk.Type != "content_block_delta" || firstByte(chunk.Delta) != '{' {
+		return
+	}
+	var d anthropicDelta
+	if json.Unmarshal(chunk.Delta, &d) == nil {
+		s.count(d.Text)
+		s.count(d.PartialJSON)
+		s.count(d.Thinking)
+	}
+}
 
 // Done reports whether the stream has said it is complete: a chat or completions stream's
 // [DONE], or a Responses stream's final event. What the provider sends after it bills nothing.
@@ -579,7 +639,8 @@ func (s *StreamUsage) count(text string) {
 
 // Usage returns the usage to settle with, at the service tier the stream last
 // named, and true when the provider reported it. Otherwise it is the prompt
-// tokens given to NewStreamUsage and the completion tokens counted so far.
+// tokens given to NewStreamUsage (or those an Anthropic stream's message_start
+// reported) and the completion tokens counted so far.
 func (s *StreamUsage) Usage() (Usage, bool) {
 	if s.isReported {
 		u := s.reported
@@ -587,6 +648,9 @@ func (s *StreamUsage) Usage() (Usage, bool) {
 		return u, true
 	}
 	u := Usage{PromptTokens: s.prompt, CompletionTokens: s.completion, ServiceTier: s.tier}
+	if s.started != nil {
+		u.setPrompt(*s.started)
+	}
 	u.TotalTokens = addSat(u.PromptTokens, u.CompletionTokens)
 	return u, false
 }
