@@ -1,7 +1,9 @@
 // Package upstream calls a provider: it retries what is worth retrying (429, 5xx, a connection
 // that failed) with the provider's retry-after or exponential backoff with full jitter, never
 // retries what a retry cannot fix (400, 401, 403, 404, 422), and reports each throttle so the
-// gateway can slow down.
+// gateway can slow down. Anthropic's 529 (overloaded_error), its capacity spent for the moment
+// rather than the account's limits, is retried with full jitter whatever its retry-after says,
+// so that the calls it turned away do not come back at once, and is no throttle.
 package upstream
 
 import (
@@ -104,7 +106,7 @@ func (t *Transport) retryAfter(resp *http.Response, err error, attempt int) (tim
 	if attempt >= t.opts.MaxAttempts || !Retryable(resp, err) {
 		return 0, false
 	}
-	if resp != nil {
+	if resp != nil && resp.StatusCode != StatusOverloaded {
 		if d := RetryAfter(resp.Header); d > 0 {
 			return d, d <= t.opts.MaxDelay
 		}
@@ -120,6 +122,9 @@ func (t *Transport) backoff(attempt int) time.Duration {
 	}
 	return time.Duration(t.opts.Jitter() * float64(ceiling))
 }
+
+// StatusOverloaded is Anthropic's 529 overloaded_error.
+const StatusOverloaded = 529
 
 // Retryable reports whether an attempt's result is worth another try: a 429, a 5xx or a failed
 // connection. A canceled or expired request is not.
