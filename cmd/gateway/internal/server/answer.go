@@ -55,7 +55,8 @@ func badRequest(code, message string) *apiError {
 	return &apiError{status: http.StatusBadRequest, Type: typeInvalidRequest, Code: code, Message: message}
 }
 
-// write sends the error. Headers already set on w (rate limits) go with it. Every 429 and 503
+// write sends the error, in Anthropic's error body to a client of Anthropic's API (see
+// anthropicWriter). Headers already set on w (rate limits) go with it. Every 429 and 503
 // says when to come back, at least a second from now; an answer that no retry can change says so
 // in x-should-retry, which the OpenAI SDKs follow before their own rules.
 func (e *apiError) write(w http.ResponseWriter) {
@@ -67,8 +68,12 @@ func (e *apiError) write(w http.ResponseWriter) {
 		h.Set("X-Should-Retry", "false")
 	}
 	w.Header().Set("Content-Type", "application/json")
+	body := e.body()
+	if _, ok := w.(*anthropicWriter); ok {
+		body = e.anthropicBody(headerValue(h, headerRequestID))
+	}
 	w.WriteHeader(e.status)
-	w.Write(e.body())
+	w.Write(body)
 }
 
 // body is the error as OpenAI's error body, a line of JSON.
@@ -84,7 +89,7 @@ func (e *apiError) body() []byte {
 // credentials or a job that has finished will answer the same.
 func (e *apiError) retryable() bool {
 	switch {
-	case e.Code == "provider_auth_failed", e.Code == "job_finished", e.Code == codeQuotaSpent:
+	case e.Code == "provider_auth_failed", e.Code == "job_finished", e.Code == codeQuotaSpent, e.Code == codeAccountSpent:
 		return false
 	case e.status == http.StatusTooManyRequests, e.status == http.StatusRequestTimeout:
 		return true
@@ -190,7 +195,7 @@ func tooLargeError(c *call, r *admission.Refusal) *apiError {
 
 // promptParam names the field that holds each endpoint's prompt.
 var promptParam = map[estimate.Endpoint]string{estimate.Chat: "messages", estimate.Completions: "prompt", estimate.Embeddings: "input",
-	estimate.Responses: "input", estimate.Moderations: "input"}
+	estimate.Responses: "input", estimate.Moderations: "input", estimate.Messages: "messages"}
 
 // limitText names the limit that refused, with its numbers.
 func limitText(r *admission.Refusal) string {

@@ -12,13 +12,13 @@ import (
 
 // answerHeaders are the headers of a provider's answer that reach its client: what the body is
 // (its type, length and encoding), whether it may be cached, and the provider's id for the call
-// and its time on it. Every other header stays at the gateway: the provider's cookies, its
+// (OpenAI's x-request-id, Anthropic's request-id) and its time on it. Every other header stays at the gateway: the provider's cookies, its
 // Retry-After (the client gets the gateway's own, see ownRetryAfter), its rate limits and account
 // (the client sees its own limits, set before the call), those of one connection, and whatever
 // else a provider sends.
 var answerHeaders = map[string]bool{
 	"Content-Type": true, "Content-Length": true, "Content-Encoding": true, "Cache-Control": true,
-	headerRequestID: true, "Openai-Processing-Ms": true,
+	headerRequestID: true, headerAnthropicRequestID: true, "Openai-Processing-Ms": true,
 }
 
 // ownRetryAfter tells the client of a provider's 429 or 503, answer being its header (nil for a

@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -30,15 +31,39 @@ func (s *Server) authenticate(p *policy.Policy, r *http.Request) (*policy.Caller
 	return caller, apiErr
 }
 
-// ambiguousAuthorization refuses a request with two Authorization headers, or one folded over
-// several lines (obs-fold, which Go's server joins into one): a proxy in front of the gateway
-// that reads another of them, or only the first line, would disagree with it about who calls.
+// ambiguousAuthorization refuses a request with two Authorization headers or two x-api-key
+// headers, one of them folded over several lines (obs-fold, which Go's server joins into one),
+// or both with different keys: a proxy in front of the gateway, or a provider, that reads
+// another of them, or only the first line, would disagree with it about who calls.
 func ambiguousAuthorization(r *http.Request) *apiError {
-	if len(r.Header["Authorization"]) < 2 && !foldedAuthorization(r.Context()) {
+	h := r.Header
+	if len(h["Authorization"]) < 2 && len(h[headerXAPIKey]) < 2 && !foldedAuthorization(r.Context()) && !twoKeys(h) {
 		return nil
 	}
 	return &apiError{status: http.StatusUnauthorized, Type: typeInvalidRequest, Code: "ambiguous_api_key",
-		Message: "The request carries more than one Authorization header, or one folded over several lines. Send one 'Authorization: Bearer YOUR_KEY' header, on one line."}
+		Message: "The request carries more than one Authorization or x-api-key header, one folded over several lines, or both with different keys. Send one key, in one 'Authorization: Bearer YOUR_KEY' or 'x-api-key: YOUR_KEY' header, on one line."}
+}
+
+// twoKeys reports whether a request carries both an Authorization and an x-api-key header that
+// do not name one key.
+func twoKeys(h http.Header) bool {
+	authorization, xAPIKey := headerValue(h, "Authorization"), headerValue(h, headerXAPIKey)
+	if authorization == "" || xAPIKey == "" {
+		return false
+	}
+	scheme, key, _ := strings.Cut(authorization, " ")
+	return !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(key) != strings.TrimSpace(xAPIKey)
+}
+
+// apiKey is the key a request carries: in "Authorization: Bearer KEY", as OpenAI's SDKs send
+// it, else in x-api-key, as Anthropic's do. A request with both names one key in them (see
+// ambiguousAuthorization).
+func apiKey(r *http.Request) (string, bool) {
+	if key, ok := bearerKey(r); ok {
+		return key, true
+	}
+	key := strings.TrimSpace(headerValue(r.Header, headerXAPIKey))
+	return key, key != ""
 }
 
 // tooManyFailures is the answer to a request from a client address past its allowance of failed

@@ -29,6 +29,8 @@ func TestFoldScanFindsAFoldedAuthorization(t *testing.T) {
 		{"another header folded", request("User-Agent: a\r\n b\r\nAuthorization: Bearer sk-acme-alice\r\n"), false},
 		{"the second request folded", request("Authorization: Bearer sk-acme-alice\r\n") + request("Authorization: Bearer\r\n sk-acme-alice\r\n"), true},
 		{"an Authorization in a body", request("Authorization: Bearer sk-acme-alice\r\n") + "\r\nAuthorization: Bearer\r\n x\r\n", false},
+		{"x-api-key on one line", request("X-Api-Key: sk-acme-alice\r\n"), false},
+		{"x-api-key folded", request("x-api-key:\r\n sk-acme-alice\r\n"), true},
 	}
 	for _, tc := range tests {
 		for _, size := range []int{len(tc.sent), 1, 3, 7} {

@@ -192,7 +192,7 @@ func (c *call) admission() admission.Request {
 	for i, o := range c.offers {
 		pool[i] = admission.Choice{Route: o.route, Cost: o.cost, ProviderTokens: o.providerTokens}
 	}
-	return admission.Request{Caller: c.caller, Route: c.route, Endpoint: gatewayv1.Endpoint(c.endpoint), Cost: c.cost,
+	return admission.Request{Caller: c.caller, Route: c.route, Endpoint: planEndpoint(c.endpoint), Cost: c.cost,
 		ServiceTier: c.request.ServiceTier, ProviderTokens: c.providerTokens, Pool: pool}
 }
 
@@ -211,7 +211,7 @@ func (s *Server) readCall(p *policy.Policy, endpoint estimate.Endpoint, r *http.
 		return c, refusalError(nil, c, refusal)
 	}
 	c, apiErr := s.newCall(r.Context(), p, caller, endpoint, body)
-	c.key, _ = bearerKey(r)
+	c.key, _ = apiKey(r)
 	return c, apiErr
 }
 
@@ -244,10 +244,10 @@ func (s *Server) identify(p *policy.Policy, r *http.Request) (*policy.Caller, *a
 	if p == nil {
 		return nil, &apiError{status: http.StatusServiceUnavailable, Type: typeServer, Code: "not_ready", Message: "The gateway has no configuration yet."}
 	}
-	key, ok := bearerKey(r)
+	key, ok := apiKey(r)
 	if !ok {
 		return nil, &apiError{status: http.StatusUnauthorized, Type: typeInvalidRequest, Code: "missing_api_key",
-			Message: "You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY'."}
+			Message: "You didn't provide an API key. Send it as 'Authorization: Bearer YOUR_KEY' or 'x-api-key: YOUR_KEY'."}
 	}
 	caller := p.Caller(key)
 	if caller == nil {
@@ -301,6 +301,9 @@ func (s *Server) newCall(ctx context.Context, p *policy.Policy, caller *policy.C
 	}
 	routes, apiErr := routesOf(p, caller, req.Model)
 	if apiErr != nil {
+		return c, apiErr
+	}
+	if apiErr := apiMismatch(endpoint, routes[0]); apiErr != nil {
 		return c, apiErr
 	}
 	c.asked = routes[0]
@@ -382,7 +385,7 @@ func providerTokens(e estimate.Estimate, p *gatewayv1.Provider) int64 {
 // the provider write past the estimate, and a crowd of them pass every limit by as many times the
 // difference.
 func withCap(body []byte, endpoint estimate.Endpoint, req *estimate.Request, m *gatewayv1.Model) ([]byte, *apiError) {
-	if endpoint == estimate.Embeddings || endpoint == estimate.Moderations {
+	if endpoint == estimate.Embeddings || endpoint == estimate.Moderations || endpoint == estimate.CountTokens {
 		return body, nil
 	}
 	field := capField(endpoint, m)
@@ -441,7 +444,7 @@ func (s *Server) degrade(ctx context.Context, p *policy.Policy, caller *policy.C
 		return routes, model
 	}
 	fallback, apiErr := routesOf(p, caller, d.Fallback)
-	if apiErr != nil { // validation keeps the fallback a model of the plan's providers
+	if apiErr != nil || fallback[0].Provider.Config.API != routes[0].Provider.Config.API { // validation keeps the fallback a model of the plan's providers
 		return routes, model
 	}
 	return fallback, d.Fallback
@@ -538,7 +541,7 @@ func outcomeOf(e *apiError) string {
 	switch e.Code {
 	case "provider_unavailable", "provider_unreachable", "provider_timeout":
 		return outcomeUnreachable
-	case "provider_error", "provider_auth_failed", "provider_bad_answer":
+	case "provider_error", "provider_auth_failed", "provider_bad_answer", codeAccountSpent:
 		return outcomeProviderError
 	case errOverloaded.Code:
 		return outcomeOverloaded

@@ -9,12 +9,12 @@ import (
 
 // Go's HTTP server joins a header folded over several lines (obs-fold, RFC 9112, section 5.2)
 // into one value, as the RFC allows, so that a handler cannot tell "Authorization: Bearer" then
-// " sk-..." on the next line from one line. A proxy in front of the gateway that reads only the
+// " sk-..." on the next line from one line; nor "x-api-key:" then " sk-...". A proxy in front of the gateway that reads only the
 // first line would disagree with it about who calls. WatchFolds reads the bytes as they arrive
 // instead, and the handlers refuse a connection's requests once it has sent such a header.
 
-// WatchFolds returns l, each of whose connections notes an Authorization header folded over
-// several lines. Serve it with ConnContext as the http.Server's ConnContext.
+// WatchFolds returns l, each of whose connections notes an Authorization or x-api-key header
+// folded over several lines. Serve it with ConnContext as the http.Server's ConnContext.
 func WatchFolds(l net.Listener) net.Listener { return foldListener{l} }
 
 // ConnContext is an http.Server's ConnContext hook that lets the handlers of a connection from
@@ -29,7 +29,7 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 type foldKey struct{}
 
 // foldedAuthorization reports whether the connection of a request's context has sent an
-// Authorization header folded over several lines.
+// Authorization or x-api-key header folded over several lines.
 func foldedAuthorization(ctx context.Context) bool {
 	s, _ := ctx.Value(foldKey{}).(*foldScan)
 	return s != nil && s.folded.Load()
@@ -64,14 +64,14 @@ const (
 	lineTail = len(" HTTP/1.1\r")
 )
 
-// foldScan follows the lines a client sends on one connection, and notes an Authorization
-// header folded over several of them. A header section runs from a request line, which ends
+// foldScan follows the lines a client sends on one connection, and notes an Authorization or
+// x-api-key header folded over several of them. A header section runs from a request line, which ends
 // with " HTTP/1.1" or " HTTP/1.0", to an empty line; a body is JSON, whose lines end outside
 // strings and never so. Scans are not concurrent (the server reads a connection from one
 // goroutine at a time); folded may be read at any time.
 type foldScan struct {
 	inHeader      bool
-	authorization bool // the header section's last named header is Authorization
+	authorization bool // the header section's last named header is Authorization or x-api-key
 	length        int  // of the line so far
 	head          [lineHead]byte
 	tail          [lineTail]byte
@@ -122,7 +122,8 @@ func (s *foldScan) endLine() {
 			s.folded.Store(true)
 		}
 	default:
-		s.authorization = len(head) == lineHead && bytes.EqualFold(head, []byte("authorization:"))
+		s.authorization = len(head) == lineHead && bytes.EqualFold(head, []byte("authorization:")) ||
+			len(head) >= len("x-api-key:") && bytes.EqualFold(head[:len("x-api-key:")], []byte("x-api-key:"))
 	}
 	s.length = 0
 }

@@ -35,6 +35,7 @@ var jobEndpoints = map[string]estimate.Endpoint{
 	"/v1/chat/completions": estimate.Chat,
 	"/v1/responses":        estimate.Responses,
 	"/v1/embeddings":       estimate.Embeddings,
+	messagesPath:           estimate.Messages,
 }
 
 // jobPath is the path of a job's endpoint: its key in jobEndpoints.

@@ -144,7 +144,7 @@ func (k *keptCall) pass(made func(answer []byte)) int {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 500 {
-		replaceServerError(resp)
+		replaceServerError(resp, (*apiError).body)
 	}
 	if made != nil && resp.StatusCode == http.StatusOK {
 		answer, err := io.ReadAll(io.LimitReader(resp.Body, maxPolledBytes))

@@ -100,7 +100,7 @@ func (s *Server) limitInFlight(next http.Handler) http.Handler {
 
 // callerOf is the caller whose key the request carries, or nil for none known.
 func callerOf(p *policy.Policy, r *http.Request) *policy.Caller {
-	key, ok := bearerKey(r)
+	key, ok := apiKey(r)
 	if !ok {
 		return nil
 	}

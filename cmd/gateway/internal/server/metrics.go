@@ -10,11 +10,13 @@ type metrics struct {
 	requests       *prometheus.CounterVec
 	providerErrors *prometheus.CounterVec
 	attempts       *prometheus.CounterVec
-	failovers      *prometheus.CounterVec
-	jobsEnded      *prometheus.CounterVec
-	jobAttempts    *prometheus.CounterVec
-	jobsLost       prometheus.Counter
-	overloaded     *prometheus.CounterVec
+	// providerOverloaded counts Anthropic's 529s apart from the other errors.
+	providerOverloaded *prometheus.CounterVec
+	failovers          *prometheus.CounterVec
+	jobsEnded          *prometheus.CounterVec
+	jobAttempts        *prometheus.CounterVec
+	jobsLost           prometheus.Counter
+	overloaded         *prometheus.CounterVec
 	// usageOutOfBounds counts calls whose usage was more than they could have used.
 	usageOutOfBounds *prometheus.CounterVec
 	// backgroundEnded counts the background responses followed to their end.
@@ -81,7 +83,11 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 			Help: "A provider's cap on calls in flight across every gateway (its maxInFlight, less headroom); absent for a provider without one. Compare with rate(arrivals) × mean call duration, the calls in flight its traffic needs.",
 		}, []string{"provider"}),
 	}
-	reg.MustRegister(m.requests, m.providerErrors, m.attempts, m.failovers, m.jobsEnded, m.jobAttempts, m.jobsLost, m.overloaded, m.usageOutOfBounds, m.backgroundEnded, m.maxInFlight,
+	m.providerOverloaded = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_gateway_provider_overloaded_total",
+		Help: "Attempts an Anthropic provider answered 529 overloaded_error, retries included, by provider: its capacity spent for the moment, which neither pauses the provider's queue nor lowers its limits, as a 429 does.",
+	}, []string{"provider"})
+	reg.MustRegister(m.requests, m.providerErrors, m.providerOverloaded, m.attempts, m.failovers, m.jobsEnded, m.jobAttempts, m.jobsLost, m.overloaded, m.usageOutOfBounds, m.backgroundEnded, m.maxInFlight,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_gateway_calls_in_flight", Help: "Calls the API holds: being read, waiting in a queue, at their provider or streaming back.",
 		}, inFlight))

@@ -177,14 +177,18 @@ func clientOutcome(err error) string {
 }
 
 // attempted counts an attempt to call a provider, and tells its breaker whether the provider
-// served it: an answer below 500, or a 503, the provider's throttle. An attempt its caller
+// served it: an answer below 500, or a 503, the provider's throttle, or a 529, Anthropic's
+// capacity spent for the moment, which is counted apart too. An attempt its caller
 // abandoned (the client left, or the call outlasted its timeouts) tells the breaker nothing.
 func (s *Server) attempted(provider string, status int, err error) {
 	s.metrics.attempts.WithLabelValues(provider, strconv.Itoa(status)).Inc()
+	if status == statusOverloaded {
+		s.metrics.providerOverloaded.WithLabelValues(provider).Inc()
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return
 	}
-	s.gate.Attempted(provider, err == nil && (status < 500 || status == http.StatusServiceUnavailable))
+	s.gate.Attempted(provider, err == nil && (status < 500 || status == http.StatusServiceUnavailable || status == statusOverloaded))
 }
 
 // providerTransport is the connection pool of one provider's calls. Each attempt has the
@@ -233,7 +237,8 @@ var forwardedHeaders = []string{"Accept", "User-Agent", "Openai-Beta", "Tracepar
 var noUserAgent = []string{""}
 
 // providerHeaders are the headers of a call to provider: the client's that forwardedHeaders
-// allows, the body's Content-Type, JSON, and the provider's key. A call whose client sent no
+// allows, the body's Content-Type, JSON, and the provider's key (for an Anthropic provider, see
+// setAnthropicHeaders). A call whose client sent no
 // User-Agent goes without one, not with Go's.
 func providerHeaders(in http.Header, provider *policy.Provider) http.Header {
 	h := make(http.Header, len(forwardedHeaders)+2)
@@ -247,6 +252,8 @@ func providerHeaders(in http.Header, provider *policy.Provider) http.Header {
 		h["User-Agent"] = noUserAgent
 	}
 	switch key := provider.APIKey; {
+	case provider.Config.API == gatewayv1.APIAnthropic:
+		setAnthropicHeaders(h, in, provider)
 	case key == "":
 	case provider.Config.Azure != nil:
 		h.Set("Api-Key", key)

@@ -14,10 +14,10 @@ import (
 )
 
 // fuzzEndpoints maps the fuzzer's endpoint byte to an endpoint.
-var fuzzEndpoints = []estimate.Endpoint{estimate.Chat, estimate.Completions, estimate.Embeddings, estimate.Responses}
+var fuzzEndpoints = []estimate.Endpoint{estimate.Chat, estimate.Completions, estimate.Embeddings, estimate.Responses, estimate.Messages}
 
 // FuzzWhatTheProviderReads checks that what the gateway checks is what the provider gets: for
-// any body the gateway accepts, the bytes it forwards give the model, n, cap, stream and content
+// any body the gateway accepts, in OpenAI's API or Anthropic's Messages API, the bytes it forwards give the model, n, cap, stream and content
 // that its estimate used, read as a provider in Python or JavaScript reads them (keys matched
 // with case, the last of a repeat kept) and, for the fields, as one in Go reads them (keys
 // matched without case).
@@ -43,6 +43,12 @@ func FuzzWhatTheProviderReads(f *testing.F) {
 		{estimate.Embeddings, `{"model":"m","input":["a","b"]}`},
 		{estimate.Responses, `{"model":"m","instructions":"Be brief.","input":[{"role":"user","content":[{"type":"input_text","text":"Hi"}]}],"max_output_tokens":7}`},
 		{estimate.Responses, `{"model":"m","input":"Hi","max_tokens":7}`},
+		{estimate.Messages, `{"model":"claude-m","max_tokens":9,"system":"Be brief.","messages":[{"role":"user","content":[{"type":"text","text":"Hi"},{"type":"tool_result","tool_use_id":"t","content":"42"}]}]}`},
+		{estimate.Messages, `{"model":"claude-m","max_tokens":9,"stream":true,"system":[{"type":"text","text":"Be brief.","cache_control":{"type":"ephemeral"}}],"messages":[{"role":"user","content":"Hi"}]}`},
+		{estimate.Messages, `{"model":"claude-m","max_tokens":1,"Max_Tokens":9000,"messages":[{"role":"user","content":"x"}]}`},
+		{estimate.Messages, `{"model":"claude-m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"text","text":"a","Text":"b"}]}]}`},
+		{estimate.Messages, `{"model":"claude-m","max_tokens":1,"stream":false,"Stream":true,"n":5,"messages":[{"role":"user","content":"x"}]}`},
+		{estimate.Messages, `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"}]}`},
 	}
 	for _, s := range seeds {
 		f.Add(byte(slices.Index(fuzzEndpoints, s.endpoint)), []byte(s.body))
@@ -51,6 +57,12 @@ func FuzzWhatTheProviderReads(f *testing.F) {
 	cfg.Providers[0].Models[0].Aliases = []string{"alias-m"}
 	// tgi's provider reads max_tokens only, as TGI does.
 	cfg.Providers[0].Models = append(cfg.Providers[0].Models, gatewayv1.Model{Name: "tgi", DefaultMaxTokens: 256, MaxTokensParam: gatewayv1.MaxTokensParamTokens, ContextWindow: 1 << 20})
+	// claude's provider speaks Anthropic's Messages API.
+	claude := cfg.Providers[0]
+	claude.Name, claude.API, claude.AnthropicVersion = "claude", gatewayv1.APIAnthropic, gatewayv1.DefaultAnthropicVersion
+	claude.Models = []gatewayv1.Model{{Name: "claude-m", DefaultMaxTokens: 256, MaxTokensParam: gatewayv1.MaxTokensParamCompletion, ContextWindow: 1 << 20}}
+	cfg.Providers = append(cfg.Providers, claude)
+	cfg.Tenants[0].Providers = append(cfg.Tenants[0].Providers, "claude")
 	g := newSettleGatewayFrom(f, cfg)
 	p := g.policy
 	caller := p.Caller(settleKey)
@@ -100,7 +112,7 @@ func checkFields(t *testing.T, p *policy.Policy, c *call, r reading) {
 	if r.stream != c.request.Stream {
 		t.Errorf("the provider reads stream %v; the gateway %v", r.stream, c.request.Stream)
 	}
-	if r.stream && c.endpoint != estimate.Responses && !r.usage {
+	if r.stream && (c.endpoint == estimate.Chat || c.endpoint == estimate.Completions) && !r.usage {
 		t.Errorf("the provider reads a stream without its usage; the gateway settles from it")
 	}
 	if r.n != c.request.N {
@@ -163,6 +175,12 @@ func pythonReading(t *testing.T, endpoint estimate.Endpoint, body []byte, chatCa
 		r.n, r.cap = 1, firstInteger(m, estimate.MaxOutputTokens)
 		r.texts = responseTexts(m["instructions"])
 		r.texts = append(r.texts, responseTexts(m["input"])...)
+	case estimate.Messages:
+		r.n, r.cap = 1, firstInteger(m, estimate.MaxTokens)
+		r.texts = contentTexts(m["system"], "text")
+		for _, msg := range objects(m["messages"]) {
+			r.texts = append(r.texts, contentTexts(msg["content"], "text")...)
+		}
 	}
 	return r
 }
@@ -205,6 +223,8 @@ func goReading(t *testing.T, endpoint estimate.Endpoint, body []byte, chatCaps [
 		}
 	case estimate.Responses:
 		r.n, r.cap = 1, deref(b.MaxOutputTokens, 0)
+	case estimate.Messages:
+		r.n, r.cap = 1, deref(b.MaxTokens, 0)
 	}
 	return r
 }

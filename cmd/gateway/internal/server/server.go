@@ -1,5 +1,5 @@
-// Package server is the gateway's HTTP side: the OpenAI-compatible API that authenticates a
-// tenant's key, reads and estimates the call, asks the admission gate to let it go, forwards it
+// Package server is the gateway's HTTP side: the OpenAI-compatible API, and Anthropic's Messages
+// API (see anthropic.go), that authenticates a tenant's key, reads and estimates the call, asks the admission gate to let it go, forwards it
 // with the provider's key and ends its ticket from the provider's answer; the jobs API and its
 // workers; and the admin endpoints (health, readiness, metrics and the usage snapshot). What a
 // call takes from the limits and gives back is the admission package's to decide: server turns
@@ -146,7 +146,7 @@ func modelEncoding(p *policy.Provider) string {
 	return ""
 }
 
-// Handler returns the OpenAI-compatible API.
+// Handler returns the OpenAI-compatible API, and Anthropic's Messages API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.serveCall(estimate.Chat))
@@ -166,6 +166,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/conversations/{id}/items/{item}", s.serveKeptObject(keptConversation))
 	mux.HandleFunc("DELETE /v1/conversations/{id}/items/{item}", s.serveKeptObject(keptConversation))
 	mux.HandleFunc("POST /v1/moderations", s.serveCall(estimate.Moderations))
+	mux.HandleFunc("POST "+messagesPath, s.serveCall(estimate.Messages))
+	mux.HandleFunc("POST "+messagesPath+"/count_tokens", s.serveCall(estimate.CountTokens))
 	mux.HandleFunc("GET /v1/models", s.serveModels)
 	mux.HandleFunc("GET /v1/models/{id...}", s.serveModel)
 	mux.HandleFunc("POST /v1/jobs", s.serveAddJob)
@@ -176,7 +178,7 @@ func (s *Server) Handler() http.Handler {
 		(&apiError{status: http.StatusNotFound, Type: typeInvalidRequest, Code: "unknown_url",
 			Message: "Unknown request URL: " + r.Method + " " + r.URL.Path + "."}).write(w)
 	})
-	return s.withRequestID(s.limitInFlight(mux))
+	return s.withRequestID(withDialect(s.limitInFlight(mux)))
 }
 
 // withRequestID gives every answer an x-request-id, as providers do, which the OpenAI SDKs show

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,15 +21,20 @@ import (
 // one another provider of the pool is to serve (errFailOver), or one the gateway answers in its
 // place (see Server.unanswered).
 func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
-	s.learn(o.route.Provider.Name, resp.Header)
 	status := resp.StatusCode
+	if status != statusOverloaded { // Anthropic's capacity, not the account's limits
+		s.learn(o.route.Provider.Name, resp.Header)
+	}
 	if status >= 400 {
 		s.metrics.providerErrors.WithLabelValues(o.provider(), strconv.Itoa(status)).Inc()
 		if upstream.Retryable(resp, nil) && o.canFailOver() {
 			return errFailOver // another provider of the pool serves the call, under the client's request id
 		}
+		if accountSpent(resp, o.route.Provider) {
+			return s.accountSpentError(o)
+		}
 	}
-	if id := resp.Header.Get(headerRequestID); o.answer != nil && id != "" {
+	if id := cmp.Or(resp.Header.Get(headerRequestID), resp.Header.Get(headerAnthropicRequestID)); o.answer != nil && id != "" {
 		o.answer.Del(headerRequestID) // the provider's own id names the call where it was served
 		o.requestID = id
 	}
@@ -58,7 +64,7 @@ func (s *Server) passError(resp *http.Response, o *outbound) {
 	e := ending{outcome: outcomeProviderError, status: status, ticket: refundTicket, detail: fmt.Sprintf("the provider answered %d", status)}
 	switch {
 	case status >= 500:
-		replaceServerError(resp)
+		replaceServerError(resp, o.errorBody)
 	case status == http.StatusTooManyRequests:
 	default:
 		e.outcome = outcomeBadRequest
@@ -70,13 +76,14 @@ func (s *Server) passError(resp *http.Response, o *outbound) {
 	s.finish(o.call, e)
 }
 
-// replaceServerError puts the gateway's own error in place of a provider's 5xx answer, whose
-// body is the provider's internals, not the client's to read; its status stays.
-func replaceServerError(resp *http.Response) {
+// replaceServerError puts the gateway's own error, as bodyOf writes it, in place of a
+// provider's 5xx answer, whose body is the provider's internals, not the client's to read; its
+// status stays.
+func replaceServerError(resp *http.Response, bodyOf func(*apiError) []byte) {
 	resp.Body.Close()
 	e := &apiError{status: resp.StatusCode, Type: typeServer, Code: "provider_error",
 		Message: fmt.Sprintf("The provider of this model failed the call (%d). Nothing was charged.", resp.StatusCode)}
-	body := e.body()
+	body := bodyOf(e)
 	resp.Body = io.NopCloser(bytes.NewReader(body))
 	resp.ContentLength = int64(len(body))
 	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
@@ -196,6 +203,9 @@ func (s *Server) unansweredError(o *outbound, err error) *apiError {
 	case errors.Is(err, errProviderCredentials):
 		return &apiError{status: http.StatusBadGateway, Type: typeServer, Code: "provider_auth_failed",
 			Message: "The gateway's credentials for this model's provider were refused."}
+	case errors.Is(err, errAccountSpent):
+		return &apiError{status: http.StatusBadGateway, Type: typeServer, Code: codeAccountSpent,
+			Message: "The gateway's account with this model's provider has spent its credit or reached its spend limit."}
 	case errors.Is(err, errProviderGarbled):
 		s.metrics.providerErrors.WithLabelValues(o.provider(), strconv.Itoa(http.StatusOK)).Inc()
 		return &apiError{status: http.StatusBadGateway, Type: typeServer, Code: "provider_bad_answer",

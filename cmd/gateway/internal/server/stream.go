@@ -110,10 +110,7 @@ func (b *streamBody) ending(last []byte, err error) ([]byte, error) {
 	b.s.metrics.providerErrors.WithLabelValues(b.o.provider(), "0").Inc()
 	b.s.finish(b.o.call, ending{outcome: outcomeProviderError, status: http.StatusOK, ticket: settleTicket, usage: b.soFar(),
 		detail: e.Code + ": " + err.Error()})
-	event, _ := json.Marshal(struct {
-		Error *apiError `json:"error"`
-	}{e})
-	return slices.Concat(last, []byte("\n\ndata: "), event, []byte("\n\n")), io.EOF
+	return slices.Concat(last, errorEvent(e, b.o.endpoint, b.o.requestID)), io.EOF
 }
 
 // observe feeds a data line to the usage counter and returns what the client receives of it. The
