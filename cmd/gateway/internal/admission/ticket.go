@@ -107,7 +107,7 @@ func (t *Ticket) end(u *estimate.Usage, sent bool) bool {
 	}
 	buf := settlements.Get().(*[ratelimit.MaxChecks]ratelimit.Check)
 	defer settlements.Put(buf)
-	settlement := policy.Release(policy.Settlement(buf[:0], t.checks, actual, held), t.checks)
+	settlement := policy.Release(policy.Settlement(buf[:0], t.checks, t.req.Route.Provider, actual, held), t.checks)
 	if !charged {
 		settlement = policy.Unserved(settlement, t.checks, sent)
 	}
@@ -188,10 +188,14 @@ func (t *Ticket) isCharged(u *estimate.Usage) bool {
 }
 
 // costOf is what usage u costs at the call's provider's prices.
-func (t *Ticket) costOf(u estimate.Usage) policy.Cost {
+func (t *Ticket) costOf(u estimate.Usage) policy.Cost { return costOf(t.req.Route.Provider, u) }
+
+// costOf is what usage u of a call to provider p costs: its tokens of each kind, and its dollars
+// at p's prices.
+func costOf(p *policy.Provider, u estimate.Usage) policy.Cost {
 	return policy.Cost{
-		Tokens:       u.Tokens(),
-		MicroDollars: t.req.Route.Provider.Prices.CostMicros(u.PromptTokens, u.CompletionTokens),
+		Tokens: u.Tokens(), InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, CachedInputTokens: u.CachedPromptTokens,
+		MicroDollars: p.Prices.CostMicros(u.PromptTokens, u.CompletionTokens),
 	}
 }
 

@@ -37,6 +37,6 @@ func Example() {
 	// Output:
 	// gpt-4o true 13 200 213
 	// {"max_tokens":100,"messages":[{"role":"user","content":"tiktoken is great!"}],"model":"gpt-4o","n":2,"stream":true,"stream_options":{"include_usage":true}}
-	// {13 2 15} true
+	// {13 0 2 15} true
 	// estimate: invalid value for max_tokens: must be 1 or more
 }

@@ -12,6 +12,9 @@ import (
 type Usage struct {
 	// PromptTokens is usage.prompt_tokens.
 	PromptTokens int64 `json:"prompt_tokens"`
+	// CachedPromptTokens are those of PromptTokens the provider read from
+	// its cache; zero when unknown.
+	CachedPromptTokens int64 `json:"-"`
 	// CompletionTokens is usage.completion_tokens; 0 for embeddings.
 	CompletionTokens int64 `json:"completion_tokens"`
 	// TotalTokens is usage.total_tokens, or the sum of the other two when

@@ -37,6 +37,8 @@ type Follow struct {
 
 	// What its admission charged.
 	Tokens         int64 `json:"tokens"`
+	InputTokens    int64 `json:"inputTokens,omitempty"`
+	OutputTokens   int64 `json:"outputTokens,omitempty"`
 	MicroDollars   int64 `json:"microDollars"`
 	ProviderTokens int64 `json:"providerTokens"`
 	// What it is settled at if it cannot be followed.
