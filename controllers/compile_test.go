@@ -479,7 +479,12 @@ func TestCompileConverts(t *testing.T) {
 		InputTokensPerMinute: 200000, OutputTokensPerMinute: 40000, RequestsPerDay: 100000, OutputTokensPerDay: 10000000}
 	pq.Spec.HeadroomPercent = 95
 	pq.Spec.TimeZone, pq.Spec.CachedInputCounts, pq.Spec.OutputTokenWeight = "America/Los_Angeles", ptr.To(false), 5
-	pq.Spec.Prices = &v1alpha1.Prices{InputPerMillion: "2.50", OutputPerMillion: "10"}
+	pq.Spec.Prices = &v1alpha1.Prices{InputPerMillion: "2.50", CachedInputPerMillion: "1.25", AudioInputPerMillion: "40", OutputPerMillion: "10",
+		AudioOutputPerMillion: "80", Tiers: []v1alpha1.TierPrices{
+			{Name: "priority", InputPerMillion: "4.25", CachedInputPerMillion: "2.125", OutputPerMillion: "17"},
+			{Name: "flex", InputPerMillion: "1.25", OutputPerMillion: "5"},
+		}}
+	pq.Spec.Models[1].Prices = &v1alpha1.Prices{InputPerMillion: "0.15", CachedInputPerMillion: "0.075", OutputPerMillion: "0.60"}
 	pq.Spec.Spend = &v1alpha1.Spend{PerMinute: "0.50", PerMonth: "5000"}
 	pq.Spec.Retry = &v1alpha1.Retry{MaxAttempts: 4, BaseDelay: metav1.Duration{Duration: time.Second}, MaxDelay: metav1.Duration{Duration: 20 * time.Second}}
 	pq.Spec.Timeout = metav1.Duration{Duration: 2 * time.Minute}
@@ -546,14 +551,24 @@ func TestCompileConverts(t *testing.T) {
 		}, {
 			Name: "openai", BaseURL: "https://openai.example/v1", APIKeyFile: "openai.key",
 			Models: []gatewayv1.Model{{Name: "gpt-4o", Encoding: "o200k_base", DefaultMaxTokens: 512, MaxTokensParam: "max_completion_tokens", ContextWindow: 1 << 20},
-				{Name: "gpt-4o-mini", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens", ContextWindow: 1 << 20}},
+				{Name: "gpt-4o-mini", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens", ContextWindow: 1 << 20,
+					// A model's own prices, each class's set as its provider's are.
+					Prices: &gatewayv1.Prices{InputPerMillion: "0.15", CachedInputPerMillion: "0.075", CacheWritePerMillion: "0.15",
+						AudioInputPerMillion: "0.15", OutputPerMillion: "0.60", AudioOutputPerMillion: "0.60"}}},
 			RequestsPerMinute: 1500, TokensPerMinute: 300000, AdmissionCount: "Characters", MaxInFlight: 200, HeadroomPercent: 95,
 			Limits: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionInputTokens, Amount: 200000, Per: gatewayv1.PeriodMinute},
 				{Dimension: gatewayv1.DimensionOutputTokens, Amount: 40000, Per: gatewayv1.PeriodMinute},
 				{Dimension: gatewayv1.DimensionRequests, Amount: 100000, Per: gatewayv1.PeriodDay},
 				{Dimension: gatewayv1.DimensionOutputTokens, Amount: 10000000, Per: gatewayv1.PeriodDay}},
 			TimeZone: "America/Los_Angeles", CachedInputCounts: ptr.To(false), OutputTokenWeight: 5,
-			Prices:         gatewayv1.Prices{InputPerMillion: "2.50", OutputPerMillion: "10"},
+			// Each class's price left unset is the input or output price; a tier's, the tier's own.
+			Prices: gatewayv1.Prices{InputPerMillion: "2.50", CachedInputPerMillion: "1.25", CacheWritePerMillion: "2.50", AudioInputPerMillion: "40",
+				OutputPerMillion: "10", AudioOutputPerMillion: "80", Tiers: []gatewayv1.TierPrices{
+					{Name: "priority", InputPerMillion: "4.25", CachedInputPerMillion: "2.125", CacheWritePerMillion: "4.25", AudioInputPerMillion: "4.25",
+						OutputPerMillion: "17", AudioOutputPerMillion: "17"},
+					{Name: "flex", InputPerMillion: "1.25", CachedInputPerMillion: "1.25", CacheWritePerMillion: "1.25", AudioInputPerMillion: "1.25",
+						OutputPerMillion: "5", AudioOutputPerMillion: "5"},
+				}},
 			SpendPerMinute: "0.50", SpendPerMonth: "5000",
 			Retry:        gatewayv1.Retry{MaxAttempts: 4, BaseDelay: metav1.Duration{Duration: time.Second}, MaxDelay: metav1.Duration{Duration: 20 * time.Second}},
 			Timeout:      metav1.Duration{Duration: 2 * time.Minute},

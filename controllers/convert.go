@@ -31,8 +31,8 @@ func toProvider(pq *v1alpha1.ProviderQuota) gatewayv1.Provider {
 		p.RequestsPerMinute, p.TokensPerMinute, p.MaxInFlight = l.RequestsPerMinute, l.TokensPerMinute, l.MaxInFlight
 		p.Limits = providerLimits(l)
 	}
-	if pr := s.Prices; pr != nil {
-		p.Prices = gatewayv1.Prices{InputPerMillion: gatewayv1.Money(pr.InputPerMillion), OutputPerMillion: gatewayv1.Money(pr.OutputPerMillion)}
+	if s.Prices != nil {
+		p.Prices = toPrices(s.Prices)
 	}
 	if sp := s.Spend; sp != nil {
 		p.SpendPerMinute, p.SpendPerMonth = gatewayv1.Money(sp.PerMinute), gatewayv1.Money(sp.PerMonth)
@@ -90,6 +90,34 @@ func toModels(models []v1alpha1.Model, selfHosted bool) []gatewayv1.Model {
 		}
 		out[i] = gatewayv1.Model{Name: m.Name, Aliases: m.Aliases, Encoding: string(m.Encoding), DefaultMaxTokens: m.DefaultMaxTokens, MaxTokensParam: param,
 			ContextWindow: m.ContextWindow}
+		if m.Prices != nil {
+			prices := toPrices(m.Prices)
+			out[i].Prices = &prices
+		}
+	}
+	return out
+}
+
+// toPrices converts a provider's or a model's prices, its tiers' with them.
+func toPrices(pr *v1alpha1.Prices) gatewayv1.Prices {
+	out := gatewayv1.Prices{
+		InputPerMillion:       gatewayv1.Money(pr.InputPerMillion),
+		CachedInputPerMillion: gatewayv1.Money(pr.CachedInputPerMillion),
+		CacheWritePerMillion:  gatewayv1.Money(pr.CacheWritePerMillion),
+		AudioInputPerMillion:  gatewayv1.Money(pr.AudioInputPerMillion),
+		OutputPerMillion:      gatewayv1.Money(pr.OutputPerMillion),
+		AudioOutputPerMillion: gatewayv1.Money(pr.AudioOutputPerMillion),
+	}
+	for _, t := range pr.Tiers {
+		out.Tiers = append(out.Tiers, gatewayv1.TierPrices{
+			Name:                  t.Name,
+			InputPerMillion:       gatewayv1.Money(t.InputPerMillion),
+			CachedInputPerMillion: gatewayv1.Money(t.CachedInputPerMillion),
+			CacheWritePerMillion:  gatewayv1.Money(t.CacheWritePerMillion),
+			AudioInputPerMillion:  gatewayv1.Money(t.AudioInputPerMillion),
+			OutputPerMillion:      gatewayv1.Money(t.OutputPerMillion),
+			AudioOutputPerMillion: gatewayv1.Money(t.AudioOutputPerMillion),
+		})
 	}
 	return out
 }

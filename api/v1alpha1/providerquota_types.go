@@ -132,9 +132,9 @@ type ProviderQuotaSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	HeadroomPercent int32 `json:"headroomPercent,omitempty"`
-	// prices are what the provider charges, in dollars per million tokens.
-	// Absent means free, which leaves spend ceilings and budgets nothing to
-	// count.
+	// prices are what the provider charges, in dollars per million tokens of
+	// each class, for calls to a model without prices of its own. Absent
+	// means free, which leaves spend ceilings and budgets nothing to count.
 	// +optional
 	Prices *Prices `json:"prices,omitempty"`
 	// spend caps what calls to this provider may cost. Absent means no cap.
@@ -337,6 +337,12 @@ type Model struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	ContextWindow int64 `json:"contextWindow,omitempty"`
+	// prices, when set, are what calls to this model cost in place of the
+	// ProviderQuota's prices, whole: a dated snapshot listed as a model of its
+	// own (gpt-4o-2024-05-13 beside gpt-4o) has its own prices. Absent means
+	// the ProviderQuota's prices.
+	// +optional
+	Prices *Prices `json:"prices,omitempty"`
 }
 
 // ProviderLimits are limits on calls to one provider, per rolling minute or
@@ -391,16 +397,94 @@ type ProviderLimits struct {
 	MaxInFlight int64 `json:"maxInFlight,omitempty"`
 }
 
-// Prices are what a provider charges, in dollars per million tokens.
+// Prices are what a provider charges, in dollars per million tokens of each
+// class of token it bills, each a decimal string such as "2.50". A prompt
+// token is cached input, a cache write, audio input or else input; a
+// completion token is audio output or else output, reasoning included. The
+// gateways read each class from the provider's usage (OpenAI's
+// prompt_tokens_details and completion_tokens_details) and price it at its
+// own price.
 type Prices struct {
-	// inputPerMillion is the price of a million prompt tokens in dollars, a
-	// decimal string such as "2.50". Absent means free.
+	// inputPerMillion is the price of a million prompt tokens of no other
+	// class (text and images read afresh), in dollars, a decimal string such
+	// as "2.50". Absent means free.
 	// +optional
 	InputPerMillion Money `json:"inputPerMillion,omitempty"`
-	// outputPerMillion is the price of a million completion tokens in
-	// dollars, a decimal string such as "10". Absent means free.
+	// cachedInputPerMillion is the price of a million prompt tokens the
+	// provider read from its cache (OpenAI's cached_tokens), such as "1.25".
+	// Absent means inputPerMillion: no discount is assumed.
+	// +optional
+	CachedInputPerMillion Money `json:"cachedInputPerMillion,omitempty"`
+	// cacheWritePerMillion is the price of a million prompt tokens the
+	// provider wrote to its cache, which Anthropic bills apart; OpenAI reports
+	// none. Absent means inputPerMillion.
+	// +optional
+	CacheWritePerMillion Money `json:"cacheWritePerMillion,omitempty"`
+	// audioInputPerMillion is the price of a million prompt tokens of audio
+	// (OpenAI's prompt_tokens_details.audio_tokens), such as "40". Absent means
+	// inputPerMillion.
+	// +optional
+	AudioInputPerMillion Money `json:"audioInputPerMillion,omitempty"`
+	// outputPerMillion is the price of a million completion tokens of text,
+	// reasoning tokens included, in dollars, a decimal string such as "10".
+	// Absent means free.
 	// +optional
 	OutputPerMillion Money `json:"outputPerMillion,omitempty"`
+	// audioOutputPerMillion is the price of a million completion tokens of
+	// audio (OpenAI's completion_tokens_details.audio_tokens), such as "80".
+	// Absent means outputPerMillion.
+	// +optional
+	AudioOutputPerMillion Money `json:"audioOutputPerMillion,omitempty"`
+	// tiers are the prices of the provider's service tiers, at most 16, each
+	// named as its answers name it in service_tier: priority, at about twice
+	// the prices above, or flex, at about half. A call is priced at the tier
+	// its answer reports, else at the one its request asked for; at the
+	// prices above when that is auto, default, none, or a tier not listed.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Tiers []TierPrices `json:"tiers,omitempty"`
+}
+
+// TierPrices are one service tier's prices, in dollars per million tokens of
+// each class as in prices. An absent input or output price is the standard
+// one, and an absent class price the tier's own input or output price.
+type TierPrices struct {
+	// name is the tier as the provider's answers name it in service_tier,
+	// such as priority or flex: unique among the tiers, lower-case letters,
+	// digits, '-' and '_', and neither auto nor default, which name the
+	// standard prices.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9][-_a-z0-9]*$')",message="name must be lower-case letters, digits, '-' and '_', as the provider's answers name the tier in service_tier"
+	// +kubebuilder:validation:XValidation:rule="self != 'auto' && self != 'default'",message="name must not be auto or default: those are the standard prices, set outside tiers"
+	Name string `json:"name"`
+	// inputPerMillion is the tier's price of a million prompt tokens of no
+	// other class. Absent means the standard inputPerMillion.
+	// +optional
+	InputPerMillion Money `json:"inputPerMillion,omitempty"`
+	// cachedInputPerMillion is the tier's price of a million cached prompt
+	// tokens. Absent means the tier's inputPerMillion.
+	// +optional
+	CachedInputPerMillion Money `json:"cachedInputPerMillion,omitempty"`
+	// cacheWritePerMillion is the tier's price of a million prompt tokens
+	// written to the cache. Absent means the tier's inputPerMillion.
+	// +optional
+	CacheWritePerMillion Money `json:"cacheWritePerMillion,omitempty"`
+	// audioInputPerMillion is the tier's price of a million prompt tokens of
+	// audio. Absent means the tier's inputPerMillion.
+	// +optional
+	AudioInputPerMillion Money `json:"audioInputPerMillion,omitempty"`
+	// outputPerMillion is the tier's price of a million completion tokens of
+	// text. Absent means the standard outputPerMillion.
+	// +optional
+	OutputPerMillion Money `json:"outputPerMillion,omitempty"`
+	// audioOutputPerMillion is the tier's price of a million completion
+	// tokens of audio. Absent means the tier's outputPerMillion.
+	// +optional
+	AudioOutputPerMillion Money `json:"audioOutputPerMillion,omitempty"`
 }
 
 // Spend caps what calls to one provider may cost, at its prices, over all

@@ -78,6 +78,7 @@ func hostedQuota() *v1alpha1.ProviderQuota {
 			Models: []v1alpha1.Model{
 				{Name: "gpt-4o", Encoding: v1alpha1.EncodingO200kBase, DefaultMaxTokens: 512, MaxTokensParam: v1alpha1.MaxTokensParamCompletion},
 				{Name: "gpt-4o-mini"},
+				{Name: "gpt-4o-2024-05-13", Prices: &v1alpha1.Prices{InputPerMillion: "5", OutputPerMillion: "15"}},
 			},
 			Limits: &v1alpha1.ProviderLimits{RequestsPerMinute: 1500, TokensPerMinute: 300000, MaxInFlight: 200,
 				InputTokensPerMinute: 200000, OutputTokensPerMinute: 40000, RequestsPerDay: 100000,
@@ -87,8 +88,13 @@ func hostedQuota() *v1alpha1.ProviderQuota {
 			OutputTokenWeight: 5,
 			AdmissionCount:    v1alpha1.AdmissionCountCharacters,
 			HeadroomPercent:   95,
-			Prices:            &v1alpha1.Prices{InputPerMillion: "2.50", OutputPerMillion: "10"},
-			Spend:             &v1alpha1.Spend{PerMinute: "0.50", PerMonth: "5000"},
+			Prices: &v1alpha1.Prices{InputPerMillion: "2.50", CachedInputPerMillion: "1.25", CacheWritePerMillion: "3.125",
+				AudioInputPerMillion: "40", OutputPerMillion: "10", AudioOutputPerMillion: "80", Tiers: []v1alpha1.TierPrices{
+					{Name: "priority", InputPerMillion: "4.25", CachedInputPerMillion: "2.125", CacheWritePerMillion: "5.3125",
+						AudioInputPerMillion: "80", OutputPerMillion: "17", AudioOutputPerMillion: "160"},
+					{Name: "flex", InputPerMillion: "1.25", OutputPerMillion: "5"},
+				}},
+			Spend: &v1alpha1.Spend{PerMinute: "0.50", PerMonth: "5000"},
 			Retry: &v1alpha1.Retry{
 				MaxAttempts: 4,
 				BaseDelay:   metav1.Duration{Duration: time.Second},
@@ -336,6 +342,32 @@ func TestValidation(t *testing.T) {
 		{"price with 7 decimals", hostedQuota(), `{spec: {prices: {outputPerMillion: "0.0000001"}}}`,
 			`spec.prices.outputPerMillion in body should match`},
 		{"free model", hostedQuota(), `{spec: {prices: {inputPerMillion: "0", outputPerMillion: "0.000001"}}}`, ""},
+		{"float cached price", hostedQuota(), `{spec: {prices: {cachedInputPerMillion: 1.25}}}`,
+			`spec.prices.cachedInputPerMillion: Invalid value: "number": spec.prices.cachedInputPerMillion in body must be of type string`},
+		{"negative audio price", hostedQuota(), `{spec: {prices: {audioOutputPerMillion: "-80"}}}`,
+			`spec.prices.audioOutputPerMillion in body should match`},
+		{"a model's float price", hostedQuota(), `{spec: {models: [{name: gpt-4o, prices: {outputPerMillion: 15.5}}]}}`,
+			`spec.models[0].prices.outputPerMillion: Invalid value: "number"`},
+		{"a model's tiers", hostedQuota(), `{spec: {models: [{name: gpt-4o, prices: {inputPerMillion: "2.50", tiers: [{name: priority, inputPerMillion: "4.25"}]}}]}}`, ""},
+
+		// ProviderQuota: service tiers.
+		{"tier without a name", hostedQuota(), `{spec: {prices: {tiers: [{inputPerMillion: "5"}]}}}`,
+			"spec.prices.tiers[0].name: Required value"},
+		{"tier named empty", hostedQuota(), `{spec: {prices: {tiers: [{name: ""}]}}}`,
+			"spec.prices.tiers[0].name: Invalid value"},
+		{"tier named twice", hostedQuota(), `{spec: {prices: {tiers: [{name: flex}, {name: flex, inputPerMillion: "1"}]}}}`,
+			`spec.prices.tiers[1]: Duplicate value: {"name":"flex"}`},
+		{"tier named default", hostedQuota(), `{spec: {prices: {tiers: [{name: default}]}}}`,
+			`spec.prices.tiers[0].name: Invalid value: "default": name must not be auto or default: those are the standard prices`},
+		{"tier named auto", hostedQuota(), `{spec: {prices: {tiers: [{name: auto}]}}}`,
+			"name must not be auto or default"},
+		{"tier named in capitals", hostedQuota(), `{spec: {prices: {tiers: [{name: Priority}]}}}`,
+			`spec.prices.tiers[0].name: Invalid value: "Priority": name must be lower-case letters, digits, '-' and '_'`},
+		{"tier with a float price", hostedQuota(), `{spec: {prices: {tiers: [{name: flex, outputPerMillion: 5.5}]}}}`,
+			`spec.prices.tiers[0].outputPerMillion: Invalid value: "number"`},
+		{"17 tiers", hostedQuota(), `{spec: {prices: {tiers: ` + manyTiers(17) + `}}}`,
+			"spec.prices.tiers: Too many: 17: must have at most 16 items"},
+		{"16 tiers", hostedQuota(), `{spec: {prices: {tiers: ` + manyTiers(16) + `}}}`, ""},
 		{"zero spend cap", hostedQuota(), `{spec: {spend: {perMinute: "0.00"}}}`,
 			"perMinute must be more than 0; omit it for no cap"},
 		{"zero monthly cap", hostedQuota(), `{spec: {spend: {perMonth: "0"}}}`,
@@ -548,6 +580,15 @@ func manyModels(n int) string {
 		names[i] = fmt.Sprintf("{name: model-%d}", i)
 	}
 	return "[" + strings.Join(names, ", ") + "]"
+}
+
+// manyTiers returns a YAML list of n distinct service tiers, each with its prices.
+func manyTiers(n int) string {
+	tiers := make([]string, n)
+	for i := range tiers {
+		tiers[i] = fmt.Sprintf(`{name: tier-%d, inputPerMillion: "%d", outputPerMillion: "%d"}`, i, i, 2*i)
+	}
+	return "[" + strings.Join(tiers, ", ") + "]"
 }
 
 // TestCRDs reads the installed CRDs back from the API server.

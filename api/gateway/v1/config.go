@@ -446,7 +446,8 @@ type Provider struct {
 	// headroomPercent is the share of the published limits the gateway uses,
 	// 1 to 100. Zero means 100.
 	HeadroomPercent int32 `json:"headroomPercent,omitempty"`
-	// prices are what the provider charges per million tokens.
+	// prices are what the provider charges per million tokens of each class,
+	// for calls to a model that has no prices of its own.
 	Prices Prices `json:"prices,omitzero"`
 	// spendPerMinute caps spend on this provider per minute. Empty means
 	// no cap.
@@ -613,15 +614,75 @@ type Model struct {
 	// call to the model holds. A background response the gateway cannot
 	// follow to its end is charged it (see Kept). Zero means 1048576.
 	ContextWindow int64 `json:"contextWindow,omitempty"`
+	// prices, when set, are what calls to this model cost in place of its
+	// provider's prices, whole: a dated snapshot listed as a model of its own
+	// (gpt-4o-2024-05-13 beside gpt-4o) has its own prices. Nil means the
+	// provider's.
+	Prices *Prices `json:"prices,omitempty"`
 }
 
-// Prices are what a provider charges, in dollars per million tokens. Empty
-// means free.
+// Prices are what a provider charges, in dollars per million tokens of each
+// class of token it bills. A prompt token is cached input, a cache write,
+// audio input or else input; a completion token is audio output or else
+// output, reasoning included. A class's price left empty is the input price
+// (cached input, cache writes, audio input) or the output price (audio
+// output): no discount is assumed. Empty input and output prices mean free.
 type Prices struct {
-	// inputPerMillion is the price of a million prompt tokens.
+	// inputPerMillion is the price of a million prompt tokens of no other
+	// class: plain text (and images) read afresh.
 	InputPerMillion Money `json:"inputPerMillion,omitempty"`
-	// outputPerMillion is the price of a million completion tokens.
+	// cachedInputPerMillion is the price of a million prompt tokens the
+	// provider read from its cache (OpenAI's cached_tokens). Empty means
+	// inputPerMillion.
+	CachedInputPerMillion Money `json:"cachedInputPerMillion,omitempty"`
+	// cacheWritePerMillion is the price of a million prompt tokens the
+	// provider wrote to its cache, which Anthropic bills apart; OpenAI
+	// reports none. Empty means inputPerMillion.
+	CacheWritePerMillion Money `json:"cacheWritePerMillion,omitempty"`
+	// audioInputPerMillion is the price of a million prompt tokens of audio.
+	// Empty means inputPerMillion.
+	AudioInputPerMillion Money `json:"audioInputPerMillion,omitempty"`
+	// outputPerMillion is the price of a million completion tokens of text,
+	// reasoning tokens included.
 	OutputPerMillion Money `json:"outputPerMillion,omitempty"`
+	// audioOutputPerMillion is the price of a million completion tokens of
+	// audio. Empty means outputPerMillion.
+	AudioOutputPerMillion Money `json:"audioOutputPerMillion,omitempty"`
+	// tiers are the prices of the provider's service tiers, each named as
+	// its answers name it in service_tier, such as "priority" or "flex", at
+	// most 16. A call is priced at the tier its answer reports, else at the
+	// one its request asked for; at the prices above when that is "auto",
+	// "default", none, or a tier not listed here.
+	Tiers []TierPrices `json:"tiers,omitempty"`
+}
+
+// TierPrices are one service tier's prices, per million tokens of each class
+// as in Prices. An empty input or output price is the standard one (that of
+// the Prices holding the tier), and an empty class price the tier's own
+// input or output price.
+type TierPrices struct {
+	// name is the tier as the provider's answers name it in service_tier,
+	// unique among the tiers: 1 to 63 lower-case letters, digits, '-' and '_',
+	// and neither "auto" nor "default", which name the standard prices.
+	Name string `json:"name"`
+	// inputPerMillion is the tier's price of a million prompt tokens of no
+	// other class. Empty means the standard inputPerMillion.
+	InputPerMillion Money `json:"inputPerMillion,omitempty"`
+	// cachedInputPerMillion is the tier's price of a million cached prompt
+	// tokens. Empty means the tier's inputPerMillion.
+	CachedInputPerMillion Money `json:"cachedInputPerMillion,omitempty"`
+	// cacheWritePerMillion is the tier's price of a million prompt tokens
+	// written to the cache. Empty means the tier's inputPerMillion.
+	CacheWritePerMillion Money `json:"cacheWritePerMillion,omitempty"`
+	// audioInputPerMillion is the tier's price of a million prompt tokens of
+	// audio. Empty means the tier's inputPerMillion.
+	AudioInputPerMillion Money `json:"audioInputPerMillion,omitempty"`
+	// outputPerMillion is the tier's price of a million completion tokens of
+	// text. Empty means the standard outputPerMillion.
+	OutputPerMillion Money `json:"outputPerMillion,omitempty"`
+	// audioOutputPerMillion is the tier's price of a million completion
+	// tokens of audio. Empty means the tier's outputPerMillion.
+	AudioOutputPerMillion Money `json:"audioOutputPerMillion,omitempty"`
 }
 
 // Retry says how calls that failed with 429, 5xx or a connection error are

@@ -114,7 +114,11 @@ func (p *Provider) Default() {
 		setDefault(&p.Models[i].DefaultMaxTokens, defaultMaxTokens)
 		setDefault(&p.Models[i].MaxTokensParam, defaultMaxTokensParam)
 		setDefault(&p.Models[i].ContextWindow, defaultContextWindow)
+		if p.Models[i].Prices != nil {
+			p.Models[i].Prices.defaults()
+		}
 	}
+	p.Prices.defaults()
 	setDefault(&p.AdmissionCount, defaultAdmissionCount)
 	setDefault(&p.HeadroomPercent, defaultHeadroomPercent)
 	setDefault(&p.TimeZone, defaultTimeZone)
@@ -127,6 +131,37 @@ func (p *Provider) Default() {
 	setDefaultDuration(&p.CallTimeout, defaultCallTimeout)
 	setDefault(&p.Breaker.Failures, defaultBreakerFailures)
 	setDefaultDuration(&p.Breaker.OpenFor, defaultBreakerOpenFor)
+}
+
+// defaults sets each price of p left empty to the one it falls back to (see
+// Prices and TierPrices), its tiers' included.
+func (p *Prices) defaults() {
+	standard := p.classes()
+	standard.defaults(nil)
+	for i := range p.Tiers {
+		p.Tiers[i].classes().defaults(&standard)
+	}
+}
+
+// defaults sets each price of c left empty to the one it falls back to: the
+// input and output prices to those of standard, unless it is nil, then each
+// other class's to c's own input or output price. A price falls back only
+// to a valid one: an invalid one is Validate's to report, once.
+func (c classPrices) defaults(standard *classPrices) {
+	if standard != nil {
+		setValidMoney(c[classInput], *standard[classInput])
+		setValidMoney(c[classOutput], *standard[classOutput])
+	}
+	for k, to := range fallback {
+		setValidMoney(c[k], *c[to])
+	}
+}
+
+// setValidMoney sets an empty *m to def, when def is valid.
+func setValidMoney(m *Money, def Money) {
+	if _, err := def.MicroDollars(); err == nil {
+		setDefault(m, def)
+	}
 }
 
 // Default fills every unset field of the tenant and its limits that has a

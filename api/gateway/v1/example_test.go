@@ -17,7 +17,11 @@ providers:
     models: [{name: gpt-4o-mini, encoding: o200k_base}]
     requestsPerMinute: 1500
     headroomPercent: 95
-    prices: {inputPerMillion: "0.15", outputPerMillion: "0.60"}
+    prices:
+      inputPerMillion: "0.15"
+      cachedInputPerMillion: "0.075"
+      outputPerMillion: "0.60"
+      tiers: [{name: flex, inputPerMillion: "0.075", outputPerMillion: "0.30"}]
 tenants:
   - name: acme
     keys: [{sha256: 860edb4dfaa237cb0c5019e8a1137fecbeaf4a7ef0dd63819e62a6de82eae7fb, user: alice}]
@@ -31,13 +35,17 @@ tenants:
 	p := c.ProvidersOfModel("gpt-4o-mini")[0]
 	m := p.Model("gpt-4o-mini")
 	fmt.Println("provider:", p.Name, "at", p.WithHeadroom(p.RequestsPerMinute), "requests a minute")
-	fmt.Println("a 1000-token prompt with", m.DefaultMaxTokens, "tokens out costs", gatewayv1.MoneyFromMicro(p.Prices.CostMicros(1000, m.DefaultMaxTokens)), "dollars")
+	prices := p.PricesOf(m) // the model's own, or its provider's
+	call := gatewayv1.Tokens{Prompt: 1000, CachedPrompt: 768, Completion: m.DefaultMaxTokens}
+	fmt.Println("a 1000-token prompt, 768 of it cached, with", m.DefaultMaxTokens, "tokens out costs",
+		gatewayv1.MoneyFromMicro(prices.CostMicros("default", call)), "dollars, or on flex",
+		gatewayv1.MoneyFromMicro(prices.CostMicros("flex", call)))
 	acme := c.Tenants[0]
 	fmt.Println("tenant:", acme.Name, acme.Priority, "waits at most", acme.MaxWait.Duration)
 	fmt.Println("per user:", acme.PerUser[0].Amount, acme.PerUser[0].Dimension, "a", acme.PerUser[0].Per, "then", acme.PerUser[0].OnLimit)
 	// Output:
 	// provider: openai at 1425 requests a minute
-	// a 1000-token prompt with 256 tokens out costs 0.000304 dollars
+	// a 1000-token prompt, 768 of it cached, with 256 tokens out costs 0.000246 dollars, or on flex 0.000152
 	// tenant: acme Interactive waits at most 1m0s
 	// per user: 1000 requests a day then Reject
 }

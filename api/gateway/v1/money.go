@@ -3,7 +3,6 @@ package v1
 import (
 	"fmt"
 	"math"
-	"math/bits"
 	"regexp"
 	"strconv"
 	"strings"
@@ -60,61 +59,4 @@ func MoneyFromMicro(micros int64) Money {
 		return Money(whole)
 	}
 	return Money(whole + "." + frac)
-}
-
-// CostMicros returns what inputTokens prompt tokens and outputTokens
-// completion tokens cost at p, in micro-dollars, rounded up so that spend is
-// never under-counted. It is exact integer arithmetic; a cost past
-// math.MaxInt64 micro-dollars saturates there. Negative token counts count
-// as zero, and so does a malformed price, which a validated Config does not
-// have.
-func (p Prices) CostMicros(inputTokens, outputTokens int64) int64 {
-	return p.Micro().CostMicros(inputTokens, outputTokens)
-}
-
-// MicroPrices are Prices read into micro-dollars per million tokens, once,
-// so that costing a call parses nothing.
-type MicroPrices struct {
-	InputPerMillion, OutputPerMillion int64
-}
-
-// Micro reads p into micro-dollars; a malformed price, which a validated
-// Config does not have, reads as zero.
-func (p Prices) Micro() MicroPrices {
-	in, _ := p.InputPerMillion.MicroDollars()
-	out, _ := p.OutputPerMillion.MicroDollars()
-	return MicroPrices{InputPerMillion: in, OutputPerMillion: out}
-}
-
-// CostMicros is Prices.CostMicros on prices already read.
-func (p MicroPrices) CostMicros(inputTokens, outputTokens int64) int64 {
-	hi, lo := mul(inputTokens, p.InputPerMillion)
-	hi2, lo2 := mul(outputTokens, p.OutputPerMillion)
-	lo, carry := bits.Add64(lo, lo2, 0)
-	hi, _ = bits.Add64(hi, hi2, carry) // each product is below 2^126: no carry out
-	return ceilDivMillion(hi, lo)
-}
-
-// mul returns the 128-bit product of two counts, a negative one counting as
-// zero.
-func mul(a, b int64) (hi, lo uint64) {
-	if a <= 0 || b <= 0 {
-		return 0, 0
-	}
-	return bits.Mul64(uint64(a), uint64(b))
-}
-
-// ceilDivMillion returns ⌈(hi·2^64 + lo) / 10^6⌉, saturated at
-// math.MaxInt64.
-func ceilDivMillion(hi, lo uint64) int64 {
-	lo, carry := bits.Add64(lo, microsPerDollar-1, 0)
-	hi += carry
-	if hi >= microsPerDollar { // the quotient would not fit in 64 bits
-		return math.MaxInt64
-	}
-	q, _ := bits.Div64(hi, lo, microsPerDollar)
-	if q > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(q)
 }

@@ -96,36 +96,3 @@ func TestMoneyIsZero(t *testing.T) {
 		t.Errorf("IsZero() mismatch (-got +want):\n%s", diff)
 	}
 }
-
-func TestCostMicros(t *testing.T) {
-	lab := gatewayv1.Prices{InputPerMillion: "3.00", OutputPerMillion: "3.00"}
-	mini := gatewayv1.Prices{InputPerMillion: "0.15", OutputPerMillion: "0.60"}
-	tests := []struct {
-		name    string
-		prices  gatewayv1.Prices
-		in, out int64
-		want    int64
-	}{
-		{name: "a lab page", prices: lab, in: 800, want: 2400},
-		{name: "a 100-page book", prices: lab, in: 80_000, want: 240_000},
-		{name: "input and output priced apart", prices: mini, in: 1_000_000, out: 1_000_000, want: 750_000},
-		{name: "a fraction of a micro-dollar rounds up", prices: mini, in: 1, want: 1},
-		{name: "an exact micro-dollar does not round", prices: gatewayv1.Prices{InputPerMillion: "0.000001"}, in: 1_000_000, want: 1},
-		{name: "just past a micro-dollar rounds up", prices: gatewayv1.Prices{InputPerMillion: "0.000001"}, in: 1_000_001, want: 2},
-		{name: "both sides round once together", prices: mini, in: 1, out: 1, want: 1},
-		{name: "no tokens", prices: lab, want: 0},
-		{name: "free", prices: gatewayv1.Prices{}, in: 5000, out: 5000, want: 0},
-		{name: "negative tokens count as zero", prices: lab, in: -100, out: 10, want: 30},
-		{name: "large but exact", prices: lab, in: 1 << 40, out: 1 << 40, want: 6 << 40},
-		{name: "past int64 saturates", prices: gatewayv1.Prices{InputPerMillion: "1000000"}, in: math.MaxInt64, want: math.MaxInt64},
-		{name: "just below saturation", prices: gatewayv1.Prices{InputPerMillion: "0.000001"}, in: math.MaxInt64, want: math.MaxInt64/1_000_000 + 1},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got := tc.prices.CostMicros(tc.in, tc.out)
-			if got != tc.want {
-				t.Errorf("CostMicros(%d, %d) = %d, want %d", tc.in, tc.out, got, tc.want)
-			}
-		})
-	}
-}

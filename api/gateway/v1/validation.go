@@ -349,8 +349,7 @@ func ValidateProvider(paths ProviderPaths, pr *Provider) field.ErrorList {
 	errs = append(errs, validateTimeZone(paths.TimeZone, pr.TimeZone)...)
 	errs = append(errs, validateRange(paths.OutputTokenWeight, int64(pr.OutputTokenWeight), 1, maxOutputWeight)...)
 	errs = append(errs, validateRange(paths.HeadroomPercent, int64(pr.HeadroomPercent), 1, 100)...)
-	errs = append(errs, validateMoney(paths.Prices.Child("inputPerMillion"), pr.Prices.InputPerMillion, false)...)
-	errs = append(errs, validateMoney(paths.Prices.Child("outputPerMillion"), pr.Prices.OutputPerMillion, false)...)
+	errs = append(errs, pr.Prices.validate(paths.Prices)...)
 	errs = append(errs, validateMoney(paths.SpendPerMinute, pr.SpendPerMinute, false)...)
 	errs = append(errs, validateMoney(paths.SpendPerMonth, pr.SpendPerMonth, false)...)
 	errs = append(errs, pr.Retry.validate(paths.Retry)...)
@@ -515,8 +514,57 @@ func validateModels(p *field.Path, models []Model) field.ErrorList {
 		errs = append(errs, validatePositive(mp.Child("defaultMaxTokens"), m.DefaultMaxTokens)...)
 		errs = append(errs, validatePositive(mp.Child("contextWindow"), m.ContextWindow)...)
 		errs = append(errs, validateEnum(mp.Child("maxTokensParam"), m.MaxTokensParam, maxTokensParams)...)
+		if m.Prices != nil {
+			errs = append(errs, m.Prices.validate(mp.Child("prices"))...)
+		}
 	}
 	return errs
+}
+
+// maxTiers is the most service tiers one Prices may list.
+const maxTiers = 16
+
+// tierName is the form of a service tier's name.
+var tierName = regexp.MustCompile(`^[a-z0-9][-_a-z0-9]{0,62}$`)
+
+// validate checks every price of pr, its tiers' included, and that each tier
+// has a name of its own that is not the standard prices'.
+func (pr *Prices) validate(p *field.Path) field.ErrorList {
+	errs := pr.classes().validate(p)
+	if len(pr.Tiers) > maxTiers {
+		errs = append(errs, field.TooMany(p.Child("tiers"), len(pr.Tiers), maxTiers))
+	}
+	names := map[string]bool{}
+	for i := range pr.Tiers {
+		tp, t := p.Child("tiers").Index(i), &pr.Tiers[i]
+		errs = append(errs, validateTierName(tp.Child("name"), t.Name)...)
+		errs = append(errs, validateUnique(tp.Child("name"), t.Name, names)...)
+		errs = append(errs, t.classes().validate(tp)...)
+	}
+	return errs
+}
+
+// validate checks each price of c, a price of zero or more.
+func (c classPrices) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for k, m := range c {
+		errs = append(errs, validateMoney(p.Child(classFields[k]), *m, false)...)
+	}
+	return errs
+}
+
+// validateTierName refuses a tier's name that is empty, not of tierName's
+// form, or one of the standard prices' names.
+func validateTierName(p *field.Path, name string) field.ErrorList {
+	switch {
+	case name == "":
+		return field.ErrorList{field.Required(p, `must name the tier as the provider's answers do in service_tier, such as "priority" or "flex"`)}
+	case isStandardTier(name):
+		return field.ErrorList{field.Invalid(p, name, `must not be "auto" or "default": those are the standard prices, set outside tiers`)}
+	case !tierName.MatchString(name):
+		return field.ErrorList{field.Invalid(p, name, "must be 1 to 63 lower-case letters, digits, '-' and '_', starting with a letter or digit")}
+	}
+	return nil
 }
 
 func (r *Retry) validate(p *field.Path) field.ErrorList {

@@ -3,6 +3,7 @@ package v1_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -559,6 +560,78 @@ func TestValidate(t *testing.T) {
 			name:   "providers[].prices.outputPerMillion negative",
 			mutate: func(c *gatewayv1.Config) { openai(c).Prices.OutputPerMillion = "-1" },
 			want:   []string{`providers[0].prices.outputPerMillion: Invalid value: "-1"`},
+		},
+		{
+			name: "providers[].prices with every class and tiers",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).Prices = gatewayv1.Prices{InputPerMillion: "2.50", CachedInputPerMillion: "1.25", CacheWritePerMillion: "3.125",
+					AudioInputPerMillion: "40", OutputPerMillion: "10", AudioOutputPerMillion: "80", Tiers: []gatewayv1.TierPrices{
+						{Name: "priority", InputPerMillion: "4.25", CachedInputPerMillion: "2.125", OutputPerMillion: "17"},
+						{Name: "flex", InputPerMillion: "1.25"},
+					}}
+			},
+		},
+		{
+			name:   "providers[].prices.cachedInputPerMillion as a float",
+			mutate: func(c *gatewayv1.Config) { openai(c).Prices.CachedInputPerMillion = "1.25e0" },
+			want:   []string{`providers[0].prices.cachedInputPerMillion: Invalid value: "1.25e0"`, "decimal dollar amount"},
+		},
+		{
+			name:   "providers[].prices.audioOutputPerMillion negative",
+			mutate: func(c *gatewayv1.Config) { openai(c).Prices.AudioOutputPerMillion = "-80" },
+			want:   []string{`providers[0].prices.audioOutputPerMillion: Invalid value: "-80"`},
+		},
+		{
+			name:   "providers[].prices.tiers[] without a name",
+			mutate: func(c *gatewayv1.Config) { openai(c).Prices.Tiers = []gatewayv1.TierPrices{{InputPerMillion: "5"}} },
+			want:   []string{"providers[0].prices.tiers[0].name: Required value", "service_tier"},
+		},
+		{
+			name: "providers[].prices.tiers[] named twice",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).Prices.Tiers = []gatewayv1.TierPrices{{Name: "flex"}, {Name: "priority"}, {Name: "flex"}}
+			},
+			want: []string{`providers[0].prices.tiers[2].name: Duplicate value: "flex"`},
+		},
+		{
+			name:   "providers[].prices.tiers[] named default",
+			mutate: func(c *gatewayv1.Config) { openai(c).Prices.Tiers = []gatewayv1.TierPrices{{Name: "default"}} },
+			want:   []string{`providers[0].prices.tiers[0].name: Invalid value: "default"`, "standard prices"},
+		},
+		{
+			name:   "providers[].prices.tiers[] named in capitals",
+			mutate: func(c *gatewayv1.Config) { openai(c).Prices.Tiers = []gatewayv1.TierPrices{{Name: "Priority"}} },
+			want:   []string{`providers[0].prices.tiers[0].name: Invalid value: "Priority"`, "lower-case"},
+		},
+		{
+			name: "providers[].prices.tiers[] with a bad price",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).Prices.Tiers = []gatewayv1.TierPrices{{Name: "flex", CacheWritePerMillion: "1,5"}}
+			},
+			want: []string{`providers[0].prices.tiers[0].cacheWritePerMillion: Invalid value: "1,5"`},
+		},
+		{
+			name: "providers[].prices.tiers too many",
+			mutate: func(c *gatewayv1.Config) {
+				for i := range 17 {
+					openai(c).Prices.Tiers = append(openai(c).Prices.Tiers, gatewayv1.TierPrices{Name: fmt.Sprintf("t%d", i)})
+				}
+			},
+			want: []string{"providers[0].prices.tiers: Too many: 17: must have at most 16 items"},
+		},
+		{
+			name: "providers[].models[].prices of a snapshot",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).Models = append(openai(c).Models, gatewayv1.Model{Name: "gpt-4o-2024-05-13",
+					Prices: &gatewayv1.Prices{InputPerMillion: "5", OutputPerMillion: "15"}})
+			},
+		},
+		{
+			name: "providers[].models[].prices with a bad price and a tier without a name",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).Models[1].Prices = &gatewayv1.Prices{InputPerMillion: "0.15", OutputPerMillion: "x", Tiers: []gatewayv1.TierPrices{{}}}
+			},
+			want: []string{`providers[0].models[1].prices.outputPerMillion: Invalid value: "x"`, "providers[0].models[1].prices.tiers[0].name: Required value"},
 		},
 		{
 			name:   "providers[].spendPerMinute too precise",

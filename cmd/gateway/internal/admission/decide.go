@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
@@ -183,13 +184,15 @@ func (g *Gate) started(t *Ticket) {
 	}
 }
 
-// ended counts a call whose ticket ended, at its real cost, and frees its slot in flight.
-func (g *Gate) ended(t *Ticket, actual policy.Cost, served bool) {
+// ended counts a call whose ticket ended, at its real cost and the tokens it was billed for
+// (none when it was not charged), and frees its slot in flight.
+func (g *Gate) ended(t *Ticket, actual policy.Cost, bill gatewayv1.Tokens, served bool) {
 	now := g.now()
 	tenant, provider := t.req.tenant(), t.req.provider()
 	g.metrics.tokens.WithLabelValues(tenant, provider, "estimated").Add(float64(t.req.Cost.Tokens))
 	g.metrics.tokens.WithLabelValues(tenant, provider, "actual").Add(float64(actual.Tokens))
 	g.metrics.spend.WithLabelValues(tenant, provider).Add(float64(actual.MicroDollars))
+	g.metrics.countBilled(tenant, provider, bill)
 	d := g.dispatcher(provider)
 	d.callDuration.Observe(now.Sub(t.started).Seconds())
 	g.usage.finished(&t.req, actual, now)

@@ -294,7 +294,7 @@ func (g *Gate) giveBack(ctx context.Context, req Request) {
 func (g *Gate) SettleElsewhere(ctx context.Context, req Request, lease string, took time.Time, u estimate.Usage) (policy.Cost, error) {
 	var taken, settle [ratelimit.MaxChecks]ratelimit.Check
 	checks, _ := req.checks(taken[:0], policy.Shared, lease)
-	actual := costOf(req.Route.Provider, u)
+	actual := req.costOf(u)
 	settlement := policy.Release(policy.Settlement(settle[:0], checks, req.Route.Provider, actual, req.ProviderTokens), checks)
 	for i := range settlement {
 		settlement[i].Took = took
@@ -307,6 +307,7 @@ func (g *Gate) SettleElsewhere(ctx context.Context, req Request, lease string, t
 	g.metrics.tokens.WithLabelValues(tenant, provider, "estimated").Add(float64(req.Cost.Tokens))
 	g.metrics.tokens.WithLabelValues(tenant, provider, "actual").Add(float64(actual.Tokens))
 	g.metrics.spend.WithLabelValues(tenant, provider).Add(float64(actual.MicroDollars))
+	g.metrics.countBilled(tenant, provider, billed(u))
 	return actual, nil
 }
 

@@ -12,6 +12,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/fairqueue"
@@ -30,6 +32,7 @@ type plan struct {
 	tenants                                         []gatewayv1.Tenant
 	second                                          string
 	provider                                        func(*gatewayv1.Provider)
+	prices                                          *gatewayv1.Prices // nil: $1 in and $2 out a million tokens
 }
 
 func tenant(name string, users ...string) gatewayv1.Tenant {
@@ -54,6 +57,9 @@ func (pl plan) compile(t testing.TB) *policy.Policy {
 	}
 	if pl.provider != nil {
 		pl.provider(&cfg.Providers[0])
+	}
+	if pl.prices != nil {
+		cfg.Providers[0].Prices = *pl.prices
 	}
 	if pl.second != "" {
 		other := cfg.Providers[0]
@@ -122,7 +128,7 @@ func request(t *testing.T, p *policy.Policy, key string, tokens int64) Request {
 	}
 	route := p.Routes("m")[0]
 	return Request{Caller: caller, Route: route, Endpoint: gatewayv1.EndpointChat,
-		Cost: policy.Cost{Tokens: tokens, MicroDollars: route.Provider.Config.Prices.CostMicros(tokens/2, tokens/2)}}
+		Cost: policy.Cost{Tokens: tokens, MicroDollars: route.Prices.CostMicros("", gatewayv1.Tokens{Prompt: tokens / 2, Completion: tokens / 2})}}
 }
 
 // left reads what every limit of a request has left, by key, without taking anything.
@@ -160,6 +166,40 @@ func mustAdmit(t *testing.T, g *Gate, req Request) *Ticket {
 	return ticket
 }
 
+// TestSettleElsewhereBillsEachClassAtItsTier settles, under its lease, a call that asked for the
+// priority tier and whose answer names none, 900 of its 1,000 prompt tokens cached: each class
+// is charged at the priority tier's price, and counted as billed.
+func TestSettleElsewhereBillsEachClassAtItsTier(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := budgetPlan()
+		pl.prices = &gatewayv1.Prices{InputPerMillion: "1.00", CachedInputPerMillion: "0.10", OutputPerMillion: "2.00",
+			Tiers: []gatewayv1.TierPrices{{Name: "priority", InputPerMillion: "2.00", CachedInputPerMillion: "0.20", OutputPerMillion: "4.00"}}}
+		g, limiter, p := newGate(t, pl)
+		req := request(t, p, "sk-acme-alice", 1000)
+		req.ServiceTier = "priority"
+		before := left(t, limiter, req)
+		ticket := mustAdmit(t, g, req)
+		u := estimate.Usage{PromptTokens: 1000, CachedPromptTokens: 900, CompletionTokens: 20, ReasoningTokens: 10}
+		charged, err := g.SettleElsewhere(t.Context(), req, ticket.Lease(), ticket.Took(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ticket.Abandon()
+		if want := int64(100*2 + 900*0.2 + 20*4); charged.MicroDollars != want {
+			t.Errorf("charged %d micro-dollars; want %d, each class at the priority tier's price", charged.MicroDollars, want)
+		}
+		budget := p.Caller("sk-acme-alice").Tenant.Budget().Key
+		if got, want := left(t, limiter, req)[budget], before[budget]-charged.MicroDollars; got != want {
+			t.Errorf("budget left = %d; want %d", got, want)
+		}
+		for class, want := range map[string]float64{"input": 100, "cached_input": 900, "output": 20, "reasoning": 10, "audio_input": 0} {
+			if got := testutil.ToFloat64(g.metrics.billed.WithLabelValues("acme", "lab", class)); got != want {
+				t.Errorf("billed %s tokens = %v; want %v", class, got, want)
+			}
+		}
+	})
+}
+
 func TestSettleChargesTheRealUsageOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g, limiter, p := newGate(t, budgetPlan())
@@ -177,7 +217,7 @@ func TestSettleChargesTheRealUsageOnce(t *testing.T) {
 			t.Error("a second end of the ticket took effect")
 		}
 		after := left(t, limiter, req)
-		if got, want := after[budget], before[budget]-req.Route.Provider.Config.Prices.CostMicros(100, 50); got != want {
+		if got, want := after[budget], before[budget]-req.Route.Prices.CostMicros("", gatewayv1.Tokens{Prompt: 100, Completion: 50}); got != want {
 			t.Errorf("budget left after settling = %d; want %d (the real cost, once)", got, want)
 		}
 		for key, was := range before {
@@ -327,7 +367,7 @@ func TestAFailedSettlementIsTriedAgainUntilItLands(t *testing.T) {
 		}
 		after := left(t, store.Memory, req)
 		budget := p.Caller("sk-acme-alice").Tenant.Budget().Key
-		if got, want := after[budget], before[budget]-req.Route.Provider.Config.Prices.CostMicros(100, 50); got != want {
+		if got, want := after[budget], before[budget]-req.Route.Prices.CostMicros("", gatewayv1.Tokens{Prompt: 100, Completion: 50}); got != want {
 			t.Errorf("budget left = %d; want %d: the real cost, once", got, want)
 		}
 		inFlight := "{lab}:provider:inflight"
@@ -410,7 +450,7 @@ func TestTicketEndsExactlyOnceUnderConcurrency(t *testing.T) {
 		t.Errorf("%d ends took effect for %d tickets; want one each", ended, calls)
 	}
 	spent := before - left(t, limiter, req)[budget]
-	perCall := req.Route.Provider.Config.Prices.CostMicros(10, 10)
+	perCall := req.Route.Prices.CostMicros("", gatewayv1.Tokens{Prompt: 10, Completion: 10})
 	if spent%perCall != 0 || spent > calls*perCall || spent < 0 {
 		t.Errorf("spent %d µ$; want a whole number of calls at %d µ$ each, at most %d", spent, perCall, calls)
 	}

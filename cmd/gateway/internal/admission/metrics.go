@@ -1,12 +1,17 @@
 package admission
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+)
 
 // metrics are the gate's Prometheus series: decisions, refusals, the queues and what calls cost.
 type metrics struct {
 	refusals      *prometheus.CounterVec
 	tokens        *prometheus.CounterVec
 	spend         *prometheus.CounterVec
+	billed        *prometheus.CounterVec
 	decisions     *prometheus.HistogramVec
 	storeErrors   *prometheus.CounterVec
 	storeUp       prometheus.Gauge
@@ -39,6 +44,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		spend: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_spend_microdollars_total", Help: "Spend settled from providers' usage, in micro-dollars.",
 		}, []string{"tenant", "provider"}),
+		billed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_gateway_billed_tokens_total",
+			Help: "Tokens settled from providers' usage, by the class each is billed at: input (plain text input), cached_input, cache_write, audio_input, output (reasoning included), audio_output; reasoning counts the output tokens the model reasoned with.",
+		}, []string{"tenant", "provider", "class"}),
 		decisions: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "sluice_gateway_decision_seconds", Help: "Time to take one limiter decision, by store.",
 			Buckets: prometheus.ExponentialBuckets(5e-6, 4, 10),
@@ -56,7 +65,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	m.decidedShared, m.decidedLocal = m.decisions.WithLabelValues("shared"), m.decisions.WithLabelValues("local")
 	m.addQueueMetrics()
-	reg.MustRegister(m.refusals, m.tokens, m.spend, m.decisions, m.storeErrors, m.storeUp, m.reseeds,
+	reg.MustRegister(m.refusals, m.tokens, m.spend, m.billed, m.decisions, m.storeErrors, m.storeUp, m.reseeds,
 		m.arrivals, m.callDuration, m.queueDepth, m.queueTokens, m.queueWait, m.doorRefusals, m.estimateRatio, m.comebackError, m.providerShare,
 		m.breakerOpen, m.breakerOpens)
 	m.storeUp.Set(1)
@@ -103,4 +112,19 @@ func (m *metrics) addQueueMetrics() {
 	m.doorRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_gateway_door_refusals_total", Help: "Calls turned away at the door because their estimated wait passed maxWait.",
 	}, []string{"provider", "tenant"})
+}
+
+// countBilled counts the tokens a call was billed for, by class; a class of none is not counted.
+func (m *metrics) countBilled(tenant, provider string, t gatewayv1.Tokens) {
+	for _, c := range [...]struct {
+		class string
+		n     int64
+	}{
+		{"input", t.PlainPrompt()}, {"cached_input", t.CachedPrompt}, {"cache_write", t.CacheWrite}, {"audio_input", t.AudioPrompt},
+		{"output", t.PlainCompletion()}, {"reasoning", t.Reasoning}, {"audio_output", t.AudioCompletion},
+	} {
+		if c.n > 0 {
+			m.billed.WithLabelValues(tenant, provider, c.class).Add(float64(c.n))
+		}
+	}
 }

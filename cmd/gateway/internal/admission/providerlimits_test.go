@@ -35,7 +35,7 @@ func chat(t *testing.T, p *policy.Policy, key string, input, output int64) Reque
 	t.Helper()
 	req := request(t, p, key, input+output)
 	req.Cost.InputTokens, req.Cost.OutputTokens = input, output
-	req.Cost.MicroDollars = req.Route.Provider.Config.Prices.CostMicros(input, output)
+	req.Cost.MicroDollars = req.Route.Prices.CostMicros("", gatewayv1.Tokens{Prompt: input, Completion: output})
 	return req
 }
 

@@ -1,9 +1,11 @@
 package admission
 
 import (
+	"cmp"
 	"time"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/fairqueue"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
@@ -18,6 +20,9 @@ type Request struct {
 	Endpoint gatewayv1.Endpoint
 	// Cost is the call's estimate: its prompt and expected completion tokens and their price.
 	Cost policy.Cost
+	// ServiceTier is the service tier the call asked for: what it is charged at when its
+	// answer names none (see costOf).
+	ServiceTier string
 	// ProviderTokens is what the call's provider counts against its own tokens per minute when
 	// it admits the call, and holds for its minute whatever the call uses: for a provider that
 	// counts characters and max_tokens, more than the encoding's count for text the encoding
@@ -125,6 +130,21 @@ func (r *Request) checks(dst []ratelimit.Check, share policy.Share, lease string
 // its tenant's or its endpoint's.
 func isCallersRequests(c *ratelimit.Check) bool {
 	return c.Limit.Dimension == ratelimit.Requests && c.Limit.Level < ratelimit.LevelGlobal
+}
+
+// costOf is what a call that used u costs: its tokens, and what they are billed at its route's
+// prices, at the service tier its answer names, else the one it asked for.
+func (r *Request) costOf(u estimate.Usage) policy.Cost {
+	return policy.Cost{
+		Tokens: u.Tokens(), InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, CachedInputTokens: u.CachedPromptTokens,
+		MicroDollars: r.Route.Prices.CostMicros(cmp.Or(u.ServiceTier, r.ServiceTier), billed(u)),
+	}
+}
+
+// billed is u by the classes of token a provider bills.
+func billed(u estimate.Usage) gatewayv1.Tokens {
+	return gatewayv1.Tokens{Prompt: u.PromptTokens, CachedPrompt: u.CachedPromptTokens, CacheWrite: u.CacheWriteTokens,
+		AudioPrompt: u.AudioPromptTokens, Completion: u.CompletionTokens, Reasoning: u.ReasoningTokens, AudioCompletion: u.AudioCompletionTokens}
 }
 
 func (r *Request) tenant() string { return r.Caller.Tenant.Name }

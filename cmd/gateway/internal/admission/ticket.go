@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
@@ -96,9 +97,10 @@ func (t *Ticket) end(u *estimate.Usage, sent bool) bool {
 		return false
 	}
 	var actual policy.Cost
+	var bill gatewayv1.Tokens
 	charged := t.isCharged(u)
 	if charged {
-		actual = t.costOf(*u)
+		actual, bill = t.req.costOf(*u), billed(*u)
 	}
 	t.charged = actual
 	var held int64 // what the provider counted of a call it was sent, whoever is charged
@@ -121,7 +123,7 @@ func (t *Ticket) end(u *estimate.Usage, sent bool) bool {
 		t.g.metrics.storeErrors.WithLabelValues("settle").Inc()
 		go t.settleLater(slices.Clone(settlement), now)
 	}
-	t.g.ended(t, actual, u != nil)
+	t.g.ended(t, actual, bill, u != nil)
 	return true
 }
 
@@ -173,7 +175,7 @@ func (t *Ticket) renew() {
 	}
 }
 
-// Charged is what the call was charged as its ticket ended: its usage at its provider's prices
+// Charged is what the call was charged as its ticket ended: its usage at its route's prices
 // when it was settled, nothing when it was refunded or withdrawn. It is zero before the ticket
 // ends; read it from the goroutine that ended it.
 func (t *Ticket) Charged() policy.Cost { return t.charged }
@@ -185,18 +187,6 @@ func (t *Ticket) isCharged(u *estimate.Usage) bool {
 		return t.g.chargeJob(t.req.Job, u != nil)
 	}
 	return u != nil
-}
-
-// costOf is what usage u costs at the call's provider's prices.
-func (t *Ticket) costOf(u estimate.Usage) policy.Cost { return costOf(t.req.Route.Provider, u) }
-
-// costOf is what usage u of a call to provider p costs: its tokens of each kind, and its dollars
-// at p's prices.
-func costOf(p *policy.Provider, u estimate.Usage) policy.Cost {
-	return policy.Cost{
-		Tokens: u.Tokens(), InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, CachedInputTokens: u.CachedPromptTokens,
-		MicroDollars: p.Prices.CostMicros(u.PromptTokens, u.CompletionTokens),
-	}
 }
 
 // chargeJob records a job attempt's end in the job store and reports whether it is to be

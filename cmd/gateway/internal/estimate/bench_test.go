@@ -155,17 +155,27 @@ func BenchmarkWithMaxTokens(b *testing.B) {
 	}
 }
 
-// BenchmarkParseUsage measures reading the usage of a short chat completion's answer.
+// BenchmarkParseUsage measures reading the usage of answers: a short chat completion's with
+// the counts alone, and OpenAI's chat and Responses answers as they come, with the details of
+// cached, audio and reasoning tokens and the service tier.
 func BenchmarkParseUsage(b *testing.B) {
-	body := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini",` +
-		`"choices":[{"index":0,"message":{"role":"assistant","content":"Hello there, nice to meet you today!"},"finish_reason":"stop"}],` +
-		`"usage":{"prompt_tokens":14,"completion_tokens":16,"total_tokens":30}}`)
-	b.ReportAllocs()
-	b.SetBytes(int64(len(body)))
-	for b.Loop() {
-		if _, ok := ParseUsage(body); !ok {
-			b.Fatal("no usage")
-		}
+	for _, tc := range []struct{ name, body string }{
+		{"counts", `{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"model":"gpt-4o-mini",` +
+			`"choices":[{"index":0,"message":{"role":"assistant","content":"Hello there, nice to meet you today!"},"finish_reason":"stop"}],` +
+			`"usage":{"prompt_tokens":14,"completion_tokens":16,"total_tokens":30}}`},
+		{"openai-chat", openAIChatAnswer},
+		{"openai-responses", openAIResponsesAnswer},
+	} {
+		body := []byte(tc.body)
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if _, ok := ParseUsage(body); !ok {
+					b.Fatal("no usage")
+				}
+			}
+		})
 	}
 }
 

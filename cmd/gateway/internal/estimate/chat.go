@@ -20,9 +20,16 @@ const (
 // chatBody is what Parse reads from a chat request.
 type chatBody struct {
 	options
+	chatOptions
 	rendered
-	MaxCompletionTokens *int64            `json:"max_completion_tokens"`
-	Messages            []json.RawMessage `json:"messages"`
+	Messages []json.RawMessage `json:"messages"`
+}
+
+// chatOptions are the fields of a chat request that completions do not have: its own cap, and
+// the service tier it asks for.
+type chatOptions struct {
+	MaxCompletionTokens *int64 `json:"max_completion_tokens"`
+	ServiceTier         string `json:"service_tier"`
 }
 
 // rendered are the fields of a chat request that the provider renders into the prompt its own
@@ -57,9 +64,9 @@ var errNoMessages = &RequestError{Err: ErrInvalidValue, Param: "messages", Want:
 // chatBodyMessages is a chat request read in one pass, its messages decoded with it.
 type chatBodyMessages struct {
 	options
+	chatOptions
 	rendered
-	MaxCompletionTokens *int64        `json:"max_completion_tokens"`
-	Messages            []chatMessage `json:"messages"`
+	Messages []chatMessage `json:"messages"`
 }
 
 // parseChat reads a chat request in one pass: by hand when it is plain (see plainChat), else
@@ -67,7 +74,7 @@ type chatBodyMessages struct {
 // which part of it is wrong.
 func parseChat(body []byte) (*Request, error) {
 	if b, unread, ok := plainChat(body); ok {
-		return chatRequest(&b.options, b.MaxCompletionTokens, &b.rendered, unread, b.Messages, (*Prompt).addChatMessage)
+		return chatRequest(&b.options, &b.chatOptions, &b.rendered, unread, b.Messages, (*Prompt).addChatMessage)
 	}
 	var b chatBodyMessages
 	if json.Unmarshal(body, &b) != nil {
@@ -77,7 +84,7 @@ func parseChat(body []byte) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return chatRequest(&b.options, b.MaxCompletionTokens, &b.rendered, unread, b.Messages, (*Prompt).addChatMessage)
+	return chatRequest(&b.options, &b.chatOptions, &b.rendered, unread, b.Messages, (*Prompt).addChatMessage)
 }
 
 func parseChatByMessage(body []byte) (*Request, error) {
@@ -86,17 +93,18 @@ func parseChatByMessage(body []byte) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	return chatRequest(&b.options, b.MaxCompletionTokens, &b.rendered, unread, b.Messages, (*Prompt).addMessage)
+	return chatRequest(&b.options, &b.chatOptions, &b.rendered, unread, b.Messages, (*Prompt).addMessage)
 }
 
 // chatRequest builds a chat request from its options and its messages, each added to the prompt
 // by add with its framing and the images of its model's family, the fields the provider renders
 // its own way and the tokens of the keys nothing reads; the reply's priming ends the prompt.
-func chatRequest[M any](o *options, maxCompletionTokens *int64, rd *rendered, unread int64, messages []M, add func(*Prompt, *M, imageFormula) error) (*Request, error) {
-	r, err := o.request(Chat, maxCompletionTokens)
+func chatRequest[M any](o *options, co *chatOptions, rd *rendered, unread int64, messages []M, add func(*Prompt, *M, imageFormula) error) (*Request, error) {
+	r, err := o.request(Chat, co.MaxCompletionTokens)
 	if err != nil {
 		return nil, err
 	}
+	r.ServiceTier = co.ServiceTier
 	if len(messages) == 0 {
 		return nil, errNoMessages
 	}

@@ -69,10 +69,17 @@
 //
 // # Settlement
 //
-// [ParseUsage] reads the usage of a response that was not streamed. A streamed
-// response is settled from its final usage chunk, which [WithStreamUsage] asks
-// the provider for; [StreamUsage] remembers that chunk and, if none arrives,
-// counts the completion text it saw.
+// [ParseUsage] reads the usage of a response that was not streamed: its prompt
+// and completion tokens, of them those of each class a provider bills at its
+// own price (cached and audio prompt tokens, reasoning and audio completion
+// tokens, from the usage's details objects), and the service tier the answer
+// says served it. A streamed response is settled from its final usage chunk,
+// which [WithStreamUsage] asks the provider for; [StreamUsage] remembers that
+// chunk and, if none arrives, counts the completion text it saw.
+// [Usage.Within] bounds a usage by what the call could have used.
+//
+// A request's service_tier is read as [Request.ServiceTier], the tier its
+// estimate is priced at.
 //
 // Errors from [Parse] are [*RequestError] values that wrap one of the Err
 // sentinels, so the HTTP layer can answer with a 400 in OpenAI's error shape.

@@ -79,8 +79,8 @@ func fromJSON(err error) error {
 	case errors.As(err, &syntax):
 		return &RequestError{Err: ErrMalformedJSON, Offset: syntax.Offset}
 	case errors.As(err, &typ):
-		// encoding/json names the embedded options struct in the path.
-		param := strings.TrimPrefix(typ.Field, "options.")
+		// encoding/json names the embedded options structs in the path.
+		param := strings.TrimPrefix(strings.TrimPrefix(typ.Field, "options."), "chatOptions.")
 		return &RequestError{Err: ErrWrongType, Param: param, Want: jsonType(typ.Type)}
 	}
 	return &RequestError{Err: ErrMalformedJSON}

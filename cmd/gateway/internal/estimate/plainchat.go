@@ -15,8 +15,9 @@ var (
 // but in one pass and without reflection, when body is a plain chat request: a valid JSON object
 // whose keys, and those of its messages, are unescaped ASCII, each given once and spelt as the
 // API spells it, none another endpoint's cap, whose messages are an array of objects, whose
-// model, role, name and tool_call_id are strings of printable ASCII without escapes, stream a
-// boolean, caps and n null or integers of at most 18 digits, and which has no stream_options.
+// model, service_tier, role, name and tool_call_id are strings of printable ASCII without
+// escapes, stream a boolean, caps and n null or integers of at most 18 digits, and which has no
+// stream_options.
 // Such bodies are what SDKs send. It reports false for any other body, for encoding/json and
 // checkKeys to read and to say what is wrong with it: plainChat refuses nothing itself.
 //
@@ -58,6 +59,8 @@ func (r *plainReader) chatField(b *chatBodyMessages, name string) bool {
 		b.MaxCompletionTokens, ok = r.count()
 	case "n":
 		b.N, ok = r.count()
+	case "service_tier":
+		b.ServiceTier, ok = r.text()
 	case "tools":
 		b.Tools = r.raw()
 	case "functions":

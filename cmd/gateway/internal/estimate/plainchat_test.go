@@ -158,6 +158,8 @@ func TestPlainChatMatchesJSON(t *testing.T) {
 		`"mod\u0065l"`:            {`"m"`},
 		`"max_output_tokens"`:     {`16`},
 		`"stream_options"`:        {`{"include_usage":true}`, `null`},
+		`"service_tier"`:          {`"flex"`, `"priority"`, `null`, `"fl\u0065x"`, `3`},
+		`"Service_Tier"`:          {`"flex"`},
 	}
 	contents := []string{`"hi"`, `"a\"b\\c\u00e9"`, `null`, `[{"type":"text","text":"x"}]`, `{"k":[]}`, `7`}
 	texts := []string{`"user"`, `"assistant"`, `""`, `"a b"`, `null`, `"us\u0065r"`, `"Zoë"`, `1`}

@@ -45,6 +45,9 @@ type Request struct {
 	N int64
 	// Prompt is what counts as prompt tokens.
 	Prompt Prompt
+	// ServiceTier is service_tier, the tier a chat or Responses request asks to be served at:
+	// "auto", "default", "flex", "priority"; empty when the body sets none.
+	ServiceTier string
 	// Size is the body's length in bytes.
 	Size int64
 	// Kept is what a Responses request asks of what its provider keeps; nil for the other

@@ -88,6 +88,14 @@ func TestParseChat(t *testing.T) {
 		body: `{"model":"m","messages":[{"role":"user","content":[{"image_url":{"url":"https://example.com/a.png"}},{"type":"image_url","text":"hi"}]}]}`,
 		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "hi"}, Tokens: 3 + 1445 + 3}},
 	}, {
+		name: "the service tier asked for",
+		body: `{"model":"m","service_tier":"priority","messages":[{}]}`,
+		want: &Request{Endpoint: Chat, Model: "m", N: 1, ServiceTier: "priority", Prompt: Prompt{Tokens: 3 + 3}},
+	}, {
+		name: "the service tier asked for, read by encoding/json",
+		body: `{"model":"m","service_tier":"flex","stream_options":null,"messages":[{}]}`,
+		want: &Request{Endpoint: Chat, Model: "m", N: 1, ServiceTier: "flex", Prompt: Prompt{Tokens: 3 + 3}},
+	}, {
 		name: "null messages and empty content",
 		body: `{"model":"m","messages":[{"role":"user","content":""},{"role":"user"}]}`,
 		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "user"}, Tokens: 9}},
@@ -272,6 +280,10 @@ func TestParseErrors(t *testing.T) {
 		{"model spelt with a capital", Chat, `{"model":"o1-pro","Model":"m","messages":[{"role":"user","content":"x"}]}`,
 			&RequestError{Err: ErrAmbiguousKey, Param: "Model", Want: `"model", spelt as the API spells it`}},
 		{"max_tokens given twice", Chat, `{"model":"m","max_tokens":5000,"max_tokens":1}`, &RequestError{Err: ErrAmbiguousKey, Param: "max_tokens", Want: "given once"}},
+		{"service_tier given twice", Chat, `{"model":"m","service_tier":"flex","service_tier":"priority"}`, &RequestError{Err: ErrAmbiguousKey, Param: "service_tier", Want: "given once"}},
+		{"service_tier spelt otherwise", Responses, `{"model":"m","Service_Tier":"priority"}`,
+			&RequestError{Err: ErrAmbiguousKey, Param: "Service_Tier", Want: `"service_tier", spelt as the API spells it`}},
+		{"service_tier is a number", Chat, `{"model":"m","service_tier":2}`, &RequestError{Err: ErrWrongType, Param: "service_tier", Want: "a string"}},
 		{"cap in capitals alone", Chat, `{"model":"m","MAX_TOKENS":1,"messages":[{"role":"user","content":"x"}]}`,
 			&RequestError{Err: ErrAmbiguousKey, Param: "MAX_TOKENS", Want: `"max_tokens", spelt as the API spells it`}},
 		{"n spelt with a capital", Completions, `{"model":"m","n":50,"N":1}`, &RequestError{Err: ErrAmbiguousKey, Param: "N", Want: `"n", spelt as the API spells it`}},

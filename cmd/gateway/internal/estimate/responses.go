@@ -15,7 +15,8 @@ type responsesBody struct {
 	Input           json.RawMessage `json:"input"`
 	Tools           json.RawMessage `json:"tools"`
 	// Text holds the output's format, whose JSON schema the model reads as prompt.
-	Text json.RawMessage `json:"text"`
+	Text        json.RawMessage `json:"text"`
+	ServiceTier string          `json:"service_tier"`
 
 	Store              *bool           `json:"store"`
 	Background         *bool           `json:"background"`
@@ -147,7 +148,7 @@ func parseResponses(body []byte) (*Request, error) {
 	if b.Model == "" {
 		return nil, &RequestError{Err: ErrMissingModel, Param: "model"}
 	}
-	r := &Request{Endpoint: Responses, Model: b.Model, Stream: b.Stream, N: 1}
+	r := &Request{Endpoint: Responses, Model: b.Model, Stream: b.Stream, N: 1, ServiceTier: b.ServiceTier}
 	if v := b.MaxOutputTokens; v != nil {
 		if *v < 1 {
 			return nil, &RequestError{Err: ErrInvalidValue, Param: "max_output_tokens", Want: "1 or more"}
@@ -389,7 +390,8 @@ type Response struct {
 	ID     string
 	Status string
 	Items  []string
-	// Usage is the response's usage; nil while it runs in the background.
+	// Usage is the response's usage, at the service tier it names; nil while it runs in the
+	// background.
 	Usage *Usage
 }
 
@@ -401,7 +403,8 @@ type responseObject struct {
 	Output []struct {
 		ID string `json:"id"`
 	} `json:"output"`
-	Usage *Usage `json:"usage"`
+	Usage       *Usage          `json:"usage"`
+	ServiceTier json.RawMessage `json:"service_tier"`
 }
 
 // ParseResponse reads a response object. It reports false for a body that is not one.
@@ -417,6 +420,7 @@ func ParseResponse(body []byte) (Response, bool) {
 		}
 	}
 	if o.Usage != nil {
+		o.Usage.ServiceTier = tierOf(o.ServiceTier)
 		if u, ok := o.Usage.checked(); ok {
 			r.Usage = &u
 		}

@@ -65,6 +65,11 @@ func TestParseResponses(t *testing.T) {
 		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true}, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user"},
 			Tokens: tokensPerMessage + proxyBytes(len(`extra"abcdefgh"`)) + proxyBytes(len(`file_data"AAAA"`)) + tokensPerReply}},
 	}, {
+		name: "the service tier asked for",
+		body: `{"model":"m","input":"Hi.","service_tier":"flex"}`,
+		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true}, Model: "m", N: 1, ServiceTier: "flex",
+			Prompt: Prompt{Texts: []string{"user", "Hi."}, Tokens: tokensPerMessage + tokensPerReply}},
+	}, {
 		name: "no input, as with a previous response",
 		body: `{"model":"m","previous_response_id":"resp_1"}`,
 		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true, Refs: []Ref{{RefResponse, "resp_1"}}}, Model: "m", N: 1, Prompt: Prompt{Tokens: tokensPerReply}},
@@ -185,8 +190,21 @@ func TestResponsesUsage(t *testing.T) {
 	if got, reported := s.Usage(); reported || got.PromptTokens != 50 || got.CompletionTokens != 2 {
 		t.Errorf("a stream cut before response.completed: %+v, reported %v; want the estimated prompt, 50, and the 2 tokens of its deltas", got, reported)
 	}
-	s.Observe([]byte(`{"type":"response.completed","response":{"id":"resp_1","status":"completed","usage":{"input_tokens":12,"output_tokens":2,"total_tokens":14}}}`))
-	if got, reported := s.Usage(); !reported || got != (Usage{PromptTokens: 12, CompletionTokens: 2, TotalTokens: 14}) {
-		t.Errorf("after response.completed: %+v, reported %v; want its usage", got, reported)
+	s.Observe([]byte(`{"type":"response.completed","response":{"id":"resp_1","status":"completed","service_tier":"flex",` +
+		`"usage":{"input_tokens":12,"input_tokens_details":{"cached_tokens":8},"output_tokens":2,"output_tokens_details":{"reasoning_tokens":1},"total_tokens":14}}}`))
+	want := Usage{PromptTokens: 12, CachedPromptTokens: 8, CompletionTokens: 2, ReasoningTokens: 1, TotalTokens: 14, ServiceTier: "flex"}
+	if got, reported := s.Usage(); !reported || got != want {
+		t.Errorf("after response.completed: %+v, reported %v; want its usage at its tier, %+v", got, reported, want)
+	}
+}
+
+func TestParseResponseUsage(t *testing.T) {
+	r, ok := ParseResponse([]byte(openAIResponsesAnswer))
+	if !ok || r.Usage == nil {
+		t.Fatalf("ParseResponse = %+v, %v; want a response with its usage", r, ok)
+	}
+	want := Usage{PromptTokens: 1536, CachedPromptTokens: 1280, CompletionTokens: 1187, ReasoningTokens: 1152, TotalTokens: 2723, ServiceTier: "flex"}
+	if *r.Usage != want {
+		t.Errorf("ParseResponse's usage = %+v; want %+v", *r.Usage, want)
 	}
 }

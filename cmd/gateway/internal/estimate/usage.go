@@ -7,23 +7,45 @@ import (
 )
 
 // Usage is the token cost of a call as the provider reported it, or as
-// StreamUsage counted it when the provider did not. The zero Usage costs
-// nothing.
+// StreamUsage counted it when the provider did not: its prompt and completion
+// tokens, and of them those of each class a provider bills at its own price.
+// The classes of the prompt are parts of PromptTokens, those of the
+// completion parts of CompletionTokens. The zero Usage costs nothing.
 type Usage struct {
-	// PromptTokens is usage.prompt_tokens.
+	// PromptTokens is usage.prompt_tokens (the Responses API's
+	// input_tokens): every prompt token, of every class.
 	PromptTokens int64 `json:"prompt_tokens"`
-	// CachedPromptTokens are those of PromptTokens the provider read from
-	// its cache; zero when unknown.
+	// CachedPromptTokens are the prompt tokens read from the provider's cache:
+	// usage.prompt_tokens_details.cached_tokens (input_tokens_details).
 	CachedPromptTokens int64 `json:"-"`
-	// CompletionTokens is usage.completion_tokens; 0 for embeddings.
+	// AudioPromptTokens are the prompt tokens of audio:
+	// usage.prompt_tokens_details.audio_tokens.
+	AudioPromptTokens int64 `json:"-"`
+	// CacheWriteTokens are the prompt tokens written to the provider's cache,
+	// which a provider such as Anthropic bills apart; OpenAI reports none.
+	CacheWriteTokens int64 `json:"-"`
+	// CompletionTokens is usage.completion_tokens (output_tokens): every
+	// completion token, reasoning and audio included; 0 for embeddings.
 	CompletionTokens int64 `json:"completion_tokens"`
-	// TotalTokens is usage.total_tokens, or the sum of the other two when
-	// the provider left it out.
+	// ReasoningTokens are the completion tokens the model reasoned with,
+	// billed as output: usage.completion_tokens_details.reasoning_tokens
+	// (output_tokens_details).
+	ReasoningTokens int64 `json:"-"`
+	// AudioCompletionTokens are the completion tokens of audio:
+	// usage.completion_tokens_details.audio_tokens.
+	AudioCompletionTokens int64 `json:"-"`
+	// TotalTokens is usage.total_tokens, or the sum of prompt and completion
+	// tokens when the provider left it out.
 	TotalTokens int64 `json:"total_tokens"`
+	// ServiceTier is the service tier the answer says served the call: its
+	// service_tier (a Responses stream's, its response's); empty when it
+	// says none.
+	ServiceTier string `json:"-"`
 }
 
-// UnmarshalJSON reads a usage in either API's names: prompt_tokens and completion_tokens, or
-// the Responses API's input_tokens and output_tokens.
+// UnmarshalJSON reads a usage object in either API's names: prompt_tokens and completion_tokens
+// with their details, or the Responses API's input_tokens and output_tokens with theirs. The
+// service tier is not in the usage object: ParseUsage reads it beside.
 func (u *Usage) UnmarshalJSON(data []byte) error {
 	var c counts
 	if err := json.Unmarshal(data, &c); err != nil {
@@ -35,17 +57,36 @@ func (u *Usage) UnmarshalJSON(data []byte) error {
 
 // counts are the counts of a usage object, in either API's names.
 type counts struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	InputTokens      int64 `json:"input_tokens"`
-	OutputTokens     int64 `json:"output_tokens"`
-	TotalTokens      int64 `json:"total_tokens"`
+	PromptTokens      int64   `json:"prompt_tokens"`
+	CompletionTokens  int64   `json:"completion_tokens"`
+	InputTokens       int64   `json:"input_tokens"`
+	OutputTokens      int64   `json:"output_tokens"`
+	TotalTokens       int64   `json:"total_tokens"`
+	PromptDetails     details `json:"prompt_tokens_details"`
+	CompletionDetails details `json:"completion_tokens_details"`
+	InputDetails      details `json:"input_tokens_details"`
+	OutputDetails     details `json:"output_tokens_details"`
+}
+
+// details are the counts of one of a usage's details objects: the tokens of each class among its
+// prompt or its completion tokens.
+type details struct {
+	CachedTokens    int64 `json:"cached_tokens"`
+	AudioTokens     int64 `json:"audio_tokens"`
+	ReasoningTokens int64 `json:"reasoning_tokens"`
 }
 
 // usage is the Usage that c make.
 func (c *counts) usage() Usage {
-	return Usage{PromptTokens: cmp.Or(c.PromptTokens, c.InputTokens), CompletionTokens: cmp.Or(c.CompletionTokens, c.OutputTokens),
-		TotalTokens: c.TotalTokens}
+	return Usage{
+		PromptTokens:          cmp.Or(c.PromptTokens, c.InputTokens),
+		CachedPromptTokens:    cmp.Or(c.PromptDetails.CachedTokens, c.InputDetails.CachedTokens),
+		AudioPromptTokens:     cmp.Or(c.PromptDetails.AudioTokens, c.InputDetails.AudioTokens),
+		CompletionTokens:      cmp.Or(c.CompletionTokens, c.OutputTokens),
+		ReasoningTokens:       cmp.Or(c.CompletionDetails.ReasoningTokens, c.OutputDetails.ReasoningTokens),
+		AudioCompletionTokens: cmp.Or(c.CompletionDetails.AudioTokens, c.OutputDetails.AudioTokens),
+		TotalTokens:           c.TotalTokens,
+	}
 }
 
 // named returns the count that key names, matched as encoding/json matches keys, without
@@ -66,46 +107,199 @@ func (c *counts) named(key []byte) *int64 {
 	return nil
 }
 
-// ParseUsage reads the usage of a response that was not streamed. It reports
-// false when the body has no usage, or one that is not three counts of zero
-// or more.
+// detailsNamed returns the details object that key names, matched as named matches keys; nil
+// for any other key.
+func (c *counts) detailsNamed(key []byte) *details {
+	switch {
+	case bytes.EqualFold(key, []byte("prompt_tokens_details")):
+		return &c.PromptDetails
+	case bytes.EqualFold(key, []byte("completion_tokens_details")):
+		return &c.CompletionDetails
+	case bytes.EqualFold(key, []byte("input_tokens_details")):
+		return &c.InputDetails
+	case bytes.EqualFold(key, []byte("output_tokens_details")):
+		return &c.OutputDetails
+	}
+	return nil
+}
+
+// named returns the count of d that key names, matched as counts.named matches keys; nil for
+// any other key.
+func (d *details) named(key []byte) *int64 {
+	switch {
+	case bytes.EqualFold(key, []byte("cached_tokens")):
+		return &d.CachedTokens
+	case bytes.EqualFold(key, []byte("audio_tokens")):
+		return &d.AudioTokens
+	case bytes.EqualFold(key, []byte("reasoning_tokens")):
+		return &d.ReasoningTokens
+	}
+	return nil
+}
+
+// ParseUsage reads the usage of a response that was not streamed, and the service tier the
+// response names. It reports false when the body has no usage, or one whose counts are not each
+// zero or more.
 func ParseUsage(body []byte) (Usage, bool) {
-	if raw := usageValue(body); raw != nil {
-		if u, ok := plainUsage(raw); ok {
-			return u.checked()
+	if raw, tier := answerValues(body); raw != nil {
+		u, ok := plainUsage(raw)
+		if !ok {
+			var decoded *Usage
+			if json.Unmarshal(raw, &decoded) != nil || decoded == nil {
+				return parseUsageWhole(body)
+			}
+			u = *decoded
 		}
-		var u *Usage
-		if json.Unmarshal(raw, &u) == nil && u != nil {
-			return u.checked()
-		}
+		u.ServiceTier = tierOf(tier)
+		return u.checked()
 	}
 	return parseUsageWhole(body)
 }
 
 // plainUsage reads raw, a usage value, as Usage.UnmarshalJSON does but without encoding/json,
-// when it is a JSON object with no escaped key whose counts are each null or an integer of at
-// most 18 digits; the values of other keys are passed over. It reports false for any other
-// value, for encoding/json to read.
+// when it is plain: a JSON object with no escaped key whose counts are each null or an integer of
+// at most 18 digits, whose details objects are each null or an object of such counts, and whose
+// other values are each null, such an integer, a string without escapes, or an object of them. It
+// checks the syntax as it reads, in one pass. It reports false for any other value, for
+// encoding/json to read and to say what it holds.
 func plainUsage(raw []byte) (Usage, bool) {
-	if !json.Valid(raw) || raw[skipSpace(raw, 0)] != '{' {
+	var c counts
+	r := usageReader{b: raw}
+	if !r.object(func(key []byte) bool { return r.usageMember(&c, key) }) || r.skipSpace() < len(raw) {
 		return Usage{}, false
 	}
-	var c counts
-	for m := range topMembers(raw) {
-		if bytes.IndexByte(m.key, '\\') >= 0 {
-			return Usage{}, false
-		}
-		count, value := c.named(m.key), bytes.TrimSpace(m.value)
-		if count == nil || string(value) == "null" { // encoding/json leaves a count that is null as it was
-			continue
-		}
-		n, ok := smallInt(value)
-		if !ok {
-			return Usage{}, false
-		}
-		*count = n
-	}
 	return c.usage(), true
+}
+
+// usageReader reads a plain usage object (see plainUsage) from b[i:].
+type usageReader struct {
+	b []byte
+	i int
+}
+
+// usageMember reads the value of a usage object's key into c.
+func (r *usageReader) usageMember(c *counts, key []byte) bool {
+	d := c.detailsNamed(key)
+	switch {
+	case d == nil:
+		return r.value(c.named(key), true)
+	case r.is('{'):
+		return r.object(func(key []byte) bool { return r.value(d.named(key), false) })
+	}
+	return r.null()
+}
+
+// value reads a value into count, as encoding/json decodes an int64: an integer, or null, which
+// leaves count as it was. A nil count, a key nothing reads, passes over a string too, and an
+// object of such values when nested is true.
+func (r *usageReader) value(count *int64, nested bool) bool {
+	switch {
+	case r.is('n'):
+		return r.null()
+	case r.is('-') || r.digit():
+		return r.integer(count)
+	case count != nil:
+		return false
+	case r.is('"'):
+		_, ok := r.text()
+		return ok
+	case nested && r.is('{'):
+		return r.object(func([]byte) bool { return r.value(nil, false) })
+	}
+	return false
+}
+
+// object reads the object at r.i, and the spaces after it: member reads the value of each key.
+func (r *usageReader) object(member func(key []byte) bool) bool {
+	if r.skipSpace(); !r.is('{') {
+		return false
+	}
+	r.i++
+	if r.skipSpace(); r.is('}') {
+		r.i++
+		return true
+	}
+	for {
+		key, ok := r.text()
+		if r.skipSpace(); !ok || !r.is(':') {
+			return false
+		}
+		r.i++
+		if r.skipSpace(); r.i == len(r.b) || !member(key) {
+			return false
+		}
+		switch r.skipSpace(); {
+		case r.is('}'):
+			r.i++
+			return true
+		case !r.is(','):
+			return false
+		}
+		r.i++
+		r.skipSpace()
+	}
+}
+
+// text returns the text of the string at r.i when it has no escape and no control character.
+func (r *usageReader) text() ([]byte, bool) {
+	if !r.is('"') {
+		return nil, false
+	}
+	for j := r.i + 1; j < len(r.b); j++ {
+		switch c := r.b[j]; {
+		case c == '"':
+			text := r.b[r.i+1 : j]
+			r.i = j + 1
+			return text, true
+		case c == '\\' || c < ' ':
+			return nil, false
+		}
+	}
+	return nil, false
+}
+
+// integer reads the integer at r.i into count, unless count is nil, when it is a JSON integer of
+// at most 18 digits, which no int64 overflows; not a fraction or an exponent.
+func (r *usageReader) integer(count *int64) bool {
+	start := r.i
+	if r.is('-') {
+		r.i++
+	}
+	digits := r.i
+	for r.digit() {
+		r.i++
+	}
+	switch n := r.i - digits; {
+	case n == 0 || n > 18 || n > 1 && r.b[digits] == '0':
+		return false
+	case r.is('.') || r.is('e') || r.is('E'):
+		return false
+	}
+	if count != nil {
+		*count, _ = smallInt(r.b[start:r.i])
+	}
+	return true
+}
+
+// null reads the null at r.i.
+func (r *usageReader) null() bool {
+	if !bytes.HasPrefix(r.b[r.i:], []byte("null")) {
+		return false
+	}
+	r.i += len("null")
+	return true
+}
+
+// is reports whether the byte at r.i is c.
+func (r *usageReader) is(c byte) bool { return r.i < len(r.b) && r.b[r.i] == c }
+
+// digit reports whether the byte at r.i is a decimal digit.
+func (r *usageReader) digit() bool { return r.i < len(r.b) && '0' <= r.b[r.i] && r.b[r.i] <= '9' }
+
+// skipSpace moves r.i past spaces, and returns it.
+func (r *usageReader) skipSpace() int {
+	r.i = skipSpace(r.b, r.i)
+	return r.i
 }
 
 // smallInt returns the valid JSON number b when it is an integer of at most 18 digits, which no
@@ -128,50 +322,100 @@ func smallInt(b []byte) (int64, bool) {
 	return n, true
 }
 
+// answer is what ParseUsage reads of an answer, decoded whole.
+type answer struct {
+	Usage       *Usage          `json:"usage"`
+	ServiceTier json.RawMessage `json:"service_tier"`
+}
+
 // parseUsageWhole is ParseUsage by decoding the whole body: the way that says what any body
 // holds, such as a key spelled "Usage", which encoding/json matches too.
 func parseUsageWhole(body []byte) (Usage, bool) {
-	var resp struct {
-		Usage *Usage `json:"usage"`
-	}
-	if json.Unmarshal(body, &resp) != nil || resp.Usage == nil {
+	var a answer
+	if json.Unmarshal(body, &a) != nil || a.Usage == nil {
 		return Usage{}, false
 	}
-	return resp.Usage.checked()
+	a.Usage.ServiceTier = tierOf(a.ServiceTier)
+	return a.Usage.checked()
 }
 
-// usageValue returns the value of the last "usage" key of a JSON object, or nil when it finds
-// none, or finds the body cut off or a key escaped: encoding/json then says what the body holds.
-// It scans the body without decoding it (see topMembers); ParseUsage decodes only the value.
-func usageValue(body []byte) []byte {
-	var found []byte
+// answerValues returns the values of the last "usage" key and the last "service_tier" key of a
+// JSON object, each nil when it finds none; a nil usage too when it finds the body cut off or a
+// key escaped: encoding/json then says what the body holds. It scans the body without decoding it
+// (see topMembers); ParseUsage decodes only the values.
+func answerValues(body []byte) (usage, tier []byte) {
 	for m := range topMembers(body) {
 		switch {
 		case m.value == nil || bytes.IndexByte(m.key, '\\') >= 0:
-			return nil
+			return nil, nil
 		case bytes.EqualFold(m.key, []byte("usage")): // as encoding/json matches keys
-			found = m.value
+			usage = m.value
+		case bytes.EqualFold(m.key, []byte("service_tier")):
+			tier = m.value
 		}
 	}
-	return found
+	return usage, tier
+}
+
+// knownTiers are the service tiers OpenAI's answers name, so that reading one makes no string.
+var knownTiers = []string{"default", "auto", "flex", "priority", "scale"}
+
+// tierOf returns the service tier that raw, a JSON value, names: a string's text, and "" for
+// any other value or none. A string of printable ASCII without escapes is its bytes; any other
+// is decoded.
+func tierOf(raw []byte) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) < 2 || raw[0] != '"' {
+		return ""
+	}
+	if text := raw[1 : len(raw)-1]; plainKey(text) && bytes.IndexByte(text, '"') < 0 {
+		for _, t := range knownTiers {
+			if string(text) == t {
+				return t
+			}
+		}
+		return string(text)
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return ""
+	}
+	return s
 }
 
 // Tokens returns the prompt and completion tokens together, stopping at math.MaxInt64.
 func (u Usage) Tokens() int64 { return addSat(u.PromptTokens, u.CompletionTokens) }
 
-// Within returns u bounded by what a call of estimate e could have used (its MaxPromptTokens and
-// CompletionTokens), each count at least zero and its total their sum. It reports whether u was
-// within those bounds already.
+// Within returns u bounded by what a call of estimate e could have used: its prompt tokens at
+// most e.MaxPromptTokens and its completion tokens at most e.CompletionTokens; the classes of
+// each, together, at most it (audio, then cache writes, then cached tokens take what is left of
+// the prompt, so that a report past its bounds is read at the classes usually priced higher);
+// each count at least zero, and its total their sum. It reports whether u was within those
+// bounds already.
 func (u Usage) Within(e Estimate) (Usage, bool) {
-	b := Usage{PromptTokens: min(max(u.PromptTokens, 0), e.MaxPromptTokens), CompletionTokens: min(max(u.CompletionTokens, 0), e.CompletionTokens)}
+	b := Usage{PromptTokens: atMost(u.PromptTokens, e.MaxPromptTokens), CompletionTokens: atMost(u.CompletionTokens, e.CompletionTokens),
+		ServiceTier: u.ServiceTier}
+	b.AudioPromptTokens = atMost(u.AudioPromptTokens, b.PromptTokens)
+	b.CacheWriteTokens = atMost(u.CacheWriteTokens, b.PromptTokens-b.AudioPromptTokens)
+	b.CachedPromptTokens = atMost(u.CachedPromptTokens, b.PromptTokens-b.AudioPromptTokens-b.CacheWriteTokens)
+	b.ReasoningTokens = atMost(u.ReasoningTokens, b.CompletionTokens)
+	b.AudioCompletionTokens = atMost(u.AudioCompletionTokens, b.CompletionTokens)
+	b.TotalTokens = u.TotalTokens // the one count not bounded: set below
+	within := b == u
 	b.TotalTokens = b.Tokens()
-	return b, b.PromptTokens == u.PromptTokens && b.CompletionTokens == u.CompletionTokens
+	return b, within
 }
 
-// checked fills in the total and reports whether u is plausible.
+// atMost returns n held between zero and bound.
+func atMost(n, bound int64) int64 { return min(max(n, 0), bound) }
+
+// checked fills in the total and reports whether u is plausible: every count zero or more.
 func (u Usage) checked() (Usage, bool) {
-	if u.PromptTokens < 0 || u.CompletionTokens < 0 || u.TotalTokens < 0 {
-		return Usage{}, false
+	for _, n := range [...]int64{u.PromptTokens, u.CachedPromptTokens, u.AudioPromptTokens, u.CacheWriteTokens,
+		u.CompletionTokens, u.ReasoningTokens, u.AudioCompletionTokens, u.TotalTokens} {
+		if n < 0 {
+			return Usage{}, false
+		}
 	}
 	if u.TotalTokens == 0 {
 		u.TotalTokens = addSat(u.PromptTokens, u.CompletionTokens)
@@ -181,7 +425,8 @@ func (u Usage) checked() (Usage, bool) {
 
 // StreamUsage follows a streamed response to settle it. It remembers the last
 // usage the provider sends (the final chunk, when the request asked for it
-// with stream_options.include_usage) and counts the completion text of every
+// with stream_options.include_usage; a Responses stream's final event) and the
+// last service tier a chunk names, and counts the completion text of every
 // chunk, so the call can be settled by counting when no usage arrives.
 //
 // Feed it with Observe. A StreamUsage follows one stream and is not safe for
@@ -194,6 +439,7 @@ type StreamUsage struct {
 	completion int64
 	reported   Usage
 	isReported bool
+	tier       string // the last service tier a chunk named
 	done       bool
 	response   string   // a Responses stream's response id
 	items      []string // and its output items' ids
@@ -214,8 +460,9 @@ type streamChunk struct {
 	Type     string          `json:"type"`
 	Delta    json.RawMessage `json:"delta"`
 	Response *struct {
-		ID    string `json:"id"`
-		Usage *Usage `json:"usage"`
+		ID          string          `json:"id"`
+		Usage       *Usage          `json:"usage"`
+		ServiceTier json.RawMessage `json:"service_tier"`
 	} `json:"response"`
 	// Item is the output item an event adds, whose id the provider keeps with the response.
 	Item *struct {
@@ -236,6 +483,8 @@ type streamChunk struct {
 		} `json:"delta"`
 	} `json:"choices"`
 	Usage *Usage `json:"usage"`
+	// ServiceTier is a chat or completions chunk's service tier.
+	ServiceTier json.RawMessage `json:"service_tier"`
 }
 
 // doneEvent is the payload that ends an OpenAI stream.
@@ -259,7 +508,10 @@ func (s *StreamUsage) Observe(data []byte) {
 	s.done = s.done || finalEvents[chunk.Type]
 	s.keep(&chunk)
 	if chunk.Response != nil && chunk.Usage == nil {
-		chunk.Usage = chunk.Response.Usage
+		chunk.Usage, chunk.ServiceTier = chunk.Response.Usage, chunk.Response.ServiceTier
+	}
+	if tier := tierOf(chunk.ServiceTier); tier != "" {
+		s.tier = tier
 	}
 	if chunk.Usage != nil {
 		if u, ok := chunk.Usage.checked(); ok {
@@ -325,14 +577,16 @@ func (s *StreamUsage) count(text string) {
 	}
 }
 
-// Usage returns the usage to settle with, and true when the provider reported
-// it. Otherwise it is the prompt tokens given to NewStreamUsage and the
-// completion tokens counted so far.
+// Usage returns the usage to settle with, at the service tier the stream last
+// named, and true when the provider reported it. Otherwise it is the prompt
+// tokens given to NewStreamUsage and the completion tokens counted so far.
 func (s *StreamUsage) Usage() (Usage, bool) {
 	if s.isReported {
-		return s.reported, true
+		u := s.reported
+		u.ServiceTier = s.tier
+		return u, true
 	}
-	u := Usage{PromptTokens: s.prompt, CompletionTokens: s.completion}
+	u := Usage{PromptTokens: s.prompt, CompletionTokens: s.completion, ServiceTier: s.tier}
 	u.TotalTokens = addSat(u.PromptTokens, u.CompletionTokens)
 	return u, false
 }

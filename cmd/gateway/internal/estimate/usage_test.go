@@ -22,6 +22,40 @@ func TestParseUsage(t *testing.T) {
 			"usage":{"prompt_tokens":9,"completion_tokens":12,"total_tokens":21,"completion_tokens_details":{"reasoning_tokens":0}}}`,
 		want: Usage{PromptTokens: 9, CompletionTokens: 12, TotalTokens: 21}, wantOK: true,
 	}, {
+		name: "OpenAI's chat answer: cached prompt tokens, on the default tier",
+		body: openAIChatAnswer,
+		want: Usage{PromptTokens: 1117, CachedPromptTokens: 1024, CompletionTokens: 46, TotalTokens: 1163, ServiceTier: "default"}, wantOK: true,
+	}, {
+		name:   "OpenAI's Responses answer: cached input and reasoning, on the flex tier",
+		body:   openAIResponsesAnswer,
+		want:   Usage{PromptTokens: 1536, CachedPromptTokens: 1280, CompletionTokens: 1187, ReasoningTokens: 1152, TotalTokens: 2723, ServiceTier: "flex"},
+		wantOK: true,
+	}, {
+		name: "an audio model's answer",
+		body: `{"id":"chatcmpl-2","object":"chat.completion","model":"gpt-4o-audio-preview-2024-12-17","choices":[],
+			"usage":{"prompt_tokens":517,"completion_tokens":97,"total_tokens":614,
+			"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":500},
+			"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":79,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},
+			"service_tier":"priority","system_fingerprint":"fp_1"}`,
+		want:   Usage{PromptTokens: 517, AudioPromptTokens: 500, CompletionTokens: 97, AudioCompletionTokens: 79, TotalTokens: 614, ServiceTier: "priority"},
+		wantOK: true,
+	}, {
+		name:   "null details, and a tier that is not a string",
+		body:   `{"usage":{"prompt_tokens":9,"completion_tokens":1,"prompt_tokens_details":null,"completion_tokens_details":null},"service_tier":7}`,
+		want:   Usage{PromptTokens: 9, CompletionTokens: 1, TotalTokens: 10},
+		wantOK: true,
+	}, {
+		name:   "an escaped tier is decoded",
+		body:   `{"usage":{"prompt_tokens":9},"service_tier":"fl\u0065x"}`,
+		want:   Usage{PromptTokens: 9, TotalTokens: 9, ServiceTier: "flex"},
+		wantOK: true,
+	}, {
+		name: "a negative class",
+		body: `{"usage":{"prompt_tokens":9,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":-1}}}`,
+	}, {
+		name: "details of the wrong type",
+		body: `{"usage":{"prompt_tokens":9,"completion_tokens":1,"prompt_tokens_details":4}}`,
+	}, {
 		name: "embeddings have no completion tokens",
 		body: `{"object":"list","data":[],"usage":{"prompt_tokens":8,"total_tokens":8}}`,
 		want: Usage{PromptTokens: 8, TotalTokens: 8}, wantOK: true,
@@ -83,6 +117,27 @@ func TestStreamUsage(t *testing.T) {
 		},
 		want:         Usage{PromptTokens: 9, CompletionTokens: 2, TotalTokens: 11},
 		wantReported: true,
+	}, {
+		name:     "OpenAI's final usage chunk, its details and its tier",
+		encoding: "o200k_base",
+		prompt:   100,
+		events: []string{
+			`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-2024-08-06","service_tier":"priority","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}`,
+			`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-2024-08-06","service_tier":"priority","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":"Hi"},"logprobs":null,"finish_reason":null}],"usage":null}`,
+			`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-2024-08-06","service_tier":"priority","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":null}`,
+			`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-2024-08-06","service_tier":"priority","system_fingerprint":"fp_1","choices":[],` +
+				`"usage":{"prompt_tokens":1200,"completion_tokens":1,"total_tokens":1201,"prompt_tokens_details":{"cached_tokens":1152,"audio_tokens":0},` +
+				`"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}`,
+			`[DONE]`,
+		},
+		want:         Usage{PromptTokens: 1200, CachedPromptTokens: 1152, CompletionTokens: 1, TotalTokens: 1201, ServiceTier: "priority"},
+		wantReported: true,
+	}, {
+		name:     "a stream without usage is counted at the tier it named",
+		encoding: "cl100k_base",
+		prompt:   9,
+		events:   []string{`{"service_tier":"flex","choices":[{"index":0,"delta":{"content":"hello"}}]}`, `[DONE]`},
+		want:     Usage{PromptTokens: 9, CompletionTokens: 1, TotalTokens: 10, ServiceTier: "flex"},
 	}, {
 		name:     "chat without usage counts the deltas",
 		encoding: "cl100k_base",
@@ -159,6 +214,18 @@ func TestParseUsageFindsWhatDecodingFinds(t *testing.T) {
 	bodies := []string{
 		`{"id":"c","choices":[{"message":{"content":"\"usage\": {\"prompt_tokens\": 99}"}}],"usage":{"prompt_tokens":14,"completion_tokens":16,"total_tokens":30}}`,
 		`{"usage":{"prompt_tokens":1,"completion_tokens":2},"object":"usage"}`,
+		openAIChatAnswer,
+		openAIResponsesAnswer,
+		`{"usage":{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":5},"Prompt_Tokens_Details":{"audio_tokens":2}},"service_tier":"flex"}`,
+		`{"usage":{"input_tokens":9,"input_tokens_details":{"cached_tokens":5},"prompt_tokens_details":{"cached_tokens":0}}}`,
+		`{"usage":{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":5},"prompt_tokens_details":null}}`,
+		`{"usage":{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":"5"}}}`,
+		`{"usage":{"prompt_tokens":9,"prompt_tokens_details":[]}}`,
+		`{"usage":{"prompt_tokens":9,"prompt_tokens_details":{"cached_tokens":01}}}`,
+		`{"usage":{"prompt_tokens":9,"x":{"y":{"z":1}}},"Service_Tier":"priority","service_tier":null}`,
+		`{"service_tier":"priority","usage":{"prompt_tokens":9},"service_tier":"fl\u0065x"}`,
+		`{"service_tier":"caf\u00e9","usage":{"prompt_tokens":9}}`,
+		`{"usage":{"prompt_tokens":9,"completion_tokens_details":{"reasoning_tokens":3,"audio_tokens":null}}}`,
 		`{"choices":[{"usage":{"prompt_tokens":7}}],"usage" : {"prompt_tokens":3,"completion_tokens":4,"total_tokens":7} }`,
 		`{"data":[{"embedding":[0.1,-0.2]}],"usage":{"prompt_tokens":8,"total_tokens":8}}`,
 		`{"usage":{"prompt_tokens":1},"usage":{"prompt_tokens":2}}`,
@@ -179,9 +246,22 @@ func TestParseUsageFindsWhatDecodingFinds(t *testing.T) {
 	}
 }
 
+// TestPlainUsageReadsOpenAIAnswers checks that OpenAI's answers, which always carry the details
+// of their usage, are read without encoding/json.
+func TestPlainUsageReadsOpenAIAnswers(t *testing.T) {
+	for _, body := range []string{openAIChatAnswer, openAIResponsesAnswer} {
+		raw, _ := answerValues([]byte(body))
+		if _, ok := plainUsage(raw); !ok {
+			t.Errorf("plainUsage(%s) = false; want it read in one pass", raw)
+		}
+	}
+}
+
 func FuzzParseUsage(f *testing.F) {
 	f.Add([]byte(`{"choices":[],"usage":{"prompt_tokens":14,"completion_tokens":16,"total_tokens":30}}`))
 	f.Add([]byte(`{"x":"\"usage\":{","usage":{"prompt_tokens":1}}`))
+	f.Add([]byte(openAIChatAnswer))
+	f.Add([]byte(openAIResponsesAnswer))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		want, wantOK := parseUsageWhole(body)
 		if !wantOK {
@@ -197,9 +277,12 @@ func FuzzParseUsage(f *testing.F) {
 // the keys and values that could tell them apart.
 func TestPlainUsageMatchesJSON(t *testing.T) {
 	keys := []string{`"prompt_tokens"`, `"completion_tokens"`, `"total_tokens"`, `"input_tokens"`, `"output_tokens"`,
-		`"Prompt_Tokens"`, `"TOTAL_TOKENS"`, `"prompt\u005ftokens"`, `"completion_tokens_details"`, `"x"`}
-	values := []string{`0`, `9`, `-1`, `-0`, `123456789012345678`, `1234567890123456789`, `9223372036854775808`,
-		`1.0`, `1e2`, `"9"`, `null`, `true`, `{"reasoning_tokens":0,"total_tokens":"x"}`, `[1,{"prompt_tokens":2}]`}
+		`"Prompt_Tokens"`, `"TOTAL_TOKENS"`, `"prompt\u005ftokens"`, `"completion_tokens_details"`, `"x"`,
+		`"prompt_tokens_details"`, `"input_tokens_details"`, `"Output_Tokens_Details"`, `"prompt_tokens_detail\u0073"`}
+	values := []string{`0`, `9`, `-1`, `-0`, `00`, `-`, `123456789012345678`, `1234567890123456789`, `9223372036854775808`,
+		`1.0`, `1e2`, `"9"`, `"a\"b"`, `null`, `nul`, `true`, `{"reasoning_tokens":0,"total_tokens":"x"}`, `[1,{"prompt_tokens":2}]`,
+		`{"cached_tokens":7,"audio_tokens":null}`, `{ "Audio_Tokens" : 3 , "reasoning_tokens":4}`, `{"cached_tokens":{"x":1}}`,
+		`{"cached_tokens":1,}`, `{}`, `{"x":{}}`}
 	spaces := []string{"", " ", "\n\t"}
 	rng := rand.New(rand.NewPCG(3, 4))
 	pick := func(from []string) string { return from[rng.IntN(len(from))] }
@@ -237,6 +320,7 @@ func FuzzPlainUsage(f *testing.F) {
 	f.Add([]byte(`{"prompt_tokens":14,"completion_tokens":16,"total_tokens":30,"completion_tokens_details":{"reasoning_tokens":0}}`))
 	f.Add([]byte(`{"input_tokens":1,"output_tokens":2,"Total_Tokens":null}`))
 	f.Add([]byte(`{"prompt_tokens":-0,"x":[1,"}"]}`))
+	f.Add([]byte(`{"input_tokens":36,"input_tokens_details":{"cached_tokens":0},"output_tokens":87,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":123}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		got, ok := plainUsage(raw)
 		if !ok {
@@ -303,6 +387,30 @@ func TestUsageWithin(t *testing.T) {
 		{name: "negative counts", usage: Usage{PromptTokens: -1, CompletionTokens: -1}, want: Usage{}},
 		{name: "a sum past int64 saturates", usage: Usage{PromptTokens: math.MaxInt64, CompletionTokens: 10},
 			want: Usage{PromptTokens: e.MaxPromptTokens, CompletionTokens: 10, TotalTokens: e.MaxPromptTokens + 10}},
+		{name: "classes within their counts, and the tier, are kept",
+			usage: Usage{PromptTokens: 9, CachedPromptTokens: 4, AudioPromptTokens: 2, CacheWriteTokens: 3, CompletionTokens: 10,
+				ReasoningTokens: 6, AudioCompletionTokens: 4, ServiceTier: "flex"},
+			want: Usage{PromptTokens: 9, CachedPromptTokens: 4, AudioPromptTokens: 2, CacheWriteTokens: 3, CompletionTokens: 10,
+				ReasoningTokens: 6, AudioCompletionTokens: 4, TotalTokens: 19, ServiceTier: "flex"},
+			wantOK: true},
+		{name: "prompt classes past the prompt: audio, then cache writes, then cached tokens take what is left",
+			usage: Usage{PromptTokens: 9, CachedPromptTokens: 9, AudioPromptTokens: 5, CacheWriteTokens: 3, CompletionTokens: 1},
+			want:  Usage{PromptTokens: 9, CachedPromptTokens: 1, AudioPromptTokens: 5, CacheWriteTokens: 3, CompletionTokens: 1, TotalTokens: 10}},
+		{name: "completion classes past the completion",
+			usage: Usage{CompletionTokens: 10, ReasoningTokens: 11, AudioCompletionTokens: huge},
+			want:  Usage{CompletionTokens: 10, ReasoningTokens: 10, AudioCompletionTokens: 10, TotalTokens: 10}},
+		{name: "classes within a prompt that was past its bound are bound by the bound",
+			usage: Usage{PromptTokens: huge, CachedPromptTokens: huge, CompletionTokens: 1},
+			want:  Usage{PromptTokens: e.MaxPromptTokens, CachedPromptTokens: e.MaxPromptTokens, CompletionTokens: 1, TotalTokens: e.MaxPromptTokens + 1}},
+		{name: "negative classes",
+			usage: Usage{PromptTokens: 9, CachedPromptTokens: -1, AudioPromptTokens: math.MinInt64, CacheWriteTokens: -5, CompletionTokens: 1,
+				ReasoningTokens: -1, AudioCompletionTokens: -1},
+			want: Usage{PromptTokens: 9, CompletionTokens: 1, TotalTokens: 10}},
+		{name: "classes of int64's largest",
+			usage: Usage{PromptTokens: math.MaxInt64, CachedPromptTokens: math.MaxInt64, AudioPromptTokens: math.MaxInt64, CacheWriteTokens: math.MaxInt64,
+				CompletionTokens: math.MaxInt64, ReasoningTokens: math.MaxInt64, AudioCompletionTokens: math.MaxInt64},
+			want: Usage{PromptTokens: e.MaxPromptTokens, AudioPromptTokens: e.MaxPromptTokens, CompletionTokens: 10, ReasoningTokens: 10,
+				AudioCompletionTokens: 10, TotalTokens: e.MaxPromptTokens + 10}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -320,5 +428,9 @@ func TestUsageWithin(t *testing.T) {
 	got, _ := Usage{PromptTokens: math.MaxInt64, CompletionTokens: math.MaxInt64}.Within(unbounded)
 	if want := (Usage{PromptTokens: math.MaxInt64, CompletionTokens: 16, TotalTokens: math.MaxInt64}); got != want {
 		t.Errorf("a Responses call's usage within its bounds = %+v; want %+v: its prompt bounded by arithmetic alone", got, want)
+	}
+	got, _ = Usage{PromptTokens: math.MaxInt64, CachedPromptTokens: math.MaxInt64, AudioPromptTokens: 1, CompletionTokens: 1}.Within(unbounded)
+	if want := (Usage{PromptTokens: math.MaxInt64, CachedPromptTokens: math.MaxInt64 - 1, AudioPromptTokens: 1, CompletionTokens: 1, TotalTokens: math.MaxInt64}); got != want {
+		t.Errorf("classes of a prompt of int64's largest = %+v; want %+v", got, want)
 	}
 }

@@ -35,12 +35,14 @@ type Follow struct {
 	Lease    string    `json:"lease"` // the call's lease id, which names its settlement
 	Took     time.Time `json:"took"`  // when the store took the decision that let it go
 
-	// What its admission charged.
-	Tokens         int64 `json:"tokens"`
-	InputTokens    int64 `json:"inputTokens,omitempty"`
-	OutputTokens   int64 `json:"outputTokens,omitempty"`
-	MicroDollars   int64 `json:"microDollars"`
-	ProviderTokens int64 `json:"providerTokens"`
+	// What its admission charged, and the service tier it asked for, at which it is charged when
+	// its answer names none.
+	Tokens         int64  `json:"tokens"`
+	InputTokens    int64  `json:"inputTokens,omitempty"`
+	OutputTokens   int64  `json:"outputTokens,omitempty"`
+	MicroDollars   int64  `json:"microDollars"`
+	ProviderTokens int64  `json:"providerTokens"`
+	ServiceTier    string `json:"serviceTier,omitempty"`
 	// What it is settled at if it cannot be followed.
 	PromptBound     int64 `json:"promptBound"`
 	CompletionBound int64 `json:"completionBound"`

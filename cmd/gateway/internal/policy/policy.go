@@ -72,8 +72,6 @@ type Provider struct {
 	Endpoints []*url.URL
 	// APIKey is the provider's key, read from the configured file; empty when none is configured.
 	APIKey string
-	// Prices are the configuration's prices, read once.
-	Prices gatewayv1.MicroPrices
 	// Learned are the limits the provider reported lower than configured, which its rolling
 	// windows hold to in place of the configured ones. Zero fields mean none lower.
 	Learned gatewayv1.LearnedLimits
@@ -86,10 +84,12 @@ type Provider struct {
 	scopes []*Scope // the global calendar windows' scope and its own, where they have any
 }
 
-// Route is where a model's calls go.
+// Route is where a model's calls go, and what they cost there.
 type Route struct {
 	Provider *Provider
 	Model    *gatewayv1.Model
+	// Prices are the model's own prices when it has them, else its provider's, read once.
+	Prices gatewayv1.MicroPrices
 }
 
 // Compile builds the policy of a validated configuration, reading the providers' key files.
@@ -166,7 +166,7 @@ func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, learned gatewa
 	if err != nil {
 		return err
 	}
-	pr := &Provider{Name: cfg.Name, Config: cfg, Endpoints: endpoints, APIKey: key, Prices: cfg.Prices.Micro(), Learned: learned,
+	pr := &Provider{Name: cfg.Name, Config: cfg, Endpoints: endpoints, APIKey: key, Learned: learned,
 		limits: append(slices.Clip(globals), limits...)}
 	for _, s := range []*Scope{global, p.addScope(newScope(cfg.Name, ratelimit.LevelProvider, record, limits))} {
 		if s != nil {
@@ -176,7 +176,7 @@ func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, learned gatewa
 	p.providers[cfg.Name] = pr
 	for i := range cfg.Models {
 		m := &cfg.Models[i]
-		route := &Route{Provider: pr, Model: m}
+		route := &Route{Provider: pr, Model: m, Prices: cfg.PricesOf(m).Micro()}
 		for _, name := range append([]string{m.Name}, m.Aliases...) {
 			p.routes[name] = append(p.routes[name], route)
 		}

@@ -440,6 +440,37 @@ func TestRouteFindsConfiguredNamesAndAliasesOnly(t *testing.T) {
 	}
 }
 
+func TestRoutePricesAreTheModelsOwnElseTheProviders(t *testing.T) {
+	cfg := &gatewayv1.Config{
+		APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
+		Providers: []gatewayv1.Provider{{
+			Name: "openai", BaseURL: "https://api.openai.example/v1",
+			Prices: gatewayv1.Prices{InputPerMillion: "2.50", CachedInputPerMillion: "1.25", OutputPerMillion: "10"},
+			Models: []gatewayv1.Model{
+				{Name: "gpt-4o"},
+				{Name: "gpt-4o-2024-05-13", Prices: &gatewayv1.Prices{InputPerMillion: "5", OutputPerMillion: "15"}},
+			},
+		}},
+	}
+	cfg.Default()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Compile(cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := gatewayv1.Tokens{Prompt: 1000, CachedPrompt: 800, Completion: 100}
+	for model, want := range map[string]int64{
+		"gpt-4o":            200*2.5 + 800*1.25 + 100*10, // the provider's prices
+		"gpt-4o-2024-05-13": 1000*5 + 100*15,             // a snapshot configured on its own, at its own prices, no discount for its cache
+	} {
+		if got := p.Routes(model)[0].Prices.CostMicros("", call); got != want {
+			t.Errorf("a call to %s costs %d micro-dollars; want %d", model, got, want)
+		}
+	}
+}
+
 func TestLearnedLimitsLowerTheProvidersLimits(t *testing.T) {
 	cfg, err := gatewayv1.Load("../../../../api/gateway/v1/testdata/two-tenants.yaml")
 	if err != nil {

@@ -194,7 +194,7 @@ func (c *call) admission() admission.Request {
 		pool[i] = admission.Choice{Route: o.route, Cost: o.cost, ProviderTokens: o.providerTokens}
 	}
 	return admission.Request{Caller: c.caller, Route: c.route, Endpoint: gatewayv1.Endpoint(c.endpoint), Cost: c.cost,
-		ProviderTokens: c.providerTokens, Pool: pool}
+		ServiceTier: c.request.ServiceTier, ProviderTokens: c.providerTokens, Pool: pool}
 }
 
 // readCall authenticates a request and reads its call. The call is never nil, so that an error
@@ -350,9 +350,12 @@ func (s *Server) estimateSent(c *call) (estimate.Estimate, *apiError) {
 }
 
 // offerTo is the call as it goes to route's provider, body being what every provider receives
-// before the completion's cap is put in the field this one reads.
+// before the completion's cap is put in the field this one reads. Its estimate is priced at the
+// route's prices for the service tier the call asks for, every prompt token at the input price:
+// what the provider's cache will hold is not known before the call.
 func (c *call) offerTo(route *policy.Route, body []byte) (offer, *apiError) {
 	capped, apiErr := withCap(body, c.endpoint, c.request, route.Model)
+	estimated := gatewayv1.Tokens{Prompt: c.estimate.PromptTokens, Completion: c.estimate.CompletionTokens}
 	return offer{
 		route: route,
 		body:  capped,
@@ -360,7 +363,7 @@ func (c *call) offerTo(route *policy.Route, body []byte) (offer, *apiError) {
 			Tokens:       c.estimate.Total(),
 			InputTokens:  c.estimate.PromptTokens,
 			OutputTokens: c.estimate.CompletionTokens,
-			MicroDollars: route.Provider.Prices.CostMicros(c.estimate.PromptTokens, c.estimate.CompletionTokens),
+			MicroDollars: route.Prices.CostMicros(c.request.ServiceTier, estimated),
 		},
 		providerTokens: providerTokens(c.estimate, route.Provider.Config),
 	}, apiErr

@@ -89,7 +89,7 @@ func (f *follower) start(c *call, responseID string) {
 		KeyHash: gatewayv1.HashKey(c.key), Tenant: c.tenant(), TenantID: c.caller.Tenant.Config.ID(), User: c.user(),
 		Lease: c.ticket.Lease(), Took: c.ticket.Took(),
 		Tokens: c.cost.Tokens, InputTokens: c.cost.InputTokens, OutputTokens: c.cost.OutputTokens,
-		MicroDollars: c.cost.MicroDollars, ProviderTokens: c.providerTokens,
+		MicroDollars: c.cost.MicroDollars, ProviderTokens: c.providerTokens, ServiceTier: c.request.ServiceTier,
 		PromptBound: c.route.Model.ContextWindow, CompletionBound: c.estimate.CompletionTokens,
 		Started: now, Until: now.Add(cfg.Kept.FollowFor.Duration), Holder: f.holder, HeldUntil: now.Add(cfg.Kept.ReclaimAfter.Duration),
 	}
@@ -264,14 +264,13 @@ func (f *follower) read(ctx context.Context, k kept.Follow) (estimate.Response, 
 	return r, nil
 }
 
-// usageOf is what a response that ended used: its usage within its bound, or, when it reports
-// none, the estimate it was admitted at.
+// usageOf is what a response that ended used: its usage within its bound, each class of token
+// and its service tier with it, or, when it reports none, the estimate it was admitted at.
 func (f *follower) usageOf(k kept.Follow, r estimate.Response) estimate.Usage {
 	if r.Usage == nil {
 		return estimate.Usage{PromptTokens: max(k.Tokens-k.CompletionBound, 0), CompletionTokens: k.CompletionBound}
 	}
-	u := estimate.Usage{PromptTokens: min(r.Usage.PromptTokens, k.PromptBound), CompletionTokens: min(r.Usage.CompletionTokens, k.CompletionBound)}
-	u.TotalTokens = u.Tokens()
+	u, _ := r.Usage.Within(estimate.Estimate{MaxPromptTokens: k.PromptBound, CompletionTokens: k.CompletionBound})
 	return u
 }
 
@@ -344,7 +343,7 @@ func (f *follower) request(k kept.Follow) (admission.Request, error) {
 		if route.Provider.Name == k.Provider {
 			cost := policy.Cost{Tokens: k.Tokens, InputTokens: k.InputTokens, OutputTokens: k.OutputTokens, MicroDollars: k.MicroDollars}
 			return admission.Request{Caller: caller, Route: route, Endpoint: gatewayv1.Endpoint(k.Endpoint), Cost: cost,
-				ProviderTokens: k.ProviderTokens}, nil
+				ServiceTier: k.ServiceTier, ProviderTokens: k.ProviderTokens}, nil
 		}
 	}
 	return admission.Request{}, fmt.Errorf("the provider %q no longer serves the model %q", k.Provider, k.Model)

@@ -35,6 +35,14 @@ func viewOf(c *gatewayv1.Config) gatewayView {
 	}
 }
 
+// defaulted is p as a loaded configuration holds it: each class's price set to the one it
+// falls back to.
+func defaulted(p gatewayv1.Prices) gatewayv1.Prices {
+	pr := gatewayv1.Provider{Prices: p}
+	pr.Default()
+	return pr.Prices
+}
+
 func TestGatewayConfig(t *testing.T) {
 	keys := []gatewayv1.Key{
 		{SHA256: gatewayv1.HashKey(userKey(0)), User: "user-000"},
@@ -56,7 +64,7 @@ func TestGatewayConfig(t *testing.T) {
 		name:     "reject: a bucket per user and the provider's requests per minute for all",
 		behavior: gatewayv1.BehaviorReject,
 		want: func(string) gatewayView {
-			return gatewayView{Global: global("Reject"), BaseURL: "http://127.0.0.1:9/v1", Prices: threeDollars,
+			return gatewayView{Global: global("Reject"), BaseURL: "http://127.0.0.1:9/v1", Prices: defaulted(threeDollars),
 				Tenants: 1, PerUser: perUser("Reject"), Keys: keys, MaxWait: time.Minute}
 		},
 	}, {
@@ -65,7 +73,7 @@ func TestGatewayConfig(t *testing.T) {
 		apiKey:   "sk-lab",
 		want: func(dir string) gatewayView {
 			return gatewayView{Global: global("Queue"), BaseURL: "http://127.0.0.1:9/v1", APIKeyFile: filepath.Join(dir, "provider.key"),
-				RequestsPerMinute: 1500, TokensPerMinute: 300_000, MaxInFlight: 200, Prices: threeDollars,
+				RequestsPerMinute: 1500, TokensPerMinute: 300_000, MaxInFlight: 200, Prices: defaulted(threeDollars),
 				Tenants: 1, PerUser: perUser("Queue"), Keys: keys, MaxWait: time.Minute}
 		},
 	}}

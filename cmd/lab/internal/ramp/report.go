@@ -272,9 +272,10 @@ func booksOf(pages []page, prices gatewayv1.Prices) (books, clean, unfinished in
 		broken[p.user] = broken[p.user] || p.cause.failed()
 		open[p.user] = open[p.user] || p.cause == CutOff
 	}
+	micro := prices.Micro()
 	for _, p := range pages {
 		if broken[p.user] && p.cause == Served {
-			wasted += prices.CostMicros(p.promptTokens, p.completionTokens)
+			wasted += micro.CostMicros("", gatewayv1.Tokens{Prompt: p.promptTokens, Completion: p.completionTokens})
 		}
 	}
 	for user, b := range broken {
