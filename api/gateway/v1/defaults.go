@@ -18,6 +18,7 @@ const (
 	defaultMaxConnections   = 4096
 	defaultReplicas         = 1
 	defaultHeadroomPercent  = 100
+	defaultOutputWeight     = 1
 	defaultMaxTokens        = 256
 	defaultMaxTokensParam   = MaxTokensParamCompletion
 	defaultAdmissionCount   = AdmissionCountCharacters
@@ -124,6 +125,8 @@ func (p *Provider) Default() {
 		setDefault(&p.AnthropicVersion, DefaultAnthropicVersion)
 	}
 	setDefault(&p.HeadroomPercent, defaultHeadroomPercent)
+	setDefault(&p.TimeZone, defaultTimeZone)
+	setDefault(&p.OutputTokenWeight, defaultOutputWeight)
 	setDefault(&p.Retry.MaxAttempts, defaultMaxAttempts)
 	setDefaultDuration(&p.Retry.BaseDelay, defaultBaseDelay)
 	setDefaultDuration(&p.Retry.MaxDelay, defaultMaxDelay)

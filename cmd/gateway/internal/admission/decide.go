@@ -150,7 +150,7 @@ func (g *Gate) conclude(t *Ticket) verdict {
 		return verdict{ticket: t}
 	}
 	r := limitedBy(t.checks, d, t.Limits)
-	return verdict{refusal: r, queues: r.Reason == Limited && t.queueing.Queues(d.Refused) && t.req.queuesAt(r.Level)}
+	return verdict{refusal: r, queues: r.Reason == Limited && t.queueing.Queues(d.Refused) && t.req.queuesAt(r.Level) && t.req.waitsOut(r)}
 }
 
 // limitedBy is the refusal of a decision on checks that did not allow them: Limited, or TooLarge
@@ -195,8 +195,8 @@ func (g *Gate) ended(t *Ticket, actual policy.Cost, bill gatewayv1.Tokens, serve
 	g.metrics.countBilled(tenant, provider, bill)
 	d := g.dispatcher(provider)
 	d.callDuration.Observe(now.Sub(t.started).Seconds())
-	g.usage.finished(&t.req, actual.Tokens-t.req.Cost.Tokens, actual.MicroDollars, now)
-	d.ended(served, max(t.req.providerCost(), actual.Tokens))
+	g.usage.finished(&t.req, actual, now)
+	d.ended(served, t.req.served(actual))
 }
 
 // refused counts a refusal by a limit.

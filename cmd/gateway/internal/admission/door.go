@@ -38,9 +38,11 @@ type arrival struct {
 	maxWait time.Duration
 	// room is what the limits it waits for held when it came (see Gate.room).
 	room room
-	// rate is the tokens a second the door expects the queue to drain (see dispatcher.drainRate).
-	rate float64
-	now  time.Time
+	// rate is the tokens a second the door expects the queue to drain, and headroom the tokens
+	// that go at once before it (see drain.go).
+	rate     float64
+	headroom int64
+	now      time.Time
 	// probe is how long until a provider of the queue's pools that is out behind its breaker lets
 	// a probe through; zero when none is out (see Gate.poolProbe).
 	probe time.Duration
@@ -102,14 +104,14 @@ func (d *door) turnAway(a arrival, estimate, bound, back time.Duration) *Refusal
 // what the provider's limits let through at once, and its wait for its own user's limits. It is
 // -1 when nothing drains.
 func (d *door) estimateWait(a arrival) time.Duration {
-	fair := afterHeadroom(d.q.EstimateWait(a.item, a.rate, a.now), a.room.headroom, a.rate)
+	fair := afterHeadroom(d.q.EstimateWait(a.item, a.rate, a.now), a.headroom, a.rate)
 	return laterOf(fair, d.q.OwnWait(a.item, a.room.credit))
 }
 
 // comebackWait is estimateWait for a call turned away, behind the comebacks its lane is already
 // expected to make (see fairqueue.Queue.ComebackWait).
 func (d *door) comebackWait(a arrival) time.Duration {
-	fair := afterHeadroom(d.q.ComebackWait(a.item, a.rate, a.now), a.room.headroom, a.rate)
+	fair := afterHeadroom(d.q.ComebackWait(a.item, a.rate, a.now), a.headroom, a.rate)
 	return laterOf(fair, d.q.OwnWait(a.item, a.room.credit))
 }
 
@@ -177,10 +179,12 @@ type room struct {
 	// once they are spent, and credit how long what they hold now lasts its lane (see
 	// fairqueue.Queue.OwnWait).
 	own, credit time.Duration
-	// headroom is the tokens the provider's limits that queue let through at once now: the queue
-	// drains them before it drains at its rate. Other gateways sharing the provider could take
-	// them too, but a provider whose limits hold some is one nobody's queue is draining.
-	headroom int64
+	// held is, for each kind of tokens, the least the provider's limits of that kind that queue
+	// hold now: it goes at once, before the queue drains at its rate (see drain.headroom). Other
+	// gateways sharing the provider could take it too, but a provider whose limits hold some is
+	// one nobody's queue is draining. -1 for a kind the call's provider does not limit, or when
+	// the store could not be read.
+	held byKind
 }
 
 // room reads what the limits the call waits for hold (nothing when the store cannot answer). Of
@@ -189,20 +193,19 @@ type room struct {
 // lane, the least over them of what is left over their rate (zero and zero when its user has no
 // such limit): a user's own limit, not the provider, may be what holds its lane back, and one
 // limited to 2 calls a second waits half a second a call, however fast the provider drains. Of
-// the provider's token limits that queue, the least they hold: what goes at once, before the
-// queue drains at its rate.
+// the provider's token limits that queue, of each kind, the least they hold.
 func (g *Gate) room(ctx context.Context, t *Ticket) room {
-	var r room
+	r := room{held: byKind{-1, -1, -1}}
 	var buf [ratelimit.MaxChecks]*ratelimit.Limit
 	limits := buf[:0]
 	for i, c := range t.checks {
 		if !t.queueing.Queues(i) || c.Limit.Rate() <= 0 {
 			continue
 		}
-		switch {
+		switch _, tokens := kindOf(c.Limit.Dimension); {
 		case c.Limit.Level == ratelimit.LevelUser:
 			r.own = max(r.own, seconds(float64(c.Cost)/c.Limit.Rate()))
-		case c.Limit.Level != ratelimit.LevelProvider || c.Limit.Dimension != ratelimit.Tokens:
+		case c.Limit.Level != ratelimit.LevelProvider || !tokens:
 			continue
 		}
 		limits = append(limits, c.Limit)
@@ -212,17 +215,17 @@ func (g *Gate) room(ctx context.Context, t *Ticket) room {
 	}
 	readings, err := t.limiter.Peek(ctx, limits, g.now())
 	if err != nil {
-		return room{own: r.own}
+		return room{own: r.own, held: r.held}
 	}
-	r.credit, r.headroom = -1, -1
+	r.credit = -1
 	for i, l := range limits {
-		if l.Level == ratelimit.LevelUser {
-			r.credit = leastOf(r.credit, seconds(float64(readings[i].Remaining)/l.Rate()))
+		if k, tokens := kindOf(l.Dimension); tokens && l.Level == ratelimit.LevelProvider {
+			r.held[k] = leastOf(r.held[k], max(readings[i].Remaining, 0))
 		} else {
-			r.headroom = leastOf(r.headroom, readings[i].Remaining)
+			r.credit = leastOf(r.credit, seconds(float64(readings[i].Remaining)/l.Rate()))
 		}
 	}
-	r.credit, r.headroom = max(r.credit, 0), max(r.headroom, 0)
+	r.credit = max(r.credit, 0)
 	return r
 }
 

@@ -205,11 +205,16 @@ func (g *Gate) answer(ctx context.Context, req *Request, v verdict) verdict {
 	if t == nil || !req.isJob() {
 		return v
 	}
-	if jobs.Superseded(g.holdJob(ctx, t.req.Job, jobs.Cost(t.req.Cost))) {
+	if jobs.Superseded(g.holdJob(ctx, t.req.Job, heldOf(t.req.Cost))) {
 		t.Withdraw() // nothing went out: all is given back
 		return verdict{refusal: &Refusal{Reason: Superseded}}
 	}
 	return v
+}
+
+// heldOf is what an estimate of cost c holds of the limits, as a job's record keeps it.
+func heldOf(c policy.Cost) jobs.Cost {
+	return jobs.Cost{Tokens: c.Tokens, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, MicroDollars: c.MicroDollars}
 }
 
 // ChargeJob takes the request a new job costs from its caller's own request limits (its user's,
@@ -274,9 +279,9 @@ func (g *Gate) giveBack(ctx context.Context, req Request) {
 	}
 	var taken, refund [ratelimit.MaxChecks]ratelimit.Check
 	earlier := req // the same call: its provider counted it as this one
-	earlier.Cost = policy.Cost(req.Held)
+	earlier.Cost = policy.Cost{Tokens: req.Held.Tokens, InputTokens: req.Held.InputTokens, OutputTokens: req.Held.OutputTokens, MicroDollars: req.Held.MicroDollars}
 	checks, _ := earlier.checks(taken[:0], policy.Shared, "")
-	back := policy.Settlement(refund[:0], checks, policy.Cost{}, 0)
+	back := policy.Settlement(refund[:0], checks, req.Route.Provider, policy.Cost{}, 0)
 	if err := g.opts.Limiter.Settle(ctx, fmt.Sprintf("give-back:%s:%d", req.Job.Job, req.Job.N), back, g.now()); err != nil {
 		g.log.Error("give back what an earlier attempt of a job held", "job", req.Job.Job, "err", err)
 	}
@@ -290,7 +295,7 @@ func (g *Gate) SettleElsewhere(ctx context.Context, req Request, lease string, t
 	var taken, settle [ratelimit.MaxChecks]ratelimit.Check
 	checks, _ := req.checks(taken[:0], policy.Shared, lease)
 	actual := req.costOf(u)
-	settlement := policy.Release(policy.Settlement(settle[:0], checks, actual, req.ProviderTokens), checks)
+	settlement := policy.Release(policy.Settlement(settle[:0], checks, req.Route.Provider, actual, req.ProviderTokens), checks)
 	for i := range settlement {
 		settlement[i].Took = took
 	}

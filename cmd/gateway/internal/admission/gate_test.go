@@ -25,11 +25,13 @@ import (
 
 // plan is a test configuration: one provider, "lab", with the given limits per minute, and
 // tenants each with one key per user, "sk-<tenant>-<user>". With second set, a provider of that
-// name serves the model "m2" on the same terms.
+// name serves the model "m2" on the same terms. provider, when set, edits lab's configuration
+// before it is defaulted.
 type plan struct {
 	requestsPerMinute, tokensPerMinute, maxInFlight int64
 	tenants                                         []gatewayv1.Tenant
 	second                                          string
+	provider                                        func(*gatewayv1.Provider)
 	prices                                          *gatewayv1.Prices // nil: $1 in and $2 out a million tokens
 }
 
@@ -52,6 +54,9 @@ func (pl plan) compile(t testing.TB) *policy.Policy {
 			Prices: gatewayv1.Prices{InputPerMillion: "1.00", OutputPerMillion: "2.00"},
 		}},
 		Tenants: pl.tenants,
+	}
+	if pl.provider != nil {
+		pl.provider(&cfg.Providers[0])
 	}
 	if pl.prices != nil {
 		cfg.Providers[0].Prices = *pl.prices

@@ -1,14 +1,14 @@
 // Package ratelimit decides whether a request may go now, over every level that applies to it
-// (user, tenant, endpoint, global, provider) and every dimension (requests, tokens, dollars, calls
-// in flight), and takes from all of them or from none.
+// (user, tenant, endpoint, global, provider) and every dimension (requests, tokens, input and
+// output tokens, dollars, calls in flight), and takes from all of them or from none.
 //
 // Rates are token buckets with variable cost, kept as one number per key (GCRA: the theoretical
 // arrival time). A provider's per-minute limits are rolling windows: the provider counts any
 // sixty seconds, so the limiter counts a minute in slots of a second and lets a request through
 // only when the slots that overlap the last minute, with it, hold no more than the limit (see
 // NewRolling), beside a bucket that paces it and lets a request past its burst when full (see
-// NewPace). Plan quotas and budgets are calendar windows that reset at midnight or on the
-// first of the month in the plan's time zone. Calls in flight are counters. A refusal is a
+// NewPace). Plan quotas and budgets, and a provider's day, are calendar windows that reset at
+// midnight or on the first of the month in the plan's (or the provider's) time zone. Calls in flight are counters. A refusal is a
 // Decision, not an error; it says which level refused and how long until the request would pass,
 // so a queue can wait exactly that long.
 //
@@ -47,17 +47,25 @@ func (l Level) String() string {
 // Dimension is what a limit counts.
 type Dimension uint8
 
-// The dimensions. Dollars are counted in micro-dollars. A scope's mark (see NewMark) counts
-// the record's versions.
+// The dimensions. Tokens are a call's input and output together; InputTokens and OutputTokens
+// each alone. Dollars are counted in micro-dollars. A scope's mark (see NewMark) counts the
+// record's versions.
 const (
 	Requests Dimension = iota
 	Tokens
 	MicroDollars
 	InFlight
 	Version
+	InputTokens
+	OutputTokens
 )
 
-var dimensionNames = [...]string{"requests", "tokens", "microdollars", "inflight", "version"}
+var dimensionNames = [...]string{"requests", "tokens", "microdollars", "inflight", "version", "inputtokens", "outputtokens"}
+
+// CountsTokens reports whether d counts tokens: all of a call's, its input's or its output's.
+func (d Dimension) CountsTokens() bool {
+	return d == Tokens || d == InputTokens || d == OutputTokens
+}
 
 func (d Dimension) String() string {
 	if int(d) < len(dimensionNames) {
@@ -261,7 +269,7 @@ func unixNano(t time.Time) int64 {
 
 // MaxChecks is the most checks one decision may hold: a call's user, tenant, endpoint and global
 // limits, and its provider's, of which each per-minute limit takes two (its rolling minute and
-// its pace), so up to eight.
+// its pace).
 const MaxChecks = 24
 
 // Decision is the answer to one request over all its checks.

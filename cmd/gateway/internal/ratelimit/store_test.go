@@ -68,6 +68,10 @@ func limiterCases() []limiterCase {
 	if err != nil {
 		panic(err)
 	}
+	losAngeles, err := time.LoadLocation("America/Los_Angeles")
+	if err != nil {
+		panic(err)
+	}
 	return append([]limiterCase{
 		{
 			name:   "bucket allows its burst then says when the next unit is earned",
@@ -149,6 +153,22 @@ func limiterCases() []limiterCase {
 				{costs: []int64{1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
 				{at: time.Hour, costs: []int64{1}, want: result{Refused: 0, RetryAfter: 5 * time.Hour, Remaining: []int64{0}}},
 				{at: 6 * time.Hour, costs: []int64{1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
+			},
+		},
+		{
+			name: "a provider's day of requests refuses at its limit and resets at midnight in Los Angeles",
+			limits: []*Limit{
+				mustLimit(NewWindow("{gemini}:provider:requests:day", LevelProvider, Requests, 2, Calendar{Period: Day, Location: losAngeles})),
+				mustLimit(NewRolling("{gemini}:provider:outputTokens:minute", LevelProvider, OutputTokens, 1000, time.Minute, 60)),
+			},
+			steps: []step{
+				// 23:00 UTC is 15:00 in Los Angeles: midnight there is nine hours away.
+				{costs: []int64{1, 400}, want: result{Allowed: true, Refused: -1, Remaining: []int64{1, 600}}},
+				{costs: []int64{1, 400}, want: result{Allowed: true, Refused: -1, Remaining: []int64{0, 200}}},
+				{at: time.Hour, costs: []int64{1, 1}, want: result{Refused: 0, RetryAfter: 8 * time.Hour, Remaining: []int64{0, 1000}}},
+				// Midnight UTC is no reset of Los Angeles's day.
+				{at: time.Hour + time.Minute, costs: []int64{1, 1}, want: result{Refused: 0, RetryAfter: 8*time.Hour - time.Minute, Remaining: []int64{0, 1000}}},
+				{at: 9 * time.Hour, costs: []int64{1, 1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{1, 999}}},
 			},
 		},
 		{

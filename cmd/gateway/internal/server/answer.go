@@ -172,11 +172,20 @@ func setRefusalHeaders(h http.Header, r *admission.Refusal) {
 // the prompt leaves room, the largest value that fits.
 func tooLargeError(c *call, r *admission.Refusal) *apiError {
 	e := badRequest("request_too_large", "This request is larger than "+limitText(r)+". Waiting will not help; make the request smaller.")
-	if r.Dimension != ratelimit.Tokens {
+	var prompt int64 // what the call's prompt takes from the limit
+	switch r.Dimension {
+	case ratelimit.OutputTokens:
+	case ratelimit.Tokens, ratelimit.InputTokens:
+		prompt = c.estimate.PromptTokens
+	default:
 		return e
 	}
-	room := r.Capacity - c.estimate.PromptTokens
-	if room < c.request.N {
+	weight := int64(1) // what each output token takes from the limit
+	if r.Level == ratelimit.LevelProvider {
+		weight = c.route.Provider.Config.OutputWeight()
+	}
+	room := (r.Capacity - prompt) / weight
+	if r.Dimension == ratelimit.InputTokens || room < c.request.N {
 		e.Param = ptr(promptParam[c.endpoint])
 		e.Message += fmt.Sprintf(" Its prompt alone is about %d tokens.", c.estimate.PromptTokens)
 		return e
@@ -207,8 +216,13 @@ func limitText(r *admission.Refusal) string {
 
 // dimensionText names a limit's dimension as the configuration does where it names it.
 func dimensionText(d ratelimit.Dimension) string {
-	if d == ratelimit.InFlight {
+	switch d {
+	case ratelimit.InFlight:
 		return string(gatewayv1.DimensionInFlight)
+	case ratelimit.InputTokens:
+		return string(gatewayv1.DimensionInputTokens)
+	case ratelimit.OutputTokens:
+		return string(gatewayv1.DimensionOutputTokens)
 	}
 	return d.String()
 }

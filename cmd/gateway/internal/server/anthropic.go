@@ -71,7 +71,7 @@ func (aw *anthropicWriter) Unwrap() http.ResponseWriter { return aw.ResponseWrit
 func (aw *anthropicWriter) WriteHeader(status int) {
 	if !aw.wroteHeader {
 		aw.wroteHeader = true
-		anthropicHeaders(aw.Header(), time.Now())
+		toAnthropicHeaders(aw.Header(), time.Now())
 	}
 	aw.ResponseWriter.WriteHeader(status)
 }
@@ -89,14 +89,14 @@ var anthropicLimitNames = []struct {
 	openai    dimensionHeaders
 	anthropic dimensionHeaders
 }{
-	{requestsHeaders, dimensionHeaders{"Anthropic-Ratelimit-Requests-Limit", "Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset"}},
-	{tokensHeaders, dimensionHeaders{"Anthropic-Ratelimit-Tokens-Limit", "Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset"}},
+	{requestsHeaders, anthropicRequests},
+	{tokensHeaders, anthropicTokens},
 }
 
-// anthropicHeaders renames the tenant's rate-limit headers, set in OpenAI's names, to
+// toAnthropicHeaders renames the tenant's rate-limit headers, set in OpenAI's names, to
 // Anthropic's, whose reset is the RFC 3339 time at which the limit is full again, and gives the
 // answer its id as request-id, which Anthropic's SDKs show with their errors.
-func anthropicHeaders(h http.Header, now time.Time) {
+func toAnthropicHeaders(h http.Header, now time.Time) {
 	for _, n := range anthropicLimitNames {
 		if limit := h[n.openai.limit]; len(limit) > 0 {
 			h[n.anthropic.limit], h[n.anthropic.remaining] = limit, h[n.openai.remaining]
