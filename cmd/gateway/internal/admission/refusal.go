@@ -94,9 +94,10 @@ func (r *Refusal) Retryable() bool {
 // Limits are what the caller's own limits have left after a decision, as the rate-limit headers
 // report them. A Headroom whose Capacity is zero is absent.
 type Limits struct {
-	// Requests and Tokens are the caller's own limits (user, tenant or endpoint) on requests and
-	// on tokens with the least left; the global and provider limits are not the caller's to see.
-	Requests, Tokens Headroom
+	// Requests, Tokens, InputTokens and OutputTokens are the caller's own limits (user, tenant
+	// or endpoint) on each dimension with the least left; the global and provider limits are
+	// not the caller's to see.
+	Requests, Tokens, InputTokens, OutputTokens Headroom
 	// Budget is the tenant's budget, in micro-dollars.
 	Budget Headroom
 }
@@ -112,7 +113,7 @@ type Headroom struct {
 // tenant's budget, or "".
 func limitsOf(checks []ratelimit.Check, d *ratelimit.Decision, budget string) Limits {
 	var l Limits
-	requests, tokens := -1, -1
+	requests, tokens, input, output := -1, -1, -1, -1
 	for i, c := range checks {
 		switch {
 		case budget != "" && c.Limit.Key == budget:
@@ -122,9 +123,14 @@ func limitsOf(checks []ratelimit.Check, d *ratelimit.Decision, budget string) Li
 			requests = tighter(d, requests, i)
 		case c.Limit.Dimension == ratelimit.Tokens:
 			tokens = tighter(d, tokens, i)
+		case c.Limit.Dimension == ratelimit.InputTokens:
+			input = tighter(d, input, i)
+		case c.Limit.Dimension == ratelimit.OutputTokens:
+			output = tighter(d, output, i)
 		}
 	}
 	l.Requests, l.Tokens = headroom(checks, d, requests), headroom(checks, d, tokens)
+	l.InputTokens, l.OutputTokens = headroom(checks, d, input), headroom(checks, d, output)
 	return l
 }
 

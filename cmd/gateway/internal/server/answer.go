@@ -235,16 +235,23 @@ var errClientClosed = &apiError{status: statusClientClosed, Type: typeInvalidReq
 // canonical form, so that setting them does not build the names again.
 type dimensionHeaders struct{ limit, remaining, reset string }
 
+// OpenAI's names for requests and tokens, and the same form for input and output tokens, which
+// OpenAI does not limit apart.
 var (
-	requestsHeaders = dimensionHeaders{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"}
-	tokensHeaders   = dimensionHeaders{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"}
+	requestsHeaders     = dimensionHeaders{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"}
+	tokensHeaders       = dimensionHeaders{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"}
+	inputTokensHeaders  = dimensionHeaders{"X-Ratelimit-Limit-Input-Tokens", "X-Ratelimit-Remaining-Input-Tokens", "X-Ratelimit-Reset-Input-Tokens"}
+	outputTokensHeaders = dimensionHeaders{"X-Ratelimit-Limit-Output-Tokens", "X-Ratelimit-Remaining-Output-Tokens", "X-Ratelimit-Reset-Output-Tokens"}
 )
 
 // setLimitHeaders writes the rate-limit headers a provider would send, for the tightest of the
-// caller's limits on requests and on tokens, and the tenant's budget left with its reset time.
+// caller's limits on requests, tokens, input tokens and output tokens, and the tenant's budget
+// left with its reset time.
 func setLimitHeaders(h http.Header, l admission.Limits) {
 	setHeadroom(h, l.Requests, requestsHeaders)
 	setHeadroom(h, l.Tokens, tokensHeaders)
+	setHeadroom(h, l.InputTokens, inputTokensHeaders)
+	setHeadroom(h, l.OutputTokens, outputTokensHeaders)
 	if l.Budget.Capacity > 0 {
 		h.Set(headerBudgetRemaining, string(gatewayv1.MoneyFromMicro(l.Budget.Remaining)))
 		h.Set(headerBudgetReset, time.Now().Add(l.Budget.Reset).UTC().Format(time.RFC3339))

@@ -84,13 +84,16 @@ func (aw *anthropicWriter) Write(p []byte) (int, error) {
 }
 
 // anthropicLimitNames are the names Anthropic gives the rate-limit headers the gateway sets in
-// OpenAI's: requests and tokens, each with its limit, what remains and its reset.
+// OpenAI's form: requests, tokens, input tokens and output tokens, each with its limit, what
+// remains and its reset.
 var anthropicLimitNames = []struct {
 	openai    dimensionHeaders
 	anthropic dimensionHeaders
 }{
 	{requestsHeaders, anthropicRequests},
 	{tokensHeaders, anthropicTokens},
+	{inputTokensHeaders, anthropicInputTokens},
+	{outputTokensHeaders, anthropicOutputTokens},
 }
 
 // toAnthropicHeaders renames the tenant's rate-limit headers, set in OpenAI's names, to

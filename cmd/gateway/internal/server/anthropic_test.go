@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -334,6 +335,58 @@ func TestAKeyInXAPIKeyIsTheCallersAndTwoKeysAreNone(t *testing.T) {
 			g.Handler().ServeHTTP(w, r)
 			if w.Code != tc.wantStatus {
 				t.Errorf("%d %s; want %d", w.Code, w.Body, tc.wantStatus)
+			}
+		})
+	}
+}
+
+// TestAMessagesAnswerCarriesTheTenantsInputAndOutputLimits checks that a plan's limits on input
+// and output tokens reach a Messages client under Anthropic's names, what remains after the
+// call's estimate, and an OpenAI client in the x-ratelimit form.
+func TestAMessagesAnswerCarriesTheTenantsInputAndOutputLimits(t *testing.T) {
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/messages" {
+			io.WriteString(w, claudeMessage)
+			return
+		}
+		io.WriteString(w, `{"choices":[{"message":{"content":"Hello."}}],"usage":{"prompt_tokens":10,"completion_tokens":20}}`)
+	}))
+	t.Cleanup(provider.Close)
+	cfg := anthropicConfig(provider.URL)
+	cfg.Providers[0].BaseURL = provider.URL + "/v1"
+	cfg.Tenants[0].PerTenant = append(cfg.Tenants[0].PerTenant,
+		gatewayv1.Limit{Dimension: gatewayv1.DimensionInputTokens, Amount: 100_000, Per: gatewayv1.PeriodMinute},
+		gatewayv1.Limit{Dimension: gatewayv1.DimensionOutputTokens, Amount: 20_000, Per: gatewayv1.PeriodMinute})
+	cfg.Default()
+	g := newSettleGatewayFrom(t, cfg)
+	tests := []struct {
+		name, path, body, key string
+		input, output         dimensionHeaders
+	}{
+		{"Messages", "/v1/messages", claudeBody, "X-Api-Key", anthropicInputTokens, anthropicOutputTokens},
+		{"chat", "/v1/chat/completions", settleBody, "Authorization", inputTokensHeaders, outputTokensHeaders},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			key := settleKey
+			if tc.key == "Authorization" {
+				key = "Bearer " + settleKey
+			}
+			w := anthropicCall(g, tc.path, tc.body, map[string]string{tc.key: key})
+			if w.Code != http.StatusOK {
+				t.Fatalf("%d %s; want 200", w.Code, w.Body)
+			}
+			for _, l := range []struct {
+				names dimensionHeaders
+				limit int64
+			}{{tc.input, 100_000}, {tc.output, 20_000}} {
+				h := w.Header()
+				remaining, err := strconv.ParseInt(h.Get(l.names.remaining), 10, 64)
+				if h.Get(l.names.limit) != fmt.Sprint(l.limit) || err != nil || remaining <= 0 || remaining >= l.limit || h.Get(l.names.reset) == "" {
+					t.Errorf("%s %q, %s %q, %s %q; want %d, less after the call, and a reset", l.names.limit, h.Get(l.names.limit),
+						l.names.remaining, h.Get(l.names.remaining), l.names.reset, h.Get(l.names.reset), l.limit)
+				}
 			}
 		})
 	}
