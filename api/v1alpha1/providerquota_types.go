@@ -118,9 +118,9 @@ type ProviderQuotaSpec struct {
 	// true, as OpenAI counts them, or false, as Anthropic's current models
 	// leave cache reads out of their input tokens per minute. The gateways
 	// admit a call on its whole prompt and, with false, give back what it
-	// read from the cache when it ends. Defaults to true.
+	// read from the cache when it ends. Absent means true with api openai
+	// and false with api anthropic.
 	// +optional
-	// +kubebuilder:default=true
 	CachedInputCounts *bool `json:"cachedInputCounts,omitempty"`
 	// outputTokenWeight is how many times each output token counts toward
 	// the provider's limits on tokens and output tokens, 1 to 100: 5 for a

@@ -247,7 +247,7 @@ func withQuotaDefaults(pq *v1alpha1.ProviderQuota) *v1alpha1.ProviderQuota {
 	pq.Spec.API = v1alpha1.ProviderAPIOpenAI
 	pq.Spec.AdmissionCount = v1alpha1.AdmissionCountCharacters
 	pq.Spec.HeadroomPercent = 100
-	pq.Spec.TimeZone, pq.Spec.CachedInputCounts, pq.Spec.OutputTokenWeight = "UTC", ptr.To(true), 1
+	pq.Spec.TimeZone, pq.Spec.OutputTokenWeight = "UTC", 1
 	pq.Spec.Retry = &v1alpha1.Retry{
 		MaxAttempts: 3,
 		BaseDelay:   metav1.Duration{Duration: 500 * time.Millisecond},

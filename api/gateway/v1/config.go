@@ -429,7 +429,8 @@ type Provider struct {
 	// true, as OpenAI counts them, or false, as Anthropic's current models
 	// leave cache reads out of their input tokens per minute. A call's
 	// cached tokens are known only from its usage: it is admitted on its
-	// whole prompt and settled without them. Nil means true.
+	// whole prompt and settled without them. Nil means true for api
+	// "openai" and false for "anthropic".
 	CachedInputCounts *bool `json:"cachedInputCounts,omitempty"`
 	// outputTokenWeight is how many times each output token counts toward
 	// the provider's token and output-token limits, 1 to 100, as Bedrock
@@ -582,9 +583,12 @@ func (p *Provider) PerMinute(d Dimension) int64 {
 
 // CountsCachedInput reports whether the prompt tokens a call reads from the
 // provider's cache count toward its token and input-token limits (see
-// cachedInputCounts).
+// cachedInputCounts): as set, else as the provider's API counts them.
 func (p *Provider) CountsCachedInput() bool {
-	return p.CachedInputCounts == nil || *p.CachedInputCounts
+	if p.CachedInputCounts == nil {
+		return p.API != APIAnthropic
+	}
+	return *p.CachedInputCounts
 }
 
 // OutputWeight is how many times each output token counts toward the

@@ -124,6 +124,10 @@ func TestCountedLeavesCacheReadsOutAndWeighsOutput(t *testing.T) {
 			}
 		})
 	}
+	anthropic := &Provider{Config: &gatewayv1.Provider{API: gatewayv1.APIAnthropic}}
+	if got, want := anthropic.Counted(call).InputTokens, int64(200); got != want {
+		t.Errorf("Counted by an Anthropic provider that says nothing of cache reads: %d input tokens; want %d, its cache reads left out", got, want)
+	}
 	p := &Provider{Config: &gatewayv1.Provider{CachedInputCounts: new(bool), OutputTokenWeight: 100}}
 	huge := p.Counted(Cost{Tokens: 1 << 62, InputTokens: 10, CachedInputTokens: 50, OutputTokens: 1 << 62})
 	if huge.OutputTokens != 1<<63-1 || huge.Tokens != 1<<63-1 || huge.InputTokens != 0 {
