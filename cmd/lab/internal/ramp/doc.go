@@ -33,6 +33,15 @@
 //     [Options.FailoverFor] later; the report tells what each account served
 //     before, during and after the outage.
 //
+// A crowd may mix call sizes. The pages of a share of the users
+// ([Options.LongUsers], spread evenly: at 0.5 every other user) are long
+// ([Options.LongPromptTokens]), as an agent's transcripts are, and a few pages
+// of the whole crowd ([Options.HugePages], spread evenly over its users'
+// books) are huge, near the provider's whole minute
+// ([Options.HugePromptTokens]). Prompts may be written in text that a
+// gateway's encoding counts as the provider does, or more or less densely
+// ([Options.Text]), code among them.
+//
 // A gateway case writes the gateway's configuration into a temporary
 // directory: one tenant, "ramp", with one key and user per simulated user, so
 // the per-user bucket applies to each user and the queue can give each user a

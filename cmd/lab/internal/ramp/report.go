@@ -35,6 +35,11 @@ type Settings struct {
 	LatencyStdDevSeconds  float64         `json:"latencyStdDevSeconds"`
 	SizeSpread            float64         `json:"sizeSpread"`
 	Text                  string          `json:"text"`
+	LongPromptTokens      int64           `json:"longPromptTokens,omitempty"`
+	LongMaxTokens         int64           `json:"longMaxTokens,omitempty"`
+	LongUsers             float64         `json:"longUsers,omitempty"`
+	HugePages             int             `json:"hugePages,omitempty"`
+	HugePromptTokens      int64           `json:"hugePromptTokens,omitempty"`
 	SpreadPages           bool            `json:"spreadPages"`
 	InputPricePerMillion  gatewayv1.Money `json:"inputPricePerMillion"`
 	OutputPricePerMillion gatewayv1.Money `json:"outputPricePerMillion"`
