@@ -64,7 +64,11 @@
 // that queued and over those that queued once the ramp's last users had
 // arrived (no newcomer then takes turns ahead of them). Why a page failed is read
 // from its answer alone: the status, the OpenAI error body's type, code and
-// message, and the headers (see [Cause]).
+// message, and the headers (see [Cause]). A third table tells how long the
+// crowd took against the provider's own bound (the tokens it served over its
+// tokens a minute) and the ramp's own length (when its last users arrived),
+// and the provider's tokens in each minute after the first as a share of its
+// limit, so that a provider left idle while pages wait is seen.
 //
 // The accounting is a pure function of what happened to each page and what
 // the provider saw (summarize); the driver that makes it happen is separate.
