@@ -157,12 +157,11 @@ func (g *Gate) conclude(t *Ticket) verdict {
 // when no wait can help. limits are the caller's limits as it left them.
 func limitedBy(checks []ratelimit.Check, d *ratelimit.Decision, limits Limits) *Refusal {
 	c := checks[d.Refused]
-	r := &Refusal{Reason: Limited, Level: c.Limit.Level, Dimension: c.Limit.Dimension,
-		Capacity: c.Limit.Capacity(), Remaining: d.Remaining[d.Refused], Requested: c.Cost,
-		RetryAfter: d.RetryAfter, Limits: limits, Spent: c.Limit.IsWindow()}
 	if d.Never {
-		r.Reason, r.RetryAfter = TooLarge, 0
+		return tooLargeFor(c)
 	}
+	r := limitedOn(c.Limit)
+	r.Remaining, r.Requested, r.RetryAfter, r.Limits = d.Remaining[d.Refused], c.Cost, d.RetryAfter, limits
 	return r
 }
 

@@ -158,11 +158,21 @@ func (g *Gate) TooLarge(req Request) *Refusal {
 func tooLarge(checks []ratelimit.Check) *Refusal {
 	for _, c := range checks {
 		if c.Cost > c.Limit.Largest() {
-			return &Refusal{Reason: TooLarge, Level: c.Limit.Level, Dimension: c.Limit.Dimension,
-				Capacity: c.Limit.Largest(), Remaining: -1, Requested: c.Cost}
+			return tooLargeFor(c)
 		}
 	}
 	return nil
+}
+
+// tooLargeFor is the refusal of a call that costs check c's limit more than it ever lets one call
+// take: its Capacity is that most, counted as the limit states it when the two agree.
+func tooLargeFor(c ratelimit.Check) *Refusal {
+	r := &Refusal{Reason: TooLarge, Level: c.Limit.Level, Dimension: c.Limit.Dimension,
+		Capacity: c.Limit.Largest(), Remaining: -1, Requested: c.Cost}
+	if stated, per := c.Limit.Stated(); stated == r.Capacity {
+		r.Per = per
+	}
+	return r
 }
 
 // Spent returns the refusal of req by one of its caller's own limits that answers 429 at its
@@ -182,9 +192,8 @@ func (g *Gate) Spent(ctx context.Context, req Request) *Refusal {
 		if r.Remaining > 0 {
 			continue
 		}
-		l := limits[i]
-		refusal := &Refusal{Reason: Limited, Level: l.Level, Dimension: l.Dimension, Capacity: l.Capacity(), Remaining: r.Remaining,
-			Requested: 1, RetryAfter: r.Reset, Spent: l.IsWindow()}
+		refusal := limitedOn(limits[i])
+		refusal.Remaining, refusal.Requested, refusal.RetryAfter = r.Remaining, 1, r.Reset
 		g.refused(&req, refusal)
 		return refusal
 	}

@@ -51,16 +51,16 @@ func leftOf(t *testing.T, limiter Limiter, req Request, key string) int64 {
 
 // TestAnOutputLimitedProviderAdmitsByTheCapAndSettlesByTheUsage runs calls against a provider of
 // 1,000 output tokens a minute, each output token counted weight times, beside a plan's 10,000 a
-// minute: a call takes its cap from both at admission (weight times from the provider's), and as
+// day (a quota, which refills nothing while the test runs): a call takes its cap from both at admission (weight times from the provider's), and as
 // it ends what it did not write comes back, so that a third call fits where the caps of three
 // would not.
 func TestAnOutputLimitedProviderAdmitsByTheCapAndSettlesByTheUsage(t *testing.T) {
-	const minute, plans = "{lab}:provider:outputTokens:minute", "{tenant:acme}:tenant:outputTokens:minute"
+	const minute, plans = "{lab}:provider:outputTokens:minute", "{tenant:acme}:tenant:outputTokens:day"
 	for store, newStore := range limiterStores {
 		for _, weight := range []int64{1, 5} {
 			t.Run(fmt.Sprintf("%s/weight %d", store, weight), func(t *testing.T) {
 				acme := tenant("acme", "alice")
-				acme.PerTenant = []gatewayv1.Limit{perMinute(gatewayv1.DimensionOutputTokens, 10_000)}
+				acme.PerTenant = []gatewayv1.Limit{{Dimension: gatewayv1.DimensionOutputTokens, Amount: 10_000, Per: gatewayv1.PeriodDay}}
 				limiter := newStore(t)
 				g, p := newGateOn(t, plan{requestsPerMinute: 6000, tenants: []gatewayv1.Tenant{acme}, provider: func(pr *gatewayv1.Provider) {
 					pr.Limits, pr.OutputTokenWeight = []gatewayv1.Limit{perMinute(gatewayv1.DimensionOutputTokens, 1_000)}, int32(weight)
@@ -72,7 +72,7 @@ func TestAnOutputLimitedProviderAdmitsByTheCapAndSettlesByTheUsage(t *testing.T)
 					t.Errorf("the provider's minute after two calls = %d; want %d, their caps %d times", got, want, weight)
 				}
 				if got, want := leftOf(t, limiter, req, plans), 10_000-2*capped; got != want {
-					t.Errorf("the plan's minute after two calls = %d; want %d, their caps once", got, want)
+					t.Errorf("the plan's day after two calls = %d; want %d, their caps once", got, want)
 				}
 				if r := g.TooLarge(chat(t, p, "sk-acme-alice", 100, 1_000/weight+1)); r == nil || r.Dimension != ratelimit.OutputTokens || r.Level != ratelimit.LevelProvider {
 					t.Errorf("a call whose cap counts past the provider's minute: %+v; want too large for its output tokens", r)
@@ -85,7 +85,7 @@ func TestAnOutputLimitedProviderAdmitsByTheCapAndSettlesByTheUsage(t *testing.T)
 				second.Settle(estimate.Usage{PromptTokens: 100, CompletionTokens: capped})
 				third.Refund()
 				if got, want := leftOf(t, limiter, req, plans), 10_000-10/weight-capped; got != want {
-					t.Errorf("the plan's minute at the end = %d; want %d: what the two served calls wrote", got, want)
+					t.Errorf("the plan's day at the end = %d; want %d: what the two served calls wrote", got, want)
 				}
 			})
 		}
@@ -139,7 +139,7 @@ func TestAProvidersDayIsRefusedUntilItsMidnightOrWaitedOut(t *testing.T) {
 		mustAdmit(t, g, req).Settle(estimate.Usage{PromptTokens: 10, CompletionTokens: 10})
 		mustAdmit(t, g, req).Settle(estimate.Usage{PromptTokens: 10, CompletionTokens: 10})
 		_, r := g.Admit(t.Context(), req)
-		want := &Refusal{Reason: Limited, Level: ratelimit.LevelProvider, Dimension: ratelimit.Requests, Capacity: 2, Remaining: 0, Requested: 1,
+		want := &Refusal{Reason: Limited, Level: ratelimit.LevelProvider, Dimension: ratelimit.Requests, Capacity: 2, Per: "a day", Remaining: 0, Requested: 1,
 			Spent: true, RetryAfter: 2 * time.Hour}
 		if diff := cmp.Diff(want, r, cmp.FilterPath(func(p cmp.Path) bool { return p.Last().String() == ".Limits" }, cmp.Ignore())); diff != "" {
 			t.Errorf("a third call at 22:00 (-want +got):\n%s", diff)
@@ -189,9 +189,10 @@ func TestAnthropicsInputAndOutputLimitsAreLearned(t *testing.T) {
 
 // TestTheDoorEstimatesAQueueBoundByOutputTokens sends a provider of 600,000 tokens and 6,000
 // output tokens a minute calls of 1,000 input and 1,000 output tokens, four at once (the output
-// pace's burst of 4,096), and queues more until the door turns one away: the output pace binds,
-// 6,000 × 59/61 output tokens a minute, 193 tokens of the queue's a second, so a plan's two
-// minutes hold about a dozen calls, where the tokens a minute alone would let a hundred through.
+// pace's burst of 4,096), which stay in flight, and queues more until the door turns one away:
+// the output minute binds, where the tokens a minute alone would let a hundred through. It holds
+// 2,000 output tokens now, the four calls' 4,000 leave it 61 s on, and from there it lets through
+// its pace, 6,000 × 59/61 output tokens a minute: a plan's two minutes hold about a dozen calls.
 func TestTheDoorEstimatesAQueueBoundByOutputTokens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		acme := tenant("acme", "alice")
@@ -217,10 +218,10 @@ func TestTheDoorEstimatesAQueueBoundByOutputTokens(t *testing.T) {
 		if refusal == nil || refusal.Reason != Busy {
 			t.Fatalf("Admit with %d calls ahead = %+v; want busy", queued, refusal)
 		}
-		rate := float64(6_000*59/61) / 60 * 2 // tokens of the queue a second: two for each output token
-		least, most := seconds(float64((queued-1)*2_000)/rate), seconds(float64((queued+1)*2_000)/rate)
-		if refusal.Estimate < least || refusal.Estimate > most {
-			t.Errorf("with %d calls queued the door estimated %s; want between %s and %s, at the output pace", queued, refusal.Estimate, least, most)
+		rate := float64(6_000*59/61) / 60 // output tokens a second
+		at := func(calls int) time.Duration { return 61*time.Second + seconds(float64(calls*1_000-2_000-4_000)/rate) }
+		if least, most := at(queued), at(queued+2); refusal.Estimate < least || refusal.Estimate > most {
+			t.Errorf("with %d calls queued the door estimated %s; want between %s and %s, when the output minute has room", queued, refusal.Estimate, least, most)
 		}
 	})
 }

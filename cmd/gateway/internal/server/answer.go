@@ -208,10 +208,14 @@ var promptParam = map[estimate.Endpoint]string{estimate.Chat: "messages", estima
 
 // limitText names the limit that refused, with its numbers.
 func limitText(r *admission.Refusal) string {
-	if r.Remaining < 0 {
-		return fmt.Sprintf("the %s limit on %s: limit %d, requested %d", r.Level, dimensionText(r.Dimension), r.Capacity, r.Requested)
+	limit := fmt.Sprintf("the %s limit on %s: limit %d", r.Level, dimensionText(r.Dimension), r.Capacity)
+	if r.Per != "" {
+		limit += " " + r.Per
 	}
-	return fmt.Sprintf("the %s limit on %s: limit %d, remaining %d, requested %d", r.Level, dimensionText(r.Dimension), r.Capacity, r.Remaining, r.Requested)
+	if r.Remaining < 0 {
+		return fmt.Sprintf("%s, requested %d", limit, r.Requested)
+	}
+	return fmt.Sprintf("%s, remaining %d, requested %d", limit, r.Remaining, r.Requested)
 }
 
 // dimensionText names a limit's dimension as the configuration does where it names it.

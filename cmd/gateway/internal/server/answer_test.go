@@ -39,9 +39,9 @@ func TestRefusalError(t *testing.T) {
 	}, {
 		name: "a plan's calls at once are all running: the limit named as configured, to come back when one ends",
 		refusal: admission.Refusal{Reason: admission.Limited, Level: ratelimit.LevelTenant, Dimension: ratelimit.InFlight,
-			Capacity: 5, Remaining: 0, Requested: 1, RetryAfter: time.Second},
+			Capacity: 5, Per: "at once", Remaining: 0, Requested: 1, RetryAfter: time.Second},
 		wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetry: time.Second,
-		wantMessage: "Too many calls at once: the tenant limit on inFlight: limit 5, remaining 0, requested 1. Try again when one of them ends.",
+		wantMessage: "Too many calls at once: the tenant limit on inFlight: limit 5 at once, remaining 0, requested 1. Try again when one of them ends.",
 		wantHeaders: map[string]string{"Retry-After": "1", "Retry-After-Ms": "1000"},
 	}, {
 		name: "a day's quota is spent: insufficient_quota until its reset, not retried",
