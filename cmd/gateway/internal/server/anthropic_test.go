@@ -1,6 +1,8 @@
 package server
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +18,7 @@ import (
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
+	"github.com/sluicehq/sluice/test/poll"
 )
 
 // The Anthropic table's account: its key, and its prices, a micro-dollar a token of input, a
@@ -391,3 +394,45 @@ func TestAMessagesAnswerCarriesTheTenantsInputAndOutputLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestAMessagesStreamItsClientLeavesIsChargedWhatWasMade has a client leave a stream once its
+// first text has arrived: the call is charged the prompt its message_start reported, by class,
+// and the output its deltas carried, 16 bytes of text, four tokens by the proxy.
+func TestAMessagesStreamItsClientLeavesIsChargedWhatWasMade(t *testing.T) {
+	g := newAnthropicGateway(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, anthropicStreamStart)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	api := httptest.NewServer(g.Handler())
+	t.Cleanup(api.Close)
+	ctx, leave := context.WithCancel(t.Context())
+	defer leave()
+	body := strings.Replace(claudeBody, `"max_tokens":64`, `"max_tokens":64,"stream":true`, 1)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, api.URL+"/v1/messages", strings.NewReader(body))
+	req.Header.Set("X-Api-Key", settleKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bufio.NewScanner(resp.Body)
+	for lines.Scan() && !strings.Contains(lines.Text(), "text_delta") {
+	}
+	leave()
+	resp.Body.Close()
+
+	closed := g.metrics.requests.WithLabelValues("acme", "claude", outcomeClientClosed)
+	poll.Until(t, 10*time.Second, "the call to end client_closed", func() bool { return testutil.ToFloat64(closed) == 1 })
+	// 10 + 2,048 × 0.1 + 1,024 × 1.25 + 4 × 5.
+	if got, want := spentMicros(t, g), int64(10+205+1280+20); got != want {
+		t.Errorf("charged %d micro-dollars; want %d", got, want)
+	}
+}
+
+// anthropicStreamStart is the start of a streamed message: its message_start, which reports its
+// prompt, and a delta of 16 bytes of text.
+const anthropicStreamStart = "event: message_start\n" +
+	`data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-sonnet-5-5","usage":{"input_tokens":10,"cache_creation_input_tokens":1024,"cache_read_input_tokens":2048,"output_tokens":1}}}` + "\n\n" +
+	"event: content_block_start\n" + `data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}` + "\n\n" +
+	"event: content_block_delta\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"abcdefghijklmnop"}}` + "\n\n"

@@ -159,7 +159,7 @@ func (s *Server) checkJob(ctx context.Context, p *policy.Policy, caller *policy.
 	}
 	endpoint, ok := jobEndpoints[req.Endpoint]
 	if !ok {
-		e := badRequest("invalid_endpoint", fmt.Sprintf("The endpoint %q cannot be called by a job: use /v1/chat/completions or /v1/embeddings.", req.Endpoint))
+		e := badRequest("invalid_endpoint", fmt.Sprintf("The endpoint %q cannot be called by a job: use /v1/chat/completions, /v1/responses, /v1/embeddings or /v1/messages.", req.Endpoint))
 		e.Param = ptr("endpoint")
 		return nil, nil, e
 	}
