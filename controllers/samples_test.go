@@ -24,7 +24,7 @@ import (
 func TestSamplesCompile(t *testing.T) {
 	c, ns := newNamespace(t)
 	ctx := context.Background()
-	for _, file := range []string{"../config/samples/providerquota.yaml", "../config/samples/tenantplan.yaml", "../config/samples/selfhosted.yaml"} {
+	for _, file := range []string{"../config/samples/providerquota.yaml", "../config/samples/tenantplan.yaml", "../config/samples/selfhosted.yaml", "../config/samples/anthropic.yaml"} {
 		for _, obj := range readObjects(t, file) {
 			obj.SetNamespace(ns)
 			if err := c.Create(ctx, obj); err != nil {
@@ -37,8 +37,10 @@ func TestSamplesCompile(t *testing.T) {
 	if _, err := r.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: configSecretName}}); err != nil {
 		t.Fatalf("Reconcile: %v", err)
 	}
-	assertReady(t, c, ns, &v1alpha1.ProviderQuota{}, "openai", metav1.ConditionTrue, v1alpha1.ReasonCompiled)
-	for _, plan := range []string{"free", "pro", "enterprise"} {
+	for _, quota := range []string{"openai", "anthropic"} {
+		assertReady(t, c, ns, &v1alpha1.ProviderQuota{}, quota, metav1.ConditionTrue, v1alpha1.ReasonCompiled)
+	}
+	for _, plan := range []string{"free", "pro", "enterprise", "claude-team"} {
 		assertReady(t, c, ns, &v1alpha1.TenantPlan{}, plan, metav1.ConditionTrue, v1alpha1.ReasonCompiled)
 	}
 	cfg, err := loadWritten(t, c, ns)
@@ -50,8 +52,11 @@ func TestSamplesCompile(t *testing.T) {
 		tenants[tenant.Name] = tenant
 	}
 	acme, free := tenants["acme"], tenants["initech"]
-	if len(cfg.Providers) != 2 || len(acme.Keys) != 1 || acme.Keys[0].SHA256 != gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789") || acme.Budget == nil || acme.Degrade == nil {
-		t.Errorf("compiled samples = %d providers, acme %+v; want openai and llama (paused, no Pod), and acme on the enterprise plan with alice's key hash", len(cfg.Providers), acme)
+	if len(cfg.Providers) != 3 || len(acme.Keys) != 1 || acme.Keys[0].SHA256 != gatewayv1.HashKey("sk-acme-alice-0123456789abcdef0123456789") || acme.Budget == nil || acme.Degrade == nil {
+		t.Errorf("compiled samples = %d providers, acme %+v; want openai, llama (paused, no Pod) and anthropic, and acme on the enterprise plan with alice's key hash", len(cfg.Providers), acme)
+	}
+	if claude := providerNamed(cfg, "anthropic"); claude == nil || claude.API != gatewayv1.APIAnthropic || claude.AnthropicVersion != "2023-06-01" {
+		t.Errorf("compiled samples' provider anthropic = %+v; want Anthropic's API at version 2023-06-01", claude)
 	}
 	if len(free.PerUser) != 1 || free.PerUser[0].Amount != 50 || free.PerUser[0].Per != gatewayv1.PeriodDay || free.PerUser[0].OnLimit != gatewayv1.BehaviorReject {
 		t.Errorf("initech = %+v; want the free plan: 50 requests a day per user, refused past that", free)
@@ -78,4 +83,14 @@ func readObjects(t *testing.T, path string) []*unstructured.Unstructured {
 			objs = append(objs, obj)
 		}
 	}
+}
+
+// providerNamed is cfg's provider of that name, or nil.
+func providerNamed(cfg *gatewayv1.Config, name string) *gatewayv1.Provider {
+	for i := range cfg.Providers {
+		if cfg.Providers[i].Name == name {
+			return &cfg.Providers[i]
+		}
+	}
+	return nil
 }

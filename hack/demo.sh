@@ -3,7 +3,7 @@
 # control plane on the first run, with progress), installs Redis if missing, then starts etcd,
 # kube-apiserver, kube-controller-manager, Redis, the lab's simulators, the manager, two gateways
 # and the metrics adapter; applies the CRDs and samples; runs the lab's queue case through the
-# gateways; shows a hosted account's lower limits learned; sends the self-hosted model calls through
+# gateways; shows a hosted account's lower limits learned, and an Anthropic account's learned and kept; sends the self-hosted model calls through
 # the gateways until its HPA scales it on their queue; shows the quotas' live usage; and
 # stops everything it started. DEMO_SHORT=1 runs a shorter ramp and load.
 set -euo pipefail

@@ -16,7 +16,8 @@ const demoTimeout = 9 * time.Minute
 // TestDemo runs `make demo` in its short mode, as a new user would run it, and checks the lines
 // that tell the story: the self-hosted quota Ready once configured, its Pods or not, the queue
 // case through the gateways with whole books, no provider error and a fair share, the hosted
-// account's lower limits learned and shown by kubectl describe, the HPA scaling the self-hosted
+// account's lower limits learned and shown by kubectl describe, an Anthropic account's three
+// limits learned and kept with no refusal, the HPA scaling the self-hosted
 // model up on the gateways' queue while its Pods queue nothing, and the quotas' live usage.
 func TestDemo(t *testing.T) {
 	if testing.Short() {
@@ -40,6 +41,8 @@ func TestDemo(t *testing.T) {
 		// The queue case through the gateways: whole books, nothing lost at the provider, fair.
 		regexp.MustCompile(`(?m)^demo: over the whole books: Jain's index over users (0\.9\d\d|1\.000), `),
 		regexp.MustCompile(`(?m)^demo: the gateways learned openai's limits from its answers: 600 requests and 100000 tokens a minute`),
+		regexp.MustCompile(`(?m)^demo: the gateways learned anthropic's limits from its answers: 40 requests, 20000 input and 4000 output tokens a minute`),
+		regexp.MustCompile(`(?m)^demo: anthropic served 10 calls through the gateways and refused 0;`),
 		regexp.MustCompile(`(?m)^demo: the HPA scaled llama from 1 to [2-4] replicas on the gateways' queue`),
 		regexp.MustCompile(`(?m)^demo: the gateways queued up to [1-9]\d* calls for llama while its Pods reported at most 0 waiting; [1-9]\d* calls answered, 0 failed`),
 		regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  llama +Deployment/llama +\d+/8 \(avg\)`),
@@ -60,6 +63,10 @@ func TestDemo(t *testing.T) {
 		if !want.MatchString(learned) {
 			t.Errorf("kubectl describe pq openai after the account's answers shows no line matching %s", want)
 		}
+	}
+	_, claude, _ := strings.Cut(text, "An Anthropic account whose real limits are below its quota")
+	if want := regexp.MustCompile(`Learned Limits:\s+Input Tokens Per Minute:\s+20000\s+Output Tokens Per Minute:\s+4000\s+Requests Per Minute:\s+40`); !want.MatchString(claude) {
+		t.Errorf("kubectl describe pq anthropic after the account's answers shows no line matching %s", want)
 	}
 	_, final, ok := strings.Cut(text, "The quotas again, with live usage")
 	if !ok {

@@ -2,7 +2,8 @@
 // (etcd, kube-apiserver, kube-controller-manager), Redis, the lab's simulated provider and
 // inference server, the manager, two gateways sharing Redis and the metrics adapter. It applies
 // the CRDs and samples, shows the quotas, runs the lab's queue case through the gateways, shows
-// the hosted account's lower limits learned from its answers, sends the self-hosted model calls
+// the hosted account's lower limits learned from its answers, an Anthropic account's three limits
+// learned from its answers and kept, through Anthropic's Go SDK, sends the self-hosted model calls
 // through the gateways until its HorizontalPodAutoscaler scales it on their queue, shows the
 // quotas' live usage, and stops everything it started.
 //

@@ -52,6 +52,7 @@ type story struct {
 	c            *cluster.Cluster
 	redis        *redisserver.Server
 	providerAddr string    // where the ramp's provider listens, as the hosted quota says
+	claudeAddr   string    // where the Anthropic account listens, as the quota anthropic says
 	gateways     []gateway // two replicas sharing Redis
 	step         int
 }
@@ -70,10 +71,12 @@ func (st *story) tell(ctx context.Context) {
 	st.kubectl("describe", "pq", hostedQuota, "-n", namespace)
 	st.rampThroughGateways()
 	st.learnHostedLimits()
+	st.learnAnthropicLimits()
 	st.scaleSelfHosted(ctx)
 	st.section("The quotas again, with live usage")
 	st.kubectl("get", "pq,tp", "-n", namespace)
 	st.kubectl("describe", "pq", hostedQuota, "-n", namespace)
+	st.kubectl("describe", "pq", claudeQuota, "-n", namespace)
 	st.kubectl("describe", "pq", selfHostedQuota, "-n", namespace)
 	st.section("Done: stopping everything the demo started")
 }
@@ -98,12 +101,12 @@ func (st *story) startParts() {
 	st.redis = redisserver.Start(st.r, redisserver.AppendOnly()) // as the README asks Redis to run
 	st.r.Logf("redis-server is up at %s", st.redis.Addr)
 	st.c.RunPods(st.r, namespace, labels.SelectorFromSet(inferenceLabels), st.inferencePod)
-	st.providerAddr = freeAddr(st.r)
+	st.providerAddr, st.claudeAddr = freeAddr(st.r), freeAddr(st.r)
 	st.r.Logf("the inference Pods will be `lab inference` processes, one per Pod; the hosted provider is `lab ramp`'s simulator at %s", st.providerAddr)
 }
 
-// applySamples applies the CRDs, the samples and the ramp's plan, and points the hosted quota at
-// the simulated provider.
+// applySamples applies the CRDs, the samples and the ramp's plan, and points the hosted quotas at
+// the simulated providers.
 func (st *story) applySamples() {
 	st.section("The CRDs and the samples, applied with kubectl")
 	st.kubectl("apply", "--server-side", "-f", filepath.Join("config", "crd", "bases"))
@@ -111,6 +114,8 @@ func (st *story) applySamples() {
 	st.kubectl("apply", "-n", namespace, "-k", filepath.Join("config", "samples"))
 	patch := fmt.Sprintf(`{"spec":{"baseURL":"http://%s/v1"}}`, st.providerAddr)
 	st.kubectl("patch", "pq", hostedQuota, "-n", namespace, "--type=merge", "-p", patch)
+	patch = fmt.Sprintf(`{"spec":{"baseURL":"http://%s/v1"}}`, st.claudeAddr)
+	st.kubectl("patch", "pq", claudeQuota, "-n", namespace, "--type=merge", "-p", patch)
 	path := filepath.Join(st.r.TempDir(), "ramp.yaml")
 	if err := os.WriteFile(path, []byte(rampPlan(st.rampUsers())), 0o600); err != nil {
 		st.r.Fatal(err)
