@@ -59,6 +59,9 @@ type call struct {
 	arrived  time.Time
 	sent     bool
 	answered time.Time
+	// streamStarted is set once a streamed call's status and headers have gone to its client,
+	// while it waited in the queue (see keepalive): the rest of its answer goes in the stream.
+	streamStarted bool
 	ended    atomic.Bool
 }
 
@@ -95,7 +98,11 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 // provider failed it before anything of its answer reached the client, with other offers left:
 // the call is to be admitted again to those.
 func (s *Server) serveOffers(w http.ResponseWriter, r *http.Request, c *call) bool {
-	t, refusal := s.gate.Admit(r.Context(), c.admission())
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	k := s.keepQueuedStreamAlive(w, c, cancel)
+	t, refusal := s.gate.Admit(ctx, c.admission())
+	k.end()
 	c.admitted(t, refusal)
 	setCallHeaders(w.Header(), c, t, refusal)
 	switch {
@@ -105,7 +112,7 @@ func (s *Server) serveOffers(w http.ResponseWriter, r *http.Request, c *call) bo
 	case refusal != nil:
 		s.fail(w, c, refusalError(w.Header(), c, refusal))
 		return false
-	case r.Context().Err() != nil:
+	case ctx.Err() != nil:
 		s.finish(c, clientGone(outcomeClientClosed, "before the call went out", withdrawTicket, estimate.Usage{}))
 		return false
 	}
@@ -140,6 +147,16 @@ func (c *call) use(route *policy.Route) {
 // fail answers a call with an error that ends it: refused before it had a ticket.
 func (s *Server) fail(w http.ResponseWriter, c *call, e *apiError) {
 	s.finish(c, answered(e, keepTicket))
+	s.writeError(w, c, e)
+}
+
+// writeError answers c with e: as an HTTP error, or as an event in its stream once that has
+// started (see keepalive).
+func (s *Server) writeError(w http.ResponseWriter, c *call, e *apiError) {
+	if c.streamStarted {
+		e.writeEvent(newClientWriter(w, s.policy.Load().Config.Server.WriteTimeout.Duration, true))
+		return
+	}
 	e.write(w)
 }
 
