@@ -168,16 +168,23 @@ func anthropicType(e *apiError) string {
 	return "invalid_request_error"
 }
 
-// errorEvent is the event that ends a stream broken off for e: Anthropic's error event for a
-// Messages stream, else a data line of OpenAI's error body.
+// errorEvent is the event that carries e in a stream: Anthropic's error event for a Messages
+// stream, else a data line of OpenAI's error body.
 func errorEvent(e *apiError, endpoint estimate.Endpoint, requestID string) []byte {
+	body := e.body()
 	if isAnthropic(endpoint) {
-		return append(append([]byte("\n\nevent: error\ndata: "), e.anthropicBody(requestID)...), '\n')
+		body = e.anthropicBody(requestID)
 	}
-	event, _ := json.Marshal(struct {
-		Error *apiError `json:"error"`
-	}{e})
-	return append(append([]byte("\n\ndata: "), event...), '\n', '\n')
+	return streamedError(endpoint, bytes.TrimSuffix(body, []byte("\n")))
+}
+
+// streamedError is the event that carries an error body, one line of JSON, in a stream of
+// endpoint's dialect: Anthropic's error event, or OpenAI's data line, which its SDKs raise.
+func streamedError(endpoint estimate.Endpoint, line []byte) []byte {
+	if isAnthropic(endpoint) {
+		return fmt.Appendf(nil, "event: error\ndata: %s\n\n", line)
+	}
+	return fmt.Appendf(nil, "data: %s\n\n", line)
 }
 
 // apiMismatch returns an error that names the API a model is served in, when endpoint is of the

@@ -2,8 +2,10 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/packages/ssestream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
@@ -436,3 +441,114 @@ const anthropicStreamStart = "event: message_start\n" +
 	`data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-sonnet-5-5","usage":{"input_tokens":10,"cache_creation_input_tokens":1024,"cache_read_input_tokens":2048,"output_tokens":1}}}` + "\n\n" +
 	"event: content_block_start\n" + `data: {"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}` + "\n\n" +
 	"event: content_block_delta\n" + `data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"abcdefghijklmnop"}}` + "\n\n"
+
+// TestAMessagesStreamThatWaitsInTheQueueEndsInAnthropicsEvents queues a Messages stream behind a
+// call that holds the provider's only slot until its client has had a keepalive: what the
+// provider answers after goes in the stream as Anthropic's SDK reads it, an answer as its events
+// and a refusal as Anthropic's error event, which the SDK raises.
+func TestAMessagesStreamThatWaitsInTheQueueEndsInAnthropicsEvents(t *testing.T) {
+	tests := []struct {
+		name   string
+		answer http.HandlerFunc
+		check  func(t *testing.T, text string, err error)
+	}{{
+		name: "answered",
+		answer: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, anthropicStreamStart+anthropicStreamEnd)
+		},
+		check: func(t *testing.T, text string, err error) {
+			if err != nil || text != "abcdefghijklmnop" {
+				t.Errorf("the SDK read %q and %v; want the provider's text and no error", text, err)
+			}
+		},
+	}, {
+		name: "refused by the provider",
+		answer: func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, "{\"type\": \"error\",\n \"error\": {\"type\": \"invalid_request_error\", \"message\": \"temperature: out of range\"}}")
+		},
+		check: func(t *testing.T, text string, err error) {
+			var apiErr *anthropic.Error
+			if !errors.As(err, &apiErr) || apiErr.Type() != "invalid_request_error" || !strings.Contains(apiErr.Error(), "temperature: out of range") || text != "" {
+				t.Errorf("the SDK read %q and %v; want the provider's invalid_request_error raised from the stream", text, err)
+			}
+		},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			held, release := make(chan struct{}), make(chan struct{})
+			provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				if !bytes.Contains(body, []byte(`"stream":true`)) { // the call that holds the slot
+					close(held)
+					<-release
+					io.WriteString(w, claudeMessage)
+					return
+				}
+				tc.answer(w, r)
+			}))
+			t.Cleanup(provider.Close)
+			cfg := anthropicConfig(provider.URL)
+			cfg.Providers[1].MaxInFlight = 1
+			cfg.Server.StreamKeepalive = metav1.Duration{Duration: 10 * time.Millisecond}
+			g := newSettleGatewayFrom(t, cfg)
+			api := httptest.NewServer(g.Handler())
+			t.Cleanup(api.Close)
+			go postMessages(t, api.URL, claudeBody)
+			<-held
+
+			resp := postMessages(t, api.URL, strings.Replace(claudeBody, `"max_tokens":64`, `"max_tokens":64,"stream":true`, 1))
+			defer resp.Body.Close()
+			var received bytes.Buffer
+			lines := bufio.NewReader(io.TeeReader(resp.Body, &received))
+			first, _ := lines.ReadString('\n')
+			close(release) // the stream has had its first keepalive: let the call through
+			io.Copy(io.Discard, lines)
+
+			if resp.StatusCode != http.StatusOK || first != ": queued\n" {
+				t.Errorf("answered %d, beginning %q; want 200 and the queue's keepalive comment", resp.StatusCode, first)
+			}
+			text, err := readMessagesWithSDK(received.Bytes())
+			tc.check(t, text, err)
+		})
+	}
+}
+
+// anthropicStreamEnd ends anthropicStreamStart: its block, its usage and its stop.
+const anthropicStreamEnd = "event: content_block_stop\n" + `data: {"type":"content_block_stop","index":0}` + "\n\n" +
+	"event: message_delta\n" + `data: {"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":4}}` + "\n\n" +
+	"event: message_stop\n" + `data: {"type":"message_stop"}` + "\n\n"
+
+// postMessages sends a Messages call of body to the gateway at url as the settle table's key,
+// and returns its answer as it begins.
+func postMessages(t *testing.T, url, body string) *http.Response {
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, url+messagesPath, strings.NewReader(body))
+	req.Header.Set("X-Api-Key", settleKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return &http.Response{Body: http.NoBody}
+	}
+	return resp
+}
+
+// readMessagesWithSDK reads a Messages stream as received with Anthropic's Go SDK, and returns
+// its text and the error the SDK raised.
+func readMessagesWithSDK(received []byte) (string, error) {
+	resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"text/event-stream"}},
+		Body: io.NopCloser(bytes.NewReader(received)), Request: httptest.NewRequest(http.MethodPost, messagesPath, nil)}
+	stream := ssestream.NewStream[anthropic.MessageStreamEventUnion](ssestream.NewDecoder(resp), nil)
+	var m anthropic.Message
+	for stream.Next() {
+		if err := m.Accumulate(stream.Current()); err != nil {
+			return "", err
+		}
+	}
+	var text strings.Builder
+	for _, block := range m.Content {
+		text.WriteString(block.Text)
+	}
+	return text.String(), stream.Err()
+}

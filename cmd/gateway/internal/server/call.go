@@ -62,7 +62,7 @@ type call struct {
 	// streamStarted is set once a streamed call's status and headers have gone to its client,
 	// while it waited in the queue (see keepalive): the rest of its answer goes in the stream.
 	streamStarted bool
-	ended    atomic.Bool
+	ended         atomic.Bool
 }
 
 // offer is the call as it goes to one provider: the body it reads and what the call costs there.
@@ -154,7 +154,7 @@ func (s *Server) fail(w http.ResponseWriter, c *call, e *apiError) {
 // started (see keepalive).
 func (s *Server) writeError(w http.ResponseWriter, c *call, e *apiError) {
 	if c.streamStarted {
-		e.writeEvent(newClientWriter(w, s.policy.Load().Config.Server.WriteTimeout.Duration, true))
+		e.writeEvent(newClientWriter(w, s.policy.Load().Config.Server.WriteTimeout.Duration, true), c)
 		return
 	}
 	e.write(w)

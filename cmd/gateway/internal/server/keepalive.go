@@ -77,9 +77,8 @@ func startStream(h http.Header) {
 	h.Set("Cache-Control", "no-cache")
 }
 
-// writeEvent sends an error to a client whose stream has started, as the event OpenAI's streams
-// carry one in, which its SDKs raise as an API error.
-func (e *apiError) writeEvent(client *clientWriter) {
-	event := append([]byte("data: "), e.body()...)
-	client.write(append(event, '\n'))
+// writeEvent sends an error to c's client, whose stream has started, as the event its dialect's
+// streams carry one in, which its SDKs raise as an API error.
+func (e *apiError) writeEvent(client *clientWriter, c *call) {
+	client.write(errorEvent(e, c.endpoint, c.requestID))
 }

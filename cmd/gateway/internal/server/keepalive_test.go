@@ -119,4 +119,3 @@ func readWithSDK(received []byte) (string, error) {
 	}
 	return content.String(), stream.Err()
 }
-

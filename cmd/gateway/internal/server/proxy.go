@@ -79,7 +79,7 @@ func (s *Server) relay(w http.ResponseWriter, in *http.Request, o *outbound) boo
 	client := newClientWriter(w, s.policy.Load().Config.Server.WriteTimeout.Duration, streamed)
 	switch {
 	case o.call.streamStarted && resp.StatusCode/100 != 2:
-		passErrorEvent(client, resp)
+		passErrorEvent(client, resp, o.call)
 	case o.call.streamStarted:
 		err = passBody(client, resp)
 	default:
@@ -178,19 +178,19 @@ func passBody(client *clientWriter, resp *http.Response) error {
 	}
 }
 
-// passErrorEvent passes a provider's error answer to a client whose stream has started, as the
-// event a stream carries an error in: its body when that is one line of JSON, or the gateway's
-// error naming its status otherwise.
-func passErrorEvent(client *clientWriter, resp *http.Response) {
+// passErrorEvent passes a provider's error answer to c's client, whose stream has started, as the
+// event its dialect's streams carry an error in: its body when that is one line of JSON, or the
+// gateway's error naming its status otherwise.
+func passErrorEvent(client *clientWriter, resp *http.Response, c *call) {
 	body, err := readAtMost(resp.Body, resp.ContentLength, maxErrorEventBytes)
 	var line bytes.Buffer
 	if err == nil && json.Compact(&line, body) == nil {
-		client.write(fmt.Appendf(nil, "data: %s\n\n", line.Bytes()))
+		client.write(streamedError(c.endpoint, line.Bytes()))
 		return
 	}
 	e := &apiError{status: http.StatusBadGateway, Type: typeServer, Code: "provider_error",
 		Message: fmt.Sprintf("The provider of this model answered %d with a body that is not JSON.", resp.StatusCode)}
-	e.writeEvent(client)
+	e.writeEvent(client, c)
 }
 
 // maxErrorEventBytes bounds a provider's error answer passed in a stream: one event.

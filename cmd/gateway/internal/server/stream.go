@@ -110,8 +110,12 @@ func (b *streamBody) ending(last []byte, err error) ([]byte, error) {
 	b.s.metrics.providerErrors.WithLabelValues(b.o.provider(), "0").Inc()
 	b.s.finish(b.o.call, ending{outcome: outcomeProviderError, status: http.StatusOK, ticket: settleTicket, usage: b.soFar(),
 		detail: e.Code + ": " + err.Error()})
-	return slices.Concat(last, errorEvent(e, b.o.endpoint, b.o.requestID)), io.EOF
+	return slices.Concat(last, eventBreak, errorEvent(e, b.o.endpoint, b.o.requestID)), io.EOF
 }
+
+// eventBreak ends whatever event a provider's stream broke off in, so that the error event after
+// it is read alone.
+var eventBreak = []byte("\n\n")
 
 // observe feeds a data line to the usage counter and returns what the client receives of it. The
 // stream's [DONE], or a Responses stream's final event, ends the call: what follows bills nothing,
