@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,15 +32,17 @@ const (
 	claudeAnswerTokens = 30
 )
 
-// startAnthropicAccount runs the lab's provider as an Anthropic account and returns its URL.
-func startAnthropicAccount(t *testing.T) string {
+// startAnthropicAccount runs the lab's provider as an Anthropic account, a message taking 20 ms
+// unless flags say otherwise, and returns its URL.
+func startAnthropicAccount(t *testing.T, flags ...string) string {
 	t.Helper()
 	addr := freeAddr(t)
-	proc.Start(t, "lab-anthropic", exec.Command(labBin, "provider", "-listen", addr, "-api", "anthropic", "-api-key", claudeAPIKey,
+	args := append([]string{"provider", "-listen", addr, "-api", "anthropic", "-api-key", claudeAPIKey,
 		"-latency", "20ms", "-latency-stddev", "0", "-answer-tokens", fmt.Sprint(claudeAnswerTokens),
 		"-input-price", "3", "-cached-input-price", "0.30", "-cache-write-input-price", "3.75", "-output-price", "15",
 		"-max-in-flight", "1000", "-requests-per-minute", "1000000",
-		"-input-tokens-per-minute", "1000000000", "-output-tokens-per-minute", "1000000000"))
+		"-input-tokens-per-minute", "1000000000", "-output-tokens-per-minute", "1000000000"}, flags...)
+	proc.Start(t, "lab-anthropic", exec.Command(labBin, args...))
 	url := "http://" + addr
 	poll.Until(t, processWait, "the lab's Anthropic account to listen", func() bool {
 		resp, err := http.Get(url + "/stats")
@@ -90,12 +93,12 @@ func writeClaudeKey(t *testing.T) string {
 	return keyFile
 }
 
-// startAnthropicGateways runs the lab's Anthropic account and two gateways on one Redis in front
-// of it, and returns the account's URL and the gateways.
-func startAnthropicGateways(t *testing.T) (string, [2]*gateway) {
+// startAnthropicGateways runs the lab's Anthropic account, with flags, and two gateways on one
+// Redis in front of it, and returns the account's URL and the gateways.
+func startAnthropicGateways(t *testing.T, flags ...string) (string, [2]*gateway) {
 	t.Helper()
 	redis := redisserver.Start(t)
-	url := startAnthropicAccount(t)
+	url := startAnthropicAccount(t, flags...)
 	cfg := anthropicConfig(t, url, redis.Addr)
 	return url, [2]*gateway{startGatewayOn(t, cfg, freeAddr(t), freeAddr(t)), startGatewayOn(t, cfg, freeAddr(t), freeAddr(t))}
 }
@@ -155,6 +158,36 @@ func TestAnthropicGoSDKThroughTwoGatewaysIsChargedAsBilled(t *testing.T) {
 	checkSpentQuotaRaisedAtOnce(t, gateways[0])
 	checkMessagesJob(t, gateways)
 
+	checkChargedAsBilled(t, url, gateways)
+}
+
+// TestAnAnthropicStreamItsClientLeavesIsChargedWhatTheAccountBilled has Anthropic's Go SDK
+// leave a stream through a gateway once its first text has arrived, from an account that takes
+// ten seconds a message: the account bills the prompt and the output it made before the client
+// left, and the tenant is charged that, as each gateway sees it.
+func TestAnAnthropicStreamItsClientLeavesIsChargedWhatTheAccountBilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the gateways, the lab provider and Redis; skipped with -short")
+	}
+	url, gateways := startAnthropicGateways(t, "-latency", "10s")
+	ctx, leave := context.WithCancel(t.Context())
+	defer leave()
+	c := claudeClient(gateways[0], keyAlice)
+	s := c.Messages.NewStreaming(ctx, claudeSays("Say hello."))
+	for s.Next() && s.Current().Type != "content_block_delta" {
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	leave()
+	s.Close()
+
+	poll.Until(t, processWait, "the account to bill the call its client left", func() bool { return readCrowdStats(t, url).Canceled == 1 })
+	made := readCrowdStats(t, url)
+	if made.CompletionTokens <= 0 || made.CompletionTokens >= claudeAnswerTokens {
+		t.Errorf("the account made %d output tokens before the client left; want some of its %d", made.CompletionTokens, claudeAnswerTokens)
+	}
+	poll.Until(t, processWait, "the gateways to charge what the account billed", func() bool { return spentByAll(t, gateways[1]) == made.MicroDollars })
 	checkChargedAsBilled(t, url, gateways)
 }
 

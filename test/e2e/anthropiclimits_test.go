@@ -38,7 +38,8 @@ const (
 	crowdSampleFrom = 65 * time.Second
 )
 
-// crowdStats is what the lab's Anthropic account says of its calls, refusals and bill.
+// crowdStats is what the lab's Anthropic account says of its calls, refusals, calls whose client
+// left, and bill.
 type crowdStats struct {
 	Accepted                int64 `json:"accepted"`
 	PromptTokens            int64 `json:"promptTokens"`
@@ -48,6 +49,7 @@ type crowdStats struct {
 	Rejected429InputTokens  int64 `json:"rejected429InputTokens"`
 	Rejected429OutputTokens int64 `json:"rejected429OutputTokens"`
 	Rejected529             int64 `json:"rejected503"`
+	Canceled                int64 `json:"canceled"`
 	MicroDollars            int64 `json:"microDollars"`
 }
 
