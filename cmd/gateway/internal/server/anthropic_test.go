@@ -320,6 +320,45 @@ func TestCountTokensIsFree(t *testing.T) {
 	}
 }
 
+// TestACountTokensRefusalIsNoThrottleOfTheAccount has the provider refuse a count_tokens call
+// on its own limit of counting, one a minute, spent: its 429 passes to the client as Anthropic's
+// rate_limit_error, but teaches nothing of the account's Messages limits and pauses none of its
+// calls, and a Messages call after it goes.
+func TestACountTokensRefusalIsNoThrottleOfTheAccount(t *testing.T) {
+	g := newAnthropicGateway(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/messages/count_tokens" {
+			h := w.Header()
+			h.Set("Anthropic-Ratelimit-Requests-Limit", "1")
+			h.Set("Anthropic-Ratelimit-Requests-Remaining", "0")
+			h.Set("Anthropic-Ratelimit-Requests-Reset", time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
+			h.Set("Retry-After", "3600")
+			w.WriteHeader(http.StatusTooManyRequests)
+			io.WriteString(w, `{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed your organization's rate limit of 1 token counting requests per minute."}}`)
+			return
+		}
+		io.WriteString(w, claudeMessage)
+	})
+	key := map[string]string{"X-Api-Key": settleKey}
+
+	w := anthropicCall(g, "/v1/messages/count_tokens", `{"model":"claude-sonnet-5-5","messages":[{"role":"user","content":"Say hello."}]}`, key)
+	var e anthropicError
+	if json.Unmarshal(w.Body.Bytes(), &e) != nil || w.Code != http.StatusTooManyRequests || e.Error.Type != "rate_limit_error" {
+		t.Errorf("count_tokens answered %d %s; want the provider's 429 rate_limit_error", w.Code, w.Body)
+	}
+	for _, p := range g.gate.Usage(t.Context()).Providers {
+		if p.Throttles != 0 {
+			t.Errorf("the provider %s counts %d throttles; want none from counting", p.Name, p.Throttles)
+		}
+	}
+	if learned := g.Learned(); len(learned) != 0 {
+		t.Errorf("learned %v from a count_tokens answer; want nothing", learned)
+	}
+	if w := anthropicCall(g, messagesPath, claudeBody, key); w.Code != http.StatusOK {
+		t.Errorf("a Messages call after it answered %d %s; want 200", w.Code, w.Body)
+	}
+}
+
 // TestAKeyInXAPIKeyIsTheCallersAndTwoKeysAreNone checks that a key in x-api-key authenticates
 // as a bearer key does, and that two keys that differ, or two x-api-key headers, are refused.
 func TestAKeyInXAPIKeyIsTheCallersAndTwoKeysAreNone(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/upstream"
 )
@@ -31,26 +32,49 @@ const maxResponseBytes = 32 << 20
 const idleConnsUncapped = 256
 
 // transportKey tells apart the transports of providers' calls: one per provider, timeout, retry
-// settings and cap of calls in flight.
+// settings and cap of calls in flight, and apart again for count_tokens calls.
 type transportKey struct {
 	provider    string
 	timeout     time.Duration
 	retry       gatewayv1.Retry
 	maxInFlight int64
+	countTokens bool
 }
 
 // transport returns the transport of a provider's calls, one per provider, timeout, retry
 // settings and cap of calls in flight. It retries, and reports the provider's throttles and
 // failures to the gate.
 func (s *Server) transport(p *policy.Provider) *upstream.Transport {
+	return s.loadTransport(p, transportKeyOf(p))
+}
+
+// countTokensTransport returns the transport of a provider's count_tokens calls. Anthropic limits
+// counting apart from its Messages calls, so a 429 of counting is no throttle of the provider.
+func (s *Server) countTokensTransport(p *policy.Provider) *upstream.Transport {
+	key := transportKeyOf(p)
+	key.countTokens = true
+	return s.loadTransport(p, key)
+}
+
+// transportKeyOf is the key of the transport of p's calls.
+func transportKeyOf(p *policy.Provider) transportKey {
 	cfg := p.Config
-	key := transportKey{provider: p.Name, timeout: cfg.Timeout.Duration, retry: cfg.Retry, maxInFlight: cfg.MaxInFlight}
+	return transportKey{provider: p.Name, timeout: cfg.Timeout.Duration, retry: cfg.Retry, maxInFlight: cfg.MaxInFlight}
+}
+
+// loadTransport returns the transport of key, made once.
+func (s *Server) loadTransport(p *policy.Provider, key transportKey) *upstream.Transport {
 	if t, ok := s.transports.Load(key); ok {
 		return t.(*upstream.Transport)
 	}
+	cfg := p.Config
+	var throttled func(int, time.Duration)
+	if !key.countTokens {
+		throttled = func(_ int, retryAfter time.Duration) { s.gate.Throttled(p.Name, retryAfter) }
+	}
 	t := upstream.New(providerTransport(cfg), upstream.Options{
 		MaxAttempts: int(cfg.Retry.MaxAttempts), BaseDelay: cfg.Retry.BaseDelay.Duration, MaxDelay: cfg.Retry.MaxDelay.Duration,
-		Throttled:   func(_ int, retryAfter time.Duration) { s.gate.Throttled(p.Name, retryAfter) },
+		Throttled:   throttled,
 		Attempted:   func(status int, err error) { s.attempted(p.Name, status, err) },
 		Unreachable: s.retryElsewhere,
 	})
@@ -114,7 +138,11 @@ func (s *Server) send(o *outbound, path string, in http.Header) (*http.Response,
 	req.Host = req.URL.Host
 	req.Header = providerHeaders(in, o.route.Provider)
 	o.sent = true
-	resp, err := s.transport(o.route.Provider).RoundTrip(req)
+	t := s.transport(o.route.Provider)
+	if o.endpoint == estimate.CountTokens {
+		t = s.countTokensTransport(o.route.Provider)
+	}
+	resp, err := t.RoundTrip(req)
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,9 @@ import (
 // place (see Server.unanswered).
 func (s *Server) settleResponse(resp *http.Response, o *outbound) error {
 	status := resp.StatusCode
-	if status != statusOverloaded { // Anthropic's capacity, not the account's limits
+	// A 529 is Anthropic's capacity, not the account's limits; a count_tokens answer's headers
+	// are the limits of counting, which Anthropic keeps apart from its Messages calls'.
+	if status != statusOverloaded && o.endpoint != estimate.CountTokens {
 		s.learn(o.route.Provider.Name, resp.Header)
 	}
 	if status >= 400 {
