@@ -535,7 +535,13 @@ func TestAMessagesStreamThatWaitsInTheQueueEndsInAnthropicsEvents(t *testing.T) 
 			g := newSettleGatewayFrom(t, cfg)
 			api := httptest.NewServer(g.Handler())
 			t.Cleanup(api.Close)
-			go postMessages(t, api.URL, claudeBody)
+			holding := make(chan struct{})
+			go func() {
+				defer close(holding)
+				resp := postMessages(t, api.URL, claudeBody)
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}()
 			<-held
 
 			resp := postMessages(t, api.URL, strings.Replace(claudeBody, `"max_tokens":64`, `"max_tokens":64,"stream":true`, 1))
@@ -551,6 +557,7 @@ func TestAMessagesStreamThatWaitsInTheQueueEndsInAnthropicsEvents(t *testing.T) 
 			}
 			text, err := readMessagesWithSDK(received.Bytes())
 			tc.check(t, text, err)
+			<-holding
 		})
 	}
 }
