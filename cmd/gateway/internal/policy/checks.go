@@ -19,6 +19,9 @@ type Cost struct {
 	// known from its usage only, zero in an estimate.
 	CachedInputTokens int64
 	MicroDollars      int64
+	// OutsideProviderRequests says that its provider limits it apart from its other calls, as
+	// Anthropic limits count_tokens: its provider's own limits on requests take nothing of it.
+	OutsideProviderRequests bool
 }
 
 // Counted is cost c as p's own limits count it: its input without what it read from the cache
@@ -112,12 +115,18 @@ func Checks(dst []ratelimit.Check, c *Caller, r *Route, ep gatewayv1.Endpoint, c
 
 // charge is what a call takes from limit l: one request, its tokens (all, its input's or its
 // output's), its dollars or one call in flight; its cost as its Cost says on a plan's or the
-// global limits, as counted on its provider's own.
+// global limits, as counted on its provider's own, where a call outside its provider's requests
+// takes none of them.
 func charge(l *ratelimit.Limit, cost, counted Cost) int64 {
 	if l.Level == ratelimit.LevelProvider {
 		cost = counted
 	}
 	switch l.Dimension {
+	case ratelimit.Requests:
+		if l.Level == ratelimit.LevelProvider && cost.OutsideProviderRequests {
+			return 0
+		}
+		return 1
 	case ratelimit.Tokens:
 		return cost.Tokens
 	case ratelimit.InputTokens:

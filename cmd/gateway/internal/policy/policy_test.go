@@ -77,6 +77,27 @@ func TestChecksCoverEveryLevelInOrder(t *testing.T) {
 	}
 }
 
+// TestACallOutsideItsProvidersRequestsTakesNoneOfThem checks that a call its provider limits
+// apart, as Anthropic limits count_tokens, takes nothing of its provider's requests, its minute
+// or its pace, and a request of every limit of the caller's own.
+func TestACallOutsideItsProvidersRequestsTakesNoneOfThem(t *testing.T) {
+	p := compileExample(t, 1)
+	alice := p.Caller("sk-acme-alice")
+	route := p.Routes("gpt-4o-mini")[0]
+	for _, c := range first(Checks(nil, alice, route, gatewayv1.EndpointChat, Cost{OutsideProviderRequests: true}, Shared, "lease")) {
+		want := int64(0)
+		switch {
+		case c.Limit.Dimension == ratelimit.InFlight:
+			want = 1
+		case c.Limit.Dimension == ratelimit.Requests && c.Limit.Level != ratelimit.LevelProvider:
+			want = 1
+		}
+		if c.Cost != want {
+			t.Errorf("%s takes %d; want %d", c.Limit.Key, c.Cost, want)
+		}
+	}
+}
+
 // TestProviderTokensPerMinuteAreARollingMinute decides on the provider's tokens per minute, shared
 // and local, as compiled: a call of the whole limit after headroom passes on an empty minute, and
 // one token more waits until the second that call took from has left the rolling minute, 61 s

@@ -359,6 +359,33 @@ func TestACountTokensRefusalIsNoThrottleOfTheAccount(t *testing.T) {
 	}
 }
 
+// TestCountTokensTakesNoneOfTheAccountsRequests gives the Anthropic account one request a
+// minute and spends it on a Messages call: a count_tokens call after it still goes at once, as
+// Anthropic limits counting apart.
+func TestCountTokensTakesNoneOfTheAccountsRequests(t *testing.T) {
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/messages/count_tokens" {
+			io.WriteString(w, `{"input_tokens":12}`)
+			return
+		}
+		io.WriteString(w, claudeMessage)
+	}))
+	t.Cleanup(provider.Close)
+	cfg := anthropicConfig(provider.URL)
+	cfg.Providers[1].RequestsPerMinute, cfg.Providers[1].HeadroomPercent = 1, 100
+	g := newSettleGatewayFrom(t, cfg)
+	key := map[string]string{"X-Api-Key": settleKey}
+
+	if w := anthropicCall(g, messagesPath, claudeBody, key); w.Code != http.StatusOK {
+		t.Fatalf("the Messages call answered %d %s; want 200", w.Code, w.Body)
+	}
+	w := anthropicCall(g, "/v1/messages/count_tokens", `{"model":"claude-sonnet-5-5","messages":[{"role":"user","content":"Say hello."}]}`, key)
+	if wait := w.Header().Get("X-Sluice-Queue-Wait-Ms"); w.Code != http.StatusOK || (wait != "" && wait != "0") {
+		t.Errorf("count_tokens after it answered %d %s, queued %q ms; want the count at once", w.Code, w.Body, w.Header().Get("X-Sluice-Queue-Wait-Ms"))
+	}
+}
+
 // TestAKeyInXAPIKeyIsTheCallersAndTwoKeysAreNone checks that a key in x-api-key authenticates
 // as a bearer key does, and that two keys that differ, or two x-api-key headers, are refused.
 func TestAKeyInXAPIKeyIsTheCallersAndTwoKeysAreNone(t *testing.T) {

@@ -384,6 +384,8 @@ func (c *call) offerTo(route *policy.Route, body []byte) (offer, *apiError) {
 			InputTokens:  c.estimate.PromptTokens,
 			OutputTokens: c.estimate.CompletionTokens,
 			MicroDollars: route.Prices.CostMicros(c.request.ServiceTier, estimated),
+			// Anthropic limits counting tokens apart from its Messages calls.
+			OutsideProviderRequests: c.endpoint == estimate.CountTokens,
 		},
 		providerTokens: providerTokens(c.estimate, route.Provider.Config),
 	}, apiErr
