@@ -48,6 +48,7 @@ type crowdStats struct {
 	Rejected429Tokens       int64 `json:"rejected429Tokens"`
 	Rejected429InputTokens  int64 `json:"rejected429InputTokens"`
 	Rejected429OutputTokens int64 `json:"rejected429OutputTokens"`
+	Rejected429CountTokens  int64 `json:"rejected429CountTokens"`
 	Rejected529             int64 `json:"rejected503"`
 	Canceled                int64 `json:"canceled"`
 	MicroDollars            int64 `json:"microDollars"`
@@ -55,9 +56,11 @@ type crowdStats struct {
 
 // TestACrowdOfAnthropicSDKsKeepsTheAccountFullWithoutRefusals runs a crowd of Anthropic's Go
 // SDK, streaming and not, two tenants' users through two gateways on one Redis, to an Anthropic
-// account limited on requests, input tokens and output tokens a minute: the account refuses
-// none of their calls, each of its three minutes stays at 95% of its limit or more once the
-// crowd has filled it, and the tenants are charged together what the account billed.
+// account limited on requests, input tokens and output tokens a minute, each user counting its
+// prompt's tokens before each call, as coding agents do: the account refuses none of their calls
+// or counts, each of its three minutes stays at 95% of its limit or more once the crowd has
+// filled it (the counts, which Anthropic limits apart, take none of its requests), and the
+// tenants are charged together what the account billed.
 func TestACrowdOfAnthropicSDKsKeepsTheAccountFullWithoutRefusals(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the gateways, the lab's Anthropic account and Redis for about two minutes; skipped with -short")
@@ -79,7 +82,7 @@ func TestACrowdOfAnthropicSDKsKeepsTheAccountFullWithoutRefusals(t *testing.T) {
 	crowd.Wait()
 
 	s := readCrowdStats(t, url)
-	if refused := s.Rejected429Requests + s.Rejected429Tokens + s.Rejected429InputTokens + s.Rejected429OutputTokens + s.Rejected529; refused != 0 {
+	if refused := s.refused(); refused != 0 {
 		t.Errorf("the account refused %d calls (%+v); want none", refused, s)
 	}
 	for _, l := range anthropicLimits {
@@ -92,7 +95,12 @@ func TestACrowdOfAnthropicSDKsKeepsTheAccountFullWithoutRefusals(t *testing.T) {
 		"on average over %d samples after its first minute (at least %.1f%%, %.1f%% and %.1f%%); the gateways answered %d 429s that the SDKs followed; the account refused %d",
 		s.Accepted, s.PromptTokens, s.CompletionTokens, 100*meanOf(used["requests"]), 100*meanOf(used["input-tokens"]), 100*meanOf(used["output-tokens"]),
 		len(used["requests"]), 100*minOf(used["requests"]), 100*minOf(used["input-tokens"]), 100*minOf(used["output-tokens"]),
-		refusedByGateway.Load(), s.Rejected429Requests+s.Rejected429InputTokens+s.Rejected429OutputTokens+s.Rejected529)
+		refusedByGateway.Load(), s.refused())
+}
+
+// refused counts the calls and counts the account refused.
+func (s crowdStats) refused() int64 {
+	return s.Rejected429Requests + s.Rejected429Tokens + s.Rejected429InputTokens + s.Rejected429OutputTokens + s.Rejected429CountTokens + s.Rejected529
 }
 
 // startLimitedAnthropicAccount runs the lab's provider as an Anthropic account limited in the
@@ -106,7 +114,8 @@ func startLimitedAnthropicAccount(t *testing.T) string {
 		"-max-in-flight", "1000", "-tokens-per-minute", "1000000000",
 		"-requests-per-minute", fmt.Sprint(crowdRequestsPerMinute),
 		"-input-tokens-per-minute", fmt.Sprint(crowdRequestsPerMinute*crowdInput),
-		"-output-tokens-per-minute", fmt.Sprint(crowdRequestsPerMinute*crowdOutput)))
+		"-output-tokens-per-minute", fmt.Sprint(crowdRequestsPerMinute*crowdOutput),
+		"-count-tokens-requests-per-minute", fmt.Sprint(4*crowdRequestsPerMinute)))
 	url := "http://" + addr
 	poll.Until(t, processWait, "the lab's Anthropic account to listen", func() bool {
 		resp, err := http.Get(url + "/stats")
@@ -170,10 +179,17 @@ func crowdClient(g *gateway, key string, refused *atomic.Int64) anthropic.Client
 var crowdParams = anthropic.MessageNewParams{Model: claudeModel, MaxTokens: crowdOutput,
 	Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(strings.Repeat("page", crowdInput)))}}
 
-// callClaudeUntil calls c, streaming or not, one call after another until run ends, and lets the
-// last call end; each call must get a whole answer.
+// crowdCount counts the tokens of crowdParams' prompt.
+var crowdCount = anthropic.MessageCountTokensParams{Model: claudeModel, Messages: crowdParams.Messages}
+
+// callClaudeUntil counts the prompt's tokens and then calls c, streaming or not, one call after
+// another until run ends, and lets the last call end; each call must get a whole answer.
 func callClaudeUntil(t *testing.T, run context.Context, c anthropic.Client, stream bool, calls *atomic.Int64) {
 	for run.Err() == nil {
+		if count, err := c.Messages.CountTokens(t.Context(), crowdCount); err != nil || count.InputTokens <= 0 {
+			t.Errorf("a count of the crowd ended %v with %+v; want a count", err, count)
+			return
+		}
 		var m anthropic.Message
 		var err error
 		if stream {
