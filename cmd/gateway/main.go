@@ -56,7 +56,11 @@ func run() error {
 	log := newLogger()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	g := &gateway{commandLine: cl, log: log, reg: newRegistry()}
+	tr, err := newTracing(ctx, log, cl.name)
+	if err != nil {
+		return err
+	}
+	g := &gateway{commandLine: cl, log: log, reg: newRegistry(), tracing: tr}
 	defer g.close()
 	if err := g.loadConfig(); err != nil {
 		return err
@@ -121,8 +125,9 @@ func newRegistry() *prometheus.Registry {
 // gateway holds what run builds, step by step, and what the later steps use.
 type gateway struct {
 	commandLine
-	log *slog.Logger
-	reg *prometheus.Registry
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	tracing tracing
 
 	watcher *configwatch.Watcher
 	cfg     *gatewayv1.Config // the configuration at start
@@ -162,6 +167,7 @@ func (g *gateway) openStore() error {
 // buildServer builds the server on the store and puts the configuration in force.
 func (g *gateway) buildServer() error {
 	g.opts.Registerer, g.opts.Gatherer, g.opts.Logger, g.opts.Name = g.reg, g.reg, g.log, g.name
+	g.opts.Tracer = g.tracing.tracer()
 	g.opts.LimitsLearned = func() { g.compiled.learned() }
 	g.opts.ConfigSHA256 = g.watcher.ConfigSHA256
 	if path := g.adminTokenFile; path != "" {
@@ -175,7 +181,8 @@ func (g *gateway) buildServer() error {
 	return g.compiled.configure(g.cfg)
 }
 
-// close closes the server, then the store's client, when they were opened.
+// close closes the server, then the store's client, when they were opened, and sends the spans
+// not sent yet, within tracingFlush.
 func (g *gateway) close() {
 	if g.srv != nil {
 		g.srv.Close()
@@ -183,7 +190,15 @@ func (g *gateway) close() {
 	if g.client != nil {
 		g.client.Close()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), tracingFlush)
+	defer cancel()
+	if err := g.tracing.shutdown(ctx); err != nil {
+		g.log.Warn("send the last spans", "err", err)
+	}
 }
+
+// tracingFlush bounds the sending of the last spans as the gateway stops.
+const tracingFlush = 5 * time.Second
 
 // serveUntilStopped serves the endpoints and runs the jobs and the background work until ctx
 // ends or a server fails. It returns once the jobs and the background work have stopped.

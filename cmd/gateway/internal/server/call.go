@@ -51,14 +51,15 @@ type call struct {
 	response *estimate.Response
 
 	// What happens to the call, for its end: the ticket of the offer admitted, how long it
-	// queued, when it arrived, whether it went out, when its provider's answer began, and
-	// whether it has ended (see Server.finish).
+	// queued, when it arrived, when it last went out to a provider (zero until it has), when its
+	// provider's answer began, whether it has ended (see Server.finish), and its trace.
 	ticket   *admission.Ticket
 	waited   time.Duration
 	arrived  time.Time
-	sent     bool
+	sent     time.Time
 	answered time.Time
 	ended    atomic.Bool
+	traced   *callTrace // nil when calls are not traced
 }
 
 // offer is the call as it goes to one provider: the body it reads and what the call costs there.
@@ -74,8 +75,9 @@ type offer struct {
 func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		arrived := time.Now()
+		traced := s.startCall(r, arrived)
 		c, apiErr := s.readCall(s.policy.Load(), endpoint, r)
-		c.requestID, c.arrived = w.Header().Get(headerRequestID), arrived
+		c.requestID, c.arrived, c.traced = w.Header().Get(headerRequestID), arrived, traced
 		defer s.endOnPanic(c)
 		if apiErr != nil {
 			setCallHeaders(w.Header(), c, nil, nil)
@@ -94,7 +96,7 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 // provider failed it before anything of its answer reached the client, with other offers left:
 // the call is to be admitted again to those.
 func (s *Server) serveOffers(w http.ResponseWriter, r *http.Request, c *call) bool {
-	t, refusal := s.gate.Admit(r.Context(), c.admission())
+	t, refusal := s.admit(r.Context(), c, c.admission())
 	c.admitted(t, refusal)
 	setCallHeaders(w.Header(), c, t, refusal)
 	switch {
@@ -108,7 +110,7 @@ func (s *Server) serveOffers(w http.ResponseWriter, r *http.Request, c *call) bo
 		s.finish(c, clientGone(outcomeClientClosed, "before the call went out", withdrawTicket, estimate.Usage{}))
 		return false
 	}
-	o := s.newOutbound(r.Context(), c, w.Header())
+	o := s.newOutbound(c.traced.context(r.Context()), c, w.Header())
 	defer o.end()
 	return s.relay(w, r, o)
 }
@@ -159,7 +161,7 @@ func (s *Server) endOnPanic(c *call) {
 // its estimate if it had gone to its provider, which may bill it).
 func (s *Server) endPanicked(c *call, v any) {
 	te := withdrawTicket
-	if c.sent {
+	if !c.sent.IsZero() {
 		te = settleTicket
 	}
 	s.finish(c, ending{outcome: outcomeInternalError, status: http.StatusInternalServerError, ticket: te,

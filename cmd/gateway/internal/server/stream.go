@@ -124,6 +124,7 @@ func (b *streamBody) observe(line []byte) []byte {
 	if !ok {
 		return line
 	}
+	b.o.traced.noteAnswer(data)
 	b.usage.Observe(data)
 	if b.usage.Done() {
 		b.noteResponse()
