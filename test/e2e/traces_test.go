@@ -213,7 +213,7 @@ const (
 // one is retried at the first provider and fails over to the second, whose 429 is retried. Each
 // call is a span with its admission, its wait in the queue, its attempts and its settlement as
 // children, carrying the GenAI conventions' attributes; the provider receives the attempt's
-// trace context; and no key, prompt or answer is in any attribute.
+// trace context; no key, prompt or answer is in any attribute; and the GenAI metrics count both.
 func TestCallsAreTracedOverOTLP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the gateway binary; skipped with -short")
@@ -252,6 +252,7 @@ func TestCallsAreTracedOverOTLP(t *testing.T) {
 	checkCallTrees(t, receiver)
 	checkProviderTraceparents(t, receiver, second)
 	checkNoSecrets(t, receiver)
+	checkGenAIMetrics(t, g)
 }
 
 // postTraced posts a chat completion as alice, with traceparent unless it is empty.
@@ -373,6 +374,28 @@ func checkNoSecrets(t *testing.T, rc *otlpReceiver) {
 			if strings.Contains(v, secret) {
 				t.Errorf("an exported attribute, %s, holds %q", v, secret)
 			}
+		}
+	}
+}
+
+// checkGenAIMetrics checks that the GenAI conventions' metrics counted both calls, at the second
+// provider, each with its input and output tokens.
+func checkGenAIMetrics(t *testing.T, g *gateway) {
+	t.Helper()
+	resp, err := adminGet(g.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	page, _ := io.ReadAll(resp.Body)
+	labels := `gen_ai_operation_name="chat",gen_ai_provider_name="second",gen_ai_request_model="gpt-4o-mini"`
+	for _, series := range []string{
+		`gen_ai_client_operation_duration_seconds_count{error_type="",` + labels + `} 2`,
+		`gen_ai_client_token_usage_sum{` + labels + `,gen_ai_token_type="input"} ` + fmt.Sprint(2*upstreamPrompt),
+		`gen_ai_client_token_usage_sum{` + labels + `,gen_ai_token_type="output"} ` + fmt.Sprint(2*upstreamCompletion),
+	} {
+		if !strings.Contains(string(page), series) {
+			t.Errorf("/metrics has no line %s", series)
 		}
 	}
 }

@@ -52,14 +52,16 @@ type call struct {
 
 	// What happens to the call, for its end: the ticket of the offer admitted, how long it
 	// queued, when it arrived, when it last went out to a provider (zero until it has), when its
-	// provider's answer began, whether it has ended (see Server.finish), and its trace.
-	ticket   *admission.Ticket
-	waited   time.Duration
-	arrived  time.Time
-	sent     time.Time
-	answered time.Time
-	ended    atomic.Bool
-	traced   *callTrace // nil when calls are not traced
+	// provider's answer began, when its stream's first piece came, whether it has ended (see
+	// Server.finish), and its trace.
+	ticket     *admission.Ticket
+	waited     time.Duration
+	arrived    time.Time
+	sent       time.Time
+	answered   time.Time
+	firstChunk time.Time
+	ended      atomic.Bool
+	traced     *callTrace // nil when calls are not traced
 }
 
 // offer is the call as it goes to one provider: the body it reads and what the call costs there.

@@ -83,6 +83,7 @@ func (s *Server) finish(c *call, e ending) {
 	}
 	micros := s.settle(c, e)
 	s.logEnd(c, e, micros)
+	s.metrics.observeGenAI(c, e, time.Now())
 	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), e.outcome).Inc() // after the log: whoever reads the count finds the line
 	endSpan(c, e, micros)
 }

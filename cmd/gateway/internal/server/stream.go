@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 )
@@ -124,7 +125,10 @@ func (b *streamBody) observe(line []byte) []byte {
 	if !ok {
 		return line
 	}
-	b.o.traced.noteAnswer(data)
+	if b.o.firstChunk.IsZero() {
+		b.o.firstChunk = time.Now()
+		b.o.traced.noteAnswer(data)
+	}
 	b.usage.Observe(data)
 	if b.usage.Done() {
 		b.noteResponse()
