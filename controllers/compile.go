@@ -465,16 +465,6 @@ func invalidSpec(errs field.ErrorList) *problem {
 	return &problem{v1alpha1.ReasonInvalidSpec, "The spec cannot be compiled: " + errs.ToAggregate().Error()}
 }
 
-// effectiveLimits returns the limits the gateways enforce on p, after
-// headroom.
-func effectiveLimits(p *gatewayv1.Provider) *v1alpha1.ProviderLimits {
-	return &v1alpha1.ProviderLimits{
-		RequestsPerMinute: p.WithHeadroom(p.RequestsPerMinute),
-		TokensPerMinute:   p.WithHeadroom(p.TokensPerMinute),
-		MaxInFlight:       p.WithHeadroom(p.MaxInFlight),
-	}
-}
-
 // addPlan compiles one TenantPlan's tenants, or records why it cannot.
 func (c *compiler) addPlan(tp *v1alpha1.TenantPlan) {
 	owners := c.claimTenants(tp)

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
@@ -474,8 +475,10 @@ func TestCompile(t *testing.T) {
 func TestCompileConverts(t *testing.T) {
 	pq := quota("openai", 0, "gpt-4o", "gpt-4o-mini")
 	pq.Spec.Models[0].Encoding, pq.Spec.Models[0].DefaultMaxTokens = v1alpha1.EncodingO200kBase, 512
-	pq.Spec.Limits = &v1alpha1.ProviderLimits{RequestsPerMinute: 1500, TokensPerMinute: 300000, MaxInFlight: 200}
+	pq.Spec.Limits = &v1alpha1.ProviderLimits{RequestsPerMinute: 1500, TokensPerMinute: 300000, MaxInFlight: 200,
+		InputTokensPerMinute: 200000, OutputTokensPerMinute: 40000, RequestsPerDay: 100000, OutputTokensPerDay: 10000000}
 	pq.Spec.HeadroomPercent = 95
+	pq.Spec.TimeZone, pq.Spec.CachedInputCounts, pq.Spec.OutputTokenWeight = "America/Los_Angeles", ptr.To(false), 5
 	pq.Spec.Prices = &v1alpha1.Prices{InputPerMillion: "2.50", CachedInputPerMillion: "1.25", AudioInputPerMillion: "40", OutputPerMillion: "10",
 		AudioOutputPerMillion: "80", Tiers: []v1alpha1.TierPrices{
 			{Name: "priority", InputPerMillion: "4.25", CachedInputPerMillion: "2.125", OutputPerMillion: "17"},
@@ -496,7 +499,8 @@ func TestCompileConverts(t *testing.T) {
 	tp.Spec.Priority, tp.Spec.Weight = v1alpha1.PriorityBatch, 3
 	tp.Spec.PerUser = []v1alpha1.Limit{{Dimension: v1alpha1.DimensionRequests, Amount: 1000, Per: v1alpha1.PeriodDay}, {Dimension: v1alpha1.DimensionInFlight, Amount: 2}}
 	tp.Spec.PerTenant = []v1alpha1.Limit{{Dimension: v1alpha1.DimensionDollars, Dollars: "5.00", Per: v1alpha1.PeriodMinute},
-		{Dimension: v1alpha1.DimensionInFlight, Amount: 5, OnLimit: v1alpha1.BehaviorReject}}
+		{Dimension: v1alpha1.DimensionInFlight, Amount: 5, OnLimit: v1alpha1.BehaviorReject},
+		{Dimension: v1alpha1.DimensionOutputTokens, Amount: 50000, Per: v1alpha1.PeriodHour}, {Dimension: v1alpha1.DimensionInputTokens, Amount: 1000000, Per: v1alpha1.PeriodDay}}
 	tp.Spec.Endpoints = []v1alpha1.EndpointLimits{{Endpoint: v1alpha1.EndpointChat, Limits: []v1alpha1.Limit{
 		{Dimension: v1alpha1.DimensionTokens, Amount: 20000, Per: v1alpha1.PeriodMinute, Burst: 40000, OnLimit: v1alpha1.BehaviorReject},
 		{Dimension: v1alpha1.DimensionInFlight, Amount: 3},
@@ -543,6 +547,7 @@ func TestCompileConverts(t *testing.T) {
 			StallTimeout:    metav1.Duration{Duration: 5 * time.Minute},
 			CallTimeout:     metav1.Duration{Duration: 30 * time.Minute},
 			Breaker:         gatewayv1.Breaker{Failures: 5, OpenFor: metav1.Duration{Duration: 30 * time.Second}},
+			TimeZone:        "UTC", OutputTokenWeight: 1,
 		}, {
 			Name: "openai", BaseURL: "https://openai.example/v1", APIKeyFile: "openai.key",
 			Models: []gatewayv1.Model{{Name: "gpt-4o", Encoding: "o200k_base", DefaultMaxTokens: 512, MaxTokensParam: "max_completion_tokens", ContextWindow: 1 << 20},
@@ -551,6 +556,11 @@ func TestCompileConverts(t *testing.T) {
 					Prices: &gatewayv1.Prices{InputPerMillion: "0.15", CachedInputPerMillion: "0.075", CacheWritePerMillion: "0.15",
 						AudioInputPerMillion: "0.15", OutputPerMillion: "0.60", AudioOutputPerMillion: "0.60"}}},
 			RequestsPerMinute: 1500, TokensPerMinute: 300000, AdmissionCount: "Characters", MaxInFlight: 200, HeadroomPercent: 95,
+			Limits: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionInputTokens, Amount: 200000, Per: gatewayv1.PeriodMinute},
+				{Dimension: gatewayv1.DimensionOutputTokens, Amount: 40000, Per: gatewayv1.PeriodMinute},
+				{Dimension: gatewayv1.DimensionRequests, Amount: 100000, Per: gatewayv1.PeriodDay},
+				{Dimension: gatewayv1.DimensionOutputTokens, Amount: 10000000, Per: gatewayv1.PeriodDay}},
+			TimeZone: "America/Los_Angeles", CachedInputCounts: ptr.To(false), OutputTokenWeight: 5,
 			// Each class's price left unset is the input or output price; a tier's, the tier's own.
 			Prices: gatewayv1.Prices{InputPerMillion: "2.50", CachedInputPerMillion: "1.25", CacheWritePerMillion: "2.50", AudioInputPerMillion: "40",
 				OutputPerMillion: "10", AudioOutputPerMillion: "80", Tiers: []gatewayv1.TierPrices{
@@ -574,7 +584,9 @@ func TestCompileConverts(t *testing.T) {
 			PerUser: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 1000, Per: gatewayv1.PeriodDay, OnLimit: gatewayv1.BehaviorReject},
 				{Dimension: gatewayv1.DimensionInFlight, Amount: 2, OnLimit: gatewayv1.BehaviorQueue}}, // calls at once: no period, no burst
 			PerTenant: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionDollars, Dollars: "5.00", Per: gatewayv1.PeriodMinute, OnLimit: gatewayv1.BehaviorQueue},
-				{Dimension: gatewayv1.DimensionInFlight, Amount: 5, OnLimit: gatewayv1.BehaviorReject}},
+				{Dimension: gatewayv1.DimensionInFlight, Amount: 5, OnLimit: gatewayv1.BehaviorReject},
+				{Dimension: gatewayv1.DimensionOutputTokens, Amount: 50000, Per: gatewayv1.PeriodHour, Burst: 50000, OnLimit: gatewayv1.BehaviorQueue},
+				{Dimension: gatewayv1.DimensionInputTokens, Amount: 1000000, Per: gatewayv1.PeriodDay, OnLimit: gatewayv1.BehaviorReject}},
 			Endpoints: []gatewayv1.EndpointLimits{{Endpoint: gatewayv1.EndpointChat, Limits: []gatewayv1.Limit{
 				{Dimension: gatewayv1.DimensionTokens, Amount: 20000, Per: gatewayv1.PeriodMinute, Burst: 40000, OnLimit: gatewayv1.BehaviorReject},
 				{Dimension: gatewayv1.DimensionInFlight, Amount: 3, OnLimit: gatewayv1.BehaviorQueue},
@@ -594,7 +606,8 @@ func TestCompileConverts(t *testing.T) {
 	if diff := cmp.Diff(want, out.Config); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
-	wantLimits := &v1alpha1.ProviderLimits{RequestsPerMinute: 1425, TokensPerMinute: 285000, MaxInFlight: 190}
+	wantLimits := &v1alpha1.ProviderLimits{RequestsPerMinute: 1425, TokensPerMinute: 285000, MaxInFlight: 190,
+		InputTokensPerMinute: 190000, OutputTokensPerMinute: 38000, RequestsPerDay: 95000, OutputTokensPerDay: 9500000}
 	if diff := cmp.Diff(wantLimits, out.ProviderQuotas["openai"].EffectiveLimits); diff != "" {
 		t.Errorf("effective limits (-want +got):\n%s", diff)
 	}

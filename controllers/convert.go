@@ -12,20 +12,24 @@ import (
 func toProvider(pq *v1alpha1.ProviderQuota) gatewayv1.Provider {
 	s := &pq.Spec
 	p := gatewayv1.Provider{
-		Name:            pq.Name,
-		BaseURL:         s.BaseURL, // empty for a self-hosted one, which compiling gives its Pods' endpoints
-		Models:          toModels(s.Models, s.SelfHosted != nil),
-		AdmissionCount:  gatewayv1.AdmissionCount(s.AdmissionCount),
-		HeadroomPercent: s.HeadroomPercent,
-		Timeout:         s.Timeout,
-		StallTimeout:    s.StallTimeout,
-		CallTimeout:     s.CallTimeout,
+		Name:              pq.Name,
+		BaseURL:           s.BaseURL, // empty for a self-hosted one, which compiling gives its Pods' endpoints
+		Models:            toModels(s.Models, s.SelfHosted != nil),
+		AdmissionCount:    gatewayv1.AdmissionCount(s.AdmissionCount),
+		HeadroomPercent:   s.HeadroomPercent,
+		TimeZone:          s.TimeZone,
+		CachedInputCounts: s.CachedInputCounts,
+		OutputTokenWeight: s.OutputTokenWeight,
+		Timeout:           s.Timeout,
+		StallTimeout:      s.StallTimeout,
+		CallTimeout:       s.CallTimeout,
 	}
 	if s.APIKeySecretRef != nil {
 		p.APIKeyFile = KeyFile(pq.Name)
 	}
 	if l := s.Limits; l != nil {
 		p.RequestsPerMinute, p.TokensPerMinute, p.MaxInFlight = l.RequestsPerMinute, l.TokensPerMinute, l.MaxInFlight
+		p.Limits = providerLimits(l)
 	}
 	if s.Prices != nil {
 		p.Prices = toPrices(s.Prices)
@@ -63,6 +67,12 @@ func providerPaths(pq *v1alpha1.ProviderQuota) gatewayv1.ProviderPaths {
 	paths.RequestsPerMinute = limits.Child("requestsPerMinute")
 	paths.TokensPerMinute = limits.Child("tokensPerMinute")
 	paths.MaxInFlight = limits.Child("maxInFlight")
+	paths.Limit = func(_ int, l gatewayv1.Limit) *field.Path {
+		if f, ok := limitField(l.Dimension, l.Per); ok {
+			return limits.Child(f.name)
+		}
+		return limits
+	}
 	paths.SpendPerMinute = specPath.Child("spend", "perMinute")
 	paths.SpendPerMonth = specPath.Child("spend", "perMonth")
 	return paths

@@ -21,7 +21,11 @@ import (
 // side only fails here. The fields without a counterpart are listed, each
 // with where its value comes from or goes to.
 func TestSpecsMirrorGateway(t *testing.T) {
-	const selfHosted = "compiled into baseURL, maxInFlight and paused"
+	const (
+		selfHosted = "compiled into baseURL, maxInFlight and paused"
+		inList     = "compiled into an entry of limits"
+		fromFields = "an entry of limits, compiled from a field of spec.limits"
+	)
 	tests := []struct {
 		name          string
 		spec, gateway reflect.Type
@@ -50,12 +54,24 @@ func TestSpecsMirrorGateway(t *testing.T) {
 			"selfHosted.gpuQuota":             selfHosted,
 			"apiKeySecretRef.name":            "the key is copied into the file apiKeyFile names",
 			"apiKeySecretRef.key":             "the key is copied into the file apiKeyFile names",
+			"limits.inputTokensPerMinute":     inList,
+			"limits.outputTokensPerMinute":    inList,
+			"limits.requestsPerDay":           inList,
+			"limits.tokensPerDay":             inList,
+			"limits.inputTokensPerDay":        inList,
+			"limits.outputTokensPerDay":       inList,
 		},
 		gatewayOnly: map[string]string{
-			"name":       "metadata.name",
-			"apiKeyFile": "names the file of apiKeySecretRef's key",
-			"paused":     "set while a self-hosted provider has no ready Pod",
-			"endpoints":  "a self-hosted provider's ready Pods",
+			"name":             "metadata.name",
+			"apiKeyFile":       "names the file of apiKeySecretRef's key",
+			"paused":           "set while a self-hosted provider has no ready Pod",
+			"endpoints":        "a self-hosted provider's ready Pods",
+			"limits.dimension": fromFields,
+			"limits.amount":    fromFields,
+			"limits.per":       fromFields,
+			"limits.dollars":   "never set: a provider's limits count requests and tokens",
+			"limits.burst":     "never set: a provider's minute is paced as it counts it",
+			"limits.onLimit":   "never set: a provider's limits queue",
 		},
 	}, {
 		name:    "TenantPlan",
@@ -108,11 +124,20 @@ func TestProviderPathsNameQuotaFields(t *testing.T) {
 	hosted, selfHosted := quota("openai", 0, "gpt-4o"), quota("llama", 0, "llama")
 	selfHosted.Spec.SelfHosted = &v1alpha1.SelfHosted{Port: 8000}
 	for _, pq := range []v1alpha1.ProviderQuota{hosted, selfHosted} {
-		paths := reflect.ValueOf(providerPaths(&pq))
+		pp := providerPaths(&pq)
+		paths := reflect.ValueOf(pp)
 		for i := range paths.NumField() {
-			got := paths.Field(i).Interface().(*field.Path).String()
-			if !fields[got] {
-				t.Errorf("%s: ProviderPaths.%s = %s; want a field of ProviderQuota", pq.Name, paths.Type().Field(i).Name, got)
+			name := paths.Type().Field(i).Name
+			if name == "Limit" {
+				continue
+			}
+			if got := paths.Field(i).Interface().(*field.Path).String(); !fields[got] {
+				t.Errorf("%s: ProviderPaths.%s = %s; want a field of ProviderQuota", pq.Name, name, got)
+			}
+		}
+		for i, f := range providerLimitFields {
+			if got := pp.Limit(i, gatewayv1.Limit{Dimension: f.dimension, Per: f.per}).String(); got != "spec.limits."+f.name || !fields[got] {
+				t.Errorf("%s: ProviderPaths.Limit of %s per %s = %s; want spec.limits.%s, a field of ProviderQuota", pq.Name, f.dimension, f.per, got, f.name)
 			}
 		}
 	}

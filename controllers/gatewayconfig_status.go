@@ -32,21 +32,13 @@ func providerQuotaStatus(pq *v1alpha1.ProviderQuota, res ProviderResult, u *usag
 			st.Usage, st.LastUsageTime = &pu, timeOrNil(u.Oldest)
 		}
 		st.RecordedSpendThisMonth = recordedMonthSpend(pq, u.Record, now)
+		st.RecordedToday = recordedToday(pq, u.Record, now)
 		fb := u.Feedback[pq.Name]
 		st.LearnedLimits, throttledInFlight = learnedLimits(fb.Learned), fb.ThrottledInFlight
 		meta.SetStatusCondition(&st.Conditions, limitsCondition(st.LearnedLimits, pq.Generation, now))
 	}
 	st.EffectiveLimits = lowered(res.EffectiveLimits, st.LearnedLimits, throttledInFlight, pq.Spec.HeadroomPercent)
 	return *st
-}
-
-// learnedLimits are the limits a provider reported lower than its spec's, as
-// status shows them, or nil for none.
-func learnedLimits(l gatewayv1.LearnedLimits) *v1alpha1.ProviderLimits {
-	if l.IsZero() {
-		return nil
-	}
-	return &v1alpha1.ProviderLimits{RequestsPerMinute: l.RequestsPerMinute, TokensPerMinute: l.TokensPerMinute}
 }
 
 // lowered returns the effective limits of a compile lowered to what the
@@ -61,8 +53,9 @@ func lowered(effective, learned *v1alpha1.ProviderLimits, throttledInFlight int6
 	out := *effective
 	if learned != nil {
 		headroom := gatewayv1.Provider{HeadroomPercent: headroomPercent}
-		out.RequestsPerMinute = lowerOf(out.RequestsPerMinute, headroom.WithHeadroom(learned.RequestsPerMinute))
-		out.TokensPerMinute = lowerOf(out.TokensPerMinute, headroom.WithHeadroom(learned.TokensPerMinute))
+		for _, f := range learnedFields() {
+			*f.of(&out) = lowerOf(*f.of(&out), headroom.WithHeadroom(*f.of(learned)))
+		}
 	}
 	out.MaxInFlight = lowerOf(out.MaxInFlight, throttledInFlight)
 	return &out
@@ -88,11 +81,10 @@ func limitsCondition(learned *v1alpha1.ProviderLimits, generation int64, now tim
 		return c
 	}
 	var lower []string
-	if n := learned.RequestsPerMinute; n > 0 {
-		lower = append(lower, fmt.Sprintf("%d requests per minute", n))
-	}
-	if n := learned.TokensPerMinute; n > 0 {
-		lower = append(lower, fmt.Sprintf("%d tokens per minute", n))
+	for _, f := range learnedFields() {
+		if n := *f.of(learned); n > 0 {
+			lower = append(lower, fmt.Sprintf("%d %s", n, f.words))
+		}
 	}
 	c.Status, c.Reason = metav1.ConditionTrue, v1alpha1.ReasonProviderReportsLower
 	c.Message = fmt.Sprintf("The provider reports %s, lower than spec.limits; the gateways pace to what it reports.", strings.Join(lower, " and "))

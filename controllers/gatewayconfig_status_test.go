@@ -161,6 +161,30 @@ func TestProviderQuotaStatus(t *testing.T) {
 			RecordedSpendThisMonth: "250",
 		},
 	}, {
+		name: "input and output tokens a minute learned, and today's requests recorded",
+		pq: func() *v1alpha1.ProviderQuota {
+			pq := withStatus(v1alpha1.ProviderQuotaStatus{})
+			pq.Spec.Limits, pq.Spec.HeadroomPercent = &v1alpha1.ProviderLimits{RequestsPerDay: 1000}, 90
+			return pq
+		}(),
+		res: ProviderResult{Result: compiled.Result, EffectiveLimits: &v1alpha1.ProviderLimits{
+			RequestsPerMinute: 95, InputTokensPerMinute: 90_000, OutputTokensPerMinute: 18_000, RequestsPerDay: 900}},
+		usage: &usage.Totals{Gateways: 2, Oldest: now,
+			Providers: map[string]v1alpha1.ProviderUsage{"openai": {InputTokensLastMinute: 4_000, OutputTokensLastMinute: 900}},
+			Feedback:  map[string]usage.ProviderFeedback{"openai": {Learned: gatewayv1.LearnedLimits{InputTokensPerMinute: 50_000, OutputTokensPerMinute: 8_000}}},
+			Record:    recordOf(recordScope("openai", 3, ending(monthEnd, map[string]int64{"provider:requests:day": 12})))},
+		want: v1alpha1.ProviderQuotaStatus{
+			ObservedGeneration: 3,
+			Conditions: []metav1.Condition{readySince(metav1.ConditionTrue, v1alpha1.ReasonCompiled, "In.", now), usageCond,
+				{Type: v1alpha1.ConditionLimitsBelowSpec, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonProviderReportsLower,
+					Message:            "The provider reports 50000 input tokens per minute and 8000 output tokens per minute, lower than spec.limits; the gateways pace to what it reports.",
+					ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(now)}},
+			EffectiveLimits: &v1alpha1.ProviderLimits{RequestsPerMinute: 95, InputTokensPerMinute: 45_000, OutputTokensPerMinute: 7_200, RequestsPerDay: 900},
+			LearnedLimits:   &v1alpha1.ProviderLimits{InputTokensPerMinute: 50_000, OutputTokensPerMinute: 8_000},
+			Usage:           &v1alpha1.ProviderUsage{InputTokensLastMinute: 4_000, OutputTokensLastMinute: 900}, LastUsageTime: &metav1.Time{Time: now},
+			RecordedToday: []v1alpha1.RecordedWindow{{Name: "provider:requests:day", Used: 12, ResetsAt: monthEnd}},
+		},
+	}, {
 		name: "without a poller the usage stays",
 		pq: withStatus(v1alpha1.ProviderQuotaStatus{
 			Usage: &v1alpha1.ProviderUsage{RequestsLastMinute: 3}, LastUsageTime: &metav1.Time{Time: epoch}}),

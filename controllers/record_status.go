@@ -171,5 +171,27 @@ func recordedMonthSpend(pq *v1alpha1.ProviderQuota, rec *gatewayv1.Record, now t
 	return money(used)
 }
 
+// recordedToday is what the record holds of a provider's limits per day at
+// now: each window of its day that has not ended, by its key
+// (provider:<dimension>:day), in the order of providerLimitFields; none when
+// the provider has no limit per day or the record holds none of today's.
+func recordedToday(pq *v1alpha1.ProviderQuota, rec *gatewayv1.Record, now time.Time) []v1alpha1.RecordedWindow {
+	s, ok := findScope(rec, pq.Name)
+	if !ok || pq.Spec.Limits == nil {
+		return nil
+	}
+	var out []v1alpha1.RecordedWindow
+	for _, f := range providerLimitFields {
+		if f.per != gatewayv1.PeriodDay || *f.of(pq.Spec.Limits) <= 0 {
+			continue
+		}
+		key := "provider:" + string(f.dimension) + ":day"
+		if used, endsAt, ok := currentUse(s, key, now); ok {
+			out = append(out, v1alpha1.RecordedWindow{Name: key, Used: used, ResetsAt: recordedTime(endsAt)})
+		}
+	}
+	return out
+}
+
 // recordedTime is t as a status holds it: to the second.
 func recordedTime(t time.Time) metav1.Time { return metav1.NewTime(t.Truncate(time.Second)) }

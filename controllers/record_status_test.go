@@ -173,3 +173,31 @@ func TestRecordedMonthSpend(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordedToday reads a provider's day in Los Angeles from the record: at noon UTC on March
+// 1st it is 4:00 there, and its day ends at 8:00 UTC on March 2nd; a window of the day before,
+// and one of a limit the provider no longer has, are left out.
+func TestRecordedToday(t *testing.T) {
+	pq := quota("gemini", 0, "gemini-2.5-pro")
+	pq.Spec.TimeZone = "America/Los_Angeles"
+	pq.Spec.Limits = &v1alpha1.ProviderLimits{RequestsPerMinute: 150, RequestsPerDay: 1000, OutputTokensPerDay: 50_000}
+	today := metav1.NewTime(time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC))
+	yesterday := metav1.NewTime(time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC))
+	rec := recordOf(recordScope("gemini", 4,
+		ending(yesterday, map[string]int64{"provider:requests:day": 999}),
+		ending(today, map[string]int64{"provider:requests:day": 420, "provider:outputTokens:day": 12_000, "provider:tokens:day": 7})))
+	want := []v1alpha1.RecordedWindow{
+		{Name: "provider:requests:day", Used: 420, ResetsAt: today},
+		{Name: "provider:outputTokens:day", Used: 12_000, ResetsAt: today},
+	}
+	if diff := cmp.Diff(want, recordedToday(&pq, rec, epoch)); diff != "" {
+		t.Errorf("recordedToday (-want +got):\n%s", diff)
+	}
+	if got := recordedToday(&pq, recordOf(recordScope("llama", 1)), epoch); got != nil {
+		t.Errorf("recordedToday of a record without the provider = %v; want none", got)
+	}
+	pq.Spec.Limits = &v1alpha1.ProviderLimits{RequestsPerMinute: 150}
+	if got := recordedToday(&pq, rec, epoch); got != nil {
+		t.Errorf("recordedToday of a provider without a limit per day = %v; want none", got)
+	}
+}

@@ -16,6 +16,9 @@ import (
 // +kubebuilder:printcolumn:name="RPM-Used",type=integer,JSONPath=`.status.usage.requestsLastMinute`,description="Requests sent in the last minute."
 // +kubebuilder:printcolumn:name="TPM",type=integer,JSONPath=`.status.effectiveLimits.tokensPerMinute`,description="Tokens per minute the gateways allow now; empty means unlimited."
 // +kubebuilder:printcolumn:name="TPM-Used",type=integer,JSONPath=`.status.usage.tokensLastMinute`,description="Tokens charged in the last minute."
+// +kubebuilder:printcolumn:name="ITPM",type=integer,JSONPath=`.status.effectiveLimits.inputTokensPerMinute`,priority=1,description="Input tokens per minute the gateways allow now; empty means unlimited."
+// +kubebuilder:printcolumn:name="OTPM",type=integer,JSONPath=`.status.effectiveLimits.outputTokensPerMinute`,priority=1,description="Output tokens per minute the gateways allow now; empty means unlimited."
+// +kubebuilder:printcolumn:name="RPD",type=integer,JSONPath=`.status.effectiveLimits.requestsPerDay`,priority=1,description="Requests per day the gateways allow; empty means unlimited."
 // +kubebuilder:printcolumn:name="In-Flight",type=integer,JSONPath=`.status.usage.inFlight`,description="Calls waiting for the provider's answer now."
 // +kubebuilder:printcolumn:name="Max-In-Flight",type=integer,JSONPath=`.status.effectiveLimits.maxInFlight`,priority=1,description="Concurrent calls the gateways allow now; empty means unlimited."
 // +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=`.status.usage.queued`,description="Requests waiting in the gateways now."
@@ -74,9 +77,41 @@ type ProviderQuotaSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:XValidation:rule="size(self) >= 1",message="models must list at least one model"
 	Models []Model `json:"models"`
-	// limits are the provider's published limits. Absent means unlimited.
+	// limits are the provider's published limits, counted as the provider
+	// counts them. A minute is any sixty seconds: the gateways count a
+	// rolling minute and pace calls over it. A day runs from midnight in
+	// timeZone; a call past a day's limit waits when the day ends within its
+	// plan's maxWait, and is otherwise refused 429 with Retry-After until
+	// then. Tokens count as cachedInputCounts and outputTokenWeight say.
+	// headroomPercent applies to each. Absent means unlimited.
 	// +optional
 	Limits *ProviderLimits `json:"limits,omitempty"`
+	// timeZone is the IANA time zone in which the provider's day begins,
+	// for its limits per day, such as America/Los_Angeles, where Gemini's
+	// requests per day reset. Defaults to UTC.
+	// +optional
+	// +kubebuilder:default=UTC
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self != 'Local' && self.matches('^[A-Za-z][-+_A-Za-z0-9]*(/[-+_A-Za-z0-9]+)*$')",message="timeZone must be an IANA time zone such as America/Los_Angeles or UTC"
+	TimeZone string `json:"timeZone,omitempty"`
+	// cachedInputCounts says whether the prompt tokens a call reads from the
+	// provider's cache count toward its limits on tokens and input tokens:
+	// true, as OpenAI counts them, or false, as Anthropic's current models
+	// leave cache reads out of their input tokens per minute. The gateways
+	// admit a call on its whole prompt and, with false, give back what it
+	// read from the cache when it ends. Defaults to true.
+	// +optional
+	// +kubebuilder:default=true
+	CachedInputCounts *bool `json:"cachedInputCounts,omitempty"`
+	// outputTokenWeight is how many times each output token counts toward
+	// the provider's limits on tokens and output tokens, 1 to 100: 5 for a
+	// Bedrock model that counts its output five times. Plans count each
+	// token once. Defaults to 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	OutputTokenWeight int32 `json:"outputTokenWeight,omitempty"`
 	// admissionCount is how the provider counts a call against its tokens
 	// per minute: Characters, about four characters a token and the
 	// completion's cap when it admits the call, as OpenAI documents it does,
@@ -310,19 +345,52 @@ type Model struct {
 	Prices *Prices `json:"prices,omitempty"`
 }
 
-// ProviderLimits are limits on calls to one provider. Zero or absent means
-// unlimited.
+// ProviderLimits are limits on calls to one provider, per rolling minute or
+// per day in the provider's time zone. Zero or absent means unlimited.
 type ProviderLimits struct {
 	// requestsPerMinute caps requests per minute. Zero or absent means
 	// unlimited.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	RequestsPerMinute int64 `json:"requestsPerMinute,omitempty"`
-	// tokensPerMinute caps prompt plus completion tokens per minute. Zero or
-	// absent means unlimited.
+	// tokensPerMinute caps prompt plus completion tokens per minute, the
+	// completion at its cap until the call ends. Zero or absent means
+	// unlimited.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	TokensPerMinute int64 `json:"tokensPerMinute,omitempty"`
+	// inputTokensPerMinute caps prompt tokens per minute, as Anthropic's
+	// input tokens per minute do. Zero or absent means unlimited.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	InputTokensPerMinute int64 `json:"inputTokensPerMinute,omitempty"`
+	// outputTokensPerMinute caps completion tokens per minute, as
+	// Anthropic's output tokens per minute do: a call takes its cap
+	// (max_tokens) when it starts, and gives back what it did not write
+	// when it ends. Zero or absent means unlimited.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	OutputTokensPerMinute int64 `json:"outputTokensPerMinute,omitempty"`
+	// requestsPerDay caps requests per day, as Gemini's requests per day
+	// do. Zero or absent means unlimited.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	RequestsPerDay int64 `json:"requestsPerDay,omitempty"`
+	// tokensPerDay caps prompt plus completion tokens per day. Zero or
+	// absent means unlimited.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TokensPerDay int64 `json:"tokensPerDay,omitempty"`
+	// inputTokensPerDay caps prompt tokens per day. Zero or absent means
+	// unlimited.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	InputTokensPerDay int64 `json:"inputTokensPerDay,omitempty"`
+	// outputTokensPerDay caps completion tokens per day. Zero or absent
+	// means unlimited.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	OutputTokensPerDay int64 `json:"outputTokensPerDay,omitempty"`
 	// maxInFlight caps concurrent calls. Zero or absent means unlimited.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
@@ -549,8 +617,8 @@ type ProviderQuotaStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// effectiveLimits are the limits the gateways enforce now: the published
-	// limits × headroomPercent / 100, where requestsPerMinute and
-	// tokensPerMinute are those of learnedLimits when it holds them; while
+	// limits × headroomPercent / 100, where those per minute are those of
+	// learnedLimits when it holds them; while
 	// the provider answers 429 or 503, maxInFlight is the sum of the caps the
 	// gateways it throttles keep (each halves its cap at every throttle,
 	// starting from the calls it had in flight when limits.maxInFlight is
@@ -563,11 +631,12 @@ type ProviderQuotaStatus struct {
 	// +optional
 	EffectiveLimits *ProviderLimits `json:"effectiveLimits,omitempty"`
 	// learnedLimits are the limits the provider reports, in OpenAI's
-	// x-ratelimit-limit-requests and -tokens headers, where they are lower
-	// than spec.limits: the lowest any gateway read in its last report. The
-	// gateways pace to them in place of the spec's, and LimitsBelowSpec is
-	// True. Absent means no gateway read a lower one; maxInFlight is never
-	// set.
+	// x-ratelimit-limit-requests and -tokens headers or Anthropic's
+	// anthropic-ratelimit-requests-, -input-tokens- and
+	// -output-tokens-limit, where they are lower than spec.limits: the
+	// lowest any gateway read in its last report. The gateways pace to them
+	// in place of the spec's, and LimitsBelowSpec is True. Absent means no
+	// gateway read a lower one; only limits per minute are ever set.
 	// +optional
 	LearnedLimits *ProviderLimits `json:"learnedLimits,omitempty"`
 	// usage is the provider's recent usage, summed over every gateway's last
@@ -595,6 +664,17 @@ type ProviderQuotaStatus struct {
 	// while the record holds nothing of the provider.
 	// +optional
 	RecordedSpendThisMonth Money `json:"recordedSpendThisMonth,omitempty"`
+	// recordedToday is what the operator's durable record holds of the
+	// provider's limits per day today, in its timeZone: each window by name
+	// (provider:requests:day, provider:inputTokens:day, ...), what it used
+	// and when it resets. The gateways share these windows, and put back
+	// what the record holds into a store that comes back empty. Absent
+	// without a limit per day, or while the record holds none of today's.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=4
+	RecordedToday []RecordedWindow `json:"recordedToday,omitempty"`
 }
 
 // ProviderUsage is one provider's recent usage, summed over the gateways.
@@ -604,10 +684,22 @@ type ProviderUsage struct {
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	RequestsLastMinute int64 `json:"requestsLastMinute"`
-	// tokensLastMinute counts tokens charged in the last minute.
+	// tokensLastMinute counts tokens charged in the last minute, as the
+	// provider counts them (see cachedInputCounts and outputTokenWeight).
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	TokensLastMinute int64 `json:"tokensLastMinute"`
+	// inputTokensLastMinute counts input tokens charged in the last minute,
+	// as the provider counts them.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	InputTokensLastMinute int64 `json:"inputTokensLastMinute,omitempty"`
+	// outputTokensLastMinute counts output tokens charged in the last
+	// minute, as the provider counts them: a running call's cap, a finished
+	// call's completion.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	OutputTokensLastMinute int64 `json:"outputTokensLastMinute,omitempty"`
 	// inFlight counts calls waiting for the provider's answer now.
 	// +required
 	// +kubebuilder:validation:Minimum=0

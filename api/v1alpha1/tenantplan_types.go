@@ -250,7 +250,7 @@ type EndpointLimits struct {
 
 // Dimension is what a limit counts.
 //
-// +kubebuilder:validation:Enum=requests;tokens;dollars;inFlight
+// +kubebuilder:validation:Enum=requests;tokens;inputTokens;outputTokens;dollars;inFlight
 type Dimension string
 
 // The dimensions.
@@ -260,6 +260,12 @@ const (
 	// DimensionTokens counts prompt plus expected completion tokens, settled
 	// from the provider's usage.
 	DimensionTokens Dimension = "tokens"
+	// DimensionInputTokens counts prompt tokens, settled from the
+	// provider's usage.
+	DimensionInputTokens Dimension = "inputTokens"
+	// DimensionOutputTokens counts completion tokens: the completion's cap
+	// when a call starts, settled from the provider's usage as it ends.
+	DimensionOutputTokens Dimension = "outputTokens"
 	// DimensionDollars counts spend at the provider's prices.
 	DimensionDollars Dimension = "dollars"
 	// DimensionInFlight counts calls at once, over every gateway: a call
@@ -301,21 +307,24 @@ const (
 // of dollars, per period; or a number of calls at once (inFlight).
 //
 // +kubebuilder:validation:XValidation:rule="self.dimension != 'dollars' || (has(self.dollars) && !has(self.amount))",message="a dollars limit must set dollars and not amount"
-// +kubebuilder:validation:XValidation:rule="self.dimension == 'dollars' || (has(self.amount) && !has(self.dollars))",message="a requests, tokens or inFlight limit must set amount and not dollars"
-// +kubebuilder:validation:XValidation:rule="self.dimension == 'inFlight' || has(self.per)",message="per must be set for requests, tokens and dollars",fieldPath=".per"
+// +kubebuilder:validation:XValidation:rule="self.dimension == 'dollars' || (has(self.amount) && !has(self.dollars))",message="a requests, tokens, inputTokens, outputTokens or inFlight limit must set amount and not dollars"
+// +kubebuilder:validation:XValidation:rule="self.dimension == 'inFlight' || has(self.per)",message="per must be set for requests, tokens, inputTokens, outputTokens and dollars",fieldPath=".per"
 // +kubebuilder:validation:XValidation:rule="self.dimension != 'inFlight' || !has(self.per)",message="per must be omitted for inFlight, which counts calls at once, not per period",fieldPath=".per"
-// +kubebuilder:validation:XValidation:rule="!has(self.burst) || (has(self.per) && self.per in ['second', 'minute', 'hour'] && self.dimension in ['requests', 'tokens'])",message="burst must be omitted on a calendar window (day or month), for dollars and for inFlight",fieldPath=".burst"
+// +kubebuilder:validation:XValidation:rule="!has(self.burst) || (has(self.per) && self.per in ['second', 'minute', 'hour'] && self.dimension in ['requests', 'tokens', 'inputTokens', 'outputTokens'])",message="burst must be omitted on a calendar window (day or month), for dollars and for inFlight",fieldPath=".burst"
 // +kubebuilder:validation:XValidation:rule="!has(self.onLimit) || self.onLimit != 'Queue' || !has(self.per) || !(self.per in ['day', 'month'])",message="onLimit must be Reject on a calendar window (day or month): waiting until midnight is not a queue",fieldPath=".onLimit"
 type Limit struct {
 	// dimension is what the limit counts: requests, tokens (prompt plus
-	// expected completion, settled from the provider's usage), dollars, or
-	// inFlight, the calls of the user, tenant or endpoint running at once
-	// over every gateway.
+	// expected completion, settled from the provider's usage), inputTokens
+	// (the prompt, settled from the usage), outputTokens (the completion's
+	// cap when a call starts, settled from the usage as it ends), dollars,
+	// or inFlight, the calls of the user, tenant or endpoint running at once
+	// over every gateway. A plan counts every token once, whatever its
+	// provider's own limits count.
 	// +required
 	Dimension Dimension `json:"dimension"`
 	// amount is the number of requests or tokens per period, or of calls
-	// at once for inFlight, at least 1. Set for requests, tokens and
-	// inFlight only.
+	// at once for inFlight, at least 1. Set for every dimension but
+	// dollars.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	Amount int64 `json:"amount,omitempty"`

@@ -80,9 +80,14 @@ func hostedQuota() *v1alpha1.ProviderQuota {
 				{Name: "gpt-4o-mini"},
 				{Name: "gpt-4o-2024-05-13", Prices: &v1alpha1.Prices{InputPerMillion: "5", OutputPerMillion: "15"}},
 			},
-			Limits:          &v1alpha1.ProviderLimits{RequestsPerMinute: 1500, TokensPerMinute: 300000, MaxInFlight: 200},
-			AdmissionCount:  v1alpha1.AdmissionCountCharacters,
-			HeadroomPercent: 95,
+			Limits: &v1alpha1.ProviderLimits{RequestsPerMinute: 1500, TokensPerMinute: 300000, MaxInFlight: 200,
+				InputTokensPerMinute: 200000, OutputTokensPerMinute: 40000, RequestsPerDay: 100000,
+				TokensPerDay: 20000000, InputTokensPerDay: 15000000, OutputTokensPerDay: 5000000},
+			TimeZone:          "America/Los_Angeles",
+			CachedInputCounts: ptr.To(false),
+			OutputTokenWeight: 5,
+			AdmissionCount:    v1alpha1.AdmissionCountCharacters,
+			HeadroomPercent:   95,
 			Prices: &v1alpha1.Prices{InputPerMillion: "2.50", CachedInputPerMillion: "1.25", CacheWritePerMillion: "3.125",
 				AudioInputPerMillion: "40", OutputPerMillion: "10", AudioOutputPerMillion: "80", Tiers: []v1alpha1.TierPrices{
 					{Name: "priority", InputPerMillion: "4.25", CachedInputPerMillion: "2.125", CacheWritePerMillion: "5.3125",
@@ -136,10 +141,12 @@ func plan() *v1alpha1.TenantPlan {
 			PerUser: []v1alpha1.Limit{
 				{Dimension: v1alpha1.DimensionRequests, Amount: 1000, Per: v1alpha1.PeriodDay, OnLimit: v1alpha1.BehaviorReject},
 				{Dimension: v1alpha1.DimensionTokens, Amount: 20000, Per: v1alpha1.PeriodMinute, Burst: 40000},
+				{Dimension: v1alpha1.DimensionOutputTokens, Amount: 4000, Per: v1alpha1.PeriodMinute, Burst: 8000},
 			},
 			PerTenant: []v1alpha1.Limit{
 				{Dimension: v1alpha1.DimensionRequests, Amount: 1000, Per: v1alpha1.PeriodHour, OnLimit: v1alpha1.BehaviorQueue},
 				{Dimension: v1alpha1.DimensionDollars, Dollars: "5.00", Per: v1alpha1.PeriodMinute},
+				{Dimension: v1alpha1.DimensionInputTokens, Amount: 5000000, Per: v1alpha1.PeriodDay, OnLimit: v1alpha1.BehaviorReject},
 			},
 			Endpoints: []v1alpha1.EndpointLimits{
 				{Endpoint: v1alpha1.EndpointChat, Limits: []v1alpha1.Limit{{Dimension: v1alpha1.DimensionRequests, Amount: 60, Per: v1alpha1.PeriodMinute}}},
@@ -232,6 +239,7 @@ func TestValidObjectsAreAccepted(t *testing.T) {
 func withQuotaDefaults(pq *v1alpha1.ProviderQuota) *v1alpha1.ProviderQuota {
 	pq.Spec.AdmissionCount = v1alpha1.AdmissionCountCharacters
 	pq.Spec.HeadroomPercent = 100
+	pq.Spec.TimeZone, pq.Spec.CachedInputCounts, pq.Spec.OutputTokenWeight = "UTC", ptr.To(true), 1
 	pq.Spec.Retry = &v1alpha1.Retry{
 		MaxAttempts: 3,
 		BaseDelay:   metav1.Duration{Duration: 500 * time.Millisecond},
@@ -303,6 +311,22 @@ func TestValidation(t *testing.T) {
 			"should be greater than or equal to 0"},
 		{"fractional tokensPerMinute", hostedQuota(), `{spec: {limits: {tokensPerMinute: 1.5}}}`,
 			"must be of type integer"},
+		{"limits as Anthropic and Gemini publish them", hostedQuota(),
+			`{spec: {limits: {requestsPerMinute: 50, tokensPerMinute: null, inputTokensPerMinute: 30000, outputTokensPerMinute: 8000, requestsPerDay: 1000}, timeZone: America/Los_Angeles, cachedInputCounts: false}}`, ""},
+		{"negative outputTokensPerMinute", hostedQuota(), `{spec: {limits: {outputTokensPerMinute: -1}}}`,
+			"spec.limits.outputTokensPerMinute: Invalid value: -1: spec.limits.outputTokensPerMinute in body should be greater than or equal to 0"},
+		{"fractional requestsPerDay", hostedQuota(), `{spec: {limits: {requestsPerDay: 0.5}}}`,
+			"must be of type integer"},
+		{"timeZone not IANA", hostedQuota(), `{spec: {timeZone: "Pacific Time"}}`,
+			`spec.timeZone: Invalid value: "Pacific Time": timeZone must be an IANA time zone such as America/Los_Angeles or UTC`},
+		{"timeZone Local", hostedQuota(), `{spec: {timeZone: Local}}`,
+			"timeZone must be an IANA time zone"},
+		{"cachedInputCounts not a boolean", hostedQuota(), `{spec: {cachedInputCounts: "no"}}`,
+			"spec.cachedInputCounts: Invalid value: \"string\": spec.cachedInputCounts in body must be of type boolean"},
+		{"outputTokenWeight 0", hostedQuota(), `{spec: {outputTokenWeight: 0}}`,
+			"spec.outputTokenWeight: Invalid value: 0: spec.outputTokenWeight in body should be greater than or equal to 1"},
+		{"outputTokenWeight 101", hostedQuota(), `{spec: {outputTokenWeight: 101}}`,
+			"should be less than or equal to 100"},
 		{"headroomPercent 0", hostedQuota(), `{spec: {headroomPercent: 0}}`,
 			"should be greater than or equal to 1"},
 		{"headroomPercent 101", hostedQuota(), `{spec: {headroomPercent: 101}}`,
@@ -423,11 +447,21 @@ func TestValidation(t *testing.T) {
 		{"dollars limit without dollars", plan(), `{spec: {perTenant: [{dimension: dollars, amount: 1, per: minute}]}}`,
 			"a dollars limit must set dollars and not amount"},
 		{"requests limit with dollars", plan(), `{spec: {perUser: [{dimension: requests, dollars: "1", per: minute}]}}`,
-			"a requests, tokens or inFlight limit must set amount and not dollars"},
+			"a requests, tokens, inputTokens, outputTokens or inFlight limit must set amount and not dollars"},
 		{"tokens limit without amount", plan(), `{spec: {perUser: [{dimension: tokens, per: minute}]}}`,
-			"a requests, tokens or inFlight limit must set amount and not dollars"},
+			"a requests, tokens, inputTokens, outputTokens or inFlight limit must set amount and not dollars"},
 		{"requests limit without a period", plan(), `{spec: {perUser: [{dimension: requests, amount: 50}]}}`,
-			"spec.perUser[0].per: Invalid value: per must be set for requests, tokens and dollars"},
+			"spec.perUser[0].per: Invalid value: per must be set for requests, tokens, inputTokens, outputTokens and dollars"},
+		{"input and output tokens at every level, every period", plan(),
+			`{spec: {perUser: [{dimension: inputTokens, amount: 100, per: second, burst: 200}, {dimension: outputTokens, amount: 1000, per: day}], perTenant: [{dimension: outputTokens, amount: 5000, per: hour, onLimit: Reject}, {dimension: inputTokens, amount: 9000000, per: month}], endpoints: [{endpoint: chat, limits: [{dimension: outputTokens, amount: 60000, per: minute}]}]}}`, ""},
+		{"outputTokens with dollars", plan(), `{spec: {perTenant: [{dimension: outputTokens, dollars: "1", per: minute}]}}`,
+			"a requests, tokens, inputTokens, outputTokens or inFlight limit must set amount and not dollars"},
+		{"inputTokens without a period", plan(), `{spec: {perUser: [{dimension: inputTokens, amount: 50}]}}`,
+			"spec.perUser[0].per: Invalid value: per must be set for requests, tokens, inputTokens, outputTokens and dollars"},
+		{"burst on a day of output tokens", plan(), `{spec: {perUser: [{dimension: outputTokens, amount: 50, per: day, burst: 10}]}}`,
+			"spec.perUser[0].burst: Invalid value: burst must be omitted on a calendar window (day or month), for dollars and for inFlight"},
+		{"unknown dimension", plan(), `{spec: {perUser: [{dimension: cachedTokens, amount: 50, per: day}]}}`,
+			`spec.perUser[0].dimension: Unsupported value: "cachedTokens": supported values: "requests", "tokens", "inputTokens", "outputTokens", "dollars", "inFlight"`},
 		{"inFlight per user, per tenant and per endpoint", plan(),
 			`{spec: {perUser: [{dimension: inFlight, amount: 2}], perTenant: [{dimension: inFlight, amount: 5, onLimit: Reject}], endpoints: [{endpoint: chat, limits: [{dimension: inFlight, amount: 3, onLimit: Queue}]}]}}`, ""},
 		{"inFlight with a period", plan(), `{spec: {perTenant: [{dimension: inFlight, amount: 5, per: minute}]}}`,
@@ -435,9 +469,9 @@ func TestValidation(t *testing.T) {
 		{"inFlight with a burst", plan(), `{spec: {perUser: [{dimension: inFlight, amount: 2, burst: 4}]}}`,
 			"spec.perUser[0].burst: Invalid value: burst must be omitted on a calendar window (day or month), for dollars and for inFlight"},
 		{"inFlight with dollars", plan(), `{spec: {perTenant: [{dimension: inFlight, dollars: "5"}]}}`,
-			"a requests, tokens or inFlight limit must set amount and not dollars"},
+			"a requests, tokens, inputTokens, outputTokens or inFlight limit must set amount and not dollars"},
 		{"inFlight without an amount", plan(), `{spec: {endpoints: [{endpoint: chat, limits: [{dimension: inFlight}]}]}}`,
-			"spec.endpoints[0].limits[0]: Invalid value: a requests, tokens or inFlight limit must set amount and not dollars"},
+			"spec.endpoints[0].limits[0]: Invalid value: a requests, tokens, inputTokens, outputTokens or inFlight limit must set amount and not dollars"},
 		{"inFlight of no calls", plan(), `{spec: {perTenant: [{dimension: inFlight, amount: 0}]}}`,
 			"should be greater than or equal to 1"},
 		{"zero amount", plan(), `{spec: {perUser: [{dimension: requests, amount: 0, per: minute}]}}`,
@@ -566,7 +600,7 @@ func TestCRDs(t *testing.T) {
 		columns   []string
 	}{
 		{"providerquotas.sluice.dev", "pq",
-			[]string{"RPM", "RPM-Used", "TPM", "TPM-Used", "In-Flight", "Max-In-Flight", "Queued", "Engine", "Pods", "GPUs", "Ready", "Reason", "Active", "Age"}},
+			[]string{"RPM", "RPM-Used", "TPM", "TPM-Used", "ITPM", "OTPM", "RPD", "In-Flight", "Max-In-Flight", "Queued", "Engine", "Pods", "GPUs", "Ready", "Reason", "Active", "Age"}},
 		{"tenantplans.sluice.dev", "tp",
 			[]string{"Tenants", "Priority", "Budget", "Period", "Spent", "Resets", "Ready", "Reason", "Age"}},
 	}
@@ -612,7 +646,8 @@ func TestPrinterColumns(t *testing.T) {
 	create(t, c, pq)
 	pq.Status = v1alpha1.ProviderQuotaStatus{
 		ObservedGeneration: pq.Generation,
-		EffectiveLimits:    &v1alpha1.ProviderLimits{RequestsPerMinute: 1425, TokensPerMinute: 285000, MaxInFlight: 64},
+		EffectiveLimits: &v1alpha1.ProviderLimits{RequestsPerMinute: 1425, TokensPerMinute: 285000, MaxInFlight: 64,
+			InputTokensPerMinute: 190000, OutputTokensPerMinute: 38000, RequestsPerDay: 95000},
 		Usage: &v1alpha1.ProviderUsage{
 			RequestsLastMinute: 1200, TokensLastMinute: 250000, InFlight: 60, Queued: 7, Throttles: 1,
 			Refused:        []v1alpha1.RefusedCount{{Reason: "provider_tokens", Count: 3}},
@@ -651,7 +686,7 @@ func TestPrinterColumns(t *testing.T) {
 		resource string
 		want     []string
 	}{
-		{"providerquotas", []string{"columns", "1425", "1200", "285000", "250000", "60", "64", "7", "vllm", "2", "4", "True", "Compiled", "True", "0s"}},
+		{"providerquotas", []string{"columns", "1425", "1200", "285000", "250000", "190000", "38000", "95000", "60", "64", "7", "vllm", "2", "4", "True", "Compiled", "True", "0s"}},
 		{"tenantplans", []string{"columns", "1", "Batch", "5000", "month", "4200.50", "2031-07-01T00:00:00Z", "False", "KeySecretMissing", "0s"}},
 	}
 	for _, tc := range tests {

@@ -251,6 +251,11 @@ func (in *ProviderQuotaSpec) DeepCopyInto(out *ProviderQuotaSpec) {
 		*out = new(ProviderLimits)
 		**out = **in
 	}
+	if in.CachedInputCounts != nil {
+		in, out := &in.CachedInputCounts, &out.CachedInputCounts
+		*out = new(bool)
+		**out = **in
+	}
 	if in.Prices != nil {
 		in, out := &in.Prices, &out.Prices
 		*out = new(Prices)
@@ -334,6 +339,13 @@ func (in *ProviderQuotaStatus) DeepCopyInto(out *ProviderQuotaStatus) {
 	if in.LastUsageTime != nil {
 		in, out := &in.LastUsageTime, &out.LastUsageTime
 		*out = (*in).DeepCopy()
+	}
+	if in.RecordedToday != nil {
+		in, out := &in.RecordedToday, &out.RecordedToday
+		*out = make([]RecordedWindow, len(*in))
+		for i := range *in {
+			(*in)[i].DeepCopyInto(&(*out)[i])
+		}
 	}
 }
 

@@ -16,6 +16,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -154,7 +155,7 @@ func (c cli) provider(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	c.log.Info("account", "requestsPerMinute", opts.RequestsPerMinute, "tokensPerMinute", opts.TokensPerMinute,
+	c.log.Info("account", "api", cmp.Or(opts.API, provider.APIOpenAI), "requestsPerMinute", opts.RequestsPerMinute, "tokensPerMinute", opts.TokensPerMinute,
 		"maxInFlight", opts.MaxInFlight, "latency", opts.Latency, "models", opts.Models, "apiKey", opts.APIKey != "")
 	// Background responses stop as the server shuts down, so that the
 	// streams following them end and the shutdown need not wait for them.

@@ -146,6 +146,8 @@ func (t *Totals) Behind(config string) []string {
 func addProvider(sum v1alpha1.ProviderUsage, p gatewayv1.ProviderUsage) v1alpha1.ProviderUsage {
 	sum.RequestsLastMinute += p.RequestsLastMinute
 	sum.TokensLastMinute += p.TokensLastMinute
+	sum.InputTokensLastMinute += p.InputTokensLastMinute
+	sum.OutputTokensLastMinute += p.OutputTokensLastMinute
 	sum.InFlight += p.InFlight
 	sum.Queued += p.Queued
 	sum.QueuedTokens += p.QueuedTokens
@@ -164,8 +166,7 @@ func addProvider(sum v1alpha1.ProviderUsage, p gatewayv1.ProviderUsage) v1alpha1
 // sums the caps, which are each gateway's own.
 func addFeedback(sum ProviderFeedback, p gatewayv1.ProviderUsage) ProviderFeedback {
 	if l := p.LearnedLimits; l != nil {
-		sum.Learned.RequestsPerMinute = lowestSet(sum.Learned.RequestsPerMinute, l.RequestsPerMinute)
-		sum.Learned.TokensPerMinute = lowestSet(sum.Learned.TokensPerMinute, l.TokensPerMinute)
+		sum.Learned = sum.Learned.Combine(*l, func(_ gatewayv1.Dimension, a, b int64) int64 { return lowestSet(a, b) })
 	}
 	sum.ThrottledInFlight += p.ThrottledInFlight
 	return sum

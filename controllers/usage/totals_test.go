@@ -42,18 +42,20 @@ func TestSum(t *testing.T) {
 		name: "the lowest learned limit and the summed throttles' caps",
 		reports: []GatewayReport{
 			{Gateway: "gw-1", Usage: snapshot("gw-1", 5, []gatewayv1.ProviderUsage{
-				{Name: "openai", LearnedLimits: &gatewayv1.LearnedLimits{RequestsPerMinute: 600, TokensPerMinute: 40_000}, ThrottledInFlight: 4},
+				{Name: "openai", LearnedLimits: &gatewayv1.LearnedLimits{RequestsPerMinute: 600, TokensPerMinute: 40_000, OutputTokensPerMinute: 8_000}, ThrottledInFlight: 4},
 			}, nil)},
 			{Gateway: "gw-2", Usage: snapshot("gw-2", 5, []gatewayv1.ProviderUsage{
-				{Name: "openai", LearnedLimits: &gatewayv1.LearnedLimits{RequestsPerMinute: 500}, ThrottledInFlight: 2},
+				{Name: "openai", LearnedLimits: &gatewayv1.LearnedLimits{RequestsPerMinute: 500, InputTokensPerMinute: 30_000, OutputTokensPerMinute: 9_000},
+					Traffic: gatewayv1.Traffic{InputTokensLastMinute: 700, OutputTokensLastMinute: 80}, ThrottledInFlight: 2},
 				{Name: "llama"},
 			}, nil)},
 		},
 		want: Totals{
-			Providers: map[string]v1alpha1.ProviderUsage{"openai": {SpendThisMonth: "0"}, "llama": {SpendThisMonth: "0"}},
+			Providers: map[string]v1alpha1.ProviderUsage{"openai": {SpendThisMonth: "0", InputTokensLastMinute: 700, OutputTokensLastMinute: 80}, "llama": {SpendThisMonth: "0"}},
 			Tenants:   map[string]TenantTotals{},
 			Feedback: map[string]ProviderFeedback{
-				"openai": {Learned: gatewayv1.LearnedLimits{RequestsPerMinute: 500, TokensPerMinute: 40_000}, ThrottledInFlight: 6},
+				"openai": {Learned: gatewayv1.LearnedLimits{RequestsPerMinute: 500, TokensPerMinute: 40_000, InputTokensPerMinute: 30_000, OutputTokensPerMinute: 8_000},
+					ThrottledInFlight: 6},
 			},
 			Oldest: epoch.Add(5 * time.Second), Gateways: 2,
 		},

@@ -392,12 +392,39 @@ type Provider struct {
 	// baseURL/openai/deployments/DEPLOYMENT/PATH?api-version=APIVERSION, with
 	// the key in an api-key header. Empty means the OpenAI API at baseURL.
 	Azure *Azure `json:"azure,omitempty"`
-	// requestsPerMinute is the provider's published request rate. Zero
+	// requestsPerMinute is the provider's published request rate, as an
+	// entry of limits {dimension: requests, per: minute} says it. Zero
 	// means unlimited.
 	RequestsPerMinute int64 `json:"requestsPerMinute,omitempty"`
-	// tokensPerMinute is the provider's published token rate. Zero means
+	// tokensPerMinute is the provider's published token rate, as an entry
+	// of limits {dimension: tokens, per: minute} says it. Zero means
 	// unlimited.
 	TokensPerMinute int64 `json:"tokensPerMinute,omitempty"`
+	// limits are the provider's other published limits, each an amount of
+	// "requests", "tokens", "inputTokens" or "outputTokens" per "minute" (a
+	// rolling minute, as the provider counts it, paced) or per "day" (a
+	// calendar day in timeZone), with no dollars, burst or onLimit. Each
+	// dimension and period appears once, here or as requestsPerMinute or
+	// tokensPerMinute. A call past a day's limit waits in the queue when
+	// the day ends within its plan's maxWait, and is otherwise refused 429
+	// with Retry-After until the provider's midnight.
+	Limits []Limit `json:"limits,omitempty"`
+	// timeZone is the IANA time zone in which the provider's day begins,
+	// such as "America/Los_Angeles" for Gemini's requests per day. Empty
+	// means "UTC".
+	TimeZone string `json:"timeZone,omitempty"`
+	// cachedInputCounts says whether the prompt tokens a call reads from
+	// the provider's cache count toward its token and input-token limits:
+	// true, as OpenAI counts them, or false, as Anthropic's current models
+	// leave cache reads out of their input tokens per minute. A call's
+	// cached tokens are known only from its usage: it is admitted on its
+	// whole prompt and settled without them. Nil means true.
+	CachedInputCounts *bool `json:"cachedInputCounts,omitempty"`
+	// outputTokenWeight is how many times each output token counts toward
+	// the provider's token and output-token limits, 1 to 100, as Bedrock
+	// counts some models' output five times. Plan limits count each token
+	// once. Zero means 1.
+	OutputTokenWeight int32 `json:"outputTokenWeight,omitempty"`
 	// admissionCount is how the provider counts a call against its tokens
 	// per minute: "Characters", about four characters a token and the
 	// completion's cap when it admits the call, as OpenAI documents it does,
@@ -491,6 +518,48 @@ func (p *Provider) WithHeadroom(limit int64) int64 {
 	n += limit % 100 * int64(p.HeadroomPercent) / 100
 	return max(n, 1)
 }
+
+// PublishedLimits returns every published limit of the provider on requests
+// and tokens, before headroom: requestsPerMinute and tokensPerMinute as the
+// entries they stand for, then limits.
+func (p *Provider) PublishedLimits() []Limit {
+	out := make([]Limit, 0, 2+len(p.Limits))
+	if p.RequestsPerMinute > 0 {
+		out = append(out, Limit{Dimension: DimensionRequests, Amount: p.RequestsPerMinute, Per: PeriodMinute})
+	}
+	if p.TokensPerMinute > 0 {
+		out = append(out, Limit{Dimension: DimensionTokens, Amount: p.TokensPerMinute, Per: PeriodMinute})
+	}
+	return append(out, p.Limits...)
+}
+
+// PerMinute returns the provider's published limit of d per minute, before
+// headroom, or zero (unlimited) when it publishes none.
+func (p *Provider) PerMinute(d Dimension) int64 {
+	switch {
+	case d == DimensionRequests && p.RequestsPerMinute > 0:
+		return p.RequestsPerMinute
+	case d == DimensionTokens && p.TokensPerMinute > 0:
+		return p.TokensPerMinute
+	}
+	for _, l := range p.Limits {
+		if l.Dimension == d && l.Per == PeriodMinute {
+			return l.Amount
+		}
+	}
+	return 0
+}
+
+// CountsCachedInput reports whether the prompt tokens a call reads from the
+// provider's cache count toward its token and input-token limits (see
+// cachedInputCounts).
+func (p *Provider) CountsCachedInput() bool {
+	return p.CachedInputCounts == nil || *p.CachedInputCounts
+}
+
+// OutputWeight is how many times each output token counts toward the
+// provider's token and output-token limits: outputTokenWeight, at least 1.
+func (p *Provider) OutputWeight() int64 { return max(int64(p.OutputTokenWeight), 1) }
 
 // AdmissionCount is how a provider counts a call's prompt against its tokens
 // per minute when it admits the call.
@@ -794,6 +863,12 @@ const (
 	// DimensionTokens counts prompt plus expected completion tokens,
 	// settled from the provider's usage.
 	DimensionTokens Dimension = "tokens"
+	// DimensionInputTokens counts prompt tokens, settled from the
+	// provider's usage.
+	DimensionInputTokens Dimension = "inputTokens"
+	// DimensionOutputTokens counts completion tokens: the completion's cap
+	// when a call starts, settled from the provider's usage as it ends.
+	DimensionOutputTokens Dimension = "outputTokens"
 	// DimensionDollars counts spend at the provider's prices.
 	DimensionDollars Dimension = "dollars"
 	// DimensionInFlight counts calls at once: a call holds a slot from when
@@ -810,7 +885,8 @@ const (
 	PeriodSecond Period = "second"
 	PeriodMinute Period = "minute"
 	PeriodHour   Period = "hour"
-	// PeriodDay resets at midnight in the tenant's time zone.
+	// PeriodDay resets at midnight in the tenant's time zone, or for a
+	// provider's limit in the provider's.
 	PeriodDay Period = "day"
 	// PeriodMonth resets at midnight on the first of the month in the
 	// tenant's time zone.
@@ -853,7 +929,8 @@ const (
 // Limit is one limit on one dimension: an amount per period, or, for
 // inFlight, calls at once.
 type Limit struct {
-	// dimension is "requests", "tokens", "dollars" or "inFlight".
+	// dimension is "requests", "tokens", "inputTokens", "outputTokens",
+	// "dollars" or "inFlight".
 	Dimension Dimension `json:"dimension"`
 	// amount is the number of requests or tokens per period, or of calls at
 	// once for inFlight, more than 0. It must be 0 for dollars.

@@ -18,6 +18,7 @@ const (
 	defaultMaxConnections   = 4096
 	defaultReplicas         = 1
 	defaultHeadroomPercent  = 100
+	defaultOutputWeight     = 1
 	defaultMaxTokens        = 256
 	defaultMaxTokensParam   = MaxTokensParamCompletion
 	defaultAdmissionCount   = AdmissionCountCharacters
@@ -120,6 +121,8 @@ func (p *Provider) Default() {
 	p.Prices.defaults()
 	setDefault(&p.AdmissionCount, defaultAdmissionCount)
 	setDefault(&p.HeadroomPercent, defaultHeadroomPercent)
+	setDefault(&p.TimeZone, defaultTimeZone)
+	setDefault(&p.OutputTokenWeight, defaultOutputWeight)
 	setDefault(&p.Retry.MaxAttempts, defaultMaxAttempts)
 	setDefaultDuration(&p.Retry.BaseDelay, defaultBaseDelay)
 	setDefaultDuration(&p.Retry.MaxDelay, defaultMaxDelay)

@@ -76,9 +76,18 @@ func ProviderPace(n, minBurst int64) (rate, burst int64) {
 	return rate, burst
 }
 
-// MinTokenBurst is the least burst of a provider's tokens per minute: a few typical calls, so that
-// a few calls to a small provider go together.
+// MinTokenBurst is the least burst of a provider's tokens per minute (all of them, its input's or
+// its output's): a few typical calls, so that a few calls to a small provider go together.
 const MinTokenBurst = 4096
+
+// ProviderMinBurst is the least burst of a provider's per-minute limit of d: MinTokenBurst for
+// tokens of any kind, none for requests.
+func ProviderMinBurst(d Dimension) int64 {
+	if d == DimensionRequests {
+		return 0
+	}
+	return MinTokenBurst
+}
 
 // validateProviderRates checks that the limiter can hold each of the provider's per-minute
 // limits after headroom, as rolling windows of a minute paced by buckets.
@@ -99,6 +108,11 @@ func (pr *Provider) validateProviderRates(paths ProviderPaths) field.ErrorList {
 	}
 	check(paths.RequestsPerMinute, pr.RequestsPerMinute, pr.WithHeadroom(pr.RequestsPerMinute), 0)
 	check(paths.TokensPerMinute, pr.TokensPerMinute, pr.WithHeadroom(pr.TokensPerMinute), MinTokenBurst)
+	for i, l := range pr.Limits {
+		if l.Per == PeriodMinute {
+			check(paths.Limit(i, l).Child("amount"), l.Amount, pr.WithHeadroom(l.Amount), ProviderMinBurst(l.Dimension))
+		}
+	}
 	if micros, err := pr.SpendPerMinute.MicroDollars(); err == nil {
 		check(paths.SpendPerMinute, pr.SpendPerMinute, micros, 0)
 	}

@@ -28,8 +28,17 @@ type Traffic struct {
 	// requestsLastMinute counts requests sent to a provider in the last
 	// minute.
 	RequestsLastMinute int64 `json:"requestsLastMinute"`
-	// tokensLastMinute counts tokens charged in the last minute.
+	// tokensLastMinute counts tokens charged in the last minute: for a
+	// provider, as it counts them (see Provider.cachedInputCounts and
+	// outputTokenWeight).
 	TokensLastMinute int64 `json:"tokensLastMinute"`
+	// inputTokensLastMinute counts input tokens charged in the last minute,
+	// for a provider as it counts them.
+	InputTokensLastMinute int64 `json:"inputTokensLastMinute,omitempty"`
+	// outputTokensLastMinute counts output tokens charged in the last
+	// minute (a call's cap while it runs, its completion once it ends), for
+	// a provider as it counts them.
+	OutputTokensLastMinute int64 `json:"outputTokensLastMinute,omitempty"`
 	// inFlight counts calls waiting for a provider's answer now.
 	InFlight int64 `json:"inFlight"`
 	// queued counts requests waiting in the gateway now.
@@ -51,8 +60,9 @@ type ProviderUsage struct {
 	// spendThisMonth is what calls cost this calendar month (UTC).
 	SpendThisMonth Money `json:"spendThisMonth,omitempty"`
 	// learnedLimits are the limits the provider last reported to this
-	// gateway, in its x-ratelimit-limit-requests and -tokens headers, where
-	// they are lower than the configured ones. The gateway paces to them
+	// gateway, in its x-ratelimit-limit-requests and -tokens headers or
+	// Anthropic's anthropic-ratelimit-*-limit, where they are lower than the
+	// configured ones. The gateway paces to them
 	// (after headroom) in place of the configured ones. Nil means the
 	// provider reported none lower.
 	LearnedLimits *LearnedLimits `json:"learnedLimits,omitempty"`
@@ -83,16 +93,55 @@ const (
 // LearnedLimits are a provider's limits as it reports them in its answers'
 // headers: the published account limits, before the gateway's headroom.
 type LearnedLimits struct {
-	// requestsPerMinute is x-ratelimit-limit-requests. Zero means it
-	// reported none lower than configured.
+	// requestsPerMinute is x-ratelimit-limit-requests, or
+	// anthropic-ratelimit-requests-limit. Zero means it reported none lower
+	// than configured.
 	RequestsPerMinute int64 `json:"requestsPerMinute,omitempty"`
 	// tokensPerMinute is x-ratelimit-limit-tokens. Zero means it reported
 	// none lower than configured.
 	TokensPerMinute int64 `json:"tokensPerMinute,omitempty"`
+	// inputTokensPerMinute is anthropic-ratelimit-input-tokens-limit. Zero
+	// means it reported none lower than configured.
+	InputTokensPerMinute int64 `json:"inputTokensPerMinute,omitempty"`
+	// outputTokensPerMinute is anthropic-ratelimit-output-tokens-limit.
+	// Zero means it reported none lower than configured.
+	OutputTokensPerMinute int64 `json:"outputTokensPerMinute,omitempty"`
 }
 
 // IsZero reports whether l holds no limit.
 func (l LearnedLimits) IsZero() bool { return l == LearnedLimits{} }
+
+// Of returns l's limit of d per minute, zero for none.
+func (l LearnedLimits) Of(d Dimension) int64 {
+	switch d {
+	case DimensionRequests:
+		return l.RequestsPerMinute
+	case DimensionTokens:
+		return l.TokensPerMinute
+	case DimensionInputTokens:
+		return l.InputTokensPerMinute
+	case DimensionOutputTokens:
+		return l.OutputTokensPerMinute
+	}
+	return 0
+}
+
+// LearnedDimensions returns the dimensions whose limit per minute a
+// provider's answers may teach, in the order of LearnedLimits' fields.
+func LearnedDimensions() []Dimension {
+	return []Dimension{DimensionRequests, DimensionTokens, DimensionInputTokens, DimensionOutputTokens}
+}
+
+// Combine returns the limits f makes of each limit of l and the same limit
+// of o, one dimension at a time.
+func (l LearnedLimits) Combine(o LearnedLimits, f func(d Dimension, mine, other int64) int64) LearnedLimits {
+	return LearnedLimits{
+		RequestsPerMinute:     f(DimensionRequests, l.RequestsPerMinute, o.RequestsPerMinute),
+		TokensPerMinute:       f(DimensionTokens, l.TokensPerMinute, o.TokensPerMinute),
+		InputTokensPerMinute:  f(DimensionInputTokens, l.InputTokensPerMinute, o.InputTokensPerMinute),
+		OutputTokensPerMinute: f(DimensionOutputTokens, l.OutputTokensPerMinute, o.OutputTokensPerMinute),
+	}
+}
 
 // TenantUsage is one tenant's recent usage through one gateway.
 type TenantUsage struct {

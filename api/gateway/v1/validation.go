@@ -25,7 +25,10 @@ var (
 	failModes        = []FailMode{FailClosed, FailOpen}
 	priorities       = []Priority{PriorityInteractive, PriorityBatch}
 	endpoints        = []Endpoint{EndpointChat, EndpointCompletions, EndpointEmbeddings, EndpointResponses, EndpointModerations}
-	dimensions       = []Dimension{DimensionRequests, DimensionTokens, DimensionDollars, DimensionInFlight}
+	dimensions       = []Dimension{DimensionRequests, DimensionTokens, DimensionInputTokens, DimensionOutputTokens, DimensionDollars, DimensionInFlight}
+	providerDims     = []Dimension{DimensionRequests, DimensionTokens, DimensionInputTokens, DimensionOutputTokens}
+	providerPeriods  = []Period{PeriodMinute, PeriodDay}
+	maxOutputWeight  = int64(100)
 	periods          = []Period{PeriodSecond, PeriodMinute, PeriodHour, PeriodDay, PeriodMonth}
 	calendarPeriods  = []Period{PeriodDay, PeriodMonth}
 	behaviors        = []Behavior{BehaviorReject, BehaviorQueue}
@@ -291,7 +294,10 @@ func sortedCopy(s []string) []string {
 type ProviderPaths struct {
 	Name, BaseURL, Endpoints, Models                *field.Path
 	RequestsPerMinute, TokensPerMinute, MaxInFlight *field.Path
-	AdmissionCount, HeadroomPercent                 *field.Path
+	// Limit returns the path of limits[i], which is l.
+	Limit                           func(i int, l Limit) *field.Path
+	TimeZone, OutputTokenWeight     *field.Path
+	AdmissionCount, HeadroomPercent *field.Path
 	// Prices and Retry are the paths of structs whose fields have the same
 	// JSON names wherever they are held.
 	Prices, Retry                      *field.Path
@@ -311,6 +317,9 @@ func NewProviderPaths(p *field.Path) ProviderPaths {
 		RequestsPerMinute: p.Child("requestsPerMinute"),
 		TokensPerMinute:   p.Child("tokensPerMinute"),
 		MaxInFlight:       p.Child("maxInFlight"),
+		Limit:             func(i int, _ Limit) *field.Path { return p.Child("limits").Index(i) },
+		TimeZone:          p.Child("timeZone"),
+		OutputTokenWeight: p.Child("outputTokenWeight"),
 		AdmissionCount:    p.Child("admissionCount"),
 		HeadroomPercent:   p.Child("headroomPercent"),
 		Prices:            p.Child("prices"),
@@ -336,6 +345,9 @@ func ValidateProvider(paths ProviderPaths, pr *Provider) field.ErrorList {
 	errs = append(errs, validateNonNegative(paths.TokensPerMinute, pr.TokensPerMinute)...)
 	errs = append(errs, validateEnum(paths.AdmissionCount, pr.AdmissionCount, admissionCounts)...)
 	errs = append(errs, validateNonNegative(paths.MaxInFlight, pr.MaxInFlight)...)
+	errs = append(errs, pr.validateLimits(paths)...)
+	errs = append(errs, validateTimeZone(paths.TimeZone, pr.TimeZone)...)
+	errs = append(errs, validateRange(paths.OutputTokenWeight, int64(pr.OutputTokenWeight), 1, maxOutputWeight)...)
 	errs = append(errs, validateRange(paths.HeadroomPercent, int64(pr.HeadroomPercent), 1, 100)...)
 	errs = append(errs, pr.Prices.validate(paths.Prices)...)
 	errs = append(errs, validateMoney(paths.SpendPerMinute, pr.SpendPerMinute, false)...)
@@ -346,6 +358,45 @@ func ValidateProvider(paths ProviderPaths, pr *Provider) field.ErrorList {
 	errs = append(errs, validateRange(paths.Breaker.Child("failures"), int64(pr.Breaker.Failures), 1, maxBreakerFailures)...)
 	errs = append(errs, validatePositiveDuration(paths.Breaker.Child("openFor"), pr.Breaker.OpenFor)...)
 	return append(errs, pr.validateTimeouts(paths)...)
+}
+
+// validateLimits checks the provider's limits: each a positive amount of
+// requests or tokens per minute or day, as a provider limits them, and no
+// dimension and period twice, counting requestsPerMinute and tokensPerMinute.
+func (pr *Provider) validateLimits(paths ProviderPaths) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[Limit]bool{
+		{Dimension: DimensionRequests, Per: PeriodMinute}: pr.RequestsPerMinute > 0,
+		{Dimension: DimensionTokens, Per: PeriodMinute}:   pr.TokensPerMinute > 0,
+	}
+	for i, l := range pr.Limits {
+		p := paths.Limit(i, l)
+		errs = append(errs, l.validateProvider(p)...)
+		id := Limit{Dimension: l.Dimension, Per: l.Per}
+		if seen[id] {
+			errs = append(errs, field.Duplicate(p, fmt.Sprintf("%s per %s", l.Dimension, l.Per)))
+		}
+		seen[id] = true
+	}
+	return errs
+}
+
+// validateProvider checks one of a provider's limits: an amount of requests
+// or tokens per minute or day, and nothing else.
+func (l *Limit) validateProvider(p *field.Path) field.ErrorList {
+	errs := validateEnum(p.Child("dimension"), l.Dimension, providerDims)
+	errs = append(errs, validateEnum(p.Child("per"), l.Per, providerPeriods)...)
+	errs = append(errs, validatePositive(p.Child("amount"), l.Amount)...)
+	if l.Dollars != "" {
+		errs = append(errs, field.Invalid(p.Child("dollars"), l.Dollars, "must be empty for a provider's limit, which counts requests or tokens"))
+	}
+	if l.Burst != 0 {
+		errs = append(errs, field.Invalid(p.Child("burst"), l.Burst, "must be 0 for a provider's limit: the gateway paces its minute as the provider counts it"))
+	}
+	if l.OnLimit != "" {
+		errs = append(errs, field.Invalid(p.Child("onLimit"), l.OnLimit, "must be empty for a provider's limit, which always queues within the plan's maxWait"))
+	}
+	return errs
 }
 
 // maxBreakerFailures is the most failures in a row a breaker may wait for.
@@ -795,7 +846,7 @@ func (l *Limit) validateAmount(p *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("amount"), l.Amount, "must be 0 for dollars; set dollars instead"))
 		}
 		return errs
-	case DimensionRequests, DimensionTokens:
+	case DimensionRequests, DimensionTokens, DimensionInputTokens, DimensionOutputTokens:
 		errs := validatePositive(p.Child("amount"), l.Amount)
 		if l.Dollars != "" {
 			errs = append(errs, field.Invalid(p.Child("dollars"), l.Dollars, fmt.Sprintf("must be empty for %s; set amount instead", l.Dimension)))

@@ -92,7 +92,10 @@ func TestValidate(t *testing.T) {
 				{Dimension: gatewayv1.DimensionRequests, Amount: 10, Per: gatewayv1.PeriodSecond, Burst: 5},
 				{Dimension: gatewayv1.DimensionTokens, Amount: 10, Per: gatewayv1.PeriodHour, OnLimit: gatewayv1.BehaviorReject},
 				{Dimension: gatewayv1.DimensionDollars, Dollars: "1000", Per: gatewayv1.PeriodMonth},
+				{Dimension: gatewayv1.DimensionInputTokens, Amount: 1000, Per: gatewayv1.PeriodMinute, Burst: 500},
+				{Dimension: gatewayv1.DimensionOutputTokens, Amount: 100_000, Per: gatewayv1.PeriodDay},
 			}
+			acme(c).PerUser = append(acme(c).PerUser, gatewayv1.Limit{Dimension: gatewayv1.DimensionOutputTokens, Amount: 50, Per: gatewayv1.PeriodSecond})
 		}},
 
 		{
@@ -494,6 +497,59 @@ func TestValidate(t *testing.T) {
 			name:   "providers[].headroomPercent",
 			mutate: func(c *gatewayv1.Config) { openai(c).HeadroomPercent = 101 },
 			want:   []string{"providers[0].headroomPercent: Invalid value: 101", "from 1 to 100"},
+		},
+		{
+			name: "providers[].limits as Anthropic's and Gemini's",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).Limits = []gatewayv1.Limit{
+					{Dimension: gatewayv1.DimensionInputTokens, Amount: 30000, Per: gatewayv1.PeriodMinute},
+					{Dimension: gatewayv1.DimensionOutputTokens, Amount: 8000, Per: gatewayv1.PeriodMinute},
+					{Dimension: gatewayv1.DimensionRequests, Amount: 1000, Per: gatewayv1.PeriodDay},
+					{Dimension: gatewayv1.DimensionTokens, Amount: 1_000_000, Per: gatewayv1.PeriodDay},
+				}
+				openai(c).TimeZone, openai(c).OutputTokenWeight = "America/Los_Angeles", 5
+				openai(c).CachedInputCounts = new(bool)
+			},
+		},
+		{
+			name: "providers[].limits of what a provider does not limit",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).Limits = []gatewayv1.Limit{
+					{Dimension: gatewayv1.DimensionDollars, Dollars: "1", Per: gatewayv1.PeriodMinute},
+					{Dimension: gatewayv1.DimensionTokens, Amount: 10, Per: gatewayv1.PeriodHour, Burst: 5, OnLimit: gatewayv1.BehaviorReject},
+					{Dimension: gatewayv1.DimensionOutputTokens, Per: gatewayv1.PeriodMinute},
+				}
+			},
+			want: []string{
+				`providers[0].limits[0].dimension: Unsupported value: "dollars"`, `providers[0].limits[0].dollars: Invalid value: "1": must be empty`,
+				`providers[0].limits[1].per: Unsupported value: "hour"`, "providers[0].limits[1].burst: Invalid value: 5", `providers[0].limits[1].onLimit: Invalid value: "Reject"`,
+				"providers[0].limits[2].amount: Invalid value: 0",
+			},
+		},
+		{
+			name: "providers[].limits twice, or beside the field that says it",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).Limits = []gatewayv1.Limit{
+					{Dimension: gatewayv1.DimensionRequests, Amount: 10, Per: gatewayv1.PeriodMinute},
+					{Dimension: gatewayv1.DimensionInputTokens, Amount: 10, Per: gatewayv1.PeriodDay},
+					{Dimension: gatewayv1.DimensionInputTokens, Amount: 20, Per: gatewayv1.PeriodDay},
+				}
+			},
+			want: []string{`providers[0].limits[0]: Duplicate value: "requests per minute"`, `providers[0].limits[2]: Duplicate value: "inputTokens per day"`},
+		},
+		{
+			name: "providers[].limits past what the limiter holds",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).Limits = []gatewayv1.Limit{{Dimension: gatewayv1.DimensionOutputTokens, Amount: 1 << 41, Per: gatewayv1.PeriodMinute}}
+			},
+			want: []string{"providers[0].limits[0].amount: Invalid value: 2199023255552: must fit the gateway's limiter"},
+		},
+		{
+			name: "providers[].timeZone and outputTokenWeight",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).TimeZone, openai(c).OutputTokenWeight = "Pacific", 101
+			},
+			want: []string{`providers[0].timeZone: Invalid value: "Pacific": must be an IANA time zone`, "providers[0].outputTokenWeight: Invalid value: 101"},
 		},
 		{
 			name:   "providers[].prices.inputPerMillion as a float",
@@ -963,11 +1019,17 @@ func TestValidateProviderPaths(t *testing.T) {
 	var roots []string
 	for i := range v.NumField() {
 		name := v.Type().Field(i).Name
-		v.Field(i).Set(reflect.ValueOf(field.NewPath(name)))
+		if name == "Limit" {
+			paths.Limit = func(i int, _ gatewayv1.Limit) *field.Path { return field.NewPath(name).Index(i) }
+		} else {
+			v.Field(i).Set(reflect.ValueOf(field.NewPath(name)))
+		}
 		roots = append(roots, name)
 	}
 	bad := gatewayv1.Provider{
 		RequestsPerMinute: -1, TokensPerMinute: -1, MaxInFlight: -1,
+		Limits:   []gatewayv1.Limit{{Dimension: gatewayv1.DimensionDollars, Per: gatewayv1.PeriodHour}},
+		TimeZone: "Mars/Olympus_Mons", OutputTokenWeight: -1,
 		Prices:         gatewayv1.Prices{InputPerMillion: "x", OutputPerMillion: "x"},
 		SpendPerMinute: "x", SpendPerMonth: "x",
 		Azure:   &gatewayv1.Azure{APIVersion: "x"},
@@ -980,6 +1042,7 @@ func TestValidateProviderPaths(t *testing.T) {
 	var got []string
 	for _, err := range append(gatewayv1.ValidateProvider(paths, &bad), gatewayv1.ValidateProvider(paths, &both)...) {
 		root, _, _ := strings.Cut(err.Field, ".")
+		root, _, _ = strings.Cut(root, "[")
 		got = append(got, root)
 	}
 	slices.Sort(roots)

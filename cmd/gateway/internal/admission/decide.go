@@ -150,19 +150,18 @@ func (g *Gate) conclude(t *Ticket) verdict {
 		return verdict{ticket: t}
 	}
 	r := limitedBy(t.checks, d, t.Limits)
-	return verdict{refusal: r, queues: r.Reason == Limited && t.queueing.Queues(d.Refused) && t.req.queuesAt(r.Level)}
+	return verdict{refusal: r, queues: r.Reason == Limited && t.queueing.Queues(d.Refused) && t.req.queuesAt(r.Level) && t.req.waitsOut(r)}
 }
 
 // limitedBy is the refusal of a decision on checks that did not allow them: Limited, or TooLarge
 // when no wait can help. limits are the caller's limits as it left them.
 func limitedBy(checks []ratelimit.Check, d *ratelimit.Decision, limits Limits) *Refusal {
 	c := checks[d.Refused]
-	r := &Refusal{Reason: Limited, Level: c.Limit.Level, Dimension: c.Limit.Dimension,
-		Capacity: c.Limit.Capacity(), Remaining: d.Remaining[d.Refused], Requested: c.Cost,
-		RetryAfter: d.RetryAfter, Limits: limits, Spent: c.Limit.IsWindow()}
 	if d.Never {
-		r.Reason, r.RetryAfter = TooLarge, 0
+		return tooLargeFor(c)
 	}
+	r := limitedOn(c.Limit)
+	r.Remaining, r.Requested, r.RetryAfter, r.Limits = d.Remaining[d.Refused], c.Cost, d.RetryAfter, limits
 	return r
 }
 
@@ -195,8 +194,8 @@ func (g *Gate) ended(t *Ticket, actual policy.Cost, bill gatewayv1.Tokens, serve
 	g.metrics.countBilled(tenant, provider, bill)
 	d := g.dispatcher(provider)
 	d.callDuration.Observe(now.Sub(t.started).Seconds())
-	g.usage.finished(&t.req, actual.Tokens-t.req.Cost.Tokens, actual.MicroDollars, now)
-	d.ended(served, max(t.req.providerCost(), actual.Tokens))
+	g.usage.finished(&t.req, actual, now)
+	d.ended(served, t.req.served(actual))
 }
 
 // refused counts a refusal by a limit.

@@ -42,6 +42,7 @@ type dispatcher struct {
 	q        *fairqueue.Queue
 	door     door
 	shares   *fairshare.Ledger // what the gateways sharing the provider served; nil alone
+	backlog  byKind            // what the queued calls take of each kind of tokens (see Request.takes)
 	drained  lastMinute        // tokens dispatched from the queue, by second
 	full     lastMinute        // the seconds a limit shared with others held the queue back
 	feedback                   // what the provider's throttles taught
@@ -221,7 +222,12 @@ func (d *dispatcher) pushMoved(wt *waiter) {
 // arrival is wt's call at the door at now, with what the limits it waits for hold. The caller
 // holds d.mu.
 func (d *dispatcher) arrival(wt *waiter, r room, now time.Time) arrival {
-	return arrival{item: wt.item, maxWait: wt.t.req.maxWait(), room: r, rate: d.drainRate(now), now: now,
+	takes := byKind{}
+	if !wt.item.Queued() {
+		takes = wt.t.req.takes()
+	}
+	dr := d.drainAt(now, takes, r)
+	return arrival{item: wt.item, maxWait: wt.t.req.maxWait(), room: r, rate: dr.rate(), headroom: dr.headroom(), minutes: dr, now: now,
 		probe: d.g.poolProbe(d.provider, now)}
 }
 
@@ -410,6 +416,9 @@ func (d *dispatcher) queued(req *Request, it *fairqueue.Item, delta int64) {
 	d.g.metrics.queueDepth.WithLabelValues(d.provider, class, req.tenant()).Add(float64(delta))
 	d.g.metrics.queueTokens.WithLabelValues(d.provider, class, req.tenant()).Add(float64(delta * it.Cost))
 	d.g.usage.queued(req, delta, delta*it.Cost)
+	for k, n := range req.takes() {
+		d.backlog[k] += delta * n
+	}
 }
 
 // idle reports whether nobody waits and the provider is open, so a new call may try to go at once.

@@ -38,9 +38,13 @@ type arrival struct {
 	maxWait time.Duration
 	// room is what the limits it waits for held when it came (see Gate.room).
 	room room
-	// rate is the tokens a second the door expects the queue to drain (see dispatcher.drainRate).
-	rate float64
-	now  time.Time
+	// rate is the tokens a second the door expects the queue to drain, and headroom the tokens
+	// that go at once before it (see drain.go).
+	rate     float64
+	headroom int64
+	// minutes are the provider's rolling minutes as the door reads them (see drain.minuteWait).
+	minutes drain
+	now     time.Time
 	// probe is how long until a provider of the queue's pools that is out behind its breaker lets
 	// a probe through; zero when none is out (see Gate.poolProbe).
 	probe time.Duration
@@ -102,14 +106,25 @@ func (d *door) turnAway(a arrival, estimate, bound, back time.Duration) *Refusal
 // what the provider's limits let through at once, and its wait for its own user's limits. It is
 // -1 when nothing drains.
 func (d *door) estimateWait(a arrival) time.Duration {
-	fair := afterHeadroom(d.q.EstimateWait(a.item, a.rate, a.now), a.room.headroom, a.rate)
-	return laterOf(fair, d.q.OwnWait(a.item, a.room.credit))
+	return d.wait(a, d.q.EstimateWait(a.item, a.rate, a.now))
 }
 
 // comebackWait is estimateWait for a call turned away, behind the comebacks its lane is already
 // expected to make (see fairqueue.Queue.ComebackWait).
 func (d *door) comebackWait(a arrival) time.Duration {
-	fair := afterHeadroom(d.q.ComebackWait(a.item, a.rate, a.now), a.room.headroom, a.rate)
+	return d.wait(a, d.q.ComebackWait(a.item, a.rate, a.now))
+}
+
+// wait is the call's wait when its lane waits fair under fair sharing (-1 when nothing drains):
+// that less what the provider's limits let through at once, but no shorter than the provider's
+// rolling minutes take to have room for what goes before the call and the call, and no shorter
+// than its wait for its own user's limits.
+func (d *door) wait(a arrival, fair time.Duration) time.Duration {
+	if fair < 0 {
+		return fair
+	}
+	work := fair.Seconds()*a.rate + float64(a.item.Cost)
+	fair = max(afterHeadroom(fair, a.headroom, a.rate), a.minutes.minuteWait(work, a.rate))
 	return laterOf(fair, d.q.OwnWait(a.item, a.room.credit))
 }
 
@@ -177,10 +192,15 @@ type room struct {
 	// once they are spent, and credit how long what they hold now lasts its lane (see
 	// fairqueue.Queue.OwnWait).
 	own, credit time.Duration
-	// headroom is the tokens the provider's limits that queue let through at once now: the queue
-	// drains them before it drains at its rate. Other gateways sharing the provider could take
-	// them too, but a provider whose limits hold some is one nobody's queue is draining.
-	headroom int64
+	// held is, for each kind of tokens, the least the provider's limits of that kind that queue
+	// hold now: it goes at once, before the queue drains at its rate (see drain.headroom). Other
+	// gateways sharing the provider could take it too, but a provider whose limits hold some is
+	// one nobody's queue is draining. -1 for a kind the call's provider does not limit, or when
+	// the store could not be read.
+	held byKind
+	// minutes are the provider's rolling minutes of each kind of tokens as read; unread for a
+	// kind it does not limit, or when the store could not be read.
+	minutes [kinds]minute
 }
 
 // room reads what the limits the call waits for hold (nothing when the store cannot answer). Of
@@ -189,20 +209,19 @@ type room struct {
 // lane, the least over them of what is left over their rate (zero and zero when its user has no
 // such limit): a user's own limit, not the provider, may be what holds its lane back, and one
 // limited to 2 calls a second waits half a second a call, however fast the provider drains. Of
-// the provider's token limits that queue, the least they hold: what goes at once, before the
-// queue drains at its rate.
+// the provider's token limits that queue, of each kind, the least they hold.
 func (g *Gate) room(ctx context.Context, t *Ticket) room {
-	var r room
+	r := room{held: byKind{-1, -1, -1}}
 	var buf [ratelimit.MaxChecks]*ratelimit.Limit
 	limits := buf[:0]
 	for i, c := range t.checks {
 		if !t.queueing.Queues(i) || c.Limit.Rate() <= 0 {
 			continue
 		}
-		switch {
+		switch _, tokens := kindOf(c.Limit.Dimension); {
 		case c.Limit.Level == ratelimit.LevelUser:
 			r.own = max(r.own, seconds(float64(c.Cost)/c.Limit.Rate()))
-		case c.Limit.Level != ratelimit.LevelProvider || c.Limit.Dimension != ratelimit.Tokens:
+		case c.Limit.Level != ratelimit.LevelProvider || !tokens:
 			continue
 		}
 		limits = append(limits, c.Limit)
@@ -212,17 +231,20 @@ func (g *Gate) room(ctx context.Context, t *Ticket) room {
 	}
 	readings, err := t.limiter.Peek(ctx, limits, g.now())
 	if err != nil {
-		return room{own: r.own}
+		return room{own: r.own, held: r.held}
 	}
-	r.credit, r.headroom = -1, -1
+	r.credit = -1
 	for i, l := range limits {
-		if l.Level == ratelimit.LevelUser {
-			r.credit = leastOf(r.credit, seconds(float64(readings[i].Remaining)/l.Rate()))
+		if k, tokens := kindOf(l.Dimension); tokens && l.Level == ratelimit.LevelProvider {
+			r.held[k] = leastOf(r.held[k], max(readings[i].Remaining, 0))
+			if l.IsRolling() {
+				r.minutes[k] = minute{read: true, held: max(readings[i].Remaining, 0), leaving: readings[i].Leaving}
+			}
 		} else {
-			r.headroom = leastOf(r.headroom, readings[i].Remaining)
+			r.credit = leastOf(r.credit, seconds(float64(readings[i].Remaining)/l.Rate()))
 		}
 	}
-	r.credit, r.headroom = max(r.credit, 0), max(r.headroom, 0)
+	r.credit = max(r.credit, 0)
 	return r
 }
 

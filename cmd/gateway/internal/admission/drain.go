@@ -1,6 +1,31 @@
 package admission
 
-import "time"
+import (
+	"time"
+
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
+)
+
+// The drain is how fast the door expects a provider's queue to drain, and what goes at once before
+// it, in the queue's unit: the tokens the provider counts of a call (see Request.providerCost).
+//
+// A queue that a limit shared with others held back for enough of the last seconds drains at what
+// it drained in them: whatever held it, that is its drain. Until then it drains at its share of
+// what the provider's token limits let through while a backlog lasts. A provider may limit all of
+// a call's tokens, its input tokens and its output tokens apart, each paced on its own, and a
+// call goes when every one allows it. Each counts in its own unit, so each pace is converted at
+// the queue's mix (what its calls take of that kind per token of the queue's unit), and the
+// slowest binds. What the limits hold now goes at once, before the queue drains at its rate: the
+// least of them, converted the same way.
+//
+// Worked example: a provider of 400,000 tokens and 8,000 output tokens a minute (after headroom),
+// one gateway, and a queue of calls of 1,000 prompt tokens and a cap of 500 (their tokens 1,500,
+// their output 500). The paces let 400,000 × 59/61 = 386,885 tokens and 8,000 × 59/61 = 7,737
+// output tokens a minute through; the mix is 500/1,500 output tokens a token, so the output pace
+// drains 7,737 × 1,500/500 = 23,211 tokens a minute, 387 a second, and binds. A call with
+// 15,000 tokens before it in fair order waits about 39 s, less what the output limit holds now:
+// with 2,000 output tokens left, 6,000 tokens go at once, and it waits about 23 s.
 
 const (
 	// drainWindow is how far back the door looks for the queue's drain, and minFullSeconds how
@@ -11,20 +36,176 @@ const (
 	minFullSeconds = 10
 )
 
-// drainRate is the tokens per second the door expects the queue to drain: what it drained in the
-// recent seconds a limit it shares held it back, when there were enough of them, else this
-// gateway's share of what the provider's tokens per minute let through while a backlog lasts, the
-// gateways sharing it taking equal shares. A second the queue ran short of calls measures its
-// callers, not its drain, and is left out. The caller holds d.mu.
-func (d *dispatcher) drainRate(now time.Time) float64 {
+// kind is a kind of tokens a provider may limit apart.
+type kind int
+
+// The kinds: all of a call's tokens (the queue's unit), its input's and its output's.
+const (
+	allTokens kind = iota
+	inputTokens
+	outputTokens
+	kinds
+)
+
+// byKind holds a count for each kind of tokens.
+type byKind [kinds]int64
+
+// counted are the limiter's dimensions of the kinds.
+var counted = [kinds]ratelimit.Dimension{ratelimit.Tokens, ratelimit.InputTokens, ratelimit.OutputTokens}
+
+// kindOf returns the kind of tokens a limit of dimension d counts; false for another dimension.
+func kindOf(d ratelimit.Dimension) (kind, bool) {
+	for k, dim := range counted {
+		if dim == d {
+			return kind(k), true
+		}
+	}
+	return 0, false
+}
+
+// drain is what the door's estimates read of how the queue drains, gathered once per arrival.
+type drain struct {
+	// measured is the tokens a second the queue drained in the recent seconds a limit held it
+	// back, when there were enough of them; zero otherwise.
+	measured float64
+	// paces are this gateway's share of what each kind of the provider's token limits lets
+	// through a second while a backlog lasts, in that kind; zero for a kind it does not limit.
+	paces [kinds]float64
+	// mix is what the queue's calls and the arriving one take of each kind together.
+	mix byKind
+	// held is the least each kind of the provider's token limits that queue holds now; -1 for a
+	// kind none of them counts, or that could not be read.
+	held byKind
+	// minutes are the provider's rolling minutes of each kind, as read, and whole what each
+	// kind's pace lets through a second over every gateway.
+	minutes [kinds]minute
+	whole   [kinds]float64
+}
+
+// minute is a provider's rolling minute of one kind of tokens as the door reads it: what it holds
+// now, and what it counts by when that leaves it, over every gateway.
+type minute struct {
+	read    bool
+	held    int64
+	leaving []ratelimit.Leaving
+}
+
+// until is how long until the minute has room for need tokens more than it holds: until enough of
+// what it counts has left, and past what it counts now, at rate a second.
+func (m minute) until(need, rate float64) time.Duration {
+	if need <= float64(m.held) {
+		return 0
+	}
+	need -= float64(m.held)
+	var last time.Duration
+	for _, l := range m.leaving {
+		if need -= float64(l.Units); need <= 0 {
+			return l.After
+		}
+		last = l.After
+	}
+	if rate <= 0 {
+		return last
+	}
+	return last + seconds(need/rate)
+}
+
+// minuteWait is how long the provider's rolling minutes take to let work tokens of the queue's
+// unit through, this gateway's share of what goes before a call and the call, when the queue
+// drains rate a second: each minute lets a call go only when what it counts, with the call, is
+// within its limit, whatever the pace. The gateway's share of the provider is rate over what the
+// provider lets through, so work over that share is what passes the minute meanwhile, over every
+// gateway; converted to each kind at the queue's mix, the slowest minute binds.
+func (dr *drain) minuteWait(work, rate float64) time.Duration {
+	whole := drain{paces: dr.whole, mix: dr.mix}
+	share := min(rate/whole.rate(), 1)
+	var wait time.Duration
+	for k := range kinds {
+		per := dr.tokensPer(k)
+		if !dr.minutes[k].read || per <= 0 || share <= 0 {
+			continue
+		}
+		wait = max(wait, dr.minutes[k].until(work/per/share, dr.whole[k]))
+	}
+	return wait
+}
+
+// tokensPer is how many tokens of the queue's unit its calls take per token of kind k; zero when
+// they take none of k, which then holds the queue back not at all.
+func (dr *drain) tokensPer(k kind) float64 {
+	if k == allTokens {
+		return 1
+	}
+	if dr.mix[allTokens] <= 0 || dr.mix[k] <= 0 {
+		return 0
+	}
+	return float64(dr.mix[allTokens]) / float64(dr.mix[k])
+}
+
+// rate is the tokens a second the queue drains: as measured, else the slowest of the provider's
+// paces at the queue's mix; zero when none limits it.
+func (dr *drain) rate() float64 {
+	if dr.measured > 0 {
+		return dr.measured
+	}
+	slowest := 0.0
+	for k := range kinds {
+		per := dr.tokensPer(k)
+		if dr.paces[k] <= 0 || per <= 0 {
+			continue
+		}
+		if r := dr.paces[k] * per; slowest == 0 || r < slowest {
+			slowest = r
+		}
+	}
+	return slowest
+}
+
+// headroom is the tokens that go at once, before the queue drains at its rate: the least that the
+// provider's token limits hold, each at the queue's mix; zero when none was read.
+func (dr *drain) headroom() int64 {
+	least := int64(-1)
+	for k := range kinds {
+		per := dr.tokensPer(k)
+		if dr.held[k] < 0 || per <= 0 {
+			continue
+		}
+		least = leastOf(least, int64(float64(dr.held[k])*per))
+	}
+	return max(least, 0)
+}
+
+// drainAt gathers the queue's drain at now for a call of takes arriving, r being what the limits
+// it waits for hold. The caller holds d.mu.
+func (d *dispatcher) drainAt(now time.Time, takes byKind, r room) drain {
+	dr := drain{held: r.held, minutes: r.minutes}
 	if tokens, full := d.drained.sumWhere(now, drainWindow, &d.full); full >= minFullSeconds {
-		return float64(tokens) / float64(full)
+		dr.measured = float64(tokens) / float64(full)
 	}
-	p := d.g.policy().Provider(d.provider)
-	if p == nil {
-		return -1
+	if p := d.g.policy().Provider(d.provider); p != nil {
+		dr.paces, dr.whole = sharedPaces(p, d.g.policy().Replicas), sharedPaces(p, 1)
 	}
-	return float64(p.SustainedTokensPerMinute()) / 60 / float64(d.g.policy().Replicas)
+	for k := range kinds {
+		dr.mix[k] = d.backlog[k] + takes[k]
+	}
+	return dr
+}
+
+// sustained is the tokens a second p lets through, over every gateway, while a backlog of calls
+// that take mix lasts: the slowest of its paces; zero when none limits it.
+func sustained(p *policy.Provider, mix byKind) float64 {
+	dr := drain{paces: sharedPaces(p, 1), mix: mix}
+	return dr.rate()
+}
+
+// sharedPaces is a gateway's share of what each kind of p's token limits lets through a second
+// while a backlog lasts, the replicas sharing p taking equal shares.
+func sharedPaces(p *policy.Provider, replicas int64) [kinds]float64 {
+	var out [kinds]float64
+	for k, dim := range counted {
+		out[k] = float64(p.SustainedPerMinute(dim)) / 60 / float64(replicas)
+	}
+	return out
 }
 
 // heldBack records that a limit shared with other calls than the queue's next (the provider's,

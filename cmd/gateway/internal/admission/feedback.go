@@ -98,7 +98,7 @@ func (d *dispatcher) maxPause() time.Duration {
 // It wakes the dispatcher only when a call waits that what the call gave back may let go: in its
 // own queue, or in that of another provider of its pools, which it may serve (see steal). A call
 // that arrives later decides at once, or queues and wakes it itself.
-func (d *dispatcher) ended(served bool, tokens int64) {
+func (d *dispatcher) ended(served bool, tokens byKind) {
 	d.mu.Lock()
 	if served {
 		d.servedCall(tokens, d.g.now())
@@ -179,21 +179,20 @@ func (d *dispatcher) feedbackNow() learning {
 }
 
 // Reported is what one of a provider's answers says of its limits, in OpenAI's x-ratelimit-*
-// headers. The zero value says nothing.
+// headers or Anthropic's anthropic-ratelimit-*. The zero value says nothing.
 type Reported struct {
-	// Limits are x-ratelimit-limit-requests and -tokens. A zero field was not in the answer.
+	// Limits are the limits per minute it reported. A zero field was not in the answer.
 	Limits gatewayv1.LearnedLimits
-	// Exhausted is true when x-ratelimit-remaining-requests or -tokens was zero.
+	// Exhausted is true when one of them had nothing remaining.
 	Exhausted bool
-	// Reset is, when Exhausted, how long until the exhausted limit resets
-	// (x-ratelimit-reset-requests or -tokens). Zero means the answer did not say.
+	// Reset is, when Exhausted, how long until the exhausted limit resets. Zero means the answer
+	// did not say.
 	Reset time.Duration
 }
 
 // keepUnreported returns r's limits, with those the answer did not carry taken from learned.
 func (r Reported) keepUnreported(learned gatewayv1.LearnedLimits) gatewayv1.LearnedLimits {
-	return gatewayv1.LearnedLimits{
-		RequestsPerMinute: cmp.Or(r.Limits.RequestsPerMinute, learned.RequestsPerMinute),
-		TokensPerMinute:   cmp.Or(r.Limits.TokensPerMinute, learned.TokensPerMinute),
-	}
+	return r.Limits.Combine(learned, func(_ gatewayv1.Dimension, reported, learned int64) int64 {
+		return cmp.Or(reported, learned)
+	})
 }

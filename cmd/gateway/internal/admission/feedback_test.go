@@ -10,6 +10,7 @@ import (
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
 
 func TestAThrottleHalvesTheCallsInFlightToAProviderWithNoMaxInFlight(t *testing.T) {
@@ -145,7 +146,7 @@ func TestShareIntervalGrowsWithTheLanesWaiting(t *testing.T) {
 func TestAGatewaysSlackIsTwoExchangesOfTheProvidersDrain(t *testing.T) {
 	for _, tokensPerMinute := range []int64{300_000, 3_000_000} {
 		g, _, p := newGate(t, plan{requestsPerMinute: 6000, tokensPerMinute: tokensPerMinute, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}})
-		perSecond := float64(p.Provider("lab").SustainedTokensPerMinute()) / 60
+		perSecond := float64(p.Provider("lab").SustainedPerMinute(ratelimit.Tokens)) / 60
 		for _, interval := range []time.Duration{shareEvery, 5 * shareEvery} {
 			if got, want := g.dispatcher("lab").gatewaySlack(interval), 2*interval.Seconds()*perSecond; math.Abs(got-want) > 1e-9 {
 				t.Errorf("%d tokens a minute, exchanges %v apart: gateway slack %v; want %v", tokensPerMinute, interval, got, want)
@@ -165,14 +166,14 @@ func TestAGatewaysSlackIsTwoExchangesOfTheProvidersDrain(t *testing.T) {
 func TestTheDrainIsMeasuredInTheSecondsASharedLimitHeldTheQueue(t *testing.T) {
 	g, _, p := newGate(t, plan{requestsPerMinute: 6000, tokensPerMinute: 6000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}})
 	d := g.dispatcher("lab")
-	provider := float64(p.Provider("lab").SustainedTokensPerMinute()) / 60
+	provider := float64(p.Provider("lab").SustainedPerMinute(ratelimit.Tokens)) / 60
 	now := time.Unix(1_800_000_000, 0)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for age := range 5 { // the queue ran short: 10 tokens a second, nothing held it back
 		d.drained.add(now.Add(-time.Duration(minFullSeconds+1+age)*time.Second), 10)
 	}
-	if got := d.drainRate(now); got != provider {
+	if got := drainRate(d, now); got != provider {
 		t.Errorf("drain after seconds the queue ran short = %v; want %v, the provider's", got, provider)
 	}
 	for s := range minFullSeconds { // then full: 30 tokens a second while the provider held it
@@ -180,10 +181,17 @@ func TestTheDrainIsMeasuredInTheSecondsASharedLimitHeldTheQueue(t *testing.T) {
 		d.drained.add(at, 30)
 		d.heldBack(at)
 	}
-	if got := d.drainRate(now); got != 30 {
+	if got := drainRate(d, now); got != 30 {
 		t.Errorf("drain after %d full seconds = %v; want 30, what they drained", minFullSeconds, got)
 	}
-	if got := d.drainRate(now.Add(drainWindow + time.Second)); got != provider {
+	if got := drainRate(d, now.Add(drainWindow+time.Second)); got != provider {
 		t.Errorf("drain once the full seconds are older than the window = %v; want %v", got, provider)
 	}
+}
+
+// drainRate is the tokens a second the door expects d's queue to drain at now, for a call of no
+// tokens. The caller holds d.mu.
+func drainRate(d *dispatcher, now time.Time) float64 {
+	dr := d.drainAt(now, byKind{}, room{})
+	return dr.rate()
 }

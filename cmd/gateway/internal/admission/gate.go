@@ -158,11 +158,21 @@ func (g *Gate) TooLarge(req Request) *Refusal {
 func tooLarge(checks []ratelimit.Check) *Refusal {
 	for _, c := range checks {
 		if c.Cost > c.Limit.Largest() {
-			return &Refusal{Reason: TooLarge, Level: c.Limit.Level, Dimension: c.Limit.Dimension,
-				Capacity: c.Limit.Largest(), Remaining: -1, Requested: c.Cost}
+			return tooLargeFor(c)
 		}
 	}
 	return nil
+}
+
+// tooLargeFor is the refusal of a call that costs check c's limit more than it ever lets one call
+// take: its Capacity is that most, counted as the limit states it when the two agree.
+func tooLargeFor(c ratelimit.Check) *Refusal {
+	r := &Refusal{Reason: TooLarge, Level: c.Limit.Level, Dimension: c.Limit.Dimension,
+		Capacity: c.Limit.Largest(), Remaining: -1, Requested: c.Cost}
+	if stated, per := c.Limit.Stated(); stated == r.Capacity {
+		r.Per = per
+	}
+	return r
 }
 
 // Spent returns the refusal of req by one of its caller's own limits that answers 429 at its
@@ -182,9 +192,8 @@ func (g *Gate) Spent(ctx context.Context, req Request) *Refusal {
 		if r.Remaining > 0 {
 			continue
 		}
-		l := limits[i]
-		refusal := &Refusal{Reason: Limited, Level: l.Level, Dimension: l.Dimension, Capacity: l.Capacity(), Remaining: r.Remaining,
-			Requested: 1, RetryAfter: r.Reset, Spent: l.IsWindow()}
+		refusal := limitedOn(limits[i])
+		refusal.Remaining, refusal.Requested, refusal.RetryAfter = r.Remaining, 1, r.Reset
 		g.refused(&req, refusal)
 		return refusal
 	}
@@ -205,11 +214,16 @@ func (g *Gate) answer(ctx context.Context, req *Request, v verdict) verdict {
 	if t == nil || !req.isJob() {
 		return v
 	}
-	if jobs.Superseded(g.holdJob(ctx, t.req.Job, jobs.Cost(t.req.Cost))) {
+	if jobs.Superseded(g.holdJob(ctx, t.req.Job, heldOf(t.req.Cost))) {
 		t.Withdraw() // nothing went out: all is given back
 		return verdict{refusal: &Refusal{Reason: Superseded}}
 	}
 	return v
+}
+
+// heldOf is what an estimate of cost c holds of the limits, as a job's record keeps it.
+func heldOf(c policy.Cost) jobs.Cost {
+	return jobs.Cost{Tokens: c.Tokens, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens, MicroDollars: c.MicroDollars}
 }
 
 // ChargeJob takes the request a new job costs from its caller's own request limits (its user's,
@@ -274,9 +288,9 @@ func (g *Gate) giveBack(ctx context.Context, req Request) {
 	}
 	var taken, refund [ratelimit.MaxChecks]ratelimit.Check
 	earlier := req // the same call: its provider counted it as this one
-	earlier.Cost = policy.Cost(req.Held)
+	earlier.Cost = policy.Cost{Tokens: req.Held.Tokens, InputTokens: req.Held.InputTokens, OutputTokens: req.Held.OutputTokens, MicroDollars: req.Held.MicroDollars}
 	checks, _ := earlier.checks(taken[:0], policy.Shared, "")
-	back := policy.Settlement(refund[:0], checks, policy.Cost{}, 0)
+	back := policy.Settlement(refund[:0], checks, req.Route.Provider, policy.Cost{}, 0)
 	if err := g.opts.Limiter.Settle(ctx, fmt.Sprintf("give-back:%s:%d", req.Job.Job, req.Job.N), back, g.now()); err != nil {
 		g.log.Error("give back what an earlier attempt of a job held", "job", req.Job.Job, "err", err)
 	}
@@ -290,7 +304,7 @@ func (g *Gate) SettleElsewhere(ctx context.Context, req Request, lease string, t
 	var taken, settle [ratelimit.MaxChecks]ratelimit.Check
 	checks, _ := req.checks(taken[:0], policy.Shared, lease)
 	actual := req.costOf(u)
-	settlement := policy.Release(policy.Settlement(settle[:0], checks, actual, req.ProviderTokens), checks)
+	settlement := policy.Release(policy.Settlement(settle[:0], checks, req.Route.Provider, actual, req.ProviderTokens), checks)
 	for i := range settlement {
 		settlement[i].Took = took
 	}

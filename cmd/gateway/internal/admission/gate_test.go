@@ -25,11 +25,13 @@ import (
 
 // plan is a test configuration: one provider, "lab", with the given limits per minute, and
 // tenants each with one key per user, "sk-<tenant>-<user>". With second set, a provider of that
-// name serves the model "m2" on the same terms.
+// name serves the model "m2" on the same terms. provider, when set, edits lab's configuration
+// before it is defaulted.
 type plan struct {
 	requestsPerMinute, tokensPerMinute, maxInFlight int64
 	tenants                                         []gatewayv1.Tenant
 	second                                          string
+	provider                                        func(*gatewayv1.Provider)
 	prices                                          *gatewayv1.Prices // nil: $1 in and $2 out a million tokens
 }
 
@@ -52,6 +54,9 @@ func (pl plan) compile(t testing.TB) *policy.Policy {
 			Prices: gatewayv1.Prices{InputPerMillion: "1.00", OutputPerMillion: "2.00"},
 		}},
 		Tenants: pl.tenants,
+	}
+	if pl.provider != nil {
+		pl.provider(&cfg.Providers[0])
 	}
 	if pl.prices != nil {
 		cfg.Providers[0].Prices = *pl.prices
@@ -838,19 +843,27 @@ func TestACallLargerThanALimitIsRefusedForGood(t *testing.T) {
 
 // TestACallLargerThanTheProvidersPaceGoesWhenThePaceIsFull admits, on a quiet provider of
 // 200,000 tokens a minute, a call of 150,000: more than the burst of the pace that spreads the
-// provider's minute (a tenth of it), but within the minute, as the provider takes it. Only a call
+// provider's minute (a second of it), but within the minute, as the provider takes it. The pace
+// is left empty, not in debt: another user's call, which the minute has room for, waits for the
+// pace's next second at most, not for the 45 s the large call would take at the pace. Only a call
 // past the whole minute is refused for good.
 func TestACallLargerThanTheProvidersPaceGoesWhenThePaceIsFull(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pl := plan{requestsPerMinute: 600, tokensPerMinute: 200_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}}
+		pl := plan{requestsPerMinute: 600, tokensPerMinute: 200_000, tenants: []gatewayv1.Tenant{tenant("acme", "alice", "bob")}}
 		g, _, p := newGate(t, pl)
 		large := request(t, p, "sk-acme-alice", 150_000)
 		if r := g.TooLarge(large); r != nil {
 			t.Fatalf("TooLarge(150,000 tokens) = %+v; want none: the provider's minute holds it", r)
 		}
-		mustAdmit(t, g, large).Settle(estimate.Usage{PromptTokens: 100_000, CompletionTokens: 50_000})
-		if r := g.TooLarge(request(t, p, "sk-acme-alice", 200_001)); r == nil || r.Reason != TooLarge || r.Capacity != 200_000 {
-			t.Errorf("TooLarge(200,001 tokens) = %+v; want refused for good, past the minute's 200,000", r)
+		ticket := mustAdmit(t, g, large)
+		start := time.Now()
+		mustAdmit(t, g, request(t, p, "sk-acme-bob", 1_000)).Settle(estimate.Usage{PromptTokens: 500, CompletionTokens: 500})
+		if waited := time.Since(start); waited > time.Second {
+			t.Errorf("bob's call of 1,000 tokens waited %v behind the large call; want a second of the pace at most: the minute had room for it", waited)
+		}
+		ticket.Settle(estimate.Usage{PromptTokens: 100_000, CompletionTokens: 50_000})
+		if r := g.TooLarge(request(t, p, "sk-acme-alice", 200_001)); r == nil || r.Reason != TooLarge || r.Capacity != 200_000 || r.Per != "a minute" {
+			t.Errorf("TooLarge(200,001 tokens) = %+v; want refused for good, past the minute's 200,000 a minute", r)
 		}
 	})
 }

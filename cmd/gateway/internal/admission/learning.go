@@ -19,32 +19,30 @@ const (
 	confirmEvery = 10 * time.Second
 )
 
-// confirmations are when an answer last reported each of a provider's limits.
-type confirmations struct {
-	requests, tokens time.Time
-}
+// confirmations are when an answer last reported each of a provider's limits, by dimension.
+type confirmations map[gatewayv1.Dimension]time.Time
 
 // confirm notes the limits an answer at now reported.
 func (c *confirmations) confirm(reported gatewayv1.LearnedLimits, now time.Time) {
-	if reported.RequestsPerMinute > 0 {
-		c.requests = now
+	if *c == nil {
+		*c = confirmations{}
 	}
-	if reported.TokensPerMinute > 0 {
-		c.tokens = now
+	for _, dim := range gatewayv1.LearnedDimensions() {
+		if reported.Of(dim) > 0 {
+			(*c)[dim] = now
+		}
 	}
 }
 
 // unexpired is what d learned, without the limits no answer confirmed within learnedTTL of now.
 // The caller holds d.mu.
 func (d *dispatcher) unexpired(now time.Time) gatewayv1.LearnedLimits {
-	l := d.learned
-	if now.Sub(d.confirmed.requests) >= learnedTTL {
-		l.RequestsPerMinute = 0
-	}
-	if now.Sub(d.confirmed.tokens) >= learnedTTL {
-		l.TokensPerMinute = 0
-	}
-	return l
+	return d.learned.Combine(gatewayv1.LearnedLimits{}, func(dim gatewayv1.Dimension, learned, _ int64) int64 {
+		if now.Sub(d.confirmed[dim]) >= learnedTTL {
+			return 0
+		}
+		return learned
+	})
 }
 
 // forgetStale forgets the limits learned from d's provider that no answer confirmed within
@@ -61,37 +59,55 @@ func (d *dispatcher) forgetStale(now time.Time) bool {
 	return true
 }
 
-// served is what a provider was seen to serve: the largest call, in the tokens it counted, within
-// learnedTTL. A provider that served a call holds at least that many tokens a minute, whatever its
-// headers say.
-type served struct {
-	largest int64
-	at      time.Time
+// served is what a provider was seen to serve: of each kind of tokens, the largest call, in the
+// tokens it counted, within learnedTTL. A provider that served a call holds at least that many
+// tokens of the kind a minute, whatever its headers say.
+type served [kinds]largest
+
+// largest is the largest call of one kind of tokens served, and when.
+type largest struct {
+	tokens int64
+	at     time.Time
 }
 
 // add notes a call of tokens served at now: it replaces the largest when it is as large, or when
 // the largest is older than learnedTTL.
-func (s *served) add(tokens int64, now time.Time) {
-	if tokens >= s.largest || now.Sub(s.at) >= learnedTTL {
-		s.largest, s.at = tokens, now
+func (l *largest) add(tokens int64, now time.Time) {
+	if tokens >= l.tokens || now.Sub(l.at) >= learnedTTL {
+		l.tokens, l.at = tokens, now
 	}
+}
+
+// within is the largest call served within learnedTTL of now; zero for none.
+func (l largest) within(now time.Time) int64 {
+	if now.Sub(l.at) >= learnedTTL {
+		return 0
+	}
+	return l.tokens
 }
 
 // evidence is the floor what was served at now puts under the limits learned (see
 // policy.Lower): zero fields for none.
 func (s *served) evidence(now time.Time) gatewayv1.LearnedLimits {
-	if now.Sub(s.at) >= learnedTTL {
-		return gatewayv1.LearnedLimits{}
+	return gatewayv1.LearnedLimits{
+		TokensPerMinute:       s[allTokens].within(now),
+		InputTokensPerMinute:  s[inputTokens].within(now),
+		OutputTokensPerMinute: s[outputTokens].within(now),
 	}
-	return gatewayv1.LearnedLimits{TokensPerMinute: s.largest}
 }
 
-// servedCall notes a call of tokens the provider served at now. A call larger than the tokens
-// per minute learned raises their floor: the next answer learns again. The caller holds d.mu.
-func (d *dispatcher) servedCall(tokens int64, now time.Time) {
-	d.served.add(tokens, now)
-	if l := d.learned.TokensPerMinute; l > 0 && tokens > l {
-		d.lastReport.Store(nil)
+// learnedKinds are the learned limits of each kind of tokens.
+var learnedKinds = [kinds]gatewayv1.Dimension{gatewayv1.DimensionTokens, gatewayv1.DimensionInputTokens, gatewayv1.DimensionOutputTokens}
+
+// servedCall notes a call the provider served at now, which took tokens of each kind. A call
+// larger than a limit learned raises its floor: the next answer learns again. The caller holds
+// d.mu.
+func (d *dispatcher) servedCall(tokens byKind, now time.Time) {
+	for k, n := range tokens {
+		d.served[k].add(n, now)
+		if l := d.learned.Of(learnedKinds[k]); l > 0 && n > l {
+			d.lastReport.Store(nil)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
@@ -113,18 +114,22 @@ func (g *Gate) byLoad(choices []Choice) []Choice {
 		return choices
 	}
 	load := func(c Choice) float64 {
-		return float64(g.usage.inFlight(c.Route.Provider.Name)) / weight(c.Route.Provider)
+		return float64(g.usage.inFlight(c.Route.Provider.Name)) / weight(c)
 	}
 	out := slices.Clone(choices)
 	slices.SortStableFunc(out, func(a, b Choice) int { return cmp.Compare(load(a), load(b)) })
 	return out
 }
 
-// weight is a provider's share of its pools: its sustained tokens a minute, else its requests a
-// minute, else its cap of calls in flight, else 1.
-func weight(p *policy.Provider) float64 {
-	cfg := p.Config
-	for _, n := range []int64{p.SustainedTokensPerMinute(), cfg.WithHeadroom(cfg.RequestsPerMinute), cfg.WithHeadroom(cfg.MaxInFlight)} {
+// weight is a provider's share of its pools for call c: the tokens a minute its token limits let
+// through while a backlog of such calls lasts (see sustained), else its requests a minute, else
+// its cap of calls in flight, else 1.
+func weight(c Choice) float64 {
+	if n := 60 * sustained(c.Route.Provider, c.takes()); n > 0 {
+		return n
+	}
+	cfg := c.Route.Provider.Config
+	for _, n := range []int64{cfg.WithHeadroom(cfg.PerMinute(gatewayv1.DimensionRequests)), cfg.WithHeadroom(cfg.MaxInFlight)} {
 		if n > 0 {
 			return float64(n)
 		}

@@ -49,9 +49,11 @@ type Refusal struct {
 	// Level and Dimension name the limit that refused (Limited, TooLarge).
 	Level     ratelimit.Level
 	Dimension ratelimit.Dimension
-	// Capacity is the most the refusing limit holds, Remaining what it had left and Requested
+	// Capacity is the refusing limit as its configuration states it, counted Per ("a minute",
+	// "a day", "at once"; empty for a bucket's burst), Remaining what it had left and Requested
 	// what the call asked of it (Limited, TooLarge; Remaining is -1 when no decision was taken).
 	Capacity, Remaining, Requested int64
+	Per                            string
 	// Spent reports that the refusing limit is a calendar window (a day's or a month's quota, or
 	// the budget): nothing comes back to it until it resets, RetryAfter from now (Limited).
 	Spent bool
@@ -73,6 +75,13 @@ type Refusal struct {
 	// Limits are the caller's limits as the refusing decision left them; zero when none was
 	// taken.
 	Limits Limits
+}
+
+// limitedOn is a refusal by l, Limited, with l as its configuration states it.
+func limitedOn(l *ratelimit.Limit) *Refusal {
+	r := &Refusal{Reason: Limited, Level: l.Level, Dimension: l.Dimension, Spent: l.IsWindow()}
+	r.Capacity, r.Per = l.Stated()
+	return r
 }
 
 // inFlightRetry is when a caller that calls in flight refused is told to come back: a slot

@@ -54,7 +54,12 @@ func (r *Request) choices() []Choice {
 	if len(r.Pool) > 0 {
 		return r.Pool
 	}
-	return []Choice{{Route: r.Route, Cost: r.Cost, ProviderTokens: r.ProviderTokens}}
+	return []Choice{r.choice()}
+}
+
+// choice is the request's Route, with what the call costs there.
+func (r *Request) choice() Choice {
+	return Choice{Route: r.Route, Cost: r.Cost, ProviderTokens: r.ProviderTokens}
 }
 
 // at is the request sent to choice c.
@@ -65,19 +70,43 @@ func (r Request) at(c Choice) Request {
 
 func (r *Request) isJob() bool { return r.Job.Job != "" }
 
-// providerCost is what the request takes from its provider's tokens: what the provider counts at
-// admission, or the estimate for a provider that counts usage alone. The queue drains in it.
-func (r *Request) providerCost() int64 {
-	if r.ProviderTokens > 0 {
-		return r.ProviderTokens
+// providerCost is what the request takes from its provider's tokens (see Choice.providerCost).
+// The queue drains in it.
+func (r *Request) providerCost() int64 { return r.choice().providerCost() }
+
+// takes is what the request takes of each kind of its provider's token limits (see
+// Choice.takes).
+func (r *Request) takes() byKind { return r.choice().takes() }
+
+// providerCost is what a call takes from the provider's tokens: what the provider counts at
+// admission, or the estimate as the provider counts it (see policy.Provider.Counted) for a
+// provider that counts usage alone.
+func (c Choice) providerCost() int64 {
+	if c.ProviderTokens > 0 {
+		return c.ProviderTokens
 	}
-	return r.Cost.Tokens
+	return c.Route.Provider.Counted(c.Cost).Tokens
+}
+
+// takes is what a call takes of each kind of the provider's token limits: its providerCost, and
+// its input and output tokens as the provider counts them.
+func (c Choice) takes() byKind {
+	counted := c.Route.Provider.Counted(c.Cost)
+	return byKind{allTokens: c.providerCost(), inputTokens: counted.InputTokens, outputTokens: counted.OutputTokens}
+}
+
+// served is what the request's provider counted of each kind of tokens of a call it served at
+// actual: the more of what it took at admission and of its usage.
+func (r *Request) served(actual policy.Cost) byKind {
+	taken, used := r.takes(), r.Route.Provider.Counted(actual)
+	return byKind{max(taken[allTokens], used.Tokens), max(taken[inputTokens], used.InputTokens), max(taken[outputTokens], used.OutputTokens)}
 }
 
 // checks appends to dst every check the request must pass (see policy.Checks), its provider's
-// own token limits charged providerCost, or all they hold when they are learned limits it passes
-// (see policy.Provider.TokensTaken). Settling keeps ProviderTokens on them when the usage is less
-// (see policy.Settlement), and charges what the call took beyond them.
+// own limits on all tokens charged providerCost, and each of its provider's token limits all it
+// holds when that is a learned limit the call passes (see policy.Provider.TokensTaken). Settling
+// keeps ProviderTokens on them when the usage is less (see policy.Settlement), and charges what
+// the call took beyond them.
 //
 // A job's attempt takes no request from its caller's own limits: the job took it when it was
 // created (see Gate.ChargeJob). It is still checked against them, as a call of no requests.
@@ -90,6 +119,8 @@ func (r *Request) checks(dst []ratelimit.Check, share policy.Share, lease string
 			c.Cost = 0
 		case c.Limit.Level == ratelimit.LevelProvider && c.Limit.Dimension == ratelimit.Tokens:
 			c.Cost = r.Route.Provider.TokensTaken(c.Limit, r.providerCost())
+		case c.Limit.Level == ratelimit.LevelProvider && c.Limit.Dimension.CountsTokens():
+			c.Cost = r.Route.Provider.TokensTaken(c.Limit, c.Cost)
 		}
 	}
 	return dst, queueing
@@ -104,7 +135,10 @@ func isCallersRequests(c *ratelimit.Check) bool {
 // costOf is what a call that used u costs: its tokens, and what they are billed at its route's
 // prices, at the service tier its answer names, else the one it asked for.
 func (r *Request) costOf(u estimate.Usage) policy.Cost {
-	return policy.Cost{Tokens: u.Tokens(), MicroDollars: r.Route.Prices.CostMicros(cmp.Or(u.ServiceTier, r.ServiceTier), billed(u))}
+	return policy.Cost{
+		Tokens: u.Tokens(), InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, CachedInputTokens: u.CachedPromptTokens,
+		MicroDollars: r.Route.Prices.CostMicros(cmp.Or(u.ServiceTier, r.ServiceTier), billed(u)),
+	}
 }
 
 // billed is u by the classes of token a provider bills.
@@ -131,6 +165,13 @@ func (r *Request) class() fairqueue.Class {
 // other tenants' jobs could run.
 func (r *Request) queuesAt(level ratelimit.Level) bool {
 	return !r.isJob() || level >= ratelimit.LevelGlobal
+}
+
+// waitsOut reports whether the request may wait out refusal in the queue: any refusal, but by a
+// calendar window (a provider's day) only when it resets within the request's maxWait. A job,
+// which has no maxWait, waits for none.
+func (r *Request) waitsOut(refusal *Refusal) bool {
+	return !refusal.Spent || (r.maxWait() > 0 && refusal.RetryAfter <= r.maxWait())
 }
 
 // maxWait is how long the request may wait in the queue; zero for a job, which has no bound.

@@ -90,13 +90,18 @@ func (d *dispatcher) exchangeOnce(ctx context.Context) time.Duration {
 
 // gatewaySlack is how far a gateway may get ahead of the least served gateway, in tokens over its
 // share of the provider, when exchanges are interval apart: gatewaySlackIntervals of them of what
-// the provider's tokens per minute let through (a lane's slack for a provider with none).
+// the provider's token limits let through while its queue's backlog lasts (a lane's slack for a
+// provider with none). The caller holds d.mu.
 func (d *dispatcher) gatewaySlack(interval time.Duration) float64 {
 	p := d.g.policy().Provider(d.provider)
-	if p == nil || p.SustainedTokensPerMinute() <= 0 {
+	if p == nil {
 		return shareSlack
 	}
-	return gatewaySlackIntervals * interval.Seconds() * float64(p.SustainedTokensPerMinute()) / 60
+	rate := sustained(p, d.backlog)
+	if rate <= 0 {
+		return shareSlack
+	}
+	return gatewaySlackIntervals * interval.Seconds() * rate
 }
 
 // waitingLanes are the shared ledger's members of the queue's lanes that wait and that no limit of

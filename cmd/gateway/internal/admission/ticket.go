@@ -109,7 +109,7 @@ func (t *Ticket) end(u *estimate.Usage, sent bool) bool {
 	}
 	buf := settlements.Get().(*[ratelimit.MaxChecks]ratelimit.Check)
 	defer settlements.Put(buf)
-	settlement := policy.Release(policy.Settlement(buf[:0], t.checks, actual, held), t.checks)
+	settlement := policy.Release(policy.Settlement(buf[:0], t.checks, t.req.Route.Provider, actual, held), t.checks)
 	if !charged {
 		settlement = policy.Unserved(settlement, t.checks, sent)
 	}

@@ -25,6 +25,7 @@ type usage struct {
 // meter is one provider's or tenant's traffic.
 type meter struct {
 	requests, tokens lastMinute
+	input, output    lastMinute // tokens of each kind, of tokens
 	inFlight         int64
 	queued           int64
 	queuedTokens     int64
@@ -93,27 +94,47 @@ func get(m map[string]*meter, name string) *meter {
 	return m[name]
 }
 
+// started counts a call let go at now, at its estimate: as its provider counts it on the
+// provider's meter, as it is on its tenant's.
 func (u *usage) started(req *Request, now time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	for _, m := range u.meters(req) {
+	for i, m := range u.meters(req) {
 		m.requests.add(now, 1)
-		m.tokens.add(now, req.Cost.Tokens)
+		m.addTokens(now, metered(req, i, req.Cost), 1)
 		m.inFlight++
 	}
 }
 
-func (u *usage) finished(req *Request, tokenDelta, microDollars int64, now time.Time) {
+// finished counts a call that ended at now, at its actual cost in place of its estimate.
+func (u *usage) finished(req *Request, actual policy.Cost, now time.Time) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for i, m := range u.meters(req) {
-		m.tokens.add(now, tokenDelta)
+		m.addTokens(now, metered(req, i, actual), 1)
+		m.addTokens(now, metered(req, i, req.Cost), -1)
 		m.inFlight--
 		if !now.Before(m.spendEnd) {
 			m.spend, m.spendEnd = 0, spendPeriodEnd(req.Caller.Tenant, i == 1, now)
 		}
-		m.spend += microDollars
+		m.spend += actual.MicroDollars
 	}
+}
+
+// metered is cost c of req as meter i of its meters counts it: as its provider counts it (see
+// policy.Provider.Counted) on the provider's, the first, as it is on its tenant's.
+func metered(req *Request, i int, c policy.Cost) policy.Cost {
+	if i == 0 {
+		return req.Route.Provider.Counted(c)
+	}
+	return c
+}
+
+// addTokens adds sign times the tokens of c, of each kind, at now.
+func (m *meter) addTokens(now time.Time, c policy.Cost, sign int64) {
+	m.tokens.add(now, sign*c.Tokens)
+	m.input.add(now, sign*c.InputTokens)
+	m.output.add(now, sign*c.OutputTokens)
 }
 
 // inFlight is this replica's calls in flight to a provider.
@@ -173,6 +194,7 @@ func (m *meter) traffic(now time.Time) gatewayv1.Traffic {
 	}
 	return gatewayv1.Traffic{
 		RequestsLastMinute: m.requests.sum(now), TokensLastMinute: m.tokens.sum(now),
+		InputTokensLastMinute: m.input.sum(now), OutputTokensLastMinute: m.output.sum(now),
 		InFlight: m.inFlight, Queued: m.queued, QueuedTokens: m.queuedTokens, Refused: refused,
 	}
 }

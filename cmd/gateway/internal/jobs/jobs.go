@@ -123,9 +123,12 @@ func (o Owner) Owns(j *Job) bool {
 // owner is the narrowest owner of j: its user.
 func (j *Job) owner() Owner { return Owner{TenantID: j.TenantID, User: j.User} }
 
-// Cost is what a call took from the limits.
+// Cost is what a call took from the limits: its tokens, of them its input and output tokens,
+// and its dollars.
 type Cost struct {
 	Tokens       int64 `json:"tokens,omitempty"`
+	InputTokens  int64 `json:"inputTokens,omitempty"`
+	OutputTokens int64 `json:"outputTokens,omitempty"`
 	MicroDollars int64 `json:"microDollars,omitempty"`
 }
 

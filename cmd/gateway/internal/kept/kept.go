@@ -38,6 +38,8 @@ type Follow struct {
 	// What its admission charged, and the service tier it asked for, at which it is charged when
 	// its answer names none.
 	Tokens         int64  `json:"tokens"`
+	InputTokens    int64  `json:"inputTokens,omitempty"`
+	OutputTokens   int64  `json:"outputTokens,omitempty"`
 	MicroDollars   int64  `json:"microDollars"`
 	ProviderTokens int64  `json:"providerTokens"`
 	ServiceTier    string `json:"serviceTier,omitempty"`

@@ -122,24 +122,36 @@ func (b *builder) pair(build func(share func(int64) int64) (*ratelimit.Limit, er
 
 // dimension maps a configured limit to what the limiter counts and how much it allows.
 func dimension(l gatewayv1.Limit) (ratelimit.Dimension, int64, error) {
-	switch l.Dimension {
-	case gatewayv1.DimensionRequests:
-		return ratelimit.Requests, l.Amount, nil
-	case gatewayv1.DimensionTokens:
-		return ratelimit.Tokens, l.Amount, nil
-	default:
+	if l.Dimension == gatewayv1.DimensionDollars {
 		micros, err := l.Dollars.MicroDollars()
 		return ratelimit.MicroDollars, micros, err
 	}
+	return counted(l.Dimension), l.Amount, nil
 }
 
-// providerRules builds a provider's own limits, each at its headroom share of the published one.
+// counted is what the limiter counts for a dimension of requests or tokens.
+func counted(d gatewayv1.Dimension) ratelimit.Dimension {
+	switch d {
+	case gatewayv1.DimensionTokens:
+		return ratelimit.Tokens
+	case gatewayv1.DimensionInputTokens:
+		return ratelimit.InputTokens
+	case gatewayv1.DimensionOutputTokens:
+		return ratelimit.OutputTokens
+	}
+	return ratelimit.Requests
+}
+
+// providerRules builds a provider's own limits, published holding those on requests and tokens
+// (see gatewayv1.Provider.PublishedLimits), each at its headroom share of the published one; a day
+// resets in loc.
 //
 // A provider counts its per-minute limits on a rolling minute: no sixty seconds may hold more than
 // the limit. The gateway counts them the same way, as rolling windows of a minute in slots of a
 // second (see perMinute), each paced by a bucket (see pace): no rolling minute ever sees more than
-// the limit, and a backlog drains at the pace, 59/61 of it.
-func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
+// the limit, and a backlog drains at the pace, 59/61 of it. A day is a calendar window, shared
+// through the store as a plan's day quota is.
+func (b *builder) providerRules(p *gatewayv1.Provider, published []gatewayv1.Limit, loc *time.Location) ([]rule, error) {
 	var out []rule
 	add := func(r rule, err error) error {
 		if err == nil {
@@ -157,13 +169,15 @@ func (b *builder) providerRules(p *gatewayv1.Provider) ([]rule, error) {
 	}
 	prefix := providerKey(p.Name, "provider")
 	level := ratelimit.LevelProvider
-	if n := p.WithHeadroom(p.RequestsPerMinute); n > 0 {
-		if err := addPerMinute(prefix+":requests", ratelimit.Requests, n, 0); err != nil {
-			return nil, err
+	for _, l := range published {
+		l.Amount = p.WithHeadroom(l.Amount)
+		var err error
+		if l.Per == gatewayv1.PeriodDay {
+			err = add(b.rule(limitKey(prefix, l), level, l, loc))
+		} else {
+			err = addPerMinute(prefix+":"+string(l.Dimension), counted(l.Dimension), l.Amount, gatewayv1.ProviderMinBurst(l.Dimension))
 		}
-	}
-	if n := p.WithHeadroom(p.TokensPerMinute); n > 0 {
-		if err := addPerMinute(prefix+":tokens", ratelimit.Tokens, n, gatewayv1.MinTokenBurst); err != nil {
+		if err != nil {
 			return nil, err
 		}
 	}

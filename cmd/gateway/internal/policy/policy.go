@@ -99,8 +99,8 @@ func Compile(cfg *gatewayv1.Config, replicas int64) (*Policy, error) {
 	return CompileLearned(cfg, replicas, nil)
 }
 
-// CompileLearned is Compile with each provider's requests and tokens per minute lowered to the
-// limits learned from its answers (by provider name), where they are lower and above their floor:
+// CompileLearned is Compile with each provider's per-minute limits lowered to the limits learned
+// from its answers (by provider name), where they are lower and above their floor:
 // see Lower.
 func CompileLearned(cfg *gatewayv1.Config, replicas int64, learned map[string]gatewayv1.LearnedLimits) (*Policy, error) {
 	p := &Policy{
@@ -158,7 +158,11 @@ func (p *Policy) addProvider(b *builder, cfg *gatewayv1.Provider, learned gatewa
 	if err != nil {
 		return fmt.Errorf("policy: provider %q: %w", cfg.Name, err)
 	}
-	limits, err := b.providerRules(paced(cfg, learned))
+	loc, err := time.LoadLocation(cfg.TimeZone)
+	if err != nil {
+		return fmt.Errorf("policy: provider %q: %w", cfg.Name, err)
+	}
+	limits, err := b.providerRules(cfg, paced(cfg, learned), loc)
 	if err != nil {
 		return err
 	}
@@ -202,10 +206,10 @@ func parseEndpoints(cfg *gatewayv1.Provider) ([]*url.URL, error) {
 // limit it did not report (zero) is none, and so is one whose floor is the configured limit.
 // served is what the provider was seen to serve (zero fields for nothing).
 func Lower(cfg *gatewayv1.Provider, reported, served gatewayv1.LearnedLimits) gatewayv1.LearnedLimits {
-	return gatewayv1.LearnedLimits{
-		RequestsPerMinute: lowerThan(cfg.RequestsPerMinute, floor(cfg.RequestsPerMinute, reported.RequestsPerMinute, served.RequestsPerMinute)),
-		TokensPerMinute:   lowerThan(cfg.TokensPerMinute, floor(cfg.TokensPerMinute, reported.TokensPerMinute, served.TokensPerMinute)),
-	}
+	return reported.Combine(served, func(d gatewayv1.Dimension, reported, served int64) int64 {
+		configured := cfg.PerMinute(d)
+		return lowerThan(configured, floor(configured, reported, served))
+	})
 }
 
 // LearnedFloorDivisor bounds what a provider's answers can teach: a learned limit is never below
@@ -232,38 +236,61 @@ func lowerThan(configured, reported int64) int64 {
 	return 0
 }
 
-// TokensTaken is what a call that provider p counts as n tokens takes from l, one of the limits
-// of its calls: n, but on p's own token limits while they hold a limit learned from its answers,
-// no more than l ever holds. A call larger than a learned limit is no fault of its client (the
-// provider's word may be wrong, or out of date): it waits until the limit is whole and goes as a
-// probe, whose answer teaches again, and settling charges the rest of it.
+// TokensTaken is what a call that provider p counts as n tokens (of l's kind) takes from l, one of
+// the limits of its calls: n, but on p's own per-minute token limits while they hold a limit
+// learned from its answers, no more than l ever holds. A call larger than a learned limit is no
+// fault of its client (the provider's word may be wrong, or out of date): it waits until the
+// limit is whole and goes as a probe, whose answer teaches again, and settling charges the rest
+// of it.
 func (p *Provider) TokensTaken(l *ratelimit.Limit, n int64) int64 {
-	if p.Learned.TokensPerMinute > 0 && l.Level == ratelimit.LevelProvider && l.Dimension == ratelimit.Tokens {
+	if l.Level == ratelimit.LevelProvider && l.Dimension.CountsTokens() && !l.IsWindow() && p.Learned.Of(configured(l.Dimension)) > 0 {
 		return min(n, l.Largest())
 	}
 	return n
 }
 
-// paced is cfg with its per-minute limits replaced by the learned ones that are set.
-func paced(cfg *gatewayv1.Provider, learned gatewayv1.LearnedLimits) *gatewayv1.Provider {
-	if learned.IsZero() {
-		return cfg
+// configured is the configuration's name of a dimension of tokens or requests.
+func configured(d ratelimit.Dimension) gatewayv1.Dimension {
+	switch d {
+	case ratelimit.Tokens:
+		return gatewayv1.DimensionTokens
+	case ratelimit.InputTokens:
+		return gatewayv1.DimensionInputTokens
+	case ratelimit.OutputTokens:
+		return gatewayv1.DimensionOutputTokens
 	}
-	out := *cfg
-	out.RequestsPerMinute = cmp.Or(learned.RequestsPerMinute, cfg.RequestsPerMinute)
-	out.TokensPerMinute = cmp.Or(learned.TokensPerMinute, cfg.TokensPerMinute)
-	return &out
+	return gatewayv1.DimensionRequests
 }
 
-// SustainedTokensPerMinute is the tokens per minute the gateway lets through to the provider
-// while a backlog lasts: the rate of its pace, 59/61 of the configured or learned limit after
+// paced is cfg's published limits (see gatewayv1.Provider.PublishedLimits), each per-minute one
+// that was learned at its learned limit, and a limit learned that cfg does not publish added.
+func paced(cfg *gatewayv1.Provider, learned gatewayv1.LearnedLimits) []gatewayv1.Limit {
+	limits := cfg.PublishedLimits()
+	for _, d := range gatewayv1.LearnedDimensions() {
+		n := learned.Of(d)
+		if n <= 0 {
+			continue
+		}
+		i := slices.IndexFunc(limits, func(l gatewayv1.Limit) bool { return l.Dimension == d && l.Per == gatewayv1.PeriodMinute })
+		if i < 0 {
+			limits = append(limits, gatewayv1.Limit{Dimension: d, Amount: n, Per: gatewayv1.PeriodMinute})
+		} else {
+			limits[i].Amount = n
+		}
+	}
+	return limits
+}
+
+// SustainedPerMinute is the units of d a minute the gateway lets through to the provider while a
+// backlog lasts: the rate of its pace, 59/61 of the configured or learned limit per minute after
 // headroom (see gatewayv1.ProviderPace). Zero means no limit.
-func (p *Provider) SustainedTokensPerMinute() int64 {
-	n := p.Config.WithHeadroom(cmp.Or(p.Learned.TokensPerMinute, p.Config.TokensPerMinute))
+func (p *Provider) SustainedPerMinute(d ratelimit.Dimension) int64 {
+	name := configured(d)
+	n := p.Config.WithHeadroom(cmp.Or(p.Learned.Of(name), p.Config.PerMinute(name)))
 	if n <= 0 {
 		return 0
 	}
-	rate, _ := gatewayv1.ProviderPace(n, gatewayv1.MinTokenBurst)
+	rate, _ := gatewayv1.ProviderPace(n, gatewayv1.ProviderMinBurst(name))
 	return rate
 }
 

@@ -184,7 +184,7 @@ func TestLocalChecksTakeOneReplicasShare(t *testing.T) {
 func TestSettlementChargesTheDifferenceAndFreesTheSlot(t *testing.T) {
 	p := compileExample(t, 1)
 	checks, _ := Checks(nil, p.Caller("sk-acme-alice"), p.Routes("gpt-4o-mini")[0], gatewayv1.EndpointChat, Cost{Tokens: 900, MicroDollars: 2700}, Shared, "lease-1")
-	got := Release(Settlement(nil, checks, Cost{Tokens: 50, MicroDollars: 150}, 0), checks)
+	got := Release(Settlement(nil, checks, p.Provider("openai"), Cost{Tokens: 50, MicroDollars: 150}, 0), checks)
 	want := []check{
 		{Key: "{tenant:acme}:tenant:tokens:minute", Level: "tenant", Capacity: 200000, Cost: -850},
 		{Key: "{tenant:acme}:tenant:budget", Level: "tenant", Capacity: 5_000_000_000, Cost: -2550},
@@ -219,7 +219,7 @@ func TestSettlementKeepsWhatTheProviderHeld(t *testing.T) {
 		{"usage below the provider's count", 700, -6, 0},
 		{"usage above the provider's count", 900, 194, 45},
 	} {
-		got := Settlement(nil, checks, Cost{Tokens: tc.actual, MicroDollars: 2118}, 855)
+		got := Settlement(nil, checks, p.Provider("openai"), Cost{Tokens: tc.actual, MicroDollars: 2118}, 855)
 		want := []check{{Key: "{tenant:acme}:tenant:tokens:minute", Level: "tenant", Capacity: 200000, Cost: tc.tenant}}
 		if tc.pr != 0 {
 			want = append(want,
@@ -499,8 +499,8 @@ func TestLearnedLimitsLowerTheProvidersLimits(t *testing.T) {
 	}
 	// 285,000 × 59/61: the pace of the rolling window, which counts 61 slots of a second while 60
 	// pass, less a second.
-	if got := p.Provider("openai").SustainedTokensPerMinute(); got != 275_655 {
-		t.Errorf("SustainedTokensPerMinute() = %d; want 275655", got)
+	if got := p.Provider("openai").SustainedPerMinute(ratelimit.Tokens); got != 275_655 {
+		t.Errorf("SustainedPerMinute(ratelimit.Tokens) = %d; want 275655", got)
 	}
 }
 

@@ -1,14 +1,14 @@
 // Package ratelimit decides whether a request may go now, over every level that applies to it
-// (user, tenant, endpoint, global, provider) and every dimension (requests, tokens, dollars, calls
-// in flight), and takes from all of them or from none.
+// (user, tenant, endpoint, global, provider) and every dimension (requests, tokens, input and
+// output tokens, dollars, calls in flight), and takes from all of them or from none.
 //
 // Rates are token buckets with variable cost, kept as one number per key (GCRA: the theoretical
 // arrival time). A provider's per-minute limits are rolling windows: the provider counts any
 // sixty seconds, so the limiter counts a minute in slots of a second and lets a request through
 // only when the slots that overlap the last minute, with it, hold no more than the limit (see
 // NewRolling), beside a bucket that paces it and lets a request past its burst when full (see
-// NewPace). Plan quotas and budgets are calendar windows that reset at midnight or on the
-// first of the month in the plan's time zone. Calls in flight are counters. A refusal is a
+// NewPace). Plan quotas and budgets, and a provider's day, are calendar windows that reset at
+// midnight or on the first of the month in the plan's (or the provider's) time zone. Calls in flight are counters. A refusal is a
 // Decision, not an error; it says which level refused and how long until the request would pass,
 // so a queue can wait exactly that long.
 //
@@ -47,17 +47,25 @@ func (l Level) String() string {
 // Dimension is what a limit counts.
 type Dimension uint8
 
-// The dimensions. Dollars are counted in micro-dollars. A scope's mark (see NewMark) counts
-// the record's versions.
+// The dimensions. Tokens are a call's input and output together; InputTokens and OutputTokens
+// each alone. Dollars are counted in micro-dollars. A scope's mark (see NewMark) counts the
+// record's versions.
 const (
 	Requests Dimension = iota
 	Tokens
 	MicroDollars
 	InFlight
 	Version
+	InputTokens
+	OutputTokens
 )
 
-var dimensionNames = [...]string{"requests", "tokens", "microdollars", "inflight", "version"}
+var dimensionNames = [...]string{"requests", "tokens", "microdollars", "inflight", "version", "inputtokens", "outputtokens"}
+
+// CountsTokens reports whether d counts tokens: all of a call's, its input's or its output's.
+func (d Dimension) CountsTokens() bool {
+	return d == Tokens || d == InputTokens || d == OutputTokens
+}
 
 func (d Dimension) String() string {
 	if int(d) < len(dimensionNames) {
@@ -127,6 +135,10 @@ type Limit struct {
 	slots       int64         // rolling: the slots a period is counted in
 	calendar    Calendar      // window: when it resets
 	leaseTTL    time.Duration // concurrency: how long an unreleased slot is held in Redis
+	// stated and per are the limit as its configuration states it: stated units every per (a
+	// bucket, a pace, a rolling window), or in each calendar window, or at once.
+	stated int64
+	per    time.Duration
 
 	// cell is the Memory store's state for Key, bound at first use so that a decision finds its
 	// state without a map lookup.
@@ -145,13 +157,15 @@ func NewBucket(key string, level Level, dim Dimension, rate int64, per time.Dura
 	interval := per / time.Duration(rate)
 	return newLimit(key, level, dim, bucket, burst, func(l *Limit) {
 		l.interval, l.perInterval = interval, 1/float64(interval)
+		l.stated, l.per = rate, per
 	}), nil
 }
 
 // NewPace returns a bucket, as NewBucket, that also lets one request take more than burst, up to
-// largest, when it is full: the bucket is then in debt, and refills from there. A pace sits beside
-// a limit of its own (a provider's rolling minute) to spread what that limit allows: its burst
-// smooths, and need not bound the largest request the limit lets through.
+// largest, when it is full: the bucket is then empty, in no debt, and refills from there. A pace
+// sits beside a limit of its own (a provider's rolling minute) to spread what that limit allows:
+// its burst smooths, and need not bound the largest request the limit lets through, nor hold
+// back the requests after it that the limit has room for.
 func NewPace(key string, level Level, dim Dimension, rate int64, per time.Duration, burst, largest int64) (*Limit, error) {
 	if largest < burst {
 		return nil, fmt.Errorf("ratelimit: pace %q: its largest request %d must be at least its burst %d", key, largest, burst)
@@ -163,7 +177,7 @@ func NewPace(key string, level Level, dim Dimension, rate int64, per time.Durati
 	if err != nil {
 		return nil, err
 	}
-	l.largest = largest
+	l.largest, l.stated = largest, largest // the limit it paces: largest every per
 	l.script = scriptConstants(l)
 	return l, nil
 }
@@ -182,6 +196,7 @@ func NewRolling(key string, level Level, dim Dimension, capacity int64, period t
 	return newLimit(key, level, dim, rolling, capacity, func(l *Limit) {
 		l.interval, l.slots = period/time.Duration(slots), slots
 		l.perInterval = 1 / float64(l.interval)
+		l.per = period
 	}), nil
 }
 
@@ -203,7 +218,7 @@ func NewConcurrency(key string, level Level, max int64, leaseTTL time.Duration) 
 }
 
 func newLimit(key string, level Level, dim Dimension, k kind, capacity int64, set func(*Limit)) *Limit {
-	l := &Limit{Key: key, Level: level, Dimension: dim, kind: k, capacity: capacity, largest: capacity}
+	l := &Limit{Key: key, Level: level, Dimension: dim, kind: k, capacity: capacity, largest: capacity, stated: capacity}
 	set(l)
 	l.script = scriptConstants(l)
 	return l
@@ -212,6 +227,35 @@ func newLimit(key string, level Level, dim Dimension, k kind, capacity int64, se
 // Capacity returns the most the limit allows at once: a bucket's burst, a window's quota (calendar
 // or rolling), or the most calls in flight.
 func (l *Limit) Capacity() int64 { return l.capacity }
+
+// Stated returns the limit as its configuration states it: an amount, and how it is counted ("a
+// minute", "every 2s", "a day", "a month", "at once").
+func (l *Limit) Stated() (int64, string) {
+	switch {
+	case l.kind == window && l.calendar.Period == Month:
+		return l.stated, "a month"
+	case l.kind == window:
+		return l.stated, "a day"
+	case l.per == 0:
+		return l.stated, "at once"
+	}
+	return l.stated, perText(l.per)
+}
+
+// perText is "a second", "a minute", "an hour" or "a day", or "every" and the duration.
+func perText(d time.Duration) string {
+	switch d {
+	case time.Second:
+		return "a second"
+	case time.Minute:
+		return "a minute"
+	case time.Hour:
+		return "an hour"
+	case 24 * time.Hour:
+		return "a day"
+	}
+	return "every " + d.String()
+}
 
 // Largest returns the most one request may take: its Capacity, but for a pace (NewPace), which
 // lets a request past its burst when it is full.
@@ -237,6 +281,9 @@ func (l *Limit) IsMark() bool { return l.kind == mark }
 // midnight or on the first of the month) rather than a rate or calls in flight.
 func (l *Limit) IsWindow() bool { return l.kind == window }
 
+// IsRolling reports whether the limit is a rolling window (see NewRolling).
+func (l *Limit) IsRolling() bool { return l.kind == rolling }
+
 // Check is one limit a request must pass and what the request costs on it. In Settle, Cost is
 // the difference to add (negative to refund).
 type Check struct {
@@ -261,7 +308,7 @@ func unixNano(t time.Time) int64 {
 
 // MaxChecks is the most checks one decision may hold: a call's user, tenant, endpoint and global
 // limits, and its provider's, of which each per-minute limit takes two (its rolling minute and
-// its pace), so up to eight.
+// its pace).
 const MaxChecks = 24
 
 // Decision is the answer to one request over all its checks.
@@ -296,6 +343,14 @@ type Reading struct {
 	Remaining int64
 	// Reset is the time until the limit is whole again: a bucket full, a window reset.
 	Reset time.Duration
+	// Leaving is, for a rolling window, what it counts by when it leaves, oldest first.
+	Leaving []Leaving
+}
+
+// Leaving is what a rolling window counts that leaves it After from the reading.
+type Leaving struct {
+	After time.Duration
+	Units int64
 }
 
 // RefusedBy returns the limit that refused, or nil when the decision allowed.

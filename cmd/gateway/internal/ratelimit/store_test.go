@@ -68,6 +68,10 @@ func limiterCases() []limiterCase {
 	if err != nil {
 		panic(err)
 	}
+	losAngeles, err := time.LoadLocation("America/Los_Angeles")
+	if err != nil {
+		panic(err)
+	}
 	return append([]limiterCase{
 		{
 			name:   "bucket allows its burst then says when the next unit is earned",
@@ -91,19 +95,19 @@ func limiterCases() []limiterCase {
 			},
 		},
 		{
-			name:   "a pace lets a call past its burst when it is full, into debt, and none past its largest",
+			name:   "a pace lets a call past its burst when it is full, leaving it empty and in no debt, and none past its largest",
 			limits: []*Limit{mustLimit(NewPace("{p}:pace", LevelProvider, Tokens, 100, time.Second, 100, 1000))},
 			steps: []step{
 				{costs: []int64{10}, want: result{Allowed: true, Refused: -1, Remaining: []int64{90}}},
 				// Past the burst: it waits until the bucket is full again, 10 units at 10ms each.
 				{costs: []int64{500}, want: result{Refused: 0, RetryAfter: 100 * time.Millisecond, Remaining: []int64{90}}},
 				{at: 100 * time.Millisecond, costs: []int64{500}, want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
-				// 5s in debt: one unit is earned back when 4.01s of it are left.
-				{at: 100 * time.Millisecond, costs: []int64{1}, want: result{Refused: 0, RetryAfter: 4010 * time.Millisecond, Remaining: []int64{0}}},
+				// Empty, not 4s in debt: one unit is earned back in 10ms.
+				{at: 100 * time.Millisecond, costs: []int64{1}, want: result{Refused: 0, RetryAfter: 10 * time.Millisecond, Remaining: []int64{0}}},
 				{at: 100 * time.Millisecond, costs: []int64{1001}, want: result{Refused: 0, Never: true, Remaining: []int64{0}}},
-				// A refund of 300 takes 3s off the debt.
-				{at: 100 * time.Millisecond, costs: []int64{-300}, settle: true},
-				{at: 100 * time.Millisecond, costs: []int64{1}, want: result{Refused: 0, RetryAfter: 1010 * time.Millisecond, Remaining: []int64{0}}},
+				// A refund of 50 puts 50 units back.
+				{at: 100 * time.Millisecond, costs: []int64{-50}, settle: true},
+				{at: 100 * time.Millisecond, costs: []int64{1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{49}}},
 			},
 		},
 		{
@@ -149,6 +153,22 @@ func limiterCases() []limiterCase {
 				{costs: []int64{1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
 				{at: time.Hour, costs: []int64{1}, want: result{Refused: 0, RetryAfter: 5 * time.Hour, Remaining: []int64{0}}},
 				{at: 6 * time.Hour, costs: []int64{1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
+			},
+		},
+		{
+			name: "a provider's day of requests refuses at its limit and resets at midnight in Los Angeles",
+			limits: []*Limit{
+				mustLimit(NewWindow("{gemini}:provider:requests:day", LevelProvider, Requests, 2, Calendar{Period: Day, Location: losAngeles})),
+				mustLimit(NewRolling("{gemini}:provider:outputTokens:minute", LevelProvider, OutputTokens, 1000, time.Minute, 60)),
+			},
+			steps: []step{
+				// 23:00 UTC is 15:00 in Los Angeles: midnight there is nine hours away.
+				{costs: []int64{1, 400}, want: result{Allowed: true, Refused: -1, Remaining: []int64{1, 600}}},
+				{costs: []int64{1, 400}, want: result{Allowed: true, Refused: -1, Remaining: []int64{0, 200}}},
+				{at: time.Hour, costs: []int64{1, 1}, want: result{Refused: 0, RetryAfter: 8 * time.Hour, Remaining: []int64{0, 1000}}},
+				// Midnight UTC is no reset of Los Angeles's day.
+				{at: time.Hour + time.Minute, costs: []int64{1, 1}, want: result{Refused: 0, RetryAfter: 8*time.Hour - time.Minute, Remaining: []int64{0, 1000}}},
+				{at: 9 * time.Hour, costs: []int64{1, 1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{1, 999}}},
 			},
 		},
 		{

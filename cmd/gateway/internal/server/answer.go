@@ -167,11 +167,20 @@ func setRefusalHeaders(h http.Header, r *admission.Refusal) {
 // the prompt leaves room, the largest value that fits.
 func tooLargeError(c *call, r *admission.Refusal) *apiError {
 	e := badRequest("request_too_large", "This request is larger than "+limitText(r)+". Waiting will not help; make the request smaller.")
-	if r.Dimension != ratelimit.Tokens {
+	var prompt int64 // what the call's prompt takes from the limit
+	switch r.Dimension {
+	case ratelimit.OutputTokens:
+	case ratelimit.Tokens, ratelimit.InputTokens:
+		prompt = c.estimate.PromptTokens
+	default:
 		return e
 	}
-	room := r.Capacity - c.estimate.PromptTokens
-	if room < c.request.N {
+	weight := int64(1) // what each output token takes from the limit
+	if r.Level == ratelimit.LevelProvider {
+		weight = c.route.Provider.Config.OutputWeight()
+	}
+	room := (r.Capacity - prompt) / weight
+	if r.Dimension == ratelimit.InputTokens || room < c.request.N {
 		e.Param = ptr(promptParam[c.endpoint])
 		e.Message += fmt.Sprintf(" Its prompt alone is about %d tokens.", c.estimate.PromptTokens)
 		return e
@@ -194,16 +203,25 @@ var promptParam = map[estimate.Endpoint]string{estimate.Chat: "messages", estima
 
 // limitText names the limit that refused, with its numbers.
 func limitText(r *admission.Refusal) string {
-	if r.Remaining < 0 {
-		return fmt.Sprintf("the %s limit on %s: limit %d, requested %d", r.Level, dimensionText(r.Dimension), r.Capacity, r.Requested)
+	limit := fmt.Sprintf("the %s limit on %s: limit %d", r.Level, dimensionText(r.Dimension), r.Capacity)
+	if r.Per != "" {
+		limit += " " + r.Per
 	}
-	return fmt.Sprintf("the %s limit on %s: limit %d, remaining %d, requested %d", r.Level, dimensionText(r.Dimension), r.Capacity, r.Remaining, r.Requested)
+	if r.Remaining < 0 {
+		return fmt.Sprintf("%s, requested %d", limit, r.Requested)
+	}
+	return fmt.Sprintf("%s, remaining %d, requested %d", limit, r.Remaining, r.Requested)
 }
 
 // dimensionText names a limit's dimension as the configuration does where it names it.
 func dimensionText(d ratelimit.Dimension) string {
-	if d == ratelimit.InFlight {
+	switch d {
+	case ratelimit.InFlight:
 		return string(gatewayv1.DimensionInFlight)
+	case ratelimit.InputTokens:
+		return string(gatewayv1.DimensionInputTokens)
+	case ratelimit.OutputTokens:
+		return string(gatewayv1.DimensionOutputTokens)
 	}
 	return d.String()
 }

@@ -9,8 +9,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
 
@@ -24,6 +26,8 @@ func TestRefusalError(t *testing.T) {
 		wantParam   string
 		wantMessage string
 		wantHeaders map[string]string
+		// weight is how many times the call's provider counts each output token; zero means once.
+		weight int32
 	}{{
 		name: "a limit refuses: Retry-After rounded up, the exact wait in ms, the caller's limits",
 		refusal: admission.Refusal{Reason: admission.Limited, Level: ratelimit.LevelUser, Dimension: ratelimit.Requests,
@@ -35,9 +39,9 @@ func TestRefusalError(t *testing.T) {
 	}, {
 		name: "a plan's calls at once are all running: the limit named as configured, to come back when one ends",
 		refusal: admission.Refusal{Reason: admission.Limited, Level: ratelimit.LevelTenant, Dimension: ratelimit.InFlight,
-			Capacity: 5, Remaining: 0, Requested: 1, RetryAfter: time.Second},
+			Capacity: 5, Per: "at once", Remaining: 0, Requested: 1, RetryAfter: time.Second},
 		wantStatus: 429, wantCode: "rate_limit_exceeded", wantRetry: time.Second,
-		wantMessage: "Too many calls at once: the tenant limit on inFlight: limit 5, remaining 0, requested 1. Try again when one of them ends.",
+		wantMessage: "Too many calls at once: the tenant limit on inFlight: limit 5 at once, remaining 0, requested 1. Try again when one of them ends.",
 		wantHeaders: map[string]string{"Retry-After": "1", "Retry-After-Ms": "1000"},
 	}, {
 		name: "a day's quota is spent: insufficient_quota until its reset, not retried",
@@ -56,6 +60,16 @@ func TestRefusalError(t *testing.T) {
 		wantStatus: 400, wantCode: "request_too_large", wantParam: "messages", wantMessage: "Its prompt alone is about 20 tokens.",
 		wantHeaders: map[string]string{"X-Should-Retry": "false"},
 	}, {
+		name:       "too large for a provider's output tokens, each counted five times: the largest max_tokens is a fifth of the room, a call",
+		refusal:    admission.Refusal{Reason: admission.TooLarge, Level: ratelimit.LevelProvider, Dimension: ratelimit.OutputTokens, Capacity: 1000, Remaining: -1, Requested: 2400},
+		wantStatus: 400, wantCode: "request_too_large", wantParam: "max_tokens", wantMessage: "limit on outputTokens: limit 1000, requested 2400. Waiting will not help; make the request smaller. The largest max_tokens that fits is 100.",
+		wantHeaders: map[string]string{"X-Should-Retry": "false"}, weight: 5,
+	}, {
+		name:       "too large for a plan's input tokens: the prompt is named",
+		refusal:    admission.Refusal{Reason: admission.TooLarge, Level: ratelimit.LevelUser, Dimension: ratelimit.InputTokens, Capacity: 1000, Remaining: -1, Requested: 2000},
+		wantStatus: 400, wantCode: "request_too_large", wantParam: "messages", wantMessage: "the user limit on inputTokens: limit 1000, requested 2000. Waiting will not help; make the request smaller. Its prompt alone is about 20 tokens.",
+		wantHeaders: map[string]string{"X-Should-Retry": "false"}, weight: 5,
+	}, {
 		name:       "the door: the place in the lane and the estimate",
 		refusal:    admission.Refusal{Reason: admission.Busy, Position: 7, Estimate: 90 * time.Second, MaxWait: time.Minute, RetryAfter: 30 * time.Second},
 		wantStatus: 429, wantCode: "queue_busy", wantRetry: 30 * time.Second,
@@ -73,10 +87,11 @@ func TestRefusalError(t *testing.T) {
 		refusal:    admission.Refusal{Reason: admission.Failed},
 		wantStatus: 500, wantCode: "limiter_error", wantHeaders: map[string]string{},
 	}}
-	// A chat call of 20 prompt tokens and max_tokens 240, twice (n: 2): 500 tokens.
-	c := &call{endpoint: estimate.Chat, estimate: estimate.Estimate{PromptTokens: 20, CompletionTokens: 480}, request: &estimate.Request{MaxTokensParam: "max_tokens", N: 2}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			// A chat call of 20 prompt tokens and max_tokens 240, twice (n: 2): 500 tokens.
+			c := &call{endpoint: estimate.Chat, estimate: estimate.Estimate{PromptTokens: 20, CompletionTokens: 480}, request: &estimate.Request{MaxTokensParam: "max_tokens", N: 2},
+				offer: offer{route: &policy.Route{Provider: &policy.Provider{Config: &gatewayv1.Provider{OutputTokenWeight: tc.weight}}}}}
 			w := httptest.NewRecorder()
 			e := refusalError(w.Header(), c, &tc.refusal)
 			if e.status != tc.wantStatus || e.Code != tc.wantCode || e.retryAfter != tc.wantRetry || !strings.Contains(e.Message, tc.wantMessage) {

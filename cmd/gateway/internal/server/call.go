@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"runtime/debug"
 	"slices"
@@ -364,6 +365,8 @@ func (c *call) offerTo(route *policy.Route, body []byte) (offer, *apiError) {
 		body:  capped,
 		cost: policy.Cost{
 			Tokens:       c.estimate.Total(),
+			InputTokens:  c.estimate.PromptTokens,
+			OutputTokens: c.estimate.CompletionTokens,
 			MicroDollars: route.Prices.CostMicros(c.request.ServiceTier, estimated),
 		},
 		providerTokens: providerTokens(c.estimate, route.Provider.Config),
@@ -371,10 +374,14 @@ func (c *call) offerTo(route *policy.Route, body []byte) (offer, *apiError) {
 }
 
 // providerTokens is what provider p counts against its own tokens per minute when it admits a
-// call of estimate e, and holds for its minute: zero for one that counts usage alone.
+// call of estimate e, and holds for its minute: its prompt by characters and its cap,
+// outputTokenWeight times; zero for one that counts usage alone.
 func providerTokens(e estimate.Estimate, p *gatewayv1.Provider) int64 {
 	if p.AdmissionCount == gatewayv1.AdmissionCountTokenizer {
 		return 0
+	}
+	if w := p.OutputWeight(); w > 1 {
+		e.CompletionTokens = min(e.CompletionTokens, math.MaxInt64/w) * w
 	}
 	return e.CharacterTotal()
 }

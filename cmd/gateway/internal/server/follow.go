@@ -88,7 +88,8 @@ func (f *follower) start(c *call, responseID string) {
 		ID: responseID, Provider: c.provider(), Model: c.route.Model.Name, Endpoint: string(c.endpoint),
 		KeyHash: gatewayv1.HashKey(c.key), Tenant: c.tenant(), TenantID: c.caller.Tenant.Config.ID(), User: c.user(),
 		Lease: c.ticket.Lease(), Took: c.ticket.Took(),
-		Tokens: c.cost.Tokens, MicroDollars: c.cost.MicroDollars, ProviderTokens: c.providerTokens, ServiceTier: c.request.ServiceTier,
+		Tokens: c.cost.Tokens, InputTokens: c.cost.InputTokens, OutputTokens: c.cost.OutputTokens,
+		MicroDollars: c.cost.MicroDollars, ProviderTokens: c.providerTokens, ServiceTier: c.request.ServiceTier,
 		PromptBound: c.route.Model.ContextWindow, CompletionBound: c.estimate.CompletionTokens,
 		Started: now, Until: now.Add(cfg.Kept.FollowFor.Duration), Holder: f.holder, HeldUntil: now.Add(cfg.Kept.ReclaimAfter.Duration),
 	}
@@ -340,8 +341,9 @@ func (f *follower) request(k kept.Follow) (admission.Request, error) {
 	}
 	for _, route := range p.Routes(k.Model) {
 		if route.Provider.Name == k.Provider {
-			return admission.Request{Caller: caller, Route: route, Endpoint: gatewayv1.Endpoint(k.Endpoint),
-				Cost: policy.Cost{Tokens: k.Tokens, MicroDollars: k.MicroDollars}, ServiceTier: k.ServiceTier, ProviderTokens: k.ProviderTokens}, nil
+			cost := policy.Cost{Tokens: k.Tokens, InputTokens: k.InputTokens, OutputTokens: k.OutputTokens, MicroDollars: k.MicroDollars}
+			return admission.Request{Caller: caller, Route: route, Endpoint: gatewayv1.Endpoint(k.Endpoint), Cost: cost,
+				ServiceTier: k.ServiceTier, ProviderTokens: k.ProviderTokens}, nil
 		}
 	}
 	return admission.Request{}, fmt.Errorf("the provider %q no longer serves the model %q", k.Provider, k.Model)

@@ -199,9 +199,10 @@ func (s *Server) jobEnded(j *jobs.Job) {
 }
 
 // attempt sends a job's call through the queue, in the Batch class, and the provider of its pool
-// the gate chose. A refusal by the job's own limits (its user's, tenant's or endpoint's), or
-// because every provider of its model is out of the pool, defers the job until they allow it or
-// a probe is due, uncounted, so that its worker takes another tenant's job meanwhile.
+// the gate chose. A refusal by the job's own limits (its user's, tenant's or endpoint's), by a
+// quota spent until it resets (a provider's day included), or because every provider of its
+// model is out of the pool, defers the job until they allow it or a probe is due, uncounted, so
+// that its worker takes another tenant's job meanwhile.
 func (s *Server) attempt(ctx context.Context, j *jobs.Job) jobs.Outcome {
 	c, apiErr := s.jobCall(ctx, s.policy.Load(), j)
 	if apiErr != nil {
@@ -220,7 +221,7 @@ func (s *Server) attempt(ctx context.Context, j *jobs.Job) jobs.Outcome {
 	apiErr = refusalError(nil, c, refusal)
 	s.finish(c, answered(apiErr, keepTicket))
 	o := jobs.Outcome{Err: apiErr.Message, Retry: refusal.Retryable()}
-	if (refusal.Reason == admission.Limited && refusal.Level < ratelimit.LevelGlobal) || refusal.Reason == admission.ProviderDown {
+	if (refusal.Reason == admission.Limited && (refusal.Level < ratelimit.LevelGlobal || refusal.Spent)) || refusal.Reason == admission.ProviderDown {
 		o.NotBefore = time.Now().Add(max(refusal.RetryAfter, minDeferral))
 	}
 	return o

@@ -260,7 +260,11 @@ func providerHeaders(in http.Header, provider *policy.Provider) http.Header {
 // learn tells the gate what the provider's rate-limit headers say, and when the limits learned
 // from them change, hands them on to be compiled into the provider's limits.
 func (s *Server) learn(provider string, h http.Header) {
-	if s.gate.Reported(provider, reportedLimits(h)) && s.opts.LimitsLearned != nil {
+	now := time.Now
+	if s.opts.Now != nil {
+		now = s.opts.Now
+	}
+	if s.gate.Reported(provider, reportedLimits(h, now())) && s.opts.LimitsLearned != nil {
 		s.opts.LimitsLearned()
 	}
 }
@@ -269,22 +273,51 @@ func (s *Server) learn(provider string, h http.Header) {
 // configured, by provider name.
 func (s *Server) Learned() map[string]gatewayv1.LearnedLimits { return s.gate.Learned() }
 
-// reportedLimits reads OpenAI's x-ratelimit-limit-, -remaining- and -reset-requests and
-// -tokens. A header that is missing or not a number says nothing.
-func reportedLimits(h http.Header) admission.Reported {
-	var r admission.Reported
-	r.Limits.RequestsPerMinute = positiveHeader(h, requestsHeaders.limit)
-	r.Limits.TokensPerMinute = positiveHeader(h, tokensHeaders.limit)
-	for _, names := range []dimensionHeaders{requestsHeaders, tokensHeaders} {
+// reportedLimits reads what an answer's headers at now say of its provider's limits per minute:
+// OpenAI's x-ratelimit-limit-, -remaining- and -reset-requests and -tokens, whose reset is a
+// duration, and Anthropic's anthropic-ratelimit-requests-, -input-tokens- and -output-tokens-
+// limit, -remaining and -reset, whose reset is an RFC 3339 time. A header that is missing or not
+// a number (or a time) says nothing.
+func reportedLimits(h http.Header, now time.Time) admission.Reported {
+	r := admission.Reported{Limits: gatewayv1.LearnedLimits{
+		RequestsPerMinute:     cmp.Or(positiveHeader(h, requestsHeaders.limit), positiveHeader(h, anthropicRequests.limit)),
+		TokensPerMinute:       positiveHeader(h, tokensHeaders.limit),
+		InputTokensPerMinute:  positiveHeader(h, anthropicInputTokens.limit),
+		OutputTokensPerMinute: positiveHeader(h, anthropicOutputTokens.limit),
+	}}
+	for _, names := range [...]dimensionHeaders{requestsHeaders, tokensHeaders, anthropicRequests, anthropicInputTokens, anthropicOutputTokens} {
 		if headerValue(h, names.remaining) != "0" {
 			continue
 		}
 		r.Exhausted = true
-		if reset, err := time.ParseDuration(headerValue(h, names.reset)); err == nil {
-			r.Reset = max(r.Reset, reset)
-		}
+		r.Reset = max(r.Reset, resetAfter(headerValue(h, names.reset), now))
 	}
 	return r
+}
+
+// Anthropic's rate-limit headers, in their canonical form.
+var (
+	anthropicRequests     = anthropicHeaders("Requests")
+	anthropicInputTokens  = anthropicHeaders("Input-Tokens")
+	anthropicOutputTokens = anthropicHeaders("Output-Tokens")
+)
+
+// anthropicHeaders names anthropic-ratelimit-<limit>-limit, -remaining and -reset.
+func anthropicHeaders(limit string) dimensionHeaders {
+	prefix := "Anthropic-Ratelimit-" + limit
+	return dimensionHeaders{prefix + "-Limit", prefix + "-Remaining", prefix + "-Reset"}
+}
+
+// resetAfter is how long after now a reset header says its limit resets: a duration, as OpenAI
+// writes it, or an RFC 3339 time, as Anthropic does; zero for neither, or a time past.
+func resetAfter(v string, now time.Time) time.Duration {
+	if d, err := time.ParseDuration(v); err == nil {
+		return max(d, 0)
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return 0
 }
 
 // positiveHeader is a header's value as a number above zero, or zero.

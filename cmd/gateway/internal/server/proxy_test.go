@@ -61,7 +61,7 @@ func TestProviderTransportPoolFollowsMaxInFlight(t *testing.T) {
 	}
 }
 
-func TestReportedLimitsReadOpenAIsHeaders(t *testing.T) {
+func TestReportedLimitsReadOpenAIsAndAnthropicsHeaders(t *testing.T) {
 	tests := []struct {
 		name   string
 		header map[string]string
@@ -77,14 +77,29 @@ func TestReportedLimitsReadOpenAIsHeaders(t *testing.T) {
 		}, admission.Reported{Limits: gatewayv1.LearnedLimits{TokensPerMinute: 30000}, Exhausted: true, Reset: 6 * time.Minute}},
 		{"not numbers", map[string]string{"x-ratelimit-limit-requests": "many", "x-ratelimit-limit-tokens": "-3"}, admission.Reported{}},
 		{"empty", map[string]string{"x-ratelimit-limit-requests": "", "x-ratelimit-remaining-requests": "", "x-ratelimit-reset-requests": ""}, admission.Reported{}},
+		{"Anthropic's input and output tokens and requests", map[string]string{
+			"anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "49", "anthropic-ratelimit-requests-reset": "2026-12-07T10:00:02Z",
+			"anthropic-ratelimit-input-tokens-limit": "30000", "anthropic-ratelimit-input-tokens-remaining": "28000", "anthropic-ratelimit-input-tokens-reset": "2026-12-07T10:00:04Z",
+			"anthropic-ratelimit-output-tokens-limit": "8000", "anthropic-ratelimit-output-tokens-remaining": "7000", "anthropic-ratelimit-output-tokens-reset": "2026-12-07T10:00:09Z",
+		}, admission.Reported{Limits: gatewayv1.LearnedLimits{RequestsPerMinute: 50, InputTokensPerMinute: 30000, OutputTokensPerMinute: 8000}}},
+		{"Anthropic's output tokens exhausted, reset an RFC 3339 time", map[string]string{
+			"anthropic-ratelimit-output-tokens-limit": "8000", "anthropic-ratelimit-output-tokens-remaining": "0", "anthropic-ratelimit-output-tokens-reset": "2026-12-07T10:00:09Z",
+		}, admission.Reported{Limits: gatewayv1.LearnedLimits{OutputTokensPerMinute: 8000}, Exhausted: true, Reset: 9 * time.Second}},
+		{"Anthropic's input tokens exhausted, reset past", map[string]string{
+			"anthropic-ratelimit-input-tokens-limit": "30000", "anthropic-ratelimit-input-tokens-remaining": "0", "anthropic-ratelimit-input-tokens-reset": "2026-12-07T09:59:59Z",
+		}, admission.Reported{Limits: gatewayv1.LearnedLimits{InputTokensPerMinute: 30000}, Exhausted: true}},
+		{"OpenAI's requests before Anthropic's", map[string]string{
+			"x-ratelimit-limit-requests": "500", "anthropic-ratelimit-requests-limit": "50",
+		}, admission.Reported{Limits: gatewayv1.LearnedLimits{RequestsPerMinute: 500}}},
 	}
+	now := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := http.Header{}
 			for k, v := range tc.header {
 				h.Set(k, v)
 			}
-			if got := reportedLimits(h); got != tc.want {
+			if got := reportedLimits(h, now); got != tc.want {
 				t.Errorf("reportedLimits = %+v; want %+v", got, tc.want)
 			}
 		})

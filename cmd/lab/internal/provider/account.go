@@ -25,11 +25,17 @@ type Stats struct {
 	// Rejected429RequestsPerDay counts 429s because the day's requests ran
 	// out.
 	Rejected429RequestsPerDay int64 `json:"rejected429RequestsPerDay"`
-	// Rejected503 counts 503s because too many calls were in flight.
+	// Rejected429CountTokens counts the 429s of an Anthropic account's
+	// count_tokens requests because their own minute's requests ran out.
+	Rejected429CountTokens int64 `json:"rejected429CountTokens"`
+	// Rejected503 counts the calls refused because too many were in
+	// flight: 503s, or 529s on an Anthropic account.
 	Rejected503 int64 `json:"rejected503"`
 	// Canceled counts admitted calls whose client left before the answer,
 	// and background responses the provider stopped as it closed. They are
-	// not billed, but count in the minute, all but their output.
+	// not billed, but count in the minute, all but their output; but an
+	// Anthropic account bills a Messages call its input and the output
+	// made before its client left, and counts that output.
 	Canceled int64 `json:"canceled"`
 	// InFlight is how many calls are running now, background responses
 	// included.
@@ -42,12 +48,18 @@ type Stats struct {
 	PromptTokens int64 `json:"promptTokens"`
 	// CachedPromptTokens counts the prompt tokens read from the cache.
 	CachedPromptTokens int64 `json:"cachedPromptTokens"`
+	// CacheWrite5mPromptTokens and CacheWrite1hPromptTokens count the
+	// prompt tokens an Anthropic account wrote to its cache for five
+	// minutes and for an hour.
+	CacheWrite5mPromptTokens int64 `json:"cacheWrite5mPromptTokens"`
+	CacheWrite1hPromptTokens int64 `json:"cacheWrite1hPromptTokens"`
 	// AudioPromptTokens counts the audio prompt tokens.
 	AudioPromptTokens int64 `json:"audioPromptTokens"`
 	// CompletionTokens counts the completion tokens of the calls served,
 	// reasoning and audio included.
 	CompletionTokens int64 `json:"completionTokens"`
-	// ReasoningTokens counts the completion tokens the models reasoned.
+	// ReasoningTokens counts the completion tokens the models reasoned, or
+	// thought.
 	ReasoningTokens int64 `json:"reasoningTokens"`
 	// AudioCompletionTokens counts the audio completion tokens.
 	AudioCompletionTokens int64 `json:"audioCompletionTokens"`
@@ -107,15 +119,22 @@ func (t *TierBills) of(tier string) *Bill {
 // Bill is what calls were billed, by class of token. Each class of input
 // is also counted in InputTokens, and each class of output in
 // OutputTokens. The classes priced apart (see [Options]) are the text
-// input not read from the cache, InputTokens - CachedInputTokens -
-// AudioInputTokens (the cache holds only text); the cached input; the
-// audio input; the output other than audio, OutputTokens -
-// AudioOutputTokens, reasoning included; and the audio output.
+// input neither read from nor written to the cache, InputTokens -
+// CachedInputTokens - CacheWrite5mInputTokens - CacheWrite1hInputTokens -
+// AudioInputTokens (the cache holds only text); the cached input; the input
+// written to the cache for five minutes, and for an hour; the audio input;
+// the output other than audio, OutputTokens - AudioOutputTokens, reasoning
+// included; and the audio output.
 type Bill struct {
 	// InputTokens counts their input (prompt) tokens.
 	InputTokens int64 `json:"inputTokens"`
 	// CachedInputTokens counts the input tokens read from the cache.
 	CachedInputTokens int64 `json:"cachedInputTokens"`
+	// CacheWrite5mInputTokens and CacheWrite1hInputTokens count the input
+	// tokens an Anthropic account wrote to its cache for five minutes and
+	// for an hour.
+	CacheWrite5mInputTokens int64 `json:"cacheWrite5mInputTokens"`
+	CacheWrite1hInputTokens int64 `json:"cacheWrite1hInputTokens"`
 	// AudioInputTokens counts the audio input tokens.
 	AudioInputTokens int64 `json:"audioInputTokens"`
 	// OutputTokens counts their output (completion) tokens.
@@ -132,6 +151,8 @@ type Bill struct {
 func (b *Bill) add(c Bill) {
 	b.InputTokens += c.InputTokens
 	b.CachedInputTokens += c.CachedInputTokens
+	b.CacheWrite5mInputTokens += c.CacheWrite5mInputTokens
+	b.CacheWrite1hInputTokens += c.CacheWrite1hInputTokens
 	b.AudioInputTokens += c.AudioInputTokens
 	b.OutputTokens += c.OutputTokens
 	b.ReasoningTokens += c.ReasoningTokens
@@ -139,13 +160,15 @@ func (b *Bill) add(c Bill) {
 	b.MicroDollars += c.MicroDollars
 }
 
-// limits are an account's limits. requests, tokens[allTokens] and inFlight
-// are positive; perDay and the other tokens are zero for none.
+// limits are an account's limits. requests and inFlight are positive;
+// perDay, countTokens and tokens are zero for none, but tokens[allTokens]
+// is positive on an OpenAI account.
 type limits struct {
-	requests int64  // in the rolling minute
-	perDay   int64  // in the day
-	tokens   counts // in the rolling minute, by measure
-	inFlight int64
+	requests    int64  // in the rolling minute
+	perDay      int64  // in the day
+	tokens      counts // in the rolling minute, by measure
+	inFlight    int64
+	countTokens int64 // count_tokens requests in their own rolling minute
 }
 
 // outcome is what the account decides about a call.
@@ -206,15 +229,29 @@ func (q quota) of(k measure) tokenQuota {
 	return tokenQuota{limit: q.limitTokens, remaining: q.remainingTokens}
 }
 
-// tokenQuota is what the headers report of one measure of tokens.
+// tokenQuota is what the headers report of one limit: of a measure of
+// tokens, or of requests.
 type tokenQuota struct {
 	limit, remaining int64
 	// resetAt is when the minute next holds none of them.
 	resetAt time.Time
 }
 
+// requestsAt is what q, at now, reports of requests.
+func (q quota) requestsAt(now time.Time) tokenQuota {
+	return tokenQuota{limit: q.limitRequests, remaining: q.remainingRequests, resetAt: now.Add(q.reset)}
+}
+
+// plus is q and r as one limit, as Anthropic reports its tokens: their
+// limits and what remains of them added, reset when both are. A quota
+// without a limit adds nothing.
+func (q tokenQuota) plus(r tokenQuota) tokenQuota {
+	return tokenQuota{limit: q.limit + r.limit, remaining: q.remaining + r.remaining, resetAt: later(q.resetAt, r.resetAt)}
+}
+
 // account is the provider's book of one account: its rolling minute, its
-// day, its calls in flight and its counts. It checks the minute's
+// day, its calls in flight, the rolling minute of an Anthropic account's
+// count_tokens requests, and its counts. It checks the minute's
 // requests first, then the day's, then the minute's tokens, input tokens
 // and output tokens, then the calls in flight. A call counts in the minute
 // when it is admitted, with its prompt tokens, its cap, the prompt tokens
@@ -227,6 +264,7 @@ type account struct {
 	limits limits
 	minute minute
 	day    day
+	counts minute // count_tokens requests, apart
 	stats  Stats
 }
 
@@ -350,10 +388,41 @@ func (a *account) finish(seq uint64, tier string, served bool, b Bill) {
 	a.stats.bill(b, tier)
 }
 
+// leave ends the admitted call seq, served at tier, whose client left
+// after it made b's output: it is billed b, and counts b's output in the
+// minute, as Anthropic bills and counts a call whose client leaves.
+func (a *account) leave(seq uint64, tier string, b Bill) {
+	a.stats.InFlight--
+	a.stats.Canceled++
+	a.minute.correct(seq, outputTokens, b.OutputTokens)
+	a.stats.bill(b, tier)
+}
+
+// countTokens decides about a count_tokens request at now, in its own
+// minute of requests: it returns how long until one fits (zero, and it is
+// counted, if it fits now) and that minute's quota of requests.
+// Without a limit, it always fits, and the quota is zero.
+func (a *account) countTokens(now time.Time) (time.Duration, quota) {
+	limit := a.limits.countTokens
+	if limit == 0 {
+		return 0, quota{}
+	}
+	a.counts.expire(now)
+	wait := a.counts.requestWait(now, limit)
+	if wait > 0 {
+		a.stats.Rejected429CountTokens++
+	} else {
+		a.counts.add(now, counts{})
+	}
+	return wait, quota{limitRequests: limit, remainingRequests: max(limit-a.counts.requests(), 0), reset: a.counts.reset(now)}
+}
+
 // bill adds b, billed at tier, to the totals.
 func (s *Stats) bill(b Bill, tier string) {
 	s.PromptTokens += b.InputTokens
 	s.CachedPromptTokens += b.CachedInputTokens
+	s.CacheWrite5mPromptTokens += b.CacheWrite5mInputTokens
+	s.CacheWrite1hPromptTokens += b.CacheWrite1hInputTokens
 	s.AudioPromptTokens += b.AudioInputTokens
 	s.CompletionTokens += b.OutputTokens
 	s.ReasoningTokens += b.ReasoningTokens

@@ -72,18 +72,18 @@ func cachedTokens(n int) int64 {
 }
 
 // cache is the prefixes of the prompts an account has seen, by model, each
-// kept for ttl after the last prompt that had it. It keeps at most max of
-// them, forgetting the least recently seen first, and the longer of those
-// seen at once first, so that it never keeps a prefix without the shorter
-// ones that lead to it. Create it with newCache. It is safe for concurrent
-// use.
+// kept for its TTL after the last prompt that had it. It keeps at most max
+// of them, forgetting first those that would expire soonest, and of those
+// seen at once with the same TTL the longer first, so that it never keeps
+// a prefix record wrote without the shorter ones that lead to it. Create it
+// with newCache. It is safe for concurrent use.
 type cache struct {
-	ttl time.Duration // zero keeps nothing
+	ttl time.Duration // of the prefixes record keeps; zero keeps none
 	max int
 
 	mu    sync.Mutex
 	seen  map[cacheKey]*list.Element
-	order list.List // of *seenPrefix, least recently seen first
+	byTTL map[time.Duration]*list.List // of *seenPrefix, each least recently seen first
 }
 
 // cacheKey is one prefix of one model's prompts.
@@ -95,10 +95,14 @@ type cacheKey struct {
 type seenPrefix struct {
 	key cacheKey
 	at  time.Time
+	ttl time.Duration
 }
 
+// expiry is when p is forgotten unless it is seen again.
+func (p *seenPrefix) expiry() time.Time { return p.at.Add(p.ttl) }
+
 func newCache(ttl time.Duration, max int) *cache {
-	return &cache{ttl: ttl, max: max, seen: map[cacheKey]*list.Element{}}
+	return &cache{ttl: ttl, max: max, seen: map[cacheKey]*list.Element{}, byTTL: map[time.Duration]*list.List{}}
 }
 
 // lookup is how many tokens of a prompt to model with p's marks the cache
@@ -121,36 +125,76 @@ func (c *cache) record(now time.Time, model string, p prefix) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if back := c.order.Back(); back != nil {
-		now = later(now, back.Value.(*seenPrefix).at) // time that jumps backwards keeps the order
-	}
 	for _, sum := range slices.Backward(p.marks) { // the shortest last, to be forgotten last
-		c.touch(cacheKey{model, sum}, now)
+		c.touch(cacheKey{model, sum}, now, c.ttl)
 	}
-	for c.order.Len() > c.max {
-		c.forget(c.order.Front())
-	}
+	c.trim()
 }
 
-// touch marks key seen at now, the latest of all.
-func (c *cache) touch(key cacheKey, now time.Time) {
+// touch marks key seen at now, the latest of all those kept for ttl, and
+// keeps it for ttl. Time that jumps backwards keeps the order.
+func (c *cache) touch(key cacheKey, now time.Time, ttl time.Duration) {
+	l := c.byTTL[ttl]
+	if l == nil {
+		l = list.New()
+		c.byTTL[ttl] = l
+	}
+	if back := l.Back(); back != nil {
+		now = later(now, back.Value.(*seenPrefix).at)
+	}
 	if e := c.seen[key]; e != nil {
-		e.Value.(*seenPrefix).at = now
-		c.order.MoveToBack(e)
-		return
-	}
-	c.seen[key] = c.order.PushBack(&seenPrefix{key: key, at: now})
-}
-
-// expire forgets the prefixes last seen ttl or more before now.
-func (c *cache) expire(now time.Time) {
-	for e := c.order.Front(); e != nil && !now.Before(e.Value.(*seenPrefix).at.Add(c.ttl)); e = c.order.Front() {
+		if p := e.Value.(*seenPrefix); p.ttl == ttl {
+			p.at = now
+			l.MoveToBack(e)
+			return
+		}
 		c.forget(e)
 	}
+	c.seen[key] = l.PushBack(&seenPrefix{key: key, at: now, ttl: ttl})
+}
+
+// expire forgets the prefixes last seen their ttl or more before now.
+func (c *cache) expire(now time.Time) {
+	for _, l := range c.byTTL {
+		for e := l.Front(); e != nil && !now.Before(e.Value.(*seenPrefix).expiry()); e = l.Front() {
+			c.forget(e)
+		}
+	}
+}
+
+// trim forgets the prefixes that would expire soonest until at most max
+// are kept.
+func (c *cache) trim() {
+	for len(c.seen) > c.max {
+		c.forget(c.soonest())
+	}
+}
+
+// soonest is the prefix that would expire first, the one of the shorter
+// ttl of two that would expire together; nil if there are none.
+func (c *cache) soonest() *list.Element {
+	var first *list.Element
+	for _, l := range c.byTTL {
+		e := l.Front()
+		if e == nil {
+			continue
+		}
+		p := e.Value.(*seenPrefix)
+		if first == nil {
+			first = e
+			continue
+		}
+		if q := first.Value.(*seenPrefix); p.expiry().Before(q.expiry()) || p.expiry().Equal(q.expiry()) && p.ttl < q.ttl {
+			first = e
+		}
+	}
+	return first
 }
 
 func (c *cache) forget(e *list.Element) {
-	delete(c.seen, c.order.Remove(e).(*seenPrefix).key)
+	p := e.Value.(*seenPrefix)
+	c.byTTL[p.ttl].Remove(e)
+	delete(c.seen, p.key)
 }
 
 // later is the later of a and b.

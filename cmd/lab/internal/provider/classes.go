@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"math"
 	"math/big"
 	"strings"
@@ -12,7 +13,9 @@ import (
 // 2026 bills them:
 //
 //   - its prompt is its text, whose leading tokens may be read from the
-//     cache (cached), and, for a chat, its audio parts;
+//     cache (cached), and, for a chat, its audio parts; a Messages call to
+//     an Anthropic account may also write some of its prompt to the cache,
+//     for five minutes or for an hour;
 //   - its completion is what the model reasons (for a reasoning model, in
 //     a chat or a response), which the answer does not show, and then its
 //     answer, up to the call's cap or [Options.AnswerTokens], of which
@@ -128,8 +131,10 @@ func (o Options) charge(b Bill, limit int64) counts {
 func (o Options) price(b Bill, tier string) Bill {
 	sum := new(big.Int)
 	for _, c := range []struct{ tokens, price int64 }{
-		{b.InputTokens - b.CachedInputTokens - b.AudioInputTokens, o.InputMicrosPerMillion},
+		{b.InputTokens - b.CachedInputTokens - b.AudioInputTokens - b.CacheWrite5mInputTokens - b.CacheWrite1hInputTokens, o.InputMicrosPerMillion},
 		{b.CachedInputTokens, o.cachedInputPrice()},
+		{b.CacheWrite5mInputTokens, cmp.Or(o.CacheWriteInputMicrosPerMillion, o.InputMicrosPerMillion*5/4)},
+		{b.CacheWrite1hInputTokens, cmp.Or(o.CacheWrite1hInputMicrosPerMillion, o.InputMicrosPerMillion*2)},
 		{b.AudioInputTokens, o.AudioInputMicrosPerMillion},
 		{b.OutputTokens - b.AudioOutputTokens, o.OutputMicrosPerMillion},
 		{b.AudioOutputTokens, o.AudioOutputMicrosPerMillion},

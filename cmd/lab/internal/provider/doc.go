@@ -1,12 +1,13 @@
-// Package provider simulates a hosted model provider: one account of an
-// OpenAI-style API with its limits, its latency and its bill, for the lab to
-// push load against and for end-to-end tests to check a gateway's books
+// Package provider simulates a hosted model provider: one account of
+// OpenAI's API, or of Anthropic's ([Options.API]; see "An Anthropic
+// account" below), with its limits, its latency and its bill, for the lab
+// to push load against and for end-to-end tests to check a gateway's books
 // against.
 //
-// It serves POST /v1/chat/completions, /v1/completions and /v1/embeddings
-// (JSON, or server-sent events with "stream": true), GET /v1/models, and the
-// Responses API with the responses it keeps (below), and answers as a
-// provider does at its limits:
+// An OpenAI account serves POST /v1/chat/completions, /v1/completions and
+// /v1/embeddings (JSON, or server-sent events with "stream": true), GET
+// /v1/models, and the Responses API with the responses it keeps (below),
+// and answers as a provider does at its limits:
 //
 //   - 401 in OpenAI's error body when the bearer key is wrong (if
 //     [Options.APIKey] is set); 400 for a body it cannot read or a model it
@@ -20,6 +21,8 @@
 //     is refused as too large, without retry-after.
 //   - 503 with type overloaded_error, at once, when [Options.MaxInFlight]
 //     calls are already running.
+//
+// (An Anthropic account answers as Anthropic does; see below.)
 //
 // # Limits
 //
@@ -53,10 +56,10 @@
 //
 // An admitted call takes [Options.Latency], spread normally by
 // [Options.LatencyStdDev], whatever its size; a stream spreads it over its
-// chunks. A client that leaves mid-call frees its slot at once and is not
-// billed. A served call is billed each class of its tokens at its price,
-// times the multiplier of its service tier, rounded up to a whole
-// micro-dollar (see [Bill] and [Options]):
+// chunks. A client that leaves mid-call frees its slot at once and, on an
+// OpenAI account, is not billed. A served call is billed each class of its
+// tokens at its price, times the multiplier of its service tier, rounded up
+// to a whole micro-dollar (see [Bill] and [Options]):
 //
 //   - A chat or a response whose prompt shares 1,024 or more leading
 //     tokens with the prompt of an earlier call to the same model, within
@@ -130,6 +133,68 @@
 // end failed and unbilled. [Stats.Responses] counts what the responses
 // were billed, foreground and background apart.
 //
+// # An Anthropic account
+//
+// An account whose [Options.API] is "anthropic" serves Anthropic's Messages
+// API instead, as package anthropic reads and writes it: POST /v1/messages
+// (a Message object, or its events with "stream": true), POST
+// /v1/messages/count_tokens and GET /v1/models (and /v1/models/{id}). Every
+// answer carries a request-id, which an error body repeats as request_id,
+// and errors are Anthropic's: {"type":"error","error":{"type","message"}}.
+// A request without the key, in x-api-key or as a bearer token (as
+// Anthropic's Go SDK sends it), answers 401 authentication_error; one
+// without an anthropic-version header (of any value), 400; a model not
+// served, 404 not_found_error.
+//
+// A call's input is its prompt as package anthropic counts it, documents it
+// cannot read counting [Options.FileTokens]. A model thinks
+// [Options.ReasoningTokens] if the request enables thinking, within its
+// budget, and answers as package anthropic says: a tool call, or filler
+// text up to max_tokens or [Options.AnswerTokens].
+//
+// Its cache is Anthropic's: a block whose cache_control is ephemeral ends a
+// prefix (tools, then system, then messages) that a call writes to the
+// cache for five minutes, or an hour with "ttl": "1h", if it has 1,024
+// tokens or more, and that a later call to the same model with the same
+// prefix reads within that time, which it extends. A call reads the longest
+// prefix held that ends at a breakpoint or in the 20 blocks before one, A
+// tokens, and writes the prefixes of its breakpoints after it, each for its
+// TTL: it is billed A read, the tokens up to its last one-hour breakpoint
+// after A written for an hour, and those from there to its last breakpoint
+// written for five minutes. Its usage reports input_tokens, the input
+// neither read nor written; cache_read_input_tokens;
+// cache_creation_input_tokens and cache_creation by TTL; output_tokens,
+// thinking included, and output_tokens_details.thinking_tokens; and
+// service_tier "standard". [Options.MaxCachedPrefixes] bounds the prefixes
+// kept, those that would expire soonest forgotten first.
+//
+// It limits requests a minute ([Options.RequestsPerMinute]), input tokens a
+// minute ([Options.InputTokensPerMinute]: the input not read from the
+// cache, what is written to it included) and output tokens a minute
+// ([Options.OutputTokensPerMinute]: max_tokens until the call ends, then
+// what it made), as above, and [Options.RequestsPerDay] if set; not
+// [Options.TokensPerMinute]. A call refused answers 429 rate_limit_error
+// with retry-after in whole seconds (none for a call larger than the
+// minute); one beyond [Options.MaxInFlight], 529 overloaded_error. Every
+// answer carries anthropic-ratelimit-requests-limit, -remaining and -reset,
+// the same of input-tokens and output-tokens for the limits that are set,
+// and of tokens, input and output added, each reset the RFC 3339 time,
+// rounded up to the second, when the minute next holds none; the numbers
+// are exact, where Anthropic rounds what remains of tokens to the thousand.
+// count_tokens answers {"input_tokens": N}, free, under a minute of its own
+// ([Options.CountTokensRequestsPerMinute]), which its requests headers
+// report, as Anthropic limits it apart from the calls.
+//
+// A call is billed its input without the cache at
+// [Options.InputMicrosPerMillion], what it reads at
+// [Options.CachedInputMicrosPerMillion] (a tenth), writes for five minutes
+// at [Options.CacheWriteInputMicrosPerMillion] (1.25 times) and for an hour
+// at [Options.CacheWrite1hInputMicrosPerMillion] (twice), and its output at
+// [Options.OutputMicrosPerMillion]. A client that leaves, streamed or not,
+// is billed, as Anthropic bills it, for its input and the output made
+// before it left, its latency spread over the output's deltas, and the
+// minute counts that output; [Stats.Canceled] counts it.
+//
 // To run the reference account (1,500 RPM, 300,000 TPM, 200 in flight, $3 per
 // million tokens, about 2 s a call; see [DefaultOptions]) on a port of its
 // own:
@@ -141,6 +206,13 @@
 //
 //	lab provider -listen 127.0.0.1:8081 -api-key sk-lab \
 //		-input-tokens-per-minute 40000 -output-tokens-per-minute 8000 -requests-per-day 10000
+//
+// or one that serves Anthropic's Messages API to claude-sonnet-5-5,
+// claude-haiku-5-5 and claude-opus-5-5, limited to 50 requests, 30,000
+// input and 8,000 output tokens a minute:
+//
+//	lab provider -listen 127.0.0.1:8081 -api anthropic -api-key sk-lab \
+//		-requests-per-minute 50 -input-tokens-per-minute 30000 -output-tokens-per-minute 8000
 //
 // or, in Go:
 //

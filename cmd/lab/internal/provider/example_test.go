@@ -129,3 +129,56 @@ func Example_classes() {
 	// completion: 600 of which reasoning: 200
 	// at flex: 3222 micro-dollars, in all: 3222
 }
+
+// An account that serves Anthropic's Messages API caches as Anthropic
+// does: the first call writes the system prompt it marks, 1,250 tokens, to
+// the cache for five minutes, at 1.25 times the input price, and the second
+// reads it, at a tenth.
+func Example_anthropic() {
+	opts := provider.DefaultOptions()
+	opts.API, opts.Models = provider.APIAnthropic, []string{"claude-sonnet-5-5"}
+	opts.APIKey, opts.Latency, opts.LatencyStdDev = "sk-lab", 0, 0
+	opts.AnswerTokens = 10
+	p, err := provider.New(opts)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+
+	body := `{"model":"claude-sonnet-5-5","max_tokens":100,` +
+		`"system":[{"type":"text","text":"` + strings.Repeat("abcd", 1250) + `","cache_control":{"type":"ephemeral"}}],` +
+		`"messages":[{"role":"user","content":"Summarise this page."}]}`
+	for range 2 {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/messages", strings.NewReader(body))
+		req.Header.Set("x-api-key", "sk-lab")
+		req.Header.Set("anthropic-version", "2023-06-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		var message struct {
+			Usage struct {
+				Input   int64 `json:"input_tokens"`
+				Written int64 `json:"cache_creation_input_tokens"`
+				Read    int64 `json:"cache_read_input_tokens"`
+				Output  int64 `json:"output_tokens"`
+			} `json:"usage"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&message)
+		resp.Body.Close()
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		u := message.Usage
+		fmt.Println(resp.Status, "input:", u.Input, "written:", u.Written, "read:", u.Read, "output:", u.Output)
+	}
+	fmt.Println("spent (micro-dollars):", p.Stats().MicroDollars)
+	// Output:
+	// 200 OK input: 5 written: 1250 read: 0 output: 10
+	// 200 OK input: 5 written: 0 read: 1250 output: 10
+	// spent (micro-dollars): 5153
+}

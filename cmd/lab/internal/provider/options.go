@@ -20,16 +20,22 @@ import (
 // DefaultOptions: in the zero Options every limit is zero, which New
 // refuses.
 type Options struct {
-	// APIKey is the key callers must send as "Authorization: Bearer <key>".
-	// Empty accepts every caller.
+	// API is the API the account serves: APIOpenAI (empty means it too) or
+	// APIAnthropic. An Anthropic account serves Anthropic's Messages API
+	// (see the package doc) and uses the options that say so.
+	API string
+	// APIKey is the key callers must send as "Authorization: Bearer <key>",
+	// or as x-api-key to an Anthropic account. Empty accepts every caller.
 	APIKey string
-	// Models are the models served; requests for others answer 400.
+	// Models are the models served; requests for others answer 400 (404 on
+	// an Anthropic account).
 	Models []string
 	// RequestsPerMinute is the account's limit on requests in any rolling
 	// minute; must be positive.
 	RequestsPerMinute int64
 	// TokensPerMinute is the account's limit on prompt and completion
-	// tokens in any rolling minute; must be positive.
+	// tokens in any rolling minute; must be positive. An Anthropic account,
+	// which limits input and output tokens apart, does not use it.
 	TokensPerMinute int64
 	// MaxInFlight is how many calls may run at once; must be positive.
 	MaxInFlight int64
@@ -47,6 +53,10 @@ type Options struct {
 	// towards InputTokensPerMinute, as Anthropic's older models did. False
 	// counts only the others, as its current models do.
 	CachedCountsAsInput bool
+	// CountTokensRequestsPerMinute is an Anthropic account's limit on
+	// count_tokens requests in any rolling minute, which Anthropic limits
+	// apart from the Messages calls. Zero is no limit.
+	CountTokensRequestsPerMinute int64
 	// RequestsPerDay is the account's limit on requests in a day that
 	// begins at midnight in DayTimeZone. Zero is no limit.
 	RequestsPerDay int64
@@ -63,6 +73,15 @@ type Options struct {
 	// InputMicrosPerMillion (rounded down), as OpenAI's recent models and
 	// Anthropic's cache reads cost.
 	CachedInputMicrosPerMillion int64
+	// CacheWriteInputMicrosPerMillion is the price of a million input
+	// tokens an Anthropic account writes to its cache for five minutes, in
+	// micro-dollars. Zero means 1.25 times InputMicrosPerMillion (rounded
+	// down), as Anthropic prices them.
+	CacheWriteInputMicrosPerMillion int64
+	// CacheWrite1hInputMicrosPerMillion is the price of a million input
+	// tokens an Anthropic account writes to its cache for an hour, in
+	// micro-dollars. Zero means twice InputMicrosPerMillion.
+	CacheWrite1hInputMicrosPerMillion int64
 	// AudioInputMicrosPerMillion is the price of a million audio prompt
 	// tokens, in micro-dollars. Zero makes them free.
 	AudioInputMicrosPerMillion int64
@@ -82,12 +101,14 @@ type Options struct {
 	FlexMultiplier float64
 	// CacheTTL is how long the account keeps a prompt's prefixes after the
 	// last call whose prompt had them (see the package doc). Zero caches
-	// nothing.
+	// nothing. An Anthropic account keeps each prefix as long as its
+	// breakpoint asks, and does not use it.
 	CacheTTL time.Duration
 	// MaxCachedPrefixes is how many prefixes the account keeps: a prompt of
 	// n tokens of text has one for 1,024 tokens and one more for each 128
-	// after. Past it, the least recently seen are forgotten. Must be
-	// positive when CacheTTL is.
+	// after, and a prompt to an Anthropic account one for each breakpoint.
+	// Past it, those that would expire soonest are forgotten. Must be
+	// positive when CacheTTL is, and on an Anthropic account.
 	MaxCachedPrefixes int
 	// ReasoningModels are the beginnings of the names of the models that
 	// reason, such as "o3" or "gpt-5". Nil means OpenAI's: names that begin
@@ -95,7 +116,9 @@ type Options struct {
 	ReasoningModels []string
 	// ReasoningTokens is how many completion tokens a reasoning model
 	// reasons in a chat or a response before it answers, within the call's
-	// cap. Zero makes no model reason.
+	// cap, and how many a model of an Anthropic account thinks when the
+	// request enables thinking, within its budget. Zero makes no model
+	// reason.
 	ReasoningTokens int64
 	// AnswerTokens is how many tokens a model answers after it has
 	// reasoned, when the call's cap leaves room for more. Zero answers up
@@ -116,8 +139,9 @@ type Options struct {
 	DefaultMaxTokens int64
 	// FileTokens is the input tokens a Responses call is billed for each
 	// input_file part that names a file, by file_id or file_url: the file
-	// the provider reads, which the body does not show. Zero makes files
-	// free.
+	// the provider reads, which the body does not show; and a Messages call
+	// for each document it cannot read as text (a PDF, a URL or a file).
+	// Zero makes files free.
 	FileTokens int64
 	// ToolTokens is the input tokens a Responses call is billed for each of
 	// its file_search, web_search and web_search_preview tools: what the
@@ -145,6 +169,16 @@ type Options struct {
 	// that returns at once, or when the test says.
 	Sleep func(ctx context.Context, d time.Duration) error
 }
+
+// The APIs an account may serve.
+const (
+	APIOpenAI    = "openai"
+	APIAnthropic = "anthropic"
+)
+
+// anthropicModels are the models an Anthropic account the lab starts
+// serves unless told otherwise.
+var anthropicModels = []string{"claude-sonnet-5-5", "claude-haiku-5-5", "claude-opus-5-5"}
 
 // DefaultOptions is the reference account of the lab: 1,500 requests and
 // 300,000 tokens a minute, no limit on input or output tokens apart or on
@@ -187,12 +221,13 @@ func (o Options) validate() error {
 	}
 	switch {
 	case o.InputMicrosPerMillion < 0, o.CachedInputMicrosPerMillion < 0, o.AudioInputMicrosPerMillion < 0,
-		o.OutputMicrosPerMillion < 0, o.AudioOutputMicrosPerMillion < 0:
+		o.OutputMicrosPerMillion < 0, o.AudioOutputMicrosPerMillion < 0,
+		o.CacheWriteInputMicrosPerMillion < 0, o.CacheWrite1hInputMicrosPerMillion < 0:
 		return errors.New("provider: options: prices must not be negative")
 	case millionths(o.PriorityMultiplier) < 1, millionths(o.FlexMultiplier) < 1:
 		return errors.New("provider: options: PriorityMultiplier and FlexMultiplier must be at least 0.000001")
-	case o.CacheTTL < 0, o.CacheTTL > 0 && o.MaxCachedPrefixes <= 0:
-		return errors.New("provider: options: CacheTTL must not be negative, and MaxCachedPrefixes must be positive when it is not zero")
+	case o.CacheTTL < 0, (o.CacheTTL > 0 || o.API == APIAnthropic) && o.MaxCachedPrefixes <= 0:
+		return errors.New("provider: options: CacheTTL must not be negative, and MaxCachedPrefixes must be positive when it is not zero or the account is Anthropic's")
 	case o.ReasoningTokens < 0, o.AnswerTokens < 0, o.AudioTokensPerPart < 0:
 		return errors.New("provider: options: ReasoningTokens, AnswerTokens and AudioTokensPerPart must not be negative")
 	}
@@ -203,12 +238,16 @@ func (o Options) validate() error {
 // with.
 func (o Options) validateAccount() error {
 	switch {
+	case o.API != "" && o.API != APIOpenAI && o.API != APIAnthropic:
+		return fmt.Errorf("provider: options: API %q is neither %q nor %q", o.API, APIOpenAI, APIAnthropic)
+	case o.API == APIAnthropic && o.AzureAPIVersion != "":
+		return errors.New("provider: options: an Anthropic account cannot be an Azure resource")
 	case len(o.Models) == 0:
 		return errors.New("provider: options: Models must name at least one model")
 	case o.RequestsPerMinute <= 0, o.TokensPerMinute <= 0, o.MaxInFlight <= 0:
 		return errors.New("provider: options: RequestsPerMinute, TokensPerMinute and MaxInFlight must be positive")
-	case o.InputTokensPerMinute < 0, o.OutputTokensPerMinute < 0, o.RequestsPerDay < 0:
-		return errors.New("provider: options: InputTokensPerMinute, OutputTokensPerMinute and RequestsPerDay must not be negative")
+	case o.InputTokensPerMinute < 0, o.OutputTokensPerMinute < 0, o.RequestsPerDay < 0, o.CountTokensRequestsPerMinute < 0:
+		return errors.New("provider: options: InputTokensPerMinute, OutputTokensPerMinute, RequestsPerDay and CountTokensRequestsPerMinute must not be negative")
 	}
 	if _, err := o.dayZone(); err != nil {
 		return err
@@ -243,9 +282,23 @@ func (o Options) validateCalls() error {
 
 // AddFlags registers a flag for every field of o but Clock and Sleep on fs,
 // with o's values as defaults.
+//
+// -api anthropic makes the account serve anthropicModels unless -models
+// says otherwise, before or after it.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.APIKey, "api-key", o.APIKey, "the key callers must send as a bearer token; empty accepts every caller")
-	fs.Func("models", "comma-separated models served (default "+strings.Join(o.Models, ",")+")", o.setModels)
+	modelsSet := false
+	fs.Func("api", "the API the account serves: openai or anthropic (default openai)", func(s string) error {
+		o.API = s
+		if s == APIAnthropic && !modelsSet {
+			o.Models = slices.Clone(anthropicModels)
+		}
+		return nil
+	})
+	fs.StringVar(&o.APIKey, "api-key", o.APIKey, "the key callers must send as a bearer token, or as x-api-key to an Anthropic account; empty accepts every caller")
+	fs.Func("models", "comma-separated models served (default "+strings.Join(o.Models, ",")+", or with -api anthropic "+strings.Join(anthropicModels, ",")+")", func(s string) error {
+		modelsSet = true
+		return o.setModels(s)
+	})
 	o.addLimitFlags(fs)
 	o.addPriceFlags(fs)
 	o.addClassFlags(fs)
@@ -265,14 +318,17 @@ func (o *Options) addLimitFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&o.InputTokensPerMinute, "input-tokens-per-minute", o.InputTokensPerMinute, "input tokens (prompt tokens not read from the cache) allowed in any rolling minute; 0 is no limit")
 	fs.Int64Var(&o.OutputTokensPerMinute, "output-tokens-per-minute", o.OutputTokensPerMinute, "output tokens allowed in any rolling minute, counted at the call's cap until it ends; 0 is no limit")
 	fs.BoolVar(&o.CachedCountsAsInput, "cached-counts-as-input", o.CachedCountsAsInput, "count prompt tokens read from the cache towards input-tokens-per-minute")
+	fs.Int64Var(&o.CountTokensRequestsPerMinute, "count-tokens-requests-per-minute", o.CountTokensRequestsPerMinute, "count_tokens requests an Anthropic account allows in any rolling minute, apart from its messages; 0 is no limit")
 	fs.Int64Var(&o.RequestsPerDay, "requests-per-day", o.RequestsPerDay, "requests allowed in a day from midnight in day-time-zone; 0 is no limit")
 	fs.StringVar(&o.DayTimeZone, "day-time-zone", o.DayTimeZone, "IANA time zone whose midnight begins the day of requests-per-day (default America/Los_Angeles)")
-	fs.Int64Var(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "calls allowed at once; more answer 503")
+	fs.Int64Var(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "calls allowed at once; more answer 503 (529 on an Anthropic account)")
 }
 
 func (o *Options) addPriceFlags(fs *flag.FlagSet) {
 	fs.Func("input-price", "dollars per million prompt tokens of text not read from the cache, a decimal (default "+price(o.InputMicrosPerMillion)+")", dollars(&o.InputMicrosPerMillion))
 	fs.Func("cached-input-price", "dollars per million prompt tokens read from the cache, a decimal (default a tenth of input-price)", dollars(&o.CachedInputMicrosPerMillion))
+	fs.Func("cache-write-input-price", "dollars per million input tokens an Anthropic account writes to its cache for five minutes, a decimal (default 1.25 times input-price)", dollars(&o.CacheWriteInputMicrosPerMillion))
+	fs.Func("cache-write-1h-input-price", "dollars per million input tokens an Anthropic account writes to its cache for an hour, a decimal (default twice input-price)", dollars(&o.CacheWrite1hInputMicrosPerMillion))
 	fs.Func("audio-input-price", "dollars per million audio prompt tokens, a decimal (default "+price(o.AudioInputMicrosPerMillion)+")", dollars(&o.AudioInputMicrosPerMillion))
 	fs.Func("output-price", "dollars per million completion tokens that are not audio, a decimal (default "+price(o.OutputMicrosPerMillion)+")", dollars(&o.OutputMicrosPerMillion))
 	fs.Func("audio-output-price", "dollars per million audio completion tokens, a decimal (default "+price(o.AudioOutputMicrosPerMillion)+")", dollars(&o.AudioOutputMicrosPerMillion))

@@ -52,6 +52,10 @@ func TestNewRefuses(t *testing.T) {
 		{"a multiplier that rounds to zero", func(o *Options) { o.PriorityMultiplier = 1e-7 }, "must be at least 0.000001"},
 		{"a cache with no room", func(o *Options) { o.MaxCachedPrefixes = 0 }, "MaxCachedPrefixes must be positive"},
 		{"negative reasoning", func(o *Options) { o.ReasoningTokens = -1 }, "ReasoningTokens, AnswerTokens and AudioTokensPerPart must not be negative"},
+		{"an API it does not speak", func(o *Options) { o.API = "gemini" }, `API "gemini"`},
+		{"an Anthropic account on Azure", func(o *Options) { o.API, o.AzureAPIVersion = APIAnthropic, "2024-10-21" }, "cannot be an Azure resource"},
+		{"an Anthropic account with no cache", func(o *Options) { o.API, o.CacheTTL, o.MaxCachedPrefixes = APIAnthropic, 0, 0 }, "MaxCachedPrefixes must be positive"},
+		{"a negative cache write price", func(o *Options) { o.CacheWrite1hInputMicrosPerMillion = -1 }, "prices must not be negative"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -66,5 +70,35 @@ func TestNewRefuses(t *testing.T) {
 	opts.CacheTTL, opts.MaxCachedPrefixes = 0, 0
 	if _, err := New(opts); err != nil {
 		t.Errorf("New() with no cache: %v; want none", err)
+	}
+}
+
+func TestAddFlagsServesAnthropic(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantModels []string
+	}{
+		{"its models", []string{"-api", "anthropic"}, anthropicModels},
+		{"the models named after", []string{"-api", "anthropic", "-models", "claude-a"}, []string{"claude-a"}},
+		{"the models named before", []string{"-models", "claude-a", "-api", "anthropic"}, []string{"claude-a"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := DefaultOptions()
+			fs := flag.NewFlagSet("provider", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			got.AddFlags(fs)
+			args := append(tc.args, "-count-tokens-requests-per-minute", "100", "-cache-write-input-price", "3.75", "-cache-write-1h-input-price", "6")
+			if err := fs.Parse(args); err != nil {
+				t.Fatal(err)
+			}
+			want := DefaultOptions()
+			want.API, want.Models, want.CountTokensRequestsPerMinute = APIAnthropic, tc.wantModels, 100
+			want.CacheWriteInputMicrosPerMillion, want.CacheWrite1hInputMicrosPerMillion = 3_750_000, 6_000_000
+			if diff := cmp.Diff(got, want); diff != "" {
+				t.Errorf("options mismatch (-got +want):\n%s", diff)
+			}
+		})
 	}
 }

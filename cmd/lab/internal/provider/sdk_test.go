@@ -136,6 +136,15 @@ func readSDKStream(t *testing.T, s *ssestream.Stream[responses.ResponseStreamEve
 	return types, last
 }
 
+// parsedField is what an SDK's respjson.Field says of one field it
+// decoded; OpenAI's SDK and Anthropic's have one each.
+type parsedField interface {
+	Raw() string
+	Valid() bool
+}
+
+var _ parsedField = respjson.Field{}
+
 // checkParsed checks that the SDK read every field of v, a struct it
 // decoded: each field it requires is there, and none is of the wrong type.
 // Fields it does not know are allowed: OpenAI's objects carry store, which
@@ -150,7 +159,7 @@ func checkParsed(t *testing.T, what string, v any) {
 		if f.Name == "JSON" || !mv.IsValid() {
 			continue
 		}
-		m := mv.Interface().(respjson.Field)
+		m := mv.Interface().(parsedField)
 		switch {
 		case m.Raw() == "" && strings.Contains(f.Tag.Get("api"), "required"):
 			t.Errorf("%s: %s is missing", what, f.Tag.Get("json"))

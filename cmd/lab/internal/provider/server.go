@@ -22,8 +22,8 @@ import (
 )
 
 // Server is a simulated hosted provider: an http.Handler speaking OpenAI's
-// API under one account's limits. Create it with New. It is safe for
-// concurrent use.
+// API, or Anthropic's, under one account's limits. Create it with New. It
+// is safe for concurrent use.
 type Server struct {
 	opts      Options
 	clock     clock.PassiveClock
@@ -55,10 +55,7 @@ func New(opts Options) (*Server, error) {
 	if s.sleep == nil {
 		s.sleep = sleep
 	}
-	s.account.limits = limits{
-		requests: opts.RequestsPerMinute, perDay: opts.RequestsPerDay, inFlight: opts.MaxInFlight,
-		tokens: counts{allTokens: opts.TokensPerMinute, inputTokens: opts.InputTokensPerMinute, outputTokens: opts.OutputTokensPerMinute},
-	}
+	s.account.limits = opts.limits()
 	s.account.day.loc, _ = opts.dayZone() // validated
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(collector{s}); err != nil {
@@ -68,7 +65,33 @@ func New(opts Options) (*Server, error) {
 	return s, nil
 }
 
+// limits are the account's limits; an Anthropic account's tokens are
+// limited only as input and output.
+func (o Options) limits() limits {
+	l := limits{
+		requests: o.RequestsPerMinute, perDay: o.RequestsPerDay, inFlight: o.MaxInFlight, countTokens: o.CountTokensRequestsPerMinute,
+		tokens: counts{allTokens: o.TokensPerMinute, inputTokens: o.InputTokensPerMinute, outputTokens: o.OutputTokensPerMinute},
+	}
+	if o.API == APIAnthropic {
+		l.tokens[allTokens] = 0
+	}
+	return l
+}
+
+// routes serve the account's API, and the counts and metrics of either.
 func (s *Server) routes(metrics http.Handler) {
+	if s.opts.API == APIAnthropic {
+		s.anthropicRoutes()
+	} else {
+		s.openAIRoutes()
+	}
+	s.mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
+		openai.WriteJSON(w, http.StatusOK, s.Stats())
+	})
+	s.mux.Handle("GET /metrics", metrics)
+}
+
+func (s *Server) openAIRoutes() {
 	for _, e := range []openai.Endpoint{openai.Chat, openai.Completions, openai.Embeddings} {
 		if s.opts.AzureAPIVersion != "" {
 			s.mux.Handle("POST /openai/deployments/{deployment}"+strings.TrimPrefix(e.Path(), "/v1"), s.api(s.azureCall(e)))
@@ -83,10 +106,6 @@ func (s *Server) routes(metrics http.Handler) {
 		openai.WriteModels(w, "sluice-lab", s.opts.Models)
 	}))
 	s.mux.Handle("/", s.api(func(w http.ResponseWriter, r *http.Request) { openai.InvalidURL(r).Write(w) }))
-	s.mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
-		openai.WriteJSON(w, http.StatusOK, s.Stats())
-	})
-	s.mux.Handle("GET /metrics", metrics)
 }
 
 // ServeHTTP serves the API under /v1/, the counts at /stats and the
@@ -113,12 +132,7 @@ func (s *Server) Stats() Stats {
 // the rate-limit headers, and only callers with the key get past.
 func (s *Server) api(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		now := s.clock.Now()
-		s.mu.Lock()
-		s.account.received(r.Pattern)
-		q := s.account.quotaAt(now)
-		s.mu.Unlock()
-		setQuota(w.Header(), q)
+		setQuota(w.Header(), s.receive(r, s.clock.Now()))
 		if !s.authorized(r) {
 			openai.InvalidAPIKey().Write(w)
 			return
@@ -127,15 +141,33 @@ func (s *Server) api(h http.HandlerFunc) http.Handler {
 	})
 }
 
-// authorized reports whether the caller sent the account's key: as a bearer
-// token, or for an Azure account in its api-key header.
-func (s *Server) authorized(r *http.Request) bool {
-	want, got := "Bearer "+s.opts.APIKey, r.Header.Get("Authorization")
-	if s.opts.AzureAPIVersion != "" {
-		want, got = s.opts.APIKey, r.Header.Get("Api-Key")
-	}
-	return s.opts.APIKey == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+// receive counts the API request r, received at now, and returns the quota
+// its answer reports unless a decision changes it.
+func (s *Server) receive(r *http.Request, now time.Time) quota {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.account.received(r.Pattern)
+	return s.account.quotaAt(now)
 }
+
+// authorized reports whether the caller sent the account's key: as a bearer
+// token, or for an Azure account in its api-key header. An Anthropic account
+// also takes it in its x-api-key header, where Anthropic's API takes it;
+// Anthropic's Go SDK sends it as a bearer token.
+func (s *Server) authorized(r *http.Request) bool {
+	switch {
+	case s.opts.APIKey == "":
+		return true
+	case s.opts.AzureAPIVersion != "":
+		return same(r.Header.Get("Api-Key"), s.opts.APIKey)
+	case s.opts.API == APIAnthropic && r.Header.Get("X-Api-Key") != "":
+		return same(r.Header.Get("X-Api-Key"), s.opts.APIKey)
+	}
+	return same(r.Header.Get("Authorization"), "Bearer "+s.opts.APIKey)
+}
+
+// same reports whether got is want, in constant time.
+func same(got, want string) bool { return subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1 }
 
 // azureCall handles a call to e at an Azure deployment: one of the account's,
 // with its api-version, is served as the OpenAI path would serve it.
@@ -192,9 +224,7 @@ func (s *Server) admit(w http.ResponseWriter, a ask) (admission, *openai.Error) 
 	now := s.clock.Now()
 	b := a.whole
 	b.CachedInputTokens = s.cache.lookup(now, a.model, a.text)
-	s.mu.Lock()
-	d := s.account.admit(now, s.opts.charge(b, a.cap))
-	s.mu.Unlock()
+	d := s.decide(now, b, a.cap)
 	setQuota(w.Header(), d.quota)
 	if d.outcome != admitted {
 		setRetry(w.Header(), d.retryAfter)
@@ -202,6 +232,14 @@ func (s *Server) admit(w http.ResponseWriter, a ask) (admission, *openai.Error) 
 	}
 	s.cache.record(now, a.model, a.text)
 	return admission{seq: d.seq, tier: a.tier, bill: s.opts.price(b, a.tier)}, nil
+}
+
+// decide has the account decide at now about a call billed b if it is
+// served whole, its cached tokens known, and capped at limit.
+func (s *Server) decide(now time.Time, b Bill, limit int64) decision {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.account.admit(now, s.opts.charge(b, limit))
 }
 
 // reply is the answer to req, billed b: the answer's text, and for a chat
@@ -338,20 +376,28 @@ func setQuota(h http.Header, q quota) {
 	h.Set("x-ratelimit-limit-tokens", strconv.FormatInt(q.limitTokens, 10))
 	h.Set("x-ratelimit-remaining-tokens", strconv.FormatInt(q.remainingTokens, 10))
 	h.Set("x-ratelimit-reset-tokens", resetString(q.reset))
-	setTokenQuota(h, "anthropic-ratelimit-input-tokens", q.input)
-	setTokenQuota(h, "anthropic-ratelimit-output-tokens", q.output)
+	setAnthropicLimit(h, "anthropic-ratelimit-input-tokens", q.input)
+	setAnthropicLimit(h, "anthropic-ratelimit-output-tokens", q.output)
 }
 
-// setTokenQuota writes q as Anthropic's headers named from prefix, its
-// reset an RFC 3339 time rounded up to the second; nothing without a
-// limit.
-func setTokenQuota(h http.Header, prefix string, q tokenQuota) {
+// setAnthropicLimit writes q as Anthropic's headers named from prefix, its
+// reset an RFC 3339 time rounded up to the second; without a limit, it
+// removes them.
+func setAnthropicLimit(h http.Header, prefix string, q tokenQuota) {
 	if q.limit == 0 {
+		for _, suffix := range []string{"-limit", "-remaining", "-reset"} {
+			h.Del(prefix + suffix)
+		}
 		return
 	}
 	h.Set(prefix+"-limit", strconv.FormatInt(q.limit, 10))
 	h.Set(prefix+"-remaining", strconv.FormatInt(q.remaining, 10))
-	h.Set(prefix+"-reset", q.resetAt.Add(time.Second-time.Nanosecond).Truncate(time.Second).UTC().Format(time.RFC3339))
+	h.Set(prefix+"-reset", rfc3339Up(q.resetAt))
+}
+
+// rfc3339Up writes t in RFC 3339, in UTC, rounded up to the second.
+func rfc3339Up(t time.Time) string {
+	return t.Add(time.Second - time.Nanosecond).Truncate(time.Second).UTC().Format(time.RFC3339)
 }
 
 // setRetry writes retry-after (whole seconds) and retry-after-ms, both
@@ -360,8 +406,16 @@ func setRetry(h http.Header, d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	h.Set("retry-after", strconv.FormatInt(ceilDiv(d, time.Second), 10))
+	setRetryAfter(h, d)
 	h.Set("retry-after-ms", strconv.FormatInt(ceilDiv(d, time.Millisecond), 10))
+}
+
+// setRetryAfter writes retry-after, whole seconds rounded up; nothing for a
+// zero d.
+func setRetryAfter(h http.Header, d time.Duration) {
+	if d > 0 {
+		h.Set("retry-after", strconv.FormatInt(ceilDiv(d, time.Second), 10))
+	}
 }
 
 // resetString writes d as OpenAI does, a Go duration rounded up to the
