@@ -284,6 +284,9 @@ func (l *Limit) IsWindow() bool { return l.kind == window }
 // IsRolling reports whether the limit is a rolling window (see NewRolling).
 func (l *Limit) IsRolling() bool { return l.kind == rolling }
 
+// IsBucket reports whether the limit is a token bucket (see NewBucket and NewPace).
+func (l *Limit) IsBucket() bool { return l.kind == bucket }
+
 // Check is one limit a request must pass and what the request costs on it. In Settle, Cost is
 // the difference to add (negative to refund).
 type Check struct {
