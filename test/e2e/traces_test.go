@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -146,27 +147,27 @@ func attr(sp *tracepb.Span, key string) string {
 	return ""
 }
 
-// tracedProvider answers chat completions as upstream does, after answering its first failures
-// calls with status; it keeps the traceparent of every call it received.
-type tracedProvider struct {
+// scriptedProvider answers chat completions as upstream does, after answering its first calls
+// with the statuses of its script in turn, whichever provider of the gateway's configuration
+// sent them; it keeps the traceparent of every call it received.
+type scriptedProvider struct {
 	*upstream
-	status       int
-	failures     int64
+	script       []int
 	seen         atomic.Int64
 	mu           sync.Mutex
 	traceparents []string
 }
 
-func newTracedProvider(t *testing.T, status int, failures int64) *tracedProvider {
-	p := &tracedProvider{upstream: &upstream{}, status: status, failures: failures}
+func newScriptedProvider(t *testing.T, script ...int) *scriptedProvider {
+	p := &scriptedProvider{upstream: &upstream{}, script: script}
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		p.traceparents = append(p.traceparents, r.Header.Get("Traceparent"))
 		p.mu.Unlock()
-		if p.seen.Add(1) <= p.failures {
+		if i := p.seen.Add(1) - 1; i < int64(len(p.script)) {
 			io.Copy(io.Discard, r.Body)
 			w.Header().Set("Retry-After-Ms", "10")
-			http.Error(w, `{"error":{"message":"busy","type":"server_error"}}`, p.status)
+			http.Error(w, `{"error":{"message":"busy","type":"server_error"}}`, p.script[i])
 			return
 		}
 		p.serve(w, r)
@@ -175,56 +176,96 @@ func newTracedProvider(t *testing.T, status int, failures int64) *tracedProvider
 	return p
 }
 
-// tracesConfig is a pool of two providers of gpt-4o-mini, first and second, each retried once,
-// and alice, who may send one call a second and queues the others.
-func tracesConfig(t *testing.T, first, second string) string {
-	provider := func(name, url string) string {
+// tracesConfig is a pool of two providers of gpt-4o-mini, first and second, both at pooled and
+// each retried once; a third provider of gpt-4o at held; and alice, who may have one call in
+// flight and queues the others.
+func tracesConfig(t *testing.T, pooled, held string) string {
+	provider := func(name, url, model string) string {
 		return fmt.Sprintf(`  - name: %s
     baseURL: %s/v1
     apiKeyFile: provider.key
     models:
-      - {name: gpt-4o-mini, encoding: o200k_base, defaultMaxTokens: 50}
+      - {name: %s, encoding: o200k_base, defaultMaxTokens: 50}
     tokensPerMinute: 1000000
     retry: {maxAttempts: 2, baseDelay: 10ms, maxDelay: 100ms}
     prices: {inputPerMillion: "3.00", outputPerMillion: "15.00"}
-`, name, url)
+`, name, url, model)
 	}
 	return writeKeyedConfig(t, `apiVersion: gateway.sluice.dev/v1
 kind: GatewayConfig
 providers:
-`+provider("first", first)+provider("second", second)+fmt.Sprintf(`tenants:
+`+provider("first", pooled, "gpt-4o-mini")+provider("second", pooled, "gpt-4o-mini")+provider("third", held, "gpt-4o")+
+		fmt.Sprintf(`tenants:
   - name: acme
     keys: [{sha256: %s, user: alice}]
-    providers: [first, second]
+    providers: [first, second, third]
     perUser:
-      - {dimension: requests, amount: 1, per: second, onLimit: Queue}
+      - {dimension: inFlight, amount: 1, onLimit: Queue}
 `, gatewayv1.HashKey(keyAlice)))
 }
 
-// The client's trace context of the first call in TestCallsAreTracedOverOTLP.
+// The client's trace context of the queued call in TestCallsAreTracedOverOTLP.
 const (
 	otlpClientTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
 	otlpClientSpan  = "00f067aa0ba902b7"
 )
 
+// heldStream is alice's stream of gpt-4o, which the third provider holds until it is released.
+const heldStream = `{"model":"gpt-4o","stream":true,"max_tokens":10,"messages":[{"role":"user","content":"hold acme"}]}`
+
 // TestCallsAreTracedOverOTLP runs a gateway whose traces go to an OTLP receiver as the SDK's
-// environment variables say, and sends two calls at once from a user who may send one a second,
-// to a pool whose first provider answers 503 and whose second answers 429 once: one call queues,
-// one is retried at the first provider and fails over to the second, whose 429 is retried. Each
-// call is a span with its admission, its wait in the queue, its attempts and its settlement as
-// children, carrying the GenAI conventions' attributes; the provider receives the attempt's
-// trace context; no key, prompt or answer is in any attribute; and the GenAI metrics count both.
+// environment variables say. Alice, who may have one call in flight, holds a stream at a third
+// provider while she sends a chat completion in her client's trace, which waits in the queue;
+// once the stream ends it goes to one provider of its pool of two, which answers 503 twice, and
+// fails over to the other, which answers 429 once. That call's span has, in order, its admission
+// with its wait in the queue, its two attempts at the first provider it went to, its admission to
+// the other, its two attempts there and its settlement, each attempt ended before the next
+// began, and carries the GenAI conventions' attributes; the stream's span has its one attempt.
+// The providers receive each attempt's trace context; no key, prompt or answer is in any
+// attribute; and the GenAI metrics count both calls, the stream's first chunk too.
 func TestCallsAreTracedOverOTLP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the gateway binary; skipped with -short")
 	}
 	receiver := newOTLPReceiver(t)
-	first := newTracedProvider(t, http.StatusServiceUnavailable, 1<<30)
-	second := newTracedProvider(t, http.StatusTooManyRequests, 1)
+	pooled := newScriptedProvider(t, http.StatusServiceUnavailable, http.StatusServiceUnavailable, http.StatusTooManyRequests)
+	third := newStreamHolder(t)
+	g := startTracedGateway(t, tracesConfig(t, pooled.URL, third.URL), receiver.URL)
+
+	streamed := make(chan answer, 1)
+	go func() { streamed <- g.postTraced(t, heldStream, "") }()
+	poll.Until(t, processWait, "the third provider to hold alice's stream", func() bool {
+		open, _ := third.holding("acme")
+		return open == 1
+	})
+	queued := make(chan answer, 1)
+	go func() { queued <- g.postTraced(t, chatBody, "00-"+otlpClientTrace+"-"+otlpClientSpan+"-01") }()
+	poll.Until(t, processWait, "alice's call to wait in the queue", func() bool { return queuedOf(t, []*gateway{g}, "acme") == 1 })
+	third.release()
+	for name, ch := range map[string]chan answer{"the stream": streamed, "the queued call": queued} {
+		if a := <-ch; a.status != http.StatusOK {
+			t.Errorf("%s: %d %s", name, a.status, a.body)
+		}
+	}
+	poll.Until(t, processWait, "the receiver to hold both calls' settlements", func() bool {
+		calls := receiver.callSpans()
+		return len(calls) == 2 && receiver.settled(calls[0]) && receiver.settled(calls[1])
+	})
+
+	answered := checkQueuedCallTree(t, receiver)
+	checkStreamTree(t, receiver)
+	checkProviderTraceparents(t, receiver, pooled)
+	checkNoSecrets(t, receiver)
+	checkGenAIMetrics(t, g, answered)
+}
+
+// startTracedGateway starts a gateway of config whose traces go to the OTLP receiver at
+// endpoint, every call sampled, and waits until it is ready.
+func startTracedGateway(t *testing.T, config, endpoint string) *gateway {
 	api, admin := freeAddr(t), freeAddr(t)
-	cmd := exec.Command(gatewayBin, "--config", tracesConfig(t, first.URL, second.URL), "--name", "gw-traced",
+	cmd := exec.Command(gatewayBin, "--config", config, "--name", "gw-traced",
 		"--listen", api, "--admin-listen", admin, "--admin-token-file", adminTokenFile(t))
-	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT="+receiver.URL, "OTEL_TRACES_SAMPLER=always_on",
+	cmd.Env = append(os.Environ(), "OTEL_EXPORTER_OTLP_ENDPOINT="+endpoint, "OTEL_TRACES_SAMPLER=always_on",
 		"OTEL_BSP_SCHEDULE_DELAY=100", "OTEL_SERVICE_NAME=sluice-e2e")
 	g := &gateway{api: "http://" + api, admin: "http://" + admin, proc: proc.Start(t, "gateway", cmd)}
 	poll.Until(t, processWait, "the gateway to be ready", func() bool {
@@ -234,25 +275,12 @@ func TestCallsAreTracedOverOTLP(t *testing.T) {
 		}
 		return err == nil && resp.StatusCode == http.StatusOK
 	})
+	return g
+}
 
-	var wg sync.WaitGroup
-	for i, traceparent := range []string{"00-" + otlpClientTrace + "-" + otlpClientSpan + "-01", ""} {
-		wg.Go(func() {
-			if a := g.postTraced(t, chatBody, traceparent); a.status != http.StatusOK {
-				t.Errorf("call %d: %d %s", i, a.status, a.body)
-			}
-		})
-	}
-	wg.Wait()
-	poll.Until(t, processWait, "the receiver to hold both calls' spans", func() bool {
-		calls := receiver.callSpans()
-		return len(calls) == 2 && len(receiver.children(calls[0])) > 0 && len(receiver.children(calls[1])) > 0
-	})
-
-	checkCallTrees(t, receiver)
-	checkProviderTraceparents(t, receiver, second)
-	checkNoSecrets(t, receiver)
-	checkGenAIMetrics(t, g)
+// settled reports whether the receiver holds the settlement span of call.
+func (rc *otlpReceiver) settled(call *tracepb.Span) bool {
+	return slices.ContainsFunc(rc.children(call), func(c *tracepb.Span) bool { return c.Name == "settlement" })
 }
 
 // postTraced posts a chat completion as alice, with traceparent unless it is empty.
@@ -277,46 +305,112 @@ func (g *gateway) postTraced(t *testing.T, body, traceparent string) answer {
 	return answer{status: resp.StatusCode, header: resp.Header, body: data}
 }
 
-// checkCallTrees checks each call's span and its children: admission first and settlement last,
-// an attempt span for each attempt at a provider, and across the two calls a wait in the queue,
-// a retry at the first provider and a failover to the second.
-func checkCallTrees(t *testing.T, rc *otlpReceiver) {
-	t.Helper()
-	queued, failedOver := false, false
+// callIn is the call span received in trace, in hex, or nil.
+func (rc *otlpReceiver) callIn(trace string) *tracepb.Span {
 	for _, call := range rc.callSpans() {
-		checkCallSpan(t, call)
-		children := rc.children(call)
-		var names, providers []string
-		for _, c := range children {
-			names = append(names, c.Name)
-			if c.Kind == tracepb.Span_SPAN_KIND_CLIENT {
-				providers = append(providers, attr(c, "gen_ai.provider.name"))
-			}
-			if c.Name == "admission" && slices.ContainsFunc(rc.children(c), func(q *tracepb.Span) bool { return q.Name == "queue" }) {
-				queued = true
-			}
+		if hex.EncodeToString(call.TraceId) == trace {
+			return call
 		}
-		if names[0] != "admission" || names[len(names)-1] != "settlement" || len(providers) == 0 {
-			t.Errorf("call %s has children %v; want its admission, its attempts and its settlement", call.Name, names)
-		}
-		if len(providers) >= 3 && providers[0] == "first" && providers[1] == "first" && providers[len(providers)-1] == "second" {
-			failedOver = true
-		}
-		t.Logf("call %s (trace %x): children %v, attempts at %v", call.Name, call.TraceId, names, providers)
 	}
-	if !queued {
-		t.Error("no call's admission has a queue span: the second call did not wait, or its wait was not traced")
+	return nil
+}
+
+// treeStep is one child of a call's span as a test expects it: its name, and for an attempt
+// the provider and the status it answered.
+type treeStep struct {
+	name, provider, status string
+}
+
+// tree is what the children of call say, in the order they started: each one's name, and each
+// attempt's provider and status.
+func tree(children []*tracepb.Span) []treeStep {
+	var out []treeStep
+	for _, c := range children {
+		step := treeStep{name: c.Name}
+		if c.Kind == tracepb.Span_SPAN_KIND_CLIENT {
+			step.provider, step.status = attr(c, "gen_ai.provider.name"), attr(c, "http.response.status_code")
+		}
+		out = append(out, step)
 	}
-	if !failedOver {
-		t.Error("no call was attempted twice at the first provider and then at the second")
+	return out
+}
+
+// checkQueuedCallTree checks the queued call's span, in its client's trace, and its children: its
+// admission, with its wait in the queue as a child, two attempts at the provider it went to, its
+// admission again, two attempts at the other provider of its pool and its settlement, in that
+// order, each attempt ended before the next began. It returns the provider that answered.
+func checkQueuedCallTree(t *testing.T, rc *otlpReceiver) string {
+	t.Helper()
+	call := rc.callIn(otlpClientTrace)
+	if call == nil {
+		t.Fatalf("no call span in the client's trace %s", otlpClientTrace)
+	}
+	if got := hex.EncodeToString(call.ParentSpanId); got != otlpClientSpan {
+		t.Errorf("the queued call's span has parent %s; want the client's span %s", got, otlpClientSpan)
+	}
+	children := rc.children(call)
+	failed := attr(children[0], "gen_ai.provider.name")
+	answered := map[string]string{"first": "second", "second": "first"}[failed]
+	attempt := "chat gpt-4o-mini"
+	want := []treeStep{{name: "admission"}, {attempt, failed, "503"}, {attempt, failed, "503"},
+		{name: "admission"}, {attempt, answered, "429"}, {attempt, answered, "200"}, {name: "settlement"}}
+	if diff := cmp.Diff(tree(children), want, cmp.AllowUnexported(treeStep{})); answered == "" || diff != "" {
+		t.Fatalf("the queued call's children, first admitted to %q (-got +want):\n%s", failed, diff)
+	}
+	checkCallSpan(t, call, answered)
+	if waits := rc.children(children[0]); len(waits) != 1 || waits[0].Name != "queue" {
+		t.Errorf("the queued call's first admission has children %v; want its wait in the queue", tree(waits))
+	}
+	if attr(children[0], "sluice.queue.wait_ms") == "" {
+		t.Error("the queued call's first admission has no sluice.queue.wait_ms")
+	}
+	for i, c := range children[1:] {
+		if c.StartTimeUnixNano < children[i].EndTimeUnixNano {
+			t.Errorf("%s (child %d) began before %s (child %d) ended", c.Name, i+1, children[i].Name, i)
+		}
+	}
+	for _, c := range children {
+		if c.Kind == tracepb.Span_SPAN_KIND_CLIENT && attr(c, "http.response.status_code") != "200" && attr(c, "error.type") == "" {
+			t.Errorf("the failed attempt at %s has no error.type", attr(c, "gen_ai.provider.name"))
+		}
+	}
+	return answered
+}
+
+// checkStreamTree checks the stream's span: a new trace, its admission, its one attempt at the
+// third provider and its settlement.
+func checkStreamTree(t *testing.T, rc *otlpReceiver) {
+	t.Helper()
+	var stream *tracepb.Span
+	for _, call := range rc.callSpans() {
+		if attr(call, "gen_ai.request.model") == "gpt-4o" {
+			stream = call
+		}
+	}
+	if stream == nil {
+		t.Fatal("no call span of the stream of gpt-4o")
+	}
+	if len(stream.ParentSpanId) != 0 || hex.EncodeToString(stream.TraceId) == otlpClientTrace {
+		t.Errorf("the stream, sent without a traceparent, is in trace %x under %x; want a trace of its own", stream.TraceId, stream.ParentSpanId)
+	}
+	want := []treeStep{{name: "admission"}, {"chat gpt-4o", "third", "200"}, {name: "settlement"}}
+	if diff := cmp.Diff(tree(rc.children(stream)), want, cmp.AllowUnexported(treeStep{})); diff != "" {
+		t.Errorf("the stream's children (-got +want):\n%s", diff)
+	}
+	for k, v := range map[string]string{"gen_ai.provider.name": "third", "gen_ai.request.max_tokens": "10", "sluice.outcome": "ok",
+		"gen_ai.usage.input_tokens": fmt.Sprint(upstreamPrompt), "gen_ai.usage.output_tokens": fmt.Sprint(upstreamCompletion)} {
+		if got := attr(stream, k); got != v {
+			t.Errorf("the stream's span has %s = %q; want %q", k, got, v)
+		}
 	}
 }
 
-// checkCallSpan checks the attributes of a call's span: the GenAI conventions' and Sluice's own.
-func checkCallSpan(t *testing.T, call *tracepb.Span) {
+// checkCallSpan checks the attributes of the queued call's span, answered by provider: the GenAI
+// conventions' and Sluice's own.
+func checkCallSpan(t *testing.T, call *tracepb.Span, provider string) {
 	t.Helper()
 	want := map[string]string{
-		"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini", "gen_ai.provider.name": "second",
+		"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini", "gen_ai.provider.name": provider,
 		"gen_ai.response.model": "gpt-4o-mini", "gen_ai.response.id": "c1", "gen_ai.request.max_tokens": "100",
 		"gen_ai.usage.input_tokens": fmt.Sprint(upstreamPrompt), "gen_ai.usage.output_tokens": fmt.Sprint(upstreamCompletion),
 		"sluice.tenant": "acme", "sluice.user": "alice", "sluice.outcome": "ok", "sluice.cost_usd": "6.6e-05",
@@ -333,14 +427,11 @@ func checkCallSpan(t *testing.T, call *tracepb.Span) {
 	if attr(call, "sluice.request_id") == "" || attr(call, "sluice.queue.wait_ms") == "" {
 		t.Errorf("call span %s has no sluice.request_id or sluice.queue.wait_ms", call.Name)
 	}
-	if id := hex.EncodeToString(call.TraceId); id == otlpClientTrace && hex.EncodeToString(call.ParentSpanId) != otlpClientSpan {
-		t.Errorf("the call in the client's trace has parent %x; want the client's span %s", call.ParentSpanId, otlpClientSpan)
-	}
 }
 
-// checkProviderTraceparents checks that the client's trace reached the second provider, and that
-// every traceparent the provider received names an attempt span the gateway exported.
-func checkProviderTraceparents(t *testing.T, rc *otlpReceiver, p *tracedProvider) {
+// checkProviderTraceparents checks that the client's trace reached the pool's providers, and that
+// every traceparent they received names an attempt span the gateway exported.
+func checkProviderTraceparents(t *testing.T, rc *otlpReceiver, p *scriptedProvider) {
 	t.Helper()
 	rc.mu.Lock()
 	attempts := map[string]bool{}
@@ -370,7 +461,7 @@ func checkNoSecrets(t *testing.T, rc *otlpReceiver) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	for _, v := range rc.values {
-		for _, secret := range []string{keyAlice, providerKey, "Say hello", "Hello there"} {
+		for _, secret := range []string{keyAlice, providerKey, "Say hello", "Hello there", "hold acme"} {
 			if strings.Contains(v, secret) {
 				t.Errorf("an exported attribute, %s, holds %q", v, secret)
 			}
@@ -378,9 +469,10 @@ func checkNoSecrets(t *testing.T, rc *otlpReceiver) {
 	}
 }
 
-// checkGenAIMetrics checks that the GenAI conventions' metrics counted both calls, at the second
-// provider, each with its input and output tokens.
-func checkGenAIMetrics(t *testing.T, g *gateway) {
+// checkGenAIMetrics checks that the GenAI conventions' metrics counted both calls, each at the
+// provider that answered it (answered, for the queued call) with its input and output tokens,
+// and the stream's first chunk.
+func checkGenAIMetrics(t *testing.T, g *gateway, answered string) {
 	t.Helper()
 	resp, err := adminGet(g.admin + "/metrics")
 	if err != nil {
@@ -388,11 +480,15 @@ func checkGenAIMetrics(t *testing.T, g *gateway) {
 	}
 	defer resp.Body.Close()
 	page, _ := io.ReadAll(resp.Body)
-	labels := `gen_ai_operation_name="chat",gen_ai_provider_name="second",gen_ai_request_model="gpt-4o-mini"`
+	queued := `gen_ai_operation_name="chat",gen_ai_provider_name="` + answered + `",gen_ai_request_model="gpt-4o-mini"`
+	third := `gen_ai_operation_name="chat",gen_ai_provider_name="third",gen_ai_request_model="gpt-4o"`
 	for _, series := range []string{
-		`gen_ai_client_operation_duration_seconds_count{error_type="",` + labels + `} 2`,
-		`gen_ai_client_token_usage_sum{` + labels + `,gen_ai_token_type="input"} ` + fmt.Sprint(2*upstreamPrompt),
-		`gen_ai_client_token_usage_sum{` + labels + `,gen_ai_token_type="output"} ` + fmt.Sprint(2*upstreamCompletion),
+		`gen_ai_client_operation_duration_seconds_count{error_type="",` + queued + `} 1`,
+		`gen_ai_client_token_usage_sum{` + queued + `,gen_ai_token_type="input"} ` + fmt.Sprint(upstreamPrompt),
+		`gen_ai_client_token_usage_sum{` + queued + `,gen_ai_token_type="output"} ` + fmt.Sprint(upstreamCompletion),
+		`gen_ai_client_operation_duration_seconds_count{error_type="",` + third + `} 1`,
+		`gen_ai_client_operation_time_to_first_chunk_seconds_count{` + third + `} 1`,
+		`gen_ai_client_token_usage_sum{` + third + `,gen_ai_token_type="output"} ` + fmt.Sprint(upstreamCompletion),
 	} {
 		if !strings.Contains(string(page), series) {
 			t.Errorf("/metrics has no line %s", series)
