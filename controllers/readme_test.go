@@ -8,8 +8,8 @@ import (
 	"github.com/sluicehq/sluice/test/metricsdoc"
 )
 
-// TestEveryManagerMetricHasARowInTheREADME checks the manager's own series against the README's
-// table of metrics: each has a row, and each sluice_manager_ row names one of them.
+// TestEveryManagerMetricHasARowInTheREADME checks the manager's own series against the table of
+// metrics in config/README.md: each has a row, and each sluice_manager_ row names one of them.
 func TestEveryManagerMetricHasARowInTheREADME(t *testing.T) {
 	var names []string
 	for _, c := range []prometheus.Collector{objectsByReason} {
@@ -20,5 +20,5 @@ func TestEveryManagerMetricHasARowInTheREADME(t *testing.T) {
 			names = append(names, metricsdoc.NameOf(d))
 		}
 	}
-	metricsdoc.Check(t, "../README.md", names, "sluice_manager_")
+	metricsdoc.Check(t, "../config/README.md", names, "sluice_manager_")
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/sluicehq/sluice/test/metricsdoc"
 )
 
-// TestEveryAdapterMetricHasARowInTheREADME checks the adapter's own series against the README's
-// table of metrics: each has a row, and each sluice_adapter_ row names one of them.
+// TestEveryAdapterMetricHasARowInTheREADME checks the adapter's own series against the table of
+// metrics in config/README.md: each has a row, and each sluice_adapter_ row names one of them.
 func TestEveryAdapterMetricHasARowInTheREADME(t *testing.T) {
 	var names []string
 	in := newInstruments(func() (float64, bool) { return 0, false })
@@ -28,5 +28,5 @@ func TestEveryAdapterMetricHasARowInTheREADME(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	metricsdoc.Check(t, "../README.md", names, "sluice_adapter_")
+	metricsdoc.Check(t, "../config/README.md", names, "sluice_adapter_")
 }

@@ -90,21 +90,27 @@ type commandLine struct {
 
 // parseCommandLine reads the flags. --config is required.
 func parseCommandLine() (commandLine, error) {
-	configPath := flag.String("config", "", "path of the gateway configuration file (YAML or JSON); required")
-	listen := flag.String("listen", ":8080", "address of the OpenAI-compatible API")
-	adminListen := flag.String("admin-listen", ":9090", "address of /healthz, /readyz, /metrics and /admin/usage")
-	adminTokenFile := flag.String("admin-token-file", "", "file of the token that /metrics and /admin/* ask callers for, as 'Authorization: Bearer TOKEN', read at each request; empty leaves them open")
-	name := flag.String("name", hostname(), "this gateway's name in the usage snapshot")
+	var cl commandLine
+	defineFlags(flag.CommandLine, &cl)
 	flag.Parse()
-	if *configPath == "" {
+	if cl.configPath == "" {
 		return commandLine{}, errors.New("--config is required")
 	}
-	if *adminTokenFile != "" {
-		if _, err := gatewayv1.ReadAdminToken(*adminTokenFile); err != nil {
+	if cl.adminTokenFile != "" {
+		if _, err := gatewayv1.ReadAdminToken(cl.adminTokenFile); err != nil {
 			return commandLine{}, fmt.Errorf("--admin-token-file: %w", err)
 		}
 	}
-	return commandLine{configPath: *configPath, listen: *listen, adminListen: *adminListen, adminTokenFile: *adminTokenFile, name: *name}, nil
+	return cl, nil
+}
+
+// defineFlags defines the gateway's flags on fs, each setting its field of cl.
+func defineFlags(fs *flag.FlagSet, cl *commandLine) {
+	fs.StringVar(&cl.configPath, "config", "", "path of the gateway configuration file (YAML or JSON); required")
+	fs.StringVar(&cl.listen, "listen", ":8080", "address of the OpenAI-compatible API")
+	fs.StringVar(&cl.adminListen, "admin-listen", ":9090", "address of /healthz, /readyz, /metrics, /admin/usage, /admin/queues and POST "+gatewayv1.RecordPath)
+	fs.StringVar(&cl.adminTokenFile, "admin-token-file", "", "file of the token that /metrics and /admin/* ask callers for, as 'Authorization: Bearer TOKEN', read at each request; empty leaves them open")
+	fs.StringVar(&cl.name, "name", hostname(), "this gateway's name in the usage snapshot")
 }
 
 // newLogger logs JSON to stderr. The Redis client's messages go to it too.

@@ -43,8 +43,8 @@ func (d *describing) MustRegister(cs ...prometheus.Collector) {
 func (d *describing) Unregister(prometheus.Collector) bool { return true }
 
 // TestEveryMetricHasARowInTheREADME registers every series the gateway registers, as run does
-// with the memory store and with Redis, and checks them against the README's table of metrics:
-// each has a row, and each row names series the gateway registers (the manager's and the
+// with the memory store and with Redis, and checks them against the table of metrics in
+// config/README.md: each has a row, and each row names series the gateway registers (the manager's and the
 // adapter's rows are checked beside them).
 func TestEveryMetricHasARowInTheREADME(t *testing.T) {
 	reg := &describing{}
@@ -65,5 +65,5 @@ func TestEveryMetricHasARowInTheREADME(t *testing.T) {
 	redisstore.WatchDurability(stopped, client, reg, log)
 	redisstore.NewPeers(client, "test", func(int64) {}, reg, log)
 
-	metricsdoc.Check(t, "../../README.md", reg.names, "sluice_gateway_", "sluice_config_", "gen_ai_")
+	metricsdoc.Check(t, "../../config/README.md", reg.names, "sluice_gateway_", "sluice_config_", "gen_ai_")
 }

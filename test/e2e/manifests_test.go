@@ -106,7 +106,7 @@ func TestManifestsApply(t *testing.T) {
 }
 
 // checkAdapterTLSComponents applies config/default with each way of verifying the metrics adapter
-// the README names, and checks the APIServices and the adapter's Deployment: first
+// config/README.md names, and checks the APIServices and the adapter's Deployment: first
 // metrics-adapter-cert-manager (cert-manager's Certificate and CA injection), then
 // metrics-adapter-tls with a caBundle patch, as its kustomization says to write it.
 func checkAdapterTLSComponents(t *testing.T, c *cluster.Cluster) {

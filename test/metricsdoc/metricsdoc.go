@@ -1,52 +1,34 @@
-// Package metricsdoc checks the README's table of metrics, in its section "Metrics and alerts",
-// against the series a binary registers: every series has a row, and every row names series that
-// are registered.
+// Package metricsdoc checks the table of metrics of config/README.md, in its section "Metrics and
+// alerts", against the series a binary registers: every series has a row, and every row names
+// series that are registered.
 package metricsdoc
 
 import (
-	"bufio"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/test/doctable"
 )
 
-// section is the heading of the README's section that holds the table.
+// section is the heading of the section that holds the table.
 const section = "## Metrics and alerts"
 
-// seriesName is a series as a row's first cell names it: in backquotes, with or without its
-// labels.
-var seriesName = regexp.MustCompile("`([a-zA-Z_:][a-zA-Z0-9_:]*)(\\{[^`]*\\})?`")
-
-// Documented returns the series the rows of the README's table name, in the order they come.
+// Documented returns the series the rows of the table name in their first cell, in backquotes,
+// with or without their labels, in the order they come.
 func Documented(readme string) ([]string, error) {
-	f, err := os.Open(readme)
+	rows, err := doctable.Rows(readme, section)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("metricsdoc: %w", err)
 	}
-	defer f.Close()
 	var names []string
-	in := false
-	lines := bufio.NewScanner(f)
-	for lines.Scan() {
-		line := lines.Text()
-		switch {
-		case strings.HasPrefix(line, "## "):
-			in = line == section
-		case in && strings.HasPrefix(line, "| `"):
-			first, _, _ := strings.Cut(strings.TrimPrefix(line, "|"), "|")
-			for _, m := range seriesName.FindAllStringSubmatch(first, -1) {
-				names = append(names, m[1])
-			}
+	for _, row := range rows {
+		for _, q := range doctable.Quoted(row[0]) {
+			name, _, _ := strings.Cut(q, "{")
+			names = append(names, name)
 		}
-	}
-	if err := lines.Err(); err != nil {
-		return nil, err
-	}
-	if len(names) == 0 {
-		return nil, fmt.Errorf("metricsdoc: %s has no table of metrics under %q", readme, section)
 	}
 	return names, nil
 }
