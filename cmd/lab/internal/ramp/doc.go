@@ -33,6 +33,15 @@
 //     [Options.FailoverFor] later; the report tells what each account served
 //     before, during and after the outage.
 //
+// A crowd may mix call sizes. The pages of a share of the users
+// ([Options.LongUsers], spread evenly: at 0.5 every other user) are long
+// ([Options.LongPromptTokens]), as an agent's transcripts are, and a few pages
+// of the whole crowd ([Options.HugePages], spread evenly over its users'
+// books) are huge, near the provider's whole minute
+// ([Options.HugePromptTokens]). Prompts may be written in text that a
+// gateway's encoding counts as the provider does, or more or less densely
+// ([Options.Text]), code among them.
+//
 // A gateway case writes the gateway's configuration into a temporary
 // directory: one tenant, "ramp", with one key and user per simulated user, so
 // the per-user bucket applies to each user and the queue can give each user a
@@ -55,7 +64,11 @@
 // that queued and over those that queued once the ramp's last users had
 // arrived (no newcomer then takes turns ahead of them). Why a page failed is read
 // from its answer alone: the status, the OpenAI error body's type, code and
-// message, and the headers (see [Cause]).
+// message, and the headers (see [Cause]). A third table tells how long the
+// crowd took against the provider's own bound (the tokens it served over its
+// tokens a minute) and the ramp's own length (when its last users arrived),
+// and the provider's tokens in each minute after the first as a share of its
+// limit, so that a provider left idle while pages wait is seen.
 //
 // The accounting is a pure function of what happened to each page and what
 // the provider saw (summarize); the driver that makes it happen is separate.

@@ -66,7 +66,7 @@ func checkGateway(opts Options) error {
 
 func settingsOf(o Options) Settings {
 	p := o.Provider
-	return Settings{
+	s := Settings{
 		Users:                 o.Users,
 		StepSeconds:           o.Step.Seconds(),
 		PagesPerBook:          o.Pages,
@@ -81,6 +81,8 @@ func settingsOf(o Options) Settings {
 		LatencyStdDevSeconds:  p.LatencyStdDev.Seconds(),
 		SizeSpread:            o.SizeSpread,
 		Text:                  o.Text,
+		HugePages:             o.HugePages,
+		HugePromptTokens:      o.HugePromptTokens,
 		SpreadPages:           o.SpreadPages,
 		InputPricePerMillion:  pricesOf(p).InputPerMillion,
 		OutputPricePerMillion: pricesOf(p).OutputPerMillion,
@@ -91,6 +93,10 @@ func settingsOf(o Options) Settings {
 		Gateways:              o.Gateways,
 		Comebacks:             o.Comebacks,
 	}
+	if o.LongPromptTokens > 0 {
+		s.LongPromptTokens, s.LongMaxTokens, s.LongUsers = o.LongPromptTokens, o.longMaxTokens(), o.LongUsers
+	}
+	return s
 }
 
 // runCase runs one case against a provider of its own (the failover case against a pool of two),
@@ -181,7 +187,7 @@ func drive(ctx context.Context, opts Options, c kase, t target, progress io.Writ
 	defer cancel()
 	l := &load{
 		kase: c, opts: opts, client: client, target: t,
-		bodies: pageBodies(opts),
+		bodies: newCrowdBodies(opts),
 		start:  time.Now(),
 	}
 	if c.failover {

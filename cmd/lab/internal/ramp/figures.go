@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/lab/internal/labrun"
+	"github.com/sluicehq/sluice/cmd/lab/internal/provider"
 )
 
 // providerErrorShare is the provider's 429s and 503s over the calls it received; 0 for none.
@@ -144,6 +145,37 @@ func estimateErrors(pages []page, from time.Duration) []float64 {
 	return errs
 }
 
+// providerBound is how long the provider needs, at its tokens a minute, for the tokens it served,
+// prompt and completion; 0 without a limit.
+func providerBound(stats provider.Stats, tokensPerMinute int64) time.Duration {
+	if tokensPerMinute <= 0 {
+		return 0
+	}
+	return time.Duration(float64(stats.PromptTokens+stats.CompletionTokens) / float64(tokensPerMinute) * float64(window))
+}
+
+// minuteShares are the tokens the provider admitted in each minute of a case that ran for
+// elapsed, by the calls' arrivals, over what its tokens a minute allow in that minute: the last,
+// cut short by the case's end, over its own length. Nil without a limit.
+func minuteShares(calls []call, elapsed time.Duration, tokensPerMinute int64) []float64 {
+	n := int((elapsed + window - 1) / window)
+	if n == 0 || tokensPerMinute <= 0 {
+		return nil
+	}
+	tokens := make([]int64, n)
+	for _, c := range calls {
+		if c.admitted() {
+			tokens[min(max(int(c.at/window), 0), n-1)] += c.tokens
+		}
+	}
+	shares := make([]float64, n)
+	for k, t := range tokens {
+		length := min(elapsed-time.Duration(k)*window, window)
+		shares[k] = float64(t) / (float64(tokensPerMinute) * length.Minutes())
+	}
+	return shares
+}
+
 // figures fills in cr the measures of fairness and of the door from what the case recorded.
 func figures(cr *CaseReport, r caseRun) {
 	cr.ProviderErrorShare = providerErrorShare(r.calls)
@@ -156,9 +188,21 @@ func figures(cr *CaseReport, r caseRun) {
 	cr.EstimateErrorP90 = labrun.Percentile(estimateErrors(r.pages, 0), 90)
 	cr.EstimateErrorP90AfterArrivals = labrun.Percentile(estimateErrors(r.pages, r.schedule.lastStep()), 90)
 	cr.DoorWaits = doorWaits(r.pages)
+	boundFigures(cr, r)
 	if cr.UnfinishedBooks > 0 { // a case stopped at its cap measures the cap, not the crowd
-		cr.JainOverUsers, cr.EstimateErrorP90, cr.EstimateErrorP90AfterArrivals = 0, 0, 0
+		cr.JainOverUsers, cr.EstimateErrorP90, cr.EstimateErrorP90AfterArrivals, cr.TookOverBound = 0, 0, 0, 0
 	}
+}
+
+// boundFigures fills in cr how long the crowd took against the provider's own bound, and what
+// the provider admitted minute by minute.
+func boundFigures(cr *CaseReport, r caseRun) {
+	bound := providerBound(r.stats, r.tokensPerMinute)
+	cr.ProviderBoundSeconds, cr.RampSeconds = bound.Seconds(), r.schedule.lastStep().Seconds()
+	if bound > 0 {
+		cr.TookOverBound = r.elapsed.Seconds() / bound.Seconds()
+	}
+	cr.ProviderMinuteShares = minuteShares(r.calls, r.elapsed, r.tokensPerMinute)
 }
 
 // doorWaits are the pages that queued with an estimate, in the order they queued.

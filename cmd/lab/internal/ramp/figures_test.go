@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/provider"
 )
 
 // queued is a page of user served at answered that queued from queued to dispatched, the door
@@ -44,6 +47,7 @@ func TestFigures(t *testing.T) {
 		EstimateErrorP90:    1,
 		// Of the pages queued from 1 s on, user 1's only.
 		EstimateErrorP90AfterArrivals: 0.25,
+		RampSeconds:                   1,
 		DoorWaits: []DoorWait{ // the pages that queued with an estimate, in the order they queued
 			{User: 0, QueuedSeconds: 0, WaitedSeconds: 4, EstimatedSeconds: 2},
 			{User: 1, QueuedSeconds: 1, WaitedSeconds: 4, EstimatedSeconds: 3.2},
@@ -68,5 +72,54 @@ func TestJain(t *testing.T) {
 		if got := jain(tc.xs); got != tc.want {
 			t.Errorf("jain(%v) = %v; want %v", tc.xs, got, tc.want)
 		}
+	}
+}
+
+// TestTheCrowdAgainstTheProvidersBound checks the provider's own bound, the tokens it served over
+// its tokens a minute, and its tokens minute by minute, the last minute over its own length.
+func TestTheCrowdAgainstTheProvidersBound(t *testing.T) {
+	run := caseRun{
+		tokensPerMinute: 2400, // three calls of 800 a minute
+		schedule:        schedule{users: []int{1, 2, 4}, step: 3 * s},
+		elapsed:         150 * s, // two minutes and a half
+		stats:           provider.Stats{PromptTokens: 3000, CompletionTokens: 1000},
+		calls: []call{
+			ok(0), ok(10 * s), ok(59 * s), // the first minute, full
+			refusedCall(60*s, 429), ok(61 * s), // the second, a third full
+			ok(125 * s), ok(149 * s), // the last half minute, which allows 1,200
+		},
+	}
+	cr := CaseReport{}
+	boundFigures(&cr, run)
+	want := CaseReport{
+		ProviderBoundSeconds: 100, // 4,000 tokens at 2,400 a minute
+		RampSeconds:          6,
+		TookOverBound:        1.5,
+		ProviderMinuteShares: []float64{1, 1.0 / 3, 1600.0 / 1200},
+	}
+	if diff := cmp.Diff(cr, want, cmpopts.EquateApprox(0, 1e-9)); diff != "" {
+		t.Errorf("boundFigures mismatch (-got +want):\n%s", diff)
+	}
+}
+
+func TestMinuteShares(t *testing.T) {
+	tests := []struct {
+		name            string
+		elapsed         time.Duration
+		tokensPerMinute int64
+		want            []float64
+	}{
+		{name: "a case that took no time", elapsed: 0, tokensPerMinute: 2400},
+		{name: "a provider without a limit", elapsed: 90 * s},
+		{name: "a case of under a minute, over its own length", elapsed: 30 * s, tokensPerMinute: 3200, want: []float64{0.5}},
+		{name: "a case of exactly a minute", elapsed: 60 * s, tokensPerMinute: 1600, want: []float64{0.5}},
+	}
+	calls := []call{ok(0), refusedCall(s, 503)}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(minuteShares(calls, tc.elapsed, tc.tokensPerMinute), tc.want); diff != "" {
+				t.Errorf("minuteShares (-got +want):\n%s", diff)
+			}
+		})
 	}
 }

@@ -34,7 +34,7 @@ type load struct {
 	opts   Options
 	client *http.Client
 	target target
-	bodies [][]byte // the requests of a book's pages, by index
+	bodies crowdBodies
 	start  time.Time
 
 	mu    sync.Mutex
@@ -204,7 +204,7 @@ func (l *load) urlOf(user, index int) string {
 
 // post sends the page's request as user.
 func (l *load) post(ctx context.Context, user, index int) (answer, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.urlOf(user, index)+openai.Chat.Path(), bytes.NewReader(l.bodies[index%len(l.bodies)]))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.urlOf(user, index)+openai.Chat.Path(), bytes.NewReader(l.bodies.of(user, index)))
 	if err != nil {
 		return answer{}, fmt.Errorf("ramp: new request: %w", err)
 	}

@@ -1,6 +1,7 @@
 package ramp
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -41,10 +42,27 @@ type Options struct {
 	// PromptTokens and MaxTokens times a factor between 1-SizeSpread and
 	// 1+SizeSpread, the same for every book. At least 0, less than 1.
 	SizeSpread float64
-	// Text is what a page's prompt is written in: TextFiller, TextDense or
-	// TextSparse, text that a gateway's encoding counts as the provider does,
-	// less densely or more densely.
+	// Text is what a page's prompt is written in: TextFiller, TextDense,
+	// TextSparse or TextCode, text that a gateway's encoding counts as the
+	// provider does, less densely or more densely.
 	Text string
+	// LongPromptTokens is a long page's prompt, in the provider's tokens:
+	// the pages of LongUsers of the users are long, as an agent's
+	// transcripts are. Zero means no page is long.
+	LongPromptTokens int64
+	// LongMaxTokens is a long page's max_tokens. Zero means MaxTokens.
+	LongMaxTokens int64
+	// LongUsers is the share of users whose pages are long, spread evenly
+	// over them (at 0.5 every other user); more than 0 and at most 1. It
+	// matters only with LongPromptTokens.
+	LongUsers float64
+	// HugePages counts the huge pages of the whole crowd, calls near the
+	// provider's whole minute, spread evenly over its users and their books.
+	// Zero means none; at most the crowd's pages.
+	HugePages int
+	// HugePromptTokens is a huge page's prompt, in the provider's tokens;
+	// its max_tokens is MaxTokens. Positive with HugePages, zero without.
+	HugePromptTokens int64
 	// Duration caps each case but the queue; a case ends sooner when every
 	// book has finished. Must be positive.
 	Duration time.Duration
@@ -131,6 +149,7 @@ func DefaultOptions() Options {
 		PromptTokens:    600,
 		MaxTokens:       200,
 		Text:            TextFiller,
+		LongUsers:       0.5,
 		Duration:        5 * time.Minute,
 		QueueCap:        10 * time.Minute,
 		Cases:           []string{CaseSequential, CaseBurst, CaseReject, CaseQueue, CasePool, CaseInteractive},
@@ -158,7 +177,12 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&o.PromptTokens, "prompt-tokens", o.PromptTokens, "tokens of a page's prompt")
 	fs.Int64Var(&o.MaxTokens, "max-tokens", o.MaxTokens, "a page's max_tokens: the answer's length")
 	fs.Float64Var(&o.SizeSpread, "size-spread", o.SizeSpread, "spread of the pages' prompts and max_tokens: each between 1-s and 1+s times its size, from 0 to below 1")
-	fs.StringVar(&o.Text, "text", o.Text, "what the prompts are written in: filler (the encoding counts four bytes a token, as the provider), dense (fewer tokens by the encoding) or sparse (more)")
+	fs.StringVar(&o.Text, "text", o.Text, "what the prompts are written in: filler (the encoding counts four bytes a token, as the provider), dense (fewer tokens by the encoding), sparse (more) or code (a quarter more)")
+	fs.Int64Var(&o.LongPromptTokens, "long-prompt-tokens", o.LongPromptTokens, "tokens of a long page's prompt, sent by a share of the users (--long-users); 0 for none")
+	fs.Int64Var(&o.LongMaxTokens, "long-max-tokens", o.LongMaxTokens, "a long page's max_tokens; 0 for --max-tokens")
+	fs.Float64Var(&o.LongUsers, "long-users", o.LongUsers, "the share of users whose pages are long, spread evenly (0.5: every other user), with --long-prompt-tokens")
+	fs.IntVar(&o.HugePages, "huge-pages", o.HugePages, "huge pages in the whole crowd, spread evenly over its users' books, each of --huge-prompt-tokens")
+	fs.Int64Var(&o.HugePromptTokens, "huge-prompt-tokens", o.HugePromptTokens, "tokens of a huge page's prompt, near the provider's whole minute; its max_tokens is --max-tokens")
 	fs.DurationVar(&o.Duration, "duration", o.Duration, "the longest a case but the queue runs; it ends sooner when every book has finished")
 	fs.DurationVar(&o.QueueCap, "queue-cap", o.QueueCap, "the longest the queue case runs; it runs until its books are done")
 	fs.Func("cases", "comma-separated cases to run, in order (default "+strings.Join(o.Cases, ",")+")", o.setCases)
@@ -239,7 +263,54 @@ func (o Options) validate() error {
 	if err := validateText(o.Text); err != nil {
 		return err
 	}
+	if err := o.validateCrowd(); err != nil {
+		return err
+	}
 	return validateCases(o.Cases)
+}
+
+// validateCrowd reports the first option of the crowd's mix of page sizes that Run cannot run
+// with.
+func (o Options) validateCrowd() error {
+	switch {
+	case o.LongPromptTokens < 0, o.LongMaxTokens < 0, o.HugePages < 0, o.HugePromptTokens < 0:
+		return errors.New("ramp: options: LongPromptTokens, LongMaxTokens, HugePages and HugePromptTokens must not be negative")
+	case o.LongUsers <= 0 || o.LongUsers > 1:
+		return errors.New("ramp: options: LongUsers must be more than 0 and at most 1")
+	case o.LongMaxTokens > 0 && o.LongPromptTokens == 0:
+		return errors.New("ramp: options: LongMaxTokens must be 0 without LongPromptTokens")
+	case (o.HugePages > 0) != (o.HugePromptTokens > 0):
+		return errors.New("ramp: options: HugePages and HugePromptTokens must be set together")
+	case o.HugePages > o.crowdPages():
+		return fmt.Errorf("ramp: options: HugePages must be at most the crowd's %d pages", o.crowdPages())
+	}
+	if limit, largest := o.Provider.TokensPerMinute, o.largestPage(); limit > 0 && largest > limit {
+		return fmt.Errorf("ramp: options: every page must fit in the provider's %d TokensPerMinute: the largest counts %d", limit, largest)
+	}
+	return nil
+}
+
+// longMaxTokens is a long page's max_tokens.
+func (o Options) longMaxTokens() int64 { return cmp.Or(o.LongMaxTokens, o.MaxTokens) }
+
+// crowdPages counts the pages of every book of the crowd: one book for each of its last users.
+func (o Options) crowdPages() int { return o.Users[len(o.Users)-1] * o.Pages }
+
+// largestPage is the most tokens a page of the crowd counts at the provider, its prompt and
+// max_tokens.
+func (o Options) largestPage() int64 {
+	var scale float64
+	for i := range o.Pages {
+		scale = max(scale, pageScale(i, o.SizeSpread))
+	}
+	largest := scaled(o.PromptTokens, scale) + scaled(o.MaxTokens, scale)
+	if o.LongPromptTokens > 0 {
+		largest = max(largest, scaled(o.LongPromptTokens, scale)+scaled(o.longMaxTokens(), scale))
+	}
+	if o.HugePages > 0 {
+		largest = max(largest, o.HugePromptTokens+o.MaxTokens)
+	}
+	return largest
 }
 
 func validateCases(names []string) error {

@@ -5,23 +5,29 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice/cmd/lab/internal/labrun"
 )
 
-// WriteTable writes the report as two tables, one case a row in each: what
-// happened to the pages and the books, then how fair the queue was and how
-// true its door; and the cases' notes under them.
+// WriteTable writes the report as three tables, one case a row in each: what
+// happened to the pages and the books, how fair the queue was and how true
+// its door, and how long the crowd took against the provider's own bound; and
+// the cases' notes under them.
 func (r Report) WriteTable(w io.Writer) error {
 	books, mixed := r.split()
 	if err := labrun.WriteTable(w, tableHeader, books, CaseReport.row, "\n"); err != nil {
+		return err
+	}
+	if err := labrun.WriteTable(w, doorHeader, books, CaseReport.doorRow, "\n"); err != nil {
 		return err
 	}
 	footer := r.notes()
 	if len(mixed) > 0 {
 		footer = "\n"
 	}
-	if err := labrun.WriteTable(w, doorHeader, books, CaseReport.doorRow, footer); err != nil {
+	if err := labrun.WriteTable(w, boundHeader, books, CaseReport.boundRow, footer); err != nil {
 		return err
 	}
 	if len(mixed) == 0 {
@@ -90,6 +96,38 @@ func (c CaseReport) estimateErrorCell() string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0f%% (%s)", 100*c.EstimateErrorP90, orNone(c.EstimateErrorP90AfterArrivals, "%.0f%%", 100))
+}
+
+// boundHeader is the third table's first line.
+const boundHeader = "case\ttook\tprovider's bound\tramp\ttook/bound\tprovider's tokens by minute, from the second"
+
+// boundRow is the case's row of the third table.
+func (c CaseReport) boundRow() string {
+	return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s", c.Case, roundSeconds(c.ElapsedSeconds), roundSeconds(c.ProviderBoundSeconds),
+		roundSeconds(c.RampSeconds), orNone(c.TookOverBound, "%.2f×", 1), c.minutesCell())
+}
+
+// minutesCell is the provider's tokens in each minute after the first, as shares of its limit,
+// the last marked with its length when the case's end cut it short; "-" for a case of a minute
+// or less.
+func (c CaseReport) minutesCell() string {
+	if len(c.ProviderMinuteShares) < 2 {
+		return "-"
+	}
+	cells := make([]string, 0, len(c.ProviderMinuteShares)-1)
+	for _, x := range c.ProviderMinuteShares[1:] {
+		cells = append(cells, fmt.Sprintf("%.0f%%", 100*x))
+	}
+	last := roundSeconds(c.ElapsedSeconds) - time.Duration(len(c.ProviderMinuteShares)-1)*window
+	if last < window {
+		cells[len(cells)-1] += fmt.Sprintf(" (last %s)", last)
+	}
+	return strings.Join(cells, ", ")
+}
+
+// roundSeconds is seconds as a duration, to the second.
+func roundSeconds(seconds float64) time.Duration {
+	return time.Duration(seconds * float64(time.Second)).Round(time.Second)
 }
 
 // orNone is x×scale in format, or "-" when x is zero: nothing was measured.

@@ -20,10 +20,11 @@ func twoCases() Report {
 			JainOverUsers: 1, WholeBookP50Seconds: 4, WholeBookP95Seconds: 8,
 			Series: Series{BucketSeconds: 1, StepsAtSeconds: []float64{0, 3}, Points: []Point{{AtSeconds: 0}, {AtSeconds: 1, PagesPerSecond: 2, MeanWaitSeconds: 2}}},
 		}, {
-			Case: "queue", Books: 2, CleanBooks: 0, BrokenBooks: 2, Pages: 4, Outcomes: map[Cause]int{Served: 2, Refused: 2},
+			Case: "queue", ElapsedSeconds: 259.2, Books: 2, CleanBooks: 0, BrokenBooks: 2, Pages: 4, Outcomes: map[Cause]int{Served: 2, Refused: 2},
 			Refused: 2, FirstFailure: &Failure{Users: 1, AtSeconds: 0.25, Cause: Refused},
 			Billed: "0.0048", BilledForBrokenBooks: "0.0048", WaitP50Seconds: 2, WaitP95Seconds: 2, PeakTokensShare: 0.16,
 			ProviderErrorShare: 0.0075, BacklogTokensShare: 0.98, RefusalsPerPage: 1.25, JainOverUsers: 0.8, EstimateErrorP90: 0.12, EstimateErrorP90AfterArrivals: 0.05,
+			ProviderBoundSeconds: 224, RampSeconds: 27, TookOverBound: 259.2 / 224, ProviderMinuteShares: []float64{0.99, 0.97, 0.4, 0.54, 0.13},
 			Series: Series{BucketSeconds: 1, StepsAtSeconds: []float64{0, 3}, Points: []Point{{AtSeconds: 0, ProviderErrorsPerSecond: 3}}},
 			Notes:  []string{"the gateway refused 2 pages"},
 		}},
@@ -42,6 +43,10 @@ queue       1 user at 0.2s: our own 429  0                 2              0     
 case        provider 429+503  tokens/min while queued  refusals/page  Jain over users  books whole/broken/on way  whole book p50  whole book p95  estimate error p90 (after arrivals)
 sequential  0.00%             -                        0.00           1.000            2/0/0                      4.0s            8.0s            -
 queue       0.75%             98% of limit             1.25           0.800            0/2/0                      -               -               12% (5%)
+
+case        took   provider's bound  ramp  took/bound  provider's tokens by minute, from the second
+sequential  0s     0s                0s    -           -
+queue       4m19s  3m44s             27s   1.16×       97%, 40%, 54%, 13% (last 19s)
 queue: the gateway refused 2 pages
 `
 	if diff := cmp.Diff(out.String(), want); diff != "" {

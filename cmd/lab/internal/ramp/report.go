@@ -35,6 +35,11 @@ type Settings struct {
 	LatencyStdDevSeconds  float64         `json:"latencyStdDevSeconds"`
 	SizeSpread            float64         `json:"sizeSpread"`
 	Text                  string          `json:"text"`
+	LongPromptTokens      int64           `json:"longPromptTokens,omitempty"`
+	LongMaxTokens         int64           `json:"longMaxTokens,omitempty"`
+	LongUsers             float64         `json:"longUsers,omitempty"`
+	HugePages             int             `json:"hugePages,omitempty"`
+	HugePromptTokens      int64           `json:"hugePromptTokens,omitempty"`
 	SpreadPages           bool            `json:"spreadPages"`
 	InputPricePerMillion  gatewayv1.Money `json:"inputPricePerMillion"`
 	OutputPricePerMillion gatewayv1.Money `json:"outputPricePerMillion"`
@@ -110,6 +115,19 @@ type CaseReport struct {
 	// of its lane's later pages, as fair queuing lets a newcomer, and no estimate at the door
 	// knows who is still to come.
 	EstimateErrorP90AfterArrivals float64 `json:"estimateErrorP90AfterArrivals"`
+	// ProviderBoundSeconds is the provider's own bound: the tokens it served, prompt and
+	// completion, over its tokens a minute, how long it needs for them at its full pace.
+	ProviderBoundSeconds float64 `json:"providerBoundSeconds"`
+	// RampSeconds is the ramp's own length: when its last users arrived.
+	RampSeconds float64 `json:"rampSeconds"`
+	// TookOverBound is ElapsedSeconds over ProviderBoundSeconds: 1 when the crowd took no longer
+	// than the provider needs. Zero, not measured, without a bound or when the case stopped at its
+	// cap.
+	TookOverBound float64 `json:"tookOverBound"`
+	// ProviderMinuteShares are the tokens the provider admitted in each minute from the case's
+	// start, by their calls' arrivals, over its tokens a minute; the last minute, cut short by the
+	// case's end, over its own length.
+	ProviderMinuteShares []float64 `json:"providerMinuteShares,omitempty"`
 	// DoorWaits are the pages that queued with an estimate, in the order they queued: what the
 	// estimate error is reckoned from, for a reader who wants to see where it lies.
 	DoorWaits []DoorWait `json:"doorWaits,omitempty"`

@@ -121,7 +121,8 @@ func TestSummarize(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got := summarize(tc.run)
 			if diff := cmp.Diff(got, tc.want, cmpopts.IgnoreFields(CaseReport{}, "Series", "ProviderErrorShare", "BacklogTokensShare",
-				"RefusalsPerPage", "JainOverUsers", "WholeBookP50Seconds", "WholeBookP95Seconds", "EstimateErrorP90")); diff != "" {
+				"RefusalsPerPage", "JainOverUsers", "WholeBookP50Seconds", "WholeBookP95Seconds", "EstimateErrorP90",
+				"ProviderBoundSeconds", "RampSeconds", "TookOverBound", "ProviderMinuteShares")); diff != "" {
 				t.Errorf("summarize mismatch (-got +want):\n%s", diff)
 			}
 			if tc.want.UnfinishedBooks > 0 && (got.JainOverUsers != 0 || got.EstimateErrorP90 != 0) {
