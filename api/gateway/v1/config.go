@@ -130,6 +130,13 @@ type Server struct {
 	// answer ends, so a client that stops reading holds them at most this
 	// long. Zero means 15s.
 	WriteTimeout metav1.Duration `json:"writeTimeout,omitzero"`
+	// streamKeepalive is how often a streamed call that waits in the queue
+	// is sent an SSE comment, from its first interval on, so that proxies
+	// and clients with idle timeouts do not cut it: its status (200) and
+	// headers go with the first, and an error after them goes in the
+	// stream as an event. A call that is let go within the interval is
+	// answered as if none were kept. Zero means 15s.
+	StreamKeepalive metav1.Duration `json:"streamKeepalive,omitzero"`
 	// maxHeaderBytes caps a request's headers, 4 KiB to 16 MiB; past it
 	// the gateway answers 431. A change takes a restart. Zero means
 	// 64 KiB.

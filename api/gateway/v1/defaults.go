@@ -14,6 +14,7 @@ const (
 	defaultReadTimeout      = time.Minute
 	defaultIdleTimeout      = 2 * time.Minute
 	defaultWriteTimeout     = 15 * time.Second
+	defaultStreamKeepalive  = 15 * time.Second
 	defaultMaxHeaderBytes   = 64 << 10
 	defaultMaxConnections   = 4096
 	defaultReplicas         = 1
@@ -81,6 +82,7 @@ func (s *Server) defaults() {
 	setDefaultDuration(&s.ReadTimeout, defaultReadTimeout)
 	setDefaultDuration(&s.IdleTimeout, defaultIdleTimeout)
 	setDefaultDuration(&s.WriteTimeout, defaultWriteTimeout)
+	setDefaultDuration(&s.StreamKeepalive, defaultStreamKeepalive)
 	setDefault(&s.MaxHeaderBytes, defaultMaxHeaderBytes)
 	setDefault(&s.MaxConnections, defaultMaxConnections)
 	if s.MaxConnections > 0 { // an invalid one is Validate's to report

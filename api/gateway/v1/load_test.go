@@ -21,7 +21,7 @@ var defaultRetry = gatewayv1.Retry{MaxAttempts: 3, BaseDelay: duration(500 * tim
 // defaultServer is the server section when the file sets none.
 var defaultServer = gatewayv1.Server{
 	MaxBodyBytes: 20 << 20, ReadHeaderTimeout: duration(10 * time.Second), ReadTimeout: duration(time.Minute),
-	IdleTimeout: duration(2 * time.Minute), WriteTimeout: duration(15 * time.Second), MaxHeaderBytes: 64 << 10, MaxConnections: 4096, MaxInFlight: 2048,
+	IdleTimeout: duration(2 * time.Minute), WriteTimeout: duration(15 * time.Second), StreamKeepalive: duration(15 * time.Second), MaxHeaderBytes: 64 << 10, MaxConnections: 4096, MaxInFlight: 2048,
 }
 
 func withMaxBodyBytes(s gatewayv1.Server, n int64) gatewayv1.Server {

@@ -88,6 +88,7 @@ func (s *Server) validate(p *field.Path) field.ErrorList {
 	}
 	errs = append(errs, validatePositiveDuration(p.Child("idleTimeout"), s.IdleTimeout)...)
 	errs = append(errs, validatePositiveDuration(p.Child("writeTimeout"), s.WriteTimeout)...)
+	errs = append(errs, validatePositiveDuration(p.Child("streamKeepalive"), s.StreamKeepalive)...)
 	errs = append(errs, validateRange(p.Child("maxHeaderBytes"), int64(s.MaxHeaderBytes), minHeaderBytes, maxHeaderBytes)...)
 	errs = append(errs, validatePositive(p.Child("maxConnections"), int64(s.MaxConnections))...)
 	errs = append(errs, validatePositive(p.Child("maxInFlight"), int64(s.MaxInFlight))...)

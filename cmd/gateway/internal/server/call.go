@@ -61,8 +61,11 @@ type call struct {
 	sent       time.Time
 	answered   time.Time
 	firstChunk time.Time
-	ended      atomic.Bool
-	traced     *callTrace // nil when calls are not traced
+	// streamStarted is set once a streamed call's status and headers have gone to its client,
+	// while it waited in the queue (see keepalive): the rest of its answer goes in the stream.
+	streamStarted bool
+	ended         atomic.Bool
+	traced        *callTrace // nil when calls are not traced
 }
 
 // offer is the call as it goes to one provider: the body it reads and what the call costs there.
@@ -99,7 +102,11 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 // provider failed it before anything of its answer reached the client, with other offers left:
 // the call is to be admitted again to those.
 func (s *Server) serveOffers(w http.ResponseWriter, r *http.Request, c *call) bool {
-	t, refusal := s.admit(r.Context(), c, c.admission())
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	k := s.keepQueuedStreamAlive(w, c, cancel)
+	t, refusal := s.admit(ctx, c, c.admission())
+	k.end()
 	c.admitted(t, refusal)
 	setCallHeaders(w.Header(), c, t, refusal)
 	switch {
@@ -109,7 +116,7 @@ func (s *Server) serveOffers(w http.ResponseWriter, r *http.Request, c *call) bo
 	case refusal != nil:
 		s.fail(w, c, refusalError(w.Header(), c, refusal))
 		return false
-	case r.Context().Err() != nil:
+	case ctx.Err() != nil:
 		s.finish(c, clientGone(outcomeClientClosed, "before the call went out", withdrawTicket, estimate.Usage{}))
 		return false
 	}
@@ -144,6 +151,16 @@ func (c *call) use(route *policy.Route) {
 // fail answers a call with an error that ends it: refused before it had a ticket.
 func (s *Server) fail(w http.ResponseWriter, c *call, e *apiError) {
 	s.finish(c, answered(e, keepTicket))
+	s.writeError(w, c, e)
+}
+
+// writeError answers c with e: as an HTTP error, or as an event in its stream once that has
+// started (see keepalive).
+func (s *Server) writeError(w http.ResponseWriter, c *call, e *apiError) {
+	if c.streamStarted {
+		e.writeEvent(newClientWriter(w, s.policy.Load().Config.Server.WriteTimeout.Duration, true))
+		return
+	}
 	e.write(w)
 }
 

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/textproto"
@@ -68,20 +70,28 @@ func (s *Server) relay(w http.ResponseWriter, in *http.Request, o *outbound) boo
 			return true
 		}
 		if e := s.unanswered(o, err); e != nil {
-			e.write(w)
+			s.writeError(w, o.call, e)
 		}
 		return false
 	}
 	defer resp.Body.Close()
-	passHeaders(w.Header(), resp.Header)
-	w.WriteHeader(resp.StatusCode)
-	client := newClientWriter(w, s.policy.Load().Config.Server.WriteTimeout.Duration, resp.ContentLength == -1)
-	if resp.ContentLength == -1 {
-		// A stream's status and headers go at once: its first piece may be long in coming (a
-		// reasoning model, a prompt being read), and a client times its first byte.
-		client.flush()
+	streamed := resp.ContentLength == -1 || o.call.streamStarted
+	client := newClientWriter(w, s.policy.Load().Config.Server.WriteTimeout.Duration, streamed)
+	switch {
+	case o.call.streamStarted && resp.StatusCode/100 != 2:
+		passErrorEvent(client, resp)
+	case o.call.streamStarted:
+		err = passBody(client, resp)
+	default:
+		passHeaders(w.Header(), resp.Header)
+		w.WriteHeader(resp.StatusCode)
+		if streamed {
+			// A stream's status and headers go at once: its first piece may be long in coming (a
+			// reasoning model, a prompt being read), and a client times its first byte.
+			client.flush()
+		}
+		err = passBody(client, resp)
 	}
-	err = passBody(client, resp)
 	switch {
 	case client.err != nil || in.Context().Err() != nil:
 		s.finish(o.call, o.clientLeft(client.err))
@@ -167,6 +177,24 @@ func passBody(client *clientWriter, resp *http.Response) error {
 		}
 	}
 }
+
+// passErrorEvent passes a provider's error answer to a client whose stream has started, as the
+// event a stream carries an error in: its body when that is one line of JSON, or the gateway's
+// error naming its status otherwise.
+func passErrorEvent(client *clientWriter, resp *http.Response) {
+	body, err := readAtMost(resp.Body, resp.ContentLength, maxErrorEventBytes)
+	var line bytes.Buffer
+	if err == nil && json.Compact(&line, body) == nil {
+		client.write(fmt.Appendf(nil, "data: %s\n\n", line.Bytes()))
+		return
+	}
+	e := &apiError{status: http.StatusBadGateway, Type: typeServer, Code: "provider_error",
+		Message: fmt.Sprintf("The provider of this model answered %d with a body that is not JSON.", resp.StatusCode)}
+	e.writeEvent(client)
+}
+
+// maxErrorEventBytes bounds a provider's error answer passed in a stream: one event.
+const maxErrorEventBytes = 64 << 10
 
 // clientOutcome is the outcome of a call whose client failed a write with err, or left.
 func clientOutcome(err error) string {
