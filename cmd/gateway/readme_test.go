@@ -2,7 +2,12 @@ package main
 
 import (
 	"flag"
+	"os"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/sluicehq/sluice/test/doctable"
 )
@@ -16,4 +21,31 @@ func TestEveryFlagHasARowInTheREADME(t *testing.T) {
 	defaults := map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) { defaults[f.Name] = f.DefValue })
 	doctable.CheckFlags(t, "README.md", "## Flags and environment", defaults)
+}
+
+// TestEveryPackageHasARowInTheREADME checks the table of the gateway's packages in its README
+// against the directories under internal/: each has a row, and each row names one.
+func TestEveryPackageHasARowInTheREADME(t *testing.T) {
+	entries, err := os.ReadDir("internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var packages []string
+	for _, e := range entries {
+		if e.IsDir() {
+			packages = append(packages, e.Name())
+		}
+	}
+	rows, err := doctable.Rows("README.md", "## Its code")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var documented []string
+	for _, row := range rows {
+		documented = append(documented, strings.Trim(row[0], "`"))
+	}
+	slices.Sort(documented)
+	if diff := cmp.Diff(documented, packages); diff != "" {
+		t.Errorf("the README's packages (-documented +under internal/):\n%s", diff)
+	}
 }
