@@ -5,7 +5,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: all build test test-short generate manifests chart-manifests helm-lint helm-template docker-build lint bench demo demo-lab lab-figures lab-variants lab-failover control-plane redis
+.PHONY: all build test test-short generate manifests chart-manifests helm-lint helm-template docker-build lint bench demo demo-lab lab-figures lab-variants lab-failover lab-overhead control-plane redis
 
 all: build
 
@@ -85,6 +85,12 @@ lab-variants:
 lab-failover:
 	@OUT=bin/lab-failover hack/lab-failover.sh
 	cp bin/lab-failover/failover.txt bin/lab-failover/failover/failover.png cmd/lab/demo/
+
+## lab-overhead: what the gateway adds to a call against a bare proxy, and what tracing 1% and 100%
+## of its calls adds to that; about 7 minutes. Keeps its table in cmd/lab/demo/.
+lab-overhead:
+	@OUT=bin/lab-overhead hack/lab-overhead.sh
+	cp bin/lab-overhead/overhead.txt cmd/lab/demo/
 
 ## lab-figures: runs demo-lab and keeps its table (with the command and the date) and the queue
 ## case's chart in cmd/lab/demo/, where the README links them.

@@ -56,7 +56,11 @@ func run() error {
 	log := newLogger()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	g := &gateway{commandLine: cl, log: log, reg: newRegistry()}
+	tr, err := newTracing(ctx, log, cl.name)
+	if err != nil {
+		return err
+	}
+	g := &gateway{commandLine: cl, log: log, reg: newRegistry(), tracing: tr}
 	defer g.close()
 	if err := g.loadConfig(); err != nil {
 		return err
@@ -86,21 +90,27 @@ type commandLine struct {
 
 // parseCommandLine reads the flags. --config is required.
 func parseCommandLine() (commandLine, error) {
-	configPath := flag.String("config", "", "path of the gateway configuration file (YAML or JSON); required")
-	listen := flag.String("listen", ":8080", "address of the OpenAI-compatible API")
-	adminListen := flag.String("admin-listen", ":9090", "address of /healthz, /readyz, /metrics and /admin/usage")
-	adminTokenFile := flag.String("admin-token-file", "", "file of the token that /metrics and /admin/* ask callers for, as 'Authorization: Bearer TOKEN', read at each request; empty leaves them open")
-	name := flag.String("name", hostname(), "this gateway's name in the usage snapshot")
+	var cl commandLine
+	defineFlags(flag.CommandLine, &cl)
 	flag.Parse()
-	if *configPath == "" {
+	if cl.configPath == "" {
 		return commandLine{}, errors.New("--config is required")
 	}
-	if *adminTokenFile != "" {
-		if _, err := gatewayv1.ReadAdminToken(*adminTokenFile); err != nil {
+	if cl.adminTokenFile != "" {
+		if _, err := gatewayv1.ReadAdminToken(cl.adminTokenFile); err != nil {
 			return commandLine{}, fmt.Errorf("--admin-token-file: %w", err)
 		}
 	}
-	return commandLine{configPath: *configPath, listen: *listen, adminListen: *adminListen, adminTokenFile: *adminTokenFile, name: *name}, nil
+	return cl, nil
+}
+
+// defineFlags defines the gateway's flags on fs, each setting its field of cl.
+func defineFlags(fs *flag.FlagSet, cl *commandLine) {
+	fs.StringVar(&cl.configPath, "config", "", "path of the gateway configuration file (YAML or JSON); required")
+	fs.StringVar(&cl.listen, "listen", ":8080", "address of the OpenAI-compatible API")
+	fs.StringVar(&cl.adminListen, "admin-listen", ":9090", "address of /healthz, /readyz, /metrics, /admin/usage, /admin/queues and POST "+gatewayv1.RecordPath)
+	fs.StringVar(&cl.adminTokenFile, "admin-token-file", "", "file of the token that /metrics and /admin/* ask callers for, as 'Authorization: Bearer TOKEN', read at each request; empty leaves them open")
+	fs.StringVar(&cl.name, "name", hostname(), "this gateway's name in the usage snapshot")
 }
 
 // newLogger logs JSON to stderr. The Redis client's messages go to it too.
@@ -121,8 +131,9 @@ func newRegistry() *prometheus.Registry {
 // gateway holds what run builds, step by step, and what the later steps use.
 type gateway struct {
 	commandLine
-	log *slog.Logger
-	reg *prometheus.Registry
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	tracing tracing
 
 	watcher *configwatch.Watcher
 	cfg     *gatewayv1.Config // the configuration at start
@@ -162,6 +173,7 @@ func (g *gateway) openStore() error {
 // buildServer builds the server on the store and puts the configuration in force.
 func (g *gateway) buildServer() error {
 	g.opts.Registerer, g.opts.Gatherer, g.opts.Logger, g.opts.Name = g.reg, g.reg, g.log, g.name
+	g.opts.Tracer = g.tracing.tracer()
 	g.opts.LimitsLearned = func() { g.compiled.learned() }
 	g.opts.ConfigSHA256 = g.watcher.ConfigSHA256
 	if path := g.adminTokenFile; path != "" {
@@ -175,7 +187,8 @@ func (g *gateway) buildServer() error {
 	return g.compiled.configure(g.cfg)
 }
 
-// close closes the server, then the store's client, when they were opened.
+// close closes the server, then the store's client, when they were opened, and sends the spans
+// not sent yet, within tracingFlush.
 func (g *gateway) close() {
 	if g.srv != nil {
 		g.srv.Close()
@@ -183,7 +196,15 @@ func (g *gateway) close() {
 	if g.client != nil {
 		g.client.Close()
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), tracingFlush)
+	defer cancel()
+	if err := g.tracing.shutdown(ctx); err != nil {
+		g.log.Warn("send the last spans", "err", err)
+	}
 }
+
+// tracingFlush bounds the sending of the last spans as the gateway stops.
+const tracingFlush = 5 * time.Second
 
 // serveUntilStopped serves the endpoints and runs the jobs and the background work until ctx
 // ends or a server fails. It returns once the jobs and the background work have stopped.

@@ -80,27 +80,33 @@ func run() error {
 	return mgr.Start(ctx)
 }
 
+// parseFlags reads the flags.
 func parseFlags() *options {
 	o := &options{}
-	flag.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "default"), "the gateways' namespace, whose ProviderQuotas and TenantPlans are compiled")
-	flag.StringVar(&o.secretName, "config-secret", "sluice-gateway-config", "the configuration Secret the gateways mount, in --namespace")
-	flag.StringVar(&o.baseConfig, "base-config", "", "a gateway configuration file whose server, store and global limits the compiled configuration carries; empty means an in-memory store")
-	flag.StringVar(&o.gatewaySelector, "gateway-selector", "", "label selector of the gateway Pods to poll for usage, such as app.kubernetes.io/name=sluice-gateway")
-	flag.IntVar(&o.gatewayAdminPort, "gateway-admin-port", 9090, "the gateway Pods' admin port, which serves "+usage.Path)
-	flag.StringVar(&o.gatewayAdminTokenFile, "gateway-admin-token-file", "", "file of the token the gateways' admin endpoints ask for (their --admin-token-file), sent at each poll; empty sends none")
-	flag.StringVar(&o.gatewayURLs, "gateway-usage-urls", "", "comma-separated usage URLs of gateways to poll besides, or instead of, --gateway-selector")
-	flag.DurationVar(&o.usageInterval, "usage-interval", usage.DefaultInterval, "time between polls of the gateways' usage")
-	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 turns it off")
-	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
-	flag.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that one of several replicas works at a time")
-	flag.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory of the certificate (tls.crt, tls.key) /metrics is served with over HTTPS; empty means a self-signed one")
-	flag.BoolVar(&o.issueServingCert, "issue-serving-cert", false, "issue and renew the serving certificate into --serving-cert-secret, from a CA kept there, and write the CA into --ca-inject-apiservices")
-	flag.StringVar(&o.servingCertSecret, "serving-cert-secret", "", "the Secret, in --serving-cert-namespace, that holds the serving certificate; it must exist")
-	flag.StringVar(&o.servingCertNamespace, "serving-cert-namespace", envOr("POD_NAMESPACE", "default"), "the namespace of --serving-cert-secret")
-	flag.Func("serving-cert-dns-names", "comma-separated DNS names the serving certificate is for", commaList(&o.servingCertDNSNames))
-	flag.Func("ca-inject-apiservices", "comma-separated APIServices whose caBundle gets the serving certificate's CA", commaList(&o.caInjectAPIServices))
+	defineFlags(flag.CommandLine, o)
 	flag.Parse()
 	return o
+}
+
+// defineFlags defines the manager's flags on fs, each setting its field of o.
+func defineFlags(fs *flag.FlagSet, o *options) {
+	fs.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "default"), "the gateways' namespace, whose ProviderQuotas and TenantPlans are compiled")
+	fs.StringVar(&o.secretName, "config-secret", "sluice-gateway-config", "the configuration Secret the gateways mount, in --namespace")
+	fs.StringVar(&o.baseConfig, "base-config", "", "a gateway configuration file whose server, store and global limits the compiled configuration carries; empty means an in-memory store")
+	fs.StringVar(&o.gatewaySelector, "gateway-selector", "", "label selector of the gateway Pods to poll for usage, such as app.kubernetes.io/name=sluice-gateway")
+	fs.IntVar(&o.gatewayAdminPort, "gateway-admin-port", 9090, "the gateway Pods' admin port, which serves "+usage.Path)
+	fs.StringVar(&o.gatewayAdminTokenFile, "gateway-admin-token-file", "", "file of the token the gateways' admin endpoints ask for (their --admin-token-file), sent at each poll; empty sends none")
+	fs.StringVar(&o.gatewayURLs, "gateway-usage-urls", "", "comma-separated usage URLs of gateways to poll besides, or instead of, --gateway-selector")
+	fs.DurationVar(&o.usageInterval, "usage-interval", usage.DefaultInterval, "time between polls of the gateways' usage")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "address of /metrics; 0 turns it off")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader, so that one of several replicas works at a time")
+	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory of the certificate (tls.crt, tls.key) /metrics is served with over HTTPS; empty means a self-signed one")
+	fs.BoolVar(&o.issueServingCert, "issue-serving-cert", false, "issue and renew the serving certificate into --serving-cert-secret, from a CA kept there, and write the CA into --ca-inject-apiservices")
+	fs.StringVar(&o.servingCertSecret, "serving-cert-secret", "", "the Secret, in --serving-cert-namespace, that holds the serving certificate; it must exist")
+	fs.StringVar(&o.servingCertNamespace, "serving-cert-namespace", envOr("POD_NAMESPACE", "default"), "the namespace of --serving-cert-secret")
+	fs.Func("serving-cert-dns-names", "comma-separated DNS names the serving certificate is for", commaList(&o.servingCertDNSNames))
+	fs.Func("ca-inject-apiservices", "comma-separated APIServices whose caBundle gets the serving certificate's CA", commaList(&o.caInjectAPIServices))
 }
 
 func newManager(ctx context.Context, o *options) (ctrl.Manager, error) {

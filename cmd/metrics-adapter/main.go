@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -62,6 +63,18 @@ func main() {
 	a.Name = "sluice-metrics-adapter"
 	a.DiscoveryInterval = time.Minute // the flag's default
 	fs := a.Flags()
+	a.addFlags(fs)
+	logs.AddFlags(fs)
+	if err := fs.Parse(os.Args); err != nil {
+		klog.Fatalf("metrics-adapter: %v", err)
+	}
+	if err := a.run(genericapiserver.SetupSignalContext()); err != nil {
+		klog.Fatalf("metrics-adapter: %v", err)
+	}
+}
+
+// addFlags defines Sluice's own flags on fs, each setting its field of a.
+func (a *adapter) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&a.opts.Interval, "scrape-interval", metrics.DefaultInterval, "time between scrapes of the Pods' /metrics and polls of the gateways")
 	fs.DurationVar(&a.opts.Timeout, "scrape-timeout", metrics.DefaultTimeout, "time one Pod or gateway has to answer")
 	fs.IntVar(&a.opts.Workers, "scrape-workers", metrics.DefaultWorkers, "Pods scraped at once")
@@ -73,13 +86,6 @@ func main() {
 	fs.IntVar(&a.gatewayPort, "gateway-admin-port", 9090, "the gateway Pods' admin port, which serves /admin/queues")
 	fs.StringVar(&a.opts.GatewayAdminTokenFile, "gateway-admin-token-file", "", "file of the token the gateways' admin endpoints ask for (their --admin-token-file), sent at each poll to the gateways of --gateway-admin-token-namespace; empty sends none")
 	fs.StringVar(&a.opts.GatewayAdminTokenNamespace, "gateway-admin-token-namespace", "", "the namespace of the gateways --gateway-admin-token-file is for; the token goes to no gateway elsewhere")
-	logs.AddFlags(fs)
-	if err := fs.Parse(os.Args); err != nil {
-		klog.Fatalf("metrics-adapter: %v", err)
-	}
-	if err := a.run(genericapiserver.SetupSignalContext()); err != nil {
-		klog.Fatalf("metrics-adapter: %v", err)
-	}
 }
 
 // run builds the metrics provider and serves the metrics APIs until ctx ends.

@@ -98,7 +98,7 @@ func (st *story) startParts() {
 	begin := time.Now()
 	st.c = cluster.Start(st.r, cluster.Options{ControllerManager: true, Aggregator: true})
 	st.r.Logf("etcd, kube-apiserver and kube-controller-manager are up (%.1fs)", time.Since(begin).Seconds())
-	st.redis = redisserver.Start(st.r, redisserver.AppendOnly()) // as the README asks Redis to run
+	st.redis = redisserver.Start(st.r, redisserver.AppendOnly()) // as the gateway's README asks Redis to run
 	st.r.Logf("redis-server is up at %s", st.redis.Addr)
 	st.c.RunPods(st.r, namespace, labels.SelectorFromSet(inferenceLabels), st.inferencePod)
 	st.providerAddr, st.claudeAddr = freeAddr(st.r), freeAddr(st.r)

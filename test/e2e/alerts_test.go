@@ -54,13 +54,13 @@ func readAlerts(t *testing.T) []alertRule {
 }
 
 // TestAlertsParse parses each alert's expression with a PromQL parser, and checks that each alert
-// waits before it fires, says how bad it is, and is the one the README explains.
+// waits before it fires, says how bad it is, and is the one config/README.md explains.
 func TestAlertsParse(t *testing.T) {
 	alerts := readAlerts(t)
 	if len(alerts) < 4 {
-		t.Fatalf("%s holds %d alerts; want the README's four", alertsFile, len(alerts))
+		t.Fatalf("%s holds %d alerts; want the four config/README.md explains", alertsFile, len(alerts))
 	}
-	readme, err := os.ReadFile(repoRoot + "/README.md")
+	readme, err := os.ReadFile(repoRoot + "/config/README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestAlertsParse(t *testing.T) {
 			t.Errorf("alert %s: for %q, severity %q; want both", a.Alert, a.For, a.Labels["severity"])
 		}
 		if !strings.Contains(string(readme), "`"+a.Expr+"`") {
-			t.Errorf("alert %s: README.md does not show its expression %s", a.Alert, a.Expr)
+			t.Errorf("alert %s: config/README.md does not show its expression %s", a.Alert, a.Expr)
 		}
 	}
 	if _, err := metricsql.Parse(`sum by (provider) (rate(sluice_gateway_upstream_attempts_total[5m]) > 0`); err == nil {

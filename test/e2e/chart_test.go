@@ -230,7 +230,7 @@ func TestChartApplies(t *testing.T) {
 		t.Errorf("with the adapter off and one gateway, kubectl get deployments,pdb shows:\n%s", out)
 	}
 
-	// helm install itself, as the README says, beside the two, with a Redis that wants a user, a
+	// helm install itself, as the chart's README says, beside the two, with a Redis that wants a user, a
 	// password and TLS with a CA of its own.
 	if out, err := helm(t, "install", "installed", "charts/sluice", "--kubeconfig", c.Kubeconfig, "-n", "installed", "--create-namespace",
 		"--set", "redis.address=redis.installed.svc:6379", "--set", "redis.username=sluice", "--set", "redis.passwordSecret=redis-auth",

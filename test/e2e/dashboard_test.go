@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/VictoriaMetrics/metricsql"
 )
 
 // dashboard is the part of a Grafana dashboard the test reads.
@@ -29,9 +31,12 @@ type dashboard struct {
 	} `json:"templating"`
 }
 
-// TestGrafanaDashboardQueriesExportedMetrics checks that config/grafana/sluice.json is JSON and
-// that every Sluice metric it queries is one the gateway or the metrics adapter exports, as
-// their sources declare them.
+// TestGrafanaDashboardQueriesExportedMetrics checks that config/grafana/sluice.json is JSON, that
+// each panel's query parses (Grafana's variables put in), that every Sluice metric it queries is
+// one the gateway or the metrics adapter exports, as their sources declare them, and that it
+// shows what an operator looks for first: the calls' outcomes, refusals by the limits and at the
+// door, the queue and its wait, spend, throttles, each provider's use of each of its limits, the
+// providers' time under the GenAI conventions, and the adapter's freshness.
 func TestGrafanaDashboardQueriesExportedMetrics(t *testing.T) {
 	data, err := os.ReadFile(repoRoot + "/config/grafana/sluice.json")
 	if err != nil {
@@ -48,7 +53,10 @@ func TestGrafanaDashboardQueriesExportedMetrics(t *testing.T) {
 	}
 	used := map[string]bool{}
 	for _, q := range queries {
-		for _, name := range regexp.MustCompile(`\bsluice_[a-z_:]+`).FindAllString(q, -1) {
+		if _, err := metricsql.Parse(grafanaVariables.Replace(q)); err != nil && !strings.HasPrefix(q, "label_values(") {
+			t.Errorf("the dashboard's query %s does not parse: %v", q, err)
+		}
+		for _, name := range regexp.MustCompile(`\b(sluice|gen_ai_client)_[a-z_:]+`).FindAllString(q, -1) {
 			used[name] = true
 			if !exported[name] {
 				t.Errorf("the dashboard queries %s, which Sluice does not export: %s", name, q)
@@ -56,13 +64,17 @@ func TestGrafanaDashboardQueriesExportedMetrics(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"sluice_gateway_requests_total", "sluice_gateway_refusals_total", "sluice_gateway_queue_depth",
-		"sluice_gateway_queue_wait_seconds_bucket", "sluice_gateway_spend_microdollars_total", "sluice_gateway_upstream_attempts_total",
-		"sluice_adapter_newest_value_age_seconds"} {
+		"sluice_gateway_queue_wait_seconds_bucket", "sluice_gateway_door_refusals_total", "sluice_gateway_spend_microdollars_total",
+		"sluice_gateway_upstream_attempts_total", "sluice_gateway_provider_limit", "sluice_gateway_provider_limit_used",
+		"sluice_adapter_newest_value_age_seconds", "gen_ai_client_operation_duration_seconds_bucket"} {
 		if !used[want] {
 			t.Errorf("the dashboard does not show %s", want)
 		}
 	}
 }
+
+// grafanaVariables puts a value in place of each variable the dashboard's queries use.
+var grafanaVariables = strings.NewReplacer("$namespace", ".*", "$__rate_interval", "1m")
 
 // dashboardQueries returns the panels' and the variables' queries.
 func dashboardQueries(d dashboard) []string {

@@ -23,7 +23,7 @@ import (
 	"github.com/sluicehq/sluice/test/redisserver"
 )
 
-// installedNamespace is where the runs install Sluice, as the README does.
+// installedNamespace is where the runs install Sluice, as config/README.md does.
 const installedNamespace = "sluice-system"
 
 // runningImages are the programs that play the images of the chart's and config/default's
@@ -62,7 +62,7 @@ func TestHelmInstallRuns(t *testing.T) {
 	checkRunningInstall(t, c, runner, "sluice-gateway", "sluice-manager", "sluice-metrics-adapter")
 }
 
-// TestKustomizeDefaultRuns is TestHelmInstallRuns for config/default, applied as the README
+// TestKustomizeDefaultRuns is TestHelmInstallRuns for config/default, applied as config/README.md
 // says, with the one change this machine forces: the Redis address of the manager's base
 // configuration (config/manager/base-config.yaml), where the test's Redis listens.
 func TestKustomizeDefaultRuns(t *testing.T) {
@@ -76,7 +76,7 @@ func TestKustomizeDefaultRuns(t *testing.T) {
 	}
 	manifests = strings.Replace(manifests, sampleRedis, "address: "+redis.Addr, 1)
 	c.Kubectl(t, "apply", "--server-side", "-f", writeManifest(t, manifests))
-	// The README's one step by hand: the gateways' admin token, which kustomize cannot draw.
+	// config/README.md's one step by hand: the gateways' admin token, which kustomize cannot draw.
 	c.Kubectl(t, "create", "secret", "generic", "sluice-gateway-admin-token", "-n", installedNamespace, "--from-literal=token="+strings.Repeat("k", 32))
 	components, err := labels.Parse("app.kubernetes.io/name in (sluice-gateway, sluice-manager, sluice-metrics-adapter)")
 	if err != nil {

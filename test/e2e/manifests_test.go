@@ -46,11 +46,12 @@ spec:
 
 // TestManifestsApply applies config/default and config/samples to a real API server, as a person
 // would with kubectl, then the ServiceMonitor and PrometheusRule components over minimal CRDs,
-// and the adapter's certificate components, and checks the Deployments' hardening, the base
-// configuration, that the namespace enforces the restricted Pod Security Standard and admits the
-// Deployments' Pods, the gateways' NetworkPolicy, the adapter's replicas and PodDisruptionBudget, how
-// the aggregator verifies the adapter, and, with kubectl auth can-i, what the manager's and the
-// adapter's service accounts, and the HPA controller, may and may not do.
+// the OTLP tracing component and the adapter's certificate components, and checks the
+// Deployments' hardening, the base configuration, that the namespace enforces the restricted Pod
+// Security Standard and admits the Deployments' Pods, the gateways' NetworkPolicy, the adapter's
+// replicas and PodDisruptionBudget, how the aggregator verifies the adapter, and, with kubectl
+// auth can-i, what the manager's and the adapter's service accounts, and the HPA controller, may
+// and may not do.
 func TestManifestsApply(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{})
 	c.Kubectl(t, "apply", "--server-side", "-k", repoRoot+"/config/default")
@@ -80,6 +81,7 @@ func TestManifestsApply(t *testing.T) {
 		t.Error("config/default makes the Secret sluice-gateway-admin-token; want the token the user creates, not one in the repository")
 	}
 	checkRedisComponents(t, c)
+	checkTracingComponent(t, c)
 	checkGatewayNetworkPolicy(t, c, "sluice-system", "sluice-gateway")
 	checkAdapterAvailability(t, c, "sluice-system", "sluice-metrics-adapter")
 	checkAdapterTLSComponents(t, c)
@@ -104,7 +106,7 @@ func TestManifestsApply(t *testing.T) {
 }
 
 // checkAdapterTLSComponents applies config/default with each way of verifying the metrics adapter
-// the README names, and checks the APIServices and the adapter's Deployment: first
+// config/README.md names, and checks the APIServices and the adapter's Deployment: first
 // metrics-adapter-cert-manager (cert-manager's Certificate and CA injection), then
 // metrics-adapter-tls with a caBundle patch, as its kustomization says to write it.
 func checkAdapterTLSComponents(t *testing.T, c *cluster.Cluster) {

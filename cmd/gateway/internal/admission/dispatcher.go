@@ -227,7 +227,7 @@ func (d *dispatcher) arrival(wt *waiter, r room, now time.Time) arrival {
 		takes = wt.t.req.takes()
 	}
 	dr := d.drainAt(now, takes, r)
-	return arrival{item: wt.item, maxWait: wt.t.req.maxWait(), room: r, rate: dr.rate(), headroom: dr.headroom(), minutes: dr, now: now,
+	return arrival{item: wt.item, maxWait: wt.t.req.maxWait(), room: r, rate: dr.rate(), headroom: dr.headroom(), now: now,
 		probe: d.g.poolProbe(d.provider, now)}
 }
 

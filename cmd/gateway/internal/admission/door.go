@@ -42,9 +42,7 @@ type arrival struct {
 	// that go at once before it (see drain.go).
 	rate     float64
 	headroom int64
-	// minutes are the provider's rolling minutes as the door reads them (see drain.minuteWait).
-	minutes drain
-	now     time.Time
+	now      time.Time
 	// probe is how long until a provider of the queue's pools that is out behind its breaker lets
 	// a probe through; zero when none is out (see Gate.poolProbe).
 	probe time.Duration
@@ -106,25 +104,14 @@ func (d *door) turnAway(a arrival, estimate, bound, back time.Duration) *Refusal
 // what the provider's limits let through at once, and its wait for its own user's limits. It is
 // -1 when nothing drains.
 func (d *door) estimateWait(a arrival) time.Duration {
-	return d.wait(a, d.q.EstimateWait(a.item, a.rate, a.now))
+	fair := afterHeadroom(d.q.EstimateWait(a.item, a.rate, a.now), a.headroom, a.rate)
+	return laterOf(fair, d.q.OwnWait(a.item, a.room.credit))
 }
 
 // comebackWait is estimateWait for a call turned away, behind the comebacks its lane is already
 // expected to make (see fairqueue.Queue.ComebackWait).
 func (d *door) comebackWait(a arrival) time.Duration {
-	return d.wait(a, d.q.ComebackWait(a.item, a.rate, a.now))
-}
-
-// wait is the call's wait when its lane waits fair under fair sharing (-1 when nothing drains):
-// that less what the provider's limits let through at once, but no shorter than the provider's
-// rolling minutes take to have room for what goes before the call and the call, and no shorter
-// than its wait for its own user's limits.
-func (d *door) wait(a arrival, fair time.Duration) time.Duration {
-	if fair < 0 {
-		return fair
-	}
-	work := fair.Seconds()*a.rate + float64(a.item.Cost)
-	fair = max(afterHeadroom(fair, a.headroom, a.rate), a.minutes.minuteWait(work, a.rate))
+	fair := afterHeadroom(d.q.ComebackWait(a.item, a.rate, a.now), a.headroom, a.rate)
 	return laterOf(fair, d.q.OwnWait(a.item, a.room.credit))
 }
 
@@ -198,9 +185,6 @@ type room struct {
 	// one nobody's queue is draining. -1 for a kind the call's provider does not limit, or when
 	// the store could not be read.
 	held byKind
-	// minutes are the provider's rolling minutes of each kind of tokens as read; unread for a
-	// kind it does not limit, or when the store could not be read.
-	minutes [kinds]minute
 }
 
 // room reads what the limits the call waits for hold (nothing when the store cannot answer). Of
@@ -237,9 +221,6 @@ func (g *Gate) room(ctx context.Context, t *Ticket) room {
 	for i, l := range limits {
 		if k, tokens := kindOf(l.Dimension); tokens && l.Level == ratelimit.LevelProvider {
 			r.held[k] = leastOf(r.held[k], max(readings[i].Remaining, 0))
-			if l.IsRolling() {
-				r.minutes[k] = minute{read: true, held: max(readings[i].Remaining, 0), leaving: readings[i].Leaving}
-			}
 		} else {
 			r.credit = leastOf(r.credit, seconds(float64(readings[i].Remaining)/l.Rate()))
 		}

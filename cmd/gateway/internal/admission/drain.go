@@ -76,58 +76,6 @@ type drain struct {
 	// held is the least each kind of the provider's token limits that queue holds now; -1 for a
 	// kind none of them counts, or that could not be read.
 	held byKind
-	// minutes are the provider's rolling minutes of each kind, as read, and whole what each
-	// kind's pace lets through a second over every gateway.
-	minutes [kinds]minute
-	whole   [kinds]float64
-}
-
-// minute is a provider's rolling minute of one kind of tokens as the door reads it: what it holds
-// now, and what it counts by when that leaves it, over every gateway.
-type minute struct {
-	read    bool
-	held    int64
-	leaving []ratelimit.Leaving
-}
-
-// until is how long until the minute has room for need tokens more than it holds: until enough of
-// what it counts has left, and past what it counts now, at rate a second.
-func (m minute) until(need, rate float64) time.Duration {
-	if need <= float64(m.held) {
-		return 0
-	}
-	need -= float64(m.held)
-	var last time.Duration
-	for _, l := range m.leaving {
-		if need -= float64(l.Units); need <= 0 {
-			return l.After
-		}
-		last = l.After
-	}
-	if rate <= 0 {
-		return last
-	}
-	return last + seconds(need/rate)
-}
-
-// minuteWait is how long the provider's rolling minutes take to let work tokens of the queue's
-// unit through, this gateway's share of what goes before a call and the call, when the queue
-// drains rate a second: each minute lets a call go only when what it counts, with the call, is
-// within its limit, whatever the pace. The gateway's share of the provider is rate over what the
-// provider lets through, so work over that share is what passes the minute meanwhile, over every
-// gateway; converted to each kind at the queue's mix, the slowest minute binds.
-func (dr *drain) minuteWait(work, rate float64) time.Duration {
-	whole := drain{paces: dr.whole, mix: dr.mix}
-	share := min(rate/whole.rate(), 1)
-	var wait time.Duration
-	for k := range kinds {
-		per := dr.tokensPer(k)
-		if !dr.minutes[k].read || per <= 0 || share <= 0 {
-			continue
-		}
-		wait = max(wait, dr.minutes[k].until(work/per/share, dr.whole[k]))
-	}
-	return wait
 }
 
 // tokensPer is how many tokens of the queue's unit its calls take per token of kind k; zero when
@@ -178,12 +126,12 @@ func (dr *drain) headroom() int64 {
 // drainAt gathers the queue's drain at now for a call of takes arriving, r being what the limits
 // it waits for hold. The caller holds d.mu.
 func (d *dispatcher) drainAt(now time.Time, takes byKind, r room) drain {
-	dr := drain{held: r.held, minutes: r.minutes}
+	dr := drain{held: r.held}
 	if tokens, full := d.drained.sumWhere(now, drainWindow, &d.full); full >= minFullSeconds {
 		dr.measured = float64(tokens) / float64(full)
 	}
 	if p := d.g.policy().Provider(d.provider); p != nil {
-		dr.paces, dr.whole = sharedPaces(p, d.g.policy().Replicas), sharedPaces(p, 1)
+		dr.paces = sharedPaces(p, d.g.policy().Replicas)
 	}
 	for k := range kinds {
 		dr.mix[k] = d.backlog[k] + takes[k]

@@ -106,6 +106,7 @@ func New(opts Options) *Gate {
 	if g.now == nil {
 		g.now = time.Now
 	}
+	opts.Registerer.MustRegister(providerUse{g})
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	return g
 }

@@ -189,10 +189,9 @@ func TestAnthropicsInputAndOutputLimitsAreLearned(t *testing.T) {
 
 // TestTheDoorEstimatesAQueueBoundByOutputTokens sends a provider of 600,000 tokens and 6,000
 // output tokens a minute calls of 1,000 input and 1,000 output tokens, four at once (the output
-// pace's burst of 4,096), which stay in flight, and queues more until the door turns one away:
-// the output minute binds, where the tokens a minute alone would let a hundred through. It holds
-// 2,000 output tokens now, the four calls' 4,000 leave it 61 s on, and from there it lets through
-// its pace, 6,000 × 59/61 output tokens a minute: a plan's two minutes hold about a dozen calls.
+// pace's burst of 4,096), and queues more until the door turns one away: the output pace binds,
+// 6,000 × 59/61 output tokens a minute, 193 tokens of the queue's a second, so a plan's two
+// minutes hold about a dozen calls, where the tokens a minute alone would let a hundred through.
 func TestTheDoorEstimatesAQueueBoundByOutputTokens(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		acme := tenant("acme", "alice")
@@ -218,10 +217,10 @@ func TestTheDoorEstimatesAQueueBoundByOutputTokens(t *testing.T) {
 		if refusal == nil || refusal.Reason != Busy {
 			t.Fatalf("Admit with %d calls ahead = %+v; want busy", queued, refusal)
 		}
-		rate := float64(6_000*59/61) / 60 // output tokens a second
-		at := func(calls int) time.Duration { return 61*time.Second + seconds(float64(calls*1_000-2_000-4_000)/rate) }
-		if least, most := at(queued), at(queued+2); refusal.Estimate < least || refusal.Estimate > most {
-			t.Errorf("with %d calls queued the door estimated %s; want between %s and %s, when the output minute has room", queued, refusal.Estimate, least, most)
+		rate := float64(6_000*59/61) / 60 * 2 // tokens of the queue a second: two for each output token
+		least, most := seconds(float64((queued-1)*2_000)/rate), seconds(float64((queued+1)*2_000)/rate)
+		if refusal.Estimate < least || refusal.Estimate > most {
+			t.Errorf("with %d calls queued the door estimated %s; want between %s and %s, at the output pace", queued, refusal.Estimate, least, most)
 		}
 	})
 }

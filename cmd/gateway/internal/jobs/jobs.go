@@ -103,6 +103,9 @@ type Job struct {
 	// Charged is true once an attempt's cost has been settled: the job's id is its idempotency
 	// key, so a job delivered twice is charged once.
 	Charged bool `json:"charged,omitempty"`
+	// Traceparent is the W3C trace context of the span of the request that created the job,
+	// which the spans of its attempts link to; empty when the gateway did not trace it.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // Owner is whose jobs List returns: a tenant's, by its id, or only those one of its users sent.

@@ -281,6 +281,19 @@ func paced(cfg *gatewayv1.Provider, learned gatewayv1.LearnedLimits) []gatewayv1
 	return limits
 }
 
+// Limits returns the provider's own limits in force, as every gateway shares them: its rolling
+// minutes, its days, its month of spend and its calls in flight. The paces beside its minutes are
+// left out: how full they are says how calls are spread, not how much of a limit is used.
+func (p *Provider) Limits() []*ratelimit.Limit {
+	var out []*ratelimit.Limit
+	for _, r := range p.limits {
+		if l := r.shared; l.Level == ratelimit.LevelProvider && !l.IsBucket() {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // SustainedPerMinute is the units of d a minute the gateway lets through to the provider while a
 // backlog lasts: the rate of its pace, 59/61 of the configured or learned limit per minute after
 // headroom (see gatewayv1.ProviderPace). Zero means no limit.

@@ -103,10 +103,7 @@ func (d *Decision) evaluateBucket(i int, l *Limit, s state, cost, now int64) (st
 	next := tat + cost*interval
 	earliest := next - tolerance
 	if cost > l.capacity {
-		// A pace lets a request past its burst when it is full, and is left empty, not in debt:
-		// its rolling minute counts the request whole, and the pace holds back no other request
-		// that the minute has room for.
-		earliest, next = tat, tat+tolerance
+		earliest = tat // a pace lets a request past its burst when it is full
 	}
 	if earliest > now {
 		d.Remaining[i] = l.units(max(tolerance-(tat-now), 0))
@@ -280,23 +277,7 @@ func (d *Decision) refuse(i int, wait int64, never bool) {
 func reading(l *Limit, s state, older *slotRing, now int64) Reading {
 	var d Decision
 	d.evaluate(0, l, s, older, 0, now)
-	r := Reading{Remaining: d.Remaining[0], Reset: d.Reset[0]}
-	if l.kind == rolling {
-		r.Leaving = l.leaving(s, older, now)
-	}
-	return r
-}
-
-// leaving returns what a rolling window in s counts at now, by when it leaves the window: every
-// slot that holds anything, oldest first.
-func (l *Limit) leaving(s state, older *slotRing, now int64) []Leaving {
-	var out []Leaving
-	for j := l.chargedSlot(s, now) - l.slots; j <= s.a; j++ {
-		if n := countOf(s, older, j); n > 0 {
-			out = append(out, Leaving{After: time.Duration(l.slotEnd(j) - now), Units: n})
-		}
-	}
-	return out
+	return Reading{Remaining: d.Remaining[0], Reset: d.Reset[0]}
 }
 
 // units returns how many whole units a bucket earns in ns nanoseconds: ns / interval, without a

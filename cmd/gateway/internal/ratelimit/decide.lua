@@ -10,8 +10,8 @@
 -- (0 for none) and how long to keep it (milliseconds); then six values per check: the index of its
 -- key in KEYS, kind, capacity, p1, p2, cost.
 --   'b' bucket:      p1 = microseconds to earn one unit; p2 = the largest cost a full bucket lets
---                    pass, leaving it empty ('' for its capacity: a pace's is larger); the value
---                    is the theoretical arrival time.
+--                    pass, into debt ('' for its capacity: a pace's is larger); the value is the
+--                    theoretical arrival time.
 --   'w' window:      p1 = end of the current window by the caller's clock, p2 = end of the next
 --                    (microseconds); the value is "end used".
 --   'r' rolling:     p1 = "width slots", a slot's length (microseconds) and how many slots make
@@ -264,7 +264,7 @@ local function evaluate(kind, cap, p1, p2, a, b, cost, now)
     local tat = max(a, now)
     local nxt = tat + cost * interval
     local earliest = nxt - tolerance
-    if cost > cap then earliest, nxt = tat, tat + tolerance end -- past the burst: when full, left empty
+    if cost > cap then earliest = tat end -- past the burst: when the bucket is full
     if earliest > now then
       return false, false, earliest - now, floor(max(tolerance - (tat - now), 0) / interval), tat - now, a, b
     end

@@ -162,10 +162,9 @@ func NewBucket(key string, level Level, dim Dimension, rate int64, per time.Dura
 }
 
 // NewPace returns a bucket, as NewBucket, that also lets one request take more than burst, up to
-// largest, when it is full: the bucket is then empty, in no debt, and refills from there. A pace
-// sits beside a limit of its own (a provider's rolling minute) to spread what that limit allows:
-// its burst smooths, and need not bound the largest request the limit lets through, nor hold
-// back the requests after it that the limit has room for.
+// largest, when it is full: the bucket is then in debt, and refills from there. A pace sits beside
+// a limit of its own (a provider's rolling minute) to spread what that limit allows: its burst
+// smooths, and need not bound the largest request the limit lets through.
 func NewPace(key string, level Level, dim Dimension, rate int64, per time.Duration, burst, largest int64) (*Limit, error) {
 	if largest < burst {
 		return nil, fmt.Errorf("ratelimit: pace %q: its largest request %d must be at least its burst %d", key, largest, burst)
@@ -284,6 +283,9 @@ func (l *Limit) IsWindow() bool { return l.kind == window }
 // IsRolling reports whether the limit is a rolling window (see NewRolling).
 func (l *Limit) IsRolling() bool { return l.kind == rolling }
 
+// IsBucket reports whether the limit is a token bucket (see NewBucket and NewPace).
+func (l *Limit) IsBucket() bool { return l.kind == bucket }
+
 // Check is one limit a request must pass and what the request costs on it. In Settle, Cost is
 // the difference to add (negative to refund).
 type Check struct {
@@ -343,14 +345,6 @@ type Reading struct {
 	Remaining int64
 	// Reset is the time until the limit is whole again: a bucket full, a window reset.
 	Reset time.Duration
-	// Leaving is, for a rolling window, what it counts by when it leaves, oldest first.
-	Leaving []Leaving
-}
-
-// Leaving is what a rolling window counts that leaves it After from the reading.
-type Leaving struct {
-	After time.Duration
-	Units int64
 }
 
 // RefusedBy returns the limit that refused, or nil when the decision allowed.

@@ -3,7 +3,6 @@ package ratelimit
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"testing"
 	"time"
 
@@ -48,7 +47,7 @@ func testPeek(t *testing.T, s peeker) {
 		}
 	}
 	one, err := s.Peek(ctx, limits[1:2], t0)
-	if err != nil || len(one) != 1 || !reflect.DeepEqual(one[0], want[1]) {
+	if err != nil || len(one) != 1 || one[0] != want[1] {
 		t.Errorf("Peek of the window alone = %v, %v; want %v", one, err, want[1:2])
 	}
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -142,49 +141,6 @@ func TestBearerKey(t *testing.T) {
 		r.Header.Set("Authorization", tc.header)
 		if key, ok := bearerKey(r); ok != tc.wantOK || (ok && key != tc.wantKey) {
 			t.Errorf("bearerKey(%q) = %q, %v; want %q, %v", tc.header, key, ok, tc.wantKey, tc.wantOK)
-		}
-	}
-}
-
-// TestWhatTheSDKsMayRetry writes each of the gateway's own errors, as the README's table lists
-// them, and checks that those no retry can change carry x-should-retry: false, and that every
-// 429 and 503 says when to come back.
-func TestWhatTheSDKsMayRetry(t *testing.T) {
-	tests := []struct {
-		status int
-		code   string
-		retry  bool
-	}{
-		{http.StatusBadRequest, "invalid_request", false},
-		{http.StatusBadRequest, "request_too_large", false},
-		{http.StatusBadRequest, "invalid_endpoint", false},
-		{http.StatusUnauthorized, "invalid_api_key", false},
-		{http.StatusForbidden, "provider_not_allowed", false},
-		{http.StatusNotFound, "model_not_found", false},
-		{http.StatusRequestTimeout, "request_timeout", true},
-		{http.StatusConflict, "job_finished", false},
-		{http.StatusGone, "job_lost", false},
-		{http.StatusRequestEntityTooLarge, "request_too_large", false},
-		{http.StatusTooManyRequests, "rate_limit_exceeded", true},
-		{http.StatusTooManyRequests, "queue_busy", true},
-		{http.StatusTooManyRequests, "insufficient_quota", false},
-		{http.StatusTooManyRequests, "too_many_jobs", true},
-		{http.StatusInternalServerError, "limiter_error", true},
-		{http.StatusBadGateway, "provider_unreachable", true},
-		{http.StatusBadGateway, "provider_bad_answer", true},
-		{http.StatusBadGateway, "provider_auth_failed", false},
-		{http.StatusServiceUnavailable, "limiter_unavailable", true},
-		{http.StatusServiceUnavailable, "server_overloaded", true},
-		{http.StatusGatewayTimeout, "provider_timeout", true},
-	}
-	for _, tc := range tests {
-		w := httptest.NewRecorder()
-		(&apiError{status: tc.status, Code: tc.code}).write(w)
-		if got := w.Header().Get("X-Should-Retry") != "false"; got != tc.retry {
-			t.Errorf("%d %s: retried %v; want %v", tc.status, tc.code, got, tc.retry)
-		}
-		if (tc.status == http.StatusTooManyRequests || tc.status == http.StatusServiceUnavailable) && w.Header().Get("Retry-After") == "" {
-			t.Errorf("%d %s: no Retry-After", tc.status, tc.code)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/policy"
@@ -96,13 +101,14 @@ func benchConfig(stubURL string) *gatewayv1.Config {
 	return cfg
 }
 
-// benchServer is a gateway with the memory store and benchConfig in force.
-func benchServer(b *testing.B, stubURL string) http.Handler {
+// benchServer is a gateway with the memory store and benchConfig in force, tracing its calls
+// with tracer (nil: none).
+func benchServer(b *testing.B, stubURL string, tracer trace.Tracer) http.Handler {
 	p, err := policy.Compile(benchConfig(stubURL), 1)
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := New(Options{Limiter: ratelimit.NewMemory()}) // no jobs: the benchmark sends none
+	s := New(Options{Limiter: ratelimit.NewMemory(), Tracer: tracer}) // no jobs: the benchmark sends none
 	b.Cleanup(s.Close)
 	s.SetPolicy(p)
 	return s.Handler()
@@ -131,12 +137,20 @@ func serveBench(b *testing.B, h http.Handler) {
 
 // BenchmarkServeCall measures one chat completion through the gateway, five limit levels and the
 // queue, to a provider on loopback that answers at once; the proxy case is a bare
-// httputil.ReverseProxy to the same provider, the yardstick for what the gateway adds.
+// httputil.ReverseProxy to the same provider, the yardstick for what the gateway adds. The
+// traced cases trace every call, a 1% sample of them sampled, or all of them, their spans
+// batched to an exporter that drops them.
 func BenchmarkServeCall(b *testing.B) {
 	b.Run("gateway", func(b *testing.B) {
 		stub := benchStub(b)
-		serveBench(b, benchServer(b, stub.URL))
+		serveBench(b, benchServer(b, stub.URL, nil))
 	})
+	for _, sampled := range []float64{0.01, 1} {
+		b.Run(fmt.Sprintf("gateway/traced=%g%%", 100*sampled), func(b *testing.B) {
+			stub := benchStub(b)
+			serveBench(b, benchServer(b, stub.URL, benchTracer(b, sampled)))
+		})
+	}
 	b.Run("proxy", func(b *testing.B) {
 		stub := benchStub(b)
 		target, _ := url.Parse(stub.URL)
@@ -144,6 +158,15 @@ func BenchmarkServeCall(b *testing.B) {
 		rp.BufferPool = copyBuffers // as a proxy built for load has, and as the gateway's own
 		serveBench(b, rp)
 	})
+}
+
+// benchTracer is a tracer that samples the given share of new traces and batches their spans to
+// an exporter that drops them.
+func benchTracer(b *testing.B, sampled float64) trace.Tracer {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(sampled))))
+	b.Cleanup(func() { tp.Shutdown(context.Background()) })
+	return tp.Tracer("bench")
 }
 
 // chunkReader reads size bytes in reads of at most chunk bytes, as a stream arrives.

@@ -52,17 +52,20 @@ type call struct {
 	response *estimate.Response
 
 	// What happens to the call, for its end: the ticket of the offer admitted, how long it
-	// queued, when it arrived, whether it went out, when its provider's answer began, and
-	// whether it has ended (see Server.finish).
-	ticket   *admission.Ticket
-	waited   time.Duration
-	arrived  time.Time
-	sent     bool
-	answered time.Time
+	// queued, when it arrived, when it last went out to a provider (zero until it has), when its
+	// provider's answer began, when its stream's first piece came, whether it has ended (see
+	// Server.finish), and its trace.
+	ticket     *admission.Ticket
+	waited     time.Duration
+	arrived    time.Time
+	sent       time.Time
+	answered   time.Time
+	firstChunk time.Time
 	// streamStarted is set once a streamed call's status and headers have gone to its client,
 	// while it waited in the queue (see keepalive): the rest of its answer goes in the stream.
 	streamStarted bool
 	ended         atomic.Bool
+	traced        *callTrace // nil when calls are not traced
 }
 
 // offer is the call as it goes to one provider: the body it reads and what the call costs there.
@@ -78,8 +81,9 @@ type offer struct {
 func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		arrived := time.Now()
+		traced := s.startCall(r, arrived)
 		c, apiErr := s.readCall(s.policy.Load(), endpoint, r)
-		c.requestID, c.arrived = w.Header().Get(headerRequestID), arrived
+		c.requestID, c.arrived, c.traced = w.Header().Get(headerRequestID), arrived, traced
 		defer s.endOnPanic(c)
 		if apiErr != nil {
 			setCallHeaders(w.Header(), c, nil, nil)
@@ -101,7 +105,7 @@ func (s *Server) serveOffers(w http.ResponseWriter, r *http.Request, c *call) bo
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
 	k := s.keepQueuedStreamAlive(w, c, cancel)
-	t, refusal := s.gate.Admit(ctx, c.admission())
+	t, refusal := s.admit(ctx, c, c.admission())
 	k.end()
 	c.admitted(t, refusal)
 	setCallHeaders(w.Header(), c, t, refusal)
@@ -116,7 +120,7 @@ func (s *Server) serveOffers(w http.ResponseWriter, r *http.Request, c *call) bo
 		s.finish(c, clientGone(outcomeClientClosed, "before the call went out", withdrawTicket, estimate.Usage{}))
 		return false
 	}
-	o := s.newOutbound(r.Context(), c, w.Header())
+	o := s.newOutbound(c.traced.context(r.Context()), c, w.Header())
 	defer o.end()
 	return s.relay(w, r, o)
 }
@@ -177,7 +181,7 @@ func (s *Server) endOnPanic(c *call) {
 // its estimate if it had gone to its provider, which may bill it).
 func (s *Server) endPanicked(c *call, v any) {
 	te := withdrawTicket
-	if c.sent {
+	if !c.sent.IsZero() {
 		te = settleTicket
 	}
 	s.finish(c, ending{outcome: outcomeInternalError, status: http.StatusInternalServerError, ticket: te,

@@ -66,8 +66,8 @@ func clientGone(outcome, when string, te ticketEnd, u estimate.Usage) ending {
 }
 
 // finish ends a call once, whatever ended it: its ticket is settled, refunded or withdrawn as e
-// says, the call is counted under e's outcome, and its access-log line is written. A call that
-// has ended already is left as it is.
+// says, the call is counted under e's outcome, its access-log line is written and its span ends.
+// A call that has ended already is left as it is.
 func (s *Server) finish(c *call, e ending) {
 	if !c.ended.CompareAndSwap(false, true) {
 		return
@@ -81,8 +81,11 @@ func (s *Server) finish(c *call, e ending) {
 	if e.ticket == followTicket {
 		s.follower.start(c, c.response.ID)
 	}
-	s.logEnd(c, e, c.endTicket(e))
+	micros := s.settle(c, e)
+	s.logEnd(c, e, micros)
+	s.metrics.observeGenAI(c, e, time.Now())
 	s.metrics.requests.WithLabelValues(c.tenant(), c.provider(), e.outcome).Inc() // after the log: whoever reads the count finds the line
+	endSpan(c, e, micros)
 }
 
 // bounded is e with its usage bounded by what the call could have used (see

@@ -123,7 +123,10 @@ func (s *foldScan) endLine() {
 		}
 	default:
 		s.authorization = len(head) == lineHead && bytes.EqualFold(head, []byte("authorization:")) ||
-			len(head) >= len("x-api-key:") && bytes.EqualFold(head[:len("x-api-key:")], []byte("x-api-key:"))
+			len(head) >= len(xAPIKeyField) && bytes.EqualFold(head[:len(xAPIKeyField)], xAPIKeyField)
 	}
 	s.length = 0
 }
+
+// xAPIKeyField begins a header line of x-api-key, Anthropic's header of a key.
+var xAPIKeyField = []byte(headerXAPIKey + ":")

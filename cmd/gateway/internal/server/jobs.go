@@ -103,8 +103,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // serveAddJob takes a job: it checks the request as a call would be checked, keeps it, and
-// answers 202 at once. Nothing is charged until the job runs.
+// answers 202 at once. Nothing is charged until the job runs. A job kept when the gateway traces
+// its calls keeps the trace context of the request's span, which its attempts' spans link to.
 func (s *Server) serveAddJob(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	p := s.policy.Load()
 	caller, apiErr := s.authenticate(p, r)
 	if apiErr != nil {
@@ -127,7 +129,9 @@ func (s *Server) serveAddJob(w http.ResponseWriter, r *http.Request) {
 	}
 	key, _ := bearerKey(r) // authenticated above
 	j.KeyHash = gatewayv1.HashKey(key)
+	span := s.startJobCreation(r, j, arrived)
 	err := s.opts.Jobs.Add(r.Context(), j)
+	endJobCreation(span, j, err)
 	if err != nil {
 		s.gate.RefundJob(r.Context(), c.admission(), j.ID)
 	}

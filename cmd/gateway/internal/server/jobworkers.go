@@ -210,7 +210,7 @@ func (s *Server) attempt(ctx context.Context, j *jobs.Job) jobs.Outcome {
 	}
 	req := c.admission()
 	req.Job, req.Held = j.Attempt(), j.Held
-	t, refusal := s.gate.Admit(ctx, req)
+	t, refusal := s.admit(ctx, c, req)
 	c.admitted(t, refusal)
 	switch {
 	case refusal == nil:
@@ -239,8 +239,12 @@ func (s *Server) jobCall(ctx context.Context, p *policy.Policy, j *jobs.Job) (*c
 	if caller == nil || caller.Tenant.Config.ID() != j.TenantID {
 		return nil, &apiError{status: http.StatusUnauthorized, Message: "The API key that sent this job is no longer valid."}
 	}
+	arrived := time.Now()
 	c, apiErr := s.newCall(ctx, p, caller, estimate.Endpoint(j.Endpoint), j.Body)
-	c.requestID, c.arrived = j.ID, time.Now()
+	c.requestID, c.arrived = j.ID, arrived
+	if apiErr == nil {
+		c.traced = s.startJobCall(j, arrived)
+	}
 	return c, apiErr
 }
 
@@ -257,7 +261,7 @@ func (s *Server) forward(ctx context.Context, c *call) (out jobs.Outcome) {
 	limit := forwardTimeout(c.route.Provider.Config)
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	o := s.newOutbound(ctx, c, nil)
+	o := s.newOutbound(c.traced.context(ctx), c, nil)
 	defer o.end()
 	resp, err := s.send(o, jobPath(o.endpoint), jobHeaders)
 	if err != nil {

@@ -1,11 +1,15 @@
 package server
 
 import (
+	"slices"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // metrics are the gateway's Prometheus series of the HTTP side: answers, providers' errors and
-// attempts, and jobs. The limits' and the queues' series are the admission gate's.
+// attempts, jobs, and the OpenTelemetry GenAI conventions' client metrics under their Prometheus
+// names. The limits' and the queues' series are the admission gate's.
 type metrics struct {
 	requests       *prometheus.CounterVec
 	providerErrors *prometheus.CounterVec
@@ -24,6 +28,57 @@ type metrics struct {
 	// maxInFlight is each provider's cap on calls in flight, across every gateway, beside which
 	// Little's law puts what its traffic needs: rate(arrivals) × mean call duration.
 	maxInFlight *prometheus.GaugeVec
+	// genAITokens, genAIDuration and genAIFirstChunk are the GenAI conventions' client metrics of
+	// the calls that went to a provider (see observeGenAI).
+	genAITokens     *prometheus.HistogramVec
+	genAIDuration   *prometheus.HistogramVec
+	genAIFirstChunk *prometheus.HistogramVec
+}
+
+// The labels of the GenAI metrics, as the conventions' attributes become Prometheus labels.
+var genAILabels = []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"}
+
+// The buckets the GenAI conventions give their histograms.
+var (
+	genAITokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
+	genAIDurationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+)
+
+func newGenAIMetrics(m *metrics) {
+	m.genAITokens = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "gen_ai_client_token_usage", Buckets: genAITokenBuckets,
+		Help: "Tokens a call that went to a provider was charged, input or output (OpenTelemetry's gen_ai.client.token.usage), by operation, provider and the model sent.",
+	}, slices.Concat(genAILabels, []string{"gen_ai_token_type"}))
+	m.genAIDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "gen_ai_client_operation_duration_seconds", Buckets: genAIDurationBuckets,
+		Help: "Time from a call's going to its provider (the last, after a failover) to its end, retries included (OpenTelemetry's gen_ai.client.operation.duration), by operation, provider, the model sent and error_type, the outcome of a call that did not end ok.",
+	}, slices.Concat(genAILabels, []string{"error_type"}))
+	m.genAIFirstChunk = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "gen_ai_client_operation_time_to_first_chunk_seconds", Buckets: genAIDurationBuckets,
+		Help: "Time from a stream's going to its provider to its first data chunk (OpenTelemetry's gen_ai.client.operation.time_to_first_chunk), by operation, provider and the model sent.",
+	}, genAILabels)
+}
+
+// observeGenAI observes the GenAI metrics of call c, which ended as e at now: the calls that went
+// to a provider, their duration, a stream's first chunk, and the tokens of those charged their
+// usage.
+func (m *metrics) observeGenAI(c *call, e ending, now time.Time) {
+	if c.sent.IsZero() {
+		return
+	}
+	op, provider := operationName(c.endpoint), c.provider()
+	errorType := ""
+	if e.outcome != outcomeOK {
+		errorType = e.outcome
+	}
+	m.genAIDuration.WithLabelValues(op, provider, c.modelSent, errorType).Observe(now.Sub(c.sent).Seconds())
+	if !c.firstChunk.IsZero() {
+		m.genAIFirstChunk.WithLabelValues(op, provider, c.modelSent).Observe(c.firstChunk.Sub(c.sent).Seconds())
+	}
+	if e.ticket == settleTicket {
+		m.genAITokens.WithLabelValues(op, provider, c.modelSent, "input").Observe(float64(e.usage.PromptTokens))
+		m.genAITokens.WithLabelValues(op, provider, c.modelSent, "output").Observe(float64(e.usage.CompletionTokens))
+	}
 }
 
 // The outcomes a request is counted under.
@@ -87,7 +142,9 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 		Name: "sluice_gateway_provider_overloaded_total",
 		Help: "Attempts an Anthropic provider answered 529 overloaded_error, retries included, by provider: its capacity spent for the moment, which neither pauses the provider's queue nor lowers its limits, as a 429 does.",
 	}, []string{"provider"})
+	newGenAIMetrics(m)
 	reg.MustRegister(m.requests, m.providerErrors, m.providerOverloaded, m.attempts, m.failovers, m.jobsEnded, m.jobAttempts, m.jobsLost, m.overloaded, m.usageOutOfBounds, m.backgroundEnded, m.maxInFlight,
+		m.genAITokens, m.genAIDuration, m.genAIFirstChunk,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_gateway_calls_in_flight", Help: "Calls the API holds: being read, waiting in a queue, at their provider or streaming back.",
 		}, inFlight))

@@ -72,7 +72,7 @@ func (s *Server) loadTransport(p *policy.Provider, key transportKey) *upstream.T
 	if !key.countTokens {
 		throttled = func(_ int, retryAfter time.Duration) { s.gate.Throttled(p.Name, retryAfter) }
 	}
-	t := upstream.New(providerTransport(cfg), upstream.Options{
+	t := upstream.New(s.traceAttempts(providerTransport(cfg)), upstream.Options{
 		MaxAttempts: int(cfg.Retry.MaxAttempts), BaseDelay: cfg.Retry.BaseDelay.Duration, MaxDelay: cfg.Retry.MaxDelay.Duration,
 		Throttled:   throttled,
 		Attempted:   func(status int, err error) { s.attempted(p.Name, status, err) },
@@ -137,7 +137,7 @@ func (s *Server) send(o *outbound, path string, in http.Header) (*http.Response,
 	req.URL = o.target(path) // built, not written out to be parsed again
 	req.Host = req.URL.Host
 	req.Header = providerHeaders(in, o.route.Provider)
-	o.sent = true
+	o.sent = time.Now()
 	t := s.transport(o.route.Provider)
 	if o.endpoint == estimate.CountTokens {
 		t = s.countTokensTransport(o.route.Provider)
@@ -282,11 +282,12 @@ func (p *bufferPool) Get() []byte {
 func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
 
 // forwardedHeaders are the client's headers a call takes to its provider: what answer is
-// wanted, who sends it, the beta features it asks for and its trace. Every other header stays at
-// the gateway: the client's keys (Authorization, Api-Key, a cookie), its account
-// (OpenAI-Organization, OpenAI-Project), a connection upgrade, its Content-Type (the body goes as
-// JSON in UTF-8, as the gateway read it) and whatever a provider might read that the gateway did
-// not check.
+// wanted, who sends it, the beta features it asks for and its trace context, as the client sent
+// it when the gateway does not trace its calls, and naming the span of the call's attempt when it
+// does (see tracedTransport). Every other header stays at the gateway: the client's keys
+// (Authorization, Api-Key, a cookie), its account (OpenAI-Organization, OpenAI-Project), a
+// connection upgrade, its Content-Type (the body goes as JSON in UTF-8, as the gateway read it)
+// and whatever a provider might read that the gateway did not check.
 var forwardedHeaders = []string{"Accept", "User-Agent", "Openai-Beta", "Traceparent", "Tracestate"}
 
 // noUserAgent is the User-Agent that the transport leaves out of a call.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
@@ -62,6 +63,9 @@ type Options struct {
 	// asks callers for (see gatewayv1.ReadAdminToken). It is called at each such request, so
 	// that a token file that changes takes effect at once. Nil leaves them open.
 	AdminToken func() (string, error)
+	// Tracer, when set, traces each call to the API (see trace.go). Nil traces none, at the cost
+	// of a nil check.
+	Tracer trace.Tracer
 	// LimitsLearned, when set, is called whenever the limits learned from a provider's
 	// rate-limit headers change, to compile Learned into the providers' limits
 	// (policy.CompileLearned) and SetPolicy the result. Nil means they are only reported.

@@ -108,6 +108,7 @@ func (s *Server) settleJSON(resp *http.Response, o *outbound) error {
 		return nil
 	}
 	resp.Body.Close()
+	o.traced.noteAnswer(body)
 	usage, ok := estimate.ParseUsage(body)
 	if o.endpoint == estimate.Responses {
 		if r, isResponse := estimate.ParseResponse(body); isResponse {

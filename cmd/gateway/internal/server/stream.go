@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 )
@@ -124,6 +125,10 @@ func (b *streamBody) observe(line []byte) []byte {
 	data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:"))
 	if !ok {
 		return line
+	}
+	if b.o.firstChunk.IsZero() {
+		b.o.firstChunk = time.Now()
+		b.o.traced.noteAnswer(data)
 	}
 	b.usage.Observe(data)
 	if b.usage.Done() {

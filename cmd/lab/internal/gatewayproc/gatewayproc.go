@@ -85,13 +85,14 @@ func WriteConfig(dir string, cfg gatewayv1.Config, files map[string]string) (str
 }
 
 // Start writes cfg and files into a new temporary directory, starts the gateway binary bin on
-// free loopback ports under name (its name in the usage snapshot), and waits until it is ready.
-func Start(ctx context.Context, bin, name string, cfg gatewayv1.Config, files map[string]string) (*Gateway, error) {
+// free loopback ports under name (its name in the usage snapshot), with env (NAME=value) added to
+// its environment, and waits until it is ready.
+func Start(ctx context.Context, bin, name string, cfg gatewayv1.Config, files map[string]string, env ...string) (*Gateway, error) {
 	dir, err := os.MkdirTemp("", "lab-gateway-")
 	if err != nil {
 		return nil, fmt.Errorf("gatewayproc: directory: %w", err)
 	}
-	g, err := launch(bin, name, dir, cfg, files)
+	g, err := launch(bin, name, dir, cfg, files, env)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -103,7 +104,7 @@ func Start(ctx context.Context, bin, name string, cfg gatewayv1.Config, files ma
 	return g, nil
 }
 
-func launch(bin, name, dir string, cfg gatewayv1.Config, files map[string]string) (*Gateway, error) {
+func launch(bin, name, dir string, cfg gatewayv1.Config, files map[string]string, env []string) (*Gateway, error) {
 	config, err := WriteConfig(dir, cfg, files)
 	if err != nil {
 		return nil, err
@@ -118,6 +119,7 @@ func launch(bin, name, dir string, cfg gatewayv1.Config, files map[string]string
 	}
 	cmd := exec.Command(bin, "--config", config, "--listen", api, "--admin-listen", admin, "--name", name)
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Env = append(os.Environ(), env...) // a later value of a name wins
 	cmd.SysProcAttr = sysProcAttr()
 	if err := cmd.Start(); err != nil {
 		log.Close()

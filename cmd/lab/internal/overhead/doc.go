@@ -2,7 +2,7 @@
 // user would: the same requests sent straight to an upstream, through a bare
 // reverse proxy, and through the gateway, and the difference.
 //
-// Three targets run at once on loopback ports:
+// Three targets, or more, run at once on loopback ports:
 //
 //   - stub: a zero-delay upstream in this process, which answers every chat
 //     completion at once in OpenAI's JSON with a usage block, and with the
@@ -20,7 +20,18 @@
 //     to queue (onLimit Queue) and to ten times what the run needs, so every
 //     limit is checked and charged on every request but none refuses or
 //     holds one. The model names its encoding, as a user's would, so the
-//     gateway counts prompt tokens with it.
+//     gateway counts prompt tokens with it. It traces nothing, whatever
+//     OTEL_* variables the lab runs with.
+//
+// With [Options.Tracing] (-tracing 0.01,1), one more gateway for each share
+// is a target after those three: the same gateway, tracing that share of its
+// calls (OTEL_TRACES_SAMPLER=traceidratio) and sending their spans over
+// OTLP/HTTP to a receiver in this process, which counts them and keeps
+// none. A traced gateway sends its batches every 100 ms rather than the
+// SDK's 5 s, so that a step's CPU time holds the sending of its own spans.
+// The report adds, for each traced gateway, the spans it sent and its CPU a
+// request and p50 beside the untraced gateway's; the checks are made on the
+// untraced gateway.
 //
 // The load is open-loop: at rate r the i-th request of a step is due at
 // start + i/r, whatever became of the ones before it, and its latency runs
@@ -33,15 +44,16 @@
 //
 // On a machine of two CPUs or more the run is pinned ([Options.Pin]): this
 // process, the load and the stub, keeps to CPU 0, and the proxy and the
-// gateway, started from it and so with GOMAXPROCS 1, move to CPU 1, each
+// gateways, started from it and so with GOMAXPROCS 1, move to CPU 1, each
 // process on its core, as a gateway pod limited to one CPU runs. Unpinned,
 // the targets' CPU times take in how the kernel and the Go scheduler shuffle
 // three processes' threads over the cores, which changes from run to run.
 //
 // A run is [Options.Rounds] rounds; each round runs every rate against every
-// target in turn, stub, proxy, gateway, for [Options.Step] each, so that a
-// change in the machine's load touches every target alike. A warm-up step
-// per target, at the lowest rate, comes first and is not counted.
+// target in turn, stub, proxy, gateway (then the traced gateways), for
+// [Options.Step] each, so that a change in the machine's load touches every
+// target alike. A warm-up step per target, at the lowest rate, comes first
+// and is not counted.
 //
 // For each rate and target the report gives p50 and p99 of all rounds'
 // latencies; for the proxy and the gateway, what each adds to the stub alone

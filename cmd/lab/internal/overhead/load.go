@@ -42,6 +42,9 @@ type client struct {
 	// proc is the target's process; nil for the stub, whose CPU time is
 	// not counted.
 	proc child
+	// spans counts the spans a traced gateway has sent so far; nil for a
+	// target that traces nothing.
+	spans func() int64
 }
 
 // newClient is a client of the target at url, with at most workers
@@ -75,6 +78,7 @@ func (c *client) step(ctx context.Context, rate int, d time.Duration, workers in
 	if err != nil {
 		return Step{}, err
 	}
+	spans := c.spansSent()
 	records := c.drive(ctx, rate, d, workers)
 	time.Sleep(quiet)
 	after, err := c.cpu()
@@ -82,8 +86,16 @@ func (c *client) step(ctx context.Context, rate int, d time.Duration, workers in
 		return Step{}, err
 	}
 	s := measure(records)
-	s.Rate, s.Target, s.CPUSeconds = rate, c.target, (after - before).Seconds()
+	s.Rate, s.Target, s.CPUSeconds, s.Spans = rate, c.target, (after - before).Seconds(), c.spansSent()-spans
 	return s, nil
+}
+
+// spansSent is the spans the target has sent so far; zero for one that traces nothing.
+func (c *client) spansSent() int64 {
+	if c.spans == nil {
+		return 0
+	}
+	return c.spans()
 }
 
 // cpu is the CPU time the target's process has used; zero for the stub.

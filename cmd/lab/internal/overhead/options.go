@@ -3,6 +3,10 @@ package overhead
 import (
 	"errors"
 	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/lab/internal/gatewayproc"
@@ -34,6 +38,11 @@ type Options struct {
 	// a gateway pod limited to one CPU runs (with GOMAXPROCS 1), and the
 	// targets' CPU times free of each other's and the load's scheduling.
 	Pin bool
+	// Tracing are the shares of calls, each above 0 and at most 1, at which
+	// a gateway that traces its calls is measured too, each a target of its
+	// own after the untraced gateway (see tracedTarget). Nil measures the
+	// untraced gateway alone.
+	Tracing []float64
 	// Self is the path of a binary whose command ProxyCommand serves the
 	// bare proxy (see RunProxy). Empty means this program.
 	Self string
@@ -63,6 +72,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Warmup, "warmup", o.Warmup, "an uncounted step per target, at the lowest rate, before the rounds; 0 for none")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "the most requests in flight, and connections, to each target")
 	fs.BoolVar(&o.Pin, "pin", o.Pin, "run the load on CPU 0 and the target measured on CPU 1, when the machine has both")
+	fs.Var((*shares)(&o.Tracing), "tracing", "comma-separated shares of calls, from 0 to 1, at which a gateway that traces them is measured too, such as 0.01,1; empty for none")
 	gatewayproc.AddFlag(fs, &o.Gateway, "path of the gateway binary")
 }
 
@@ -75,7 +85,51 @@ func (o Options) validate() error {
 		return errors.New("overhead: options: Step must be positive and Warmup not negative")
 	case o.Rounds <= 0 || o.Workers <= 0:
 		return errors.New("overhead: options: Rounds and Workers must be positive")
+	case slices.ContainsFunc(o.Tracing, func(s float64) bool { return !(s > 0 && s <= 1) }):
+		return errors.New("overhead: options: each share of Tracing must be above 0 and at most 1")
+	case len(slices.Compact(slices.Sorted(slices.Values(o.Tracing)))) != len(o.Tracing):
+		return errors.New("overhead: options: the shares of Tracing must differ")
 	}
+	return nil
+}
+
+// targets are the run's targets, in the order each round runs them: the stub, the proxy, the
+// gateway, then the gateway traced at each share of Tracing.
+func (o Options) targets() []Target {
+	out := []Target{Stub, Proxy, Gateway}
+	for _, share := range o.Tracing {
+		out = append(out, tracedTarget(share))
+	}
+	return out
+}
+
+// shares are the shares of Options.Tracing. As a flag.Value it reads and writes the
+// comma-separated form; an empty string is none.
+type shares []float64
+
+// String is the comma-separated form.
+func (s *shares) String() string {
+	out := make([]string, len(*s))
+	for i, share := range *s {
+		out[i] = strconv.FormatFloat(share, 'f', -1, 64)
+	}
+	return strings.Join(out, ",")
+}
+
+// Set replaces the shares with those of the comma-separated list v.
+func (s *shares) Set(v string) error {
+	var out shares
+	for f := range strings.SplitSeq(v, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		share, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			return fmt.Errorf("overhead: %q is not a share", f)
+		}
+		out = append(out, share)
+	}
+	*s = out
 	return nil
 }
 

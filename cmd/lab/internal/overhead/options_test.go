@@ -11,11 +11,12 @@ import (
 )
 
 func TestAddFlags(t *testing.T) {
-	got, err := labtest.ParseFlags(DefaultOptions(), "-rates", "100, 200", "-step", "1s", "-rounds", "1", "-warmup", "0", "-workers", "8", "-pin=false", "-gateway", "/tmp/gw")
+	got, err := labtest.ParseFlags(DefaultOptions(), "-rates", "100, 200", "-step", "1s", "-rounds", "1", "-warmup", "0", "-workers", "8", "-pin=false", "-gateway", "/tmp/gw",
+		"-tracing", "0.01, 1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Options{Rates: []int{100, 200}, Step: time.Second, Rounds: 1, Warmup: 0, Workers: 8, Gateway: "/tmp/gw"}
+	want := Options{Rates: []int{100, 200}, Step: time.Second, Rounds: 1, Warmup: 0, Workers: 8, Gateway: "/tmp/gw", Tracing: []float64{0.01, 1}}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("options (-got +want):\n%s", diff)
 	}
@@ -24,6 +25,12 @@ func TestAddFlags(t *testing.T) {
 func TestAddFlagsRefusesARateThatIsNotANumber(t *testing.T) {
 	if _, err := labtest.ParseFlags(DefaultOptions(), "-rates", "500,lots"); err == nil || !strings.Contains(err.Error(), "flag -rates") {
 		t.Errorf("Parse(-rates 500,lots) = %v; want the rates refused", err)
+	}
+}
+
+func TestAddFlagsRefusesAShareThatIsNotANumber(t *testing.T) {
+	if _, err := labtest.ParseFlags(DefaultOptions(), "-tracing", "0.01,all"); err == nil || !strings.Contains(err.Error(), "flag -tracing") {
+		t.Errorf("Parse(-tracing 0.01,all) = %v; want the shares refused", err)
 	}
 }
 
@@ -42,6 +49,10 @@ func TestValidate(t *testing.T) {
 		{name: "a negative warm-up", change: func(o *Options) { o.Warmup = -time.Second }, wantErr: "Warmup not negative"},
 		{name: "no rounds", change: func(o *Options) { o.Rounds = 0 }, wantErr: "Rounds and Workers must be positive"},
 		{name: "no workers", change: func(o *Options) { o.Workers = 0 }, wantErr: "Rounds and Workers must be positive"},
+		{name: "traced at 1% and at every call", change: func(o *Options) { o.Tracing = []float64{0.01, 1} }},
+		{name: "traced at no call", change: func(o *Options) { o.Tracing = []float64{0} }, wantErr: "above 0 and at most 1"},
+		{name: "traced past every call", change: func(o *Options) { o.Tracing = []float64{1.5} }, wantErr: "above 0 and at most 1"},
+		{name: "traced twice at one share", change: func(o *Options) { o.Tracing = []float64{0.5, 0.5} }, wantErr: "must differ"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

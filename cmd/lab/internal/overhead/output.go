@@ -32,6 +32,11 @@ func (r Report) footer() string {
 			s += fmt.Sprintf("note: %d/s %s: %s\n", res.Rate, res.Target, n)
 		}
 	}
+	for _, res := range r.Results {
+		if n := tracingNote(res, find(r.Results, res.Rate, Gateway)); n != "" {
+			s += fmt.Sprintf("tracing: %d/s %s: %s\n", res.Rate, res.Target, n)
+		}
+	}
 	s += fmt.Sprintf("load average %s at the start, %s at the end, on %d CPUs%s\n",
 		orUnknown(r.LoadAverage.Start), orUnknown(r.LoadAverage.End), r.Settings.CPUs, pinning(r.Settings))
 	for _, c := range r.Checks {
@@ -64,6 +69,23 @@ func note(r Result) string {
 		return ""
 	}
 	return s[:len(s)-2]
+}
+
+// tracingNote says what a traced gateway's result took beyond the untraced gateway's, at the same
+// rate: its spans, and the CPU a request and the p50 tracing added. Empty for a result that sent
+// no spans.
+func tracingNote(traced, untraced Result) string {
+	if traced.Spans == 0 {
+		return ""
+	}
+	s := fmt.Sprintf("%d spans sent, %.2f a request answered", traced.Spans, float64(traced.Spans)/float64(max(traced.Answered, 1)))
+	if traced.CPUSecondsPerRequest != nil && untraced.CPUSecondsPerRequest != nil {
+		s += fmt.Sprintf("; CPU a request %s against %s untraced", micros(traced.CPUSecondsPerRequest), micros(untraced.CPUSecondsPerRequest))
+	}
+	if untraced.Answered > 0 && traced.Answered > 0 {
+		s += fmt.Sprintf("; p50 %s against %s untraced", ms(traced.P50Seconds), ms(untraced.P50Seconds))
+	}
+	return s
 }
 
 // String is the check as the table writes it, such as

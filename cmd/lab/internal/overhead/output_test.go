@@ -2,6 +2,7 @@ package overhead
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -45,5 +46,26 @@ FAIL  at 2000/s, the gateway's added p99: not measured
 `
 	if diff := cmp.Diff(out.String(), want); diff != "" {
 		t.Errorf("table (-got +want):\n%s", diff)
+	}
+}
+
+// TestWriteTableOfATracedGateway writes, after the table, what the gateway traced at 100% sent
+// and took beyond the untraced gateway.
+func TestWriteTableOfATracedGateway(t *testing.T) {
+	rep := sampleReport()
+	rep.Results = append(rep.Results, Result{Rate: 2000, Target: tracedTarget(1), Counts: Counts{Requests: 60000, Answered: 60000},
+		P50Seconds: 0.000_350, P99Seconds: 0.000_900, AddedP50Seconds: new(0.000_150), AddedP99Seconds: new(0.0),
+		CPUSecondsPerRequest: new(0.000_080), Spans: 240000})
+	var out bytes.Buffer
+	if err := rep.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		"2000    gateway traced 100%  60000/60000  0       0     0.350ms  0.900ms  +0.150ms   +0.000ms   80.0µs\n",
+		"tracing: 2000/s gateway traced 100%: 240000 spans sent, 4.00 a request answered; CPU a request 80.0µs against 70.0µs untraced; p50 0.350ms against 0.320ms untraced\n",
+	} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("the table has no line %q:\n%s", line, &out)
+		}
 	}
 }

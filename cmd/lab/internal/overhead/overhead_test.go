@@ -40,16 +40,19 @@ func serveProxy(args []string) int {
 }
 
 // TestRun runs the whole measurement, small: 100 requests a second for a
-// second per target, once. It asserts what a slow machine cannot change:
-// every target was measured, every request answered, every check made;
-// never the timings.
+// second per target, once, with a gateway that traces every call beside
+// the one that traces none. It asserts what a slow machine cannot change:
+// every target was measured, every request answered, every check made,
+// the traced gateway's spans received and none of the others'; never the
+// timings.
 func TestRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the gateway binary and a proxy process")
 	}
 	opts := DefaultOptions()
 	opts.Rates, opts.Step, opts.Rounds, opts.Warmup = []int{100}, time.Second, 1, 0
-	opts.Gateway = gatewayBin
+	opts.Gateway, opts.Tracing = gatewayBin, []float64{1}
+	targets := []Target{Stub, Proxy, Gateway, "gateway traced 100%"}
 	var progress bytes.Buffer
 	rep, err := Run(t.Context(), opts, &progress)
 	if err != nil {
@@ -69,6 +72,9 @@ func TestRun(t *testing.T) {
 		}
 		if r.Target != Stub && (r.AddedP50Seconds == nil || r.AddedP99Seconds == nil || r.CPUSecondsPerRequest == nil) {
 			t.Errorf("%s: added p50 %v, added p99 %v, CPU per request %v; want all measured", r.Target, r.AddedP50Seconds, r.AddedP99Seconds, r.CPUSecondsPerRequest)
+		}
+		if traced := r.Target == targets[3]; traced != (r.Spans > 0) {
+			t.Errorf("%s sent %d spans; want spans from the traced gateway only", r.Target, r.Spans)
 		}
 	}
 	if len(rep.Checks) != 3 {

@@ -11,17 +11,16 @@ import (
 // Target is where a step's requests go.
 type Target string
 
-// The targets, in the order each round runs them.
+// The targets every run measures, in the order each round runs them; the traced gateways, when
+// asked for, come after them (see Options.targets).
 const (
 	// Stub is the zero-delay upstream alone.
 	Stub Target = "stub"
 	// Proxy is a bare reverse proxy in front of the stub.
 	Proxy Target = "proxy"
-	// Gateway is the gateway in front of the stub.
+	// Gateway is the gateway in front of the stub, tracing nothing.
 	Gateway Target = "gateway"
 )
-
-var targets = []Target{Stub, Proxy, Gateway}
 
 // The checks' names.
 const (
@@ -75,6 +74,8 @@ type Settings struct {
 	CPUs          int     `json:"cpus"`
 	// Pinned is true when the load ran on CPU 0 and the targets on CPU 1.
 	Pinned bool `json:"pinned"`
+	// Tracing are the shares of calls the traced gateways sampled.
+	Tracing []float64 `json:"tracing,omitempty"`
 }
 
 // Step is one rate against one target for one round.
@@ -94,6 +95,8 @@ type Step struct {
 	// CPUSeconds is the CPU time, user and system, the target's process
 	// used during the step; zero for the stub, which is not counted.
 	CPUSeconds float64 `json:"cpuSeconds"`
+	// Spans counts the spans a traced gateway sent during the step.
+	Spans int64 `json:"spans,omitempty"`
 
 	// latencies are the answered requests', ascending.
 	latencies []time.Duration
@@ -143,6 +146,8 @@ type Result struct {
 	// CPUSecondsPerRequest is the CPU time of the target's process over
 	// the requests it answered. Nil for the stub, and without answers.
 	CPUSecondsPerRequest *float64 `json:"cpuSecondsPerRequest,omitempty"`
+	// Spans counts the spans a traced gateway sent.
+	Spans int64 `json:"spans,omitempty"`
 }
 
 // Check is one of the gateway's figures against the target.
@@ -164,9 +169,9 @@ type Check struct {
 	Pass         bool    `json:"pass"`
 }
 
-// results puts each rate's steps for each target together, rates in the
-// order given.
-func results(steps []Step, rates []int) []Result {
+// results puts each rate's steps for each target together, rates and
+// targets in the order given.
+func results(steps []Step, rates []int, targets []Target) []Result {
 	var out []Result
 	for _, rate := range rates {
 		stub := merge(steps, rate, Stub)
@@ -192,6 +197,7 @@ func merge(steps []Step, rate int, t Target) Result {
 			continue
 		}
 		r.Counts = r.Counts.plus(s.Counts)
+		r.Spans += s.Spans
 		cpu += s.CPUSeconds
 		latencies = append(latencies, s.latencies...)
 	}

@@ -29,7 +29,7 @@ func TestResults(t *testing.T) {
 		stepOf(2, 500, Proxy, 0.002, 5*ms1, 6*ms1),
 		{Round: 2, Rate: 500, Target: Gateway, Counts: Counts{Requests: 3, Answered: 2, Failed: 1, Late: 1, Queued: 1}, CPUSeconds: 0.004, latencies: []time.Duration{7 * ms1, 9 * ms1}},
 	}
-	got := results(steps, []int{500, 2000})
+	got := results(steps, []int{500, 2000}, []Target{Stub, Proxy, Gateway})
 	want := []Result{
 		{Rate: 500, Target: Stub, Counts: Counts{Requests: 4, Answered: 4}, P50Seconds: 0.002, P99Seconds: 0.004},
 		{Rate: 500, Target: Proxy, Counts: Counts{Requests: 4, Answered: 4}, P50Seconds: 0.004, P99Seconds: 0.006,
@@ -46,8 +46,26 @@ func TestResults(t *testing.T) {
 	}
 }
 
+// TestResultsOfATracedGateway puts a traced gateway's steps together after the untraced one's,
+// with the spans it sent.
+func TestResultsOfATracedGateway(t *testing.T) {
+	traced := tracedTarget(0.01)
+	first, second := stepOf(1, 500, traced, 0.003, 2*ms1), stepOf(2, 500, traced, 0.005, 4*ms1)
+	first.Spans, second.Spans = 4, 8
+	steps := []Step{stepOf(1, 500, Stub, 0, 1*ms1), stepOf(1, 500, Gateway, 0.002, 2*ms1), first, second}
+	got := results(steps, []int{500}, []Target{Stub, Proxy, Gateway, traced})
+	want := Result{Rate: 500, Target: "gateway traced 1%", Counts: Counts{Requests: 2, Answered: 2}, P50Seconds: 0.002, P99Seconds: 0.004,
+		AddedP50Seconds: new(0.001), AddedP99Seconds: new(0.003), CPUSecondsPerRequest: new(0.004), Spans: 12}
+	if len(got) != 4 {
+		t.Fatalf("%d results; want one for each of the four targets", len(got))
+	}
+	if diff := cmp.Diff(got[3], want, approx); diff != "" {
+		t.Errorf("the traced gateway's result (-got +want):\n%s", diff)
+	}
+}
+
 func TestResultsWithoutTheStub(t *testing.T) {
-	got := results([]Step{stepOf(1, 500, Gateway, 0.001, 1*ms1)}, []int{500})
+	got := results([]Step{stepOf(1, 500, Gateway, 0.001, 1*ms1)}, []int{500}, []Target{Stub, Proxy, Gateway})
 	if g := got[2]; g.AddedP50Seconds != nil || g.AddedP99Seconds != nil || g.CPUSecondsPerRequest == nil {
 		t.Errorf("the gateway's result without the stub's = %+v; want CPU per request, and nothing added", g)
 	}

@@ -41,7 +41,7 @@ func Run(ctx context.Context, opts Options, progress io.Writer) (Report, error) 
 	rep := Report{Settings: settingsOf(opts, pinned), LoadAverage: LoadAverage{Start: loadAverage()}}
 	err = r.run(ctx, opts, &rep, progress)
 	rep.LoadAverage.End = loadAverage()
-	rep.Results = results(rep.Steps, opts.Rates)
+	rep.Results = results(rep.Steps, opts.Rates, opts.targets())
 	rep.Checks = checks(rep.Results, opts.peak())
 	return rep, err
 }
@@ -55,14 +55,16 @@ func settingsOf(o Options, pinned bool) Settings {
 		Workers:       o.Workers,
 		CPUs:          runtime.NumCPU(),
 		Pinned:        pinned,
+		Tracing:       o.Tracing,
 	}
 }
 
-// rig is the three targets, running, and a client of each, in the order
-// of targets.
+// rig is the targets, running, and a client of each, in the order of
+// Options.targets.
 type rig struct {
 	dir     string
 	stub    *stub
+	sink    *sink // nil when no gateway traces
 	procs   []child
 	clients []*client
 }
@@ -95,12 +97,10 @@ func startRig(ctx context.Context, opts Options, pinned bool) (_ *rig, err error
 		return nil, err
 	}
 	r.procs = append(r.procs, proxy)
-	gateway, err := gatewayproc.Start(ctx, opts.Gateway, "lab-overhead", gatewayConfig(r.stub.url, opts.peak(), opts.Workers), nil)
-	if err != nil {
+	r.clients = []*client{newClient(Stub, r.stub.url, nil, opts.Workers), newClient(Proxy, proxyURL, proxy, opts.Workers)}
+	if err := r.startGateways(ctx, opts); err != nil {
 		return nil, err
 	}
-	gatewayURL := gateway.URL
-	r.procs = append(r.procs, gateway)
 	if pinned {
 		for _, p := range r.procs {
 			if err := pin(p.Pid(), targetCPU); err != nil {
@@ -108,12 +108,42 @@ func startRig(ctx context.Context, opts Options, pinned bool) (_ *rig, err error
 			}
 		}
 	}
-	r.clients = []*client{
-		newClient(Stub, r.stub.url, nil, opts.Workers),
-		newClient(Proxy, proxyURL, proxy, opts.Workers),
-		newClient(Gateway, gatewayURL, gateway, opts.Workers),
-	}
 	return r, nil
+}
+
+// startGateways starts the gateway that traces nothing and one that traces each share of
+// opts.Tracing, sending its spans to the rig's sink, and adds them and their clients to r.
+func (r *rig) startGateways(ctx context.Context, opts Options) error {
+	if err := r.startGateway(ctx, opts, Gateway, untracedEnv); err != nil {
+		return err
+	}
+	if len(opts.Tracing) == 0 {
+		return nil
+	}
+	var err error
+	if r.sink, err = startSink(); err != nil {
+		return err
+	}
+	for _, share := range opts.Tracing {
+		t := tracedTarget(share)
+		if err := r.startGateway(ctx, opts, t, tracedEnv(r.sink.endpoint(t), share)); err != nil {
+			return err
+		}
+		r.clients[len(r.clients)-1].spans = func() int64 { return r.sink.received(t) }
+	}
+	return nil
+}
+
+// startGateway starts a gateway, target t, with env added to its environment, and adds it and
+// its client to r.
+func (r *rig) startGateway(ctx context.Context, opts Options, t Target, env []string) error {
+	g, err := gatewayproc.Start(ctx, opts.Gateway, "lab-overhead", gatewayConfig(r.stub.url, opts.peak(), opts.Workers), nil, env...)
+	if err != nil {
+		return err
+	}
+	r.procs = append(r.procs, g)
+	r.clients = append(r.clients, newClient(t, g.URL, g, opts.Workers))
+	return nil
 }
 
 // stop stops what startRig started and removes its directory.
@@ -126,6 +156,9 @@ func (r *rig) stop() {
 	}
 	if r.stub != nil {
 		r.stub.close()
+	}
+	if r.sink != nil {
+		r.sink.close()
 	}
 	os.RemoveAll(r.dir)
 }
