@@ -144,7 +144,7 @@ func checkRunningInstall(t *testing.T, c *cluster.Cluster, runner *cluster.Conta
 // checkSamplesReady waits until every sample ProviderQuota and TenantPlan is Ready.
 func checkSamplesReady(t *testing.T, c *cluster.Cluster) {
 	t.Helper()
-	want := "pq/llama=True pq/openai=True tp/enterprise=True tp/free=True tp/pro=True"
+	want := "pq/anthropic=True pq/llama=True pq/openai=True tp/claude-team=True tp/enterprise=True tp/free=True tp/pro=True"
 	var got string
 	poll.Until(t, settle, "the samples to be Ready", func() bool {
 		var states []string

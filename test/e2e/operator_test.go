@@ -56,8 +56,8 @@ func TestOperator(t *testing.T) {
 		`Reason:\s+Compiled\s+Status:\s+True\s+Type:\s+Ready`, `Reason:\s+ScaledToZero\s+Status:\s+False\s+Type:\s+Active`, `Ready Pods:\s+0`)
 
 	dir := t.TempDir()
-	if cfg := writeConfigSecret(t, c, dir, up.URL); len(cfg.Providers) != 2 || len(cfg.Tenants) != 3 {
-		t.Errorf("config.yaml has %d providers and %d tenants; want the samples' 2 and 3", len(cfg.Providers), len(cfg.Tenants))
+	if cfg := writeConfigSecret(t, c, dir, up.URL); len(cfg.Providers) != 3 || len(cfg.Tenants) != 4 {
+		t.Errorf("config.yaml has %d providers and %d tenants; want the samples' 3 and 4", len(cfg.Providers), len(cfg.Tenants))
 	}
 	g := startGatewayOn(t, filepath.Join(dir, "config.yaml"), api, admin)
 	for range 3 {
