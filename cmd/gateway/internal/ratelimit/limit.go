@@ -280,9 +280,6 @@ func (l *Limit) IsMark() bool { return l.kind == mark }
 // midnight or on the first of the month) rather than a rate or calls in flight.
 func (l *Limit) IsWindow() bool { return l.kind == window }
 
-// IsRolling reports whether the limit is a rolling window (see NewRolling).
-func (l *Limit) IsRolling() bool { return l.kind == rolling }
-
 // IsBucket reports whether the limit is a token bucket (see NewBucket and NewPace).
 func (l *Limit) IsBucket() bool { return l.kind == bucket }
 
