@@ -25,7 +25,7 @@ var (
 // chatRequest builds of them holds no bytes of body, so nothing that changes body later (no
 // function of the package does) reaches a Request.
 func plainChat(body []byte) (b chatBodyMessages, unread int64, ok bool) {
-	if !json.Valid(body) {
+	if !valid(body) {
 		return chatBodyMessages{}, 0, false
 	}
 	r := plainReader{body: body, i: skipSpace(body, 0)}
