@@ -193,3 +193,26 @@ func BenchmarkParseEstimateShort(b *testing.B) {
 		r.Estimate(counter, "o200k_base", 4096)
 	}
 }
+
+// BenchmarkParseEstimateEmbeddings reads and estimates an embeddings call of 64 inputs of about
+// 32 tokens each.
+func BenchmarkParseEstimateEmbeddings(b *testing.B) {
+	inputs := make([]string, 64)
+	for i := range inputs {
+		inputs[i] = strings.Repeat("the lab has one big red cat and ", 4)
+	}
+	body, err := json.Marshal(map[string]any{"model": "text-embedding-3-small", "input": inputs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	counter.Count("cl100k_base", "warm up") // load the encoding outside the timer
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		r, err := Parse(Embeddings, body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Estimate(counter, "cl100k_base", 0)
+	}
+}
