@@ -45,10 +45,12 @@ func parseCompletions(body []byte) (*Request, error) {
 }
 
 func parseEmbeddings(body []byte) (*Request, error) {
-	var b embeddingsBody
-	unread, err := read(body, &b)
-	if err != nil {
-		return nil, err
+	b, unread, ok := plainEmbeddings(body)
+	if !ok {
+		var err error
+		if unread, err = read(body, &b); err != nil {
+			return nil, err
+		}
 	}
 	if b.Model == "" {
 		return nil, &RequestError{Err: ErrMissingModel, Param: "model"}
