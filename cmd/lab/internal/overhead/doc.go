@@ -6,8 +6,10 @@
 //
 //   - stub: a zero-delay upstream in this process, which answers every chat
 //     completion and embeddings call at once in OpenAI's JSON with a usage
-//     block, or a chat that asks for a stream as server-sent events of 16
-//     tokens each with a last usage chunk, and with the
+//     block, a chat in 16 tokens at most whatever cap it names (the gateway
+//     names its model's default on a call that names none), or a chat that
+//     asks for a stream as server-sent events of 16 tokens each, as many as
+//     its cap, with a last usage chunk, and with the
 //     headers OpenAI sends: a request id, its processing time and its rate
 //     limits, whose remaining counts change from one answer to the next
 //     (the proxy passes them on; the gateway reads them, and answers with

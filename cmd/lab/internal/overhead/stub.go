@@ -37,12 +37,23 @@ func startStub(limits providerLimits) (*stub, error) {
 			}
 			n := seq.Add(1)
 			setProviderHeaders(w.Header(), limits, n)
-			answer(w, req, openai.NewReply(req, n, time.Now().Unix()))
+			answer(w, req, openai.NewReply(shortAnswer(req), n, time.Now().Unix()))
 		})
 	}
 	s := &stub{srv: &http.Server{Handler: mux, ReadHeaderTimeout: requestTimeout}, url: "http://" + ln.Addr().String()}
 	go func() { _ = s.srv.Serve(ln) }() // ErrServerClosed, when close closes it
 	return s, nil
+}
+
+// shortAnswer is req as the stub answers it: a chat answered as JSON in maxTokens tokens at most,
+// finished for "stop" below its cap, as a short classification is, whatever cap it names; the
+// gateway names its model's default cap on a call that names none, and the bare proxy does not,
+// and both answers are the same. A stream is as long as its cap.
+func shortAnswer(req openai.Request) openai.Request {
+	if !req.Stream && req.CompletionTokens > maxTokens {
+		req.CompletionTokens, req.Capped = maxTokens, false
+	}
+	return req
 }
 
 // answer writes rep to w, as a stream when req asks for one.
