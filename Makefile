@@ -5,7 +5,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 GOLANGCI_LINT_VERSION ?= v2.15.0
 
-.PHONY: all build test test-short generate manifests chart-manifests helm-lint helm-template docker-build lint bench demo demo-lab lab-figures lab-variants lab-failover lab-overhead control-plane redis
+.PHONY: all build test test-short generate manifests chart-manifests helm-lint helm-template docker-build lint bench demo demo-lab lab-figures lab-variants lab-failover lab-overhead lab-saturation control-plane redis
 
 all: build
 
@@ -91,6 +91,13 @@ lab-failover:
 lab-overhead:
 	@OUT=bin/lab-overhead hack/lab-overhead.sh
 	cp bin/lab-overhead/overhead.txt cmd/lab/demo/
+
+## lab-saturation: the gateway's capacity on one core against a bare proxy's, on a closed loop and
+## open-loop, for every shape of call and both stores; about 12 minutes. Keeps its tables in
+## cmd/lab/demo/.
+lab-saturation:
+	@OUT=bin/lab-saturation hack/lab-saturation.sh
+	cp bin/lab-saturation/saturation.txt cmd/lab/demo/
 
 ## lab-figures: runs demo-lab and keeps its table (with the command and the date) and the queue
 ## case's chart in cmd/lab/demo/, where the README links them.

@@ -193,3 +193,49 @@ func BenchmarkParseEstimateShort(b *testing.B) {
 		r.Estimate(counter, "o200k_base", 4096)
 	}
 }
+
+// BenchmarkParseEstimateEmbeddings reads and estimates an embeddings call of 64 inputs of about
+// 32 tokens each.
+func BenchmarkParseEstimateEmbeddings(b *testing.B) {
+	inputs := make([]string, 64)
+	for i := range inputs {
+		inputs[i] = strings.Repeat("the lab has one big red cat and ", 4)
+	}
+	body, err := json.Marshal(map[string]any{"model": "text-embedding-3-small", "input": inputs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	counter.Count("cl100k_base", "warm up") // load the encoding outside the timer
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		r, err := Parse(Embeddings, body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Estimate(counter, "cl100k_base", 0)
+	}
+}
+
+// BenchmarkStreamUsage follows a chat's stream of 200 chunks of 16 tokens each, as OpenAI sends
+// them, and its usage chunk.
+func BenchmarkStreamUsage(b *testing.B) {
+	piece, err := json.Marshal(strings.Repeat("the lab has one big red cat and ", 2))
+	if err != nil {
+		b.Fatal(err)
+	}
+	chunk := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1765100000,"model":"gpt-4o-mini","service_tier":"default",` +
+		`"system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":` + string(piece) + `},"logprobs":null,"finish_reason":null}]}`)
+	usage := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1765100000,"model":"gpt-4o-mini","choices":[],` +
+		`"usage":{"prompt_tokens":12,"completion_tokens":3200,"total_tokens":3212}}`)
+	counter.Count("o200k_base", "warm up") // load the encoding outside the timer
+	b.ReportAllocs()
+	for b.Loop() {
+		s := NewStreamUsage(counter, "o200k_base", 12)
+		for range 200 {
+			s.Observe(chunk)
+		}
+		s.Observe(usage)
+		s.Observe(doneEvent)
+	}
+}

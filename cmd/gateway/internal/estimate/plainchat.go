@@ -25,7 +25,7 @@ var (
 // chatRequest builds of them holds no bytes of body, so nothing that changes body later (no
 // function of the package does) reaches a Request.
 func plainChat(body []byte) (b chatBodyMessages, unread int64, ok bool) {
-	if !json.Valid(body) {
+	if !valid(body) {
 		return chatBodyMessages{}, 0, false
 	}
 	r := plainReader{body: body, i: skipSpace(body, 0)}
@@ -33,6 +33,39 @@ func plainChat(body []byte) (b chatBodyMessages, unread int64, ok bool) {
 		return chatBodyMessages{}, 0, false
 	}
 	return b, r.unread, true
+}
+
+// embeddingsKind is the kind of an embeddings request's object, found once.
+var embeddingsKind = kindOf(reflect.TypeFor[embeddingsBody]())
+
+// plainEmbeddings reads body as read does into an embeddingsBody, and returns what it returns,
+// but in one pass and without reflection, when body is a plain embeddings request (see
+// plainChat): a valid JSON object whose keys are unescaped ASCII, each given once and spelt as
+// the API spells it, none another endpoint's cap, and whose model is a string of printable
+// ASCII without escapes. It reports false for any other body, for read to read.
+func plainEmbeddings(body []byte) (b embeddingsBody, unread int64, ok bool) {
+	if !valid(body) {
+		return embeddingsBody{}, 0, false
+	}
+	r := plainReader{body: body, i: skipSpace(body, 0)}
+	if !r.object(embeddingsKind, func(name string) bool { return r.embeddingsField(&b, name) }) {
+		return embeddingsBody{}, 0, false
+	}
+	return b, r.unread, true
+}
+
+// embeddingsField reads the value of the field of an embeddings request that name names into b.
+func (r *plainReader) embeddingsField(b *embeddingsBody, name string) bool {
+	switch name {
+	case "model":
+		var ok bool
+		b.Model, ok = r.text()
+		return ok
+	case "input":
+		b.Input = r.raw()
+		return true
+	}
+	return false
 }
 
 // plainReader reads a valid JSON body from body[i] on, as far as it is plain (see plainChat),

@@ -277,3 +277,63 @@ func FuzzPlainChat(f *testing.F) {
 		checkPlainChat(t, body)
 	})
 }
+
+// checkPlainEmbeddings fails when plainEmbeddings reads body otherwise than read does, and
+// reports whether it read it.
+func checkPlainEmbeddings(t *testing.T, body []byte) bool {
+	t.Helper()
+	got, gotUnread, ok := plainEmbeddings(body)
+	if !ok {
+		return false
+	}
+	var want embeddingsBody
+	wantUnread, err := read(body, &want)
+	if err != nil {
+		t.Fatalf("plainEmbeddings(%q) reads it, but read refuses it: %v", body, err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("plainEmbeddings(%q) (-read +plain):\n%s", body, diff)
+	}
+	if gotUnread != wantUnread {
+		t.Errorf("plainEmbeddings(%q) counts %d unread tokens; read counts %d", body, gotUnread, wantUnread)
+	}
+	return true
+}
+
+// TestPlainEmbeddings checks that plainEmbeddings reads the bodies clients send as read reads
+// them, and leaves to read every body it is not sure of.
+func TestPlainEmbeddings(t *testing.T) {
+	for _, body := range []string{
+		`{"model":"text-embedding-3-small","input":"hello"}`,
+		`{"input": ["a", "b\"c", "caf\u00e9"], "model": "text-embedding-3-small", "encoding_format": "base64"}`,
+		` { "model" : "m" , "input" : [[1,2],[3]] , "dimensions" : 256 , "user" : "u" } `,
+		`{"model":"m","input":[1,2,3],"extra":{"a":[1,"two"]}}`,
+		`{"model":"m","input":null}`,
+		`{"model":"m"}`,
+		`{}`,
+	} {
+		if !checkPlainEmbeddings(t, []byte(body)) {
+			t.Errorf("plainEmbeddings(%s) left it to read; want it read", body)
+		}
+	}
+	for _, body := range []string{
+		`{"model":"m","input":"a","model":"n"}`,    // repeated
+		`{"Model":"m","input":"a"}`,                // another case
+		`{"model":"m","inp\u0075t":"a"}`,           // escaped
+		`{"model":"m","input":"a","max_tokens":5}`, // another endpoint's cap
+		`{"model":"caf\u00e9","input":"a"}`,        // a model that is not plain ASCII
+		`{"model":null,"input":"a"}`,
+		`{"model":"m","input":"a"`,
+		`["model"]`,
+	} {
+		if checkPlainEmbeddings(t, []byte(body)) {
+			t.Errorf("plainEmbeddings(%s) read it; want it left to read", body)
+		}
+	}
+}
+
+func FuzzPlainEmbeddings(f *testing.F) {
+	f.Add([]byte(`{"model":"text-embedding-3-small","input":["a","b"],"encoding_format":"float"}`))
+	f.Add([]byte(`{"input":"x","model":"m","dimensions":8,"other":[{"k":null}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) { checkPlainEmbeddings(t, body) })
+}

@@ -45,10 +45,12 @@ func parseCompletions(body []byte) (*Request, error) {
 }
 
 func parseEmbeddings(body []byte) (*Request, error) {
-	var b embeddingsBody
-	unread, err := read(body, &b)
-	if err != nil {
-		return nil, err
+	b, unread, ok := plainEmbeddings(body)
+	if !ok {
+		var err error
+		if unread, err = read(body, &b); err != nil {
+			return nil, err
+		}
 	}
 	if b.Model == "" {
 		return nil, &RequestError{Err: ErrMissingModel, Param: "model"}
@@ -79,8 +81,8 @@ func (p *Prompt) addInputs(raw json.RawMessage) (int64, error) {
 // addInputArray adds an array that is either one prompt of token ids or a
 // batch of prompts.
 func (p *Prompt) addInputArray(raw json.RawMessage) (int64, error) {
-	var elems []json.RawMessage
-	if err := decode(raw, &elems); err != nil {
+	elems, err := elements(raw)
+	if err != nil {
 		return 0, err
 	}
 	if len(elems) > 0 && isNumber(elems[0]) {
@@ -92,6 +94,25 @@ func (p *Prompt) addInputArray(raw json.RawMessage) (int64, error) {
 		}
 	}
 	return max(int64(len(elems)), 1), nil
+}
+
+// elements returns the elements of raw, a JSON array, as decoding it into a []json.RawMessage
+// would, but as slices of raw, found without decoding: a batch of inputs is read once, not
+// copied. A raw that is not a valid array is decoded, for its error.
+func elements(raw json.RawMessage) ([]json.RawMessage, error) {
+	if firstByte(raw) != '[' || !valid(raw) {
+		var elems []json.RawMessage
+		return elems, decode(raw, &elems)
+	}
+	elems := []json.RawMessage{}
+	for i := skipSpace(raw, 1); raw[i] != ']'; {
+		end := valueEnd(raw, i)
+		elems = append(elems, raw[i:end:end])
+		if i = skipSpace(raw, end); raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+	}
+	return elems, nil
 }
 
 // addInput adds one prompt of a batch: a string or an array of token ids.

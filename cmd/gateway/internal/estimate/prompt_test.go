@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 )
 
@@ -52,4 +53,24 @@ func FuzzPlainString(f *testing.F) {
 			t.Errorf("plainString(%q) = %q; encoding/json reads %q, %v", raw, got, want, err)
 		}
 	})
+}
+
+// TestElementsAreWhatDecodingGives splits arrays as encoding/json decodes them into
+// []json.RawMessage, and refuses what it refuses.
+func TestElementsAreWhatDecodingGives(t *testing.T) {
+	for _, raw := range []string{
+		`[]`, `[ ]`, `["a"]`, ` [ "a" , "b\"]" ,"c" ] `, `[1,2,3]`, `[ -1.5e3 , true,false , null ]`, `[[1,2],[3]]`,
+		`[{"a":[1,"]"]},"x"]`, `[1,]`, `[`, `["a"`, `{"a":1}`, `"a"`, `[1 2]`,
+	} {
+		var want []json.RawMessage
+		wantErr := json.Unmarshal([]byte(raw), &want)
+		got, err := elements(json.RawMessage(raw))
+		if (err != nil) != (wantErr != nil) {
+			t.Errorf("elements(%s) error %v; encoding/json's %v", raw, err, wantErr)
+			continue
+		}
+		if wantErr == nil && !reflect.DeepEqual(got, want) {
+			t.Errorf("elements(%s) = %q; encoding/json decodes %q", raw, got, want)
+		}
+	}
 }

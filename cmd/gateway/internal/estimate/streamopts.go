@@ -142,7 +142,7 @@ var capFields = []string{MaxTokens, MaxCompletionTokens, MaxOutputTokens}
 // decoding would: a valid JSON object whose top level holds no cap, or one cap of value n.
 // It reports false for any other body, and for a field that is not a cap.
 func spliceCap(body []byte, field string, n int64) ([]byte, bool) {
-	if !slices.Contains(capFields, field) || !json.Valid(body) {
+	if !slices.Contains(capFields, field) || !valid(body) {
 		return nil, false
 	}
 	open := skipSpace(body, 0)

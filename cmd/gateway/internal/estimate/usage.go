@@ -484,22 +484,29 @@ type streamChunk struct {
 		Usage *Usage `json:"usage"`
 	} `json:"message"`
 
-	Choices []struct {
-		Text  string `json:"text"`
-		Delta struct {
-			Content   string `json:"content"`
-			Refusal   string `json:"refusal"`
-			ToolCalls []struct {
-				Function struct {
-					Name      string `json:"name"`
-					Arguments string `json:"arguments"`
-				} `json:"function"`
-			} `json:"tool_calls"`
-		} `json:"delta"`
-	} `json:"choices"`
-	Usage *Usage `json:"usage"`
+	Choices []chunkChoice `json:"choices"`
+	Usage   *Usage        `json:"usage"`
 	// ServiceTier is a chat or completions chunk's service tier.
 	ServiceTier json.RawMessage `json:"service_tier"`
+}
+
+// chunkChoice is one choice of a chat or completions chunk: a completion's text, or a chat's
+// delta.
+type chunkChoice struct {
+	Text  string     `json:"text"`
+	Delta chunkDelta `json:"delta"`
+}
+
+// chunkDelta is what a chat chunk's choice adds.
+type chunkDelta struct {
+	Content   string `json:"content"`
+	Refusal   string `json:"refusal"`
+	ToolCalls []struct {
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
 }
 
 // doneEvent is the payload that ends an OpenAI stream.
@@ -517,7 +524,7 @@ func (s *StreamUsage) Observe(data []byte) {
 		return
 	}
 	var chunk streamChunk
-	if json.Unmarshal(data, &chunk) != nil {
+	if !plainChunk(data, &chunk) && json.Unmarshal(data, &chunk) != nil {
 		return
 	}
 	s.done = s.done || finalEvents[chunk.Type]

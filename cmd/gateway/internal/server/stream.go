@@ -42,16 +42,33 @@ func (s *Server) newStreamBody(src io.ReadCloser, o *outbound) *streamBody {
 		usage: estimate.NewStreamUsage(s.counter, o.route.Model.Encoding, o.estimate.PromptTokens)}
 }
 
+// Read passes on the lines the provider has sent: at least one, and then as many more as fit in
+// p and have arrived whole, so that the client receives what arrived together in one write, as
+// a bare proxy passes it, rather than a write for each line.
 func (b *streamBody) Read(p []byte) (int, error) {
-	for len(b.pending) == 0 {
-		if b.err != nil {
-			return 0, b.err
+	n := 0
+	for n < len(p) {
+		if len(b.pending) == 0 {
+			if b.err != nil || n > 0 && !b.lineArrived() {
+				break
+			}
+			b.pending, b.err = b.next()
+			continue
 		}
-		b.pending, b.err = b.next()
+		copied := copy(p[n:], b.pending)
+		b.pending = b.pending[copied:]
+		n += copied
 	}
-	n := copy(p, b.pending)
-	b.pending = b.pending[n:]
+	if n == 0 && b.err != nil {
+		return 0, b.err
+	}
 	return n, nil
+}
+
+// lineArrived reports whether a whole line has arrived from the provider and waits to be read.
+func (b *streamBody) lineArrived() bool {
+	arrived, _ := b.lines.Peek(b.lines.Buffered())
+	return bytes.IndexByte(arrived, '\n') >= 0
 }
 
 // next reads the stream's next line, or the next piece of a long one, and returns what the

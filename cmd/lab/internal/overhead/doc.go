@@ -5,7 +5,11 @@
 // Three targets, or more, run at once on loopback ports:
 //
 //   - stub: a zero-delay upstream in this process, which answers every chat
-//     completion at once in OpenAI's JSON with a usage block, and with the
+//     completion and embeddings call at once in OpenAI's JSON with a usage
+//     block, a chat in 16 tokens at most whatever cap it names (the gateway
+//     names its model's default on a call that names none), or a chat that
+//     asks for a stream as server-sent events of 16 tokens each, as many as
+//     its cap, with a last usage chunk, and with the
 //     headers OpenAI sends: a request id, its processing time and its rate
 //     limits, whose remaining counts change from one answer to the next
 //     (the proxy passes them on; the gateway reads them, and answers with
@@ -23,6 +27,17 @@
 //     gateway counts prompt tokens with it. It traces nothing, whatever
 //     OTEL_* variables the lab runs with.
 //
+// With [Options.Stores] naming redis, one more gateway is a target after
+// the gateway: the same, keeping its limits in a redis-server that the run
+// starts on loopback.
+//
+// Each step sends one shape of call ([Options.Shapes]): a short chat that
+// names its max_tokens (chat, the default) or names none (chat-uncapped),
+// a chat streamed in 200 chunks (stream), an embeddings call of 64 inputs
+// (embeddings), and a chat whose prompt is a transcript of 40,000 tokens
+// (long-prompt). The bare proxy passes each body through as it comes, the
+// stream's chunks as they arrive.
+//
 // With [Options.Tracing] (-tracing 0.01,1), one more gateway for each share
 // is a target after those three: the same gateway, tracing that share of its
 // calls (OTEL_TRACES_SAMPLER=traceidratio) and sending their spans over
@@ -33,14 +48,23 @@
 // request and p50 beside the untraced gateway's; the checks are made on the
 // untraced gateway.
 //
-// The load is open-loop: at rate r the i-th request of a step is due at
+// The load is open-loop, and with [Options.Connections] closed-loop too.
+// Open-loop, at rate r the i-th request of a step is due at
 // start + i/r, whatever became of the ones before it, and its latency runs
 // from when it was due to when its answer had been read. A request that left
 // late, because the load generator or the target was slow, counts its wait:
 // coordinated omission is corrected. The generator holds at most
 // [Options.Workers] requests in flight, and connections, per target; a
 // request that finds them all busy when it is due is counted as late, and
-// the report says the generator fell behind.
+// the report says the generator fell behind. Closed-loop, each of
+// Connections connections sends its next call as soon as it has read the
+// answer to the last, for a step's length: the target serves as many calls
+// as it can. The report gives its calls a second and its calls a second of
+// its own CPU time, and takes the second, against the bare proxy's in the
+// same round, as the target's capacity on one core: on a machine of two
+// cores the load and the stub, on the other, cannot keep a bare proxy's
+// core busy, so its calls a second alone would flatter the gateway. The
+// share of its core each target kept busy is beside them.
 //
 // On a machine of two CPUs or more the run is pinned ([Options.Pin]): this
 // process, the load and the stub, keeps to CPU 0, and the proxy and the
@@ -49,23 +73,26 @@
 // the targets' CPU times take in how the kernel and the Go scheduler shuffle
 // three processes' threads over the cores, which changes from run to run.
 //
-// A run is [Options.Rounds] rounds; each round runs every rate against every
-// target in turn, stub, proxy, gateway (then the traced gateways), for
+// A run is [Options.Rounds] rounds; each round runs, for each shape, every
+// rate and then the closed loop against every target in turn, stub, proxy,
+// gateway (then the gateway in Redis and the traced gateways), for
 // [Options.Step] each, so that a change in the machine's load touches every
-// target alike. A warm-up step per target, at the lowest rate, comes first
-// and is not counted.
+// target alike. A warm-up step per shape and target, at the lowest rate,
+// comes first and is not counted.
 //
-// For each rate and target the report gives p50 and p99 of all rounds'
+// For each shape, load and target the report gives p50 and p99 of all rounds'
 // latencies; for the proxy and the gateway, what each adds to the stub alone
 // (its percentile less the stub's), and CPU seconds per request: the growth
 // of its process's utime+stime in /proc/<pid>/stat over each step, summed,
 // over the requests answered. The stub and the load generator share this
 // process, which is not counted.
 //
-// The checks are made at the highest rate (2,000 requests a second by
-// default) against the target for two cores: the gateway's added p50 at most
-// 1.4 times the bare proxy's, its CPU per request at most 1.2 times the bare
-// proxy's, and its added p99 under 2 ms. The p99 a client sees through the
+// The checks are made for each shape at the highest rate (2,000 requests a
+// second by default) against the target for two cores: the gateway's added
+// p50 at most 1.4 times the bare proxy's, its CPU per request at most 1.2
+// times the bare proxy's, and its added p99 under 2 ms; and, on closed loop,
+// its capacity on one core at least 0.8 of the bare proxy's, 0.6 for the
+// gateway in Redis. The capacity is the median of the rounds' shares. The p99 a client sees through the
 // gateway, the stub's own time and the load generator's included, is in the
 // table beside it.
 //

@@ -14,8 +14,9 @@ const (
 	// limits allows.
 	headroom = 10
 	// requestTokens bounds a request's tokens as the gateway estimates
-	// them: a short prompt and max_tokens of maxTokens.
-	requestTokens = 100
+	// them, of any shape: the long prompt and its answer, or a chat that
+	// names no max_tokens and so is estimated at its model's default.
+	requestTokens = 50_000
 	// stubProvider and tenant name the gateway's one provider and tenant.
 	stubProvider = "stub"
 	tenant       = "lab"
@@ -39,7 +40,7 @@ func gatewayConfig(stubURL string, peak, workers int) gatewayv1.Config {
 		Providers: []gatewayv1.Provider{{
 			Name:              stubProvider,
 			BaseURL:           stubURL + "/v1",
-			Models:            []gatewayv1.Model{{Name: model, Encoding: encoding}},
+			Models:            []gatewayv1.Model{{Name: model, Encoding: encoding}, {Name: embeddingModel, Encoding: embeddingEncoding}},
 			RequestsPerMinute: provider.requests,
 			TokensPerMinute:   provider.tokens,
 			MaxInFlight:       int64(headroom * workers),
@@ -50,9 +51,12 @@ func gatewayConfig(stubURL string, peak, workers int) gatewayv1.Config {
 			Keys:      keys(),
 			Providers: []string{stubProvider},
 			PerUser:   queue(gatewayv1.DimensionRequests, perSecond, gatewayv1.PeriodSecond),
-			PerTenant: queue(gatewayv1.DimensionTokens, perMinute*requestTokens, gatewayv1.PeriodMinute),
+			PerTenant: queue(gatewayv1.DimensionTokens, tokensPerMinute(perMinute), gatewayv1.PeriodMinute),
 			Endpoints: []gatewayv1.EndpointLimits{{
 				Endpoint: gatewayv1.EndpointChat,
+				Limits:   queue(gatewayv1.DimensionRequests, perMinute, gatewayv1.PeriodMinute),
+			}, {
+				Endpoint: gatewayv1.EndpointEmbeddings,
 				Limits:   queue(gatewayv1.DimensionRequests, perMinute, gatewayv1.PeriodMinute),
 			}},
 		}},
@@ -63,12 +67,21 @@ func gatewayConfig(stubURL string, peak, workers int) gatewayv1.Config {
 // report them and the gateway is configured with them.
 type providerLimits struct{ requests, tokens int64 }
 
+// maxTokensPerMinute is the most tokens a minute a limit of the gateway
+// may hold: one a nanosecond.
+const maxTokensPerMinute = 60_000_000_000
+
 // limitsFor is the stub's limits for a run whose highest rate is peak:
-// headroom times what the run needs.
+// headroom times what the run needs, and at most maxTokensPerMinute
+// tokens.
 func limitsFor(peak int) providerLimits {
 	perMinute := int64(60 * headroom * peak)
-	return providerLimits{requests: perMinute, tokens: perMinute * requestTokens}
+	return providerLimits{requests: perMinute, tokens: tokensPerMinute(perMinute)}
 }
+
+// tokensPerMinute is the tokens of requests calls a minute, each of
+// requestTokens, at most maxTokensPerMinute.
+func tokensPerMinute(requests int64) int64 { return min(requests*requestTokens, maxTokensPerMinute) }
 
 // queue is one limit of amount per period that queues what is over it.
 func queue(d gatewayv1.Dimension, amount int64, per gatewayv1.Period) []gatewayv1.Limit {

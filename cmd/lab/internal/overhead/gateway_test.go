@@ -20,7 +20,7 @@ func TestGatewayConfig(t *testing.T) {
 	}
 	p, tn := cfg.Providers[0], cfg.Tenants[0]
 	// Each level's limit queues and allows ten times 2,000 requests a
-	// second, and ten times their tokens.
+	// second, and ten times their tokens, of 50,000 at most each.
 	levels := map[string][]gatewayv1.Limit{
 		"user":     tn.PerUser,
 		"tenant":   tn.PerTenant,
@@ -29,7 +29,7 @@ func TestGatewayConfig(t *testing.T) {
 	}
 	want := map[string][]gatewayv1.Limit{
 		"user":     {{Dimension: "requests", Amount: 20_000, Per: "second", Burst: 20_000, OnLimit: "Queue"}},
-		"tenant":   {{Dimension: "tokens", Amount: 120_000_000, Per: "minute", Burst: 120_000_000, OnLimit: "Queue"}},
+		"tenant":   {{Dimension: "tokens", Amount: 60_000_000_000, Per: "minute", Burst: 60_000_000_000, OnLimit: "Queue"}},
 		"endpoint": {{Dimension: "requests", Amount: 1_200_000, Per: "minute", Burst: 1_200_000, OnLimit: "Queue"}},
 		"global":   {{Dimension: "requests", Amount: 20_000, Per: "second", Burst: 20_000, OnLimit: "Queue"}},
 	}
@@ -37,7 +37,7 @@ func TestGatewayConfig(t *testing.T) {
 		t.Errorf("limits by level (-got +want):\n%s", diff)
 	}
 	gotProvider := []int64{p.RequestsPerMinute, p.TokensPerMinute, p.MaxInFlight}
-	if diff := cmp.Diff(gotProvider, []int64{1_200_000, 120_000_000, 1280}); diff != "" {
+	if diff := cmp.Diff(gotProvider, []int64{1_200_000, 60_000_000_000, 1280}); diff != "" {
 		t.Errorf("the provider's requests and tokens per minute and calls in flight (-got +want):\n%s", diff)
 	}
 	if p.BaseURL != "http://127.0.0.1:9/v1" || len(tn.Keys) != users || tn.Endpoints[0].Endpoint != gatewayv1.EndpointChat {

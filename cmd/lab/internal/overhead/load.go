@@ -71,22 +71,36 @@ type record struct {
 	lag, latency time.Duration
 }
 
-// step sends rate requests a second to c for d with at most workers in
-// flight, and measures them, and the target's CPU time.
-func (c *client) step(ctx context.Context, rate int, d time.Duration, workers int) (Step, error) {
+// load is how a step sends its calls: open-loop at Rate calls a second
+// with at most Workers in flight, or, when Connections is above zero,
+// closed-loop on that many connections, each sending its next call as soon
+// as it has read the answer to the last.
+type load struct {
+	Rate, Workers, Connections int
+}
+
+// step sends shape's calls to c for d as l says, and measures them, and the
+// target's CPU time.
+func (c *client) step(ctx context.Context, shape Shape, l load, d time.Duration) (Step, error) {
 	before, err := c.cpu()
 	if err != nil {
 		return Step{}, err
 	}
 	spans := c.spansSent()
-	records := c.drive(ctx, rate, d, workers)
+	var records []record
+	if l.Connections > 0 {
+		records = c.saturate(ctx, shape, l.Connections, d)
+	} else {
+		records = c.drive(ctx, shape, l.Rate, d, l.Workers)
+	}
 	time.Sleep(quiet)
 	after, err := c.cpu()
 	if err != nil {
 		return Step{}, err
 	}
 	s := measure(records)
-	s.Rate, s.Target, s.CPUSeconds, s.Spans = rate, c.target, (after - before).Seconds(), c.spansSent()-spans
+	s.Shape, s.Rate, s.Connections, s.Target = shape.Name, l.Rate, l.Connections, c.target
+	s.CPUSeconds, s.Spans, s.Seconds = (after - before).Seconds(), c.spansSent()-spans, d.Seconds()
 	return s, nil
 }
 
@@ -109,7 +123,7 @@ func (c *client) cpu() (time.Duration, error) {
 // drive sends rate×d requests, the i-th due at start + i/rate, from
 // workers goroutines that each take the next request due, wait for its time
 // and send it. It stops sending stepGrace past d, or when ctx ends.
-func (c *client) drive(ctx context.Context, rate int, d time.Duration, workers int) []record {
+func (c *client) drive(ctx context.Context, shape Shape, rate int, d time.Duration, workers int) []record {
 	records := make([]record, int(int64(rate)*int64(d)/int64(time.Second)))
 	start := time.Now().Add(startLead)
 	ctx, cancel := context.WithDeadline(ctx, start.Add(d+stepGrace))
@@ -120,7 +134,7 @@ func (c *client) drive(ctx context.Context, rate int, d time.Duration, workers i
 	for range workers {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(records); i = int(next.Add(1) - 1) {
-				if !c.send(ctx, i%users, due(i), &records[i]) {
+				if !c.send(ctx, shape, i%users, due(i), &records[i]) {
 					return
 				}
 			}
@@ -132,7 +146,7 @@ func (c *client) drive(ctx context.Context, rate int, d time.Duration, workers i
 
 // send sends one request, due at due, as user, when it is due, and
 // records what happened to it in r. It reports false when ctx has ended.
-func (c *client) send(ctx context.Context, user int, due time.Time, r *record) bool {
+func (c *client) send(ctx context.Context, shape Shape, user int, due time.Time, r *record) bool {
 	if r.late = time.Now().After(due); !r.late && !labrun.SleepUntil(ctx, due) {
 		return false
 	}
@@ -140,16 +154,42 @@ func (c *client) send(ctx context.Context, user int, due time.Time, r *record) b
 		return false
 	}
 	sent := time.Now()
-	r.answered, r.queued = c.post(ctx, user)
+	r.answered, r.queued = c.post(ctx, shape, user)
 	r.sent, r.lag, r.latency = true, sent.Sub(due), time.Since(due)
 	return true
 }
 
-// post sends the lab's chat completion as user and reads the answer whole.
-// It reports whether the answer was a 200 and whether the gateway says the
-// request waited in its queue.
-func (c *client) post(ctx context.Context, user int) (answered, queued bool) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+"/v1/chat/completions", bytes.NewReader(requestBody))
+// saturate sends shape's calls to c for d on conns connections, each
+// sending its next call as soon as it has read the answer to the last,
+// and records them, the calls still in flight at d included. Each call is
+// due when it leaves.
+func (c *client) saturate(ctx context.Context, shape Shape, conns int, d time.Duration) []record {
+	ctx, cancel := context.WithTimeout(ctx, d+stepGrace)
+	defer cancel()
+	end := time.Now().Add(d)
+	perConn := make([][]record, conns)
+	var wg sync.WaitGroup
+	for i := range conns {
+		wg.Go(func() {
+			for n := 0; time.Now().Before(end); n++ {
+				if ctx.Err() != nil {
+					return
+				}
+				sent := time.Now()
+				answered, queued := c.post(ctx, shape, (i+n)%users)
+				perConn[i] = append(perConn[i], record{sent: true, answered: answered, queued: queued, latency: time.Since(sent)})
+			}
+		})
+	}
+	wg.Wait()
+	return slices.Concat(perConn...)
+}
+
+// post sends a call of shape as user and reads the answer whole. It reports
+// whether the answer was a 200 and whether the gateway says the request
+// waited in its queue.
+func (c *client) post(ctx context.Context, shape Shape, user int) (answered, queued bool) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url+shape.endpoint.Path(), bytes.NewReader(shape.body))
 	if err != nil {
 		return false, false
 	}
@@ -202,6 +242,6 @@ func count(b bool) int {
 
 // progressLine is the line a step writes to progress.
 func progressLine(label string, s Step) string {
-	return fmt.Sprintf("%-8s %5d/s  %-7s  answered %6d/%-6d  failed %4d  late %4d  p50 %s  p99 %s  CPU %.2fs\n",
-		label, s.Rate, s.Target, s.Answered, s.Requests, s.Failed, s.Late, ms(s.P50Seconds), ms(s.P99Seconds), s.CPUSeconds)
+	return fmt.Sprintf("%-8s %-13s %-8s  %-7s  answered %6d/%-6d  failed %4d  late %4d  p50 %s  p99 %s  CPU %.2fs\n",
+		label, s.Shape, s.load(), s.Target, s.Answered, s.Requests, s.Failed, s.Late, ms(s.P50Seconds), ms(s.P99Seconds), s.CPUSeconds)
 }

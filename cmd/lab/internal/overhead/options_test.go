@@ -12,11 +12,12 @@ import (
 
 func TestAddFlags(t *testing.T) {
 	got, err := labtest.ParseFlags(DefaultOptions(), "-rates", "100, 200", "-step", "1s", "-rounds", "1", "-warmup", "0", "-workers", "8", "-pin=false", "-gateway", "/tmp/gw",
-		"-tracing", "0.01, 1")
+		"-tracing", "0.01, 1", "-shapes", "chat, stream", "-connections", "64", "-stores", "memory,redis", "-redis-server", "/tmp/redis")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Options{Rates: []int{100, 200}, Step: time.Second, Rounds: 1, Warmup: 0, Workers: 8, Gateway: "/tmp/gw", Tracing: []float64{0.01, 1}}
+	want := Options{Rates: []int{100, 200}, Step: time.Second, Rounds: 1, Warmup: 0, Workers: 8, Gateway: "/tmp/gw", Tracing: []float64{0.01, 1},
+		Shapes: []string{ShapeChat, ShapeStream}, Connections: 64, Stores: []string{"memory", "redis"}, RedisServer: "/tmp/redis"}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("options (-got +want):\n%s", diff)
 	}
@@ -53,6 +54,13 @@ func TestValidate(t *testing.T) {
 		{name: "traced at no call", change: func(o *Options) { o.Tracing = []float64{0} }, wantErr: "above 0 and at most 1"},
 		{name: "traced past every call", change: func(o *Options) { o.Tracing = []float64{1.5} }, wantErr: "above 0 and at most 1"},
 		{name: "traced twice at one share", change: func(o *Options) { o.Tracing = []float64{0.5, 0.5} }, wantErr: "must differ"},
+		{name: "every shape, on closed loop, in both stores", change: func(o *Options) {
+			o.Shapes, o.Connections, o.Stores = []string{"chat", "chat-uncapped", "stream", "embeddings", "long-prompt"}, 64, []string{"memory", "redis"}
+		}},
+		{name: "no shape", change: func(o *Options) { o.Shapes = nil }, wantErr: "Shapes must name one"},
+		{name: "an unknown shape", change: func(o *Options) { o.Shapes = []string{"chat", "image"} }, wantErr: `no shape of call "image"`},
+		{name: "negative connections", change: func(o *Options) { o.Connections = -1 }, wantErr: "Connections must not be negative"},
+		{name: "an unknown store", change: func(o *Options) { o.Stores = []string{"disk"} }, wantErr: "memory or redis"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/lab/internal/labrun"
 )
 
-// WriteTable writes the results as a table, one rate and target a row, then
+// WriteTable writes the results as a table, one shape, load and target a row, then
 // the checks, and a note for every result whose requests were not all
 // answered in time.
 func (r Report) WriteTable(w io.Writer) error {
@@ -15,13 +15,14 @@ func (r Report) WriteTable(w io.Writer) error {
 }
 
 // tableHeader is the table's first line, its cells separated by tabs.
-const tableHeader = "rate/s\ttarget\tanswered\tfailed\tlate\tp50\tp99\tadded p50\tadded p99\tCPU/request"
+const tableHeader = "shape\tload\ttarget\tanswered\tfailed\tlate\tp50\tp99\tadded p50\tadded p99\tCPU/request\tcalls/s\tcalls/CPU-s\t× proxy\tCPU busy"
 
 // row is the result's row of the table.
 func (res Result) row() string {
-	return fmt.Sprintf("%d\t%s\t%d/%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s",
-		res.Rate, res.Target, res.Answered, res.Requests, res.Failed, res.Late, ms(res.P50Seconds), ms(res.P99Seconds),
-		added(res.AddedP50Seconds), added(res.AddedP99Seconds), micros(res.CPUSecondsPerRequest))
+	return fmt.Sprintf("%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t%s\t%.0f%%",
+		res.Shape, res.load(), res.Target, res.Answered, res.Requests, res.Failed, res.Late, ms(res.P50Seconds), ms(res.P99Seconds),
+		added(res.AddedP50Seconds), added(res.AddedP99Seconds), micros(res.CPUSecondsPerRequest),
+		res.CallsPerSecond, res.CallsPerCPUSecond, share(res.ProxyShare), 100*res.CPUBusy)
 }
 
 // footer is what follows the table: the notes, the load and the checks.
@@ -29,12 +30,12 @@ func (r Report) footer() string {
 	var s string
 	for _, res := range r.Results {
 		if n := note(res); n != "" {
-			s += fmt.Sprintf("note: %d/s %s: %s\n", res.Rate, res.Target, n)
+			s += fmt.Sprintf("note: %s %s %s: %s\n", res.Shape, res.load(), res.Target, n)
 		}
 	}
 	for _, res := range r.Results {
-		if n := tracingNote(res, find(r.Results, res.Rate, Gateway)); n != "" {
-			s += fmt.Sprintf("tracing: %d/s %s: %s\n", res.Rate, res.Target, n)
+		if n := tracingNote(res, find(r.Results, key{res.Shape, res.Rate, res.Connections, Gateway})); n != "" {
+			s += fmt.Sprintf("tracing: %s %s %s: %s\n", res.Shape, res.load(), res.Target, n)
 		}
 	}
 	s += fmt.Sprintf("load average %s at the start, %s at the end, on %d CPUs%s\n",
@@ -90,14 +91,18 @@ func tracingNote(traced, untraced Result) string {
 
 // String is the check as the table writes it, such as
 //
-//	pass  at 2000/s, the gateway's added p50 0.310ms is at most 1.4 × the bare proxy's (0.250ms): 0.350ms
+//	pass  chat at 2000/s, the gateway's added p50 0.310ms must be at most 1.4 × the bare proxy's (0.250ms): 0.350ms
 func (c Check) String() string {
+	where := fmt.Sprintf("%s at %s, the %s's", c.Shape, loadName(c.Rate, c.Connections), c.Target)
 	if !c.Measured {
-		return fmt.Sprintf("FAIL  at %d/s, the gateway's %s: not measured", c.Rate, c.Name)
+		return fmt.Sprintf("FAIL  %s %s: not measured", where, c.Name)
 	}
 	verdict := "FAIL"
 	if c.Pass {
 		verdict = "pass"
+	}
+	if c.Name == checkCapacity {
+		return fmt.Sprintf("%s  %s %s %.2f must be %s", verdict, where, c.Name, c.Share, c.Rule)
 	}
 	format := ms
 	if c.Name == checkCPU {
@@ -107,7 +112,15 @@ func (c Check) String() string {
 	if c.ProxySeconds != nil {
 		rule += fmt.Sprintf(" (%s): %s", format(*c.ProxySeconds), format(c.LimitSeconds))
 	}
-	return fmt.Sprintf("%s  at %d/s, the gateway's %s %s must be %s", verdict, c.Rate, c.Name, format(c.GatewaySeconds), rule)
+	return fmt.Sprintf("%s  %s %s %s must be %s", verdict, where, c.Name, format(c.GatewaySeconds), rule)
+}
+
+// share writes a share of the bare proxy's figure; "-" for none.
+func share(s *float64) string {
+	if s == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", *s)
 }
 
 // ms writes seconds in milliseconds.

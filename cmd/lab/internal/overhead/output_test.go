@@ -15,16 +15,22 @@ func sampleReport() Report {
 		Settings:    Settings{Rates: []int{2000}, StepSeconds: 10, Rounds: 3, WarmupSeconds: 2, Workers: 128, CPUs: 2},
 		LoadAverage: LoadAverage{Start: "0.50 0.40 0.30", End: "1.90 0.80 0.40"},
 		Results: []Result{
-			{Rate: 2000, Target: Stub, Counts: Counts{Requests: 60000, Answered: 60000}, P50Seconds: 0.000_200, P99Seconds: 0.000_900},
-			{Rate: 2000, Target: Proxy, Counts: Counts{Requests: 60000, Answered: 60000}, P50Seconds: 0.000_300, P99Seconds: 0.001_100,
-				AddedP50Seconds: new(0.000_100), AddedP99Seconds: new(0.000_200), CPUSecondsPerRequest: new(0.000_050)},
-			{Rate: 2000, Target: Gateway, Counts: Counts{Requests: 60000, Answered: 60000, Late: 3}, P50Seconds: 0.000_320, P99Seconds: 0.000_800,
-				AddedP50Seconds: new(0.000_120), AddedP99Seconds: new(-0.000_100), CPUSecondsPerRequest: new(0.000_070)},
+			{Shape: ShapeChat, Rate: 2000, Target: Stub, Counts: Counts{Requests: 60000, Answered: 60000}, P50Seconds: 0.000_200, P99Seconds: 0.000_900, CallsPerSecond: 2000},
+			{Shape: ShapeChat, Rate: 2000, Target: Proxy, Counts: Counts{Requests: 60000, Answered: 60000}, P50Seconds: 0.000_300, P99Seconds: 0.001_100,
+				AddedP50Seconds: new(0.000_100), AddedP99Seconds: new(0.000_200), CPUSecondsPerRequest: new(0.000_050),
+				CallsPerSecond: 2000, CPUBusy: 0.1},
+			{Shape: ShapeChat, Rate: 2000, Target: Gateway, Counts: Counts{Requests: 60000, Answered: 60000, Late: 3}, P50Seconds: 0.000_320, P99Seconds: 0.000_800,
+				AddedP50Seconds: new(0.000_120), AddedP99Seconds: new(-0.000_100), CPUSecondsPerRequest: new(0.000_070),
+				CallsPerSecond: 2000, CPUBusy: 0.14},
+			{Shape: ShapeChat, Connections: 64, Target: Gateway, Counts: Counts{Requests: 90000, Answered: 90000}, P50Seconds: 0.000_700, P99Seconds: 0.002,
+				AddedP50Seconds: new(0.000_300), AddedP99Seconds: new(0.001), CPUSecondsPerRequest: new(0.000_033),
+				CallsPerSecond: 3000, ProxyShare: new(0.75), CPUBusy: 0.99},
 		},
 		Checks: []Check{
-			{Name: checkP50, Rule: "at most 1.4 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_120, ProxySeconds: new(0.000_100), LimitSeconds: 0.000_140, Pass: true},
-			{Name: checkCPU, Rule: "at most 1.2 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_070, ProxySeconds: new(0.000_050), LimitSeconds: 0.000_060},
-			{Name: checkP99, Rule: "under 2ms", Rate: 2000},
+			{Name: checkP50, Rule: "at most 1.4 × the bare proxy's", Shape: ShapeChat, Rate: 2000, Target: Gateway, Measured: true, GatewaySeconds: 0.000_120, ProxySeconds: new(0.000_100), LimitSeconds: 0.000_140, Pass: true},
+			{Name: checkCPU, Rule: "at most 1.2 × the bare proxy's", Shape: ShapeChat, Rate: 2000, Target: Gateway, Measured: true, GatewaySeconds: 0.000_070, ProxySeconds: new(0.000_050), LimitSeconds: 0.000_060},
+			{Name: checkP99, Rule: "under 2ms", Shape: ShapeChat, Rate: 2000, Target: Gateway},
+			{Name: checkCapacity, Rule: "at least 0.8 of the bare proxy's", Shape: ShapeChat, Connections: 64, Target: Gateway, Measured: true, Share: 0.75, MinShare: 0.8},
 		},
 	}
 }
@@ -34,15 +40,17 @@ func TestWriteTable(t *testing.T) {
 	if err := sampleReport().WriteTable(&out); err != nil {
 		t.Fatal(err)
 	}
-	want := `rate/s  target   answered     failed  late  p50      p99      added p50  added p99  CPU/request
-2000    stub     60000/60000  0       0     0.200ms  0.900ms  -          -          -
-2000    proxy    60000/60000  0       0     0.300ms  1.100ms  +0.100ms   +0.200ms   50.0µs
-2000    gateway  60000/60000  0       3     0.320ms  0.800ms  +0.120ms   -0.100ms   70.0µs
-note: 2000/s gateway: the load generator fell behind: 3 requests found every worker busy when due
+	want := `shape  load      target   answered     failed  late  p50      p99      added p50  added p99  CPU/request  calls/s  calls/CPU-s  × proxy  CPU busy
+chat   2000/s    stub     60000/60000  0       0     0.200ms  0.900ms  -          -          -            2000     0            -        0%
+chat   2000/s    proxy    60000/60000  0       0     0.300ms  1.100ms  +0.100ms   +0.200ms   50.0µs       2000     0            -        10%
+chat   2000/s    gateway  60000/60000  0       3     0.320ms  0.800ms  +0.120ms   -0.100ms   70.0µs       2000     0            -        14%
+chat   64 conns  gateway  90000/90000  0       0     0.700ms  2.000ms  +0.300ms   +1.000ms   33.0µs       3000     0            0.75     99%
+note: chat 2000/s gateway: the load generator fell behind: 3 requests found every worker busy when due
 load average 0.50 0.40 0.30 at the start, 1.90 0.80 0.40 at the end, on 2 CPUs
-pass  at 2000/s, the gateway's added p50 0.120ms must be at most 1.4 × the bare proxy's (0.100ms): 0.140ms
-FAIL  at 2000/s, the gateway's CPU per request 70.0µs must be at most 1.2 × the bare proxy's (50.0µs): 60.0µs
-FAIL  at 2000/s, the gateway's added p99: not measured
+pass  chat at 2000/s, the gateway's added p50 0.120ms must be at most 1.4 × the bare proxy's (0.100ms): 0.140ms
+FAIL  chat at 2000/s, the gateway's CPU per request 70.0µs must be at most 1.2 × the bare proxy's (50.0µs): 60.0µs
+FAIL  chat at 2000/s, the gateway's added p99: not measured
+FAIL  chat at 64 conns, the gateway's capacity 0.75 must be at least 0.8 of the bare proxy's
 `
 	if diff := cmp.Diff(out.String(), want); diff != "" {
 		t.Errorf("table (-got +want):\n%s", diff)
@@ -53,7 +61,7 @@ FAIL  at 2000/s, the gateway's added p99: not measured
 // and took beyond the untraced gateway.
 func TestWriteTableOfATracedGateway(t *testing.T) {
 	rep := sampleReport()
-	rep.Results = append(rep.Results, Result{Rate: 2000, Target: tracedTarget(1), Counts: Counts{Requests: 60000, Answered: 60000},
+	rep.Results = append(rep.Results, Result{Shape: ShapeChat, Rate: 2000, Target: tracedTarget(1), Counts: Counts{Requests: 60000, Answered: 60000},
 		P50Seconds: 0.000_350, P99Seconds: 0.000_900, AddedP50Seconds: new(0.000_150), AddedP99Seconds: new(0.0),
 		CPUSecondsPerRequest: new(0.000_080), Spans: 240000})
 	var out bytes.Buffer
@@ -61,8 +69,8 @@ func TestWriteTableOfATracedGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, line := range []string{
-		"2000    gateway traced 100%  60000/60000  0       0     0.350ms  0.900ms  +0.150ms   +0.000ms   80.0µs\n",
-		"tracing: 2000/s gateway traced 100%: 240000 spans sent, 4.00 a request answered; CPU a request 80.0µs against 70.0µs untraced; p50 0.350ms against 0.320ms untraced\n",
+		"chat   2000/s    gateway traced 100%  60000/60000  0       0     0.350ms  0.900ms  +0.150ms   +0.000ms   80.0µs       0        0            -        0%\n",
+		"tracing: chat 2000/s gateway traced 100%: 240000 spans sent, 4.00 a request answered; CPU a request 80.0µs against 70.0µs untraced; p50 0.350ms against 0.320ms untraced\n",
 	} {
 		if !strings.Contains(out.String(), line) {
 			t.Errorf("the table has no line %q:\n%s", line, &out)

@@ -87,6 +87,45 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// TestRunOnClosedLoop runs every shape of call, open-loop and on a closed
+// loop of two connections, against a gateway in memory and one in Redis.
+// It asserts that every shape, load and target was measured, every call
+// answered and every capacity compared with the bare proxy's; never the
+// timings.
+func TestRunOnClosedLoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the gateway binary, a proxy process and a redis-server")
+	}
+	opts := DefaultOptions()
+	opts.Rates, opts.Step, opts.Rounds, opts.Warmup = []int{20}, 500*time.Millisecond, 1, 0
+	opts.Gateway, opts.Connections, opts.Stores = gatewayBin, 2, []string{storeMemory, storeRedis}
+	opts.Shapes = []string{ShapeChat, ShapeChatUncapped, ShapeStream, ShapeEmbeddings, ShapeLongPrompt}
+	var progress bytes.Buffer
+	rep, err := Run(t.Context(), opts, &progress)
+	if err != nil {
+		t.Fatalf("Run: %v\nprogress:\n%s", err, &progress)
+	}
+	if want := len(opts.Shapes) * 2 * 4; len(rep.Results) != want {
+		t.Fatalf("%d results; want %d, one per shape, load and target", len(rep.Results), want)
+	}
+	for _, r := range rep.Results {
+		if r.Answered == 0 || r.Answered != r.Requests {
+			t.Errorf("%s %s %s answered %d of %d; want every call answered", r.Shape, r.load(), r.Target, r.Answered, r.Requests)
+		}
+		if closedGateway := r.Connections > 0 && (r.Target == Gateway || r.Target == GatewayRedis); closedGateway != (r.ProxyShare != nil) {
+			t.Errorf("%s %s %s: share of the proxy's %v; want one for each gateway on closed loop only", r.Shape, r.load(), r.Target, r.ProxyShare)
+		}
+	}
+	if want := len(opts.Shapes) * 5; len(rep.Checks) != want {
+		t.Fatalf("%d checks; want %d, five per shape", len(rep.Checks), want)
+	}
+	for _, c := range rep.Checks {
+		if !c.Measured {
+			t.Errorf("check %s %q of %s not measured", c.Shape, c.Name, c.Target)
+		}
+	}
+}
+
 func TestRunRefusesAMissingGateway(t *testing.T) {
 	opts := DefaultOptions()
 	opts.Gateway = filepath.Join(t.TempDir(), "no-gateway")

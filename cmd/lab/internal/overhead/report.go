@@ -20,6 +20,9 @@ const (
 	Proxy Target = "proxy"
 	// Gateway is the gateway in front of the stub, tracing nothing.
 	Gateway Target = "gateway"
+	// GatewayRedis is the same gateway keeping its limits in a Redis of the
+	// run's own, when the run asks for it (Options.Stores).
+	GatewayRedis Target = "gateway redis"
 )
 
 // The checks' names.
@@ -27,6 +30,9 @@ const (
 	checkP50 = "added p50"
 	checkCPU = "CPU per request"
 	checkP99 = "added p99"
+	// checkCapacity is the calls a CPU-second a target serves on closed
+	// loop, as a share of the bare proxy's in the same round.
+	checkCapacity = "capacity"
 )
 
 // The target the checks hold the gateway to, for two cores.
@@ -39,6 +45,11 @@ const (
 	cpuFactor = 1.2
 	// p99Limit bounds the gateway's added p99; it must stay under it.
 	p99Limit = 2 * time.Millisecond
+	// minCapacity and minCapacityRedis are the least share of the bare
+	// proxy's calls a second, on closed loop, that the gateway must serve
+	// with its limits in memory and in Redis.
+	minCapacity      = 0.8
+	minCapacityRedis = 0.6
 )
 
 // Report is what a run found.
@@ -52,8 +63,8 @@ type Report struct {
 	// Results are all rounds of each rate and target together, by rate,
 	// then in the order of the targets.
 	Results []Result `json:"results"`
-	// Checks are the gateway's figures at the highest rate against the
-	// target.
+	// Checks are the gateway's figures, for each shape of call, at the
+	// highest rate and on closed loop, against the target.
 	Checks []Check `json:"checks"`
 }
 
@@ -76,14 +87,27 @@ type Settings struct {
 	Pinned bool `json:"pinned"`
 	// Tracing are the shares of calls the traced gateways sampled.
 	Tracing []float64 `json:"tracing,omitempty"`
+	// Shapes are the shapes of call sent, each in steps of its own.
+	Shapes []string `json:"shapes"`
+	// Connections are the closed-loop steps' connections; zero for none.
+	Connections int `json:"connections,omitempty"`
+	// Stores are where the gateways kept their limits.
+	Stores []string `json:"stores"`
 }
 
-// Step is one rate against one target for one round.
+// Step is one shape of call at one load against one target for one round.
 type Step struct {
 	// Round counts from 1.
-	Round  int    `json:"round"`
-	Rate   int    `json:"rate"`
-	Target Target `json:"target"`
+	Round int    `json:"round"`
+	Shape string `json:"shape"`
+	// Rate is the calls a second of an open-loop step; zero for a
+	// closed-loop one.
+	Rate int `json:"rate,omitempty"`
+	// Connections are a closed-loop step's; zero for an open-loop one.
+	Connections int    `json:"connections,omitempty"`
+	Target      Target `json:"target"`
+	// Seconds is the step's length.
+	Seconds float64 `json:"seconds"`
 	Counts
 	// P50Seconds and P99Seconds are percentiles of the answered requests'
 	// latency, from when each was due.
@@ -100,6 +124,35 @@ type Step struct {
 
 	// latencies are the answered requests', ascending.
 	latencies []time.Duration
+}
+
+// load is how the step sent its calls, as the table names it.
+func (s Step) load() string { return loadName(s.Rate, s.Connections) }
+
+// callsPerSecond is the calls the step had answered a second.
+func (s Step) callsPerSecond() float64 {
+	if s.Seconds <= 0 {
+		return 0
+	}
+	return float64(s.Answered) / s.Seconds
+}
+
+// callsPerCPUSecond is the calls the step had answered a second of its
+// target's CPU time: the calls a core would serve, were it busy with
+// nothing else. Zero for the stub, whose CPU time is not counted.
+func (s Step) callsPerCPUSecond() float64 {
+	if s.CPUSeconds <= 0 {
+		return 0
+	}
+	return float64(s.Answered) / s.CPUSeconds
+}
+
+// loadName names a load: "2000/s" open-loop, "64 conns" closed-loop.
+func loadName(rate, connections int) string {
+	if connections > 0 {
+		return fmt.Sprintf("%d conns", connections)
+	}
+	return fmt.Sprintf("%d/s", rate)
 }
 
 // Counts say what became of a step's requests, or of several steps'.
@@ -130,10 +183,12 @@ func (c Counts) plus(d Counts) Counts {
 	}
 }
 
-// Result is every round of one rate against one target.
+// Result is every round of one shape at one load against one target.
 type Result struct {
-	Rate   int    `json:"rate"`
-	Target Target `json:"target"`
+	Shape       string `json:"shape"`
+	Rate        int    `json:"rate,omitempty"`
+	Connections int    `json:"connections,omitempty"`
+	Target      Target `json:"target"`
 	Counts
 	// P50Seconds and P99Seconds are percentiles of all rounds' latencies.
 	P50Seconds float64 `json:"p50Seconds"`
@@ -148,7 +203,26 @@ type Result struct {
 	CPUSecondsPerRequest *float64 `json:"cpuSecondsPerRequest,omitempty"`
 	// Spans counts the spans a traced gateway sent.
 	Spans int64 `json:"spans,omitempty"`
+	// CallsPerSecond is the median over the rounds of the calls answered
+	// a second.
+	CallsPerSecond float64 `json:"callsPerSecond"`
+	// CallsPerCPUSecond is the median over the rounds of the calls
+	// answered a second of the target's CPU time: on closed loop, the
+	// calls one core serves, whether or not the load kept the core busy.
+	CallsPerCPUSecond float64 `json:"callsPerCPUSecond"`
+	// ProxyShare is the median over the rounds of CallsPerCPUSecond as a
+	// share of the bare proxy's in the same round: on closed loop, the
+	// target's capacity on one core against the proxy's. Nil for the stub
+	// and the proxy, for an open-loop result, and when either answered
+	// nothing.
+	ProxyShare *float64 `json:"proxyShare,omitempty"`
+	// CPUBusy is the target's CPU time over the steps' length: the share
+	// of a core it used, near 1 when its core was the bottleneck.
+	CPUBusy float64 `json:"cpuBusy"`
 }
+
+// load is how the result's calls were sent, as the table names it.
+func (r Result) load() string { return loadName(r.Rate, r.Connections) }
 
 // Check is one of the gateway's figures against the target.
 type Check struct {
@@ -156,8 +230,14 @@ type Check struct {
 	Name string `json:"name"`
 	// Rule is the bound, such as "at most 1.4 × the bare proxy's".
 	Rule string `json:"rule"`
-	// Rate is the rate the figures are from.
-	Rate int `json:"rate"`
+	// Shape is the shape of call the figures are from.
+	Shape string `json:"shape"`
+	// Rate is the rate the figures are from; zero for closed loop.
+	Rate int `json:"rate,omitempty"`
+	// Connections are the closed loop's the figures are from.
+	Connections int `json:"connections,omitempty"`
+	// Target is the gateway checked.
+	Target Target `json:"target"`
 	// Measured is false when the figures are missing; then Pass is false.
 	Measured bool `json:"measured"`
 	// GatewaySeconds is the gateway's figure.
@@ -166,75 +246,169 @@ type Check struct {
 	ProxySeconds *float64 `json:"proxySeconds,omitempty"`
 	// LimitSeconds is the bound the gateway's figure is held to.
 	LimitSeconds float64 `json:"limitSeconds"`
-	Pass         bool    `json:"pass"`
+	// Share and MinShare are, for the capacity check, the gateway's calls
+	// a second as a share of the bare proxy's, and the least it may be.
+	Share    float64 `json:"share,omitempty"`
+	MinShare float64 `json:"minShare,omitempty"`
+	Pass     bool    `json:"pass"`
 }
 
-// results puts each rate's steps for each target together, rates and
+// key names the steps whose figures make one result.
+type key struct {
+	shape             string
+	rate, connections int
+	target            Target
+}
+
+func (k key) of(s Step) bool {
+	return s.Shape == k.shape && s.Rate == k.rate && s.Connections == k.connections && s.Target == k.target
+}
+
+// with is k for target t.
+func (k key) with(t Target) key { k.target = t; return k }
+
+// results puts each shape's steps at each load for each target together:
+// shapes, rates, then the closed loop of connections (none when zero), and
 // targets in the order given.
-func results(steps []Step, rates []int, targets []Target) []Result {
-	var out []Result
+func results(steps []Step, shapes []string, rates []int, connections int, targets []Target) []Result {
+	loads := make([]key, 0, len(rates)+1)
 	for _, rate := range rates {
-		stub := merge(steps, rate, Stub)
-		for _, t := range targets {
-			r := merge(steps, rate, t)
-			if t != Stub && r.Answered > 0 && stub.Answered > 0 {
-				r.AddedP50Seconds = new(r.P50Seconds - stub.P50Seconds)
-				r.AddedP99Seconds = new(r.P99Seconds - stub.P99Seconds)
+		loads = append(loads, key{rate: rate})
+	}
+	if connections > 0 {
+		loads = append(loads, key{connections: connections})
+	}
+	var out []Result
+	for _, shape := range shapes {
+		for _, l := range loads {
+			l.shape = shape
+			stub := merge(steps, l.with(Stub))
+			for _, t := range targets {
+				r := merge(steps, l.with(t))
+				if t != Stub && r.Answered > 0 && stub.Answered > 0 {
+					r.AddedP50Seconds = new(r.P50Seconds - stub.P50Seconds)
+					r.AddedP99Seconds = new(r.P99Seconds - stub.P99Seconds)
+				}
+				if l.connections > 0 && t != Stub && t != Proxy {
+					r.ProxyShare = proxyShare(steps, l.with(t))
+				}
+				out = append(out, r)
 			}
-			out = append(out, r)
 		}
 	}
 	return out
 }
 
-// merge is the result of the steps at rate against t.
-func merge(steps []Step, rate int, t Target) Result {
-	r := Result{Rate: rate, Target: t}
+// merge is the result of the steps k names.
+func merge(steps []Step, k key) Result {
+	r := Result{Shape: k.shape, Rate: k.rate, Connections: k.connections, Target: k.target}
 	var latencies []time.Duration
-	var cpu float64
+	var cpu, seconds float64
+	var perSecond, perCPUSecond []float64
 	for _, s := range steps {
-		if s.Rate != rate || s.Target != t {
+		if !k.of(s) {
 			continue
 		}
 		r.Counts = r.Counts.plus(s.Counts)
 		r.Spans += s.Spans
 		cpu += s.CPUSeconds
+		seconds += s.Seconds
 		latencies = append(latencies, s.latencies...)
+		perSecond = append(perSecond, s.callsPerSecond())
+		perCPUSecond = append(perCPUSecond, s.callsPerCPUSecond())
 	}
 	slices.Sort(latencies)
 	r.P50Seconds = labrun.Percentile(latencies, 50).Seconds()
 	r.P99Seconds = labrun.Percentile(latencies, 99).Seconds()
-	if t != Stub && r.Answered > 0 {
+	r.CallsPerSecond, r.CallsPerCPUSecond = median(perSecond), median(perCPUSecond)
+	if seconds > 0 {
+		r.CPUBusy = cpu / seconds
+	}
+	if k.target != Stub && r.Answered > 0 {
 		r.CPUSecondsPerRequest = new(cpu / float64(r.Answered))
 	}
 	return r
 }
 
-// checks holds the gateway's results at rate to the target.
-func checks(rs []Result, rate int) []Check {
-	gw, px := find(rs, rate, Gateway), find(rs, rate, Proxy)
-	return []Check{
-		relative(checkP50, rate, gw.AddedP50Seconds, px.AddedP50Seconds, p50Factor),
-		relative(checkCPU, rate, gw.CPUSecondsPerRequest, px.CPUSecondsPerRequest, cpuFactor),
-		under(checkP99, rate, gw.AddedP99Seconds, p99Limit),
+// proxyShare is the median over the rounds of the calls a CPU-second of
+// the steps k names over the bare proxy's in the same round; nil when no
+// round has both.
+func proxyShare(steps []Step, k key) *float64 {
+	var shares []float64
+	for _, s := range steps {
+		if !k.of(s) {
+			continue
+		}
+		for _, p := range steps {
+			if p.Round == s.Round && k.with(Proxy).of(p) && p.callsPerCPUSecond() > 0 && s.callsPerCPUSecond() > 0 {
+				shares = append(shares, s.callsPerCPUSecond()/p.callsPerCPUSecond())
+			}
+		}
 	}
+	if len(shares) == 0 {
+		return nil
+	}
+	return new(median(shares))
 }
 
-// find is the result of t at rate; the zero Result, with nothing
-// measured, if there is none.
-func find(rs []Result, rate int, t Target) Result {
+// median is the middle of xs, the mean of the two middle ones when
+// there are as many on each side; zero for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	xs = slices.Sorted(slices.Values(xs))
+	mid := len(xs) / 2
+	if len(xs)%2 == 1 {
+		return xs[mid]
+	}
+	return (xs[mid-1] + xs[mid]) / 2
+}
+
+// checks holds the gateway's results for each shape, at rate and on the
+// closed loop of connections (none when zero), to the target; the redis
+// gateway's capacity too, when there is one.
+func checks(rs []Result, shapes []string, rate, connections int) []Check {
+	var out []Check
+	for _, shape := range shapes {
+		open := key{shape: shape, rate: rate}
+		gw, px := find(rs, open.with(Gateway)), find(rs, open.with(Proxy))
+		out = append(out,
+			relative(checkP50, open.with(Gateway), gw.AddedP50Seconds, px.AddedP50Seconds, p50Factor),
+			relative(checkCPU, open.with(Gateway), gw.CPUSecondsPerRequest, px.CPUSecondsPerRequest, cpuFactor),
+			under(checkP99, open.with(Gateway), gw.AddedP99Seconds, p99Limit))
+		if connections == 0 {
+			continue
+		}
+		closed := key{shape: shape, connections: connections}
+		out = append(out, capacity(closed.with(Gateway), find(rs, closed.with(Gateway)).ProxyShare, minCapacity))
+		if redis := find(rs, closed.with(GatewayRedis)); redis.Target != "" {
+			out = append(out, capacity(closed.with(GatewayRedis), redis.ProxyShare, minCapacityRedis))
+		}
+	}
+	return out
+}
+
+// find is the result k names; the zero Result, with nothing measured, if
+// there is none.
+func find(rs []Result, k key) Result {
 	for _, r := range rs {
-		if r.Rate == rate && r.Target == t {
+		if r.Shape == k.shape && r.Rate == k.rate && r.Connections == k.connections && r.Target == k.target {
 			return r
 		}
 	}
 	return Result{}
 }
 
+// checkOf is a check, named name, by rule, of the figures k names.
+func checkOf(name, rule string, k key) Check {
+	return Check{Name: name, Rule: rule, Shape: k.shape, Rate: k.rate, Connections: k.connections, Target: k.target}
+}
+
 // relative checks that the gateway's figure is at most factor times the
 // bare proxy's.
-func relative(name string, rate int, gateway, proxy *float64, factor float64) Check {
-	c := Check{Name: name, Rule: fmt.Sprintf("at most %.1f × the bare proxy's", factor), Rate: rate}
+func relative(name string, gw key, gateway, proxy *float64, factor float64) Check {
+	c := checkOf(name, fmt.Sprintf("at most %.1f × the bare proxy's", factor), gw)
 	if gateway == nil || proxy == nil {
 		return c
 	}
@@ -245,12 +419,26 @@ func relative(name string, rate int, gateway, proxy *float64, factor float64) Ch
 }
 
 // under checks that the gateway's figure is under limit.
-func under(name string, rate int, gateway *float64, limit time.Duration) Check {
-	c := Check{Name: name, Rule: "under " + limit.String(), Rate: rate, LimitSeconds: limit.Seconds()}
+func under(name string, gw key, gateway *float64, limit time.Duration) Check {
+	c := checkOf(name, "under "+limit.String(), gw)
+	c.LimitSeconds = limit.Seconds()
 	if gateway == nil {
 		return c
 	}
 	c.Measured, c.GatewaySeconds = true, *gateway
 	c.Pass = c.GatewaySeconds < c.LimitSeconds
+	return c
+}
+
+// capacity checks that the gateway gw names served at least least of the
+// bare proxy's calls a CPU-second on closed loop: share.
+func capacity(gw key, share *float64, least float64) Check {
+	c := checkOf(checkCapacity, fmt.Sprintf("at least %.1f of the bare proxy's", least), gw)
+	c.MinShare = least
+	if share == nil {
+		return c
+	}
+	c.Measured, c.Share = true, *share
+	c.Pass = c.Share >= least
 	return c
 }

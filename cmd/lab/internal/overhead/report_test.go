@@ -16,7 +16,7 @@ var approx = cmpopts.EquateApprox(0, 1e-9)
 // stepOf is a step whose answered requests took latencies, with cpu
 // seconds of its target's process.
 func stepOf(round, rate int, t Target, cpu float64, latencies ...time.Duration) Step {
-	return Step{Round: round, Rate: rate, Target: t, Counts: Counts{Requests: len(latencies), Answered: len(latencies)}, CPUSeconds: cpu, latencies: latencies}
+	return Step{Round: round, Shape: ShapeChat, Rate: rate, Target: t, Counts: Counts{Requests: len(latencies), Answered: len(latencies)}, CPUSeconds: cpu, latencies: latencies}
 }
 
 func TestResults(t *testing.T) {
@@ -27,19 +27,19 @@ func TestResults(t *testing.T) {
 		// The second round: a failure, and a late request at the gateway.
 		stepOf(2, 500, Stub, 0, 3*ms1, 4*ms1),
 		stepOf(2, 500, Proxy, 0.002, 5*ms1, 6*ms1),
-		{Round: 2, Rate: 500, Target: Gateway, Counts: Counts{Requests: 3, Answered: 2, Failed: 1, Late: 1, Queued: 1}, CPUSeconds: 0.004, latencies: []time.Duration{7 * ms1, 9 * ms1}},
+		{Round: 2, Shape: ShapeChat, Rate: 500, Target: Gateway, Counts: Counts{Requests: 3, Answered: 2, Failed: 1, Late: 1, Queued: 1}, CPUSeconds: 0.004, latencies: []time.Duration{7 * ms1, 9 * ms1}},
 	}
-	got := results(steps, []int{500, 2000}, []Target{Stub, Proxy, Gateway})
+	got := results(steps, []string{ShapeChat}, []int{500, 2000}, 0, []Target{Stub, Proxy, Gateway})
 	want := []Result{
-		{Rate: 500, Target: Stub, Counts: Counts{Requests: 4, Answered: 4}, P50Seconds: 0.002, P99Seconds: 0.004},
-		{Rate: 500, Target: Proxy, Counts: Counts{Requests: 4, Answered: 4}, P50Seconds: 0.004, P99Seconds: 0.006,
-			AddedP50Seconds: new(0.002), AddedP99Seconds: new(0.002), CPUSecondsPerRequest: new(0.001)},
-		{Rate: 500, Target: Gateway, Counts: Counts{Requests: 5, Answered: 4, Failed: 1, Late: 1, Queued: 1}, P50Seconds: 0.006, P99Seconds: 0.009,
-			AddedP50Seconds: new(0.004), AddedP99Seconds: new(0.005), CPUSecondsPerRequest: new(0.002)},
+		{Shape: ShapeChat, Rate: 500, Target: Stub, Counts: Counts{Requests: 4, Answered: 4}, P50Seconds: 0.002, P99Seconds: 0.004},
+		{Shape: ShapeChat, Rate: 500, Target: Proxy, Counts: Counts{Requests: 4, Answered: 4}, P50Seconds: 0.004, P99Seconds: 0.006,
+			AddedP50Seconds: new(0.002), AddedP99Seconds: new(0.002), CPUSecondsPerRequest: new(0.001), CallsPerCPUSecond: 1000},
+		{Shape: ShapeChat, Rate: 500, Target: Gateway, Counts: Counts{Requests: 5, Answered: 4, Failed: 1, Late: 1, Queued: 1}, P50Seconds: 0.006, P99Seconds: 0.009,
+			AddedP50Seconds: new(0.004), AddedP99Seconds: new(0.005), CPUSecondsPerRequest: new(0.002), CallsPerCPUSecond: 500},
 		// Not run: nothing measured, nothing added.
-		{Rate: 2000, Target: Stub},
-		{Rate: 2000, Target: Proxy},
-		{Rate: 2000, Target: Gateway},
+		{Shape: ShapeChat, Rate: 2000, Target: Stub},
+		{Shape: ShapeChat, Rate: 2000, Target: Proxy},
+		{Shape: ShapeChat, Rate: 2000, Target: Gateway},
 	}
 	if diff := cmp.Diff(got, want, approx); diff != "" {
 		t.Errorf("results (-got +want):\n%s", diff)
@@ -53,9 +53,10 @@ func TestResultsOfATracedGateway(t *testing.T) {
 	first, second := stepOf(1, 500, traced, 0.003, 2*ms1), stepOf(2, 500, traced, 0.005, 4*ms1)
 	first.Spans, second.Spans = 4, 8
 	steps := []Step{stepOf(1, 500, Stub, 0, 1*ms1), stepOf(1, 500, Gateway, 0.002, 2*ms1), first, second}
-	got := results(steps, []int{500}, []Target{Stub, Proxy, Gateway, traced})
-	want := Result{Rate: 500, Target: "gateway traced 1%", Counts: Counts{Requests: 2, Answered: 2}, P50Seconds: 0.002, P99Seconds: 0.004,
-		AddedP50Seconds: new(0.001), AddedP99Seconds: new(0.003), CPUSecondsPerRequest: new(0.004), Spans: 12}
+	got := results(steps, []string{ShapeChat}, []int{500}, 0, []Target{Stub, Proxy, Gateway, traced})
+	want := Result{Shape: ShapeChat, Rate: 500, Target: "gateway traced 1%", Counts: Counts{Requests: 2, Answered: 2}, P50Seconds: 0.002, P99Seconds: 0.004,
+		AddedP50Seconds: new(0.001), AddedP99Seconds: new(0.003), CPUSecondsPerRequest: new(0.004), Spans: 12,
+		CallsPerCPUSecond: (1/0.003 + 1/0.005) / 2}
 	if len(got) != 4 {
 		t.Fatalf("%d results; want one for each of the four targets", len(got))
 	}
@@ -64,8 +65,35 @@ func TestResultsOfATracedGateway(t *testing.T) {
 	}
 }
 
+// TestResultsOnClosedLoop gives each round's calls a second and a CPU-second, their medians, and
+// the gateway's capacity as the median of its rounds' shares of the proxy's calls a CPU-second.
+func TestResultsOnClosedLoop(t *testing.T) {
+	closed := func(round int, target Target, answered int, cpu float64) Step {
+		return Step{Round: round, Shape: ShapeChat, Connections: 64, Target: target, Seconds: 10, CPUSeconds: cpu,
+			Counts: Counts{Requests: answered, Answered: answered}}
+	}
+	steps := []Step{
+		closed(1, Proxy, 300_000, 10), closed(1, Gateway, 200_000, 10), // shares 0.67,
+		closed(2, Proxy, 200_000, 5), closed(2, Gateway, 160_000, 5), // 0.8
+		closed(3, Proxy, 300_000, 10), closed(3, Gateway, 270_000, 10), // and 0.9
+	}
+	got := results(steps, []string{ShapeChat}, []int{2000}, 64, []Target{Proxy, Gateway})
+	if len(got) != 4 {
+		t.Fatalf("%d results; want 4, two loads of two targets", len(got))
+	}
+	want := []Result{
+		{Shape: ShapeChat, Connections: 64, Target: Proxy, Counts: Counts{Requests: 800_000, Answered: 800_000},
+			CPUSecondsPerRequest: new(25.0 / 800_000), CallsPerSecond: 30_000, CallsPerCPUSecond: 30_000, CPUBusy: 25.0 / 30},
+		{Shape: ShapeChat, Connections: 64, Target: Gateway, Counts: Counts{Requests: 630_000, Answered: 630_000},
+			CPUSecondsPerRequest: new(25.0 / 630_000), CallsPerSecond: 20_000, CallsPerCPUSecond: 27_000, ProxyShare: new(0.8), CPUBusy: 25.0 / 30},
+	}
+	if diff := cmp.Diff(got[2:], want, approx); diff != "" {
+		t.Errorf("closed-loop results (-got +want):\n%s", diff)
+	}
+}
+
 func TestResultsWithoutTheStub(t *testing.T) {
-	got := results([]Step{stepOf(1, 500, Gateway, 0.001, 1*ms1)}, []int{500}, []Target{Stub, Proxy, Gateway})
+	got := results([]Step{stepOf(1, 500, Gateway, 0.001, 1*ms1)}, []string{ShapeChat}, []int{500}, 0, []Target{Stub, Proxy, Gateway})
 	if g := got[2]; g.AddedP50Seconds != nil || g.AddedP99Seconds != nil || g.CPUSecondsPerRequest == nil {
 		t.Errorf("the gateway's result without the stub's = %+v; want CPU per request, and nothing added", g)
 	}
@@ -76,9 +104,9 @@ func TestChecks(t *testing.T) {
 	// p99 and CPU per request as given, in seconds.
 	at := func(proxyP50, proxyCPU, gatewayP50, gatewayP99, gatewayCPU float64) []Result {
 		return []Result{
-			{Rate: 2000, Target: Stub},
-			{Rate: 2000, Target: Proxy, AddedP50Seconds: new(proxyP50), AddedP99Seconds: new(0.0), CPUSecondsPerRequest: new(proxyCPU)},
-			{Rate: 2000, Target: Gateway, AddedP50Seconds: new(gatewayP50), AddedP99Seconds: new(gatewayP99), CPUSecondsPerRequest: new(gatewayCPU)},
+			{Shape: ShapeChat, Rate: 2000, Target: Stub},
+			{Shape: ShapeChat, Rate: 2000, Target: Proxy, AddedP50Seconds: new(proxyP50), AddedP99Seconds: new(0.0), CPUSecondsPerRequest: new(proxyCPU)},
+			{Shape: ShapeChat, Rate: 2000, Target: Gateway, AddedP50Seconds: new(gatewayP50), AddedP99Seconds: new(gatewayP99), CPUSecondsPerRequest: new(gatewayCPU)},
 		}
 	}
 	tests := []struct {
@@ -89,46 +117,46 @@ func TestChecks(t *testing.T) {
 		name:    "all within",
 		results: at(0.000_100, 0.000_050, 0.000_120, 0.001_500, 0.000_055),
 		want: []Check{
-			{Name: "added p50", Rule: "at most 1.4 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_120, ProxySeconds: new(0.000_100), LimitSeconds: 0.000_140, Pass: true},
-			{Name: "CPU per request", Rule: "at most 1.2 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_055, ProxySeconds: new(0.000_050), LimitSeconds: 0.000_060, Pass: true},
-			{Name: "added p99", Rule: "under 2ms", Rate: 2000, Measured: true, GatewaySeconds: 0.001_500, LimitSeconds: 0.002, Pass: true},
+			{Name: "added p50", Rule: "at most 1.4 × the bare proxy's", Shape: ShapeChat, Rate: 2000, Target: Gateway, Measured: true, GatewaySeconds: 0.000_120, ProxySeconds: new(0.000_100), LimitSeconds: 0.000_140, Pass: true},
+			{Name: "CPU per request", Rule: "at most 1.2 × the bare proxy's", Shape: ShapeChat, Rate: 2000, Target: Gateway, Measured: true, GatewaySeconds: 0.000_055, ProxySeconds: new(0.000_050), LimitSeconds: 0.000_060, Pass: true},
+			{Name: "added p99", Rule: "under 2ms", Shape: ShapeChat, Rate: 2000, Target: Gateway, Measured: true, GatewaySeconds: 0.001_500, LimitSeconds: 0.002, Pass: true},
 		},
 	}, {
 		name:    "all over",
 		results: at(0.000_100, 0.000_050, 0.000_150, 0.002_500, 0.000_070),
 		want: []Check{
-			{Name: "added p50", Rule: "at most 1.4 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_150, ProxySeconds: new(0.000_100), LimitSeconds: 0.000_140},
-			{Name: "CPU per request", Rule: "at most 1.2 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_070, ProxySeconds: new(0.000_050), LimitSeconds: 0.000_060},
-			{Name: "added p99", Rule: "under 2ms", Rate: 2000, Measured: true, GatewaySeconds: 0.002_500, LimitSeconds: 0.002},
+			{Name: "added p50", Rule: "at most 1.4 × the bare proxy's", Shape: ShapeChat, Rate: 2000, Target: Gateway, Measured: true, GatewaySeconds: 0.000_150, ProxySeconds: new(0.000_100), LimitSeconds: 0.000_140},
+			{Name: "CPU per request", Rule: "at most 1.2 × the bare proxy's", Shape: ShapeChat, Rate: 2000, Target: Gateway, Measured: true, GatewaySeconds: 0.000_070, ProxySeconds: new(0.000_050), LimitSeconds: 0.000_060},
+			{Name: "added p99", Rule: "under 2ms", Shape: ShapeChat, Rate: 2000, Target: Gateway, Measured: true, GatewaySeconds: 0.002_500, LimitSeconds: 0.002},
 		},
 	}, {
 		name:    "at the bounds: at most passes, under does not",
 		results: at(0.000_100, 0.000_050, 0.000_140, 0.002, 0.000_060),
 		want: []Check{
-			{Name: "added p50", Rule: "at most 1.4 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_140, ProxySeconds: new(0.000_100), LimitSeconds: 0.000_140, Pass: true},
-			{Name: "CPU per request", Rule: "at most 1.2 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_060, ProxySeconds: new(0.000_050), LimitSeconds: 0.000_060, Pass: true},
-			{Name: "added p99", Rule: "under 2ms", Rate: 2000, Measured: true, GatewaySeconds: 0.002, LimitSeconds: 0.002},
+			{Name: "added p50", Rule: "at most 1.4 × the bare proxy's", Shape: ShapeChat, Rate: 2000, Target: Gateway, Measured: true, GatewaySeconds: 0.000_140, ProxySeconds: new(0.000_100), LimitSeconds: 0.000_140, Pass: true},
+			{Name: "CPU per request", Rule: "at most 1.2 × the bare proxy's", Shape: ShapeChat, Rate: 2000, Target: Gateway, Measured: true, GatewaySeconds: 0.000_060, ProxySeconds: new(0.000_050), LimitSeconds: 0.000_060, Pass: true},
+			{Name: "added p99", Rule: "under 2ms", Shape: ShapeChat, Rate: 2000, Target: Gateway, Measured: true, GatewaySeconds: 0.002, LimitSeconds: 0.002},
 		},
 	}, {
 		name:    "a bare proxy that added nothing holds the gateway to nothing",
 		results: at(0, 0.000_050, 0.000_010, 0.001, 0.000_050),
 		want: []Check{
-			{Name: "added p50", Rule: "at most 1.4 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_010, ProxySeconds: new(0.0), LimitSeconds: 0},
-			{Name: "CPU per request", Rule: "at most 1.2 × the bare proxy's", Rate: 2000, Measured: true, GatewaySeconds: 0.000_050, ProxySeconds: new(0.000_050), LimitSeconds: 0.000_060, Pass: true},
-			{Name: "added p99", Rule: "under 2ms", Rate: 2000, Measured: true, GatewaySeconds: 0.001, LimitSeconds: 0.002, Pass: true},
+			{Name: "added p50", Rule: "at most 1.4 × the bare proxy's", Shape: ShapeChat, Rate: 2000, Target: Gateway, Measured: true, GatewaySeconds: 0.000_010, ProxySeconds: new(0.0), LimitSeconds: 0},
+			{Name: "CPU per request", Rule: "at most 1.2 × the bare proxy's", Shape: ShapeChat, Rate: 2000, Target: Gateway, Measured: true, GatewaySeconds: 0.000_050, ProxySeconds: new(0.000_050), LimitSeconds: 0.000_060, Pass: true},
+			{Name: "added p99", Rule: "under 2ms", Shape: ShapeChat, Rate: 2000, Target: Gateway, Measured: true, GatewaySeconds: 0.001, LimitSeconds: 0.002, Pass: true},
 		},
 	}, {
 		name:    "not measured at that rate fails",
-		results: []Result{{Rate: 500, Target: Gateway, AddedP50Seconds: new(0.0)}},
+		results: []Result{{Shape: ShapeChat, Rate: 500, Target: Gateway, AddedP50Seconds: new(0.0)}},
 		want: []Check{
-			{Name: "added p50", Rule: "at most 1.4 × the bare proxy's", Rate: 2000},
-			{Name: "CPU per request", Rule: "at most 1.2 × the bare proxy's", Rate: 2000},
-			{Name: "added p99", Rule: "under 2ms", Rate: 2000, LimitSeconds: 0.002},
+			{Name: "added p50", Rule: "at most 1.4 × the bare proxy's", Shape: ShapeChat, Rate: 2000, Target: Gateway},
+			{Name: "CPU per request", Rule: "at most 1.2 × the bare proxy's", Shape: ShapeChat, Rate: 2000, Target: Gateway},
+			{Name: "added p99", Rule: "under 2ms", Shape: ShapeChat, Rate: 2000, Target: Gateway, LimitSeconds: 0.002},
 		},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(checks(tc.results, 2000), tc.want, approx); diff != "" {
+			if diff := cmp.Diff(checks(tc.results, []string{ShapeChat}, 2000, 0), tc.want, approx); diff != "" {
 				t.Errorf("checks (-got +want):\n%s", diff)
 			}
 		})

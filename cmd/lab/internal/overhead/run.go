@@ -7,7 +7,9 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"time"
 
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/lab/internal/gatewayproc"
 )
 
@@ -41,8 +43,8 @@ func Run(ctx context.Context, opts Options, progress io.Writer) (Report, error) 
 	rep := Report{Settings: settingsOf(opts, pinned), LoadAverage: LoadAverage{Start: loadAverage()}}
 	err = r.run(ctx, opts, &rep, progress)
 	rep.LoadAverage.End = loadAverage()
-	rep.Results = results(rep.Steps, opts.Rates, opts.targets())
-	rep.Checks = checks(rep.Results, opts.peak())
+	rep.Results = results(rep.Steps, opts.Shapes, opts.Rates, opts.Connections, opts.targets())
+	rep.Checks = checks(rep.Results, opts.Shapes, opts.peak(), opts.Connections)
 	return rep, err
 }
 
@@ -56,6 +58,9 @@ func settingsOf(o Options, pinned bool) Settings {
 		CPUs:          runtime.NumCPU(),
 		Pinned:        pinned,
 		Tracing:       o.Tracing,
+		Shapes:        o.Shapes,
+		Connections:   o.Connections,
+		Stores:        o.Stores,
 	}
 }
 
@@ -64,7 +69,8 @@ func settingsOf(o Options, pinned bool) Settings {
 type rig struct {
 	dir     string
 	stub    *stub
-	sink    *sink // nil when no gateway traces
+	sink    *sink              // nil when no gateway traces
+	redis   *gatewayproc.Redis // nil when no gateway keeps its limits in Redis
 	procs   []child
 	clients []*client
 }
@@ -89,7 +95,7 @@ func startRig(ctx context.Context, opts Options, pinned bool) (_ *rig, err error
 			r.stop()
 		}
 	}()
-	if r.stub, err = startStub(limitsFor(opts.peak())); err != nil {
+	if r.stub, err = startStub(limitsFor(opts.sizing())); err != nil {
 		return nil, err
 	}
 	proxy, proxyURL, err := startProxy(self, dir, r.stub.url)
@@ -97,7 +103,7 @@ func startRig(ctx context.Context, opts Options, pinned bool) (_ *rig, err error
 		return nil, err
 	}
 	r.procs = append(r.procs, proxy)
-	r.clients = []*client{newClient(Stub, r.stub.url, nil, opts.Workers), newClient(Proxy, proxyURL, proxy, opts.Workers)}
+	r.clients = []*client{newClient(Stub, r.stub.url, nil, opts.connections()), newClient(Proxy, proxyURL, proxy, opts.connections())}
 	if err := r.startGateways(ctx, opts); err != nil {
 		return nil, err
 	}
@@ -111,11 +117,23 @@ func startRig(ctx context.Context, opts Options, pinned bool) (_ *rig, err error
 	return r, nil
 }
 
-// startGateways starts the gateway that traces nothing and one that traces each share of
-// opts.Tracing, sending its spans to the rig's sink, and adds them and their clients to r.
+// startGateways starts the gateway that traces nothing, the same in Redis if opts asks, and one
+// that traces each share of opts.Tracing, sending its spans to the rig's sink, and adds them and
+// their clients to r.
 func (r *rig) startGateways(ctx context.Context, opts Options) error {
-	if err := r.startGateway(ctx, opts, Gateway, untracedEnv); err != nil {
+	if err := r.startGateway(ctx, opts, Gateway, gatewayConfig(r.stub.url, opts.sizing(), opts.connections()), untracedEnv); err != nil {
 		return err
+	}
+	if opts.redis() {
+		var err error
+		if r.redis, err = gatewayproc.StartRedis(ctx, opts.RedisServer); err != nil {
+			return err
+		}
+		cfg := gatewayConfig(r.stub.url, opts.sizing(), opts.connections())
+		cfg.Store = gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{Address: r.redis.Addr, Replicas: 1}}
+		if err := r.startGateway(ctx, opts, GatewayRedis, cfg, untracedEnv); err != nil {
+			return err
+		}
 	}
 	if len(opts.Tracing) == 0 {
 		return nil
@@ -126,7 +144,8 @@ func (r *rig) startGateways(ctx context.Context, opts Options) error {
 	}
 	for _, share := range opts.Tracing {
 		t := tracedTarget(share)
-		if err := r.startGateway(ctx, opts, t, tracedEnv(r.sink.endpoint(t), share)); err != nil {
+		cfg := gatewayConfig(r.stub.url, opts.sizing(), opts.connections())
+		if err := r.startGateway(ctx, opts, t, cfg, tracedEnv(r.sink.endpoint(t), share)); err != nil {
 			return err
 		}
 		r.clients[len(r.clients)-1].spans = func() int64 { return r.sink.received(t) }
@@ -134,15 +153,15 @@ func (r *rig) startGateways(ctx context.Context, opts Options) error {
 	return nil
 }
 
-// startGateway starts a gateway, target t, with env added to its environment, and adds it and
-// its client to r.
-func (r *rig) startGateway(ctx context.Context, opts Options, t Target, env []string) error {
-	g, err := gatewayproc.Start(ctx, opts.Gateway, "lab-overhead", gatewayConfig(r.stub.url, opts.peak(), opts.Workers), nil, env...)
+// startGateway starts a gateway, target t, configured with cfg and with env added to its
+// environment, and adds it and its client to r.
+func (r *rig) startGateway(ctx context.Context, opts Options, t Target, cfg gatewayv1.Config, env []string) error {
+	g, err := gatewayproc.Start(ctx, opts.Gateway, "lab-overhead", cfg, nil, env...)
 	if err != nil {
 		return err
 	}
 	r.procs = append(r.procs, g)
-	r.clients = append(r.clients, newClient(t, g.URL, g, opts.Workers))
+	r.clients = append(r.clients, newClient(t, g.URL, g, opts.connections()))
 	return nil
 }
 
@@ -160,39 +179,51 @@ func (r *rig) stop() {
 	if r.sink != nil {
 		r.sink.close()
 	}
+	if r.redis != nil {
+		r.redis.Stop()
+	}
 	os.RemoveAll(r.dir)
 }
 
 // run runs the warm-up, then the rounds, adding each counted step to rep.
 // A step that ctx's end cut short is left out.
 func (r *rig) run(ctx context.Context, opts Options, rep *Report, progress io.Writer) error {
+	shapes := opts.shapes()
 	if opts.Warmup > 0 {
-		for _, c := range r.clients {
-			s, err := c.step(ctx, opts.Rates[0], opts.Warmup, opts.Workers)
-			if err != nil {
-				return err
-			}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			fmt.Fprint(progress, progressLine("warm-up", s))
-		}
-	}
-	for round := 1; round <= opts.Rounds; round++ {
-		for _, rate := range opts.Rates {
+		warmup := load{Rate: opts.Rates[0], Workers: opts.Workers}
+		for _, shape := range shapes {
 			for _, c := range r.clients {
-				s, err := c.step(ctx, rate, opts.Step, opts.Workers)
+				s, err := r.step(ctx, c, shape, warmup, opts.Warmup)
 				if err != nil {
 					return err
 				}
-				if err := ctx.Err(); err != nil {
-					return err
+				fmt.Fprint(progress, progressLine("warm-up", s))
+			}
+		}
+	}
+	for round := 1; round <= opts.Rounds; round++ {
+		for _, shape := range shapes {
+			for _, l := range opts.loads() {
+				for _, c := range r.clients {
+					s, err := r.step(ctx, c, shape, l, opts.Step)
+					if err != nil {
+						return err
+					}
+					s.Round = round
+					rep.Steps = append(rep.Steps, s)
+					fmt.Fprint(progress, progressLine(fmt.Sprintf("round %d", round), s))
 				}
-				s.Round = round
-				rep.Steps = append(rep.Steps, s)
-				fmt.Fprint(progress, progressLine(fmt.Sprintf("round %d", round), s))
 			}
 		}
 	}
 	return nil
+}
+
+// step runs one step of c; its error is ctx's when ctx ended during it.
+func (r *rig) step(ctx context.Context, c *client, shape Shape, l load, d time.Duration) (Step, error) {
+	s, err := c.step(ctx, shape, l, d)
+	if err != nil {
+		return Step{}, err
+	}
+	return s, ctx.Err()
 }

@@ -11,19 +11,6 @@ import (
 	"github.com/sluicehq/sluice/cmd/lab/internal/openai"
 )
 
-const (
-	// model is the model the requests name, and the encoding the gateway
-	// counts its prompt tokens with, as a user would configure it.
-	model    = "gpt-4o-mini"
-	encoding = "o200k_base"
-	// maxTokens is each request's max_tokens: the stub's answer is that
-	// many tokens long.
-	maxTokens = 16
-)
-
-// requestBody is every request: a short chat completion.
-var requestBody = openai.ChatBody(model, maxTokens, "Say hello in one short sentence.")
-
 // stub is the zero-delay upstream: it answers every chat completion at
 // once, in OpenAI's JSON with a usage block and with the headers OpenAI
 // sends (see setProviderHeaders).
@@ -32,7 +19,7 @@ type stub struct {
 	url string
 }
 
-// startStub serves the stub on a free loopback port, reporting the limits
+// startStub serves the stub, its chat completions and its embeddings, on a free loopback port, reporting the limits
 // of limits in its rate-limit headers.
 func startStub(limits providerLimits) (*stub, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -41,19 +28,41 @@ func startStub(limits providerLimits) (*stub, error) {
 	}
 	var seq atomic.Uint64
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
-		req, apiErr := openai.Read(r, openai.Chat, maxTokens, []string{model})
-		if apiErr != nil {
-			apiErr.Write(w)
-			return
-		}
-		n := seq.Add(1)
-		setProviderHeaders(w.Header(), limits, n)
-		openai.WriteReply(w, openai.Chat, openai.NewReply(req, n, time.Now().Unix()))
-	})
+	for _, e := range []openai.Endpoint{openai.Chat, openai.Embeddings} {
+		mux.HandleFunc("POST "+e.Path(), func(w http.ResponseWriter, r *http.Request) {
+			req, apiErr := openai.Read(r, e, maxTokens, []string{model, embeddingModel})
+			if apiErr != nil {
+				apiErr.Write(w)
+				return
+			}
+			n := seq.Add(1)
+			setProviderHeaders(w.Header(), limits, n)
+			answer(w, req, openai.NewReply(shortAnswer(req), n, time.Now().Unix()))
+		})
+	}
 	s := &stub{srv: &http.Server{Handler: mux, ReadHeaderTimeout: requestTimeout}, url: "http://" + ln.Addr().String()}
 	go func() { _ = s.srv.Serve(ln) }() // ErrServerClosed, when close closes it
 	return s, nil
+}
+
+// shortAnswer is req as the stub answers it: a chat answered as JSON in maxTokens tokens at most,
+// finished for "stop" below its cap, as a short classification is, whatever cap it names; the
+// gateway names its model's default cap on a call that names none, and the bare proxy does not,
+// and both answers are the same. A stream is as long as its cap.
+func shortAnswer(req openai.Request) openai.Request {
+	if !req.Stream && req.CompletionTokens > maxTokens {
+		req.CompletionTokens, req.Capped = maxTokens, false
+	}
+	return req
+}
+
+// answer writes rep to w, as a stream when req asks for one.
+func answer(w http.ResponseWriter, req openai.Request, rep openai.Reply) {
+	if req.Stream {
+		_ = openai.WriteStream(w, req, rep, nil) // a client gone: nothing to answer
+		return
+	}
+	openai.WriteReply(w, req.Endpoint, rep)
 }
 
 // setProviderHeaders sets the headers OpenAI sends with an answer, the n-th

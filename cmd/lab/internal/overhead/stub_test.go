@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+
+	"github.com/sluicehq/sluice/cmd/lab/internal/openai"
 )
 
 // TestStubReportsTheGatewaysLimitsAsOpenAIDoes checks the stub's rate-limit headers: the limits
@@ -32,5 +34,26 @@ func TestStubReportsTheGatewaysLimitsAsOpenAIDoes(t *testing.T) {
 	}
 	if len(remaining) < 100 {
 		t.Errorf("2000 answers reported %d remaining counts; want them to change as a real provider's do", len(remaining))
+	}
+}
+
+// TestStubAnswersAShortChatWhateverItsCap answers a chat in 16 tokens at most, whether it names
+// no cap (as the bare proxy passes it) or the gateway's default of 256, and a stream as long as
+// its cap.
+func TestStubAnswersAShortChatWhateverItsCap(t *testing.T) {
+	for _, tc := range []struct {
+		req        openai.Request
+		wantTokens int64
+		wantCapped bool
+	}{
+		{openai.Request{Endpoint: openai.Chat, CompletionTokens: maxTokens}, maxTokens, false},
+		{openai.Request{Endpoint: openai.Chat, CompletionTokens: maxTokens, Capped: true}, maxTokens, true},
+		{openai.Request{Endpoint: openai.Chat, CompletionTokens: 256, Capped: true}, maxTokens, false},
+		{openai.Request{Endpoint: openai.Chat, Stream: true, CompletionTokens: 3200, Capped: true}, 3200, true},
+	} {
+		got := shortAnswer(tc.req)
+		if got.CompletionTokens != tc.wantTokens || got.Capped != tc.wantCapped {
+			t.Errorf("shortAnswer(%+v) answers %d tokens, capped %t; want %d, capped %t", tc.req, got.CompletionTokens, got.Capped, tc.wantTokens, tc.wantCapped)
+		}
 	}
 }
