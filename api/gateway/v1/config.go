@@ -26,6 +26,9 @@ type Config struct {
 	// jobs says how jobs, the work sent to /v1/jobs that nobody waits for,
 	// are run and kept.
 	Jobs Jobs `json:"jobs,omitzero"`
+	// batches bounds what tenants keep of OpenAI's Files and Batches APIs:
+	// the files they upload and the batches that run them as jobs.
+	Batches Batches `json:"batches,omitzero"`
 	// kept says how the gateway keeps track of what providers keep for
 	// tenants: whose each stored response is, and the background responses
 	// it follows to settle them.
@@ -223,6 +226,31 @@ type Jobs struct {
 	// 429. A result is kept even when it passes the cap, so a tenant may hold
 	// up to maxResultBytes more per job running. Zero means 256 MiB.
 	MaxBytesPerTenant int64 `json:"maxBytesPerTenant,omitempty"`
+}
+
+// Batches bounds the files and batches of OpenAI's Files and Batches APIs.
+// They live where the store is: in Redis, shared by every replica, or in one
+// gateway's memory.
+type Batches struct {
+	// maxFileBytes caps one uploaded file, 1 byte to 512 MiB; past it,
+	// POST /v1/files answers 413. Zero means 100 MiB.
+	MaxFileBytes int64 `json:"maxFileBytes,omitempty"`
+	// maxFilesPerTenant is the most files a tenant keeps, uploaded and
+	// written by its batches, 1 to 100,000; past it, POST /v1/files answers
+	// 429. Zero means 500.
+	MaxFilesPerTenant int32 `json:"maxFilesPerTenant,omitempty"`
+	// maxBytesPerTenant caps what a tenant's files hold, at least
+	// maxFileBytes; past it, POST /v1/files answers 429. A batch's output
+	// and error files are kept even when they pass it (their lines were
+	// paid for). Zero means 1 GiB.
+	MaxBytesPerTenant int64 `json:"maxBytesPerTenant,omitempty"`
+	// maxLinesPerBatch is the most requests one batch's input file may hold,
+	// 1 to 1,000,000. Its lines run as jobs, and count among the tenant's
+	// jobs queued (jobs.maxQueuedPerTenant). Zero means 10000.
+	MaxLinesPerBatch int32 `json:"maxLinesPerBatch,omitempty"`
+	// keepFor is how long a file or a batch is kept after it is made, at
+	// least 1h. Zero means 720h, the 30 days OpenAI keeps a batch's output.
+	KeepFor metav1.Duration `json:"keepFor,omitzero"`
 }
 
 // Kept says how the gateway keeps track of what providers keep for tenants.

@@ -47,6 +47,11 @@ const (
 	defaultJobBodyBytes     = 1 << 20
 	defaultJobResultBytes   = 8 << 20
 	defaultJobTenantBytes   = 256 << 20
+	defaultBatchFileBytes   = 100 << 20
+	defaultBatchFiles       = 500
+	defaultBatchTenantBytes = 1 << 30
+	defaultBatchLines       = 10000
+	defaultBatchKeepFor     = 720 * time.Hour
 	defaultJobScope         = JobScopeTenant
 	defaultProviderState    = ProviderStateKeep
 	defaultOwnersFor        = 720 * time.Hour
@@ -61,6 +66,7 @@ func (c *Config) Default() {
 	c.Server.defaults()
 	c.Store.defaults()
 	c.Jobs.defaults()
+	c.Batches.defaults()
 	setDefaultDuration(&c.Kept.OwnersFor, defaultOwnersFor)
 	setDefaultDuration(&c.Kept.FollowFor, defaultFollowFor)
 	setDefaultDuration(&c.Kept.ReclaimAfter, defaultKeptReclaim)
@@ -107,6 +113,14 @@ func (j *Jobs) defaults() {
 	setDefault(&j.MaxBodyBytes, defaultJobBodyBytes)
 	setDefault(&j.MaxResultBytes, defaultJobResultBytes)
 	setDefault(&j.MaxBytesPerTenant, defaultJobTenantBytes)
+}
+
+func (b *Batches) defaults() {
+	setDefault(&b.MaxFileBytes, defaultBatchFileBytes)
+	setDefault(&b.MaxFilesPerTenant, defaultBatchFiles)
+	setDefault(&b.MaxBytesPerTenant, defaultBatchTenantBytes)
+	setDefault(&b.MaxLinesPerBatch, defaultBatchLines)
+	setDefaultDuration(&b.KeepFor, defaultBatchKeepFor)
 }
 
 // Default fills every unset field of the provider and its models that has a

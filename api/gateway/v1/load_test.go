@@ -39,6 +39,9 @@ var defaultKept = gatewayv1.Kept{OwnersFor: duration(720 * time.Hour), FollowFor
 var defaultJobs = gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: duration(time.Minute), ResultTTL: duration(24 * time.Hour), Workers: 8, MaxQueuedPerTenant: 10000,
 	MaxBodyBytes: 1 << 20, MaxResultBytes: 8 << 20, MaxBytesPerTenant: 256 << 20}
 
+var defaultBatches = gatewayv1.Batches{MaxFileBytes: 100 << 20, MaxFilesPerTenant: 500, MaxBytesPerTenant: 1 << 30, MaxLinesPerBatch: 10000,
+	KeepFor: duration(720 * time.Hour)}
+
 func TestLoadTwoTenants(t *testing.T) {
 	got, err := gatewayv1.Load(filepath.Join("testdata", "two-tenants.yaml"))
 	if err != nil {
@@ -49,7 +52,7 @@ func TestLoadTwoTenants(t *testing.T) {
 		Kind:       gatewayv1.Kind,
 		Server:     defaultServer,
 		Store:      gatewayv1.Store{Type: gatewayv1.StoreMemory},
-		Jobs:       defaultJobs, Kept: defaultKept,
+		Jobs:       defaultJobs, Kept: defaultKept, Batches: defaultBatches,
 		Providers: []gatewayv1.Provider{{
 			Name:              "openai",
 			BaseURL:           "http://127.0.0.1:8081/v1",
@@ -192,7 +195,7 @@ func TestParseDefaults(t *testing.T) {
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   defaultJobs, Kept: defaultKept,
+			Jobs:   defaultJobs, Kept: defaultKept, Batches: defaultBatches,
 		},
 	}, {
 		name:  "JSON",
@@ -201,7 +204,7 @@ func TestParseDefaults(t *testing.T) {
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: withMaxBodyBytes(defaultServer, 1024),
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   defaultJobs, Kept: defaultKept,
+			Jobs:   defaultJobs, Kept: defaultKept, Batches: defaultBatches,
 		},
 	}, {
 		name:  "maxInFlight follows maxConnections",
@@ -210,7 +213,7 @@ func TestParseDefaults(t *testing.T) {
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: withConnections(defaultServer, 100, 50),
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   defaultJobs, Kept: defaultKept,
+			Jobs:   defaultJobs, Kept: defaultKept, Batches: defaultBatches,
 		},
 	}, {
 		name:  "redis",
@@ -221,7 +224,7 @@ func TestParseDefaults(t *testing.T) {
 			Store: gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{
 				Address: "redis:6379", FailMode: gatewayv1.FailClosed, Replicas: 1,
 			}},
-			Jobs: defaultJobs, Kept: defaultKept,
+			Jobs: defaultJobs, Kept: defaultKept, Batches: defaultBatches,
 		},
 	}, {
 		name:  "jobs",
@@ -232,7 +235,7 @@ func TestParseDefaults(t *testing.T) {
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
 			Jobs: gatewayv1.Jobs{MaxAttempts: 5, ReclaimAfter: duration(2 * time.Second), ResultTTL: duration(24 * time.Hour), Workers: 8, MaxQueuedPerTenant: 10000,
 				MaxBodyBytes: 1 << 20, MaxResultBytes: 8 << 20, MaxBytesPerTenant: 256 << 20},
-			Kept: defaultKept,
+			Kept: defaultKept, Batches: defaultBatches,
 		},
 	}, {
 		name: "limits",
@@ -247,7 +250,7 @@ func TestParseDefaults(t *testing.T) {
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   defaultJobs, Kept: defaultKept,
+			Jobs:   defaultJobs, Kept: defaultKept, Batches: defaultBatches,
 			Global: []gatewayv1.Limit{
 				{Dimension: gatewayv1.DimensionRequests, Amount: 100, Per: gatewayv1.PeriodSecond, Burst: 100, OnLimit: gatewayv1.BehaviorQueue},
 				{Dimension: gatewayv1.DimensionRequests, Amount: 100, Per: gatewayv1.PeriodSecond, Burst: 5, OnLimit: gatewayv1.BehaviorReject},
@@ -271,7 +274,7 @@ tenants:
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   defaultJobs, Kept: defaultKept,
+			Jobs:   defaultJobs, Kept: defaultKept, Batches: defaultBatches,
 			Providers: []gatewayv1.Provider{{
 				Name: "local", BaseURL: "http://127.0.0.1:8000/v1",
 				Models:          []gatewayv1.Model{{Name: "llama", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens", ContextWindow: 1 << 20}},
@@ -313,7 +316,7 @@ tenants:
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   defaultJobs, Kept: defaultKept,
+			Jobs:   defaultJobs, Kept: defaultKept, Batches: defaultBatches,
 			Providers: []gatewayv1.Provider{{
 				Name: "local", BaseURL: "http://127.0.0.1:8000/v1",
 				Models:          []gatewayv1.Model{{Name: "llama", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens", ContextWindow: 1 << 20}},

@@ -45,6 +45,9 @@ var (
 	maxJobsQueued    = int64(1_000_000)
 	maxJobBodyBytes  = int64(64 << 20)
 	maxJobResult     = int64(32 << 20)
+	maxBatchFile     = int64(512 << 20)
+	maxBatchFiles    = int64(100_000)
+	maxBatchLines    = int64(1_000_000)
 	jobScopes        = []JobScope{JobScopeTenant, JobScopeUser}
 	providerStates   = []ProviderState{ProviderStateKeep, ProviderStateNoStore, ProviderStateRefuse}
 	uidPattern       = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_./]{0,127}$`)
@@ -63,6 +66,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Store.validate(field.NewPath("store"))...)
 	errs = append(errs, c.Jobs.validate(field.NewPath("jobs"))...)
 	errs = append(errs, c.Kept.validate(field.NewPath("kept"))...)
+	errs = append(errs, c.Batches.validate(field.NewPath("batches"))...)
 	errs = append(errs, validateGlobal(field.NewPath("global"), c.Global)...)
 	errs = append(errs, validateProviders(field.NewPath("providers"), c.Providers)...)
 	errs = append(errs, validatePlans(field.NewPath("plans"), c.Plans, c.Providers)...)
@@ -205,6 +209,17 @@ func (j *Jobs) validate(p *field.Path) field.ErrorList {
 	errs = append(errs, validateRange(p.Child("maxResultBytes"), j.MaxResultBytes, 1, maxJobResult)...)
 	if j.MaxBytesPerTenant < j.MaxBodyBytes {
 		errs = append(errs, field.Invalid(p.Child("maxBytesPerTenant"), j.MaxBytesPerTenant, "must be at least maxBodyBytes, or no job fits"))
+	}
+	return errs
+}
+
+func (b *Batches) validate(p *field.Path) field.ErrorList {
+	errs := validateRange(p.Child("maxFileBytes"), b.MaxFileBytes, 1, maxBatchFile)
+	errs = append(errs, validateRange(p.Child("maxFilesPerTenant"), int64(b.MaxFilesPerTenant), 1, maxBatchFiles)...)
+	errs = append(errs, validateRange(p.Child("maxLinesPerBatch"), int64(b.MaxLinesPerBatch), 1, maxBatchLines)...)
+	errs = append(errs, validateMinDuration(p.Child("keepFor"), b.KeepFor, time.Hour)...)
+	if b.MaxBytesPerTenant < b.MaxFileBytes {
+		errs = append(errs, field.Invalid(p.Child("maxBytesPerTenant"), b.MaxBytesPerTenant, "must be at least maxFileBytes, or no file fits"))
 	}
 	return errs
 }
