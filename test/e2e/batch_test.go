@@ -1,0 +1,209 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/sluicehq/sluice/test/poll"
+	"github.com/sluicehq/sluice/test/redisserver"
+)
+
+// batchGateways are two gateways on one Redis in front of the SDK provider (see sdkConfig):
+// acme calls as it likes, burst is another tenant, daily may send one request a day.
+func batchGateways(t *testing.T) ([2]*gateway, *sdkProvider) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs Redis and the gateway binary; skipped with -short")
+	}
+	p := newSDKProvider(t)
+	redis := redisserver.Start(t)
+	config := sdkConfig(t, p.URL)
+	data, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withRedis := strings.Replace(string(data), "kind: GatewayConfig\n", "kind: GatewayConfig\n"+redisStore(redis.Addr)+"\njobs: {workers: 2}\n", 1)
+	config = filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(config, []byte(withRedis), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return [2]*gateway{startGateway(t, config), startGateway(t, config)}, p
+}
+
+// batchInput is a batch's input of n chat completions.
+func batchInput(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"custom_id":"line-%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say hello."}]}}`+"\n", i+1)
+	}
+	return b.String()
+}
+
+func sdkClient(g *gateway, key string) openai.Client {
+	return openai.NewClient(option.WithBaseURL(g.api+"/v1"), option.WithAPIKey(key), option.WithMaxRetries(0))
+}
+
+// goSDKBatch uploads input through one client, makes its batch through another, polls it
+// through the first and returns it when it ends.
+func goSDKBatch(t *testing.T, upload, create openai.Client, input string) *openai.Batch {
+	t.Helper()
+	ctx := context.Background()
+	f, err := upload.Files.New(ctx, openai.FileNewParams{File: openai.File(strings.NewReader(input), "in.jsonl", "application/jsonl"), Purpose: openai.FilePurposeBatch})
+	if err != nil {
+		t.Fatalf("upload: %v", err)
+	}
+	b, err := create.Batches.New(ctx, openai.BatchNewParams{InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
+		CompletionWindow: openai.BatchNewParamsCompletionWindow24h})
+	if err != nil {
+		t.Fatalf("create a batch: %v", err)
+	}
+	poll.Until(t, processWait, "batch "+b.ID+" to end", func() bool {
+		if b, err = upload.Batches.Get(ctx, b.ID); err != nil {
+			t.Fatalf("get the batch: %v", err)
+		}
+		return b.Status == openai.BatchStatusCompleted || b.Status == openai.BatchStatusFailed || b.Status == openai.BatchStatusExpired
+	})
+	return b
+}
+
+// linesOf reads a file of JSON lines through c.
+func linesOf(t *testing.T, c openai.Client, id string) []map[string]any {
+	t.Helper()
+	resp, err := c.Files.Content(context.Background(), id)
+	if err != nil {
+		t.Fatalf("read file %s: %v", id, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("file %s: a line that is not JSON: %q", id, line)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// lineStatus is the response status of an output or error line, and its body's error code.
+func lineStatus(line map[string]any) (int, string) {
+	resp, _ := line["response"].(map[string]any)
+	status, _ := resp["status_code"].(float64)
+	body, _ := resp["body"].(map[string]any)
+	e, _ := body["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return int(status), code
+}
+
+// TestBatchesThroughTwoGatewaysWithTheGoSDK runs the official Go SDK, unmodified, against two
+// gateways on one Redis: a file uploaded through one, its batch made through the other, run by
+// the workers of both, polled and read through either. A tenant whose day's quota runs out in the
+// middle of its batch gets the rest failed as a live call would be; another tenant finds
+// neither the file nor the batch.
+func TestBatchesThroughTwoGatewaysWithTheGoSDK(t *testing.T) {
+	gateways, p := batchGateways(t)
+	acme := [2]openai.Client{sdkClient(gateways[0], keyAlice), sdkClient(gateways[1], keyAlice)}
+	b := goSDKBatch(t, acme[0], acme[1], batchInput(6))
+	if b.Status != openai.BatchStatusCompleted || b.RequestCounts.Completed != 6 || b.RequestCounts.Failed != 0 || b.ErrorFileID != "" {
+		t.Fatalf("batch %s, counts %+v, error file %q; want all 6 lines completed", b.Status, b.RequestCounts, b.ErrorFileID)
+	}
+	output := linesOf(t, acme[1], b.OutputFileID)
+	for i, line := range output {
+		status, _ := lineStatus(line)
+		if line["custom_id"] != fmt.Sprintf("line-%d", i+1) || status != http.StatusOK {
+			t.Errorf("output line %d: %v; want line-%d answered 200", i+1, line, i+1)
+		}
+	}
+	if len(output) != 6 || p.count("/v1/chat/completions") != 6 {
+		t.Errorf("%d output lines, %d calls at the provider; want 6 of each", len(output), p.count("/v1/chat/completions"))
+	}
+
+	daily := sdkClient(gateways[1], keyDave)
+	b = goSDKBatch(t, daily, sdkClient(gateways[0], keyDave), batchInput(3))
+	if b.Status != openai.BatchStatusCompleted || b.RequestCounts.Completed != 1 || b.RequestCounts.Failed != 2 {
+		t.Fatalf("daily's batch %s, counts %+v; want completed with 1 line served and 2 failed at the day's quota", b.Status, b.RequestCounts)
+	}
+	for _, line := range linesOf(t, daily, b.ErrorFileID) {
+		if status, code := lineStatus(line); status != http.StatusTooManyRequests || code != "insufficient_quota" {
+			t.Errorf("a line past the day's quota: %v; want 429 insufficient_quota, as a live call", line)
+		}
+	}
+
+	other := sdkClient(gateways[0], keyBob)
+	var apiErr *openai.Error
+	if _, err := other.Batches.Get(context.Background(), b.ID); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
+		t.Errorf("another tenant reads the batch: %v; want 404", err)
+	}
+	if _, err := other.Files.Content(context.Background(), b.OutputFileID); !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound {
+		t.Errorf("another tenant reads the output: %v; want 404", err)
+	}
+}
+
+// nodeBatchResult is what testdata/node-batch.js prints.
+type nodeBatchResult struct {
+	Status        string
+	RequestCounts struct{ Total, Completed, Failed int } `json:"request_counts"`
+	Output        []string
+	Errors        []string
+	Refused       struct {
+		Status int
+		Code   string
+	}
+}
+
+// TestBatchesThroughTwoGatewaysWithTheNodeSDK runs the official openai npm package, unmodified,
+// through two gateways on one Redis: an upload, a batch, its polling and its output and error
+// files, each through either gateway, and a batch whose file fails validation.
+func TestBatchesThroughTwoGatewaysWithTheNodeSDK(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the gateway binary and node; skipped with -short")
+	}
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed: the Node SDK cannot run (install Node.js 20 or later to run this test)", tool)
+		}
+	}
+	modules, err := exec.Command("../../hack/node-sdk.sh").Output()
+	if err != nil {
+		t.Fatalf("install the openai npm package: %v", err)
+	}
+	gateways, p := batchGateways(t)
+	cmd := exec.Command("node", "testdata/node-batch.js", gateways[0].api+"/v1", gateways[1].api+"/v1", keyDave)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+strings.TrimSpace(string(modules)))
+	cmd.Stderr = os.Stderr
+	printed, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node-batch.js: %v", err)
+	}
+	var got nodeBatchResult
+	if err := json.Unmarshal(printed, &got); err != nil {
+		t.Fatalf("node-batch.js printed %s: %v", printed, err)
+	}
+	if got.Status != "completed" || got.RequestCounts.Total != 3 || got.RequestCounts.Completed != 1 || got.RequestCounts.Failed != 2 {
+		t.Errorf("batch %s with counts %+v; want completed, 1 of 3 served before the day's quota and 2 failed at it", got.Status, got.RequestCounts)
+	}
+	all := slices.Sorted(slices.Values(append(got.Output, got.Errors...)))
+	if len(got.Output) != 1 || !slices.Equal(all, []string{"line-1", "line-2", "line-3"}) {
+		t.Errorf("output %v, errors %v; want one line in the output and the two others in the errors", got.Output, got.Errors)
+	}
+	if got.Refused.Status != 0 || got.Refused.Code != "invalid_json_line" {
+		t.Errorf("a batch of a file that is not JSON lines: %+v; want it failed with invalid_json_line", got.Refused)
+	}
+	if n := p.count("/v1/chat/completions"); n != 1 {
+		t.Errorf("the provider got %d calls; want 1", n)
+	}
+}
