@@ -313,3 +313,90 @@ func TestACancelledBatchSendsNoMoreLines(t *testing.T) {
 		t.Errorf("cancelling a cancelled batch: %v; want 409", err)
 	}
 }
+
+// movingClock is a time the test moves on.
+type movingClock struct{ offset atomic.Int64 }
+
+func (c *movingClock) now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *movingClock) advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+func TestABatchPastItsWindowExpiresWithTheLinesItFinished(t *testing.T) {
+	held := make(chan struct{})
+	release := make(chan struct{})
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), "hold me") {
+			close(held)
+			<-release
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d}}`,
+			batchPromptTokens, batchCompletionTokens)
+	}))
+	t.Cleanup(provider.Close)
+	t.Cleanup(func() { close(release) })
+	cfg := settleConfig(provider.URL)
+	cfg.Tenants = append(cfg.Tenants, gatewayv1.Tenant{Name: "globex", Providers: []string{"lab"},
+		Keys: []gatewayv1.Key{{SHA256: gatewayv1.HashKey(globexKey), User: "bob"}}})
+	cfg.Default()
+	clock := &movingClock{}
+	g := &batchGateway{settleGateway: newSettleGatewayAt(t, cfg, clock.now)}
+	api := httptest.NewServer(g.Handler())
+	t.Cleanup(api.Close)
+	g.acme = openai.NewClient(option.WithBaseURL(api.URL+"/v1"), option.WithAPIKey(settleKey), option.WithMaxRetries(0))
+	ctx := context.Background()
+	in := upload(t, g.acme, chatLine("a", "Say hello."), chatLine("b", "hold me"), chatLine("c", "Say hello."))
+	b, err := g.acme.Batches.New(ctx, openai.BatchNewParams{InputFileID: in.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
+		CompletionWindow: openai.BatchNewParamsCompletionWindow24h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One worker: line a ends, line b is held at its provider, line c waits.
+	ctx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		g.RunJobs(ctx, 1, time.Second, time.Second)
+	}()
+	t.Cleanup(func() { stop(); <-stopped })
+	<-held
+	clock.advance(completionWindowLength + expiryGrace + time.Second)
+	poll.Until(t, time.Minute, "the batch to expire", func() bool {
+		b, err = g.acme.Batches.Get(context.Background(), b.ID)
+		return err == nil && b.Status == openai.BatchStatusExpired
+	})
+	if output := fileLines(t, g.acme, b.OutputFileID); len(output) != 1 || output[0]["custom_id"] != "a" {
+		t.Errorf("the expired batch's output %v; want line a, which finished before its window passed", output)
+	}
+	if b.RequestCounts.Completed != 1 || b.RequestCounts.Total != 3 {
+		t.Errorf("counts %+v; want 1 of 3 completed", b.RequestCounts)
+	}
+}
+
+func TestALineTakenAfterItsWindowIsNotSent(t *testing.T) {
+	provider, calls := batchProvider(t)
+	cfg := settleConfig(provider.URL)
+	cfg.Default()
+	clock := &movingClock{}
+	g := &batchGateway{settleGateway: newSettleGatewayAt(t, cfg, clock.now)}
+	api := httptest.NewServer(g.Handler())
+	t.Cleanup(api.Close)
+	g.acme = openai.NewClient(option.WithBaseURL(api.URL+"/v1"), option.WithAPIKey(settleKey), option.WithMaxRetries(0))
+	in := upload(t, g.acme, chatLine("a", "Say hello."), chatLine("b", "Say hello."))
+	created, err := g.acme.Batches.New(context.Background(), openai.BatchNewParams{InputFileID: in.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
+		CompletionWindow: openai.BatchNewParamsCompletionWindow24h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(completionWindowLength + time.Second)
+	g.runJobs(t)
+	var b *openai.Batch
+	poll.Until(t, time.Minute, "the batch to expire", func() bool {
+		b, err = g.acme.Batches.Get(context.Background(), created.ID)
+		return err == nil && b.Status == openai.BatchStatusExpired
+	})
+	errs := fileLines(t, g.acme, b.ErrorFileID)
+	if len(errs) != 2 || errs[0]["error"].(map[string]any)["code"] != "batch_expired" || calls.Load() != 0 {
+		t.Errorf("errors %v after %d calls; want both lines batch_expired, none sent", errs, calls.Load())
+	}
+}
