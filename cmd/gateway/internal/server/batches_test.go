@@ -400,3 +400,31 @@ func TestALineTakenAfterItsWindowIsNotSent(t *testing.T) {
 		t.Errorf("errors %v after %d calls; want both lines batch_expired, none sent", errs, calls.Load())
 	}
 }
+
+// BenchmarkMakeABatchOf10000Lines makes a batch of 10,000 chat lines on the memory stores: each
+// line read and checked as a live call, then added as a job.
+func BenchmarkMakeABatchOf10000Lines(b *testing.B) {
+	cfg := settleConfig(noProvider)
+	cfg.Jobs.MaxQueuedPerTenant = 1_000_000
+	cfg.Jobs.MaxBytesPerTenant = 1 << 30
+	g := newSettleGatewayAt(b, cfg, time.Now)
+	api := httptest.NewServer(g.Handler())
+	b.Cleanup(api.Close)
+	c := openai.NewClient(option.WithBaseURL(api.URL+"/v1"), option.WithAPIKey(settleKey), option.WithMaxRetries(0))
+	var lines []string
+	for i := range 10000 {
+		lines = append(lines, chatLine(fmt.Sprint(i), "Summarize the following page of the book in two sentences, keeping its names."))
+	}
+	in := strings.Join(lines, "\n")
+	for b.Loop() {
+		f, err := c.Files.New(context.Background(), openai.FileNewParams{File: openai.File(strings.NewReader(in), "in.jsonl", "application/jsonl"), Purpose: openai.FilePurposeBatch})
+		if err != nil {
+			b.Fatal(err)
+		}
+		batch, err := c.Batches.New(context.Background(), openai.BatchNewParams{InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
+			CompletionWindow: openai.BatchNewParamsCompletionWindow24h})
+		if err != nil || batch.RequestCounts.Total != 10000 {
+			b.Fatalf("batch %+v, %v", batch, err)
+		}
+	}
+}
