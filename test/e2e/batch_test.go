@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -205,5 +206,55 @@ func TestBatchesThroughTwoGatewaysWithTheNodeSDK(t *testing.T) {
 	}
 	if n := p.count("/v1/chat/completions"); n != 1 {
 		t.Errorf("the provider got %d calls; want 1", n)
+	}
+}
+
+// TestABatchSurvivesTheKillOfAGateway kills (SIGKILL) the gateway that made a batch while one of
+// its lines is at the provider: another gateway on the same Redis takes the line over, runs the
+// rest and ends the batch, and every line is in its output once.
+func TestABatchSurvivesTheKillOfAGateway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Redis and the gateway binary; skipped with -short")
+	}
+	const marker = "Say hello as a batch's line."
+	up, held, _ := holdingUpstream(t, marker)
+	redis := redisserver.Start(t)
+	config := jobsConfig(t, up.URL, redisStore(redis.Addr), "jobs: {maxAttempts: 3, reclaimAfter: 1s, workers: 1}")
+	a := startGateway(t, config)
+	var input strings.Builder
+	for i := range 4 {
+		body := chatBody
+		if i == 0 {
+			body = strings.Replace(chatBody, "Say hello.", marker, 1)
+		}
+		fmt.Fprintf(&input, `{"custom_id":"line-%d","method":"POST","url":"/v1/chat/completions","body":%s}`+"\n", i+1, body)
+	}
+	ctx := context.Background()
+	client := sdkClient(a, keyAlice)
+	f, err := client.Files.New(ctx, openai.FileNewParams{File: openai.File(strings.NewReader(input.String()), "in.jsonl", "application/jsonl"), Purpose: openai.FilePurposeBatch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := client.Batches.New(ctx, openai.BatchNewParams{InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
+		CompletionWindow: openai.BatchNewParamsCompletionWindow24h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-held // the first line's call is at the provider
+	if err := syscall.Kill(a.proc.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-a.proc.Exited()
+
+	other := sdkClient(startGateway(t, config), keyAlice)
+	poll.Until(t, processWait, "the batch to end", func() bool {
+		if b, err = other.Batches.Get(ctx, b.ID); err != nil {
+			t.Fatalf("get the batch: %v", err)
+		}
+		return b.Status == openai.BatchStatusCompleted
+	})
+	output := linesOf(t, other, b.OutputFileID)
+	if b.RequestCounts.Completed != 4 || len(output) != 4 || output[0]["custom_id"] != "line-1" {
+		t.Errorf("counts %+v, output %v; want the 4 lines, the one at the provider when its gateway died among them", b.RequestCounts, output)
 	}
 }
