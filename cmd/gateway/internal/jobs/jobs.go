@@ -106,7 +106,8 @@ type Job struct {
 	// key, so a job delivered twice is charged once.
 	Charged bool `json:"charged,omitempty"`
 	// Batch, when set, names the batch the job is a line of: Line is its number in the batch's
-	// input (from 1), CustomID the id its client gave it.
+	// input (from 1), CustomID the id its client gave it. Such a job is not listed, and once it
+	// ends the store keeps neither it among the finished jobs nor its result (see keptWhenEnded).
 	Batch    string `json:"batch,omitempty"`
 	Line     int    `json:"line,omitempty"`
 	CustomID string `json:"customID,omitempty"`
@@ -263,12 +264,20 @@ func (j *Job) finish(o Outcome, maxAttempts int) {
 }
 
 // settleSize drops the body of a job that has ended, whose size is now its result's, and returns
-// by how much its size changed.
+// by how much its size changed. A batch's line keeps nothing: its batch records its result.
 func (j *Job) settleSize() int64 {
 	before := j.Size
 	j.Body, j.Size = nil, int64(len(j.Result))
+	if j.Batch != "" {
+		j.Size = 0
+	}
 	return j.Size - before
 }
+
+// keptWhenEnded reports whether the store keeps j, with its result, among its tenant's finished
+// jobs once it has ended. A batch's line is not: its batch records how it ended, and a batch of
+// thousands of lines must not push the tenant's own jobs out of the finished ones it keeps.
+func (j *Job) keptWhenEnded() bool { return j.Batch == "" }
 
 // Options configures a store.
 type Options struct {

@@ -287,9 +287,7 @@ func (s *Server) serveListJobs(w http.ResponseWriter, r *http.Request) {
 		Data   []jobAnswer `json:"data"`
 	}{Object: "list", Data: []jobAnswer{}}
 	for _, j := range list {
-		if j.Batch == "" { // a batch's lines are read through their batch
-			out.Data = append(out.Data, answerOf(j))
-		}
+		out.Data = append(out.Data, answerOf(j))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
