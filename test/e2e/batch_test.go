@@ -18,7 +18,9 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/test/poll"
+	"github.com/sluicehq/sluice/test/proc"
 	"github.com/sluicehq/sluice/test/redisserver"
 )
 
@@ -256,5 +258,65 @@ func TestABatchSurvivesTheKillOfAGateway(t *testing.T) {
 	output := linesOf(t, other, b.OutputFileID)
 	if b.RequestCounts.Completed != 4 || len(output) != 4 || output[0]["custom_id"] != "line-1" {
 		t.Errorf("counts %+v, output %v; want the 4 lines, the one at the provider when its gateway died among them", b.RequestCounts, output)
+	}
+}
+
+// TestABatchForASelfHostedModelRunsThroughTheQueue runs a batch for a model the lab's simulated
+// inference server serves, a self-hosted provider without a batch service: its lines go as jobs
+// through the gateway's queue, within the server's calls in flight, and the batch completes.
+func TestABatchForASelfHostedModelRunsThroughTheQueue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the gateway and the lab binaries; skipped with -short")
+	}
+	addr := freeAddr(t)
+	proc.Start(t, "lab-inference", exec.Command(labBin, "inference", "-listen", addr, "-model", "llama", "-max-num-seqs", "4",
+		"-token-latency", "1ms", "-default-max-tokens", "8"))
+	poll.Until(t, processWait, "the inference server to listen", func() bool {
+		resp, err := http.Get("http://" + addr + "/health")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+	config := filepath.Join(t.TempDir(), "sluice.yaml")
+	writeAtomically(t, config, fmt.Sprintf(`apiVersion: gateway.sluice.dev/v1
+kind: GatewayConfig
+providers:
+  - name: llama
+    baseURL: http://%s/v1
+    models: [{name: llama, defaultMaxTokens: 8, maxTokensParam: max_tokens}]
+    maxInFlight: 4
+    prices: {inputPerMillion: "0.10", outputPerMillion: "0.10"}
+tenants:
+  - name: acme
+    keys: [{sha256: %s, user: alice}]
+    providers: [llama]
+`, addr, gatewayv1.HashKey(keyAlice)))
+	g := startGateway(t, config)
+	var input strings.Builder
+	const lines = 50
+	for i := range lines {
+		fmt.Fprintf(&input, `{"custom_id":"page-%d","method":"POST","url":"/v1/chat/completions","body":{"model":"llama","messages":[{"role":"user","content":"Summarize page %d."}]}}`+"\n", i+1, i+1)
+	}
+	client := sdkClient(g, keyAlice)
+	b := goSDKBatch(t, client, client, input.String())
+	if b.Status != openai.BatchStatusCompleted || b.RequestCounts.Completed != lines {
+		t.Fatalf("batch %s, counts %+v; want all %d lines completed", b.Status, b.RequestCounts, lines)
+	}
+	for _, line := range linesOf(t, client, b.OutputFileID) {
+		resp := line["response"].(map[string]any)
+		usage, _ := resp["body"].(map[string]any)["usage"].(map[string]any)
+		if usage["completion_tokens"] != float64(8) {
+			t.Errorf("line %v: usage %v; want the 8 completion tokens of its cap", line["custom_id"], usage)
+		}
+	}
+	resp, err := adminGet(g.admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	metrics, _ := io.ReadAll(resp.Body)
+	if want := fmt.Sprintf(`sluice_gateway_batch_lines_total{outcome="completed",tenant="acme"} %d`, lines); !strings.Contains(string(metrics), want) {
+		t.Errorf("the gateway's metrics do not hold %s", want)
 	}
 }
