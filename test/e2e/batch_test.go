@@ -320,3 +320,112 @@ tenants:
 		t.Errorf("the gateway's metrics do not hold %s", want)
 	}
 }
+
+// The lab's OpenAI account for batches on its batch service, and the key the gateways call it
+// with. Each batch of serviceLines lines holds about serviceLines × 1,010 tokens enqueued, and the
+// account, and the gateways, hold at most serviceQueueTokens: one batch at a time.
+const (
+	serviceAPIKey      = "sk-lab-batch-service"
+	serviceLines       = 3
+	serviceQueueTokens = 4000
+)
+
+// serviceGateways runs the lab's OpenAI account with its batch service, a batch taking a second,
+// and two gateways on one Redis in front of it whose batches run there, for acme (keyAlice)
+// with a month's budget. It returns the account's URL and the gateways.
+func serviceGateways(t *testing.T) (string, [2]*gateway) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs Redis and the gateway and lab binaries; skipped with -short")
+	}
+	addr := freeAddr(t)
+	proc.Start(t, "lab-provider", exec.Command(labBin, "provider", "-listen", addr, "-api-key", serviceAPIKey, "-latency", "1ms",
+		"-latency-stddev", "0", "-batch-delay", "1s", "-batch-queue-tokens", fmt.Sprint(serviceQueueTokens), "-input-price", "3", "-output-price", "3"))
+	url := "http://" + addr
+	poll.Until(t, processWait, "the lab provider to listen", func() bool {
+		resp, err := http.Get(url + "/stats")
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err == nil
+	})
+	keyFile := filepath.Join(t.TempDir(), "provider-key")
+	writeAtomically(t, keyFile, serviceAPIKey)
+	redis := redisserver.Start(t)
+	config := writeKeyedConfig(t, fmt.Sprintf(`apiVersion: gateway.sluice.dev/v1
+kind: GatewayConfig
+store: {type: redis, redis: {address: %q, failMode: closed, replicas: 2}}
+providers:
+  - name: openai
+    baseURL: %s/v1
+    apiKeyFile: %s
+    models: [{name: gpt-4o-mini, encoding: o200k_base}]
+    prices: {inputPerMillion: "3.00", outputPerMillion: "3.00"}
+    batches: Service
+    batchQueueTokens: %d
+tenants:
+  - name: acme
+    keys: [{sha256: %s, user: alice}]
+    providers: [openai]
+    budget: {amount: "100.00", period: month}
+`, redis.Addr, url, keyFile, serviceQueueTokens, gatewayv1.HashKey(keyAlice)))
+	return url, [2]*gateway{startGateway(t, config), startGateway(t, config)}
+}
+
+// serviceInput is a batch's input of serviceLines chat lines, each capped at 1,000 tokens.
+func serviceInput(batch int) string {
+	var b strings.Builder
+	for i := range serviceLines {
+		fmt.Fprintf(&b, `{"custom_id":"b%d-line-%d","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4o-mini","max_tokens":1000,"messages":[{"role":"user","content":"Say hello."}]}}`+"\n", batch, i+1)
+	}
+	return b.String()
+}
+
+// TestBatchesOnTheProvidersBatchServiceWithTheGoSDK runs two batches with the official Go SDK
+// through two gateways on one Redis whose provider runs batches on its batch service: each goes
+// to the lab's account with the account's key, the second only once the first has left room in
+// the tokens the account holds enqueued (the account never refuses one), and the tenant is
+// charged what the account billed, at its batch prices.
+func TestBatchesOnTheProvidersBatchServiceWithTheGoSDK(t *testing.T) {
+	url, gateways := serviceGateways(t)
+	clients := [2]openai.Client{sdkClient(gateways[0], keyAlice), sdkClient(gateways[1], keyAlice)}
+	ctx := context.Background()
+	var made []*openai.Batch
+	for i := range 2 {
+		f, err := clients[i].Files.New(ctx, openai.FileNewParams{File: openai.File(strings.NewReader(serviceInput(i+1)), "in.jsonl", "application/jsonl"),
+			Purpose: openai.FilePurposeBatch})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := clients[1-i].Batches.New(ctx, openai.BatchNewParams{InputFileID: f.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
+			CompletionWindow: openai.BatchNewParamsCompletionWindow24h})
+		if err != nil {
+			t.Fatalf("create batch %d: %v", i+1, err)
+		}
+		made = append(made, b)
+	}
+	for i, b := range made {
+		poll.Until(t, processWait, "batch "+b.ID+" to end", func() bool {
+			var err error
+			if b, err = clients[i].Batches.Get(ctx, b.ID); err != nil {
+				t.Fatalf("get the batch: %v", err)
+			}
+			return b.Status == openai.BatchStatusCompleted || b.Status == openai.BatchStatusFailed
+		})
+		if b.Status != openai.BatchStatusCompleted || b.RequestCounts.Completed != serviceLines {
+			t.Fatalf("batch %d: %s, counts %+v, errors %+v; want completed with its %d lines", i+1, b.Status, b.RequestCounts, b.Errors, serviceLines)
+		}
+		output := linesOf(t, clients[1-i], b.OutputFileID)
+		if len(output) != serviceLines || output[0]["custom_id"] != fmt.Sprintf("b%d-line-1", i+1) {
+			t.Errorf("batch %d's output %v; want its %d lines", i+1, output, serviceLines)
+		}
+	}
+	stats := readLabStats(t, url)
+	if stats.BatchLines != 2*serviceLines || stats.BatchesRefused != 0 {
+		t.Errorf("the account served %d batch lines and refused %d batches; want %d lines and none refused: the gateways hold a batch back until the account has room for it",
+			stats.BatchLines, stats.BatchesRefused, 2*serviceLines)
+	}
+	if spent := spentByAll(t, gateways[0]); spent < stats.MicroDollars-2*serviceLines || spent > stats.MicroDollars+2*serviceLines {
+		t.Errorf("acme was charged %d micro-dollars; want what the account billed at its batch prices, %d, each batch rounded once", spent, stats.MicroDollars)
+	}
+}

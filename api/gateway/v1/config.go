@@ -253,6 +253,17 @@ type Batches struct {
 	KeepFor metav1.Duration `json:"keepFor,omitzero"`
 }
 
+// BatchWay is how a provider's batches run.
+type BatchWay string
+
+// The ways a batch runs.
+const (
+	// BatchesQueue runs each line as a job in the gateway's own queue.
+	BatchesQueue BatchWay = "Queue"
+	// BatchesService runs the batch on the provider's own batch service.
+	BatchesService BatchWay = "Service"
+)
+
 // Kept says how the gateway keeps track of what providers keep for tenants.
 // It keeps it where the store is: in Redis, shared by every replica, or in
 // one gateway's memory.
@@ -482,6 +493,19 @@ type Provider struct {
 	// does; every other limit counts the encoding's estimate and settles to
 	// the usage. Empty means "Characters".
 	AdmissionCount AdmissionCount `json:"admissionCount,omitempty"`
+	// batches says how the batches of OpenAI's Batch API for the provider's
+	// models run: "Queue", each line as a job in the gateway's own queue, in
+	// the capacity interactive calls leave; or "Service", on the provider's
+	// own batch service, which an OpenAI account has: the gateway uploads the
+	// lines with the provider's key, follows the provider's batch to its end
+	// and charges it at half the provider's prices, its batch prices. Empty
+	// means "Queue".
+	Batches BatchWay `json:"batches,omitempty"`
+	// batchQueueTokens is how many tokens (each line's prompt and cap) the
+	// provider's batch service holds enqueued for a model at most, its
+	// enqueued token limit: a batch that would pass it waits until batches
+	// before it end. Zero means no limit. Only with batches: Service.
+	BatchQueueTokens int64 `json:"batchQueueTokens,omitempty"`
 	// maxInFlight caps concurrent calls. Zero means unlimited; a provider
 	// with no capacity at all is paused instead.
 	MaxInFlight int64 `json:"maxInFlight,omitempty"`

@@ -136,6 +136,7 @@ func (p *Provider) Default() {
 	}
 	p.Prices.defaults()
 	setDefault(&p.AdmissionCount, defaultAdmissionCount)
+	setDefault(&p.Batches, BatchesQueue)
 	setDefault(&p.API, APIOpenAI)
 	if p.API == APIAnthropic {
 		setDefault(&p.AnthropicVersion, DefaultAnthropicVersion)

@@ -50,6 +50,7 @@ var (
 	maxBatchLines    = int64(1_000_000)
 	jobScopes        = []JobScope{JobScopeTenant, JobScopeUser}
 	providerStates   = []ProviderState{ProviderStateKeep, ProviderStateNoStore, ProviderStateRefuse}
+	batchWays        = []BatchWay{BatchesQueue, BatchesService}
 	uidPattern       = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_./]{0,127}$`)
 	minReclaimAfter  = time.Second
 	minHeaderBytes   = int64(4 << 10)
@@ -319,6 +320,7 @@ type ProviderPaths struct {
 	Limit                           func(i int, l Limit) *field.Path
 	TimeZone, OutputTokenWeight     *field.Path
 	AdmissionCount, HeadroomPercent *field.Path
+	Batches, BatchQueueTokens       *field.Path
 	// Prices and Retry are the paths of structs whose fields have the same
 	// JSON names wherever they are held.
 	Prices, Retry                      *field.Path
@@ -345,6 +347,8 @@ func NewProviderPaths(p *field.Path) ProviderPaths {
 		OutputTokenWeight: p.Child("outputTokenWeight"),
 		AdmissionCount:    p.Child("admissionCount"),
 		HeadroomPercent:   p.Child("headroomPercent"),
+		Batches:           p.Child("batches"),
+		BatchQueueTokens:  p.Child("batchQueueTokens"),
 		Prices:            p.Child("prices"),
 		Retry:             p.Child("retry"),
 		SpendPerMinute:    p.Child("spendPerMinute"),
@@ -379,6 +383,7 @@ func ValidateProvider(paths ProviderPaths, pr *Provider) field.ErrorList {
 	errs = append(errs, pr.validateProviderRates(paths)...)
 	errs = append(errs, pr.validateAzure(paths)...)
 	errs = append(errs, pr.validateAPI(paths)...)
+	errs = append(errs, pr.validateBatches(paths)...)
 	errs = append(errs, validateRange(paths.Breaker.Child("failures"), int64(pr.Breaker.Failures), 1, maxBreakerFailures)...)
 	errs = append(errs, validatePositiveDuration(paths.Breaker.Child("openFor"), pr.Breaker.OpenFor)...)
 	return append(errs, pr.validateTimeouts(paths)...)
@@ -475,6 +480,23 @@ func (pr *Provider) validateAPI(paths ProviderPaths) field.ErrorList {
 	}
 	if pr.API == APIAnthropic && pr.Azure != nil {
 		errs = append(errs, field.Invalid(paths.Azure, "azure", "must be empty for an Anthropic provider: Azure serves the OpenAI API"))
+	}
+	return errs
+}
+
+// validateBatches checks the way the provider's batches run: on its batch
+// service only for a hosted OpenAI account, whose Batch API the gateway calls.
+func (pr *Provider) validateBatches(paths ProviderPaths) field.ErrorList {
+	errs := validateEnum(paths.Batches, pr.Batches, batchWays)
+	errs = append(errs, validateNonNegative(paths.BatchQueueTokens, pr.BatchQueueTokens)...)
+	switch {
+	case pr.Batches != BatchesService && pr.BatchQueueTokens != 0:
+		errs = append(errs, field.Invalid(paths.BatchQueueTokens, pr.BatchQueueTokens, "must be zero unless batches is Service"))
+	case pr.Batches != BatchesService:
+	case len(pr.Endpoints) > 0:
+		errs = append(errs, field.Invalid(paths.Batches, pr.Batches, "must be Queue for a self-hosted provider: it has no batch service"))
+	case pr.API != APIOpenAI || pr.Azure != nil:
+		errs = append(errs, field.Invalid(paths.Batches, pr.Batches, "must be Queue unless the provider is an OpenAI account: the gateway calls OpenAI's Batch API"))
 	}
 	return errs
 }

@@ -1069,6 +1069,7 @@ func TestValidateProviderPaths(t *testing.T) {
 		Azure:            &gatewayv1.Azure{APIVersion: "x"},
 		Breaker:          gatewayv1.Breaker{Failures: -1},
 		AnthropicVersion: "2023-06-01",
+		BatchQueueTokens: -1,
 	}
 
 	// baseURL and endpoints are reported one at a time: neither set, then both.

@@ -104,7 +104,45 @@ type Batch struct {
 	ErrorFileID  string    `json:"errorFileID,omitempty"`
 	// Counts are its lines ended so far.
 	Counts Counts `json:"-"`
+	// Service is set for a batch that its provider's batch service runs, rather than the
+	// gateway's queue.
+	Service *Service `json:"service,omitempty"`
 }
+
+// Service is how a batch runs on its provider's batch service: where, what it holds, and who
+// follows it.
+type Service struct {
+	// Provider runs it; Model is the one model its lines call.
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	// BatchID is the provider's id for it, once it was submitted; CancelSent says that the
+	// provider was asked to cancel it.
+	BatchID    string `json:"batchID,omitempty"`
+	CancelSent bool   `json:"cancelSent,omitempty"`
+	// Held is the estimate it holds of its caller's limits, taken at Took.
+	Held Estimate  `json:"held"`
+	Took time.Time `json:"took"`
+	// Enqueued is what it holds of its provider's enqueued tokens for its model, once submitted.
+	Enqueued int64 `json:"enqueued,omitempty"`
+	// Holder names the gateway that follows it, until HeldUntil; another takes it over after.
+	Holder    string    `json:"holder,omitempty"`
+	HeldUntil time.Time `json:"heldUntil,omitzero"`
+	// Completed and Failed are its lines that ended, as its provider counted them.
+	Completed int `json:"completed,omitempty"`
+	Failed    int `json:"failed,omitempty"`
+}
+
+// Estimate is what a batch's lines are estimated to take: tokens, of them input and output
+// tokens, and micro-dollars at the provider's batch prices.
+type Estimate struct {
+	Tokens       int64 `json:"tokens"`
+	InputTokens  int64 `json:"inputTokens"`
+	OutputTokens int64 `json:"outputTokens"`
+	MicroDollars int64 `json:"microDollars"`
+}
+
+// EnqueuedKey names what a provider's batch service holds enqueued for a model.
+func EnqueuedKey(provider, model string) string { return provider + ":" + model }
 
 // Counts are the lines of a batch that ended: those that succeeded and those that failed.
 type Counts struct {

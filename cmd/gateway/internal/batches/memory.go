@@ -17,13 +17,14 @@ type Memory struct {
 	lines   map[string]map[int]Line // by batch id, by line number
 	counts  map[string]Counts       // by batch id
 	closed  map[string]bool         // the batches whose lines were dropped
+	queued  map[string]int64        // tokens enqueued, by EnqueuedKey
 }
 
 // NewMemory returns an empty store.
 func NewMemory(opts Options) *Memory {
 	opts.defaults()
 	return &Memory{opts: opts, files: map[string]*File{}, batches: map[string]*Batch{}, lines: map[string]map[int]Line{},
-		counts: map[string]Counts{}, closed: map[string]bool{}}
+		counts: map[string]Counts{}, closed: map[string]bool{}, queued: map[string]int64{}}
 }
 
 // forgetExpired drops the files and batches whose time is past. The caller holds m.mu.
@@ -230,5 +231,39 @@ func (m *Memory) DropLines(_ context.Context, batchID string) error {
 	defer m.mu.Unlock()
 	delete(m.lines, batchID)
 	m.closed[batchID] = true
+	return nil
+}
+
+// ServiceBatches returns the ids of the batches that a provider's batch service runs and that
+// have not ended.
+func (m *Memory) ServiceBatches(context.Context) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for id, b := range m.batches {
+		if b.Service != nil && !b.Status.Final() {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// Reserve takes tokens of what a batch service holds enqueued under key, unless that would pass
+// limit (zero: none). It reports whether it took them.
+func (m *Memory) Reserve(_ context.Context, key string, tokens, limit int64) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if limit > 0 && m.queued[key]+tokens > limit {
+		return false, nil
+	}
+	m.queued[key] += tokens
+	return true, nil
+}
+
+// Release gives back tokens Reserve took under key.
+func (m *Memory) Release(_ context.Context, key string, tokens int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.queued[key] = max(m.queued[key]-tokens, 0)
 	return nil
 }

@@ -23,6 +23,8 @@ import (
 //	                                       "e" (error), then the line
 //	{sluice-batches}:counts:<id>           a batch's lines ended: "completed", "failed", and
 //	                                       "closed" once its files hold them
+//	{sluice-batches}:service               the batches a provider's batch service runs, not ended
+//	{sluice-batches}:enqueued:<key>        the tokens a batch service holds enqueued (EnqueuedKey)
 //
 // <tenant> is the tenant's id. Every key expires KeepFor after it was made (a tenant's indexes
 // KeepFor after its last file or batch).
@@ -35,6 +37,9 @@ func batchKey(id string) string         { return keyPrefix + "batch:" + id }
 func batchesKey(tenant string) string   { return keyPrefix + "batches:" + tenant }
 func linesKey(id string) string         { return keyPrefix + "lines:" + id }
 func countsKey(id string) string        { return keyPrefix + "counts:" + id }
+func enqueuedKey(key string) string     { return keyPrefix + "enqueued:" + key }
+
+const serviceKey = keyPrefix + "service"
 
 // Redis keeps files and batches in Redis, shared by every gateway replica. It is safe for
 // concurrent use.
@@ -194,6 +199,9 @@ func (r *Redis) AddBatch(ctx context.Context, b *Batch) error {
 		pipe.ZRemRangeByScore(ctx, index, "-inf", strconv.FormatInt(r.expiredBefore(), 10))
 		pipe.ZAdd(ctx, index, redis.Z{Score: float64(b.CreatedAt.UnixMilli()), Member: b.ID})
 		pipe.PExpire(ctx, index, r.opts.KeepFor)
+		if b.Service != nil && !b.Status.Final() {
+			pipe.SAdd(ctx, serviceKey, b.ID)
+		}
 		return nil
 	})
 	if err != nil {
@@ -280,6 +288,9 @@ func (r *Redis) UpdateBatch(ctx context.Context, id string, change func(*Batch) 
 			}
 			_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 				pipe.SetArgs(ctx, batchKey(id), data, redis.SetArgs{KeepTTL: true})
+				if b.Service != nil && b.Status.Final() {
+					pipe.SRem(ctx, serviceKey, id)
+				}
 				return nil
 			})
 			return err
@@ -356,6 +367,51 @@ func (r *Redis) DropLines(ctx context.Context, batchID string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("batches: drop the lines of batch %s: %w", batchID, err)
+	}
+	return nil
+}
+
+// ServiceBatches returns the ids of the batches that a provider's batch service runs and that
+// have not ended.
+func (r *Redis) ServiceBatches(ctx context.Context) ([]string, error) {
+	ids, err := r.client.SMembers(ctx, serviceKey).Result()
+	if err != nil {
+		return nil, fmt.Errorf("batches: list the batches of batch services: %w", err)
+	}
+	return ids, nil
+}
+
+// reserveScript takes ARGV[1] tokens of KEYS[1] unless that passes ARGV[2] (0: no limit).
+var reserveScript = redis.NewScript(`
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+local limit = tonumber(ARGV[2])
+if limit > 0 and n + tonumber(ARGV[1]) > limit then return 0 end
+redis.call('INCRBY', KEYS[1], ARGV[1])
+return 1
+`)
+
+// Reserve takes tokens of what a batch service holds enqueued under key, unless that would pass
+// limit (zero: none). It reports whether it took them.
+func (r *Redis) Reserve(ctx context.Context, key string, tokens, limit int64) (bool, error) {
+	n, err := reserveScript.Run(ctx, r.client, []string{enqueuedKey(key)}, tokens, limit).Int()
+	if err != nil {
+		return false, fmt.Errorf("batches: reserve enqueued tokens of %s: %w", key, err)
+	}
+	return n == 1, nil
+}
+
+// releaseScript gives back ARGV[1] tokens of KEYS[1], never below zero.
+var releaseScript = redis.NewScript(`
+local n = tonumber(redis.call('GET', KEYS[1]) or '0') - tonumber(ARGV[1])
+if n < 0 then n = 0 end
+redis.call('SET', KEYS[1], n)
+return n
+`)
+
+// Release gives back tokens Reserve took under key.
+func (r *Redis) Release(ctx context.Context, key string, tokens int64) error {
+	if err := releaseScript.Run(ctx, r.client, []string{enqueuedKey(key)}, tokens).Err(); err != nil {
+		return fmt.Errorf("batches: release enqueued tokens of %s: %w", key, err)
 	}
 	return nil
 }

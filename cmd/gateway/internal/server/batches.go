@@ -113,6 +113,9 @@ func batchAnswerOf(b *batches.Batch) batchAnswer {
 		CompletedAt: unixOrNil(b.CompletedAt), FailedAt: unixOrNil(b.FailedAt), ExpiredAt: unixOrNil(b.ExpiredAt),
 		CancellingAt: unixOrNil(b.CancellingAt), CancelledAt: unixOrNil(b.CancelledAt),
 		RequestCounts: requestCounts{Total: b.Total, Completed: b.Counts.Completed, Failed: b.Counts.Failed}, Metadata: b.Metadata}
+	if b.Service != nil {
+		a.RequestCounts.Completed, a.RequestCounts.Failed = b.Service.Completed, b.Service.Failed
+	}
 	if len(b.Errors) > 0 {
 		a.Errors = &batchErrors{Object: "list", Data: b.Errors}
 	}
@@ -155,12 +158,24 @@ func (s *Server) serveCreateBatch(w http.ResponseWriter, r *http.Request) {
 	} else {
 		b.Status, b.Total, b.InProgressAt, b.ExpiresAt = batches.InProgress, len(lines), now, now.Add(completionWindowLength)
 	}
-	if err := s.opts.Batches.AddBatch(r.Context(), b); err != nil {
+	ctx := context.WithoutCancel(r.Context()) // once made, a batch gets all its lines
+	switch {
+	case b.Status == batches.Failed:
+	case runsOnService(lines):
+		if apiErr := s.holdServiceBatch(ctx, caller, b, endpoint, lines); apiErr != nil {
+			apiErr.write(w)
+			return
+		}
+	}
+	if err := s.opts.Batches.AddBatch(ctx, b); err != nil {
 		s.batchStoreFailed(w, err)
 		return
 	}
-	if b.Status == batches.InProgress {
-		ctx := context.WithoutCancel(r.Context()) // once made, a batch gets all its lines
+	switch {
+	case b.Service != nil:
+		s.services.step(ctx, b.ID)
+		b = s.reread(ctx, b)
+	case b.Status == batches.InProgress:
 		s.addLines(ctx, b, endpoint, lines)
 		b = s.batchNow(ctx, b)
 	}
@@ -231,11 +246,14 @@ func (s *Server) inputFile(w http.ResponseWriter, r *http.Request, caller *polic
 	return content, true
 }
 
-// batchLine is a line of a batch's input, read and checked.
+// batchLine is a line of a batch's input, read and checked: as its client wrote it, and as it goes
+// to the first provider of its model's pool, with its cap and the provider's name of its model,
+// at what it costs there.
 type batchLine struct {
 	n        int
 	customID string
 	body     json.RawMessage
+	sent     offer
 }
 
 // inputLine is a line of a batch's input as its client writes it.
@@ -320,7 +338,7 @@ func (s *Server) readBatchLine(ctx context.Context, p *policy.Policy, caller *po
 		}
 		return fail(apiErr.Code, param, apiErr.Message)
 	}
-	return batchLine{n: n, customID: *in.CustomID, body: in.Body}, c.request.Model, nil
+	return batchLine{n: n, customID: *in.CustomID, body: in.Body, sent: c.offer}, c.request.Model, nil
 }
 
 // addLines adds each line of an in-progress batch as a job of the batch. A line its tenant's jobs
@@ -432,14 +450,23 @@ func (s *Server) lineEnded(ctx context.Context, j *jobs.Job) {
 	}
 }
 
+// reread is b as the store holds it now, or b when the store cannot say.
+func (s *Server) reread(ctx context.Context, b *batches.Batch) *batches.Batch {
+	if again, err := s.opts.Batches.Batch(ctx, b.ID); err == nil {
+		return again
+	}
+	return b
+}
+
 // errNotDue says that a batch is not to be finalized now, or by this gateway.
 var errNotDue = errors.New("the batch is not to be finalized now")
 
 // due reports whether b is to be finalized at now: every line ended, or its window passed by
-// expiryGrace, and no other gateway is writing its files.
+// expiryGrace, and no other gateway is writing its files. A batch its provider's batch service
+// runs is ended by the gateway that follows it (see service.go).
 func due(b *batches.Batch, now time.Time) bool {
 	switch {
-	case b.Status.Final(), b.Status == batches.Validating:
+	case b.Status.Final(), b.Status == batches.Validating, b.Service != nil:
 		return false
 	case b.Status == batches.Finalizing && now.Sub(b.FinalizingAt) < finalizeTimeout:
 		return false
@@ -457,10 +484,7 @@ func (s *Server) batchNow(ctx context.Context, b *batches.Batch) *batches.Batch 
 		if !errors.Is(err, errNotDue) {
 			s.log.Error("finalize a batch", "batch", b.ID, "err", err)
 		}
-		if again, err := s.opts.Batches.Batch(ctx, b.ID); err == nil {
-			return again
-		}
-		return b
+		return s.reread(ctx, b)
 	}
 	return done
 }
@@ -600,6 +624,10 @@ func (s *Server) serveCancelBatch(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		s.batchStoreFailed(w, err)
 	default:
+		if b.Service != nil {
+			s.services.step(r.Context(), b.ID)
+			b = s.reread(r.Context(), b)
+		}
 		writeJSON(w, http.StatusOK, batchAnswerOf(s.batchNow(r.Context(), b)))
 	}
 }

@@ -30,6 +30,9 @@ type BatchStore interface {
 	RecordLine(ctx context.Context, batchID string, l batches.Line) (batches.Counts, bool, error)
 	Lines(ctx context.Context, batchID string) ([]batches.Line, error)
 	DropLines(ctx context.Context, batchID string) error
+	ServiceBatches(ctx context.Context) ([]string, error)
+	Reserve(ctx context.Context, key string, tokens, limit int64) (bool, error)
+	Release(ctx context.Context, key string, tokens int64) error
 }
 
 // fileAnswer is a file as OpenAI's API answers it.

@@ -92,6 +92,7 @@ type Server struct {
 	lostJobs   lostJobs // the jobs lost with their store that this gateway counted
 	guesses    *guesses // each client address's failed authentications
 	follower   *follower
+	services   *services          // the batches on providers' batch services that this gateway follows
 	stop       context.CancelFunc // stops the follower
 	started    time.Time
 }
@@ -122,6 +123,8 @@ func New(opts Options) *Server {
 	ctx, s.stop = context.WithCancel(context.Background())
 	s.follower = newFollower(s, opts.Name+"/"+s.requestIDs.Next())
 	go s.follower.loop(ctx)
+	s.services = &services{s: s, holder: opts.Name + "/" + s.requestIDs.Next()}
+	go s.services.loop(ctx)
 	return s
 }
 
