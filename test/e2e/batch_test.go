@@ -429,3 +429,43 @@ func TestBatchesOnTheProvidersBatchServiceWithTheGoSDK(t *testing.T) {
 		t.Errorf("acme was charged %d micro-dollars; want what the account billed at its batch prices, %d, each batch rounded once", spent, stats.MicroDollars)
 	}
 }
+
+// TestBatchesOnTheProvidersBatchServiceWithTheNodeSDK runs the official openai npm package,
+// unmodified, through two gateways on one Redis whose provider runs batches on its batch service:
+// an upload, a batch, its polling and its output, each through either gateway, and a batch whose
+// file fails validation before anything reaches the provider.
+func TestBatchesOnTheProvidersBatchServiceWithTheNodeSDK(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the gateway binary and node; skipped with -short")
+	}
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not installed: the Node SDK cannot run (install Node.js 20 or later to run this test)", tool)
+		}
+	}
+	modules, err := exec.Command("../../hack/node-sdk.sh").Output()
+	if err != nil {
+		t.Fatalf("install the openai npm package: %v", err)
+	}
+	url, gateways := serviceGateways(t)
+	cmd := exec.Command("node", "testdata/node-batch.js", gateways[0].api+"/v1", gateways[1].api+"/v1", keyAlice)
+	cmd.Env = append(os.Environ(), "NODE_PATH="+strings.TrimSpace(string(modules)))
+	cmd.Stderr = os.Stderr
+	printed, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node-batch.js: %v", err)
+	}
+	var got nodeBatchResult
+	if err := json.Unmarshal(printed, &got); err != nil {
+		t.Fatalf("node-batch.js printed %s: %v", printed, err)
+	}
+	if got.Status != "completed" || got.RequestCounts.Completed != 3 || !slices.Equal(got.Output, []string{"line-1", "line-2", "line-3"}) || len(got.Errors) != 0 {
+		t.Errorf("batch %s with counts %+v, output %v, errors %v; want completed, its 3 lines in its output", got.Status, got.RequestCounts, got.Output, got.Errors)
+	}
+	if got.Refused.Status != 0 || got.Refused.Code != "invalid_json_line" {
+		t.Errorf("a batch of a file that is not JSON lines: %+v; want it failed with invalid_json_line", got.Refused)
+	}
+	if stats := readLabStats(t, url); stats.BatchLines != 3 {
+		t.Errorf("the account served %d batch lines; want 3", stats.BatchLines)
+	}
+}
