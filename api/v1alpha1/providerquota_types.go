@@ -789,6 +789,17 @@ type ProviderUsage struct {
 	// dollars.
 	// +optional
 	SpendThisMonth Money `json:"spendThisMonth,omitempty"`
+	// batchesQueued counts the batches of the provider's models waiting to
+	// run: on its batch service, for room in its enqueued tokens. Absent
+	// means none.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	BatchesQueued int64 `json:"batchesQueued,omitempty"`
+	// batchesRunning counts the batches of the provider's models running, in
+	// the gateways' queue or on its batch service. Absent means none.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	BatchesRunning int64 `json:"batchesRunning,omitempty"`
 	// breakersOpen counts the gateways whose breaker holds the provider out
 	// of its models' pools now: open, or half open and letting one probe
 	// through. Absent means none.

@@ -104,6 +104,11 @@ type Batch struct {
 	ErrorFileID  string    `json:"errorFileID,omitempty"`
 	// Counts are its lines ended so far.
 	Counts Counts `json:"-"`
+	// Provider is the provider of the batch's model (its pool's first, of those its caller's plan
+	// includes), and Model the one model its lines call; empty for a batch that failed its
+	// validation.
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
 	// Service is set for a batch that its provider's batch service runs, rather than the
 	// gateway's queue.
 	Service *Service `json:"service,omitempty"`
@@ -112,9 +117,6 @@ type Batch struct {
 // Service is how a batch runs on its provider's batch service: where, what it holds, and who
 // follows it.
 type Service struct {
-	// Provider runs it; Model is the one model its lines call.
-	Provider string `json:"provider"`
-	Model    string `json:"model"`
 	// BatchID is the provider's id for it, once it was submitted; CancelSent says that the
 	// provider was asked to cancel it.
 	BatchID    string `json:"batchID,omitempty"`

@@ -234,15 +234,16 @@ func (m *Memory) DropLines(_ context.Context, batchID string) error {
 	return nil
 }
 
-// ServiceBatches returns the ids of the batches that a provider's batch service runs and that
-// have not ended.
-func (m *Memory) ServiceBatches(context.Context) ([]string, error) {
+// OpenBatches returns the batches that have not ended, with their counts.
+func (m *Memory) OpenBatches(context.Context) ([]*Batch, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []string
+	var out []*Batch
 	for id, b := range m.batches {
-		if b.Service != nil && !b.Status.Final() {
-			out = append(out, id)
+		if !b.Status.Final() {
+			c := *b
+			c.Counts = m.counts[id]
+			out = append(out, &c)
 		}
 	}
 	return out, nil

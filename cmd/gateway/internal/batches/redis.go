@@ -23,7 +23,7 @@ import (
 //	                                       "e" (error), then the line
 //	{sluice-batches}:counts:<id>           a batch's lines ended: "completed", "failed", and
 //	                                       "closed" once its files hold them
-//	{sluice-batches}:service               the batches a provider's batch service runs, not ended
+//	{sluice-batches}:open                  the batches that have not ended
 //	{sluice-batches}:enqueued:<key>        the tokens a batch service holds enqueued (EnqueuedKey)
 //
 // <tenant> is the tenant's id. Every key expires KeepFor after it was made (a tenant's indexes
@@ -39,7 +39,7 @@ func linesKey(id string) string         { return keyPrefix + "lines:" + id }
 func countsKey(id string) string        { return keyPrefix + "counts:" + id }
 func enqueuedKey(key string) string     { return keyPrefix + "enqueued:" + key }
 
-const serviceKey = keyPrefix + "service"
+const openKey = keyPrefix + "open"
 
 // Redis keeps files and batches in Redis, shared by every gateway replica. It is safe for
 // concurrent use.
@@ -199,8 +199,8 @@ func (r *Redis) AddBatch(ctx context.Context, b *Batch) error {
 		pipe.ZRemRangeByScore(ctx, index, "-inf", strconv.FormatInt(r.expiredBefore(), 10))
 		pipe.ZAdd(ctx, index, redis.Z{Score: float64(b.CreatedAt.UnixMilli()), Member: b.ID})
 		pipe.PExpire(ctx, index, r.opts.KeepFor)
-		if b.Service != nil && !b.Status.Final() {
-			pipe.SAdd(ctx, serviceKey, b.ID)
+		if !b.Status.Final() {
+			pipe.SAdd(ctx, openKey, b.ID)
 		}
 		return nil
 	})
@@ -288,8 +288,8 @@ func (r *Redis) UpdateBatch(ctx context.Context, id string, change func(*Batch) 
 			}
 			_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 				pipe.SetArgs(ctx, batchKey(id), data, redis.SetArgs{KeepTTL: true})
-				if b.Service != nil && b.Status.Final() {
-					pipe.SRem(ctx, serviceKey, id)
+				if b.Status.Final() {
+					pipe.SRem(ctx, openKey, id)
 				}
 				return nil
 			})
@@ -371,14 +371,26 @@ func (r *Redis) DropLines(ctx context.Context, batchID string) error {
 	return nil
 }
 
-// ServiceBatches returns the ids of the batches that a provider's batch service runs and that
-// have not ended.
-func (r *Redis) ServiceBatches(ctx context.Context) ([]string, error) {
-	ids, err := r.client.SMembers(ctx, serviceKey).Result()
+// OpenBatches returns the batches that have not ended, with their counts. A batch that expired
+// from the store leaves the set as it is found gone.
+func (r *Redis) OpenBatches(ctx context.Context) ([]*Batch, error) {
+	ids, err := r.client.SMembers(ctx, openKey).Result()
 	if err != nil {
-		return nil, fmt.Errorf("batches: list the batches of batch services: %w", err)
+		return nil, fmt.Errorf("batches: list the open batches: %w", err)
 	}
-	return ids, nil
+	var out []*Batch
+	for _, id := range ids {
+		b, err := r.Batch(ctx, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			r.client.SRem(ctx, openKey, id)
+		case err != nil:
+			return nil, err
+		default:
+			out = append(out, b)
+		}
+	}
+	return out, nil
 }
 
 // reserveScript takes ARGV[1] tokens of KEYS[1] unless that passes ARGV[2] (0: no limit).

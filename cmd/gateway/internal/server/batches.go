@@ -159,6 +159,9 @@ func (s *Server) serveCreateBatch(w http.ResponseWriter, r *http.Request) {
 		b.Status, b.Total, b.InProgressAt, b.ExpiresAt = batches.InProgress, len(lines), now, now.Add(completionWindowLength)
 	}
 	ctx := context.WithoutCancel(r.Context()) // once made, a batch gets all its lines
+	if len(lines) > 0 {
+		b.Provider, b.Model = lines[0].sent.route.Provider.Name, lines[0].sent.route.Model.Name
+	}
 	switch {
 	case b.Status == batches.Failed:
 	case runsOnService(lines):
@@ -665,4 +668,26 @@ func (s *Server) serveBatches(w http.ResponseWriter, r *http.Request) {
 		data = append(data, batchAnswerOf(s.batchNow(r.Context(), b)))
 	}
 	writeJSON(w, http.StatusOK, listOf(data, func(b batchAnswer) string { return b.ID }, more))
+}
+
+// countBatches adds to u the batches queued and running of each provider: those on its batch
+// service waiting for room in its enqueued tokens, and the others that have not ended.
+func (s *Server) countBatches(ctx context.Context, u *gatewayv1.Usage) {
+	open, err := s.opts.Batches.OpenBatches(ctx)
+	if err != nil {
+		s.log.Warn("count the open batches for the usage snapshot", "err", err)
+		return
+	}
+	for i := range u.Providers {
+		p := &u.Providers[i]
+		for _, b := range open {
+			switch {
+			case b.Provider != p.Name:
+			case b.Status == batches.Validating:
+				p.BatchesQueued++
+			default:
+				p.BatchesRunning++
+			}
+		}
+	}
 }

@@ -428,3 +428,24 @@ func BenchmarkMakeABatchOf10000Lines(b *testing.B) {
 		}
 	}
 }
+
+func TestTheUsageSnapshotCountsTheBatchesRunning(t *testing.T) {
+	provider, _ := batchProvider(t)
+	g := newBatchGateway(t, settleConfig(provider.URL)) // no worker runs a line
+	in := upload(t, g.acme, chatLine("a", "Say hello."))
+	for range 2 {
+		if _, err := g.acme.Batches.New(context.Background(), openai.BatchNewParams{InputFileID: in.ID, Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions,
+			CompletionWindow: openai.BatchNewParamsCompletionWindow24h}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := httptest.NewRecorder()
+	g.AdminHandler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/admin/usage", nil))
+	var u gatewayv1.Usage
+	if err := json.Unmarshal(w.Body.Bytes(), &u); err != nil {
+		t.Fatal(err)
+	}
+	if len(u.Providers) != 1 || u.Providers[0].BatchesRunning != 2 || u.Providers[0].BatchesQueued != 0 {
+		t.Errorf("the usage snapshot's providers %+v; want lab with 2 batches running", u.Providers)
+	}
+}

@@ -30,7 +30,7 @@ type BatchStore interface {
 	RecordLine(ctx context.Context, batchID string, l batches.Line) (batches.Counts, bool, error)
 	Lines(ctx context.Context, batchID string) ([]batches.Line, error)
 	DropLines(ctx context.Context, batchID string) error
-	ServiceBatches(ctx context.Context) ([]string, error)
+	OpenBatches(ctx context.Context) ([]*batches.Batch, error)
 	Reserve(ctx context.Context, key string, tokens, limit int64) (bool, error)
 	Release(ctx context.Context, key string, tokens int64) error
 }

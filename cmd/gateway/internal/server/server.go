@@ -308,6 +308,7 @@ func (s *Server) serveUsage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u := s.gate.Usage(r.Context())
+	s.countBatches(r.Context(), &u)
 	u.Gateway = s.opts.Name
 	if s.opts.ConfigSHA256 != nil {
 		u.ConfigSHA256 = s.opts.ConfigSHA256()

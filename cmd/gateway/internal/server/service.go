@@ -79,7 +79,7 @@ func (s *Server) holdServiceBatch(ctx context.Context, caller *policy.Caller, b 
 	}
 	b.Status, b.Total = batches.Validating, len(lines)
 	b.ExpiresAt = b.CreatedAt.Add(completionWindowLength)
-	b.Service = &batches.Service{Provider: route.Provider.Name, Model: route.Model.Name, Took: took,
+	b.Service = &batches.Service{Took: took,
 		Held: batches.Estimate{Tokens: est.Tokens, InputTokens: est.InputTokens, OutputTokens: est.OutputTokens, MicroDollars: est.MicroDollars}}
 	return nil
 }
@@ -94,13 +94,15 @@ func (f *services) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			ids, err := f.s.opts.Batches.ServiceBatches(ctx)
+			open, err := f.s.opts.Batches.OpenBatches(ctx)
 			if err != nil {
 				f.s.log.Warn("list the batches on batch services", "err", err)
 				continue
 			}
-			for _, id := range ids {
-				f.step(ctx, id)
+			for _, b := range open {
+				if b.Service != nil {
+					f.step(ctx, b.ID)
+				}
 			}
 		}
 	}
@@ -147,14 +149,14 @@ func (f *services) request(b *batches.Batch) (admission.Request, error) {
 	if caller == nil {
 		return admission.Request{}, fmt.Errorf("the key that made the batch is no longer configured")
 	}
-	for _, route := range p.Routes(b.Service.Model) {
-		if route.Provider.Name == b.Service.Provider {
+	for _, route := range p.Routes(b.Model) {
+		if route.Provider.Name == b.Provider {
 			h := b.Service.Held
 			cost := policy.Cost{Tokens: h.Tokens, InputTokens: h.InputTokens, OutputTokens: h.OutputTokens, MicroDollars: h.MicroDollars}
 			return admission.Request{Caller: caller, Route: route, Endpoint: planEndpoint(batchEndpoints[b.Endpoint]), Cost: cost}, nil
 		}
 	}
-	return admission.Request{}, fmt.Errorf("the provider %q no longer serves the model %q", b.Service.Provider, b.Service.Model)
+	return admission.Request{}, fmt.Errorf("the provider %q no longer serves the model %q", b.Provider, b.Model)
 }
 
 // submit sends a batch to its provider's batch service once the provider's enqueued tokens for
@@ -165,7 +167,7 @@ func (f *services) submit(ctx context.Context, b *batches.Batch) {
 		f.fail(ctx, b, err.Error())
 		return
 	}
-	key, tokens := batches.EnqueuedKey(b.Service.Provider, b.Service.Model), b.Service.Held.Tokens
+	key, tokens := batches.EnqueuedKey(b.Provider, b.Model), b.Service.Held.Tokens
 	ok, err := f.s.opts.Batches.Reserve(ctx, key, tokens, req.Route.Provider.Config.BatchQueueTokens)
 	if err != nil || !ok {
 		return // the provider's batches before it hold its room: it waits
@@ -179,7 +181,7 @@ func (f *services) submit(ctx context.Context, b *batches.Batch) {
 	id, err := f.create(ctx, req.Route.Provider, b.Endpoint, input)
 	if err != nil {
 		f.release(ctx, key, tokens)
-		f.s.log.Warn("submit a batch to its provider's batch service; it is tried again", "batch", b.ID, "provider", b.Service.Provider, "err", err)
+		f.s.log.Warn("submit a batch to its provider's batch service; it is tried again", "batch", b.ID, "provider", b.Provider, "err", err)
 		return
 	}
 	now := time.Now()
@@ -292,9 +294,9 @@ func (f *services) read(ctx context.Context, p *policy.Provider, method, path st
 // follow reads a submitted batch at its provider, asking the provider to cancel it first when
 // its tenant cancelled it, and ends it once the provider's has ended.
 func (f *services) follow(ctx context.Context, b *batches.Batch) {
-	p := f.s.policy.Load().Provider(b.Service.Provider)
+	p := f.s.policy.Load().Provider(b.Provider)
 	if p == nil {
-		f.s.log.Warn("follow a batch whose provider is no longer configured", "batch", b.ID, "provider", b.Service.Provider)
+		f.s.log.Warn("follow a batch whose provider is no longer configured", "batch", b.ID, "provider", b.Provider)
 		return
 	}
 	path := "/v1/batches/" + b.Service.BatchID
@@ -386,7 +388,7 @@ func (f *services) end(ctx context.Context, b *batches.Batch, status batches.Sta
 		f.s.log.Warn("settle a batch; it is tried again", "batch", b.ID, "err", err)
 		return
 	}
-	f.release(ctx, batches.EnqueuedKey(b.Service.Provider, b.Service.Model), b.Service.Enqueued)
+	f.release(ctx, batches.EnqueuedKey(b.Provider, b.Model), b.Service.Enqueued)
 	now := time.Now()
 	done, err := f.s.opts.Batches.UpdateBatch(ctx, b.ID, func(stored *batches.Batch) error {
 		stored.Status, stored.OutputFileID, stored.ErrorFileID, stored.Errors = status, output, errorFile, b.Errors
@@ -407,7 +409,7 @@ func (f *services) end(ctx context.Context, b *batches.Batch, status batches.Sta
 		f.s.log.Error("end a batch of a batch service", "batch", b.ID, "err", err)
 		return
 	}
-	f.s.log.Info("batch ended", "batch", done.ID, "tenant", done.Tenant, "provider", done.Service.Provider, "status", done.Status,
+	f.s.log.Info("batch ended", "batch", done.ID, "tenant", done.Tenant, "provider", done.Provider, "status", done.Status,
 		"total", done.Total, "completed", done.Service.Completed, "failed", done.Service.Failed)
 }
 
