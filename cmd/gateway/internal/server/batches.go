@@ -147,30 +147,17 @@ func (s *Server) serveCreateBatch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	key, _ := apiKey(r) // authenticated above
-	now := s.now()
-	b := &batches.Batch{ID: batches.NewBatchID(), TenantID: caller.Tenant.Config.ID(), Tenant: caller.Tenant.Name, User: caller.User,
-		KeyHash: gatewayv1.HashKey(key), Endpoint: req.Endpoint, InputFileID: req.InputFileID, CompletionWindow: req.CompletionWindow,
-		Metadata: req.Metadata, CreatedAt: now}
-	lines, lineErrs := s.readBatchLines(r.Context(), p, caller, endpoint, content)
-	if len(lineErrs) > 0 {
-		b.Status, b.Errors, b.FailedAt = batches.Failed, lineErrs, now
-	} else {
-		b.Status, b.Total, b.InProgressAt, b.ExpiresAt = batches.InProgress, len(lines), now, now.Add(completionWindowLength)
-	}
+	key, _ := apiKey(r)                       // authenticated above
 	ctx := context.WithoutCancel(r.Context()) // once made, a batch gets all its lines
-	if len(lines) > 0 {
-		b.Provider, b.Model = lines[0].sent.route.Provider.Name, lines[0].sent.route.Model.Name
-	}
-	switch {
-	case b.Status == batches.Failed:
-	case runsOnService(lines):
-		if apiErr := s.holdServiceBatch(ctx, caller, b, endpoint, lines); apiErr != nil {
-			apiErr.write(w)
-			return
-		}
+	b, lines, apiErr := s.newBatch(ctx, p, caller, gatewayv1.HashKey(key), req, endpoint, content)
+	if apiErr != nil {
+		apiErr.write(w)
+		return
 	}
 	if err := s.opts.Batches.AddBatch(ctx, b); err != nil {
+		if b.Service != nil {
+			s.services.settle(ctx, b, estimate.Usage{}) // give back its hold
+		}
 		s.batchStoreFailed(w, err)
 		return
 	}
@@ -183,6 +170,28 @@ func (s *Server) serveCreateBatch(w http.ResponseWriter, r *http.Request) {
 		b = s.batchNow(ctx, b)
 	}
 	writeJSON(w, http.StatusOK, batchAnswerOf(b))
+}
+
+// newBatch is a batch of the lines of content, read and checked, for caller, whose key's
+// SHA-256 is keyHash: failed with the lines' errors, or in progress in the gateway's queue, or
+// validating on its provider's batch service, its estimate held.
+func (s *Server) newBatch(ctx context.Context, p *policy.Policy, caller *policy.Caller, keyHash string, req *batchRequest,
+	endpoint estimate.Endpoint, content []byte) (*batches.Batch, []batchLine, *apiError) {
+	now := s.now()
+	b := &batches.Batch{ID: batches.NewBatchID(), TenantID: caller.Tenant.Config.ID(), Tenant: caller.Tenant.Name, User: caller.User,
+		KeyHash: keyHash, Endpoint: req.Endpoint, InputFileID: req.InputFileID, CompletionWindow: req.CompletionWindow,
+		Metadata: req.Metadata, CreatedAt: now}
+	lines, lineErrs := s.readBatchLines(ctx, p, caller, endpoint, content)
+	if len(lineErrs) > 0 {
+		b.Status, b.Errors, b.FailedAt = batches.Failed, lineErrs, now
+		return b, nil, nil
+	}
+	b.Status, b.Total, b.InProgressAt, b.ExpiresAt = batches.InProgress, len(lines), now, now.Add(completionWindowLength)
+	b.Provider, b.Model = lines[0].sent.route.Provider.Name, lines[0].sent.route.Model.Name
+	if runsOnService(lines) {
+		return b, lines, s.holdServiceBatch(ctx, caller, b, endpoint, lines)
+	}
+	return b, lines, nil
 }
 
 // readBatchRequest reads the body of POST /v1/batches.

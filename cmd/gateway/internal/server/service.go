@@ -382,11 +382,8 @@ func (f *services) fail(ctx context.Context, b *batches.Batch, why string) {
 // end settles a batch's hold at what it used, gives back its provider's enqueued tokens and ends
 // it in status with its files.
 func (f *services) end(ctx context.Context, b *batches.Batch, status batches.Status, used estimate.Usage, output, errorFile string) {
-	if req, err := f.request(b); err != nil {
-		f.s.log.Error("settle a batch whose caller or provider is no longer configured; its hold stays", "batch", b.ID, "err", err)
-	} else if _, err := f.s.gate.SettleBatch(ctx, req, int64(b.Total), b.Service.Took, used, "batch:"+b.ID); err != nil {
-		f.s.log.Warn("settle a batch; it is tried again", "batch", b.ID, "err", err)
-		return
+	if f.settle(ctx, b, used) != nil {
+		return // tried again at the next step
 	}
 	f.release(ctx, batches.EnqueuedKey(b.Provider, b.Model), b.Service.Enqueued)
 	now := time.Now()
@@ -411,6 +408,21 @@ func (f *services) end(ctx context.Context, b *batches.Batch, status batches.Sta
 	}
 	f.s.log.Info("batch ended", "batch", done.ID, "tenant", done.Tenant, "provider", done.Provider, "status", done.Status,
 		"total", done.Total, "completed", done.Service.Completed, "failed", done.Service.Failed)
+}
+
+// settle settles a batch's hold at what it used. A batch whose caller or provider is no longer
+// configured keeps its hold, the safe side.
+func (f *services) settle(ctx context.Context, b *batches.Batch, used estimate.Usage) error {
+	req, err := f.request(b)
+	if err != nil {
+		f.s.log.Error("settle a batch whose caller or provider is no longer configured; its hold stays", "batch", b.ID, "err", err)
+		return nil
+	}
+	if _, err := f.s.gate.SettleBatch(ctx, req, int64(b.Total), b.Service.Took, used, "batch:"+b.ID); err != nil {
+		f.s.log.Warn("settle a batch; it is tried again", "batch", b.ID, "err", err)
+		return err
+	}
+	return nil
 }
 
 func (f *services) release(ctx context.Context, key string, tokens int64) {
