@@ -535,7 +535,7 @@ func TestCompileConverts(t *testing.T) {
 			MaxBodyBytes: 1 << 20, MaxResultBytes: 8 << 20, MaxBytesPerTenant: 256 << 20}, // the base's workers
 		Kept: gatewayv1.Kept{OwnersFor: metav1.Duration{Duration: 720 * time.Hour}, FollowFor: metav1.Duration{Duration: 24 * time.Hour}, ReclaimAfter: metav1.Duration{Duration: 30 * time.Second}},
 		Batches: gatewayv1.Batches{MaxFileBytes: 100 << 20, MaxFilesPerTenant: 500, MaxBytesPerTenant: 1 << 30, MaxLinesPerBatch: 10000,
-			KeepFor: metav1.Duration{Duration: 720 * time.Hour}},
+			KeepFor: metav1.Duration{Duration: 720 * time.Hour}, ValleyPercent: 25},
 		Global: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 10000, Per: gatewayv1.PeriodMinute, Burst: 10000, OnLimit: gatewayv1.BehaviorQueue}},
 		Providers: []gatewayv1.Provider{{
 			Name: "llama", API: "openai", Endpoints: []string{"http://10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1"},

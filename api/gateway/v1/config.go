@@ -251,6 +251,13 @@ type Batches struct {
 	// keepFor is how long a file or a batch is kept after it is made, at
 	// least 1h. Zero means 720h, the 30 days OpenAI keeps a batch's output.
 	KeepFor metav1.Duration `json:"keepFor,omitzero"`
+	// valleyPercent keeps a batch's lines in the valleys of live load: a
+	// line in the gateway's queue waits, uncounted, while this gateway's
+	// live calls in flight to its provider hold at least this share of the
+	// provider's maxInFlight, 1 to 100 (100: a line goes whenever a call in
+	// flight is free). A provider without maxInFlight lets lines go. Zero
+	// means 25.
+	ValleyPercent int32 `json:"valleyPercent,omitempty"`
 }
 
 // BatchWay is how a provider's batches run.

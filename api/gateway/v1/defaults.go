@@ -52,6 +52,7 @@ const (
 	defaultBatchTenantBytes = 1 << 30
 	defaultBatchLines       = 10000
 	defaultBatchKeepFor     = 720 * time.Hour
+	defaultValleyPercent    = 25
 	defaultJobScope         = JobScopeTenant
 	defaultProviderState    = ProviderStateKeep
 	defaultOwnersFor        = 720 * time.Hour
@@ -121,6 +122,7 @@ func (b *Batches) defaults() {
 	setDefault(&b.MaxBytesPerTenant, defaultBatchTenantBytes)
 	setDefault(&b.MaxLinesPerBatch, defaultBatchLines)
 	setDefaultDuration(&b.KeepFor, defaultBatchKeepFor)
+	setDefault(&b.ValleyPercent, defaultValleyPercent)
 }
 
 // Default fills every unset field of the provider and its models that has a

@@ -40,7 +40,7 @@ var defaultJobs = gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: duration(time.Min
 	MaxBodyBytes: 1 << 20, MaxResultBytes: 8 << 20, MaxBytesPerTenant: 256 << 20}
 
 var defaultBatches = gatewayv1.Batches{MaxFileBytes: 100 << 20, MaxFilesPerTenant: 500, MaxBytesPerTenant: 1 << 30, MaxLinesPerBatch: 10000,
-	KeepFor: duration(720 * time.Hour)}
+	KeepFor: duration(720 * time.Hour), ValleyPercent: 25}
 
 func TestLoadTwoTenants(t *testing.T) {
 	got, err := gatewayv1.Load(filepath.Join("testdata", "two-tenants.yaml"))

@@ -219,6 +219,7 @@ func (b *Batches) validate(p *field.Path) field.ErrorList {
 	errs = append(errs, validateRange(p.Child("maxFilesPerTenant"), int64(b.MaxFilesPerTenant), 1, maxBatchFiles)...)
 	errs = append(errs, validateRange(p.Child("maxLinesPerBatch"), int64(b.MaxLinesPerBatch), 1, maxBatchLines)...)
 	errs = append(errs, validateMinDuration(p.Child("keepFor"), b.KeepFor, time.Hour)...)
+	errs = append(errs, validateRange(p.Child("valleyPercent"), int64(b.ValleyPercent), 1, 100)...)
 	if b.MaxBytesPerTenant < b.MaxFileBytes {
 		errs = append(errs, field.Invalid(p.Child("maxBytesPerTenant"), b.MaxBytesPerTenant, "must be at least maxFileBytes, or no file fits"))
 	}

@@ -373,9 +373,11 @@ func (s *Server) addLines(ctx context.Context, b *batches.Batch, endpoint estima
 	}
 }
 
-// batchStopped reports whether a batch's line is not to be sent: its batch was cancelled, or
-// its completion window has passed. The outcome fails the line, as OpenAI fails such lines.
-func (s *Server) batchStopped(ctx context.Context, j *jobs.Job) (jobs.Outcome, bool) {
+// lineHeldBack reports whether a batch's line is not to be sent now: its batch was cancelled, or
+// its completion window has passed, and the outcome fails the line, as OpenAI fails such lines;
+// or its provider's live calls are at their peak, and the outcome puts it off, uncounted, to a
+// valley (see valleys.go).
+func (s *Server) lineHeldBack(ctx context.Context, j *jobs.Job) (jobs.Outcome, bool) {
 	if j.Batch == "" {
 		return jobs.Outcome{}, false
 	}
@@ -390,6 +392,8 @@ func (s *Server) batchStopped(ctx context.Context, j *jobs.Job) (jobs.Outcome, b
 		return lineStopped(lineErrorObject{Code: "batch_cancelled", Message: "This request was not sent: its batch was cancelled."}), true
 	case b.Status.Final() || s.now().After(b.ExpiresAt):
 		return lineStopped(lineErrorObject{Code: "batch_expired", Message: "This request could not be executed before the completion window expired."}), true
+	case s.atPeak(b.Provider):
+		return jobs.Outcome{Err: "its provider's live calls are at their peak", NotBefore: time.Now().Add(valleyWait)}, true
 	}
 	return jobs.Outcome{}, false
 }

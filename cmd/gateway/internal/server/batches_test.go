@@ -15,6 +15,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/test/poll"
@@ -447,5 +448,31 @@ func TestTheUsageSnapshotCountsTheBatchesRunning(t *testing.T) {
 	}
 	if len(u.Providers) != 1 || u.Providers[0].BatchesRunning != 2 || u.Providers[0].BatchesQueued != 0 {
 		t.Errorf("the usage snapshot's providers %+v; want lab with 2 batches running", u.Providers)
+	}
+}
+
+func TestABatchsLinesWaitForAValleyInTheLiveCalls(t *testing.T) {
+	provider, calls := batchProvider(t)
+	g := newBatchGateway(t, settleConfig(provider.URL))
+	release := g.live.hold("lab") // a quarter of the provider's 4 calls in flight: its peak
+	b, err := g.acme.Batches.New(context.Background(), openai.BatchNewParams{InputFileID: upload(t, g.acme, chatLine("a", "Say hello.")).ID,
+		Endpoint: openai.BatchNewParamsEndpointV1ChatCompletions, CompletionWindow: openai.BatchNewParamsCompletionWindow24h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.runJobs(t)
+	poll.Until(t, time.Minute, "the line to be put off", func() bool {
+		return testutil.ToFloat64(g.metrics.jobAttempts.WithLabelValues("acme", "deferred")) >= 1
+	})
+	if calls.Load() != 0 {
+		t.Fatalf("the provider got %d calls while its live calls were at their peak; want none", calls.Load())
+	}
+	release()
+	poll.Until(t, time.Minute, "the batch to complete", func() bool {
+		b, err = g.acme.Batches.Get(context.Background(), b.ID)
+		return err == nil && b.Status == openai.BatchStatusCompleted
+	})
+	if b.RequestCounts.Completed != 1 || calls.Load() != 1 {
+		t.Errorf("counts %+v after %d calls; want the line sent once, in the valley", b.RequestCounts, calls.Load())
 	}
 }

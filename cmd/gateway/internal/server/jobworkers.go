@@ -160,8 +160,8 @@ func (s *Server) runJob(work context.Context, j *jobs.Job, running *runningJobs)
 	}
 	ctx, end := running.start(work, j.ID)
 	defer end()
-	o, stopped := s.batchStopped(ctx, j)
-	if !stopped {
+	o, held := s.lineHeldBack(ctx, j)
+	if !held {
 		o = s.attempt(ctx, j)
 	}
 	if ctx.Err() != nil {

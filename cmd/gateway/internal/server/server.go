@@ -88,9 +88,10 @@ type Server struct {
 	transports sync.Map         // transportKey -> *upstream.Transport
 	endpoints  balance.Balancer // the calls in flight at each self-hosted provider's Pods
 	requestIDs *ids.Sequence
-	inFlight   inFlight // calls on the API, against server.maxInFlight
-	lostJobs   lostJobs // the jobs lost with their store that this gateway counted
-	guesses    *guesses // each client address's failed authentications
+	inFlight   inFlight  // calls on the API, against server.maxInFlight
+	live       liveCalls // live calls in flight to each provider, whose peaks a batch's lines leave
+	lostJobs   lostJobs  // the jobs lost with their store that this gateway counted
+	guesses    *guesses  // each client address's failed authentications
 	follower   *follower
 	services   *services          // the batches on providers' batch services that this gateway follows
 	stop       context.CancelFunc // stops the follower
