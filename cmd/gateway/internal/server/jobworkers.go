@@ -181,6 +181,11 @@ func (s *Server) runJob(work context.Context, j *jobs.Job, running *runningJobs)
 	case done.State.Final():
 		s.jobEnded(context.WithoutCancel(ctx), done)
 	}
+	if held && !o.NotBefore.IsZero() {
+		// A line put off to a valley: its worker waits too, rather than take the batch's next
+		// line only to put it off as well.
+		sleepCtx(ctx, valleyWait)
+	}
 }
 
 // attemptResult names how an attempt ended, for the attempts' metric.
