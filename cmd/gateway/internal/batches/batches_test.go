@@ -24,6 +24,9 @@ type store interface {
 	RecordLine(ctx context.Context, batchID string, l Line) (Counts, bool, error)
 	Lines(ctx context.Context, batchID string) ([]Line, error)
 	DropLines(ctx context.Context, batchID string) error
+	OpenBatches(ctx context.Context) ([]*Batch, error)
+	Reserve(ctx context.Context, key string, tokens, limit int64) (bool, error)
+	Release(ctx context.Context, key string, tokens int64) error
 }
 
 // clock is a time the test moves.
@@ -143,6 +146,53 @@ func TestALineIsRecordedOnceAndNoneAfterItsBatchIsClosed(t *testing.T) {
 		}
 		if other, _ := s.Batches(ctx, "globex"); len(other) != 0 {
 			t.Errorf("globex sees %d batches; want none", len(other))
+		}
+	})
+}
+
+func TestABatchServicesEnqueuedTokensAreReservedWithinTheirLimit(t *testing.T) {
+	eachStore(t, Options{}, func(t *testing.T, s store, _ *clock) {
+		ctx := context.Background()
+		reserve := func(tokens int64) bool {
+			t.Helper()
+			ok, err := s.Reserve(ctx, EnqueuedKey("openai", "gpt-4o"), tokens, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ok
+		}
+		if !reserve(600) || reserve(600) {
+			t.Fatal("600 then 600 tokens of 1,000: want the first reserved and the second refused")
+		}
+		if ok, _ := s.Reserve(ctx, EnqueuedKey("openai", "gpt-4o-mini"), 600, 1000); !ok {
+			t.Error("another model's tokens: want them reserved apart")
+		}
+		if err := s.Release(ctx, EnqueuedKey("openai", "gpt-4o"), 600); err != nil {
+			t.Fatal(err)
+		}
+		if !reserve(1000) {
+			t.Error("the whole limit once the first was released: want it reserved")
+		}
+	})
+}
+
+func TestOpenBatchesAreThoseNotEnded(t *testing.T) {
+	eachStore(t, Options{}, func(t *testing.T, s store, c *clock) {
+		ctx := context.Background()
+		running := &Batch{ID: NewBatchID(), TenantID: "acme", Status: InProgress, CreatedAt: c.Now()}
+		failed := &Batch{ID: NewBatchID(), TenantID: "acme", Status: Failed, CreatedAt: c.Now()}
+		for _, b := range []*Batch{running, failed} {
+			if err := s.AddBatch(ctx, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		open, err := s.OpenBatches(ctx)
+		if err != nil || len(open) != 1 || open[0].ID != running.ID {
+			t.Fatalf("open batches %v, %v; want the one in progress", open, err)
+		}
+		s.UpdateBatch(ctx, running.ID, func(b *Batch) error { b.Status = Completed; return nil })
+		if open, _ := s.OpenBatches(ctx); len(open) != 0 {
+			t.Errorf("open batches after it completed: %v; want none", open)
 		}
 	})
 }
