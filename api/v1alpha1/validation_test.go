@@ -88,6 +88,7 @@ func hostedQuota() *v1alpha1.ProviderQuota {
 			CachedInputCounts: ptr.To(false),
 			OutputTokenWeight: 5,
 			AdmissionCount:    v1alpha1.AdmissionCountCharacters,
+			Batches:           v1alpha1.BatchesQueue,
 			HeadroomPercent:   95,
 			Prices: &v1alpha1.Prices{InputPerMillion: "2.50", CachedInputPerMillion: "1.25", CacheWritePerMillion: "3.125",
 				AudioInputPerMillion: "40", OutputPerMillion: "10", AudioOutputPerMillion: "80", Tiers: []v1alpha1.TierPrices{
@@ -246,6 +247,7 @@ func TestValidObjectsAreAccepted(t *testing.T) {
 func withQuotaDefaults(pq *v1alpha1.ProviderQuota) *v1alpha1.ProviderQuota {
 	pq.Spec.API = v1alpha1.ProviderAPIOpenAI
 	pq.Spec.AdmissionCount = v1alpha1.AdmissionCountCharacters
+	pq.Spec.Batches = v1alpha1.BatchesQueue
 	pq.Spec.HeadroomPercent = 100
 	pq.Spec.TimeZone, pq.Spec.OutputTokenWeight = "UTC", 1
 	pq.Spec.Retry = &v1alpha1.Retry{
