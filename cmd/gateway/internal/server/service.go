@@ -108,8 +108,9 @@ func (f *services) loop(ctx context.Context) {
 	}
 }
 
-// step takes a batch on a batch service a step on: it holds it, then submits it, asks its
-// provider to cancel it, or reads whether it has ended.
+// step takes a batch on a batch service a step on: it holds it, then submits it (or ends one
+// cancelled, or past its window, before it was), asks its provider to cancel it, or reads
+// whether it has ended.
 func (f *services) step(ctx context.Context, id string) {
 	b, err := f.hold(ctx, id)
 	switch {
@@ -122,6 +123,8 @@ func (f *services) step(ctx context.Context, id string) {
 	switch {
 	case b.Service.BatchID == "" && !b.CancellingAt.IsZero():
 		f.end(ctx, b, batches.Cancelled, estimate.Usage{}, "", "")
+	case b.Service.BatchID == "" && time.Now().After(b.ExpiresAt):
+		f.end(ctx, b, batches.Expired, estimate.Usage{}, "", "") // it never found room at its provider
 	case b.Service.BatchID == "":
 		f.submit(ctx, b)
 	default:
