@@ -208,7 +208,7 @@ func baseConfig(base *gatewayv1.Config) *gatewayv1.Config {
 	if base == nil {
 		return cfg
 	}
-	cfg.Server, cfg.Store, cfg.Jobs, cfg.Global = base.Server, base.Store, base.Jobs, slices.Clone(base.Global)
+	cfg.Server, cfg.Store, cfg.Jobs, cfg.Batches, cfg.Global = base.Server, base.Store, base.Jobs, base.Batches, slices.Clone(base.Global)
 	if base.Store.Redis != nil {
 		cfg.Store.Redis = base.Store.Redis.Copy()
 	}

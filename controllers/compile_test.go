@@ -533,13 +533,15 @@ func TestCompileConverts(t *testing.T) {
 			Username: "sluice", PasswordFile: "/etc/sluice-redis/password", TLS: &gatewayv1.RedisTLS{CAFile: "/etc/sluice-redis-ca/ca.crt", ServerName: "redis.example"}}},
 		Jobs: gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: metav1.Duration{Duration: time.Minute}, ResultTTL: metav1.Duration{Duration: 24 * time.Hour}, Workers: 4, MaxQueuedPerTenant: 10000,
 			MaxBodyBytes: 1 << 20, MaxResultBytes: 8 << 20, MaxBytesPerTenant: 256 << 20}, // the base's workers
-		Kept:   gatewayv1.Kept{OwnersFor: metav1.Duration{Duration: 720 * time.Hour}, FollowFor: metav1.Duration{Duration: 24 * time.Hour}, ReclaimAfter: metav1.Duration{Duration: 30 * time.Second}},
+		Kept: gatewayv1.Kept{OwnersFor: metav1.Duration{Duration: 720 * time.Hour}, FollowFor: metav1.Duration{Duration: 24 * time.Hour}, ReclaimAfter: metav1.Duration{Duration: 30 * time.Second}},
+		Batches: gatewayv1.Batches{MaxFileBytes: 100 << 20, MaxFilesPerTenant: 500, MaxBytesPerTenant: 1 << 30, MaxLinesPerBatch: 10000,
+			KeepFor: metav1.Duration{Duration: 720 * time.Hour}, ValleyPercent: 25},
 		Global: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionRequests, Amount: 10000, Per: gatewayv1.PeriodMinute, Burst: 10000, OnLimit: gatewayv1.BehaviorQueue}},
 		Providers: []gatewayv1.Provider{{
 			Name: "llama", API: "openai", Endpoints: []string{"http://10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1"},
 			// A self-hosted provider's models are capped in max_tokens, which every engine reads.
-			Models:          []gatewayv1.Model{{Name: "llama-3.1-8b", DefaultMaxTokens: 256, MaxTokensParam: "max_tokens", ContextWindow: 1 << 20}},
-			AdmissionCount:  "Characters",
+			Models:         []gatewayv1.Model{{Name: "llama-3.1-8b", DefaultMaxTokens: 256, MaxTokensParam: "max_tokens", ContextWindow: 1 << 20}},
+			AdmissionCount: "Characters", Batches: "Queue",
 			MaxInFlight:     32, // 2 ready Pods × 1 GPU × 16
 			HeadroomPercent: 100,
 			Retry:           gatewayv1.Retry{MaxAttempts: 3, BaseDelay: metav1.Duration{Duration: 500 * time.Millisecond}, MaxDelay: metav1.Duration{Duration: 30 * time.Second}},
@@ -555,7 +557,7 @@ func TestCompileConverts(t *testing.T) {
 					// A model's own prices, each class's set as its provider's are.
 					Prices: &gatewayv1.Prices{InputPerMillion: "0.15", CachedInputPerMillion: "0.075", CacheWritePerMillion: "0.15",
 						AudioInputPerMillion: "0.15", OutputPerMillion: "0.60", AudioOutputPerMillion: "0.60"}}},
-			RequestsPerMinute: 1500, TokensPerMinute: 300000, AdmissionCount: "Characters", MaxInFlight: 200, HeadroomPercent: 95,
+			RequestsPerMinute: 1500, TokensPerMinute: 300000, AdmissionCount: "Characters", Batches: "Queue", MaxInFlight: 200, HeadroomPercent: 95,
 			Limits: []gatewayv1.Limit{{Dimension: gatewayv1.DimensionInputTokens, Amount: 200000, Per: gatewayv1.PeriodMinute},
 				{Dimension: gatewayv1.DimensionOutputTokens, Amount: 40000, Per: gatewayv1.PeriodMinute},
 				{Dimension: gatewayv1.DimensionRequests, Amount: 100000, Per: gatewayv1.PeriodDay},

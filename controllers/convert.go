@@ -18,6 +18,8 @@ func toProvider(pq *v1alpha1.ProviderQuota) gatewayv1.Provider {
 		BaseURL:           s.BaseURL, // empty for a self-hosted one, which compiling gives its Pods' endpoints
 		Models:            toModels(s.Models, s.SelfHosted != nil),
 		AdmissionCount:    gatewayv1.AdmissionCount(s.AdmissionCount),
+		Batches:           gatewayv1.BatchWay(s.Batches),
+		BatchQueueTokens:  s.BatchQueueTokens,
 		HeadroomPercent:   s.HeadroomPercent,
 		TimeZone:          s.TimeZone,
 		CachedInputCounts: s.CachedInputCounts,

@@ -50,6 +50,9 @@ type ProviderQuota struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.azure) || !has(self.api) || self.api == 'openai'",message="azure must not be set with api anthropic: Azure serves the OpenAI API",fieldPath=".azure"
 // +kubebuilder:validation:XValidation:rule="!has(self.anthropicVersion) || (has(self.api) && self.api == 'anthropic')",message="anthropicVersion must be set only with api anthropic",fieldPath=".anthropicVersion"
 // +kubebuilder:validation:XValidation:rule="!has(self.azure) || !has(self.selfHosted)",message="azure must not be set with selfHosted: an Azure OpenAI resource is hosted at baseURL",fieldPath=".azure"
+// +kubebuilder:validation:XValidation:rule="!has(self.batches) || self.batches != 'Service' || !has(self.selfHosted)",message="batches must be Queue for a self-hosted provider: it has no batch service",fieldPath=".batches"
+// +kubebuilder:validation:XValidation:rule="!has(self.batches) || self.batches != 'Service' || ((!has(self.api) || self.api == 'openai') && !has(self.azure))",message="batches must be Queue unless the provider is an OpenAI account: the gateways call OpenAI's Batch API",fieldPath=".batches"
+// +kubebuilder:validation:XValidation:rule="!has(self.batchQueueTokens) || (has(self.batches) && self.batches == 'Service')",message="batchQueueTokens must be set only with batches Service",fieldPath=".batchQueueTokens"
 // +kubebuilder:validation:XValidation:rule="!has(self.azure) || !has(self.azure.deployments) || self.azure.deployments.all(m, self.models.exists(x, x.name == m))",message="azure.deployments must map only models of this ProviderQuota",fieldPath=".azure.deployments"
 // +kubebuilder:validation:XValidation:rule="!has(self.timeout) || !has(self.callTimeout) || !self.timeout.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || !self.callTimeout.matches('^([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.callTimeout) >= duration(self.timeout)",message="callTimeout must be at least timeout",fieldPath=".callTimeout"
 type ProviderQuotaSpec struct {
@@ -143,6 +146,21 @@ type ProviderQuotaSpec struct {
 	// +optional
 	// +kubebuilder:default=Characters
 	AdmissionCount AdmissionCount `json:"admissionCount,omitempty"`
+	// batches says how the batches of OpenAI's Batch API for this provider's
+	// models run: Queue, each line as a job in the gateways' own queue, in
+	// the capacity interactive calls leave; or Service, on the provider's own
+	// batch service (an OpenAI account's), at half its prices, its batch
+	// prices. Defaults to Queue.
+	// +optional
+	// +kubebuilder:default=Queue
+	Batches BatchWay `json:"batches,omitempty"`
+	// batchQueueTokens is the provider's enqueued token limit: the most
+	// tokens (each line's prompt and cap) its batch service holds enqueued
+	// for a model. A batch that would pass it waits in the gateways until
+	// batches before it end. Only with batches Service; unset means no limit.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	BatchQueueTokens int64 `json:"batchQueueTokens,omitempty"`
 	// headroomPercent is the share of the published limits the gateways use,
 	// 1 to 100: 95 keeps 5% spare for other clients of the same account and
 	// for estimates that settle higher. Defaults to 100.
@@ -292,6 +310,18 @@ type ProviderAPI string
 const (
 	ProviderAPIOpenAI    ProviderAPI = "openai"
 	ProviderAPIAnthropic ProviderAPI = "anthropic"
+)
+
+// BatchWay is how a provider's batches run: Queue (in the gateways' queue)
+// or Service (on the provider's batch service).
+//
+// +kubebuilder:validation:Enum=Queue;Service
+type BatchWay string
+
+// The ways a batch runs.
+const (
+	BatchesQueue   BatchWay = "Queue"
+	BatchesService BatchWay = "Service"
 )
 
 // AdmissionCount is how a provider counts a call's prompt against its tokens
@@ -759,6 +789,17 @@ type ProviderUsage struct {
 	// dollars.
 	// +optional
 	SpendThisMonth Money `json:"spendThisMonth,omitempty"`
+	// batchesQueued counts the batches of the provider's models waiting to
+	// run: on its batch service, for room in its enqueued tokens. Absent
+	// means none.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	BatchesQueued int64 `json:"batchesQueued,omitempty"`
+	// batchesRunning counts the batches of the provider's models running, in
+	// the gateways' queue or on its batch service. Absent means none.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	BatchesRunning int64 `json:"batchesRunning,omitempty"`
 	// breakersOpen counts the gateways whose breaker holds the provider out
 	// of its models' pools now: open, or half open and letting one probe
 	// through. Absent means none.

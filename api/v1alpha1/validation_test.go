@@ -88,6 +88,7 @@ func hostedQuota() *v1alpha1.ProviderQuota {
 			CachedInputCounts: ptr.To(false),
 			OutputTokenWeight: 5,
 			AdmissionCount:    v1alpha1.AdmissionCountCharacters,
+			Batches:           v1alpha1.BatchesQueue,
 			HeadroomPercent:   95,
 			Prices: &v1alpha1.Prices{InputPerMillion: "2.50", CachedInputPerMillion: "1.25", CacheWritePerMillion: "3.125",
 				AudioInputPerMillion: "40", OutputPerMillion: "10", AudioOutputPerMillion: "80", Tiers: []v1alpha1.TierPrices{
@@ -246,6 +247,7 @@ func TestValidObjectsAreAccepted(t *testing.T) {
 func withQuotaDefaults(pq *v1alpha1.ProviderQuota) *v1alpha1.ProviderQuota {
 	pq.Spec.API = v1alpha1.ProviderAPIOpenAI
 	pq.Spec.AdmissionCount = v1alpha1.AdmissionCountCharacters
+	pq.Spec.Batches = v1alpha1.BatchesQueue
 	pq.Spec.HeadroomPercent = 100
 	pq.Spec.TimeZone, pq.Spec.OutputTokenWeight = "UTC", 1
 	pq.Spec.Retry = &v1alpha1.Retry{
@@ -422,6 +424,17 @@ func TestValidation(t *testing.T) {
 			"anthropicVersion must be set only with api anthropic"},
 		{"anthropicVersion not a version", hostedQuota(), `{spec: {api: anthropic, anthropicVersion: latest}}`,
 			"anthropicVersion must be an anthropic-version such as 2023-06-01"},
+		{"batches on a batch service of an Anthropic account", hostedQuota(), `{spec: {api: anthropic, batches: Service}}`,
+			"batches must be Queue unless the provider is an OpenAI account"},
+		{"batches on a batch service of an Azure resource", hostedQuota(), `{spec: {azure: {apiVersion: 2024-10-21}, batches: Service}}`,
+			"batches must be Queue unless the provider is an OpenAI account"},
+		{"batches on the batch service of an OpenAI account", hostedQuota(), `{spec: {batches: Service, batchQueueTokens: 2000000}}`, ""},
+		{"batches on a batch service of a self-hosted provider", selfHostedQuota(), `{spec: {batches: Service}}`,
+			"batches must be Queue for a self-hosted provider"},
+		{"batches not a way", hostedQuota(), `{spec: {batches: Later}}`,
+			`spec.batches: Unsupported value: "Later"`},
+		{"batchQueueTokens without a batch service", hostedQuota(), `{spec: {batchQueueTokens: 1000}}`,
+			"batchQueueTokens must be set only with batches Service"},
 		{"breaker of no failures", hostedQuota(), `{spec: {breaker: {failures: 0}}}`,
 			"spec.breaker.failures: Invalid value: 0: spec.breaker.failures in body should be greater than or equal to 1"},
 		{"breaker open for no time", hostedQuota(), `{spec: {breaker: {openFor: 0s}}}`,

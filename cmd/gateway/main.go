@@ -28,6 +28,7 @@ import (
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/batches"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/configwatch"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/kept"
@@ -166,7 +167,7 @@ func (g *gateway) loadConfig() error {
 func (g *gateway) openStore() error {
 	g.replica = g.name + "-" + rand.Text()[:8] // unique to this process, in the jobs' group and the heartbeats
 	var err error
-	g.opts, g.client, err = storeOptions(g.cfg.Store, jobsOptions(g.cfg.Jobs), g.replica)
+	g.opts, g.client, err = storeOptions(g.cfg.Store, jobsOptions(g.cfg.Jobs), batchesOptions(g.cfg.Batches), g.replica)
 	return err
 }
 
@@ -365,12 +366,18 @@ func jobsOptions(cfg gatewayv1.Jobs) jobs.Options {
 		MaxQueuedPerTenant: int(cfg.MaxQueuedPerTenant), MaxBytesPerTenant: cfg.MaxBytesPerTenant}
 }
 
-// storeOptions connects the store of the limiter and the jobs: memory, or Redis with its fail
-// mode, whose client it returns (nil for memory). replica names this replica in the jobs'
-// consumer group.
-func storeOptions(store gatewayv1.Store, jobsOpts jobs.Options, replica string) (server.Options, redis.UniversalClient, error) {
+// batchesOptions are the bounds of files and batches, which a change takes a restart to apply.
+func batchesOptions(cfg gatewayv1.Batches) batches.Options {
+	return batches.Options{MaxFilesPerTenant: int(cfg.MaxFilesPerTenant), MaxBytesPerTenant: cfg.MaxBytesPerTenant, KeepFor: cfg.KeepFor.Duration}
+}
+
+// storeOptions connects the store of the limiter, the jobs and the batches: memory, or Redis
+// with its fail mode, whose client it returns (nil for memory). replica names this replica in
+// the jobs' consumer group.
+func storeOptions(store gatewayv1.Store, jobsOpts jobs.Options, batchesOpts batches.Options, replica string) (server.Options, redis.UniversalClient, error) {
 	if store.Type != gatewayv1.StoreRedis {
-		return server.Options{Limiter: ratelimit.NewMemory(), Jobs: jobs.NewMemory(jobsOpts), Kept: kept.NewMemory()}, nil, nil
+		return server.Options{Limiter: ratelimit.NewMemory(), Jobs: jobs.NewMemory(jobsOpts), Kept: kept.NewMemory(),
+			Batches: batches.NewMemory(batchesOpts)}, nil, nil
 	}
 	client, err := redisstore.NewClient(store.Redis)
 	if err != nil {
@@ -380,6 +387,7 @@ func storeOptions(store gatewayv1.Store, jobsOpts jobs.Options, replica string) 
 		Limiter: ratelimit.NewRedis(client),
 		Jobs:    jobs.NewRedis(client, replica, jobsOpts),
 		Kept:    kept.NewRedis(client),
+		Batches: batches.NewRedis(client, batchesOpts),
 		Shares:  redisstore.NewShares(client, replica),
 		Ping:    func(ctx context.Context) error { return client.Ping(ctx).Err() },
 	}

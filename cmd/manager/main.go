@@ -92,7 +92,7 @@ func parseFlags() *options {
 func defineFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "default"), "the gateways' namespace, whose ProviderQuotas and TenantPlans are compiled")
 	fs.StringVar(&o.secretName, "config-secret", "sluice-gateway-config", "the configuration Secret the gateways mount, in --namespace")
-	fs.StringVar(&o.baseConfig, "base-config", "", "a gateway configuration file whose server, store and global limits the compiled configuration carries; empty means an in-memory store")
+	fs.StringVar(&o.baseConfig, "base-config", "", "a gateway configuration file whose server, store, jobs, batches and global limits the compiled configuration carries; empty means an in-memory store")
 	fs.StringVar(&o.gatewaySelector, "gateway-selector", "", "label selector of the gateway Pods to poll for usage, such as app.kubernetes.io/name=sluice-gateway")
 	fs.IntVar(&o.gatewayAdminPort, "gateway-admin-port", 9090, "the gateway Pods' admin port, which serves "+usage.Path)
 	fs.StringVar(&o.gatewayAdminTokenFile, "gateway-admin-token-file", "", "file of the token the gateways' admin endpoints ask for (their --admin-token-file), sent at each poll; empty sends none")

@@ -156,6 +156,8 @@ func addProvider(sum v1alpha1.ProviderUsage, p gatewayv1.ProviderUsage) v1alpha1
 		sum.BreakersOpen++
 	}
 	sum.BreakerOpens += p.BreakerOpens
+	// Every gateway reports the batches of the store they share: the counts are not summed.
+	sum.BatchesQueued, sum.BatchesRunning = max(sum.BatchesQueued, p.BatchesQueued), max(sum.BatchesRunning, p.BatchesRunning)
 	sum.Refused = RefusedCounts(AddRefused(refusedMap(sum.Refused), p.Refused))
 	spent := micros(gatewayv1.Money(sum.SpendThisMonth)) + micros(p.SpendThisMonth)
 	sum.SpendThisMonth = v1alpha1.Money(gatewayv1.MoneyFromMicro(spent))

@@ -72,6 +72,17 @@ func TestSum(t *testing.T) {
 			Oldest:    epoch.Add(5 * time.Second), Gateways: 3,
 		},
 	}, {
+		name: "the batches of the store every gateway shares, counted once",
+		reports: []GatewayReport{
+			{Gateway: "gw-1", Usage: snapshot("gw-1", 5, []gatewayv1.ProviderUsage{{Name: "openai", BatchesQueued: 1, BatchesRunning: 3}}, nil)},
+			{Gateway: "gw-2", Usage: snapshot("gw-2", 5, []gatewayv1.ProviderUsage{{Name: "openai", BatchesQueued: 1, BatchesRunning: 3}}, nil)},
+		},
+		want: Totals{
+			Providers: map[string]v1alpha1.ProviderUsage{"openai": {SpendThisMonth: "0", BatchesQueued: 1, BatchesRunning: 3}},
+			Tenants:   map[string]TenantTotals{},
+			Oldest:    epoch.Add(5 * time.Second), Gateways: 2,
+		},
+	}, {
 		name: "no gateway",
 		want: Totals{Providers: map[string]v1alpha1.ProviderUsage{}, Tenants: map[string]TenantTotals{}},
 	}, {

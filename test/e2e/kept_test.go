@@ -38,9 +38,11 @@ const (
 
 // labStats is what the lab provider's /stats reports that these tests read.
 type labStats struct {
-	MicroDollars int64            `json:"microDollars"`
-	Received     map[string]int64 `json:"received"`
-	Responses    struct {
+	MicroDollars   int64            `json:"microDollars"`
+	BatchLines     int64            `json:"batchLines"`
+	BatchesRefused int64            `json:"batchesRefused"`
+	Received       map[string]int64 `json:"received"`
+	Responses      struct {
 		BackgroundCompleted int64 `json:"backgroundCompleted"`
 	} `json:"responses"`
 }

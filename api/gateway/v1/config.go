@@ -26,6 +26,9 @@ type Config struct {
 	// jobs says how jobs, the work sent to /v1/jobs that nobody waits for,
 	// are run and kept.
 	Jobs Jobs `json:"jobs,omitzero"`
+	// batches bounds what tenants keep of OpenAI's Files and Batches APIs:
+	// the files they upload and the batches that run them as jobs.
+	Batches Batches `json:"batches,omitzero"`
 	// kept says how the gateway keeps track of what providers keep for
 	// tenants: whose each stored response is, and the background responses
 	// it follows to settle them.
@@ -224,6 +227,49 @@ type Jobs struct {
 	// up to maxResultBytes more per job running. Zero means 256 MiB.
 	MaxBytesPerTenant int64 `json:"maxBytesPerTenant,omitempty"`
 }
+
+// Batches bounds the files and batches of OpenAI's Files and Batches APIs.
+// They live where the store is: in Redis, shared by every replica, or in one
+// gateway's memory.
+type Batches struct {
+	// maxFileBytes caps one uploaded file, 1 byte to 512 MiB; past it,
+	// POST /v1/files answers 413. Zero means 100 MiB.
+	MaxFileBytes int64 `json:"maxFileBytes,omitempty"`
+	// maxFilesPerTenant is the most files a tenant keeps, uploaded and
+	// written by its batches, 1 to 100,000; past it, POST /v1/files answers
+	// 429. Zero means 500.
+	MaxFilesPerTenant int32 `json:"maxFilesPerTenant,omitempty"`
+	// maxBytesPerTenant caps what a tenant's files hold, at least
+	// maxFileBytes; past it, POST /v1/files answers 429. A batch's output
+	// and error files are kept even when they pass it (their lines were
+	// paid for). Zero means 1 GiB.
+	MaxBytesPerTenant int64 `json:"maxBytesPerTenant,omitempty"`
+	// maxLinesPerBatch is the most requests one batch's input file may hold,
+	// 1 to 1,000,000. Its lines run as jobs, and count among the tenant's
+	// jobs queued (jobs.maxQueuedPerTenant). Zero means 10000.
+	MaxLinesPerBatch int32 `json:"maxLinesPerBatch,omitempty"`
+	// keepFor is how long a file or a batch is kept after it is made, at
+	// least 1h. Zero means 720h, the 30 days OpenAI keeps a batch's output.
+	KeepFor metav1.Duration `json:"keepFor,omitzero"`
+	// valleyPercent keeps a batch's lines in the valleys of live load: a
+	// line in the gateway's queue waits, uncounted, while this gateway's
+	// live calls in flight to its provider hold at least this share of the
+	// provider's maxInFlight, 1 to 100 (100: a line goes whenever a call in
+	// flight is free). A provider without maxInFlight lets lines go. Zero
+	// means 25.
+	ValleyPercent int32 `json:"valleyPercent,omitempty"`
+}
+
+// BatchWay is how a provider's batches run.
+type BatchWay string
+
+// The ways a batch runs.
+const (
+	// BatchesQueue runs each line as a job in the gateway's own queue.
+	BatchesQueue BatchWay = "Queue"
+	// BatchesService runs the batch on the provider's own batch service.
+	BatchesService BatchWay = "Service"
+)
 
 // Kept says how the gateway keeps track of what providers keep for tenants.
 // It keeps it where the store is: in Redis, shared by every replica, or in
@@ -454,6 +500,19 @@ type Provider struct {
 	// does; every other limit counts the encoding's estimate and settles to
 	// the usage. Empty means "Characters".
 	AdmissionCount AdmissionCount `json:"admissionCount,omitempty"`
+	// batches says how the batches of OpenAI's Batch API for the provider's
+	// models run: "Queue", each line as a job in the gateway's own queue, in
+	// the capacity interactive calls leave; or "Service", on the provider's
+	// own batch service, which an OpenAI account has: the gateway uploads the
+	// lines with the provider's key, follows the provider's batch to its end
+	// and charges it at half the provider's prices, its batch prices. Empty
+	// means "Queue".
+	Batches BatchWay `json:"batches,omitempty"`
+	// batchQueueTokens is how many tokens (each line's prompt and cap) the
+	// provider's batch service holds enqueued for a model at most, its
+	// enqueued token limit: a batch that would pass it waits until batches
+	// before it end. Zero means no limit. Only with batches: Service.
+	BatchQueueTokens int64 `json:"batchQueueTokens,omitempty"`
 	// maxInFlight caps concurrent calls. Zero means unlimited; a provider
 	// with no capacity at all is paused instead.
 	MaxInFlight int64 `json:"maxInFlight,omitempty"`

@@ -47,6 +47,12 @@ const (
 	defaultJobBodyBytes     = 1 << 20
 	defaultJobResultBytes   = 8 << 20
 	defaultJobTenantBytes   = 256 << 20
+	defaultBatchFileBytes   = 100 << 20
+	defaultBatchFiles       = 500
+	defaultBatchTenantBytes = 1 << 30
+	defaultBatchLines       = 10000
+	defaultBatchKeepFor     = 720 * time.Hour
+	defaultValleyPercent    = 25
 	defaultJobScope         = JobScopeTenant
 	defaultProviderState    = ProviderStateKeep
 	defaultOwnersFor        = 720 * time.Hour
@@ -61,6 +67,7 @@ func (c *Config) Default() {
 	c.Server.defaults()
 	c.Store.defaults()
 	c.Jobs.defaults()
+	c.Batches.defaults()
 	setDefaultDuration(&c.Kept.OwnersFor, defaultOwnersFor)
 	setDefaultDuration(&c.Kept.FollowFor, defaultFollowFor)
 	setDefaultDuration(&c.Kept.ReclaimAfter, defaultKeptReclaim)
@@ -109,6 +116,15 @@ func (j *Jobs) defaults() {
 	setDefault(&j.MaxBytesPerTenant, defaultJobTenantBytes)
 }
 
+func (b *Batches) defaults() {
+	setDefault(&b.MaxFileBytes, defaultBatchFileBytes)
+	setDefault(&b.MaxFilesPerTenant, defaultBatchFiles)
+	setDefault(&b.MaxBytesPerTenant, defaultBatchTenantBytes)
+	setDefault(&b.MaxLinesPerBatch, defaultBatchLines)
+	setDefaultDuration(&b.KeepFor, defaultBatchKeepFor)
+	setDefault(&b.ValleyPercent, defaultValleyPercent)
+}
+
 // Default fills every unset field of the provider and its models that has a
 // default, as Config.Default does.
 func (p *Provider) Default() {
@@ -122,6 +138,7 @@ func (p *Provider) Default() {
 	}
 	p.Prices.defaults()
 	setDefault(&p.AdmissionCount, defaultAdmissionCount)
+	setDefault(&p.Batches, BatchesQueue)
 	setDefault(&p.API, APIOpenAI)
 	if p.API == APIAnthropic {
 		setDefault(&p.AnthropicVersion, DefaultAnthropicVersion)

@@ -39,6 +39,9 @@ var defaultKept = gatewayv1.Kept{OwnersFor: duration(720 * time.Hour), FollowFor
 var defaultJobs = gatewayv1.Jobs{MaxAttempts: 3, ReclaimAfter: duration(time.Minute), ResultTTL: duration(24 * time.Hour), Workers: 8, MaxQueuedPerTenant: 10000,
 	MaxBodyBytes: 1 << 20, MaxResultBytes: 8 << 20, MaxBytesPerTenant: 256 << 20}
 
+var defaultBatches = gatewayv1.Batches{MaxFileBytes: 100 << 20, MaxFilesPerTenant: 500, MaxBytesPerTenant: 1 << 30, MaxLinesPerBatch: 10000,
+	KeepFor: duration(720 * time.Hour), ValleyPercent: 25}
+
 func TestLoadTwoTenants(t *testing.T) {
 	got, err := gatewayv1.Load(filepath.Join("testdata", "two-tenants.yaml"))
 	if err != nil {
@@ -49,7 +52,7 @@ func TestLoadTwoTenants(t *testing.T) {
 		Kind:       gatewayv1.Kind,
 		Server:     defaultServer,
 		Store:      gatewayv1.Store{Type: gatewayv1.StoreMemory},
-		Jobs:       defaultJobs, Kept: defaultKept,
+		Jobs:       defaultJobs, Kept: defaultKept, Batches: defaultBatches,
 		Providers: []gatewayv1.Provider{{
 			Name:              "openai",
 			BaseURL:           "http://127.0.0.1:8081/v1",
@@ -57,6 +60,7 @@ func TestLoadTwoTenants(t *testing.T) {
 			Models:            []gatewayv1.Model{{Name: "gpt-4o-mini", Encoding: "o200k_base", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens", ContextWindow: 1 << 20}},
 			API:               "openai",
 			AdmissionCount:    "Characters",
+			Batches:           "Queue",
 			RequestsPerMinute: 1500,
 			TokensPerMinute:   300000,
 			MaxInFlight:       200,
@@ -192,7 +196,7 @@ func TestParseDefaults(t *testing.T) {
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   defaultJobs, Kept: defaultKept,
+			Jobs:   defaultJobs, Kept: defaultKept, Batches: defaultBatches,
 		},
 	}, {
 		name:  "JSON",
@@ -201,7 +205,7 @@ func TestParseDefaults(t *testing.T) {
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: withMaxBodyBytes(defaultServer, 1024),
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   defaultJobs, Kept: defaultKept,
+			Jobs:   defaultJobs, Kept: defaultKept, Batches: defaultBatches,
 		},
 	}, {
 		name:  "maxInFlight follows maxConnections",
@@ -210,7 +214,7 @@ func TestParseDefaults(t *testing.T) {
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: withConnections(defaultServer, 100, 50),
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   defaultJobs, Kept: defaultKept,
+			Jobs:   defaultJobs, Kept: defaultKept, Batches: defaultBatches,
 		},
 	}, {
 		name:  "redis",
@@ -221,7 +225,7 @@ func TestParseDefaults(t *testing.T) {
 			Store: gatewayv1.Store{Type: gatewayv1.StoreRedis, Redis: &gatewayv1.RedisStore{
 				Address: "redis:6379", FailMode: gatewayv1.FailClosed, Replicas: 1,
 			}},
-			Jobs: defaultJobs, Kept: defaultKept,
+			Jobs: defaultJobs, Kept: defaultKept, Batches: defaultBatches,
 		},
 	}, {
 		name:  "jobs",
@@ -232,7 +236,7 @@ func TestParseDefaults(t *testing.T) {
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
 			Jobs: gatewayv1.Jobs{MaxAttempts: 5, ReclaimAfter: duration(2 * time.Second), ResultTTL: duration(24 * time.Hour), Workers: 8, MaxQueuedPerTenant: 10000,
 				MaxBodyBytes: 1 << 20, MaxResultBytes: 8 << 20, MaxBytesPerTenant: 256 << 20},
-			Kept: defaultKept,
+			Kept: defaultKept, Batches: defaultBatches,
 		},
 	}, {
 		name: "limits",
@@ -247,7 +251,7 @@ func TestParseDefaults(t *testing.T) {
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   defaultJobs, Kept: defaultKept,
+			Jobs:   defaultJobs, Kept: defaultKept, Batches: defaultBatches,
 			Global: []gatewayv1.Limit{
 				{Dimension: gatewayv1.DimensionRequests, Amount: 100, Per: gatewayv1.PeriodSecond, Burst: 100, OnLimit: gatewayv1.BehaviorQueue},
 				{Dimension: gatewayv1.DimensionRequests, Amount: 100, Per: gatewayv1.PeriodSecond, Burst: 5, OnLimit: gatewayv1.BehaviorReject},
@@ -271,12 +275,13 @@ tenants:
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   defaultJobs, Kept: defaultKept,
+			Jobs:   defaultJobs, Kept: defaultKept, Batches: defaultBatches,
 			Providers: []gatewayv1.Provider{{
 				Name: "local", BaseURL: "http://127.0.0.1:8000/v1",
 				Models:          []gatewayv1.Model{{Name: "llama", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens", ContextWindow: 1 << 20}},
 				API:             "openai",
 				AdmissionCount:  "Characters",
+				Batches:         "Queue",
 				HeadroomPercent: 100,
 				TimeZone:        "UTC", OutputTokenWeight: 1,
 				Retry:        defaultRetry,
@@ -313,12 +318,13 @@ tenants:
 			APIVersion: gatewayv1.APIVersion, Kind: gatewayv1.Kind,
 			Server: defaultServer,
 			Store:  gatewayv1.Store{Type: gatewayv1.StoreMemory},
-			Jobs:   defaultJobs, Kept: defaultKept,
+			Jobs:   defaultJobs, Kept: defaultKept, Batches: defaultBatches,
 			Providers: []gatewayv1.Provider{{
 				Name: "local", BaseURL: "http://127.0.0.1:8000/v1",
 				Models:          []gatewayv1.Model{{Name: "llama", DefaultMaxTokens: 256, MaxTokensParam: "max_completion_tokens", ContextWindow: 1 << 20}},
 				API:             "openai",
 				AdmissionCount:  "Characters",
+				Batches:         "Queue",
 				HeadroomPercent: 100,
 				TimeZone:        "UTC", OutputTokenWeight: 1,
 				Retry:        defaultRetry,

@@ -78,6 +78,13 @@ type ProviderUsage struct {
 	Breaker BreakerState `json:"breaker,omitempty"`
 	// breakerOpens counts the times the breaker opened.
 	BreakerOpens int64 `json:"breakerOpens,omitempty"`
+	// batchesQueued counts the batches of the provider's models waiting to
+	// run (on its batch service, for room in its enqueued tokens), and
+	// batchesRunning those running, in the gateways' queue or on its batch
+	// service: the store's counts, which every gateway sharing it reports
+	// alike.
+	BatchesQueued  int64 `json:"batchesQueued,omitempty"`
+	BatchesRunning int64 `json:"batchesRunning,omitempty"`
 }
 
 // BreakerState is the state of a provider's circuit breaker.

@@ -45,8 +45,12 @@ var (
 	maxJobsQueued    = int64(1_000_000)
 	maxJobBodyBytes  = int64(64 << 20)
 	maxJobResult     = int64(32 << 20)
+	maxBatchFile     = int64(512 << 20)
+	maxBatchFiles    = int64(100_000)
+	maxBatchLines    = int64(1_000_000)
 	jobScopes        = []JobScope{JobScopeTenant, JobScopeUser}
 	providerStates   = []ProviderState{ProviderStateKeep, ProviderStateNoStore, ProviderStateRefuse}
+	batchWays        = []BatchWay{BatchesQueue, BatchesService}
 	uidPattern       = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_./]{0,127}$`)
 	minReclaimAfter  = time.Second
 	minHeaderBytes   = int64(4 << 10)
@@ -63,6 +67,7 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Store.validate(field.NewPath("store"))...)
 	errs = append(errs, c.Jobs.validate(field.NewPath("jobs"))...)
 	errs = append(errs, c.Kept.validate(field.NewPath("kept"))...)
+	errs = append(errs, c.Batches.validate(field.NewPath("batches"))...)
 	errs = append(errs, validateGlobal(field.NewPath("global"), c.Global)...)
 	errs = append(errs, validateProviders(field.NewPath("providers"), c.Providers)...)
 	errs = append(errs, validatePlans(field.NewPath("plans"), c.Plans, c.Providers)...)
@@ -209,6 +214,18 @@ func (j *Jobs) validate(p *field.Path) field.ErrorList {
 	return errs
 }
 
+func (b *Batches) validate(p *field.Path) field.ErrorList {
+	errs := validateRange(p.Child("maxFileBytes"), b.MaxFileBytes, 1, maxBatchFile)
+	errs = append(errs, validateRange(p.Child("maxFilesPerTenant"), int64(b.MaxFilesPerTenant), 1, maxBatchFiles)...)
+	errs = append(errs, validateRange(p.Child("maxLinesPerBatch"), int64(b.MaxLinesPerBatch), 1, maxBatchLines)...)
+	errs = append(errs, validateMinDuration(p.Child("keepFor"), b.KeepFor, time.Hour)...)
+	errs = append(errs, validateRange(p.Child("valleyPercent"), int64(b.ValleyPercent), 1, 100)...)
+	if b.MaxBytesPerTenant < b.MaxFileBytes {
+		errs = append(errs, field.Invalid(p.Child("maxBytesPerTenant"), b.MaxBytesPerTenant, "must be at least maxFileBytes, or no file fits"))
+	}
+	return errs
+}
+
 func (k *Kept) validate(p *field.Path) field.ErrorList {
 	errs := validateMinDuration(p.Child("ownersFor"), k.OwnersFor, time.Minute)
 	errs = append(errs, validateMinDuration(p.Child("followFor"), k.FollowFor, time.Minute)...)
@@ -304,6 +321,7 @@ type ProviderPaths struct {
 	Limit                           func(i int, l Limit) *field.Path
 	TimeZone, OutputTokenWeight     *field.Path
 	AdmissionCount, HeadroomPercent *field.Path
+	Batches, BatchQueueTokens       *field.Path
 	// Prices and Retry are the paths of structs whose fields have the same
 	// JSON names wherever they are held.
 	Prices, Retry                      *field.Path
@@ -330,6 +348,8 @@ func NewProviderPaths(p *field.Path) ProviderPaths {
 		OutputTokenWeight: p.Child("outputTokenWeight"),
 		AdmissionCount:    p.Child("admissionCount"),
 		HeadroomPercent:   p.Child("headroomPercent"),
+		Batches:           p.Child("batches"),
+		BatchQueueTokens:  p.Child("batchQueueTokens"),
 		Prices:            p.Child("prices"),
 		Retry:             p.Child("retry"),
 		SpendPerMinute:    p.Child("spendPerMinute"),
@@ -364,6 +384,7 @@ func ValidateProvider(paths ProviderPaths, pr *Provider) field.ErrorList {
 	errs = append(errs, pr.validateProviderRates(paths)...)
 	errs = append(errs, pr.validateAzure(paths)...)
 	errs = append(errs, pr.validateAPI(paths)...)
+	errs = append(errs, pr.validateBatches(paths)...)
 	errs = append(errs, validateRange(paths.Breaker.Child("failures"), int64(pr.Breaker.Failures), 1, maxBreakerFailures)...)
 	errs = append(errs, validatePositiveDuration(paths.Breaker.Child("openFor"), pr.Breaker.OpenFor)...)
 	return append(errs, pr.validateTimeouts(paths)...)
@@ -460,6 +481,23 @@ func (pr *Provider) validateAPI(paths ProviderPaths) field.ErrorList {
 	}
 	if pr.API == APIAnthropic && pr.Azure != nil {
 		errs = append(errs, field.Invalid(paths.Azure, "azure", "must be empty for an Anthropic provider: Azure serves the OpenAI API"))
+	}
+	return errs
+}
+
+// validateBatches checks the way the provider's batches run: on its batch
+// service only for a hosted OpenAI account, whose Batch API the gateway calls.
+func (pr *Provider) validateBatches(paths ProviderPaths) field.ErrorList {
+	errs := validateEnum(paths.Batches, pr.Batches, batchWays)
+	errs = append(errs, validateNonNegative(paths.BatchQueueTokens, pr.BatchQueueTokens)...)
+	switch {
+	case pr.Batches != BatchesService && pr.BatchQueueTokens != 0:
+		errs = append(errs, field.Invalid(paths.BatchQueueTokens, pr.BatchQueueTokens, "must be zero unless batches is Service"))
+	case pr.Batches != BatchesService:
+	case len(pr.Endpoints) > 0:
+		errs = append(errs, field.Invalid(paths.Batches, pr.Batches, "must be Queue for a self-hosted provider: it has no batch service"))
+	case pr.API != APIOpenAI || pr.Azure != nil:
+		errs = append(errs, field.Invalid(paths.Batches, pr.Batches, "must be Queue unless the provider is an OpenAI account: the gateway calls OpenAI's Batch API"))
 	}
 	return errs
 }

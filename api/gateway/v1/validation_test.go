@@ -458,6 +458,32 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
+			name: "providers[].batches on the batch service of an OpenAI account",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).Batches, openai(c).BatchQueueTokens = gatewayv1.BatchesService, 2_000_000
+			},
+		},
+		{
+			name: "providers[].batches on Pods",
+			mutate: func(c *gatewayv1.Config) {
+				c.Providers[1].BaseURL, c.Providers[1].Endpoints = "", []string{"http://10.0.0.7:8000/v1"}
+				c.Providers[1].Batches = gatewayv1.BatchesService
+			},
+			want: []string{`providers[1].batches: Invalid value: "Service": must be Queue for a self-hosted provider: it has no batch service`},
+		},
+		{
+			name: "providers[].batches wrong",
+			mutate: func(c *gatewayv1.Config) {
+				openai(c).Batches, openai(c).BatchQueueTokens = "Later", 10
+				c.Providers[1].API, c.Providers[1].AnthropicVersion, c.Providers[1].Batches = gatewayv1.APIAnthropic, "2023-06-01", gatewayv1.BatchesService
+			},
+			want: []string{
+				`providers[0].batches: Unsupported value: "Later": supported values: "Queue", "Service"`,
+				`providers[0].batchQueueTokens: Invalid value: 10: must be zero unless batches is Service`,
+				`providers[1].batches: Invalid value: "Service": must be Queue unless the provider is an OpenAI account: the gateway calls OpenAI's Batch API`,
+			},
+		},
+		{
 			name: "providers[].api wrong",
 			mutate: func(c *gatewayv1.Config) {
 				openai(c).API, openai(c).AnthropicVersion = "gemini", "2023-06-01"
@@ -1069,6 +1095,7 @@ func TestValidateProviderPaths(t *testing.T) {
 		Azure:            &gatewayv1.Azure{APIVersion: "x"},
 		Breaker:          gatewayv1.Breaker{Failures: -1},
 		AnthropicVersion: "2023-06-01",
+		BatchQueueTokens: -1,
 	}
 
 	// baseURL and endpoints are reported one at a time: neither set, then both.

@@ -39,6 +39,10 @@ type Request struct {
 	// Held is what an earlier attempt of the job took from the limits and never settled, because
 	// its gateway stopped. Admit gives it back first.
 	Held jobs.Cost
+	// RequestWhenRun says that the job took no request from its caller's own limits when it was
+	// made (a batch's line, whose batch was made at once with all its lines): it takes it when it
+	// runs, as a live call does.
+	RequestWhenRun bool
 }
 
 // Choice is a provider a call may go to, and what the call costs there: its prices and how it
@@ -109,13 +113,14 @@ func (r *Request) served(actual policy.Cost) byKind {
 // the call took beyond them.
 //
 // A job's attempt takes no request from its caller's own limits: the job took it when it was
-// created (see Gate.ChargeJob). It is still checked against them, as a call of no requests.
+// created (see Gate.ChargeJob). It is still checked against them, as a call of no requests. A
+// batch's line, which took none when made, takes it when it runs (RequestWhenRun).
 func (r *Request) checks(dst []ratelimit.Check, share policy.Share, lease string) ([]ratelimit.Check, policy.Queueing) {
 	start := len(dst)
 	dst, queueing := policy.Checks(dst, r.Caller, r.Route, r.Endpoint, r.Cost, share, lease)
 	for i := start; i < len(dst); i++ {
 		switch c := &dst[i]; {
-		case r.isJob() && isCallersRequests(c):
+		case r.isJob() && !r.RequestWhenRun && isCallersRequests(c):
 			c.Cost = 0
 		case c.Limit.Level == ratelimit.LevelProvider && c.Limit.Dimension == ratelimit.Tokens:
 			c.Cost = r.Route.Provider.TokensTaken(c.Limit, r.providerCost())

@@ -89,11 +89,13 @@ type Job struct {
 	Deferrals int `json:"deferrals,omitempty"`
 	// Error is why the last attempt failed; when the job has failed, why it did.
 	Error string `json:"error,omitempty"`
-	// Status is the provider's status for the attempt that succeeded.
+	// Status is the status of the attempt that ended the job: the provider's, or the gateway's
+	// own refusal's.
 	Status int `json:"status,omitempty"`
 	// Body is the request to send; it is kept until the job ends, and returned by Take only.
 	Body []byte `json:"-"`
-	// Result is the provider's answer to the attempt that succeeded; returned by Get only.
+	// Result is the answer to the attempt that ended the job: the provider's, or the error body
+	// of the gateway's refusal; returned by Get only.
 	Result []byte `json:"-"`
 	// Size is the bytes the job holds in the store: its body until it ends, then its result.
 	Size int64 `json:"size"`
@@ -103,6 +105,12 @@ type Job struct {
 	// Charged is true once an attempt's cost has been settled: the job's id is its idempotency
 	// key, so a job delivered twice is charged once.
 	Charged bool `json:"charged,omitempty"`
+	// Batch, when set, names the batch the job is a line of: Line is its number in the batch's
+	// input (from 1), CustomID the id its client gave it. Such a job is not listed, and once it
+	// ends the store keeps neither it among the finished jobs nor its result (see keptWhenEnded).
+	Batch    string `json:"batch,omitempty"`
+	Line     int    `json:"line,omitempty"`
+	CustomID string `json:"customID,omitempty"`
 	// Traceparent is the W3C trace context of the span of the request that created the job,
 	// which the spans of its attempts link to; empty when the gateway did not trace it.
 	Traceparent string `json:"traceparent,omitempty"`
@@ -179,7 +187,8 @@ func (j *Job) charge(a Attempt) (first bool) {
 
 // Outcome is how an attempt ended.
 type Outcome struct {
-	// Status and Result are the provider's answer when the attempt succeeded.
+	// Status and Result are the answer to the attempt: the provider's, or the error body of the
+	// gateway's refusal; kept when the attempt ends the job.
 	Status int
 	Result []byte
 	// Err is why the attempt failed; empty when it succeeded.
@@ -248,19 +257,27 @@ func (j *Job) finish(o Outcome, maxAttempts int) {
 	case o.Retry && j.Attempts < maxAttempts:
 		j.State, j.Error = Queued, o.Err
 	case o.Retry:
-		j.State, j.Error = Failed, fmt.Sprintf("gave up after %d attempts; the last: %s", j.Attempts, o.Err)
+		j.State, j.Status, j.Result, j.Error = Failed, o.Status, o.Result, fmt.Sprintf("gave up after %d attempts; the last: %s", j.Attempts, o.Err)
 	default:
-		j.State, j.Error = Failed, o.Err
+		j.State, j.Status, j.Result, j.Error = Failed, o.Status, o.Result, o.Err
 	}
 }
 
 // settleSize drops the body of a job that has ended, whose size is now its result's, and returns
-// by how much its size changed.
+// by how much its size changed. A batch's line keeps nothing: its batch records its result.
 func (j *Job) settleSize() int64 {
 	before := j.Size
 	j.Body, j.Size = nil, int64(len(j.Result))
+	if j.Batch != "" {
+		j.Size = 0
+	}
 	return j.Size - before
 }
+
+// keptWhenEnded reports whether the store keeps j, with its result, among its tenant's finished
+// jobs once it has ended. A batch's line is not: its batch records how it ended, and a batch of
+// thousands of lines must not push the tenant's own jobs out of the finished ones it keeps.
+func (j *Job) keptWhenEnded() bool { return j.Batch == "" }
 
 // Options configures a store.
 type Options struct {

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -824,5 +825,37 @@ func TestRedisDeferredJobLeavesTheStream(t *testing.T) {
 	}
 	if turns := srv.Client(t).ZRange(ctx, turnsKey, 0, -1).Val(); !slices.Equal(turns, []string{"acme"}) {
 		t.Errorf("turns = %v; want the waiting tenant's", turns)
+	}
+}
+
+// TestABatchsLinesLeaveTheTenantsFinishedJobsBe ends more of a batch's lines than a tenant keeps
+// finished jobs: the tenant's own finished job is still kept and listed, the lines are not
+// listed, and what they held in bytes is given back.
+func TestABatchsLinesLeaveTheTenantsFinishedJobsBe(t *testing.T) {
+	ctx := context.Background()
+	for kind, s := range stores(t, Options{ReclaimAfter: time.Hour, MaxFinishedPerTenant: 10, MaxBytesPerTenant: 1000}) {
+		t.Run(kind, func(t *testing.T) {
+			own := add(t, s, "acme")
+			if _, err := s.Cancel(ctx, own.ID); err != nil {
+				t.Fatal(err)
+			}
+			for i := range 30 {
+				line := &Job{Tenant: "acme", TenantID: "acme", User: "alice", KeyHash: "abc", Endpoint: "chat", Body: []byte(`{"model":"m"}`),
+					Batch: "batch_1", Line: i + 1, CustomID: fmt.Sprint(i)}
+				if err := s.Add(ctx, line); err != nil {
+					t.Fatalf("line %d: %v", i+1, err)
+				}
+				j := takeOne(t, s)
+				done, err := s.Finish(ctx, j.Attempt(), Outcome{Status: 200, Result: []byte(strings.Repeat("x", 100))})
+				if err != nil || done.State != Succeeded || len(done.Result) != 100 {
+					t.Fatalf("line %d ended %+v, %v; want succeeded, its result returned", i+1, done, err)
+				}
+			}
+			listed(t, s, "acme", Cancelled, own.ID)
+			listed(t, s, "acme", Succeeded)
+			if _, err := s.Get(ctx, own.ID); err != nil {
+				t.Errorf("the tenant's own finished job: %v; want it kept", err)
+			}
+		})
 	}
 }

@@ -109,7 +109,9 @@ func (m *Memory) changed(before State, j *Job) {
 	if j.State.Final() {
 		m.bytes[j.TenantID] += j.settleSize()
 		m.ended = append(m.ended, due{id: j.ID, at: j.Updated.Add(m.opts.ResultTTL)})
-		m.finish(j)
+		if j.keptWhenEnded() {
+			m.finish(j)
+		}
 	}
 }
 
@@ -167,13 +169,13 @@ func (m *Memory) forget(j *Job) {
 }
 
 // List returns the owner's newest jobs in a state (any state if empty), newest first, at most
-// ListLimit, without their results.
+// ListLimit, without their results; a batch's lines are not listed.
 func (m *Memory) List(_ context.Context, o Owner, state State) ([]*Job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []*Job
 	for id := range m.owned[o.TenantID] {
-		if j := m.live(id); j != nil && o.Owns(j) && (state == "" || j.State == state) {
+		if j := m.live(id); j != nil && j.Batch == "" && o.Owns(j) && (state == "" || j.State == state) {
 			c := clone(j)
 			c.Body, c.Result = nil, nil
 			out = append(out, c)

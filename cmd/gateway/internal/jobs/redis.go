@@ -320,7 +320,7 @@ func (r *Redis) list(ctx context.Context, o Owner, s State) ([]*Job, error) {
 		if err != nil {
 			return nil, err
 		}
-		if j.State == s { // the index and the job change in one transaction; this is a guard
+		if j.State == s && j.Batch == "" { // the index and the job change in one transaction; this is a guard
 			out = append(out, j)
 		}
 	}
@@ -643,12 +643,16 @@ func (r *Redis) write(ctx context.Context, tx *redis.Tx, j *Job, before State) e
 		}
 		if ended {
 			pipe.HDel(ctx, key, "body")
-			if len(j.Result) > 0 {
-				pipe.HSet(ctx, key, "result", j.Result)
-			}
 			pipe.HIncrBy(ctx, bytesKey(j.TenantID), "total", grown)
-			pipe.HSet(ctx, bytesKey(j.TenantID), j.ID, j.Size)
-			r.finish(ctx, pipe, j)
+			if j.keptWhenEnded() {
+				if len(j.Result) > 0 {
+					pipe.HSet(ctx, key, "result", j.Result)
+				}
+				pipe.HSet(ctx, bytesKey(j.TenantID), j.ID, j.Size)
+				r.finish(ctx, pipe, j)
+			} else {
+				pipe.HDel(ctx, bytesKey(j.TenantID), j.ID)
+			}
 		}
 		if j.State.Final() {
 			pipe.Expire(ctx, key, r.opts.ResultTTL)
@@ -696,10 +700,14 @@ func (r *Redis) finish(ctx context.Context, pipe redis.Pipeliner, j *Job) {
 }
 
 // reindex moves a job from its owners' indexes of state before to those of its state. The
-// finished index it joins forgets what has expired; the tenant's bytes are trimmed by Add.
+// finished index it joins forgets what has expired; the tenant's bytes are trimmed by Add. A
+// batch's line that ended joins none.
 func (r *Redis) reindex(ctx context.Context, pipe redis.Pipeliner, j *Job, before State) {
 	for _, o := range []Owner{tenantOwner(j), j.owner()} {
 		pipe.ZRem(ctx, indexKey(o, before), j.ID)
+		if j.State.Final() && !j.keptWhenEnded() {
+			continue
+		}
 		pipe.ZAdd(ctx, indexKey(o, j.State), redis.Z{Score: float64(j.Updated.UnixMilli()), Member: j.ID})
 		if j.State.Final() && o.User != "" {
 			pipe.ZRemRangeByScore(ctx, indexKey(o, j.State), "-inf", fmt.Sprint(r.expiredBefore()))

@@ -120,6 +120,7 @@ func (s *Server) serveOffers(w http.ResponseWriter, r *http.Request, c *call) bo
 		s.finish(c, clientGone(outcomeClientClosed, "before the call went out", withdrawTicket, estimate.Usage{}))
 		return false
 	}
+	defer s.live.hold(c.route.Provider.Name)()
 	o := s.newOutbound(c.traced.context(r.Context()), c, w.Header())
 	defer o.end()
 	return s.relay(w, r, o)

@@ -167,29 +167,40 @@ func (s *Server) checkJob(ctx context.Context, p *policy.Policy, caller *policy.
 		e.Param = ptr("endpoint")
 		return nil, nil, e
 	}
-	if most := p.Config.Jobs.MaxBodyBytes; int64(len(req.Body)) > most {
-		return nil, nil, &apiError{status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large", Param: ptr("body"),
-			Message: fmt.Sprintf("A job's body is kept until it runs, and may be at most %d bytes; this one is %d.", most, len(req.Body))}
-	}
-	c, apiErr := s.newCall(ctx, p, caller, endpoint, req.Body)
+	c, apiErr := s.checkJobCall(ctx, p, caller, endpoint, req.Body)
 	if apiErr != nil {
 		return nil, nil, apiErr
+	}
+	return &jobs.Job{Tenant: caller.Tenant.Name, TenantID: caller.Tenant.Config.ID(), User: caller.User,
+		Endpoint: string(endpoint), Body: req.Body}, c, nil
+}
+
+// checkJobCall checks the body of a call nobody waits for (a job's, or a line of a batch) as a
+// live call's would be checked, in the same reading: its size, its model in the caller's plan,
+// the cap added, no stream and no background, and a call that no limit can ever hold refused.
+func (s *Server) checkJobCall(ctx context.Context, p *policy.Policy, caller *policy.Caller, endpoint estimate.Endpoint, body []byte) (*call, *apiError) {
+	if most := p.Config.Jobs.MaxBodyBytes; int64(len(body)) > most {
+		return nil, &apiError{status: http.StatusRequestEntityTooLarge, Type: typeInvalidRequest, Code: "request_too_large", Param: ptr("body"),
+			Message: fmt.Sprintf("A job's body is kept until it runs, and may be at most %d bytes; this one is %d.", most, len(body))}
+	}
+	c, apiErr := s.newCall(ctx, p, caller, endpoint, body)
+	if apiErr != nil {
+		return nil, apiErr
 	}
 	if c.request.Stream {
 		e := badRequest("invalid_request", "A job's answer is kept, not streamed: leave stream unset.")
 		e.Param = ptr("body.stream")
-		return nil, nil, e
+		return nil, e
 	}
 	if c.request.Kept != nil && c.request.Kept.Background {
 		e := badRequest("invalid_request", "A job waits for its answer itself: leave background unset.")
 		e.Param = ptr("body.background")
-		return nil, nil, e
+		return nil, e
 	}
 	if r := s.gate.TooLarge(c.admission()); r != nil {
-		return nil, nil, refusalError(nil, c, r)
+		return nil, refusalError(nil, c, r)
 	}
-	return &jobs.Job{Tenant: caller.Tenant.Name, TenantID: caller.Tenant.Config.ID(), User: caller.User,
-		Endpoint: string(endpoint), Body: req.Body}, c, nil
+	return c, nil
 }
 
 func ptr(s string) *string { return &s }

@@ -155,12 +155,15 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // attempt to settle marks it charged and every later one is refunded (see admission.Ticket.Settle).
 func (s *Server) runJob(work context.Context, j *jobs.Job, running *runningJobs) {
 	if j.State.Final() { // the store found it out of attempts
-		s.jobEnded(j)
+		s.jobEnded(work, j)
 		return
 	}
 	ctx, end := running.start(work, j.ID)
 	defer end()
-	o := s.attempt(ctx, j)
+	o, held := s.lineHeldBack(ctx, j)
+	if !held {
+		o = s.attempt(ctx, j)
+	}
 	if ctx.Err() != nil {
 		return // stopping, or lost: another replica, or this one restarted, takes it again
 	}
@@ -176,7 +179,12 @@ func (s *Server) runJob(work context.Context, j *jobs.Job, running *runningJobs)
 	case err != nil:
 		s.log.Error("record a job's attempt", "job", j.ID, "err", err)
 	case done.State.Final():
-		s.jobEnded(done)
+		s.jobEnded(context.WithoutCancel(ctx), done)
+	}
+	if held && !o.NotBefore.IsZero() {
+		// A line put off to a valley: its worker waits too, rather than take the batch's next
+		// line only to put it off as well.
+		sleepCtx(ctx, valleyWait)
 	}
 }
 
@@ -191,8 +199,13 @@ func attemptResult(o jobs.Outcome) string {
 	return "ok"
 }
 
-func (s *Server) jobEnded(j *jobs.Job) {
+// jobEnded counts a job that ended and, for a batch's line, records it in its batch.
+func (s *Server) jobEnded(ctx context.Context, j *jobs.Job) {
 	s.metrics.jobsEnded.WithLabelValues(j.Tenant, string(j.State)).Inc()
+	if j.Batch != "" {
+		s.lineEnded(ctx, j)
+		return
+	}
 	if j.State == jobs.Failed {
 		s.log.Warn("job failed", "job", j.ID, "tenant", j.Tenant, "attempts", j.Attempts, "err", j.Error)
 	}
@@ -209,7 +222,7 @@ func (s *Server) attempt(ctx context.Context, j *jobs.Job) jobs.Outcome {
 		return jobs.Outcome{Err: apiErr.Message, Retry: apiErr.status >= 500}
 	}
 	req := c.admission()
-	req.Job, req.Held = j.Attempt(), j.Held
+	req.Job, req.Held, req.RequestWhenRun = j.Attempt(), j.Held, j.Batch != ""
 	t, refusal := s.admit(ctx, c, req)
 	c.admitted(t, refusal)
 	switch {
@@ -220,8 +233,13 @@ func (s *Server) attempt(ctx context.Context, j *jobs.Job) jobs.Outcome {
 	}
 	apiErr = refusalError(nil, c, refusal)
 	s.finish(c, answered(apiErr, keepTicket))
-	o := jobs.Outcome{Err: apiErr.Message, Retry: refusal.Retryable()}
-	if (refusal.Reason == admission.Limited && (refusal.Level < ratelimit.LevelGlobal || refusal.Spent)) || refusal.Reason == admission.ProviderDown {
+	o := jobs.Outcome{Err: apiErr.Message, Retry: refusal.Retryable(), Status: apiErr.status, Result: apiErr.body()}
+	switch {
+	case j.Batch != "" && refusal.Spent:
+		// A batch's line past a spent budget or quota fails as a live call would, and so do the
+		// rest of its batch's: the batch stops at the budget rather than wait for its reset.
+		o.Retry = false
+	case (refusal.Reason == admission.Limited && (refusal.Level < ratelimit.LevelGlobal || refusal.Spent)) || refusal.Reason == admission.ProviderDown:
 		o.NotBefore = time.Now().Add(max(refusal.RetryAfter, minDeferral))
 	}
 	return o
@@ -267,9 +285,11 @@ func (s *Server) forward(ctx context.Context, c *call) (out jobs.Outcome) {
 	if err != nil {
 		e := s.unanswered(o, err)
 		if e == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return jobs.Outcome{Err: fmt.Sprintf("the provider did not answer within %s", limit), Retry: true}
+			e = &apiError{status: http.StatusGatewayTimeout, Type: typeServer, Code: "provider_timeout",
+				Message: fmt.Sprintf("The provider did not answer within %s.", limit)}
+			return jobs.Outcome{Err: fmt.Sprintf("the provider did not answer within %s", limit), Retry: true, Status: e.status, Result: e.body()}
 		}
-		return jobs.Outcome{Err: fmt.Sprintf("%d: %s", e.status, e.Message), Retry: e.status >= 500}
+		return jobs.Outcome{Err: fmt.Sprintf("%d: %s", e.status, e.Message), Retry: e.status >= 500, Status: e.status, Result: e.body()}
 	}
 	defer resp.Body.Close()
 	most := s.policy.Load().Config.Jobs.MaxResultBytes
@@ -290,8 +310,12 @@ func (s *Server) forward(ctx context.Context, c *call) (out jobs.Outcome) {
 	case resp.StatusCode/100 == 2:
 		return jobs.Outcome{Status: resp.StatusCode, Result: body}
 	}
-	return jobs.Outcome{Err: fmt.Sprintf("%d: %s", resp.StatusCode, errorMessage(body)),
-		Retry: resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500}
+	failed := jobs.Outcome{Err: fmt.Sprintf("%d: %s", resp.StatusCode, errorMessage(body)),
+		Retry: resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500, Status: resp.StatusCode}
+	if json.Valid(body) {
+		failed.Result = body
+	}
+	return failed
 }
 
 // jobHeaders are the headers a job's call is sent with, as a client's would be.

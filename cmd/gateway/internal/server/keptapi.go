@@ -240,13 +240,20 @@ func (k *keptCall) log(status int, detail string) {
 // with the headers of in that forwardedHeaders allows and the provider's key. A provider that
 // refuses the gateway's key is errProviderCredentials: its answer may quote the key.
 func (s *Server) sendKept(ctx context.Context, provider *policy.Provider, method, path, query string, in http.Header, body []byte) (*http.Response, error) {
+	return s.sendProvider(ctx, provider, method, path, query, providerHeaders(in, provider), body)
+}
+
+// sendProvider sends a call to provider, at path of the gateway's API with query, with headers h
+// (see providerHeaders: the provider's key among them). A provider that refuses the gateway's key
+// is errProviderCredentials: its answer may quote the key.
+func (s *Server) sendProvider(ctx context.Context, provider *policy.Provider, method, path, query string, h http.Header, body []byte) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, "", bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
 	req.URL = keptTarget(s.currentEndpoints(provider), path, query)
 	req.Host = req.URL.Host
-	req.Header = providerHeaders(in, provider)
+	req.Header = h
 	if body == nil {
 		req.Body, req.ContentLength = http.NoBody, 0
 		req.Header.Del("Content-Type")

@@ -18,6 +18,7 @@ type metrics struct {
 	providerOverloaded *prometheus.CounterVec
 	failovers          *prometheus.CounterVec
 	jobsEnded          *prometheus.CounterVec
+	batchLines         *prometheus.CounterVec
 	jobAttempts        *prometheus.CounterVec
 	jobsLost           prometheus.Counter
 	overloaded         *prometheus.CounterVec
@@ -115,6 +116,9 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 		jobsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_jobs_ended_total", Help: "Jobs that ended, by tenant and state: succeeded, failed (after their attempts) or cancelled.",
 		}, []string{"tenant", "state"}),
+		batchLines: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_gateway_batch_lines_total", Help: "Lines of batches that ended, by tenant and outcome: completed, failed, expired (not run within the completion window) or cancelled (their batch was).",
+		}, []string{"tenant", "outcome"}),
 		jobAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_gateway_job_attempts_total", Help: "Attempts of jobs, by tenant and result: ok, failed, or deferred (refused by the job's own limits, not counted as an attempt).",
 		}, []string{"tenant", "result"}),
@@ -143,7 +147,7 @@ func newMetrics(reg prometheus.Registerer, inFlight func() float64) *metrics {
 		Help: "Attempts an Anthropic provider answered 529 overloaded_error, retries included, by provider: its capacity spent for the moment, which neither pauses the provider's queue nor lowers its limits, as a 429 does.",
 	}, []string{"provider"})
 	newGenAIMetrics(m)
-	reg.MustRegister(m.requests, m.providerErrors, m.providerOverloaded, m.attempts, m.failovers, m.jobsEnded, m.jobAttempts, m.jobsLost, m.overloaded, m.usageOutOfBounds, m.backgroundEnded, m.maxInFlight,
+	reg.MustRegister(m.requests, m.providerErrors, m.providerOverloaded, m.attempts, m.failovers, m.jobsEnded, m.batchLines, m.jobAttempts, m.jobsLost, m.overloaded, m.usageOutOfBounds, m.backgroundEnded, m.maxInFlight,
 		m.genAITokens, m.genAIDuration, m.genAIFirstChunk,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_gateway_calls_in_flight", Help: "Calls the API holds: being read, waiting in a queue, at their provider or streaming back.",

@@ -1,7 +1,7 @@
 // Package server is the gateway's HTTP side: the OpenAI-compatible API, and Anthropic's Messages
 // API (see anthropic.go), that authenticates a tenant's key, reads and estimates the call, asks the admission gate to let it go, forwards it
 // with the provider's key and ends its ticket from the provider's answer; the jobs API and its
-// workers; and the admin endpoints (health, readiness, metrics and the usage snapshot). What a
+// workers; OpenAI's Files and Batches APIs, whose batches' lines run as jobs (batches.go); and the admin endpoints (health, readiness, metrics and the usage snapshot). What a
 // call takes from the limits and gives back is the admission package's to decide: server turns
 // its tickets and refusals into answers and headers.
 package server
@@ -23,6 +23,7 @@ import (
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/admission"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/balance"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/batches"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ids"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/kept"
@@ -41,6 +42,9 @@ type Options struct {
 	Shares admission.Shares
 	// Jobs keeps the jobs sent to /v1/jobs. Required.
 	Jobs Jobs
+	// Batches keeps the files and batches of OpenAI's Files and Batches APIs. Nil means
+	// batches.NewMemory with its defaults: this gateway's alone.
+	Batches BatchStore
 	// Kept records whose each object a provider keeps is, and the background responses the
 	// gateways follow. Nil means kept.NewMemory(): this gateway's alone.
 	Kept kept.Store
@@ -84,10 +88,12 @@ type Server struct {
 	transports sync.Map         // transportKey -> *upstream.Transport
 	endpoints  balance.Balancer // the calls in flight at each self-hosted provider's Pods
 	requestIDs *ids.Sequence
-	inFlight   inFlight // calls on the API, against server.maxInFlight
-	lostJobs   lostJobs // the jobs lost with their store that this gateway counted
-	guesses    *guesses // each client address's failed authentications
+	inFlight   inFlight  // calls on the API, against server.maxInFlight
+	live       liveCalls // live calls in flight to each provider, whose peaks a batch's lines leave
+	lostJobs   lostJobs  // the jobs lost with their store that this gateway counted
+	guesses    *guesses  // each client address's failed authentications
 	follower   *follower
+	services   *services          // the batches on providers' batch services that this gateway follows
 	stop       context.CancelFunc // stops the follower
 	started    time.Time
 }
@@ -106,6 +112,9 @@ func New(opts Options) *Server {
 	if s.opts.Kept == nil {
 		s.opts.Kept = kept.NewMemory()
 	}
+	if s.opts.Batches == nil {
+		s.opts.Batches = batches.NewMemory(batches.Options{})
+	}
 	s.metrics = newMetrics(opts.Registerer, func() float64 { return float64(s.inFlight.n.Load()) })
 	s.gate = admission.New(admission.Options{
 		Limiter: opts.Limiter, Fallback: opts.Fallback, Shares: opts.Shares, Jobs: opts.Jobs, Policy: s.policy.Load,
@@ -115,6 +124,8 @@ func New(opts Options) *Server {
 	ctx, s.stop = context.WithCancel(context.Background())
 	s.follower = newFollower(s, opts.Name+"/"+s.requestIDs.Next())
 	go s.follower.loop(ctx)
+	s.services = &services{s: s, holder: opts.Name + "/" + s.requestIDs.Next()}
+	go s.services.loop(ctx)
 	return s
 }
 
@@ -178,6 +189,15 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/jobs", s.serveListJobs)
 	mux.HandleFunc("GET /v1/jobs/{id}", s.serveGetJob)
 	mux.HandleFunc("DELETE /v1/jobs/{id}", s.serveCancelJob)
+	mux.HandleFunc("POST /v1/files", s.serveUploadFile)
+	mux.HandleFunc("GET /v1/files", s.serveFiles)
+	mux.HandleFunc("GET /v1/files/{id}", s.serveFile)
+	mux.HandleFunc("GET /v1/files/{id}/content", s.serveFileContent)
+	mux.HandleFunc("DELETE /v1/files/{id}", s.serveDeleteFile)
+	mux.HandleFunc("POST /v1/batches", s.serveCreateBatch)
+	mux.HandleFunc("GET /v1/batches", s.serveBatches)
+	mux.HandleFunc("GET /v1/batches/{id}", s.serveBatch)
+	mux.HandleFunc("POST /v1/batches/{id}/cancel", s.serveCancelBatch)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		(&apiError{status: http.StatusNotFound, Type: typeInvalidRequest, Code: "unknown_url",
 			Message: "Unknown request URL: " + r.Method + " " + r.URL.Path + "."}).write(w)
@@ -289,6 +309,7 @@ func (s *Server) serveUsage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	u := s.gate.Usage(r.Context())
+	s.countBatches(r.Context(), &u)
 	u.Gateway = s.opts.Name
 	if s.opts.ConfigSHA256 != nil {
 		u.ConfigSHA256 = s.opts.ConfigSHA256()

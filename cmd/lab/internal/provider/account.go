@@ -69,6 +69,10 @@ type Stats struct {
 	// Tiers are what the calls served were billed at each service tier.
 	// They add up to the totals above.
 	Tiers TierBills `json:"tiers"`
+	// BatchLines counts the lines of batches served; BatchesRefused the
+	// batches failed at once for passing the enqueued token limit.
+	BatchLines     int64 `json:"batchLines"`
+	BatchesRefused int64 `json:"batchesRefused"`
 	// Received counts the API requests received, whatever their answer, by
 	// the route that took them, such as "POST /v1/chat/completions" or
 	// "GET /v1/responses/{id}"; "/" takes the paths the API does not have.

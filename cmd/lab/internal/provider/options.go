@@ -161,6 +161,12 @@ type Options struct {
 	// name. As Azure does, a deployment serves a call whatever model its
 	// body names.
 	AzureDeployments map[string]string
+	// BatchQueueTokens is how many tokens (each line's prompt and cap) the
+	// account's batches in progress may hold enqueued for a model; a batch
+	// that would pass it fails with token_limit_exceeded. 0 is no limit.
+	BatchQueueTokens int64
+	// BatchDelay is how long a batch is in progress before it completes.
+	BatchDelay time.Duration
 	// Clock tells the time for the rolling minute, the day, the cache and
 	// the answers. Nil means the real clock.
 	Clock clock.PassiveClock
@@ -211,6 +217,7 @@ func DefaultOptions() Options {
 		FileTokens:                  50_000,
 		ToolTokens:                  5_000,
 		MaxStored:                   100_000,
+		BatchDelay:                  10 * time.Second,
 	}
 }
 
@@ -230,6 +237,8 @@ func (o Options) validate() error {
 		return errors.New("provider: options: CacheTTL must not be negative, and MaxCachedPrefixes must be positive when it is not zero or the account is Anthropic's")
 	case o.ReasoningTokens < 0, o.AnswerTokens < 0, o.AudioTokensPerPart < 0:
 		return errors.New("provider: options: ReasoningTokens, AnswerTokens and AudioTokensPerPart must not be negative")
+	case o.BatchQueueTokens < 0, o.BatchDelay < 0:
+		return errors.New("provider: options: BatchQueueTokens and BatchDelay must not be negative")
 	}
 	return o.validateCalls()
 }
@@ -305,6 +314,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.Latency, "latency", o.Latency, "mean time a call takes")
 	fs.DurationVar(&o.LatencyStdDev, "latency-stddev", o.LatencyStdDev, "standard deviation of a call's time")
 	fs.Int64Var(&o.DefaultMaxTokens, "default-max-tokens", o.DefaultMaxTokens, "completion tokens when a request sets no max_tokens")
+	fs.Int64Var(&o.BatchQueueTokens, "batch-queue-tokens", o.BatchQueueTokens, "tokens (prompts and caps) the account's batches in progress may hold enqueued for a model; a batch past it fails with token_limit_exceeded; 0 is no limit")
+	fs.DurationVar(&o.BatchDelay, "batch-delay", o.BatchDelay, "how long a batch is in progress before it completes")
 	fs.Int64Var(&o.FileTokens, "file-tokens", o.FileTokens, "input tokens a Responses call is billed for each file it names (input_file with file_id or file_url)")
 	fs.Int64Var(&o.ToolTokens, "tool-tokens", o.ToolTokens, "input tokens a Responses call is billed for each file_search or web_search tool")
 	fs.IntVar(&o.MaxStored, "max-stored", o.MaxStored, "responses kept for later reads; the oldest is forgotten past it")

@@ -33,8 +33,10 @@ type Server struct {
 	responses *store
 	runs      *runs
 	cache     *cache
-	mu        sync.Mutex
-	account   account
+	// batchFiles are the account's files and batches (see batch.go).
+	batchFiles *batchFiles
+	mu         sync.Mutex
+	account    account
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -48,6 +50,7 @@ func New(opts Options) (*Server, error) {
 	s := &Server{
 		opts: opts, clock: opts.Clock, sleep: opts.Sleep, mux: http.NewServeMux(),
 		responses: newStore(opts.MaxStored), runs: newRuns(), cache: newCache(opts.CacheTTL, opts.MaxCachedPrefixes),
+		batchFiles: newBatchFiles(),
 	}
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
@@ -101,6 +104,7 @@ func (s *Server) openAIRoutes() {
 	}
 	if s.opts.AzureAPIVersion == "" {
 		s.responseRoutes()
+		s.batchRoutes()
 	}
 	s.mux.Handle("GET /v1/models", s.api(func(w http.ResponseWriter, _ *http.Request) {
 		openai.WriteModels(w, "sluice-lab", s.opts.Models)
