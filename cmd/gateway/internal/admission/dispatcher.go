@@ -38,15 +38,17 @@ type dispatcher struct {
 	// estimateRatio measures the door: a call's wait against its estimate.
 	estimateRatio prometheus.Observer
 
-	mu       sync.Mutex
-	q        *fairqueue.Queue
-	door     door
-	shares   *fairshare.Ledger // what the gateways sharing the provider served; nil alone
-	backlog  byKind            // what the queued calls take of each kind of tokens (see Request.takes)
-	drained  lastMinute        // tokens dispatched from the queue, by second
-	full     lastMinute        // the seconds a limit shared with others held the queue back
-	feedback                   // what the provider's throttles taught
-	breaker  breaker           // whether the provider is in its models' pools
+	mu     sync.Mutex
+	q      *fairqueue.Queue
+	door   door
+	shares *fairshare.Ledger // what the gateways sharing the provider served; nil alone
+	// elsewhere is what the last exchange of shares said waits on every gateway (see setElsewhere).
+	elsewhere elsewhereNews
+	backlog   byKind     // what the queued calls take of each kind of tokens (see Request.takes)
+	drained   lastMinute // tokens dispatched from the queue, by second
+	full      lastMinute // the seconds a limit shared with others held the queue back
+	feedback             // what the provider's throttles taught
+	breaker   breaker    // whether the provider is in its models' pools
 	// nextProbe is when the breaker next lets a call through, in Unix nanoseconds; zero while it
 	// is closed. The dispatchers of its pool read it without d.mu (see Gate.poolProbe).
 	nextProbe atomic.Int64
@@ -227,8 +229,8 @@ func (d *dispatcher) arrival(wt *waiter, r room, now time.Time) arrival {
 		takes = wt.t.req.takes()
 	}
 	dr := d.drainAt(now, takes, r)
-	return arrival{item: wt.item, maxWait: wt.t.req.maxWait(), room: r, rate: dr.rate(), headroom: dr.headroom(), now: now,
-		probe: d.g.poolProbe(d.provider, now)}
+	return arrival{item: wt.item, maxWait: wt.t.req.maxWait(), room: r, rate: dr.rate(), wholeRate: d.wholeRate(dr), headroom: dr.headroom(),
+		now: now, probe: d.g.poolProbe(d.provider, now)}
 }
 
 // expire takes a call that waited its plan's maxWait out of the queue and answers it busy, as

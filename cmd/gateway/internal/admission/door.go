@@ -39,10 +39,13 @@ type arrival struct {
 	// room is what the limits it waits for held when it came (see Gate.room).
 	room room
 	// rate is the tokens a second the door expects the queue to drain, and headroom the tokens
-	// that go at once before it (see drain.go).
-	rate     float64
-	headroom int64
-	now      time.Time
+	// that go at once before it (see drain.go). wholeRate is what the queue drains together with
+	// the other gateways' lanes, which a call turned away waits behind (see
+	// fairqueue.Queue.SetElsewhere): the whole provider's drain when it knows them, else rate.
+	rate      float64
+	wholeRate float64
+	headroom  int64
+	now       time.Time
 	// probe is how long until a provider of the queue's pools that is out behind its breaker lets
 	// a probe through; zero when none is out (see Gate.poolProbe).
 	probe time.Duration
@@ -111,7 +114,7 @@ func (d *door) estimateWait(a arrival) time.Duration {
 // comebackWait is estimateWait for a call turned away, behind the comebacks its lane is already
 // expected to make (see fairqueue.Queue.ComebackWait).
 func (d *door) comebackWait(a arrival) time.Duration {
-	fair := afterHeadroom(d.q.ComebackWait(a.item, a.rate, a.now), a.headroom, a.rate)
+	fair := afterHeadroom(d.q.ComebackWait(a.item, a.wholeRate, a.now), a.headroom, a.wholeRate)
 	return laterOf(fair, d.q.OwnWait(a.item, a.room.credit))
 }
 

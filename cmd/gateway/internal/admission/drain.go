@@ -11,8 +11,13 @@ import (
 // it, in the queue's unit: the tokens the provider counts of a call (see Request.providerCost).
 //
 // A queue that a limit shared with others held back for enough of the last seconds drains at what
-// it drained in them: whatever held it, that is its drain. Until then it drains at its share of
-// what the provider's token limits let through while a backlog lasts. A provider may limit all of
+// it drained in them: whatever held it, that is its drain. Until then it drains at an equal share
+// among the replicas of what the provider's token limits let through while a backlog lasts. A
+// call turned away waits longer, over which the gateways' shares change as their lanes are done:
+// a queue that knows what waits on the other gateways sharing its provider (the last exchange of
+// shares told it, see fairqueue.Queue.SetElsewhere) tells such a call when to come back behind
+// their lanes' work too, at all that the provider's token limits let through (see wholeRate).
+// A provider may limit all of
 // a call's tokens, its input tokens and its output tokens apart, each paced on its own, and a
 // call goes when every one allows it. Each counts in its own unit, so each pace is converted at
 // the queue's mix (what its calls take of that kind per token of the queue's unit), and the
@@ -131,12 +136,24 @@ func (d *dispatcher) drainAt(now time.Time, takes byKind, r room) drain {
 		dr.measured = float64(tokens) / float64(full)
 	}
 	if p := d.g.policy().Provider(d.provider); p != nil {
-		dr.paces = sharedPaces(p, d.g.policy().Replicas)
+		dr.paces = sharedPaces(p, 1/float64(max(d.g.policy().Replicas, 1)))
 	}
 	for k := range kinds {
 		dr.mix[k] = d.backlog[k] + takes[k]
 	}
 	return dr
+}
+
+// wholeRate is the tokens a second the lanes of every gateway sharing the provider drain
+// together, at dr's mix, when the queue knows what waits on the others: all that the provider's
+// token limits let through while a backlog lasts. Otherwise dr's rate. The caller holds d.mu.
+func (d *dispatcher) wholeRate(dr drain) float64 {
+	p := d.g.policy().Provider(d.provider)
+	if !d.elsewhere.known || p == nil {
+		return dr.rate()
+	}
+	whole := drain{paces: sharedPaces(p, 1), mix: dr.mix}
+	return whole.rate()
 }
 
 // sustained is the tokens a second p lets through, over every gateway, while a backlog of calls
@@ -146,12 +163,12 @@ func sustained(p *policy.Provider, mix byKind) float64 {
 	return dr.rate()
 }
 
-// sharedPaces is a gateway's share of what each kind of p's token limits lets through a second
-// while a backlog lasts, the replicas sharing p taking equal shares.
-func sharedPaces(p *policy.Provider, replicas int64) [kinds]float64 {
+// sharedPaces is share of what each kind of p's token limits lets through a second while a
+// backlog lasts.
+func sharedPaces(p *policy.Provider, share float64) [kinds]float64 {
 	var out [kinds]float64
 	for k, dim := range counted {
-		out[k] = float64(p.SustainedPerMinute(dim)) / 60 / float64(replicas)
+		out[k] = float64(p.SustainedPerMinute(dim)) / 60 * share
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/fairqueue"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
 
@@ -186,6 +187,41 @@ func TestTheDrainIsMeasuredInTheSecondsASharedLimitHeldTheQueue(t *testing.T) {
 	}
 	if got := drainRate(d, now.Add(drainWindow+time.Second)); got != provider {
 		t.Errorf("drain once the full seconds are older than the window = %v; want %v", got, provider)
+	}
+}
+
+// TestACallTurnedAwayReckonsWithTheWholeProvider checks the drains the door reads when several
+// gateways share the provider: a call let in reckons with this gateway's, an equal share among
+// the replicas until it has measured its own; a call turned away, once the gateways have
+// exchanged what waits on each, with the whole provider's, since its wait counts their lanes too;
+// and with this gateway's again once an exchange fails.
+func TestACallTurnedAwayReckonsWithTheWholeProvider(t *testing.T) {
+	pl := plan{requestsPerMinute: 6000, tokensPerMinute: 6000, tenants: []gatewayv1.Tenant{tenant("acme", "alice")}, replicas: 4}
+	g, _, p := newGate(t, pl)
+	d := g.dispatcher("lab")
+	provider := float64(p.Provider("lab").SustainedPerMinute(ratelimit.Tokens)) / 60
+	now := time.Unix(1_800_000_000, 0)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	rates := func() (float64, float64) {
+		dr := d.drainAt(now, byKind{}, room{})
+		return dr.rate(), d.wholeRate(dr)
+	}
+	if rate, whole := rates(); rate != provider/4 || whole != provider/4 {
+		t.Errorf("before any exchange: %v and %v; want %v, a quarter of the provider's, for both", rate, whole, provider/4)
+	}
+	for s := range minFullSeconds {
+		at := now.Add(time.Duration(s-minFullSeconds)*time.Second + 500*time.Millisecond)
+		d.drained.add(at, 30)
+		d.heldBack(at)
+	}
+	d.setElsewhere(elsewhereNews{known: true, others: []fairqueue.Backlog{{Lanes: 1, Queued: fairqueue.Load{Calls: 2, Tokens: 2000}}}})
+	if rate, whole := rates(); rate != 30 || whole != provider {
+		t.Errorf("once the gateways exchanged: %v and %v; want 30, as measured, and %v, the provider's", rate, whole, provider)
+	}
+	d.setElsewhere(elsewhereNews{})
+	if rate, whole := rates(); rate != 30 || whole != 30 {
+		t.Errorf("after a failed exchange: %v and %v; want 30 for both, as measured", rate, whole)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
 
 	"github.com/sluicehq/sluice/cmd/gateway/internal/estimate"
+	"github.com/sluicehq/sluice/cmd/gateway/internal/fairqueue"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/fairshare"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/ids"
 	"github.com/sluicehq/sluice/cmd/gateway/internal/jobs"
@@ -51,9 +52,9 @@ type JobLedger interface {
 // Shares is the ledger the gateways sharing a provider keep of what each of its queue's lanes
 // was served: redisstore.Shares.
 type Shares interface {
-	// Exchange reports ups, whose word that a lane waits holds for ttl, and answers the count of
-	// every lane waiting on some gateway.
-	Exchange(ctx context.Context, provider string, ups []fairshare.Update, ttl time.Duration) (fairshare.Standing, error)
+	// Exchange reports ups and what waits here, mine, whose word holds for ttl, and answers the
+	// count of every lane waiting on some gateway and what waits on each other gateway.
+	Exchange(ctx context.Context, provider string, ups []fairshare.Update, mine fairqueue.Backlog, ttl time.Duration) (fairshare.Standing, []fairqueue.Backlog, error)
 }
 
 // Options configures a Gate.

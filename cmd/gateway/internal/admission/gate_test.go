@@ -33,6 +33,7 @@ type plan struct {
 	second                                          string
 	provider                                        func(*gatewayv1.Provider)
 	prices                                          *gatewayv1.Prices // nil: $1 in and $2 out a million tokens
+	replicas                                        int64             // the gateways sharing the limits; 0 is one
 }
 
 func tenant(name string, users ...string) gatewayv1.Tenant {
@@ -70,7 +71,7 @@ func (pl plan) compile(t testing.TB) *policy.Policy {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	p, err := policy.Compile(cfg, 1)
+	p, err := policy.Compile(cfg, max(pl.replicas, 1))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,21 +66,28 @@ func shareInterval(lanes int) time.Duration {
 // exchangeOnce makes one exchange and returns the time until the next (see shareInterval).
 func (d *dispatcher) exchangeOnce(ctx context.Context) time.Duration {
 	d.mu.Lock()
-	ups := d.shares.Updates(d.waitingLanes(d.g.now()))
+	now := d.g.now()
+	ups, mine := d.shares.Updates(d.waitingLanes(now)), d.q.Backlog(now)
+	idle := len(ups) == 0 && !mine.Waiting() && !d.elsewhere.anyWaits()
+	if idle {
+		d.setElsewhere(elsewhereNews{})
+	}
 	d.mu.Unlock()
 	interval := shareInterval(len(ups))
-	if len(ups) == 0 {
+	if idle {
 		return interval
 	}
 	ctx, cancel := context.WithTimeout(ctx, decideTimeout)
-	st, err := d.g.opts.Shares.Exchange(ctx, d.provider, ups, shareWordHolds*interval)
+	st, elsewhere, err := d.g.opts.Shares.Exchange(ctx, d.provider, ups, mine, shareWordHolds*interval)
 	cancel()
 	d.mu.Lock()
 	if err != nil {
 		d.g.log.Debug("exchange the queue's shares with the other gateways; the queue is served as if alone meanwhile", "provider", d.provider, "err", err)
 		d.shares.Forget()
+		d.setElsewhere(elsewhereNews{})
 	} else {
 		d.shares.Took(ups, st)
+		d.setElsewhere(elsewhereNews{known: true, mine: mine, others: elsewhere})
 	}
 	d.shares.SetGatewaySlack(d.gatewaySlack(interval))
 	d.mu.Unlock()
@@ -115,4 +122,23 @@ func (d *dispatcher) waitingLanes(now time.Time) (map[fairshare.Member]bool, flo
 		share += d.shares.Owed(it)
 	})
 	return waiting, share
+}
+
+// elsewhereNews is what the last exchange said waits for the provider on this gateway and on
+// each other one; none known when there was none, it failed, or nothing waited anywhere.
+type elsewhereNews struct {
+	known  bool
+	mine   fairqueue.Backlog
+	others []fairqueue.Backlog
+}
+
+// anyWaits reports whether the last exchange knew of calls waiting on some gateway: until one says
+// none does, the exchanges go on, so that the door hears when the others' backlogs are done.
+func (e elsewhereNews) anyWaits() bool { return e.known && (e.mine.Waiting() || len(e.others) > 0) }
+
+// setElsewhere keeps news of what waits on the gateways, for the door's estimates. The caller
+// holds d.mu.
+func (d *dispatcher) setElsewhere(news elsewhereNews) {
+	d.elsewhere = news
+	d.q.SetElsewhere(news.others)
 }

@@ -159,6 +159,8 @@ type turns struct {
 	// comebacks are those of the item's own lane that go before it: none for an item that came
 	// to the door, those its lane is expected to make for one turned away (see ComebackWait).
 	comebacks []comeback
+	// elsewhere says the lanes waiting on other gateways take their turns too (see SetElsewhere).
+	elsewhere bool
 }
 
 // inTurns is the cost of the comebacks that a lane with queued items ahead of them is served in

@@ -111,6 +111,8 @@ type Queue struct {
 	cost    int64
 	// expected are the items the door turned away and expects back, per class (see Expect).
 	expected [2]comebacks
+	// elsewhere is what waits on each other gateway sharing the provider (see SetElsewhere).
+	elsewhere []Backlog
 }
 
 // New returns an empty queue.
@@ -246,7 +248,7 @@ func (q *Queue) Ahead(class Class, tenant string) (items int, cost int64) {
 // the door turned away count with the comebacks they are expected to make in time (see Expect).
 // The class gets its share of the drain.
 func (q *Queue) EstimateWait(it *Item, tokensPerSecond float64, now time.Time) time.Duration {
-	return q.estimate(it, tokensPerSecond, now, nil)
+	return q.estimate(it, tokensPerSecond, now, turns{})
 }
 
 // OwnWait returns how long the item waits for the limits of its own user, whatever the lanes of
@@ -263,16 +265,20 @@ func (q *Queue) OwnWait(it *Item, credit time.Duration) time.Duration {
 }
 
 // ComebackWait is EstimateWait for an item turned away, which comes back after the comebacks its
-// lane is already expected to make: they go ahead of it in its lane. The door tells it to come
-// back when this wait is within a share of its maxWait.
+// lane is already expected to make: they go ahead of it in its lane. Its wait is long, and the
+// lanes waiting on other gateways sharing the provider take their turns in it (see SetElsewhere):
+// tokensPerSecond is then what the lanes of every gateway drain together. The door tells it to
+// come back when this wait is within a share of its maxWait.
 func (q *Queue) ComebackWait(it *Item, tokensPerSecond float64, now time.Time) time.Duration {
-	return q.estimate(it, tokensPerSecond, now, q.expected[it.Class].tenants[it.Tenant].of(it.User, now))
+	ahead := q.expected[it.Class].tenants[it.Tenant].of(it.User, now)
+	return q.estimate(it, tokensPerSecond, now, turns{comebacks: ahead, elsewhere: true})
 }
 
-// estimate is EstimateWait with ahead, comebacks of the item's own lane that go before it. What
-// is served before the item depends on how long it waits, and the wait on what is served before
-// it: each pass counts what comes in time by the last pass's wait, which only grows.
-func (q *Queue) estimate(it *Item, tokensPerSecond float64, now time.Time, ahead []comeback) time.Duration {
+// estimate is EstimateWait with what tt says of the item's turns: comebacks of its own lane that
+// go before it, and whether the other gateways' lanes count. What is served before the item
+// depends on how long it waits, and the wait on what is served before it: each pass counts what
+// comes in time by the last pass's wait, which only grows.
+func (q *Queue) estimate(it *Item, tokensPerSecond float64, now time.Time, tt turns) time.Duration {
 	it.estimated = 0
 	rate := tokensPerSecond * q.classShare(it.Class)
 	if rate <= 0 {
@@ -280,7 +286,8 @@ func (q *Queue) estimate(it *Item, tokensPerSecond float64, now time.Time, ahead
 	}
 	var wait time.Duration
 	for range estimatePasses {
-		total, own := q.workBefore(it, turns{now: now, wait: wait, ahead: it.estimated, comebacks: ahead})
+		tt.now, tt.wait, tt.ahead = now, wait, it.estimated
+		total, own := q.workBefore(it, tt)
 		next := time.Duration(total / rate * float64(time.Second))
 		if next <= wait {
 			break
@@ -295,12 +302,16 @@ const estimatePasses = 5
 
 // workBefore is the tokens served before the item if it waits tt.wait, and of them its own
 // tenant's (see tenantWorkBefore). Every other tenant of its class is served at its weight in
-// the same time, up to what it has waiting and the comebacks it expects within the wait.
+// the same time, up to what it has waiting and the comebacks it expects within the wait, and, when
+// tt says so, the other gateways' lanes as many turns as its lane takes (see SetElsewhere).
 func (q *Queue) workBefore(it *Item, tt turns) (total float64, own int64) {
 	r, expected := q.classes[it.Class], q.expected[it.Class].tenants
-	own = r.tenantWorkBefore(it, expected[it.Tenant], tt)
+	own, turns := r.tenantWorkBefore(it, expected[it.Tenant], tt)
 	weight := float64(max(it.Weight, 1))
 	total = float64(own)
+	if tt.elsewhere {
+		total += q.elsewhereWork(turns, tt.wait)
+	}
 	share := func(cost, tenantWeight int64) {
 		total += min(float64(cost), float64(own)*float64(tenantWeight)/weight)
 	}

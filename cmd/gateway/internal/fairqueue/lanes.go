@@ -175,8 +175,9 @@ func (r *rounds) open(now time.Time, visit func(*Item)) {
 // item a turn, one turn fewer when its turn comes after the item's lane's in the round, and
 // takes the comebacks it expects in the turns it has (see inTurns). A lane whose items were
 // promised a turn before the item goes, by the estimate's last pass (see Queue.Promise), serves
-// those items if more. No lane serves more than its user's own limits let it within the wait.
-func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, tt turns) int64 {
+// those items if more. No lane serves more than its user's own limits let it within the wait. It
+// returns the turns too.
+func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, tt turns) (work, turns int64) {
 	t := r.tenants[it.Tenant]
 	position, work := int64(1), it.Cost // not queued: after its lane's items
 	if t != nil {
@@ -207,7 +208,7 @@ func (r *rounds) tenantWorkBefore(it *Item, comebacks *tenantComebacks, tt turns
 			}
 		}
 	}
-	return work
+	return work, position
 }
 
 // upTo returns it's position in the lane and the cost and Own of the lane's items up to it, it
