@@ -17,12 +17,12 @@ import (
 // a queue that knows what waits on the other gateways sharing its provider (the last exchange of
 // shares told it, see fairqueue.Queue.SetElsewhere) tells such a call when to come back behind
 // their lanes' work too, at all that the provider's token limits let through (see wholeRate).
-// A provider may limit all of
-// a call's tokens, its input tokens and its output tokens apart, each paced on its own, and a
-// call goes when every one allows it. Each counts in its own unit, so each pace is converted at
-// the queue's mix (what its calls take of that kind per token of the queue's unit), and the
-// slowest binds. What the limits hold now goes at once, before the queue drains at its rate: the
-// least of them, converted the same way.
+//
+// A provider may limit all of a call's tokens, its input tokens and its output tokens apart, each
+// paced on its own, and a call goes when every one allows it. Each counts in its own unit, so
+// each pace is converted at the queue's mix (what its calls take of that kind per token of the
+// queue's unit), and the slowest binds. What the limits hold now goes at once, before the queue
+// drains at its rate: the least of them, converted the same way.
 //
 // Worked example: a provider of 400,000 tokens and 8,000 output tokens a minute (after headroom),
 // one gateway, and a queue of calls of 1,000 prompt tokens and a cap of 500 (their tokens 1,500,
@@ -163,8 +163,8 @@ func sustained(p *policy.Provider, mix byKind) float64 {
 	return dr.rate()
 }
 
-// sharedPaces is share of what each kind of p's token limits lets through a second while a
-// backlog lasts.
+// sharedPaces is the part share of what each kind of p's token limits lets through a second while
+// a backlog lasts.
 func sharedPaces(p *policy.Provider, share float64) [kinds]float64 {
 	var out [kinds]float64
 	for k, dim := range counted {

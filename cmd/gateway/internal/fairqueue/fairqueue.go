@@ -306,11 +306,11 @@ const estimatePasses = 5
 // tt says so, the other gateways' lanes as many turns as its lane takes (see SetElsewhere).
 func (q *Queue) workBefore(it *Item, tt turns) (total float64, own int64) {
 	r, expected := q.classes[it.Class], q.expected[it.Class].tenants
-	own, turns := r.tenantWorkBefore(it, expected[it.Tenant], tt)
+	own, laneTurns := r.tenantWorkBefore(it, expected[it.Tenant], tt)
 	weight := float64(max(it.Weight, 1))
 	total = float64(own)
 	if tt.elsewhere {
-		total += q.elsewhereWork(turns, tt.wait)
+		total += q.elsewhereWork(laneTurns, tt.wait)
 	}
 	share := func(cost, tenantWeight int64) {
 		total += min(float64(cost), float64(own)*float64(tenantWeight)/weight)
