@@ -79,9 +79,14 @@ func (m *Memory) File(_ context.Context, id string) (*File, error) {
 	if !ok {
 		return nil, ErrNotFound
 	}
+	return withoutContent(f), nil
+}
+
+// withoutContent is a copy of f without its content.
+func withoutContent(f *File) *File {
 	c := *f
 	c.Content = nil
-	return &c, nil
+	return &c
 }
 
 // Content returns a file's content.
@@ -104,9 +109,7 @@ func (m *Memory) Files(_ context.Context, tenantID string) ([]*File, error) {
 	var out []*File
 	for _, f := range m.files {
 		if f.TenantID == tenantID {
-			c := *f
-			c.Content = nil
-			out = append(out, &c)
+			out = append(out, withoutContent(f))
 		}
 	}
 	slices.SortFunc(out, func(a, b *File) int { return b.CreatedAt.Compare(a.CreatedAt) })
