@@ -9,7 +9,7 @@ import (
 // breaker is a provider's circuit breaker (see gatewayv1.Breaker): attempts that fail in a row
 // open it, and the provider leaves the pools of its models until it has been open for its
 // openFor; then one call at a time probes it, and the first served closes it again. Its
-// dispatcher keeps it under d.mu.
+// provider's health keeps it under its lock.
 type breaker struct {
 	failures  int32     // attempts in a row that failed
 	openUntil time.Time // when an open breaker lets a probe through; zero while closed
@@ -83,56 +83,52 @@ func (b *breaker) retryAfter(now time.Time) time.Duration {
 // outOfPool reports whether the provider's breaker is open, and if so how long until it lets a
 // probe through. A half-open provider is in its pools: with its probe out it sends nothing, but
 // calls may wait in its queue for the probe's answer (and move to the others if it fails).
-func (d *dispatcher) outOfPool() (bool, time.Duration) {
-	if d.breakerClosed() {
-		return false, 0
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	now := d.g.now()
-	if d.breaker.state(now) == gatewayv1.BreakerOpen {
-		return true, d.breaker.retryAfter(now)
+func (h *health) outOfPool() (bool, time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.g.now()
+	if h.breaker.state(now) == gatewayv1.BreakerOpen {
+		return true, h.breaker.retryAfter(now)
 	}
 	return false, 0
 }
 
-// attempted takes in the result of an attempt to call the provider. When it opens the breaker,
-// every call waiting for the provider is moved: it is admitted again among its pool's others, or
-// answered that its provider is down.
-//
-// An attempt served while the breaker is closed with no failure counted changes nothing, and
-// returns without d.mu: most attempts are such.
+// attempted takes in the result of an attempt to call the provider, and reports whether the
+// breaker's state changed and whether it opened.
+func (h *health) attempted(served bool) (changed, opened bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.g.now()
+	was := h.breaker.state(now)
+	opened = h.breaker.attempted(served, now, h.breakerConfig())
+	state := h.breaker.state(now)
+	if state != was {
+		h.g.metrics.breakerOpen.WithLabelValues(h.provider).Set(boolGauge(state != gatewayv1.BreakerClosed))
+		h.g.log.Warn("provider breaker", "provider", h.provider, "state", state)
+	}
+	if opened {
+		h.g.metrics.breakerOpens.WithLabelValues(h.provider).Inc()
+	}
+	return state != was, opened
+}
+
+// attempted takes in the result of an attempt to call the provider. When the breaker closes
+// again, the calls waiting for the probe's answer may go; when it opens, every call waiting for
+// the provider is moved: it is admitted again among its pool's others, or answered that its
+// provider is down.
 func (d *dispatcher) attempted(served bool) {
-	if served && d.breakerSound.Load() {
+	changed, opened := d.health.attempted(served)
+	if changed {
+		d.kick()
+	}
+	if !opened {
 		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	now := d.g.now()
-	was := d.breaker.state(now)
-	opened := d.breaker.attempted(served, now, d.breakerConfig())
-	d.breakerSound.Store(d.breaker == breaker{opens: d.breaker.opens})
-	if state := d.breaker.state(now); state != was {
-		d.g.metrics.breakerOpen.WithLabelValues(d.provider).Set(boolGauge(state != gatewayv1.BreakerClosed))
-		d.g.log.Warn("provider breaker", "provider", d.provider, "state", state)
-		d.kick() // closed again: the calls waiting for the probe's answer may go
-	}
-	d.storeNextProbe()
-	if !opened {
-		return
-	}
-	d.g.metrics.breakerOpens.WithLabelValues(d.provider).Inc()
 	for _, it := range d.q.Items() {
 		d.finish(it.Value.(*waiter), verdict{moved: true}, false)
 	}
-}
-
-// breakerConfig is the provider's breaker as the configuration in force sets it.
-func (d *dispatcher) breakerConfig() gatewayv1.Breaker {
-	if p := d.g.policy().Provider(d.provider); p != nil {
-		return p.Config.Breaker
-	}
-	return gatewayv1.Breaker{}
 }
 
 func boolGauge(b bool) float64 {
@@ -142,29 +138,19 @@ func boolGauge(b bool) float64 {
 	return 0
 }
 
-// sent takes in a call sent to the provider now (see breaker.sent).
-func (d *dispatcher) sent(now time.Time) {
-	if d.breakerClosed() {
-		return // the common case, without the lock: only a half-open breaker counts what is sent
-	}
-	d.mu.Lock()
-	d.breaker.sent(now)
-	d.storeNextProbe()
-	d.mu.Unlock()
+// sent takes in a call sent to the provider at now: while the breaker is half open, its probe.
+func (h *health) sent(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.breaker.sent(now)
 }
 
-// breakerClosed reports whether the provider's breaker is closed, without d.mu: its next probe is
-// kept only while it is not (see storeNextProbe).
-func (d *dispatcher) breakerClosed() bool { return d.nextProbe.Load() == 0 }
-
-// storeNextProbe keeps, for the dispatchers of the provider's pool, when its breaker next lets a
-// call through (see breaker.nextProbe). The caller holds d.mu.
-func (d *dispatcher) storeNextProbe() {
-	var at int64
-	if t := d.breaker.nextProbe(d.breakerConfig()); !t.IsZero() {
-		at = t.UnixNano()
-	}
-	d.nextProbe.Store(at)
+// nextProbe is when the breaker next lets a call through (see breaker.nextProbe); zero while it
+// is closed.
+func (h *health) nextProbe() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.breaker.nextProbe(h.breakerConfig())
 }
 
 // Attempted takes in the result of an attempt to call a provider: served (any answer below 500,
@@ -189,7 +175,7 @@ func (g *Gate) poolProbe(provider string, now time.Time) time.Duration {
 		if d == nil {
 			continue
 		}
-		if in := time.Unix(0, d.nextProbe.Load()).Sub(now); in > 0 && (soonest == 0 || in < soonest) {
+		if in := d.health.nextProbe().Sub(now); in > 0 && (soonest == 0 || in < soonest) {
 			soonest = in
 		}
 	}

@@ -177,7 +177,7 @@ func (t *Ticket) budgetKey() string {
 func (g *Gate) started(t *Ticket) {
 	t.started = g.now()
 	g.usage.started(&t.req, t.started)
-	g.dispatcher(t.req.provider()).sent(t.started)
+	g.dispatcher(t.req.provider()).health.sent(t.started)
 	if t.holdsSlots() {
 		g.renewals.add(g, t, t.started)
 	}

@@ -3,7 +3,6 @@ package admission
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,8 +20,10 @@ const (
 	inFlightPoll = 50 * time.Millisecond
 )
 
-// dispatcher owns one provider's queue: it sends the next call in fair order whenever every
-// limit allows it, in one limiter decision, so no call is sent to hit a limit and come back.
+// dispatcher owns one provider's queue and the calls waiting in it: it sends the next call in
+// fair order whenever every limit allows it, in one limiter decision, so no call is sent to hit a
+// limit and come back. Its lock, mu, guards the queue, its door and its drain's measure; the
+// provider's health has its own (see health).
 type dispatcher struct {
 	g        *Gate
 	provider string
@@ -44,17 +45,11 @@ type dispatcher struct {
 	shares *fairshare.Ledger // what the gateways sharing the provider served; nil alone
 	// elsewhere is what the last exchange of shares said waits on every gateway (see setElsewhere).
 	elsewhere elsewhereNews
-	backlog   byKind     // what the queued calls take of each kind of tokens (see Request.takes)
-	drained   lastMinute // tokens dispatched from the queue, by second
-	full      lastMinute // the seconds a limit shared with others held the queue back
-	feedback             // what the provider's throttles taught
-	breaker   breaker    // whether the provider is in its models' pools
-	// nextProbe is when the breaker next lets a call through, in Unix nanoseconds; zero while it
-	// is closed. The dispatchers of its pool read it without d.mu (see Gate.poolProbe).
-	nextProbe atomic.Int64
-	// breakerSound is true while the breaker is closed and no failure is counted since the last
-	// attempt served; read without d.mu (see attempted).
-	breakerSound atomic.Bool
+	backlog   byKind // what the queued calls take of each kind of tokens (see Request.takes)
+	drainMeter
+
+	// health is what the provider's answers said of it, under its own lock.
+	health *health
 }
 
 func newDispatcher(g *Gate, provider string) *dispatcher {
@@ -63,7 +58,7 @@ func newDispatcher(g *Gate, provider string) *dispatcher {
 		callDuration:  g.metrics.callDuration.WithLabelValues(provider),
 		queueWait:     g.metrics.queueWait.WithLabelValues(provider),
 		estimateRatio: g.metrics.estimateRatio.WithLabelValues(provider),
-		feedback:      feedback{share: 1}}
+		health:        newHealth(g, provider)}
 	var opts fairqueue.Options
 	if g.opts.Shares != nil {
 		d.shares = fairshare.New(shareSlack, fairqueue.DefaultBatchShare, g.leases.Next(), g.tenantWeight)
@@ -159,14 +154,13 @@ func newWaiter(t *Ticket, r room) *waiter {
 // it waits for hold; -1 when the queue's drain is unknown, or the provider is paused (by its
 // configuration, or after a throttle). It changes nothing.
 func (d *dispatcher) quote(t *Ticket, r room) time.Duration {
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	now := d.g.now()
-	if p := d.g.policy().Provider(d.provider); now.Before(d.pausedUntil) || (p != nil && p.Config.Paused) {
+	if d.health.paused(now) {
 		return -1
 	}
-	wt := newWaiter(t, r)
-	return d.door.estimateWait(d.arrival(wt, r, now))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.atDoor(newWaiter(t, r), r, now, false).wait
 }
 
 // waited records how long a decided call waited, and for one let go, that wait against the
@@ -190,16 +184,16 @@ func (d *dispatcher) waited(wt *waiter, v verdict, start time.Time) verdict {
 	return v
 }
 
-// push lets a call in at the door (see door.enter), or returns the door's busy answer. An
+// push lets a call in at the door (see door.answer), or returns the door's busy answer. An
 // Interactive tenant that starts waiting here is told to the other gateways' Batch lanes soon.
 func (d *dispatcher) push(wt *waiter, now time.Time) *Refusal {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	estimate, busy := d.door.enter(d.arrival(wt, wt.room, now))
-	if busy != nil {
-		return busy
+	out := d.door.answer(d.atDoor(wt, wt.room, now, true))
+	if out.busy != nil {
+		return out.busy
 	}
-	wt.estimate = estimate
+	wt.estimate = out.wait
 	if waiting, _ := d.q.Ahead(wt.item.Class, wt.item.Tenant); waiting == 1 && wt.item.Class == fairqueue.Interactive && d.shares != nil {
 		select {
 		case d.exchangeSoon <- struct{}{}:
@@ -221,32 +215,22 @@ func (d *dispatcher) pushMoved(wt *waiter) {
 	d.g.kickPool(d.provider)
 }
 
-// arrival is wt's call at the door at now, with what the limits it waits for hold. The caller
-// holds d.mu.
-func (d *dispatcher) arrival(wt *waiter, r room, now time.Time) arrival {
-	takes := byKind{}
-	if !wt.item.Queued() {
-		takes = wt.t.req.takes()
-	}
-	dr := d.drainAt(now, takes, r)
-	return arrival{item: wt.item, maxWait: wt.t.req.maxWait(), room: r, rate: dr.rate(), wholeRate: d.wholeRate(dr), headroom: dr.headroom(),
-		now: now, probe: d.g.poolProbe(d.provider, now)}
-}
-
 // expire takes a call that waited its plan's maxWait out of the queue and answers it busy, as
 // the door would have. When to come back is reckoned from where the call stands in its lane,
 // before it leaves it: of a lane's calls that wait out their maxWait together, the first is told
 // to come back first and each other a turn of the lane later.
 func (d *dispatcher) expire(wt *waiter, start time.Time) verdict {
 	d.mu.Lock()
-	a := d.arrival(wt, room{}, d.g.now())
-	back := d.door.comebackWait(a)
+	now := d.g.now()
+	before := d.atDoor(wt, room{}, now, false)
 	d.mu.Unlock()
 	d.abandon(wt) // a decision made meanwhile is given back
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	r := d.door.expired(a, back)
-	r.Waited = a.now.Sub(start)
+	a := d.atDoor(wt, room{}, now, false)
+	a.comeback, a.expired = before.comeback, true
+	r := d.door.answer(a).busy
+	r.Waited = now.Sub(start)
 	return verdict{refusal: r}
 }
 
@@ -313,8 +297,8 @@ func (d *dispatcher) next() (*waiter, time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.g.now()
-	if wait, open := d.open(now); !open {
-		if d.q.Len() > 0 && (d.breakerClosed() || d.breaker.allows(now, d.breakerConfig())) {
+	if wait, open := d.health.open(now); !open {
+		if d.q.Len() > 0 && d.health.inPool(now) {
 			d.heldBack(now) // a provider out behind its breaker drains nothing: not a second of its drain
 		}
 		return nil, wait
@@ -427,27 +411,19 @@ func (d *dispatcher) queued(req *Request, it *fairqueue.Item, delta int64) {
 func (d *dispatcher) idle() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	_, open := d.open(d.g.now())
+	_, open := d.health.open(d.g.now())
 	return d.q.Len() == 0 && open
 }
 
-// open reports whether a call may go to the provider at now, as far as its feedback and its
-// configuration's pause go, and if not, how long to wait before looking again.
-func (d *dispatcher) open(now time.Time) (time.Duration, bool) {
-	if now.Before(d.pausedUntil) {
-		return d.pausedUntil.Sub(now), false
+// ended takes in a call back from the provider (see health.ended). It wakes the dispatcher only
+// when a call waits that what the call gave back may let go: in its own queue, or in that of
+// another provider of its pools, which it may serve (see steal). A call that arrives later
+// decides at once, or queues and wakes it itself.
+func (d *dispatcher) ended(served bool, tokens byKind) {
+	d.health.ended(served, tokens)
+	if d.waiting() || d.g.poolWaiting(d.provider) {
+		d.kick()
 	}
-	if !d.breakerClosed() && !d.breaker.allows(now, d.breakerConfig()) { // open, or half open with its probe out
-		return max(d.breaker.retryAfter(now), inFlightPoll), false
-	}
-	p := d.g.policy().Provider(d.provider)
-	if p != nil && p.Config.Paused {
-		return inFlightPoll, false // until a reload lifts the pause
-	}
-	if max := d.maxInFlight(); max > 0 && d.g.usage.inFlight(d.provider) >= max {
-		return inFlightPoll, false
-	}
-	return 0, true
 }
 
 // kick wakes the dispatcher: a call arrived, or one ended and gave back what it held.

@@ -6,12 +6,15 @@
 // call may go now) or a Refusal (a value that says which limit refused, when to come back, the
 // place in the lane and the wait estimated).
 //
-// A call that may not go yet and whose limit queues comes to its provider's door (door.go): its
-// one entry, door.enter, lets it into the fair queue with the wait it is promised, or answers it
-// busy with when to come back. Its estimates are the fair queue's model (see package fairqueue)
-// at the rate the queue drains (drain.go). The provider's dispatcher (dispatcher.go) then sends
-// the queue's calls in fair order as the limits allow; the gateways sharing a provider exchange
-// what each lane was served (shares.go).
+// A call that may not go yet and whose limit queues comes to its provider's door (door.go): one
+// decision, a pure function of one value that holds all it reads (the call, what its limits hold,
+// the queue's drain, what the queue says of its lane), lets it into the fair queue with the wait
+// it is promised, or answers it busy with when to come back. Its estimates are the fair queue's
+// model (see package fairqueue) at the rate the queue drains (drain.go). The provider's
+// dispatcher (dispatcher.go) owns the queue and its waiters and sends its calls in fair order as
+// the limits allow; the provider's health (health.go: its breaker, its throttles' pauses, the
+// limits its answers teach) is kept apart, under a lock of its own; the gateways sharing a
+// provider exchange what each lane was served (shares.go).
 //
 // A Ticket ends exactly once: in Settle, when the provider served the call and its real usage
 // is charged in place of the estimate, or in Refund, when it did not and everything is given

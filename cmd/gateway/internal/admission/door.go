@@ -1,14 +1,12 @@
 package admission
 
 import (
-	"context"
 	"math/rand/v2"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/cmd/gateway/internal/fairqueue"
-	"github.com/sluicehq/sluice/cmd/gateway/internal/ratelimit"
 )
 
 const (
@@ -21,23 +19,25 @@ const (
 	maxUnestimated = 10_000
 )
 
-// door answers the calls that come to a provider's queue: in, with the wait it is promised, or
-// busy, with when to come back. Its estimates are the fair queue's (see package fairqueue): the
-// wait of the call's own lane under fair sharing, at the rate the queue drains. It shares its
-// dispatcher's lock.
+// The door answers the calls that come to a provider's queue: in, with the wait it is promised,
+// or busy, with when to come back. It is one decision (arrival.decide), a pure function of one
+// value, the arrival, which the dispatcher gathers under its lock (dispatcher.atDoor); door.answer
+// then acts on it. Its estimates are the fair queue's (see package fairqueue): the wait of the
+// call's own lane under fair sharing, at the rate the queue drains (drain.go).
+
+// door acts on the door's decisions: it lets calls into its queue, expects those it turned away
+// back, and counts both. It shares its dispatcher's lock.
 type door struct {
 	q             *fairqueue.Queue
 	refusals      *prometheus.CounterVec // the door's busy answers, by tenant
 	comebackError prometheus.Observer    // when a caller came back against when it was told to
 }
 
-// arrival is a call at the door: what the door's estimates of its wait read, built once.
+// arrival is a call at the door: all the door decides on, gathered once (see dispatcher.atDoor).
 type arrival struct {
 	item *fairqueue.Item
 	// maxWait is its plan's; zero for a job, which passes no door.
 	maxWait time.Duration
-	// room is what the limits it waits for held when it came (see Gate.room).
-	room room
 	// rate is the tokens a second the door expects the queue to drain, and headroom the tokens
 	// that go at once before it (see drain.go). wholeRate is what the queue drains together with
 	// the other gateways' lanes, which a call turned away waits behind (see
@@ -49,73 +49,122 @@ type arrival struct {
 	// probe is how long until a provider of the queue's pools that is out behind its breaker lets
 	// a probe through; zero when none is out (see Gate.poolProbe).
 	probe time.Duration
+	// cameBack is whether the call is one the door turned away, come back when told (at toldAt):
+	// it was foreseen.
+	cameBack bool
+	toldAt   time.Time
+	// growth is the pace at which new lanes join the queue (see fairqueue.Queue.Growth): zero for
+	// a call its lane's first, or one that came back when told.
+	growth float64
+	// wait is how long the call waits let in (see waitOf), and comeback how long if turned away,
+	// behind the comebacks its lane is already expected to make, at wholeRate (see
+	// fairqueue.Queue.ComebackWait); -1 when nothing drains. For a call that waited out its
+	// maxWait, comeback is reckoned from where it stood in its lane, before it left it.
+	wait, comeback time.Duration
+	// full reports that the queue holds maxUnestimated calls.
+	full bool
+	// ahead is how many calls of the call's tenant wait, in its class.
+	ahead int
+	// spread, in [0, 1), places the call's comeback within its own slot of the drain (see
+	// comeback).
+	spread float64
+	// expired reports that the call waited out its maxWait and left the queue.
+	expired bool
 }
 
-// enter answers a call at the door. Let in, the call is pushed into the queue, and enter returns
-// the wait it is promised (-1 when the queue's drain is unknown). Busy, when that wait passes the
-// door's bound (see doorBound), the call is told when to come back, before anything is charged.
-// A call with no maxWait (a job) passes no door.
-func (d *door) enter(a arrival) (time.Duration, *Refusal) {
-	it := a.item
-	toldAt, cameBack := d.q.CameBack(it, a.now)
-	growth := 0.0 // a caller that came back when told was foreseen: no lane joins with it
-	if !cameBack {
-		it.Joins, growth = a.now, d.q.Growth(it, a.now)
-	}
-	estimate := d.estimateWait(a)
-	bound := doorBound(a.maxWait, growth)
-	if bound > 0 && (estimate > bound || (estimate < 0 && d.q.Len() >= maxUnestimated)) {
-		return 0, d.turnAway(a, max(estimate, bound), bound, d.comebackWait(a))
-	}
-	if cameBack {
-		d.comebackError.Observe(a.now.Sub(toldAt).Seconds())
-	}
-	d.q.Push(it)
-	if bound > 0 && estimate >= 0 { // a caller waits: the queue keeps the door's word
-		d.q.Promise(it)
-	}
-	return estimate, nil
+// doorOut is the door's answer: let in, with the wait promised (-1 when the queue's drain is
+// unknown) and whether the queue keeps that word, or busy, told when to come back.
+type doorOut struct {
+	wait    time.Duration
+	promise bool
+	busy    *Refusal
 }
 
-// expired answers busy a call that waited out its maxWait and left the queue. back is its
-// comebackWait, reckoned before it left.
-func (d *door) expired(a arrival, back time.Duration) *Refusal {
-	estimate := d.estimateWait(a)
-	if estimate < 0 {
-		estimate = a.maxWait // unknown, as for a paused provider: another maxWait
+// decide is the door's decision on a. A call is turned away when its wait passes the door's bound
+// (see doorBound), or when the queue's drain is unknown and the queue full; a call that waited out
+// its maxWait is turned away after another wait. A call with no maxWait (a job) passes no door.
+func (a arrival) decide() doorOut {
+	if a.expired {
+		wait := a.wait
+		if wait < 0 {
+			wait = a.maxWait // unknown, as for a paused provider: another maxWait
+		}
+		return doorOut{busy: a.turnAway(a.maxWait+wait, a.maxWait)}
 	}
-	return d.turnAway(a, a.maxWait+estimate, a.maxWait, back)
+	bound := doorBound(a.maxWait, a.growth)
+	if bound > 0 && (a.wait > bound || (a.wait < 0 && a.full)) {
+		return doorOut{busy: a.turnAway(max(a.wait, bound), bound)}
+	}
+	return doorOut{wait: a.wait, promise: bound > 0 && a.wait >= 0}
 }
 
 // turnAway is the busy answer to a call whose lane would wait estimate, more than the door's
-// bound. It tells the call to come back after back, its comebackWait (see comeback), and the
-// queue expects it then.
-func (d *door) turnAway(a arrival, estimate, bound, back time.Duration) *Refusal {
-	it := a.item
-	d.refusals.WithLabelValues(it.Tenant).Inc()
-	ahead, _ := d.q.Ahead(it.Class, it.Tenant)
-	r := &Refusal{Reason: Busy, Estimate: estimate, MaxWait: a.maxWait, Position: ahead + 1}
+// bound: it is told to come back after its comeback wait (see comebackAt).
+func (a arrival) turnAway(estimate, bound time.Duration) *Refusal {
+	r := &Refusal{Reason: Busy, Estimate: estimate, MaxWait: a.maxWait, Position: a.ahead + 1}
 	if bound < r.MaxWait {
 		r.Horizon = bound
 	}
-	r.RetryAfter = RetryAfter(comebackAt(a, back, bound)) // as the header says it
-	d.q.Expect(it, a.now, a.now.Add(r.RetryAfter))
+	r.RetryAfter = RetryAfter(comebackAt(a, a.comeback, bound)) // as the header says it
 	return r
 }
 
-// estimateWait is how long the call waits: the later of its lane's wait under fair sharing, less
-// what the provider's limits let through at once, and its wait for its own user's limits. It is
-// -1 when nothing drains.
-func (d *door) estimateWait(a arrival) time.Duration {
-	fair := afterHeadroom(d.q.EstimateWait(a.item, a.rate, a.now), a.headroom, a.rate)
-	return laterOf(fair, d.q.OwnWait(a.item, a.room.credit))
+// answer decides on a call at the door and acts on it: let in, the call is pushed into the queue,
+// which keeps the door's word; turned away, the queue expects it back when it was told.
+func (d *door) answer(a arrival) doorOut {
+	out, it := a.decide(), a.item
+	if out.busy != nil {
+		d.refusals.WithLabelValues(it.Tenant).Inc()
+		d.q.Expect(it, a.now, a.now.Add(out.busy.RetryAfter))
+		return out
+	}
+	if a.cameBack {
+		d.comebackError.Observe(a.now.Sub(a.toldAt).Seconds())
+	} else {
+		it.Joins = a.now
+	}
+	d.q.Push(it)
+	if out.promise {
+		d.q.Promise(it)
+	}
+	return out
 }
 
-// comebackWait is estimateWait for a call turned away, behind the comebacks its lane is already
-// expected to make (see fairqueue.Queue.ComebackWait).
-func (d *door) comebackWait(a arrival) time.Duration {
-	fair := afterHeadroom(d.q.ComebackWait(a.item, a.wholeRate, a.now), a.headroom, a.wholeRate)
-	return laterOf(fair, d.q.OwnWait(a.item, a.room.credit))
+// atDoor gathers at now all the door decides on for wt's call, r being what the limits it waits
+// for hold. A call coming in (rather than quoted) is no longer expected back by the queue,
+// whatever the door decides. The caller holds d.mu.
+func (d *dispatcher) atDoor(wt *waiter, r room, now time.Time, coming bool) arrival {
+	it := wt.item
+	takes := byKind{}
+	if !it.Queued() {
+		takes = wt.t.req.takes()
+	}
+	dr := d.drainAt(now, takes, r)
+	a := arrival{item: it, maxWait: wt.t.req.maxWait(), rate: dr.rate(), wholeRate: d.wholeRate(dr), headroom: dr.headroom(),
+		now: now, probe: d.g.poolProbe(d.provider, now), full: d.q.Len() >= maxUnestimated, spread: rand.Float64()}
+	if coming {
+		if a.toldAt, a.cameBack = d.q.CameBack(it, now); !a.cameBack {
+			a.growth = d.q.Growth(it, now)
+		}
+	}
+	own := d.q.OwnWait(it, r.credit)
+	a.comeback = a.waitOf(d.q.ComebackWait(it, a.wholeRate, now), a.wholeRate, own)
+	a.wait = a.waitOf(d.q.EstimateWait(it, a.rate, now), a.rate, own) // last: the queue's promise keeps this estimate
+	a.ahead, _ = d.q.Ahead(it.Class, it.Tenant)
+	return a
+}
+
+// waitOf is how long a call waits whose lane waits fair under fair sharing at rate (-1 when
+// nothing drains): the later of that wait, less the time the drain takes for the headroom tokens,
+// which go at once, and own, its wait for its own user's limits.
+func (a arrival) waitOf(fair time.Duration, rate float64, own time.Duration) time.Duration {
+	if fair < 0 {
+		return fair
+	}
+	if fair > 0 && a.headroom > 0 {
+		fair = max(fair-seconds(float64(a.headroom)/rate), 0)
+	}
+	return max(fair, own)
 }
 
 // doorBound is the longest wait the door promises a call: its plan's maxWait, or less while
@@ -128,30 +177,12 @@ func doorBound(maxWait time.Duration, growth float64) time.Duration {
 	return maxWait
 }
 
-// afterHeadroom is a wait under fair sharing (-1 when nothing drains) less the time the drain
-// takes for headroom tokens, which go at once.
-func afterHeadroom(fair time.Duration, headroom int64, rate float64) time.Duration {
-	if fair <= 0 || headroom <= 0 {
-		return fair
-	}
-	return max(fair-seconds(float64(headroom)/rate), 0)
-}
-
-// laterOf is the later of a wait under fair sharing (-1 when nothing drains) and a wait for the
-// item's own limits.
-func laterOf(fair, own time.Duration) time.Duration {
-	if fair < 0 {
-		return fair
-	}
-	return max(fair, own)
-}
-
 // comeback is how long a call turned away waits before it comes back. back is its lane's wait
 // behind the comebacks it is already expected to make (negative when nothing drains). It comes
 // back when that wait is down to comebackWait of the door's bound, or after a whole bound when
-// nothing drains. A random part of its own slot of the drain (its cost over the rate) is added,
+// nothing drains. A part spread of its own slot of the drain (its cost over the rate) is added,
 // so that a crowd told at once does not come back at once.
-func comeback(cost int64, back, bound time.Duration, rate float64) time.Duration {
+func comeback(cost int64, back, bound time.Duration, rate, spread float64) time.Duration {
 	least := bound
 	if back >= 0 {
 		least = max(back-time.Duration(comebackWait*float64(bound)), 0)
@@ -160,7 +191,7 @@ func comeback(cost int64, back, bound time.Duration, rate float64) time.Duration
 	if rate > 0 {
 		slot = seconds(float64(cost) / rate)
 	}
-	return least + time.Duration(rand.Float64()*float64(slot))
+	return least + time.Duration(spread*float64(slot))
 }
 
 // comebackAt is when a call turned away comes back (see comeback), but no later than when a
@@ -168,68 +199,11 @@ func comeback(cost int64, back, bound time.Duration, rate float64) time.Duration
 // of the drain: the capacity that provider adds may be back by then, and a crowd told to wait for
 // the rest of the pool alone would come back long after it is.
 func comebackAt(a arrival, back, bound time.Duration) time.Duration {
-	after := comeback(a.item.Cost, back, bound, a.rate)
+	after := comeback(a.item.Cost, back, bound, a.rate, a.spread)
 	if a.probe > 0 && after > a.probe {
-		after = a.probe + comeback(a.item.Cost, 0, 0, a.rate)
+		after = a.probe + comeback(a.item.Cost, 0, 0, a.rate, a.spread)
 	}
 	return after
-}
-
-// room is what the limits a call waits for hold when it comes to the door, read without taking
-// anything (see Gate.room).
-type room struct {
-	// own is how long the rate limits of the call's own user that queue take to let it through
-	// once they are spent, and credit how long what they hold now lasts its lane (see
-	// fairqueue.Queue.OwnWait).
-	own, credit time.Duration
-	// held is, for each kind of tokens, the least the provider's limits of that kind that queue
-	// hold now: it goes at once, before the queue drains at its rate (see drain.headroom). Other
-	// gateways sharing the provider could take it too, but a provider whose limits hold some is
-	// one nobody's queue is draining. -1 for a kind the call's provider does not limit, or when
-	// the store could not be read.
-	held byKind
-}
-
-// room reads what the limits the call waits for hold (nothing when the store cannot answer). Of
-// the rate limits of the call's own user that queue: how long they take to let it through once
-// spent, the most over them of its cost over their rate, and how long what they hold lasts its
-// lane, the least over them of what is left over their rate (zero and zero when its user has no
-// such limit): a user's own limit, not the provider, may be what holds its lane back, and one
-// limited to 2 calls a second waits half a second a call, however fast the provider drains. Of
-// the provider's token limits that queue, of each kind, the least they hold.
-func (g *Gate) room(ctx context.Context, t *Ticket) room {
-	r := room{held: byKind{-1, -1, -1}}
-	var buf [ratelimit.MaxChecks]*ratelimit.Limit
-	limits := buf[:0]
-	for i, c := range t.checks {
-		if !t.queueing.Queues(i) || c.Limit.Rate() <= 0 {
-			continue
-		}
-		switch _, tokens := kindOf(c.Limit.Dimension); {
-		case c.Limit.Level == ratelimit.LevelUser:
-			r.own = max(r.own, seconds(float64(c.Cost)/c.Limit.Rate()))
-		case c.Limit.Level != ratelimit.LevelProvider || !tokens:
-			continue
-		}
-		limits = append(limits, c.Limit)
-	}
-	if len(limits) == 0 {
-		return r
-	}
-	readings, err := t.limiter.Peek(ctx, limits, g.now())
-	if err != nil {
-		return room{own: r.own, held: r.held}
-	}
-	r.credit = -1
-	for i, l := range limits {
-		if k, tokens := kindOf(l.Dimension); tokens && l.Level == ratelimit.LevelProvider {
-			r.held[k] = leastOf(r.held[k], max(readings[i].Remaining, 0))
-		} else {
-			r.credit = leastOf(r.credit, seconds(float64(readings[i].Remaining)/l.Rate()))
-		}
-	}
-	r.credit = max(r.credit, 0)
-	return r
 }
 
 // leastOf is the lesser of a and b, where a negative a is none yet.

@@ -128,13 +128,31 @@ func (dr *drain) headroom() int64 {
 	return max(least, 0)
 }
 
+// drainMeter measures the queue's drain: the tokens sent from it, and the seconds a limit shared
+// with others held it back. It is kept under its dispatcher's lock.
+type drainMeter struct {
+	drained lastMinute // tokens dispatched from the queue, by second
+	full    lastMinute // the seconds a limit shared with others held the queue back
+}
+
+// heldBack records that a limit shared with other calls than the queue's next (the provider's,
+// a global one, the calls in flight, a pause, the lanes of other gateways) held the queue back
+// at now: this second measures the queue's drain.
+func (m *drainMeter) heldBack(now time.Time) { m.full.add(now, 1) }
+
+// measured is the tokens a second the queue drained in the seconds a limit held it back within
+// drainWindow of now, when there were minFullSeconds of them; zero otherwise.
+func (m *drainMeter) measured(now time.Time) float64 {
+	if tokens, full := m.drained.sumWhere(now, drainWindow, &m.full); full >= minFullSeconds {
+		return float64(tokens) / float64(full)
+	}
+	return 0
+}
+
 // drainAt gathers the queue's drain at now for a call of takes arriving, r being what the limits
 // it waits for hold. The caller holds d.mu.
 func (d *dispatcher) drainAt(now time.Time, takes byKind, r room) drain {
-	dr := drain{held: r.held}
-	if tokens, full := d.drained.sumWhere(now, drainWindow, &d.full); full >= minFullSeconds {
-		dr.measured = float64(tokens) / float64(full)
-	}
+	dr := drain{held: r.held, measured: d.measured(now)}
 	if p := d.g.policy().Provider(d.provider); p != nil {
 		dr.paces = sharedPaces(p, 1/float64(max(d.g.policy().Replicas, 1)))
 	}
@@ -172,8 +190,3 @@ func sharedPaces(p *policy.Provider, share float64) [kinds]float64 {
 	}
 	return out
 }
-
-// heldBack records that a limit shared with other calls than the queue's next (the provider's,
-// a global one, the calls in flight, a pause, the lanes of other gateways) held the queue back
-// at now: this second measures the queue's drain. The caller holds d.mu.
-func (d *dispatcher) heldBack(now time.Time) { d.full.add(now, 1) }

@@ -2,7 +2,6 @@ package admission
 
 import (
 	"cmp"
-	"sync/atomic"
 	"time"
 
 	gatewayv1 "github.com/sluicehq/sluice/api/gateway/v1"
@@ -32,84 +31,79 @@ type feedback struct {
 	// confirmed and served are what holds learned up, or lets it go (see learning.go).
 	confirmed confirmations
 	served    served
-	// lastReport is what the last answer reported (see reported); read without d.mu, and nil
-	// when the next answer is to be learned from whatever it reports.
-	lastReport atomic.Pointer[lastReport]
+	// lastReport is what the last answer reported (see reported); nil when the next answer is to
+	// be learned from whatever it reports.
+	lastReport *lastReport
 }
 
 // maxInFlight is this replica's share of the provider's in-flight cap, after throttles; zero
 // means no cap of the throttles' own (the limiter still holds a configured maxInFlight). A
 // provider with no maxInFlight is capped at the calls that were in flight when it first
-// throttled. The caller holds d.mu.
-func (d *dispatcher) maxInFlight() int64 {
-	if d.share >= 1 {
+// throttled. The caller holds h.mu.
+func (h *health) maxInFlight() int64 {
+	if h.share >= 1 {
 		return 0
 	}
-	base := d.throttledBase
-	if p := d.g.policy().Provider(d.provider); p != nil && p.Config.MaxInFlight > 0 {
+	base := h.throttledBase
+	if p := h.g.policy().Provider(h.provider); p != nil && p.Config.MaxInFlight > 0 {
 		base = p.Config.WithHeadroom(p.Config.MaxInFlight)
 	}
-	return max(int64(d.share*float64(base)), 1)
+	return max(int64(h.share*float64(base)), 1)
 }
 
 // throttled takes in a 429 or 503 from the provider. The pause it asks for is held to the
 // provider's retry maxDelay: a provider cannot stop its queue for longer than the gateway would
 // wait between two attempts.
-func (d *dispatcher) throttled(retryAfter time.Duration) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	pause := min(max(retryAfter, minPause), d.maxPause())
-	d.pauseFor(pause)
-	if d.share >= 1 {
+func (h *health) throttled(retryAfter time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	pause := min(max(retryAfter, minPause), h.maxPause())
+	h.pauseFor(pause)
+	if h.share >= 1 {
 		// The throttled call is still in flight, so the base is at least one.
-		d.throttledBase = max(d.g.usage.inFlight(d.provider), 1)
+		h.throttledBase = max(h.g.usage.inFlight(h.provider), 1)
 	}
-	d.setShare(max(d.share/2, minShare))
+	h.setShare(max(h.share/2, minShare))
 }
 
-// pauseFor stops dispatch for d from now, unless it is stopped for longer already. The caller
-// holds d.mu.
-func (d *dispatcher) pauseFor(pause time.Duration) {
-	if until := d.g.now().Add(pause); until.After(d.pausedUntil) {
-		d.pausedUntil = until
+// pauseFor stops dispatch to the provider from now, unless it is stopped for longer already. The
+// caller holds h.mu.
+func (h *health) pauseFor(pause time.Duration) {
+	if until := h.g.now().Add(pause); until.After(h.pausedUntil) {
+		h.pausedUntil = until
 	}
 }
 
 // setShare sets the share of the in-flight cap; back at 1, the provider is happy and the base
-// a throttle took is forgotten. The caller holds d.mu.
-func (d *dispatcher) setShare(share float64) {
-	d.share = share
+// a throttle took is forgotten. The caller holds h.mu.
+func (h *health) setShare(share float64) {
+	h.share = share
 	if share >= 1 {
-		d.throttledBase = 0
+		h.throttledBase = 0
 	}
-	d.g.metrics.providerShare.WithLabelValues(d.provider).Set(share)
+	h.g.metrics.providerShare.WithLabelValues(h.provider).Set(share)
 }
 
 // maxPause is the longest pause the provider's answers may ask for: its retry maxDelay, and
 // never less than minPause.
-func (d *dispatcher) maxPause() time.Duration {
-	if p := d.g.policy().Provider(d.provider); p != nil {
+func (h *health) maxPause() time.Duration {
+	if p := h.g.policy().Provider(h.provider); p != nil {
 		return max(p.Config.Retry.MaxDelay.Duration, minPause)
 	}
 	return minPause
 }
 
-// ended takes in a call back from the provider: its slot is free, and a success grows the share.
-// It wakes the dispatcher only when a call waits that what the call gave back may let go: in its
-// own queue, or in that of another provider of its pools, which it may serve (see steal). A call
-// that arrives later decides at once, or queues and wakes it itself.
-func (d *dispatcher) ended(served bool, tokens byKind) {
-	d.mu.Lock()
-	if served {
-		d.servedCall(tokens, d.g.now())
+// ended takes in a call back from the provider: a success grows the share, and notes what the
+// call took (see servedCall).
+func (h *health) ended(served bool, tokens byKind) {
+	if !served {
+		return
 	}
-	if served && d.share < 1 {
-		d.setShare(min(d.share+shareStep, 1))
-	}
-	waiting := d.q.Len() > 0
-	d.mu.Unlock()
-	if waiting || d.g.poolWaiting(d.provider) {
-		d.kick()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.servedCall(tokens, h.g.now())
+	if h.share < 1 {
+		h.setShare(min(h.share+shareStep, 1))
 	}
 }
 
@@ -125,27 +119,26 @@ func (d *dispatcher) ended(served bool, tokens byKind) {
 //
 // An answer that reports what the last one did, under the same configuration, with nothing
 // exhausted, within confirmEvery of it, teaches nothing new (learning is the same again) and is
-// passed over without d.mu: most answers are such.
-func (d *dispatcher) reported(r Reported) bool {
-	pol, now := d.g.policy(), d.g.now()
-	if last := d.lastReport.Load(); !r.Exhausted && last != nil && last.repeats(pol, r.Limits, now) {
+// passed over: most answers are such.
+func (h *health) reported(r Reported) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	pol, now := h.g.policy(), h.g.now()
+	if last := h.lastReport; !r.Exhausted && last != nil && last.repeats(pol, r.Limits, now) {
 		return false
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	if r.Exhausted {
-		d.pauseFor(min(r.Reset, minPause))
+		h.pauseFor(min(r.Reset, minPause))
 	}
-	pol = d.g.policy() // read again under d.mu: a report never learns under a configuration already replaced
-	p := pol.Provider(d.provider)
+	p := pol.Provider(h.provider)
 	if p == nil {
 		return false
 	}
-	d.confirmed.confirm(r.Limits, now)
-	learned := policy.Lower(p.Config, r.keepUnreported(d.unexpired(now)), d.served.evidence(now))
-	changed := learned != d.learned
-	d.learned = learned
-	d.lastReport.Store(&lastReport{policy: pol, limits: r.Limits, at: now})
+	h.confirmed.confirm(r.Limits, now)
+	learned := policy.Lower(p.Config, r.keepUnreported(h.unexpired(now)), h.served.evidence(now))
+	changed := learned != h.learned
+	h.learned = learned
+	h.lastReport = &lastReport{policy: pol, limits: r.Limits, at: now}
 	return changed
 }
 
@@ -172,10 +165,10 @@ type learning struct {
 }
 
 // feedbackNow returns what the provider's answers taught so far.
-func (d *dispatcher) feedbackNow() learning {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return learning{learned: d.learned, inFlight: d.maxInFlight(), breaker: d.breaker.state(d.g.now()), opens: d.breaker.opens}
+func (h *health) feedbackNow() learning {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return learning{learned: h.learned, inFlight: h.maxInFlight(), breaker: h.breaker.state(h.g.now()), opens: h.breaker.opens}
 }
 
 // Reported is what one of a provider's answers says of its limits, in OpenAI's x-ratelimit-*

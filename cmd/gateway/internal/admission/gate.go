@@ -339,7 +339,7 @@ func (g *Gate) BudgetBelow(ctx context.Context, t *policy.Tenant, percent int32)
 // is halved.
 func (g *Gate) Throttled(provider string, retryAfter time.Duration) {
 	g.usage.throttled(provider)
-	g.dispatcher(provider).throttled(retryAfter)
+	g.dispatcher(provider).health.throttled(retryAfter)
 }
 
 // Reported takes in the limits a provider's answer reported, and reports whether the limits
@@ -348,7 +348,7 @@ func (g *Gate) Throttled(provider string, retryAfter time.Duration) {
 // rolling windows hold to them. An answer that says a limit has nothing left pauses the provider's
 // queue until it resets.
 func (g *Gate) Reported(provider string, r Reported) bool {
-	return g.dispatcher(provider).reported(r)
+	return g.dispatcher(provider).health.reported(r)
 }
 
 // Learned returns the limits learned from the providers that reported some lower than
@@ -356,7 +356,7 @@ func (g *Gate) Reported(provider string, r Reported) bool {
 func (g *Gate) Learned() map[string]gatewayv1.LearnedLimits {
 	out := map[string]gatewayv1.LearnedLimits{}
 	g.dispatchers.Range(func(name, d any) bool {
-		if l := d.(*dispatcher).feedbackNow().learned; !l.IsZero() {
+		if l := d.(*dispatcher).health.feedbackNow().learned; !l.IsZero() {
 			out[name.(string)] = l
 		}
 		return true

@@ -762,7 +762,7 @@ func TestAThrottlePausesTheQueueAndHalvesTheShare(t *testing.T) {
 		if waited := time.Since(start); waited < 3*time.Second {
 			t.Errorf("a call after the provider asked for 3s went after %s", waited)
 		}
-		if got := g.dispatcher("lab").maxInFlight(); got != 32 {
+		if got := g.dispatcher("lab").health.maxInFlight(); got != 32 {
 			t.Errorf("in-flight cap after one throttle = %d; want 32, half of 64", got)
 		}
 		ticket.Settle(estimate.Usage{PromptTokens: 50, CompletionTokens: 50})

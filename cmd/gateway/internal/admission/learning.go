@@ -14,8 +14,8 @@ const (
 	// learnedTTL is how long a learned limit holds without an answer that reports it again; then
 	// it is forgotten and the configured limit is back.
 	learnedTTL = 5 * time.Minute
-	// confirmEvery is how often an answer that reports what the last one did takes d.mu all the
-	// same, to confirm the limits learned from it.
+	// confirmEvery is how often an answer that reports what the last one did is learned from all
+	// the same, to confirm the limits learned from it.
 	confirmEvery = 10 * time.Second
 )
 
@@ -34,28 +34,28 @@ func (c *confirmations) confirm(reported gatewayv1.LearnedLimits, now time.Time)
 	}
 }
 
-// unexpired is what d learned, without the limits no answer confirmed within learnedTTL of now.
-// The caller holds d.mu.
-func (d *dispatcher) unexpired(now time.Time) gatewayv1.LearnedLimits {
-	return d.learned.Combine(gatewayv1.LearnedLimits{}, func(dim gatewayv1.Dimension, learned, _ int64) int64 {
-		if now.Sub(d.confirmed[dim]) >= learnedTTL {
+// unexpired is what h learned, without the limits no answer confirmed within learnedTTL of now.
+// The caller holds h.mu.
+func (h *health) unexpired(now time.Time) gatewayv1.LearnedLimits {
+	return h.learned.Combine(gatewayv1.LearnedLimits{}, func(dim gatewayv1.Dimension, learned, _ int64) int64 {
+		if now.Sub(h.confirmed[dim]) >= learnedTTL {
 			return 0
 		}
 		return learned
 	})
 }
 
-// forgetStale forgets the limits learned from d's provider that no answer confirmed within
+// forgetStale forgets the limits learned from the provider that no answer confirmed within
 // learnedTTL of now, and reports whether it forgot any.
-func (d *dispatcher) forgetStale(now time.Time) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	learned := d.unexpired(now)
-	if learned == d.learned {
+func (h *health) forgetStale(now time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	learned := h.unexpired(now)
+	if learned == h.learned {
 		return false
 	}
-	d.learned = learned
-	d.lastReport.Store(nil) // the next answer learns again, whatever it reports
+	h.learned = learned
+	h.lastReport = nil // the next answer learns again, whatever it reports
 	return true
 }
 
@@ -101,12 +101,12 @@ var learnedKinds = [kinds]gatewayv1.Dimension{gatewayv1.DimensionTokens, gateway
 
 // servedCall notes a call the provider served at now, which took tokens of each kind. A call
 // larger than a limit learned raises its floor: the next answer learns again. The caller holds
-// d.mu.
-func (d *dispatcher) servedCall(tokens byKind, now time.Time) {
+// h.mu.
+func (h *health) servedCall(tokens byKind, now time.Time) {
 	for k, n := range tokens {
-		d.served[k].add(n, now)
-		if l := d.learned.Of(learnedKinds[k]); l > 0 && n > l {
-			d.lastReport.Store(nil)
+		h.served[k].add(n, now)
+		if l := h.learned.Of(learnedKinds[k]); l > 0 && n > l {
+			h.lastReport = nil
 		}
 	}
 }
@@ -118,7 +118,7 @@ func (d *dispatcher) servedCall(tokens byKind, now time.Time) {
 func (g *Gate) ForgetStale() bool {
 	now, forgot := g.now(), false
 	g.dispatchers.Range(func(_, d any) bool {
-		forgot = d.(*dispatcher).forgetStale(now) || forgot
+		forgot = d.(*dispatcher).health.forgetStale(now) || forgot
 		return true
 	})
 	return forgot

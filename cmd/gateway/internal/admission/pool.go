@@ -31,7 +31,7 @@ import (
 // when none is, the refusal that says so and when the first lets a probe through.
 func (g *Gate) serving(choices []Choice) ([]Choice, *Refusal) {
 	out := func(c Choice) bool {
-		o, _ := g.dispatcher(c.Route.Provider.Name).outOfPool()
+		o, _ := g.dispatcher(c.Route.Provider.Name).health.outOfPool()
 		return o
 	}
 	if !slices.ContainsFunc(choices, out) {
@@ -42,7 +42,7 @@ func (g *Gate) serving(choices []Choice) ([]Choice, *Refusal) {
 	}
 	var retryAfter time.Duration = -1
 	for _, c := range choices {
-		_, after := g.dispatcher(c.Route.Provider.Name).outOfPool()
+		_, after := g.dispatcher(c.Route.Provider.Name).health.outOfPool()
 		retryAfter = leastOf(retryAfter, after)
 	}
 	return nil, &Refusal{Reason: ProviderDown, RetryAfter: RetryAfter(retryAfter)}

@@ -95,11 +95,12 @@ func TestAnOutputLimitedProviderAdmitsByTheCapAndSettlesByTheUsage(t *testing.T)
 // TestCacheReadsCountAtAProviderAsItSays settles a call that read most of its prompt from the
 // provider's cache: a provider that leaves cache reads out (as Anthropic does) gives them back
 // on its input and token limits, one that counts them (as OpenAI does) keeps them, and the plan's
-// limits count every prompt token either way.
+// limits count every prompt token either way (on a day's quota, which refills nothing while the
+// test runs, so that its count is exact).
 func TestCacheReadsCountAtAProviderAsItSays(t *testing.T) {
 	for _, counts := range []bool{true, false} {
 		acme := tenant("acme", "alice")
-		acme.PerTenant = []gatewayv1.Limit{perMinute(gatewayv1.DimensionInputTokens, 50_000)}
+		acme.PerTenant = []gatewayv1.Limit{{Dimension: gatewayv1.DimensionInputTokens, Amount: 50_000, Per: gatewayv1.PeriodDay}}
 		g, limiter, p := newGate(t, plan{requestsPerMinute: 6000, tokensPerMinute: 20_000, tenants: []gatewayv1.Tenant{acme}, provider: func(pr *gatewayv1.Provider) {
 			pr.Limits, pr.CachedInputCounts = []gatewayv1.Limit{perMinute(gatewayv1.DimensionInputTokens, 10_000)}, &counts
 		}})
@@ -110,7 +111,7 @@ func TestCacheReadsCountAtAProviderAsItSays(t *testing.T) {
 			counted = 2_000
 		}
 		got := []int64{leftOf(t, limiter, req, "{lab}:provider:inputTokens:minute"), leftOf(t, limiter, req, "{lab}:provider:tokens:minute"),
-			leftOf(t, limiter, req, "{tenant:acme}:tenant:inputTokens:minute")}
+			leftOf(t, limiter, req, "{tenant:acme}:tenant:inputTokens:day")}
 		if want := []int64{10_000 - counted, 20_000 - counted - 100, 50_000 - 2_000}; !cmp.Equal(got, want) {
 			t.Errorf("cachedInputCounts %v: the provider's input and tokens and the plan's input left %v; want %v", counts, got, want)
 		}

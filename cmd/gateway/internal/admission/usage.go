@@ -225,7 +225,7 @@ func (g *Gate) feedbackUsage(providers []gatewayv1.ProviderUsage) {
 		if !ok {
 			continue
 		}
-		l := d.(*dispatcher).feedbackNow()
+		l := d.(*dispatcher).health.feedbackNow()
 		providers[i].ThrottledInFlight = l.inFlight
 		providers[i].Breaker, providers[i].BreakerOpens = l.breaker, l.opens
 		if !l.learned.IsZero() {
