@@ -73,8 +73,9 @@ demo-lab:
 ## lab-variants: the queue and interactive cases in crowds unlike the lab's own (text the encoding
 ## counts more or less densely, spread page sizes, fast and spread latencies, clients pinned or
 ## spread over the gateways), the lab's crowd through ten gateways, crowds of agents sending
-## transcripts of 6,000 and 20,000 tokens beside short pages, and a crowd with calls near the
-## provider's whole minute; about 35 minutes. Keeps its tables in cmd/lab/demo/variants.txt.
+## transcripts of 6,000 and 20,000 tokens beside short pages, a crowd with calls near the
+## provider's whole minute, and one at a provider its calls in flight hold back; about 40 minutes.
+## Keeps its tables in cmd/lab/demo/variants.txt.
 lab-variants:
 	@OUT=bin/lab-variants hack/lab-variants.sh
 	cp bin/lab-variants/variants.txt cmd/lab/demo/

@@ -193,9 +193,10 @@ func (g *Gate) ended(t *Ticket, actual policy.Cost, bill gatewayv1.Tokens, serve
 	g.metrics.spend.WithLabelValues(tenant, provider).Add(float64(actual.MicroDollars))
 	g.metrics.countBilled(tenant, provider, bill)
 	d := g.dispatcher(provider)
-	d.callDuration.Observe(now.Sub(t.started).Seconds())
+	took := now.Sub(t.started)
+	d.callDuration.Observe(took.Seconds())
 	g.usage.finished(&t.req, actual, now)
-	d.ended(served, t.req.served(actual))
+	d.ended(served, t.req.served(actual), took, now)
 }
 
 // refused counts a refusal by a limit.

@@ -415,13 +415,20 @@ func (d *dispatcher) idle() bool {
 	return d.q.Len() == 0 && open
 }
 
-// ended takes in a call back from the provider (see health.ended). It wakes the dispatcher only
-// when a call waits that what the call gave back may let go: in its own queue, or in that of
-// another provider of its pools, which it may serve (see steal). A call that arrives later
-// decides at once, or queues and wakes it itself.
-func (d *dispatcher) ended(served bool, tokens byKind) {
+// ended takes in a call back from the provider at now (see health.ended), which took so long if
+// it was served (see drainMeter.callEnded). It wakes the dispatcher only when a call waits that what
+// the call gave back may let go: in its own queue, or in that of another provider of its pools,
+// which it may serve (see steal). A call that arrives later decides at once, or queues and wakes
+// it itself.
+func (d *dispatcher) ended(served bool, tokens byKind, took time.Duration, now time.Time) {
 	d.health.ended(served, tokens)
-	if d.waiting() || d.g.poolWaiting(d.provider) {
+	d.mu.Lock()
+	if served {
+		d.callEnded(took, now)
+	}
+	waiting := d.q.Len() > 0
+	d.mu.Unlock()
+	if waiting || d.g.poolWaiting(d.provider) {
 		d.kick()
 	}
 }

@@ -12,11 +12,13 @@ import (
 //
 // A queue that a limit shared with others held back for enough of the last seconds drains at what
 // it drained in them: whatever held it, that is its drain. Until then it drains at an equal share
-// among the replicas of what the provider's token limits let through while a backlog lasts. A
-// call turned away waits longer, over which the gateways' shares change as their lanes are done:
-// a queue that knows what waits on the other gateways sharing its provider (the last exchange of
-// shares told it, see fairqueue.Queue.SetElsewhere) tells such a call when to come back behind
-// their lanes' work too, at all that the provider's token limits let through (see wholeRate).
+// among the replicas of what the provider's token limits let through while a backlog lasts, or of
+// what its calls in flight carry, when its maxInFlight binds sooner: that many calls at once,
+// each of the queue's mean cost, each taking as long as the provider's calls took in the last
+// minute. A call turned away waits longer, over which the gateways' shares change as their lanes
+// are done: a queue that knows what waits on the other gateways sharing its provider (the last
+// exchange of shares told it, see fairqueue.Queue.SetElsewhere) tells such a call when to come
+// back behind their lanes' work too, at all that the provider lets through (see wholeRate).
 //
 // A provider may limit all of a call's tokens, its input tokens and its output tokens apart, each
 // paced on its own, and a call goes when every one allows it. Each counts in its own unit, so
@@ -76,6 +78,11 @@ type drain struct {
 	// paces are this gateway's share of what each kind of the provider's token limits lets
 	// through a second while a backlog lasts, in that kind; zero for a kind it does not limit.
 	paces [kinds]float64
+	// inFlight is the tokens a second this gateway's share of the provider's calls in flight
+	// carries: its share of maxInFlight, each call of the queue's mean cost, each taking as long
+	// as the provider's calls took in the last minute; zero when the provider has no maxInFlight
+	// or no call ended.
+	inFlight float64
 	// mix is what the queue's calls and the arriving one take of each kind together.
 	mix byKind
 	// held is the least each kind of the provider's token limits that queue holds now; -1 for a
@@ -96,12 +103,12 @@ func (dr *drain) tokensPer(k kind) float64 {
 }
 
 // rate is the tokens a second the queue drains: as measured, else the slowest of the provider's
-// paces at the queue's mix; zero when none limits it.
+// paces at the queue's mix and its calls in flight; zero when none limits it.
 func (dr *drain) rate() float64 {
 	if dr.measured > 0 {
 		return dr.measured
 	}
-	slowest := 0.0
+	slowest := dr.inFlight
 	for k := range kinds {
 		per := dr.tokensPer(k)
 		if dr.paces[k] <= 0 || per <= 0 {
@@ -128,11 +135,31 @@ func (dr *drain) headroom() int64 {
 	return max(least, 0)
 }
 
-// drainMeter measures the queue's drain: the tokens sent from it, and the seconds a limit shared
-// with others held it back. It is kept under its dispatcher's lock.
+// drainMeter measures the queue's drain: the tokens sent from it, the seconds a limit shared
+// with others held it back, and how long the provider's calls take. It is kept under its
+// dispatcher's lock.
 type drainMeter struct {
 	drained lastMinute // tokens dispatched from the queue, by second
 	full    lastMinute // the seconds a limit shared with others held the queue back
+	// callMillis and callsEnded are the milliseconds the calls served in the last minute took,
+	// and how many they were.
+	callMillis, callsEnded lastMinute
+}
+
+// callEnded records a call served that ended at now, which took so long.
+func (m *drainMeter) callEnded(took time.Duration, now time.Time) {
+	m.callMillis.add(now, took.Milliseconds())
+	m.callsEnded.add(now, 1)
+}
+
+// callTime is how long the calls served in the last minute took, on average, in seconds; zero
+// when none ended.
+func (m *drainMeter) callTime(now time.Time) float64 {
+	n := m.callsEnded.sum(now)
+	if n == 0 {
+		return 0
+	}
+	return float64(m.callMillis.sum(now)) / float64(n) / 1000
 }
 
 // heldBack records that a limit shared with other calls than the queue's next (the provider's,
@@ -153,24 +180,43 @@ func (m *drainMeter) measured(now time.Time) float64 {
 // it waits for hold. The caller holds d.mu.
 func (d *dispatcher) drainAt(now time.Time, takes byKind, r room) drain {
 	dr := drain{held: r.held, measured: d.measured(now)}
-	if p := d.g.policy().Provider(d.provider); p != nil {
-		dr.paces = sharedPaces(p, 1/float64(max(d.g.policy().Replicas, 1)))
-	}
 	for k := range kinds {
 		dr.mix[k] = d.backlog[k] + takes[k]
+	}
+	if p := d.g.policy().Provider(d.provider); p != nil {
+		share := 1 / float64(max(d.g.policy().Replicas, 1))
+		dr.paces = sharedPaces(p, share)
+		calls := d.q.Len()
+		if takes != (byKind{}) {
+			calls++
+		}
+		dr.inFlight = d.inFlightDrain(p, share, calls, dr.mix[allTokens], now)
 	}
 	return dr
 }
 
+// inFlightDrain is the tokens a second that the part share of p's maxInFlight carries, for calls
+// calls of tokens in all, each taking as long as the provider's calls took in the last minute;
+// zero when p has no maxInFlight, there are no calls, or none ended. The caller holds d.mu.
+func (d *dispatcher) inFlightDrain(p *policy.Provider, share float64, calls int, tokens int64, now time.Time) float64 {
+	took := d.callTime(now)
+	if p.Config.MaxInFlight <= 0 || calls == 0 || took <= 0 {
+		return 0
+	}
+	slots := float64(p.Config.WithHeadroom(p.Config.MaxInFlight)) * share
+	return slots * float64(tokens) / float64(calls) / took
+}
+
 // wholeRate is the tokens a second the lanes of every gateway sharing the provider drain
 // together, at dr's mix, when the queue knows what waits on the others: all that the provider's
-// token limits let through while a backlog lasts. Otherwise dr's rate. The caller holds d.mu.
+// token limits let through while a backlog lasts, or its calls in flight carry. Otherwise dr's
+// rate. The caller holds d.mu.
 func (d *dispatcher) wholeRate(dr drain) float64 {
 	p := d.g.policy().Provider(d.provider)
 	if !d.elsewhere.known || p == nil {
 		return dr.rate()
 	}
-	whole := drain{paces: sharedPaces(p, 1), mix: dr.mix}
+	whole := drain{paces: sharedPaces(p, 1), mix: dr.mix, inFlight: dr.inFlight * float64(max(d.g.policy().Replicas, 1))}
 	return whole.rate()
 }
 

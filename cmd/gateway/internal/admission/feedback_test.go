@@ -225,6 +225,40 @@ func TestACallTurnedAwayReckonsWithTheWholeProvider(t *testing.T) {
 	}
 }
 
+// TestTheDrainCountsTheCallsInFlight checks the door's drain for a provider whose maxInFlight
+// binds before its tokens a minute: this gateway's share of its calls at once, each of the
+// queue's mean cost, each as long as the provider's calls took in the last minute; the pace alone
+// before any call ended, and again once they are older than a minute; the whole provider's for a
+// call turned away once the gateways exchanged what waits on each.
+func TestTheDrainCountsTheCallsInFlight(t *testing.T) {
+	g, _, p := newGate(t, plan{requestsPerMinute: 6000, tokensPerMinute: 600_000, maxInFlight: 4, replicas: 2,
+		tenants: []gatewayv1.Tenant{tenant("acme", "alice")}})
+	d := g.dispatcher("lab")
+	pace := float64(p.Provider("lab").SustainedPerMinute(ratelimit.Tokens)) / 60 / 2
+	now := time.Unix(1_800_000_000, 0)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	arriving := byKind{1_000, 900, 100}
+	rates := func(at time.Time) (float64, float64) {
+		dr := d.drainAt(at, arriving, room{})
+		return dr.rate(), d.wholeRate(dr)
+	}
+	if rate, _ := rates(now); rate != pace {
+		t.Errorf("before any call ended: %v; want %v, the pace's share", rate, pace)
+	}
+	for _, took := range []time.Duration{8 * time.Second, 10 * time.Second, 12 * time.Second} {
+		d.callEnded(took, now.Add(-time.Second))
+	}
+	d.setElsewhere(elsewhereNews{known: true, others: []fairqueue.Backlog{{Lanes: 1, Queued: fairqueue.Load{Calls: 2, Tokens: 2000}}}})
+	// Two of the provider's four slots, calls of 1,000 tokens, 10 s each: 200 tokens a second.
+	if rate, whole := rates(now); rate != 200 || whole != 400 {
+		t.Errorf("calls of 10 s at two slots: %v and %v; want 200, and 400 at all four slots", rate, whole)
+	}
+	if rate, _ := rates(now.Add(time.Minute)); rate != pace {
+		t.Errorf("once the calls that ended are a minute old: %v; want %v, the pace's share", rate, pace)
+	}
+}
+
 // drainRate is the tokens a second the door expects d's queue to drain at now, for a call of no
 // tokens. The caller holds d.mu.
 func drainRate(d *dispatcher, now time.Time) float64 {

@@ -130,6 +130,7 @@ func runCase(ctx context.Context, opts Options, c kase, progress io.Writer) (Cas
 		run.calls = append(run.calls, a.rec.calls(l.start)...)
 		run.stats = addStats(run.stats, a.p.Stats())
 		run.tokensPerMinute += a.opts.TokensPerMinute
+		run.maxInFlight += a.opts.MaxInFlight
 	}
 	cr := summarize(run)
 	if c.failover {

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/lab/internal/labrun"
-	"github.com/sluicehq/sluice/cmd/lab/internal/provider"
 )
 
 // providerErrorShare is the provider's 429s and 503s over the calls it received; 0 for none.
@@ -145,13 +144,24 @@ func estimateErrors(pages []page, from time.Duration) []float64 {
 	return errs
 }
 
-// providerBound is how long the provider needs, at its tokens a minute, for the tokens it served,
-// prompt and completion; 0 without a limit.
-func providerBound(stats provider.Stats, tokensPerMinute int64) time.Duration {
-	if tokensPerMinute <= 0 {
-		return 0
+// providerBound is how long the provider needs for what it served in r: at its tokens a minute,
+// for the tokens, prompt and completion; at its calls in flight, for the time its calls took,
+// whichever is longer; 0 without a limit.
+func providerBound(r caseRun) time.Duration {
+	var bound time.Duration
+	if r.tokensPerMinute > 0 {
+		bound = time.Duration(float64(r.stats.PromptTokens+r.stats.CompletionTokens) / float64(r.tokensPerMinute) * float64(window))
 	}
-	return time.Duration(float64(stats.PromptTokens+stats.CompletionTokens) / float64(tokensPerMinute) * float64(window))
+	if r.maxInFlight > 0 {
+		var took time.Duration
+		for _, c := range r.calls {
+			if c.status == 200 {
+				took += c.took
+			}
+		}
+		bound = max(bound, took/time.Duration(r.maxInFlight))
+	}
+	return bound
 }
 
 // minuteShares are the tokens the provider admitted in each minute of a case that ran for
@@ -197,7 +207,7 @@ func figures(cr *CaseReport, r caseRun) {
 // boundFigures fills in cr how long the crowd took against the provider's own bound, and what
 // the provider admitted minute by minute.
 func boundFigures(cr *CaseReport, r caseRun) {
-	bound := providerBound(r.stats, r.tokensPerMinute)
+	bound := providerBound(r)
 	cr.ProviderBoundSeconds, cr.RampSeconds = bound.Seconds(), r.schedule.lastStep().Seconds()
 	if bound > 0 {
 		cr.TookOverBound = r.elapsed.Seconds() / bound.Seconds()

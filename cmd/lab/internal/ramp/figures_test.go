@@ -102,6 +102,25 @@ func TestTheCrowdAgainstTheProvidersBound(t *testing.T) {
 	}
 }
 
+// TestTheProvidersBoundAtItsCallsInFlight checks the provider's bound when its calls in flight
+// hold it back before its tokens a minute do: the time its served calls took over the calls it
+// allows at once; a call it refused took none of it.
+func TestTheProvidersBoundAtItsCallsInFlight(t *testing.T) {
+	served := func(took time.Duration) call { return call{status: 200, tokens: 800, took: took} }
+	run := caseRun{
+		tokensPerMinute: 240_000, maxInFlight: 2, // 3,200 tokens take under a second of it
+		stats: provider.Stats{PromptTokens: 3000, CompletionTokens: 200},
+		calls: []call{served(4 * s), served(6 * s), served(3 * s), served(7 * s), {status: 503, took: 9 * s}},
+	}
+	if got, want := providerBound(run), 10*s; got != want {
+		t.Errorf("the bound at two calls in flight = %s; want %s, 20 s of calls two at a time", got, want)
+	}
+	run.maxInFlight = 0
+	if got, want := providerBound(run), 800*time.Millisecond; got != want {
+		t.Errorf("the bound with no calls in flight limited = %s; want %s, the tokens'", got, want)
+	}
+}
+
 func TestMinuteShares(t *testing.T) {
 	tests := []struct {
 		name            string

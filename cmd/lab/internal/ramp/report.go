@@ -115,8 +115,9 @@ type CaseReport struct {
 	// of its lane's later pages, as fair queuing lets a newcomer, and no estimate at the door
 	// knows who is still to come.
 	EstimateErrorP90AfterArrivals float64 `json:"estimateErrorP90AfterArrivals"`
-	// ProviderBoundSeconds is the provider's own bound: the tokens it served, prompt and
-	// completion, over its tokens a minute, how long it needs for them at its full pace.
+	// ProviderBoundSeconds is the provider's own bound, how long it needs at its full pace for what
+	// it served: the tokens, prompt and completion, over its tokens a minute, or the time its calls
+	// took over its calls allowed at once, whichever is longer.
 	ProviderBoundSeconds float64 `json:"providerBoundSeconds"`
 	// RampSeconds is the ramp's own length: when its last users arrived.
 	RampSeconds float64 `json:"rampSeconds"`
@@ -220,9 +221,9 @@ type caseRun struct {
 	pages     []page // every page of every book started
 	calls     []call
 	stats     provider.Stats
-	// tokensPerMinute is the provider's limit.
-	tokensPerMinute int64
-	prices          gatewayv1.Prices
+	// tokensPerMinute and maxInFlight are the provider's limits; zero for none.
+	tokensPerMinute, maxInFlight int64
+	prices                       gatewayv1.Prices
 }
 
 // summarize turns what a case recorded into its report.
