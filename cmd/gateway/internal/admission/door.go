@@ -147,7 +147,7 @@ func (d *dispatcher) atDoor(wt *waiter, r room, now time.Time, coming bool) arri
 			a.growth = d.q.Growth(it, now)
 		}
 	}
-	own := d.q.OwnWait(it, r.credit)
+	own := max(d.q.OwnWait(it, r.credit), r.pace)
 	a.comeback = a.waitOf(d.q.ComebackWait(it, a.wholeRate, now), a.wholeRate, own)
 	a.wait = a.waitOf(d.q.EstimateWait(it, a.rate, now), a.rate, own) // last: the queue's promise keeps this estimate
 	a.ahead, _ = d.q.Ahead(it.Class, it.Tenant)
@@ -156,7 +156,8 @@ func (d *dispatcher) atDoor(wt *waiter, r room, now time.Time, coming bool) arri
 
 // waitOf is how long a call waits whose lane waits fair under fair sharing at rate (-1 when
 // nothing drains): the later of that wait, less the time the drain takes for the headroom tokens,
-// which go at once, and own, its wait for its own user's limits.
+// which go at once, and own, its wait for its own user's limits and for the provider's paces
+// whose burst it passes (see room).
 func (a arrival) waitOf(fair time.Duration, rate float64, own time.Duration) time.Duration {
 	if fair < 0 {
 		return fair

@@ -274,3 +274,46 @@ func TestAPoolWeighsAProviderAtItsSlowestPace(t *testing.T) {
 		t.Errorf("a provider of 6,000 output tokens a minute weighs %v for calls of half output; want %v", got, want)
 	}
 }
+
+// TestALargeCallHoldsBackNoCallTheProvidersMinuteHasRoomFor sends, on a quiet provider of
+// 300,000 tokens a minute, one call of 150,000 tokens: past the burst of the pace that spreads
+// the minute (5,000 tokens), which it leaves 31 s in debt. Another tenant's calls of 1,000 tokens,
+// which wait 8 s at most, go at once or at the pace, since the minute has room for them: they
+// do not wait for the debt. A call of 20,000 tokens, past the pace's burst itself, does wait for
+// it, and the door says so at once: it turns the call away with an estimate of the debt's 31 s
+// rather than let it wait its 8 s out. The minute, which the provider counts, holds all of it.
+func TestALargeCallHoldsBackNoCallTheProvidersMinuteHasRoomFor(t *testing.T) {
+	const minute = "{lab}:provider:tokens:minute"
+	for store, newStore := range limiterStores {
+		t.Run(store, func(t *testing.T) {
+			acme, globex := tenant("acme", "alice"), tenant("globex", "bob")
+			globex.MaxWait.Duration = 8 * time.Second
+			limiter := newStore(t)
+			g, p := newGateOn(t, plan{requestsPerMinute: 6000, tokensPerMinute: 300_000, tenants: []gatewayv1.Tenant{acme, globex}}, limiter)
+			large := mustAdmit(t, g, request(t, p, "sk-acme-alice", 150_000))
+			defer large.Settle(estimate.Usage{PromptTokens: 100_000, CompletionTokens: 50_000})
+			start := time.Now()
+			small := request(t, p, "sk-globex-bob", 1_000)
+			for i := range 5 {
+				ticket, refusal := g.Admit(t.Context(), small)
+				if refusal != nil {
+					t.Fatalf("call %d of 1,000 tokens, %v after the large one: %+v; want it sent, the minute having room for it", i, time.Since(start), refusal)
+				}
+				defer ticket.Settle(estimate.Usage{PromptTokens: 500, CompletionTokens: 500})
+			}
+			if waited := time.Since(start); waited > 3*time.Second {
+				t.Errorf("five calls of 1,000 tokens took %v behind the large call; want about a second of the pace, not its 31 s of debt", waited)
+			}
+			if got := leftOf(t, limiter, small, minute); got != 300_000-155_000 {
+				t.Errorf("the provider's minute has %d left; want 145,000", got)
+			}
+			start = time.Now()
+			_, refusal := g.Admit(t.Context(), request(t, p, "sk-globex-bob", 20_000))
+			debt := seconds(155_000.0 / (300_000 * 59 / 61) * 60)
+			if refusal == nil || refusal.Reason != Busy || time.Since(start) > time.Second ||
+				refusal.Estimate < debt*85/100 || refusal.Estimate > debt*115/100 {
+				t.Errorf("a call of 20,000 tokens after %v: %+v; want busy at once, with an estimate within 15%% of the pace's debt, %v", time.Since(start), refusal, debt)
+			}
+		})
+	}
+}

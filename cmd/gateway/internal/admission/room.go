@@ -20,6 +20,9 @@ type room struct {
 	// one nobody's queue is draining. -1 for a kind the call's provider does not limit, or when
 	// the store could not be read.
 	held byKind
+	// pace is how long until the provider's paces whose burst the call passes are full, as it
+	// must find them (see ratelimit.NewPace): a call before it left them in debt.
+	pace time.Duration
 }
 
 // room reads what the limits the call waits for hold (nothing when the store cannot answer). Of
@@ -28,11 +31,13 @@ type room struct {
 // lane, the least over them of what is left over their rate (zero and zero when its user has no
 // such limit): a user's own limit, not the provider, may be what holds its lane back, and one
 // limited to 2 calls a second waits half a second a call, however fast the provider drains. Of
-// the provider's token limits that queue, of each kind, the least they hold.
+// the provider's token limits that queue, of each kind, the least they hold, and how long until
+// the paces whose burst the call passes are full.
 func (g *Gate) room(ctx context.Context, t *Ticket) room {
 	r := room{held: byKind{-1, -1, -1}}
 	var buf [ratelimit.MaxChecks]*ratelimit.Limit
 	limits := buf[:0]
+	var pastBurst uint32 // bit j: limits[j] is a pace whose burst the call passes
 	for i, c := range t.checks {
 		if !t.queueing.Queues(i) || c.Limit.Rate() <= 0 {
 			continue
@@ -42,6 +47,8 @@ func (g *Gate) room(ctx context.Context, t *Ticket) room {
 			r.own = max(r.own, seconds(float64(c.Cost)/c.Limit.Rate()))
 		case c.Limit.Level != ratelimit.LevelProvider || !tokens:
 			continue
+		case c.Cost > c.Limit.Capacity() && c.Limit.IsBucket():
+			pastBurst |= 1 << len(limits)
 		}
 		limits = append(limits, c.Limit)
 	}
@@ -54,9 +61,13 @@ func (g *Gate) room(ctx context.Context, t *Ticket) room {
 	}
 	r.credit = -1
 	for i, l := range limits {
-		if k, tokens := kindOf(l.Dimension); tokens && l.Level == ratelimit.LevelProvider {
+		k, tokens := kindOf(l.Dimension)
+		switch {
+		case pastBurst&(1<<i) != 0 && readings[i].Reset > 0:
+			r.pace, r.held[k] = max(r.pace, readings[i].Reset), 0 // the call waits for it full
+		case tokens && l.Level == ratelimit.LevelProvider:
 			r.held[k] = leastOf(r.held[k], max(readings[i].Remaining, 0))
-		} else {
+		default:
 			r.credit = leastOf(r.credit, seconds(float64(readings[i].Remaining)/l.Rate()))
 		}
 	}

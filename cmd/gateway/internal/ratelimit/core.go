@@ -3,7 +3,8 @@ package ratelimit
 import "time"
 
 // state is one key's state, in nanoseconds since the Unix epoch where it holds a time.
-//   - bucket: a is the theoretical arrival time (the bucket is full at a or before);
+//   - bucket: a is the theoretical arrival time (the bucket is full at a or before), b the one
+//     a request within a pace's burst waits for (see evaluateBucket), and a plain bucket's a;
 //   - window: a is the end of the window, b what was used in it;
 //   - rolling: a is the newest slot that counts (its start over the slot's length), b what it
 //     counts; the counts of the slots before it are in a slotRing kept beside the state (in a
@@ -96,24 +97,51 @@ func (d *Decision) evaluate(i int, l *Limit, s state, older *slotRing, cost, now
 	}
 }
 
+// evaluateBucket checks cost on a bucket, whose arrival time is s.a. A pace (see NewPace) keeps
+// a second arrival time, s.b, which never passes empty: a request past its burst waits for s.a,
+// the bucket full, and leaves it in debt; a request within its burst waits for s.b alone, so that
+// a lone request past the burst holds back no other request while the rolling minute beside the
+// pace has room for it. Every request moves both on, so that requests past the burst go no faster
+// than the pace between them.
 func (d *Decision) evaluateBucket(i int, l *Limit, s state, cost, now int64) (state, bool) {
 	interval := int64(l.interval)
 	tolerance := l.capacity * interval
 	tat := max(s.a, now)
-	next := tat + cost*interval
-	earliest := next - tolerance
+	own := l.withinBurst(s, tat, now) // the arrival time a request within the burst waits for
+	earliest := own + cost*interval - tolerance
 	if cost > l.capacity {
 		earliest = tat // a pace lets a request past its burst when it is full
 	}
 	if earliest > now {
-		d.Remaining[i] = l.units(max(tolerance-(tat-now), 0))
+		d.Remaining[i] = l.units(max(tolerance-(own-now), 0))
 		d.Reset[i] = time.Duration(tat - now)
 		d.refuse(i, earliest-now, false)
 		return s, false
 	}
-	d.Remaining[i] = l.units(max(tolerance-(next-now), 0))
-	d.Reset[i] = time.Duration(next - now)
-	return state{a: next}, true
+	next := state{a: tat + cost*interval}
+	next.b = l.leftEmpty(next.a, own+cost*interval, now)
+	d.Remaining[i] = l.units(max(tolerance-(next.b-now), 0))
+	d.Reset[i] = time.Duration(next.a - now)
+	return next, true
+}
+
+// withinBurst returns the arrival time a request within a bucket's burst waits for at now, tat
+// being the bucket's own (s.a, or now if earlier): a pace's s.b, a plain bucket's tat.
+func (l *Limit) withinBurst(s state, tat, now int64) int64 {
+	if l.largest > l.capacity {
+		return max(s.b, now)
+	}
+	return tat
+}
+
+// leftEmpty returns the arrival time that requests within a bucket's burst wait for after a
+// change that moved it to b and the bucket's own to a: for a pace, b, but never past empty at
+// now; for a plain bucket, a.
+func (l *Limit) leftEmpty(a, b, now int64) int64 {
+	if l.largest > l.capacity {
+		return min(b, now+l.capacity*int64(l.interval))
+	}
+	return a
 }
 
 // evaluateMark passes when the mark in s holds at least version: a mark's state is its version in
@@ -303,7 +331,9 @@ func settle(l *Limit, s state, older *slotRing, delta, now, took int64) state {
 	delta = min(max(delta, -4*l.largest), 4*l.largest)
 	switch l.kind {
 	case bucket:
-		return state{a: max(max(s.a, now)+delta*int64(l.interval), now)}
+		step := delta * int64(l.interval)
+		a := max(max(s.a, now)+step, now)
+		return state{a: a, b: l.leftEmpty(a, max(l.withinBurst(s, a, now)+step, now), now)}
 	case window:
 		s = rollWindow(l, s, now)
 		return state{a: s.a, b: max(s.b+delta, 0)}

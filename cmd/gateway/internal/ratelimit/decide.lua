@@ -11,7 +11,9 @@
 -- key in KEYS, kind, capacity, p1, p2, cost.
 --   'b' bucket:      p1 = microseconds to earn one unit; p2 = the largest cost a full bucket lets
 --                    pass, into debt ('' for its capacity: a pace's is larger); the value is the
---                    theoretical arrival time.
+--                    theoretical arrival time, and for a pace whose requests within its burst
+--                    wait for an earlier one (its debt is left to requests past the burst), that
+--                    one after a space.
 --   'w' window:      p1 = end of the current window by the caller's clock, p2 = end of the next
 --                    (microseconds); the value is "end used".
 --   'r' rolling:     p1 = "width slots", a slot's length (microseconds) and how many slots make
@@ -149,7 +151,17 @@ local function load(k, kind, now)
   kinds[k] = kind
   local v = values[k]
   if kind == 'b' then
-    sa[k], sb[k] = v and tonumber(v) or 0, 0
+    sa[k], sb[k] = 0, 0
+    if v then
+      local sep = string.find(v, ' ', 1, true)
+      if sep then -- a pace's two times; a value of another form (a rolling window's) reads as full
+        sa[k] = tonumber(string.sub(v, 1, sep - 1)) or 0
+        sb[k] = tonumber(string.sub(v, sep + 1)) or sa[k]
+      else
+        sa[k] = tonumber(v) or 0
+        sb[k] = sa[k]
+      end
+    end
   elseif kind == 'w' then
     sa[k], sb[k] = 0, 0
     if v then
@@ -262,13 +274,16 @@ local function evaluate(kind, cap, p1, p2, a, b, cost, now)
     local interval = num(p1)
     local tolerance = cap * interval
     local tat = max(a, now)
-    local nxt = tat + cost * interval
-    local earliest = nxt - tolerance
+    local own = tat -- what a request within the burst waits for: a pace's b (see core.go)
+    if p2 ~= '' then own = max(b, now) end
+    local earliest = own + cost * interval - tolerance
     if cost > cap then earliest = tat end -- past the burst: when the bucket is full
     if earliest > now then
-      return false, false, earliest - now, floor(max(tolerance - (tat - now), 0) / interval), tat - now, a, b
+      return false, false, earliest - now, floor(max(tolerance - (own - now), 0) / interval), tat - now, a, b
     end
-    return true, false, 0, floor(max(tolerance - (nxt - now), 0) / interval), nxt - now, nxt, 0
+    local nxt, left = tat + cost * interval, tat + cost * interval
+    if p2 ~= '' then left = min(own + cost * interval, now + tolerance) end
+    return true, false, 0, floor(max(tolerance - (left - now), 0) / interval), nxt - now, nxt, left
   end
   local reset = 0
   if kind == 'w' then reset = a - now end
@@ -314,7 +329,10 @@ local function settle(base, n, now, mark, keep, undo)
     if kind == 'm' then
       apply = false
     elseif kind == 'b' then
-      a = max(max(a, now) + delta * num(p1), now)
+      local step = delta * num(p1)
+      if p2 ~= '' then b = min(max(max(b, now) + step, now), now + cap * num(p1)) end
+      a = max(max(a, now) + step, now)
+      if p2 == '' then b = a end
     elseif kind == 'w' then
       b = max(b + delta, 0)
       apply = not (undo and (a ~= num(p1) or now >= a))
@@ -430,6 +448,8 @@ for k, now in pairs(written) do
     call('SET', KEYS[k], string.format('%.0f %.0f', a, sb[k]), 'PX', ms(a - now))
   elseif kinds[k] == 'r' then
     writeRolling(k, now)
+  elseif a > now and sb[k] < a then
+    call('SET', KEYS[k], string.format('%.17g %.17g', a, sb[k]), 'PX', ms(a - now))
   elseif a > now then
     call('SET', KEYS[k], a, 'PX', ms(a - now))
   else

@@ -162,9 +162,12 @@ func NewBucket(key string, level Level, dim Dimension, rate int64, per time.Dura
 }
 
 // NewPace returns a bucket, as NewBucket, that also lets one request take more than burst, up to
-// largest, when it is full: the bucket is then in debt, and refills from there. A pace sits beside
-// a limit of its own (a provider's rolling minute) to spread what that limit allows: its burst
-// smooths, and need not bound the largest request the limit lets through.
+// largest, when it is full: the bucket is then in debt, and refills from there. The debt holds back
+// the requests past the burst after it; a request within the burst finds the bucket empty at
+// most (see Decision.evaluateBucket). A pace sits beside a limit of its own (a provider's rolling
+// minute) to spread what that limit allows: its burst smooths, and need not bound the largest
+// request the limit lets through, nor hold back, behind a lone large one, the requests that the
+// limit has room for.
 func NewPace(key string, level Level, dim Dimension, rate int64, per time.Duration, burst, largest int64) (*Limit, error) {
 	if largest < burst {
 		return nil, fmt.Errorf("ratelimit: pace %q: its largest request %d must be at least its burst %d", key, largest, burst)

@@ -65,14 +65,25 @@ func storedState(l *Limit, read redis.Cmder, now time.Time) (state, *slotRing, e
 		return state{}, nil, nil
 	}
 	switch l.kind {
-	case bucket: // the theoretical arrival time
-		tat, err := strconv.ParseFloat(v, 64)
-		return state{a: int64(tat * 1000)}, nil, err
+	case bucket:
+		return bucketState(v)
 	case rolling:
 		return rollingState(l, v)
 	}
 	end, used, err := parseWindowValue(v)
 	return state{a: end * 1000, b: used}, nil, err
+}
+
+// bucketState parses a bucket's value: its theoretical arrival time, and for a pace whose
+// requests within its burst wait for an earlier one, that one after a space (else the same).
+func bucketState(v string) (state, *slotRing, error) {
+	first, second, spaced := strings.Cut(v, " ")
+	if !spaced {
+		second = first
+	}
+	tat, err1 := strconv.ParseFloat(first, 64)
+	within, err2 := strconv.ParseFloat(second, 64)
+	return state{a: int64(tat * 1000), b: int64(within * 1000)}, nil, errors.Join(err1, err2)
 }
 
 // rollingState parses a rolling window's value, "newest count older count...": the newest slot,

@@ -17,25 +17,31 @@ type peeker interface {
 	Peek(ctx context.Context, limits []*Limit, now time.Time) ([]Reading, error)
 }
 
-// testPeek takes from a bucket, a window and a concurrency limit under two hash tags, peeks at
-// them and at a key never used, and checks that the readings say what a decision would, and
-// that peeking took nothing.
+// testPeek takes from a bucket, a window, a concurrency limit and a pace under two hash tags,
+// peeks at them and at a key never used, and checks that the readings say what a decision would,
+// and that peeking took nothing. The pace took a call past its burst, less a refund: in debt for
+// calls past its burst, it holds what is left of the refund for calls within it.
 func testPeek(t *testing.T, s peeker) {
 	ctx := context.Background()
 	bucket := mustLimit(NewBucket("{a}:bucket", LevelTenant, Tokens, 100, time.Second, 100))
 	window := mustLimit(NewWindow("{b}:budget", LevelTenant, MicroDollars, 5_000_000, Calendar{Period: Day}))
 	slots := mustLimit(NewConcurrency("{a}:slots", LevelProvider, 3, time.Minute))
 	unused := mustLimit(NewWindow("{c}:budget", LevelTenant, MicroDollars, 7, Calendar{Period: Month}))
-	checks := []Check{{Limit: bucket, Cost: 40}, {Limit: window, Cost: 1_500_000}, {Limit: slots, Cost: 1, Lease: "call"}}
+	pace := mustLimit(NewPace("{a}:pace", LevelProvider, Tokens, 100, time.Second, 100, 1000))
+	checks := []Check{{Limit: bucket, Cost: 40}, {Limit: window, Cost: 1_500_000}, {Limit: slots, Cost: 1, Lease: "call"}, {Limit: pace, Cost: 150}}
 	if d, err := decide(s, ctx, checks, t0); err != nil || !d.Allowed {
 		t.Fatalf("Decide: %+v, %v; want allowed", d, err)
 	}
-	limits := []*Limit{bucket, window, slots, unused}
+	if err := s.Settle(ctx, "refund", []Check{{Limit: pace, Cost: -50}}, t0); err != nil {
+		t.Fatal(err)
+	}
+	limits := []*Limit{bucket, window, slots, unused, pace}
 	want := []Reading{
 		{Remaining: 60, Reset: 400 * time.Millisecond},
 		{Remaining: 3_500_000, Reset: time.Hour},
 		{Remaining: 2},
 		{Remaining: 7, Reset: time.Hour}, // t0 is an hour before the month ends
+		{Remaining: 50, Reset: time.Second},
 	}
 	for i := range 2 {
 		got, err := s.Peek(ctx, limits, t0)
@@ -55,8 +61,8 @@ func testPeek(t *testing.T, s peeker) {
 func TestMemoryPeek(t *testing.T) {
 	m := NewMemory()
 	testPeek(t, m)
-	if got := m.Len(); got != 3 {
-		t.Errorf("the memory store holds %d keys after the peeks; want the 3 decided", got)
+	if got := m.Len(); got != 4 {
+		t.Errorf("the memory store holds %d keys after the peeks; want the 4 decided", got)
 	}
 }
 

@@ -95,19 +95,26 @@ func limiterCases() []limiterCase {
 			},
 		},
 		{
-			name:   "a pace lets a call past its burst when it is full, into debt, and none past its largest",
+			name:   "a pace lets a call past its burst when it is full, into debt for calls past its burst alone, and none past its largest",
 			limits: []*Limit{mustLimit(NewPace("{p}:pace", LevelProvider, Tokens, 100, time.Second, 100, 1000))},
 			steps: []step{
 				{costs: []int64{10}, want: result{Allowed: true, Refused: -1, Remaining: []int64{90}}},
 				// Past the burst: it waits until the bucket is full again, 10 units at 10ms each.
 				{costs: []int64{500}, want: result{Refused: 0, RetryAfter: 100 * time.Millisecond, Remaining: []int64{90}}},
 				{at: 100 * time.Millisecond, costs: []int64{500}, want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
-				// 5s in debt: one unit is earned back when 4.01s of it are left.
-				{at: 100 * time.Millisecond, costs: []int64{1}, want: result{Refused: 0, RetryAfter: 4010 * time.Millisecond, Remaining: []int64{0}}},
+				// A call within the burst finds the pace empty, not 4s in debt: one unit is earned
+				// back in 10ms.
+				{at: 100 * time.Millisecond, costs: []int64{1}, want: result{Refused: 0, RetryAfter: 10 * time.Millisecond, Remaining: []int64{0}}},
 				{at: 100 * time.Millisecond, costs: []int64{1001}, want: result{Refused: 0, Never: true, Remaining: []int64{0}}},
-				// A refund of 300 takes 3s off the debt.
-				{at: 100 * time.Millisecond, costs: []int64{-300}, settle: true},
-				{at: 100 * time.Millisecond, costs: []int64{1}, want: result{Refused: 0, RetryAfter: 1010 * time.Millisecond, Remaining: []int64{0}}},
+				// A call past the burst waits for the debt: 5s from the large call's start.
+				{at: 100 * time.Millisecond, costs: []int64{200}, want: result{Refused: 0, RetryAfter: 5 * time.Second, Remaining: []int64{0}}},
+				{at: 110 * time.Millisecond, costs: []int64{1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{0}}},
+				// A refund of 300 takes 3s off the debt, and fills the pace for calls within its
+				// burst.
+				{at: 110 * time.Millisecond, costs: []int64{-300}, settle: true},
+				{at: 110 * time.Millisecond, costs: []int64{1}, want: result{Allowed: true, Refused: -1, Remaining: []int64{99}}},
+				// Past the burst, the debt left: 5.1s, and 20ms of the two small calls, less 3s.
+				{at: 110 * time.Millisecond, costs: []int64{200}, want: result{Refused: 0, RetryAfter: 2010 * time.Millisecond, Remaining: []int64{99}}},
 			},
 		},
 		{
