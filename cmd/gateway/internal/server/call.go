@@ -230,10 +230,15 @@ func (s *Server) readCall(p *policy.Policy, endpoint estimate.Endpoint, r *http.
 	if apiErr != nil {
 		return &call{caller: caller}, apiErr
 	}
-	if c, refusal := s.spentBeforeCounting(r.Context(), p, caller, endpoint, body); refusal != nil {
+	c, refusal := s.spentBeforeCounting(r.Context(), p, caller, endpoint, body)
+	if refusal != nil {
 		return c, refusalError(nil, c, refusal)
 	}
-	c, apiErr := s.newCall(r.Context(), p, caller, endpoint, body)
+	if c != nil {
+		c, apiErr = s.newCallOf(r.Context(), p, caller, endpoint, c.request, body)
+	} else {
+		c, apiErr = s.newCall(r.Context(), p, caller, endpoint, body)
+	}
 	c.key, _ = apiKey(r)
 	return c, apiErr
 }
@@ -245,7 +250,9 @@ const countsAfterCheck = 64 << 10
 // spentBeforeCounting refuses a large call, read but not counted, when one of its caller's own
 // limits refuses it whatever its size (a quota or budget spent, a rate that rejects run out): a
 // tenant whose every call is refused costs no count of its bodies. It returns the call as read
-// and the refusal, or no refusal.
+// and the refusal, or no refusal. The call is nil when the body is smaller than countsAfterCheck,
+// does not parse or names no model the caller may use; otherwise newCallOf goes on from it
+// without parsing the body again.
 func (s *Server) spentBeforeCounting(ctx context.Context, p *policy.Policy, caller *policy.Caller, endpoint estimate.Endpoint, body []byte) (*call, *admission.Refusal) {
 	if len(body) < countsAfterCheck {
 		return nil, nil
@@ -317,11 +324,17 @@ func readBody(p *policy.Policy, r *http.Request) ([]byte, *apiError) {
 // usage. The providers of a pool count a call alike (see gatewayv1.PoolConflict), so one estimate
 // holds for all of them; each prices it at its own prices.
 func (s *Server) newCall(ctx context.Context, p *policy.Policy, caller *policy.Caller, endpoint estimate.Endpoint, body []byte) (*call, *apiError) {
-	c := &call{endpoint: endpoint, caller: caller}
 	req, err := estimate.Parse(endpoint, body)
 	if err != nil {
-		return c, requestError(err)
+		return &call{endpoint: endpoint, caller: caller}, requestError(err)
 	}
+	return s.newCallOf(ctx, p, caller, endpoint, req, body)
+}
+
+// newCallOf is newCall of a body parsed already as req: a large body is parsed once, before its
+// caller's own limits are read (see spentBeforeCounting).
+func (s *Server) newCallOf(ctx context.Context, p *policy.Policy, caller *policy.Caller, endpoint estimate.Endpoint, req *estimate.Request, body []byte) (*call, *apiError) {
+	c := &call{endpoint: endpoint, caller: caller}
 	routes, apiErr := routesOf(p, caller, req.Model)
 	if apiErr != nil {
 		return c, apiErr
