@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -42,19 +43,23 @@ import (
 const shutdownGrace = 30 * time.Second
 
 func main() {
-	if err := run(); err != nil {
+	out := newLogWriter(os.Stderr)
+	err := run(out)
+	out.Close()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(1)
 	}
 }
 
-// run builds the gateway and serves until SIGINT or SIGTERM, or until a server fails.
-func run() error {
+// run builds the gateway and serves until SIGINT or SIGTERM, or until a server fails. It logs
+// to out.
+func run(out io.Writer) error {
 	cl, err := parseCommandLine()
 	if err != nil {
 		return err
 	}
-	log := newLogger()
+	log := newLogger(out)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	tr, err := newTracing(ctx, log, cl.name)
@@ -114,9 +119,9 @@ func defineFlags(fs *flag.FlagSet, cl *commandLine) {
 	fs.StringVar(&cl.name, "name", hostname(), "this gateway's name in the usage snapshot")
 }
 
-// newLogger logs JSON to stderr. The Redis client's messages go to it too.
-func newLogger() *slog.Logger {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+// newLogger logs JSON to out. The Redis client's messages go to it too.
+func newLogger(out io.Writer) *slog.Logger {
+	log := slog.New(slog.NewJSONHandler(out, nil))
 	redis.SetLogger(redisLog{log})
 	return log
 }

@@ -50,7 +50,7 @@ func BenchmarkParseEstimate(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				est = r.Estimate(counter, enc, 4096)
+				est = r.Estimate(uncachedCounter, enc, 4096)
 			}
 			b.ReportMetric(float64(est.PromptTokens), "prompt-tokens")
 		})
@@ -72,10 +72,25 @@ func BenchmarkCount(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(int64(len(text)))
 				for b.Loop() {
-					counter.Count(enc, text)
+					uncachedCounter.Count(enc, text)
 				}
 			})
 		}
+	}
+}
+
+// uncachedCounter is counter keeping no count: every text is counted, as one seen first is.
+var uncachedCounter = &Counter{encoders: counter.encoders}
+
+// BenchmarkCountAgain measures counting a transcript of 40,000 tokens that was counted before,
+// as a chat's is with each turn.
+func BenchmarkCountAgain(b *testing.B) {
+	text := sizedTexts(160 << 10)[0].text
+	counter.Count("o200k_base", text)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		counter.Count("o200k_base", text)
 	}
 }
 
@@ -121,7 +136,7 @@ func BenchmarkCountMebibyte(b *testing.B) {
 				counter.Count(enc, "warm up") // load the encoding outside the timer
 				b.SetBytes(int64(len(tc.text)))
 				for b.Loop() {
-					counter.Count(enc, tc.text)
+					uncachedCounter.Count(enc, tc.text)
 				}
 			})
 		}

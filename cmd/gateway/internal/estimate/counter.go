@@ -23,6 +23,8 @@ type Counter struct {
 	// encoders is filled by NewCounter and never changed after, so it is
 	// read without a lock.
 	encoders map[string]*encoder
+	// texts keeps the counts of long texts; nil keeps none.
+	texts *textCounts
 }
 
 // encoder is one encoding: how it splits text into pieces, and the ranks of
@@ -46,7 +48,7 @@ func NewCounter() *Counter {
 		"p50k_base":   p50k,
 		"p50k_edit":   p50k,
 		"r50k_base":   {file: "r50k_base.tiktoken", split: splitGPT2},
-	}}
+	}, texts: newTextCounts()}
 }
 
 // Count returns the number of tokens in text under encoding. An empty or
@@ -58,12 +60,21 @@ func NewCounter() *Counter {
 // pattern and each piece counts the tokens of its byte-pair encoding. Text
 // is cut into segments of at most maxSegment bytes first; a cut inside a
 // piece may count one token fewer than tiktoken, or a few more (see
-// cutPoint).
+// cutPoint). A text of minCachedText bytes or more that was counted lately
+// is not counted again: its count was kept (see textCounts).
 func (c *Counter) Count(encoding string, text string) int64 {
 	e := c.encoder(encoding)
-	if e == nil {
+	switch {
+	case e == nil:
 		return proxyTokens(text)
+	case c.texts != nil && len(text) >= minCachedText:
+		return c.texts.count(e, text, func() int64 { return e.countText(text) })
 	}
+	return e.countText(text)
+}
+
+// countText returns the number of tokens in text (see Counter.Count).
+func (e *encoder) countText(text string) int64 {
 	if !utf8.ValidString(text) {
 		text = strings.ToValidUTF8(text, string(utf8.RuneError))
 	}

@@ -3,6 +3,8 @@ package estimate
 import (
 	"hash/maphash"
 	"math"
+	"math/bits"
+	"math/rand/v2"
 )
 
 // rankTable holds an encoding's tokens and their ranks in a hash table whose slots hold no
@@ -11,10 +13,11 @@ import (
 // table it skips whole.
 type rankTable struct {
 	seed   maphash.Seed
-	bytes  string   // every token's bytes, one token after another
-	slots  []slot   // open addressing with linear probing: a power of two, at most half full
-	short  []uint32 // the rank of each string of one or two bytes, or noToken; see shortIndex
-	maxLen int      // the length of the longest token
+	mix    [2]uint64 // the seed of hash's short strings
+	bytes  string    // every token's bytes, one token after another
+	slots  []slot    // open addressing with linear probing: a power of two, at most half full
+	short  []uint32  // the rank of each string of one or two bytes, or noToken; see shortIndex
+	maxLen int       // the length of the longest token
 }
 
 // noToken is the rank, in 32 bits, of a string that is no token.
@@ -34,6 +37,7 @@ func newRankTable(ranks map[string]int) (*rankTable, bool) {
 		size *= 2
 	}
 	t := &rankTable{seed: maphash.MakeSeed(), slots: make([]slot, size), short: make([]uint32, 256+1<<16)}
+	t.mix = [2]uint64{rand.Uint64() | 1, rand.Uint64() | 1}
 	for i := range t.short {
 		t.short[i] = noToken
 	}
@@ -59,7 +63,28 @@ func newRankTable(ranks map[string]int) (*rankTable, bool) {
 
 // home is the slot where the search for token starts.
 func (t *rankTable) home(token string) uint64 {
-	return maphash.String(t.seed, token) & uint64(len(t.slots)-1)
+	return t.hash(token) & uint64(len(t.slots)-1)
+}
+
+// hash hashes token, which is not empty. Most pieces of a text are a word of up to sixteen
+// bytes, which it hashes from two loads of its bytes, one multiplication and the table's seed
+// (wyhash's mixing, as Go's own maps hash) rather than by maphash, whose call costs more than
+// the mixing for a string that short. Longer tokens are hashed by maphash.
+func (t *rankTable) hash(token string) uint64 {
+	n := len(token)
+	var a, b uint64
+	switch {
+	case n > 16:
+		return maphash.String(t.seed, token)
+	case n > 8:
+		a, b = load64(token), load64(token[n-8:])
+	case n >= 4:
+		a, b = load32(token), load32(token[n-4:])
+	default:
+		a = uint64(token[0]) | uint64(token[n/2])<<8 | uint64(token[n-1])<<16
+	}
+	hi, lo := bits.Mul64(a^t.mix[0], b^t.mix[1]^uint64(n))
+	return hi ^ lo
 }
 
 // shortIndex is where rankTable.short holds the rank of token, of one or two
@@ -90,4 +115,17 @@ func (t *rankTable) rank(token string) (int, bool) {
 			return int(s.rank), true
 		}
 	}
+}
+
+// load64 is the first eight bytes of s, little-endian.
+func load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// load32 is the first four bytes of s, little-endian.
+func load32(s string) uint64 {
+	_ = s[3]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24
 }

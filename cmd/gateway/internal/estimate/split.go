@@ -94,9 +94,16 @@ func isPrefix(c class) bool {
 }
 
 // spanAny returns the end of the run of runes from i whose class has a bit
-// of mask.
+// of mask. ASCII bytes, most of a text, take no call of classAt.
 func spanAny(text string, i int, mask class) int {
 	for i < len(text) {
+		if b := text[i]; b < utf8.RuneSelf {
+			if asciiClasses[b]&mask == 0 {
+				break
+			}
+			i++
+			continue
+		}
 		c, size := classAt(text, i)
 		if c&mask == 0 {
 			break
@@ -106,9 +113,17 @@ func spanAny(text string, i int, mask class) int {
 	return i
 }
 
-// spanOther returns the end of the run of [^\s\p{L}\p{N}] from i.
+// spanOther returns the end of the run of [^\s\p{L}\p{N}] from i. ASCII
+// bytes take no call of classAt.
 func spanOther(text string, i int) int {
 	for i < len(text) {
+		if b := text[i]; b < utf8.RuneSelf {
+			if !isOther(asciiClasses[b]) {
+				break
+			}
+			i++
+			continue
+		}
 		c, size := classAt(text, i)
 		if !isOther(c) {
 			break

@@ -111,7 +111,17 @@ const (
 // its bytes but for the cap's key, renamed in place, or the cap, put first; any other body comes
 // out as WithStreamUsage makes it.
 func WithMaxTokens(body []byte, field string, n int64) ([]byte, error) {
-	if capped, ok := spliceCap(body, field, n); ok {
+	if capped, ok := spliceCap(body, field, n, valid(body)); ok {
+		return capped, nil
+	}
+	return recodeCap(body, field, n)
+}
+
+// WithMaxTokensValid is WithMaxTokens of a body known to be one valid JSON value, such as a body
+// [Parse] read without error: it is not checked again, which for a long prompt is most of what
+// the splice costs.
+func WithMaxTokensValid(body []byte, field string, n int64) ([]byte, error) {
+	if capped, ok := spliceCap(body, field, n, true); ok {
 		return capped, nil
 	}
 	return recodeCap(body, field, n)
@@ -140,9 +150,10 @@ var capFields = []string{MaxTokens, MaxCompletionTokens, MaxOutputTokens}
 
 // spliceCap is WithMaxTokens without decoding body, for the bodies where a splice gives what
 // decoding would: a valid JSON object whose top level holds no cap, or one cap of value n.
-// It reports false for any other body, and for a field that is not a cap.
-func spliceCap(body []byte, field string, n int64) ([]byte, bool) {
-	if !slices.Contains(capFields, field) || !valid(body) {
+// It reports false for any other body, and for a field that is not a cap; isValid is whether
+// body is valid JSON.
+func spliceCap(body []byte, field string, n int64, isValid bool) ([]byte, bool) {
+	if !slices.Contains(capFields, field) || !isValid {
 		return nil, false
 	}
 	open := skipSpace(body, 0)

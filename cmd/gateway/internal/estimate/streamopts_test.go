@@ -209,6 +209,9 @@ func TestWithMaxTokens(t *testing.T) {
 			if string(got) != tc.want {
 				t.Errorf("WithMaxTokens = %s, want %s", got, tc.want)
 			}
+			if got, err := WithMaxTokensValid([]byte(tc.body), tc.field, 256); err != nil || string(got) != tc.want {
+				t.Errorf("WithMaxTokensValid = %s, %v; want %s", got, err, tc.want)
+			}
 		})
 	}
 }
@@ -239,7 +242,7 @@ func FuzzWithMaxTokens(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte, which byte, n int64) {
 		field := capFields[int(which)%len(capFields)]
-		got, ok := spliceCap(body, field, n)
+		got, ok := spliceCap(body, field, n, valid(body))
 		if !ok {
 			return
 		}
@@ -291,7 +294,7 @@ func TestSpliceCapMatchesRecode(t *testing.T) {
 		}
 		b.WriteString(pick(spaces) + "}")
 		body, field := []byte(b.String()), pick(capFields)
-		got, ok := spliceCap(body, field, 16)
+		got, ok := spliceCap(body, field, 16, valid(body))
 		if !ok {
 			continue
 		}

@@ -230,10 +230,15 @@ func (s *Server) readCall(p *policy.Policy, endpoint estimate.Endpoint, r *http.
 	if apiErr != nil {
 		return &call{caller: caller}, apiErr
 	}
-	if c, refusal := s.spentBeforeCounting(r.Context(), p, caller, endpoint, body); refusal != nil {
+	c, refusal := s.spentBeforeCounting(r.Context(), p, caller, endpoint, body)
+	if refusal != nil {
 		return c, refusalError(nil, c, refusal)
 	}
-	c, apiErr := s.newCall(r.Context(), p, caller, endpoint, body)
+	if c != nil {
+		c, apiErr = s.newCallOf(r.Context(), p, caller, endpoint, c.request, body)
+	} else {
+		c, apiErr = s.newCall(r.Context(), p, caller, endpoint, body)
+	}
 	c.key, _ = apiKey(r)
 	return c, apiErr
 }
@@ -245,7 +250,9 @@ const countsAfterCheck = 64 << 10
 // spentBeforeCounting refuses a large call, read but not counted, when one of its caller's own
 // limits refuses it whatever its size (a quota or budget spent, a rate that rejects run out): a
 // tenant whose every call is refused costs no count of its bodies. It returns the call as read
-// and the refusal, or no refusal.
+// and the refusal, or no refusal. The call is nil when the body is smaller than countsAfterCheck,
+// does not parse or names no model the caller may use; otherwise newCallOf goes on from it
+// without parsing the body again.
 func (s *Server) spentBeforeCounting(ctx context.Context, p *policy.Policy, caller *policy.Caller, endpoint estimate.Endpoint, body []byte) (*call, *admission.Refusal) {
 	if len(body) < countsAfterCheck {
 		return nil, nil
@@ -317,11 +324,17 @@ func readBody(p *policy.Policy, r *http.Request) ([]byte, *apiError) {
 // usage. The providers of a pool count a call alike (see gatewayv1.PoolConflict), so one estimate
 // holds for all of them; each prices it at its own prices.
 func (s *Server) newCall(ctx context.Context, p *policy.Policy, caller *policy.Caller, endpoint estimate.Endpoint, body []byte) (*call, *apiError) {
-	c := &call{endpoint: endpoint, caller: caller}
 	req, err := estimate.Parse(endpoint, body)
 	if err != nil {
-		return c, requestError(err)
+		return &call{endpoint: endpoint, caller: caller}, requestError(err)
 	}
+	return s.newCallOf(ctx, p, caller, endpoint, req, body)
+}
+
+// newCallOf is newCall of a body parsed already as req: a large body is parsed once, before its
+// caller's own limits are read (see spentBeforeCounting).
+func (s *Server) newCallOf(ctx context.Context, p *policy.Policy, caller *policy.Caller, endpoint estimate.Endpoint, req *estimate.Request, body []byte) (*call, *apiError) {
+	c, parsed := &call{endpoint: endpoint, caller: caller}, body
 	routes, apiErr := routesOf(p, caller, req.Model)
 	if apiErr != nil {
 		return c, apiErr
@@ -348,7 +361,7 @@ func (s *Server) newCall(ctx context.Context, p *policy.Policy, caller *policy.C
 		}
 	}
 	for _, route := range sent {
-		o, apiErr := c.offerTo(route, body)
+		o, apiErr := c.offerTo(route, body, sameBytes(body, parsed))
 		if apiErr != nil {
 			return c, apiErr
 		}
@@ -377,9 +390,10 @@ func (s *Server) estimateSent(c *call) (estimate.Estimate, *apiError) {
 // offerTo is the call as it goes to route's provider, body being what every provider receives
 // before the completion's cap is put in the field this one reads. Its estimate is priced at the
 // route's prices for the service tier the call asks for, every prompt token at the input price:
-// what the provider's cache will hold is not known before the call.
-func (c *call) offerTo(route *policy.Route, body []byte) (offer, *apiError) {
-	capped, apiErr := withCap(body, c.endpoint, c.request, route.Model)
+// what the provider's cache will hold is not known before the call. valid is whether body is
+// the one the call was parsed from, and so valid JSON.
+func (c *call) offerTo(route *policy.Route, body []byte, valid bool) (offer, *apiError) {
+	capped, apiErr := withCap(body, c.endpoint, c.request, route.Model, valid)
 	estimated := gatewayv1.Tokens{Prompt: c.estimate.PromptTokens, Completion: c.estimate.CompletionTokens}
 	return offer{
 		route: route,
@@ -414,8 +428,8 @@ func providerTokens(e estimate.Estimate, p *gatewayv1.Provider) int64 {
 // maxTokensParam for a chat (a chat's client may name either field; TGI reads max_tokens only),
 // in max_output_tokens for a response, in max_tokens for a completion. An uncapped call would let
 // the provider write past the estimate, and a crowd of them pass every limit by as many times the
-// difference.
-func withCap(body []byte, endpoint estimate.Endpoint, req *estimate.Request, m *gatewayv1.Model) ([]byte, *apiError) {
+// difference. valid is whether body is known to be valid JSON, which is then not checked again.
+func withCap(body []byte, endpoint estimate.Endpoint, req *estimate.Request, m *gatewayv1.Model, valid bool) ([]byte, *apiError) {
 	if endpoint == estimate.Embeddings || endpoint == estimate.Moderations || endpoint == estimate.CountTokens {
 		return body, nil
 	}
@@ -427,7 +441,11 @@ func withCap(body []byte, endpoint estimate.Endpoint, req *estimate.Request, m *
 	if req.MaxTokensParam == "" {
 		n = m.DefaultMaxTokens
 	}
-	capped, err := estimate.WithMaxTokens(body, field, n)
+	withMaxTokens := estimate.WithMaxTokens
+	if valid {
+		withMaxTokens = estimate.WithMaxTokensValid
+	}
+	capped, err := withMaxTokens(body, field, n)
 	if err != nil {
 		return nil, requestError(err)
 	}
@@ -590,4 +608,10 @@ func outcomeOf(e *apiError) string {
 		return outcomeClientClosed
 	}
 	return outcomeBadRequest
+}
+
+// sameBytes reports whether a and b are the same bytes in memory, not only equal ones: a body
+// the gateway left as it was read.
+func sameBytes(a, b []byte) bool {
+	return len(a) > 0 && len(a) == len(b) && &a[0] == &b[0]
 }

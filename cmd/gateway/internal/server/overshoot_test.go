@@ -200,7 +200,7 @@ func TestWithCap(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, apiErr := withCap([]byte(tc.body), tc.endpoint, req, tc.model)
+			got, apiErr := withCap([]byte(tc.body), tc.endpoint, req, tc.model, false)
 			if apiErr != nil {
 				t.Fatal(apiErr.Message)
 			}
