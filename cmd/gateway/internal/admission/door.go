@@ -182,7 +182,9 @@ func doorBound(maxWait time.Duration, growth float64) time.Duration {
 // behind the comebacks it is already expected to make (negative when nothing drains). It comes
 // back when that wait is down to comebackWait of the door's bound, or after a whole bound when
 // nothing drains. A part spread of its own slot of the drain (its cost over the rate) is added,
-// so that a crowd told at once does not come back at once.
+// so that a crowd told at once does not come back at once; the slot held to the comebackWait of
+// the bound that is left, so that a call near the provider's whole minute, whose slot is most of
+// a minute, is back before its wait is over rather than after it, while the provider idles.
 func comeback(cost int64, back, bound time.Duration, rate, spread float64) time.Duration {
 	least := bound
 	if back >= 0 {
@@ -191,6 +193,9 @@ func comeback(cost int64, back, bound time.Duration, rate, spread float64) time.
 	var slot time.Duration
 	if rate > 0 {
 		slot = seconds(float64(cost) / rate)
+	}
+	if bound > 0 {
+		slot = min(slot, time.Duration(comebackWait*float64(bound)))
 	}
 	return least + time.Duration(spread*float64(slot))
 }

@@ -13,7 +13,8 @@ import (
 // arrival, with no queue, store or clock behind it. A call whose wait is within its plan's
 // maxWait is let in with that wait, which the queue keeps; past it, or past the shorter bound the
 // door keeps while new lanes join, it is told to come back when its wait behind its lane's
-// comebacks is down to half the bound; a call that waited out its maxWait is told the same after
+// comebacks is down to half the bound, spread over its own slot of the drain but no more than
+// the half of the bound left; a call that waited out its maxWait is told the same after
 // another wait; a job passes no door; a queue whose drain is unknown turns calls away only when
 // it is full.
 func TestTheDoorDecidesOnOneValue(t *testing.T) {
@@ -29,7 +30,9 @@ func TestTheDoorDecidesOnOneValue(t *testing.T) {
 	expired, expiredUnknown := at(4*s, 10*s), at(-1, 10*s)
 	expired.expired, expiredUnknown.expired = true, true
 	spread := at(15*s, 10*s)
-	spread.spread = 0.5 // half of its slot of the drain, 1,000 tokens at 100 a second: 5 s later
+	spread.item.Cost, spread.spread = 400, 0.5 // half of its slot of the drain, 400 tokens at 100 a second: 2 s later
+	huge := at(15*s, 10*s)
+	huge.item.Cost, huge.spread = 100_000, 0.5 // a slot of 1,000 s, held to half the bound: 2.5 s later
 	for _, c := range []struct {
 		name string
 		a    arrival
@@ -37,7 +40,8 @@ func TestTheDoorDecidesOnOneValue(t *testing.T) {
 	}{
 		{"within maxWait", at(5*s, 10*s), doorOut{wait: 5 * s, promise: true}},
 		{"past maxWait", at(15*s, 10*s), doorOut{busy: &Refusal{Reason: Busy, Estimate: 15 * s, MaxWait: 10 * s, Position: 3, RetryAfter: 25 * s}}},
-		{"past maxWait, spread", spread, doorOut{busy: &Refusal{Reason: Busy, Estimate: 15 * s, MaxWait: 10 * s, Position: 3, RetryAfter: 30 * s}}},
+		{"past maxWait, spread", spread, doorOut{busy: &Refusal{Reason: Busy, Estimate: 15 * s, MaxWait: 10 * s, Position: 3, RetryAfter: 27 * s}}},
+		{"past maxWait, spread over a slot past the bound", huge, doorOut{busy: &Refusal{Reason: Busy, Estimate: 15 * s, MaxWait: 10 * s, Position: 3, RetryAfter: 28 * s}}},
 		{"past the horizon while lanes join", joining, doorOut{busy: &Refusal{Reason: Busy, Estimate: 5 * s, MaxWait: 10 * s, Horizon: horizon, Position: 3,
 			RetryAfter: RetryAfter(30*s - horizon/2)}}},
 		{"a job", at(100*s, 0), doorOut{wait: 100 * s}},
