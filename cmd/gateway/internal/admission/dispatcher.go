@@ -222,13 +222,13 @@ func (d *dispatcher) pushMoved(wt *waiter) {
 func (d *dispatcher) expire(wt *waiter, start time.Time) verdict {
 	d.mu.Lock()
 	now := d.g.now()
-	before := d.atDoor(wt, room{}, now, false)
+	back := d.comebackOf(d.atDoor(wt, room{}, now, false))
 	d.mu.Unlock()
 	d.abandon(wt) // a decision made meanwhile is given back
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	a := d.atDoor(wt, room{}, now, false)
-	a.comeback, a.expired = before.comeback, true
+	a.comeback, a.expired = back, true
 	r := d.door.answer(a).busy
 	r.Waited = now.Sub(start)
 	return verdict{refusal: r}

@@ -58,9 +58,13 @@ type arrival struct {
 	growth float64
 	// wait is how long the call waits let in (see waitOf), and comeback how long if turned away,
 	// behind the comebacks its lane is already expected to make, at wholeRate (see
-	// fairqueue.Queue.ComebackWait); -1 when nothing drains. For a call that waited out its
-	// maxWait, comeback is reckoned from where it stood in its lane, before it left it.
+	// fairqueue.Queue.ComebackWait); -1 when nothing drains. comeback is reckoned only for a call
+	// turned away; for one that waited out its maxWait, from where it stood in its lane, before
+	// it left it.
 	wait, comeback time.Duration
+	// own is its wait for its own user's limits and for the provider's paces whose burst it
+	// passes (see room).
+	own time.Duration
 	// full reports that the queue holds maxUnestimated calls.
 	full bool
 	// ahead is how many calls of the call's tenant wait, in its class.
@@ -92,10 +96,15 @@ func (a arrival) decide() doorOut {
 		return doorOut{busy: a.turnAway(a.maxWait+wait, a.maxWait)}
 	}
 	bound := doorBound(a.maxWait, a.growth)
-	if bound > 0 && (a.wait > bound || (a.wait < 0 && a.full)) {
+	if a.pastBound(bound) {
 		return doorOut{busy: a.turnAway(max(a.wait, bound), bound)}
 	}
 	return doorOut{wait: a.wait, promise: bound > 0 && a.wait >= 0}
+}
+
+// pastBound reports whether a's wait passes the door's bound, or is unknown with the queue full.
+func (a arrival) pastBound(bound time.Duration) bool {
+	return bound > 0 && (a.wait > bound || (a.wait < 0 && a.full))
 }
 
 // turnAway is the busy answer to a call whose lane would wait estimate, more than the door's
@@ -147,11 +156,18 @@ func (d *dispatcher) atDoor(wt *waiter, r room, now time.Time, coming bool) arri
 			a.growth = d.q.Growth(it, now)
 		}
 	}
-	own := max(d.q.OwnWait(it, r.credit), r.pace)
-	a.comeback = a.waitOf(d.q.ComebackWait(it, a.wholeRate, now), a.wholeRate, own)
-	a.wait = a.waitOf(d.q.EstimateWait(it, a.rate, now), a.rate, own) // last: the queue's promise keeps this estimate
+	a.own = max(d.q.OwnWait(it, r.credit), r.pace)
+	a.wait = a.waitOf(d.q.EstimateWait(it, a.rate, now), a.rate, a.own)
 	a.ahead, _ = d.q.Ahead(it.Class, it.Tenant)
+	if a.pastBound(doorBound(a.maxWait, a.growth)) { // after the estimate the queue's promise keeps
+		a.comeback = d.comebackOf(a)
+	}
 	return a
+}
+
+// comebackOf is a's wait if turned away (see arrival.comeback). The caller holds d.mu.
+func (d *dispatcher) comebackOf(a arrival) time.Duration {
+	return a.waitOf(d.q.ComebackWait(a.item, a.wholeRate, a.now), a.wholeRate, a.own)
 }
 
 // waitOf is how long a call waits whose lane waits fair under fair sharing at rate (-1 when
