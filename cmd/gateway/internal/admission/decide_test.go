@@ -22,7 +22,7 @@ func (downStore) Decide(context.Context, []ratelimit.Check, time.Time, *ratelimi
 }
 func (downStore) Settle(context.Context, string, []ratelimit.Check, time.Time) error { return errDown }
 func (downStore) Renew(context.Context, []ratelimit.Check, time.Time) error          { return errDown }
-func (downStore) Peek(context.Context, []*ratelimit.Limit, time.Time) ([]ratelimit.Reading, error) {
+func (downStore) Peek(context.Context, []ratelimit.Check, time.Time) ([]ratelimit.Reading, error) {
 	return nil, errDown
 }
 func (downStore) Reseed(context.Context, *ratelimit.Limit, int64, []ratelimit.Seed, time.Time) (bool, error) {

@@ -39,7 +39,8 @@ type arrival struct {
 	// maxWait is its plan's; zero for a job, which passes no door.
 	maxWait time.Duration
 	// rate is the tokens a second the door expects the queue to drain, and headroom the tokens
-	// that go at once before it (see drain.go). wholeRate is what the queue drains together with
+	// that go at once before it (see drain.go), with, for a call past a pace's burst, its own
+	// (see room.large). wholeRate is what the queue drains together with
 	// the other gateways' lanes, which a call turned away waits behind (see
 	// fairqueue.Queue.SetElsewhere): the whole provider's drain when it knows them, else rate.
 	rate      float64
@@ -62,8 +63,8 @@ type arrival struct {
 	// turned away; for one that waited out its maxWait, from where it stood in its lane, before
 	// it left it.
 	wait, comeback time.Duration
-	// own is its wait for its own user's limits and for the provider's paces whose burst it
-	// passes (see room).
+	// own is its wait for its own user's limits and, for a call past a pace's burst, for the
+	// provider's token limits to hold it (see room).
 	own time.Duration
 	// full reports that the queue holds maxUnestimated calls.
 	full bool
@@ -156,7 +157,10 @@ func (d *dispatcher) atDoor(wt *waiter, r room, now time.Time, coming bool) arri
 			a.growth = d.q.Growth(it, now)
 		}
 	}
-	a.own = max(d.q.OwnWait(it, r.credit), r.pace)
+	a.own = max(d.q.OwnWait(it, r.credit), r.until)
+	if r.large { // its own tokens wait for the provider's limits to hold them (own), not for the drain
+		a.headroom += it.Cost
+	}
 	a.wait = a.waitOf(d.q.EstimateWait(it, a.rate, now), a.rate, a.own)
 	a.ahead, _ = d.q.Ahead(it.Class, it.Tenant)
 	if a.pastBound(doorBound(a.maxWait, a.growth)) { // after the estimate the queue's promise keeps
@@ -172,8 +176,7 @@ func (d *dispatcher) comebackOf(a arrival) time.Duration {
 
 // waitOf is how long a call waits whose lane waits fair under fair sharing at rate (-1 when
 // nothing drains): the later of that wait, less the time the drain takes for the headroom tokens,
-// which go at once, and own, its wait for its own user's limits and for the provider's paces
-// whose burst it passes (see room).
+// which go at once, and own (see arrival.own).
 func (a arrival) waitOf(fair time.Duration, rate float64, own time.Duration) time.Duration {
 	if fair < 0 {
 		return fair

@@ -26,8 +26,9 @@ import (
 type Limiter interface {
 	// Decide takes a decision on checks, written into d.
 	Decide(ctx context.Context, checks []ratelimit.Check, now time.Time, d *ratelimit.Decision) error
-	// Peek reads what each limit holds, taking nothing; many limits in one round trip.
-	Peek(ctx context.Context, limits []*ratelimit.Limit, now time.Time) ([]ratelimit.Reading, error)
+	// Peek reads what each check's limit holds, and how long a decision of its cost would wait,
+	// taking nothing; many limits in one round trip.
+	Peek(ctx context.Context, checks []ratelimit.Check, now time.Time) ([]ratelimit.Reading, error)
 	// Settle applies a settlement once per id: sent again with the same id, it does nothing.
 	Settle(ctx context.Context, id string, checks []ratelimit.Check, now time.Time) error
 	// Renew keeps the held leases of checks' in-flight limits for another lease time from now.
@@ -186,7 +187,7 @@ func (g *Gate) Spent(ctx context.Context, req Request) *Refusal {
 	if len(limits) == 0 {
 		return nil
 	}
-	readings, err := g.opts.Limiter.Peek(ctx, limits, g.now())
+	readings, err := g.opts.Limiter.Peek(ctx, ratelimit.Reads(limits...), g.now())
 	if err != nil {
 		return nil
 	}
@@ -330,7 +331,7 @@ func (g *Gate) BudgetBelow(ctx context.Context, t *policy.Tenant, percent int32)
 	if b == nil {
 		return false
 	}
-	r, err := g.opts.Limiter.Peek(ctx, []*ratelimit.Limit{b}, g.now())
+	r, err := g.opts.Limiter.Peek(ctx, ratelimit.Reads(b), g.now())
 	return err == nil && r[0].Remaining*100 < int64(percent)*b.Capacity()
 }
 

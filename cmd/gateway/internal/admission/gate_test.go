@@ -346,7 +346,7 @@ func providerMinute(t *testing.T, req Request) *ratelimit.Limit {
 // peek reads what l has left, without taking anything.
 func peek(t *testing.T, limiter Limiter, l *ratelimit.Limit) int64 {
 	t.Helper()
-	r, err := limiter.Peek(context.Background(), []*ratelimit.Limit{l}, time.Now())
+	r, err := limiter.Peek(context.Background(), ratelimit.Reads(l), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func (u providerUse) Collect(ch chan<- prometheus.Metric) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), providerUseRead)
 	defer cancel()
-	readings, err := u.g.opts.Limiter.Peek(ctx, limits, u.g.now())
+	readings, err := u.g.opts.Limiter.Peek(ctx, ratelimit.Reads(limits...), u.g.now())
 	for i, l := range limits {
 		_, per := l.Stated()
 		labels := []string{providers[i], l.Dimension.String(), per}

@@ -20,9 +20,12 @@ type room struct {
 	// one nobody's queue is draining. -1 for a kind the call's provider does not limit, or when
 	// the store could not be read.
 	held byKind
-	// pace is how long until the provider's paces whose burst the call passes are full, as it
-	// must find them (see ratelimit.NewPace): a call before it left them in debt.
-	pace time.Duration
+	// large reports that the call passes the burst of one of the provider's paces. Such a call
+	// does not go as the queue drains its tokens: the pace lets it through when full, and the
+	// provider's rolling minute once enough of it is past (see ratelimit.NewPace). until is how
+	// long that takes were nothing else sent, for a large call.
+	large bool
+	until time.Duration
 }
 
 // room reads what the limits the call waits for hold (nothing when the store cannot answer). Of
@@ -31,13 +34,12 @@ type room struct {
 // lane, the least over them of what is left over their rate (zero and zero when its user has no
 // such limit): a user's own limit, not the provider, may be what holds its lane back, and one
 // limited to 2 calls a second waits half a second a call, however fast the provider drains. Of
-// the provider's token limits that queue, of each kind, the least they hold, and how long until
-// the paces whose burst the call passes are full.
+// the provider's token limits that queue, of each kind, the least they hold, and, for a call
+// past the burst of one of its paces, how long until they would all let it through.
 func (g *Gate) room(ctx context.Context, t *Ticket) room {
 	r := room{held: byKind{-1, -1, -1}}
-	var buf [ratelimit.MaxChecks]*ratelimit.Limit
-	limits := buf[:0]
-	var pastBurst uint32 // bit j: limits[j] is a pace whose burst the call passes
+	var buf [ratelimit.MaxChecks]ratelimit.Check
+	checks := buf[:0]
 	for i, c := range t.checks {
 		if !t.queueing.Queues(i) || c.Limit.Rate() <= 0 {
 			continue
@@ -48,28 +50,28 @@ func (g *Gate) room(ctx context.Context, t *Ticket) room {
 		case c.Limit.Level != ratelimit.LevelProvider || !tokens:
 			continue
 		case c.Cost > c.Limit.Capacity() && c.Limit.IsBucket():
-			pastBurst |= 1 << len(limits)
+			r.large = true
 		}
-		limits = append(limits, c.Limit)
+		checks = append(checks, ratelimit.Check{Limit: c.Limit, Cost: c.Cost})
 	}
-	if len(limits) == 0 {
+	if len(checks) == 0 {
 		return r
 	}
-	readings, err := t.limiter.Peek(ctx, limits, g.now())
+	readings, err := t.limiter.Peek(ctx, checks, g.now())
 	if err != nil {
 		return room{own: r.own, held: r.held}
 	}
 	r.credit = -1
-	for i, l := range limits {
-		k, tokens := kindOf(l.Dimension)
-		switch {
-		case pastBurst&(1<<i) != 0 && readings[i].Reset > 0:
-			r.pace, r.held[k] = max(r.pace, readings[i].Reset), 0 // the call waits for it full
-		case tokens && l.Level == ratelimit.LevelProvider:
+	for i, c := range checks {
+		l := c.Limit
+		if k, tokens := kindOf(l.Dimension); tokens && l.Level == ratelimit.LevelProvider {
 			r.held[k] = leastOf(r.held[k], max(readings[i].Remaining, 0))
-		default:
-			r.credit = leastOf(r.credit, seconds(float64(readings[i].Remaining)/l.Rate()))
+			if r.large {
+				r.until = max(r.until, readings[i].Wait)
+			}
+			continue
 		}
+		r.credit = leastOf(r.credit, seconds(float64(readings[i].Remaining)/l.Rate()))
 	}
 	r.credit = max(r.credit, 0)
 	return r

@@ -288,7 +288,7 @@ func (g *Gate) budgetUsage(ctx context.Context, p *policy.Policy, tenants []gate
 			budgets, of = append(budgets, b), append(of, i)
 		}
 	}
-	readings, err := g.opts.Limiter.Peek(ctx, budgets, now)
+	readings, err := g.opts.Limiter.Peek(ctx, ratelimit.Reads(budgets...), now)
 	if err != nil {
 		return
 	}

@@ -76,9 +76,9 @@ func (s *countingStore) Decide(ctx context.Context, checks []ratelimit.Check, no
 	return s.Memory.Decide(ctx, checks, now, d)
 }
 
-func (s *countingStore) Peek(ctx context.Context, limits []*ratelimit.Limit, now time.Time) ([]ratelimit.Reading, error) {
+func (s *countingStore) Peek(ctx context.Context, checks []ratelimit.Check, now time.Time) ([]ratelimit.Reading, error) {
 	s.reads.Add(1)
-	return s.Memory.Peek(ctx, limits, now)
+	return s.Memory.Peek(ctx, checks, now)
 }
 
 // budgetLine is what a snapshot says of one tenant's budget.

@@ -301,11 +301,18 @@ func (d *Decision) refuse(i int, wait int64, never bool) {
 	d.Never = d.Never || never
 }
 
-// reading is what l holds in state s at now (ns): what a decision of cost zero reports.
-func reading(l *Limit, s state, older *slotRing, now int64) Reading {
+// reading is what l holds in state s at now (ns): what a decision of cost zero reports, and how
+// long one of cost would wait.
+func reading(l *Limit, s state, older *slotRing, cost, now int64) Reading {
 	var d Decision
 	d.evaluate(0, l, s, older, 0, now)
-	return Reading{Remaining: d.Remaining[0], Reset: d.Reset[0]}
+	r := Reading{Remaining: d.Remaining[0], Reset: d.Reset[0]}
+	if cost > 0 {
+		d.begin(time.Unix(0, now))
+		d.evaluate(0, l, s, older, cost, now)
+		r.Wait = d.RetryAfter
+	}
+	return r
 }
 
 // units returns how many whole units a bucket earns in ns nanoseconds: ns / interval, without a

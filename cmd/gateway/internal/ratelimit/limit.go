@@ -300,6 +300,15 @@ type Check struct {
 	Took time.Time
 }
 
+// Reads returns a check of cost zero on each of limits: what Peek reads of a limit alone.
+func Reads(limits ...*Limit) []Check {
+	checks := make([]Check, len(limits))
+	for i, l := range limits {
+		checks[i].Limit = l
+	}
+	return checks
+}
+
 // unixNano returns t in nanoseconds since the Unix epoch, or 0 for the zero time.
 func unixNano(t time.Time) int64 {
 	if t.IsZero() {
@@ -339,12 +348,17 @@ type Decision struct {
 	Reset [MaxChecks]time.Duration
 }
 
-// Reading is what a limit holds now, as Peek reads it.
+// Reading is what a check's limit holds now, as Peek reads it.
 type Reading struct {
 	// Remaining is the units left.
 	Remaining int64
 	// Reset is the time until the limit is whole again: a bucket full, a window reset.
 	Reset time.Duration
+	// Wait is how long a decision of the check's cost would wait were nothing else taken from
+	// the limit meanwhile: zero when it would pass now, or never will (a cost past the limit's
+	// largest). A rolling window holds a large cost once enough of its slots are past, a pace
+	// one past its burst once it is full.
+	Wait time.Duration
 }
 
 // RefusedBy returns the limit that refused, or nil when the decision allowed.

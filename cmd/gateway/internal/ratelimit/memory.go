@@ -92,16 +92,16 @@ func (m *Memory) Settle(_ context.Context, id string, checks []Check, now time.T
 	return nil
 }
 
-// Peek reads what each limit holds at now, as a decision of cost zero would, and changes
-// nothing.
-func (m *Memory) Peek(_ context.Context, limits []*Limit, now time.Time) ([]Reading, error) {
+// Peek reads what each check's limit holds at now, as a decision of cost zero would, and how
+// long one of the check's cost would wait, and changes nothing.
+func (m *Memory) Peek(_ context.Context, checks []Check, now time.Time) ([]Reading, error) {
 	t := now.UnixNano()
-	out := make([]Reading, len(limits))
+	out := make([]Reading, len(checks))
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for i, l := range limits {
-		s, older := m.state(l)
-		out[i] = reading(l, s, older, t)
+	for i, c := range checks {
+		s, older := m.state(c.Limit)
+		out[i] = reading(c.Limit, s, older, c.Cost, t)
 	}
 	return out, nil
 }

@@ -11,38 +11,39 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Peek reads what each limit holds, as a decision of cost zero would, and changes nothing.
+// Peek reads what each check's limit holds, as a decision of cost zero would, and how long one
+// of the check's cost would wait (see Reading), and changes nothing.
 // However many the limits, it costs one round trip: a pipeline of plain reads of one key each,
 // which suits Redis Cluster whatever the keys' hash tags, evaluated here on Redis's own clock
 // (on now with WithCallerClock). A read costs Redis far less than a script run, so that a usage
 // snapshot reads thousands of budgets at once.
-func (r *Redis) Peek(ctx context.Context, limits []*Limit, now time.Time) ([]Reading, error) {
-	if len(limits) == 0 {
+func (r *Redis) Peek(ctx context.Context, checks []Check, now time.Time) ([]Reading, error) {
+	if len(checks) == 0 {
 		return nil, nil
 	}
 	pipe := r.pipeline.client.Pipeline()
 	clock := pipe.Time(ctx)
-	reads := make([]redis.Cmder, len(limits))
-	for i, l := range limits {
-		if l.kind == concurrency {
+	reads := make([]redis.Cmder, len(checks))
+	for i, c := range checks {
+		if l := c.Limit; l.kind == concurrency {
 			reads[i] = pipe.ZRangeWithScores(ctx, l.Key, 0, -1)
 		} else {
 			reads[i] = pipe.Get(ctx, l.Key)
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("ratelimit: read %d limits: %w", len(limits), err)
+		return nil, fmt.Errorf("ratelimit: read %d limits: %w", len(checks), err)
 	}
 	if !r.trustCallers {
 		now = clock.Val()
 	}
-	out := make([]Reading, len(limits))
-	for i, l := range limits {
-		s, older, err := storedState(l, reads[i], now)
+	out := make([]Reading, len(checks))
+	for i, c := range checks {
+		s, older, err := storedState(c.Limit, reads[i], now)
 		if err != nil {
-			return nil, fmt.Errorf("ratelimit: read %q: %w", l.Key, err)
+			return nil, fmt.Errorf("ratelimit: read %q: %w", c.Limit.Key, err)
 		}
-		out[i] = reading(l, s, older, now.UnixNano())
+		out[i] = reading(c.Limit, s, older, c.Cost, now.UnixNano())
 	}
 	return out, nil
 }

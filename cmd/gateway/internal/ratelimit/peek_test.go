@@ -14,7 +14,7 @@ import (
 // peeker is a store that reads limits without taking from them.
 type peeker interface {
 	store
-	Peek(ctx context.Context, limits []*Limit, now time.Time) ([]Reading, error)
+	Peek(ctx context.Context, checks []Check, now time.Time) ([]Reading, error)
 }
 
 // testPeek takes from a bucket, a window, a concurrency limit and a pace under two hash tags,
@@ -44,7 +44,7 @@ func testPeek(t *testing.T, s peeker) {
 		{Remaining: 50, Reset: time.Second},
 	}
 	for i := range 2 {
-		got, err := s.Peek(ctx, limits, t0)
+		got, err := s.Peek(ctx, Reads(limits...), t0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,9 +52,19 @@ func testPeek(t *testing.T, s peeker) {
 			t.Errorf("peek %d (-want +got):\n%s", i, diff)
 		}
 	}
-	one, err := s.Peek(ctx, limits[1:2], t0)
+	one, err := s.Peek(ctx, Reads(limits[1]), t0)
 	if err != nil || len(one) != 1 || one[0] != want[1] {
 		t.Errorf("Peek of the window alone = %v, %v; want %v", one, err, want[1:2])
+	}
+	// For a cost: the bucket holds 100 in 400ms; the pace lets a call past its burst through
+	// when it is full, one within it when it holds it.
+	costly := []Check{{Limit: bucket, Cost: 100}, {Limit: pace, Cost: 500}, {Limit: pace, Cost: 80}, {Limit: pace, Cost: 1001}}
+	waits := []time.Duration{400 * time.Millisecond, time.Second, 300 * time.Millisecond, 0}
+	got, err := s.Peek(ctx, costly, t0)
+	for i, w := range waits {
+		if err != nil || got[i].Wait != w {
+			t.Errorf("Peek for %d on %s = %v, %v; want a wait of %s", costly[i].Cost, costly[i].Limit.Key, got, err, w)
+		}
 	}
 }
 
@@ -85,7 +95,7 @@ func BenchmarkPeekRedis(b *testing.B) {
 				}
 			}
 			for b.Loop() {
-				if _, err := r.Peek(ctx, limits, now); err != nil {
+				if _, err := r.Peek(ctx, Reads(limits...), now); err != nil {
 					b.Fatal(err)
 				}
 			}

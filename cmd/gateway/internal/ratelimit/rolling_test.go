@@ -306,7 +306,8 @@ func TestSweepDropsARollingWindowOnceItCountsNothing(t *testing.T) {
 }
 
 // TestRollingPeek peeks at a rolling window that took in three seconds: the reading says what a
-// decision of cost zero would, and Reset is when the last second that took leaves the window.
+// decision of cost zero would, Reset is when the last second that took leaves the window, and
+// Wait when enough seconds have left it for the cost peeked for.
 func TestRollingPeek(t *testing.T) {
 	for name, s := range map[string]func(t *testing.T) peeker{
 		"memory": func(*testing.T) peeker { return NewMemory() },
@@ -323,10 +324,19 @@ func TestRollingPeek(t *testing.T) {
 				}
 			}
 			at := t0.Add(70 * time.Second) // t0's second is past
-			got, err := s.Peek(ctx, []*Limit{l}, at)
+			got, err := s.Peek(ctx, Reads(l), at)
 			want := Reading{Remaining: 60, Reset: 31 * time.Second}
 			if err != nil || len(got) != 1 || got[0] != want {
 				t.Errorf("Peek at +70s = %v, %v; want %v", got, err, want)
+			}
+			// What the window holds for a cost: 60 at once, 70 once the second from +20s is
+			// past, all of it once the one from +40s is too, and never more than all.
+			waits := map[int64]time.Duration{60: 0, 70: 11 * time.Second, 100: 31 * time.Second, 101: 0}
+			for cost, wait := range waits {
+				got, err := s.Peek(ctx, []Check{{Limit: l, Cost: cost}}, at)
+				if want := (Reading{Remaining: 60, Reset: 31 * time.Second, Wait: wait}); err != nil || got[0] != want {
+					t.Errorf("Peek for %d at +70s = %v, %v; want %v", cost, got, err, want)
+				}
 			}
 		})
 	}
@@ -397,7 +407,7 @@ func TestRedisRollingWindowReadsABucketAsEmpty(t *testing.T) {
 	if err := client.Set(ctx, l.Key, fmt.Sprint(t0.Add(time.Hour).UnixMicro(), ".5"), time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := store.Peek(ctx, []*Limit{l}, t0); err != nil || len(got) != 1 || got[0] != (Reading{Remaining: 10}) {
+	if got, err := store.Peek(ctx, Reads(l), t0); err != nil || len(got) != 1 || got[0] != (Reading{Remaining: 10}) {
 		t.Errorf("Peek of a bucket's value = %v, %v; want an empty window", got, err)
 	}
 	if d, err := decide(store, ctx, []Check{{Limit: l, Cost: 10}}, t0); err != nil || !d.Allowed {
