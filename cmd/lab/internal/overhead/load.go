@@ -45,6 +45,9 @@ type client struct {
 	// spans counts the spans a traced gateway has sent so far; nil for a
 	// target that traces nothing.
 	spans func() int64
+	// metrics is the URL of a gateway's Prometheus metrics; empty for the
+	// stub and the bare proxy, which serve none.
+	metrics string
 }
 
 // newClient is a client of the target at url, with at most workers
@@ -88,8 +91,12 @@ func (c *client) step(ctx context.Context, shape Shape, l load, d time.Duration)
 	}
 	spans := c.spansSent()
 	var records []record
+	var idle, peak int64
 	if l.Connections > 0 {
-		records = c.saturate(ctx, shape, l.Connections, d)
+		idle, peak, records, err = c.saturateWatched(ctx, shape, l.Connections, d)
+		if err != nil {
+			return Step{}, err
+		}
 	} else {
 		records = c.drive(ctx, shape, l.Rate, d, l.Workers)
 	}
@@ -101,7 +108,24 @@ func (c *client) step(ctx context.Context, shape Shape, l load, d time.Duration)
 	s := measure(records)
 	s.Shape, s.Rate, s.Connections, s.Target = shape.Name, l.Rate, l.Connections, c.target
 	s.CPUSeconds, s.Spans, s.Seconds = (after - before).Seconds(), c.spansSent()-spans, d.Seconds()
+	s.IdleRSSBytes, s.PeakRSSBytes = idle, peak
 	return s, nil
+}
+
+// saturateWatched is saturate, with the target's resident memory just
+// before the step and the most sampled during it; both zero for the stub,
+// which shares this process.
+func (c *client) saturateWatched(ctx context.Context, shape Shape, conns int, d time.Duration) (idle, peak int64, _ []record, _ error) {
+	if c.proc == nil {
+		return 0, 0, c.saturate(ctx, shape, conns, d), nil
+	}
+	idle, err := rssOf(c.proc)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	w := watchRSS(c.proc)
+	records := c.saturate(ctx, shape, conns, d)
+	return idle, w.stop(), records, nil
 }
 
 // spansSent is the spans the target has sent so far; zero for one that traces nothing.

@@ -60,6 +60,13 @@ type Options struct {
 	// RedisServer is the redis-server binary started for the store
 	// "redis".
 	RedisServer string
+	// Soak, when above zero, sends the first of Shapes to the gateway that
+	// keeps its limits in memory after the rounds, open-loop for that long:
+	// at 80% of the calls a second it served on the closed loop, or at the
+	// highest of Rates without one. Its resident memory, heap in use and
+	// goroutines are sampled after each window of 5 s at most, six windows
+	// at least. At most an hour.
+	Soak time.Duration
 	// Self is the path of a binary whose command ProxyCommand serves the
 	// bare proxy (see RunProxy). Empty means this program.
 	Self string
@@ -104,6 +111,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.Connections, "connections", o.Connections, "connections of a closed-loop step per shape and target in each round, after the rates; 0 for none")
 	fs.Var((*names)(&o.Stores), "stores", "comma-separated stores of the gateways' limits: memory, redis")
 	fs.StringVar(&o.RedisServer, "redis-server", o.RedisServer, "the redis-server binary, for the store redis")
+	fs.DurationVar(&o.Soak, "soak", o.Soak, "after the rounds, send the first shape to the gateway in memory, open-loop at 80% of its closed-loop calls a second (or the highest rate), this long, sampling its memory; 0 for none")
 	gatewayproc.AddFlag(fs, &o.Gateway, "path of the gateway binary")
 }
 
@@ -124,6 +132,8 @@ func (o Options) validate() error {
 		return errors.New("overhead: options: Shapes must name one at least, and Connections must not be negative")
 	case slices.ContainsFunc(o.Stores, func(s string) bool { return s != storeMemory && s != storeRedis }):
 		return errors.New("overhead: options: each of Stores must be memory or redis")
+	case o.Soak < 0 || o.Soak > maxSoak:
+		return fmt.Errorf("overhead: options: Soak must be from 0 to %s", maxSoak)
 	}
 	for _, name := range o.Shapes {
 		if _, err := shapeNamed(name); err != nil {

@@ -12,12 +12,12 @@ import (
 
 func TestAddFlags(t *testing.T) {
 	got, err := labtest.ParseFlags(DefaultOptions(), "-rates", "100, 200", "-step", "1s", "-rounds", "1", "-warmup", "0", "-workers", "8", "-pin=false", "-gateway", "/tmp/gw",
-		"-tracing", "0.01, 1", "-shapes", "chat, stream", "-connections", "64", "-stores", "memory,redis", "-redis-server", "/tmp/redis")
+		"-tracing", "0.01, 1", "-shapes", "chat, stream", "-connections", "64", "-stores", "memory,redis", "-redis-server", "/tmp/redis", "-soak", "10m")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Options{Rates: []int{100, 200}, Step: time.Second, Rounds: 1, Warmup: 0, Workers: 8, Gateway: "/tmp/gw", Tracing: []float64{0.01, 1},
-		Shapes: []string{ShapeChat, ShapeStream}, Connections: 64, Stores: []string{"memory", "redis"}, RedisServer: "/tmp/redis"}
+		Shapes: []string{ShapeChat, ShapeStream}, Connections: 64, Stores: []string{"memory", "redis"}, RedisServer: "/tmp/redis", Soak: 10 * time.Minute}
 	if diff := cmp.Diff(got, want); diff != "" {
 		t.Errorf("options (-got +want):\n%s", diff)
 	}
@@ -61,6 +61,9 @@ func TestValidate(t *testing.T) {
 		{name: "an unknown shape", change: func(o *Options) { o.Shapes = []string{"chat", "image"} }, wantErr: `no shape of call "image"`},
 		{name: "negative connections", change: func(o *Options) { o.Connections = -1 }, wantErr: "Connections must not be negative"},
 		{name: "an unknown store", change: func(o *Options) { o.Stores = []string{"disk"} }, wantErr: "memory or redis"},
+		{name: "a soak of an hour", change: func(o *Options) { o.Soak = time.Hour }},
+		{name: "a negative soak", change: func(o *Options) { o.Soak = -time.Second }, wantErr: "Soak must be from 0 to 1h0m0s"},
+		{name: "a soak past an hour", change: func(o *Options) { o.Soak = time.Hour + time.Second }, wantErr: "Soak must be from 0 to 1h0m0s"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package overhead
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/sluicehq/sluice/cmd/lab/internal/labrun"
 )
@@ -15,14 +16,14 @@ func (r Report) WriteTable(w io.Writer) error {
 }
 
 // tableHeader is the table's first line, its cells separated by tabs.
-const tableHeader = "shape\tload\ttarget\tanswered\tfailed\tlate\tp50\tp99\tadded p50\tadded p99\tCPU/request\tcalls/s\tcalls/CPU-s\t× proxy\tCPU busy"
+const tableHeader = "shape\tload\ttarget\tanswered\tfailed\tlate\tp50\tp99\tadded p50\tadded p99\tCPU/request\tcalls/s\tcalls/CPU-s\t× proxy\tCPU busy\tmemory/call"
 
 // row is the result's row of the table.
 func (res Result) row() string {
-	return fmt.Sprintf("%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t%s\t%.0f%%",
+	return fmt.Sprintf("%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t%s\t%.0f%%\t%s",
 		res.Shape, res.load(), res.Target, res.Answered, res.Requests, res.Failed, res.Late, ms(res.P50Seconds), ms(res.P99Seconds),
 		added(res.AddedP50Seconds), added(res.AddedP99Seconds), micros(res.CPUSecondsPerRequest),
-		res.CallsPerSecond, res.CallsPerCPUSecond, share(res.ProxyShare), 100*res.CPUBusy)
+		res.CallsPerSecond, res.CallsPerCPUSecond, share(res.ProxyShare), 100*res.CPUBusy, kib(res.MemoryPerCallBytes))
 }
 
 // footer is what follows the table: the notes, the load and the checks.
@@ -36,6 +37,12 @@ func (r Report) footer() string {
 	for _, res := range r.Results {
 		if n := tracingNote(res, find(r.Results, key{res.Shape, res.Rate, res.Connections, Gateway})); n != "" {
 			s += fmt.Sprintf("tracing: %s %s %s: %s\n", res.Shape, res.load(), res.Target, n)
+		}
+	}
+	if r.Soak != nil {
+		s += soakHeader(*r.Soak)
+		for _, sample := range r.Soak.Samples {
+			s += soakLine(*r.Soak, sample)
 		}
 	}
 	s += fmt.Sprintf("load average %s at the start, %s at the end, on %d CPUs%s\n",
@@ -65,6 +72,10 @@ func note(r Result) string {
 	}
 	if r.Queued > 0 {
 		s += fmt.Sprintf("%d waited in the gateway's queue; ", r.Queued)
+	}
+	if r.Connections > 0 && r.Target != Stub && r.Answered > 0 && r.MemoryPerCallBytes == nil {
+		s += "its resident memory did not grow: it held the calls in memory kept from earlier steps, so their memory is not measured " +
+			"(run the shape alone, at rates that hold fewer calls in flight); "
 	}
 	if s == "" {
 		return ""
@@ -101,8 +112,13 @@ func (c Check) String() string {
 	if c.Pass {
 		verdict = "pass"
 	}
-	if c.Name == checkCapacity {
+	switch c.Name {
+	case checkCapacity:
 		return fmt.Sprintf("%s  %s %s %.2f must be %s", verdict, where, c.Name, c.Share, c.Rule)
+	case checkMemory:
+		return fmt.Sprintf("%s  %s %s %s must be %s (the bare proxy's: %s)", verdict, where, c.Name, kib(&c.GatewayBytes), c.Rule, kib(c.ProxyBytes))
+	case checkFlatHeap:
+		return fmt.Sprintf("%s  %s mean heap in use over the soak's last third must be %s: %.2f ×", verdict, where, c.Rule, c.Ratio)
 	}
 	format := ms
 	if c.Name == checkCPU {
@@ -113,6 +129,35 @@ func (c Check) String() string {
 		rule += fmt.Sprintf(" (%s): %s", format(*c.ProxySeconds), format(c.LimitSeconds))
 	}
 	return fmt.Sprintf("%s  %s %s %s must be %s", verdict, where, c.Name, format(c.GatewaySeconds), rule)
+}
+
+// soakHeader is the line before the soak's samples.
+func soakHeader(s Soak) string {
+	return fmt.Sprintf("soak: %s at %d/s (%s) to the %s for %s, answered %d/%d, failed %d, late %d\n",
+		s.Shape, s.Rate, s.RateFrom, s.Target, time.Duration(s.Seconds*float64(time.Second)), s.Answered, s.Requests, s.Failed, s.Late)
+}
+
+// soakLine is the line of one of the soak's samples.
+func soakLine(s Soak, sample SoakSample) string {
+	return fmt.Sprintf("soak     %-13s %-8s  %-7s  at %6.1fs  answered %6d/%-6d  failed %4d  late %4d  p99 %s  RSS %s  heap in use %s  goroutines %d\n",
+		s.Shape, loadName(s.Rate, 0), s.Target, sample.Seconds, sample.Answered, sample.Requests, sample.Failed, sample.Late,
+		ms(sample.P99Seconds), mib(sample.RSSBytes), mib(sample.HeapInuseBytes), sample.Goroutines)
+}
+
+// kib writes bytes in KiB; "-" for none.
+func kib(b *float64) string {
+	if b == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fKiB", *b/(1<<10))
+}
+
+// mib writes bytes in MiB; "-" for none.
+func mib(b int64) string {
+	if b <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1fMiB", float64(b)/(1<<20))
 }
 
 // share writes a share of the bare proxy's figure; "-" for none.

@@ -41,17 +41,18 @@ func serveProxy(args []string) int {
 
 // TestRun runs the whole measurement, small: 100 requests a second for a
 // second per target, once, with a gateway that traces every call beside
-// the one that traces none. It asserts what a slow machine cannot change:
-// every target was measured, every request answered, every check made,
-// the traced gateway's spans received and none of the others'; never the
-// timings.
+// the one that traces none, and a soak of six windows of 0.1 s. It
+// asserts what a slow machine cannot change: every target was measured,
+// every request answered, every check made, the traced gateway's spans
+// received and none of the others', and every window of the soak sampled;
+// never the timings.
 func TestRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the gateway binary and a proxy process")
 	}
 	opts := DefaultOptions()
 	opts.Rates, opts.Step, opts.Rounds, opts.Warmup = []int{100}, time.Second, 1, 0
-	opts.Gateway, opts.Tracing = gatewayBin, []float64{1}
+	opts.Gateway, opts.Tracing, opts.Soak = gatewayBin, []float64{1}, 600*time.Millisecond
 	targets := []Target{Stub, Proxy, Gateway, "gateway traced 100%"}
 	var progress bytes.Buffer
 	rep, err := Run(t.Context(), opts, &progress)
@@ -77,12 +78,30 @@ func TestRun(t *testing.T) {
 			t.Errorf("%s sent %d spans; want spans from the traced gateway only", r.Target, r.Spans)
 		}
 	}
-	if len(rep.Checks) != 3 {
-		t.Fatalf("%d checks; want 3", len(rep.Checks))
+	if len(rep.Checks) != 4 {
+		t.Fatalf("%d checks; want 4, the last the soak's", len(rep.Checks))
 	}
 	for _, c := range rep.Checks {
 		if !c.Measured || c.Rate != 100 {
 			t.Errorf("check %q at %d/s measured %t; want measured at 100/s", c.Name, c.Rate, c.Measured)
+		}
+	}
+	checkSoak(t, rep.Soak, 6, 10)
+}
+
+// checkSoak checks that a soak sampled the gateway after each of its
+// windows, and that every call of each, calls of them, was answered.
+func checkSoak(t *testing.T, s *Soak, windows, calls int) {
+	t.Helper()
+	if s == nil || len(s.Samples) != windows {
+		t.Fatalf("soak %+v; want %d samples", s, windows)
+	}
+	for i, sample := range s.Samples {
+		if sample.Answered != calls || sample.Requests != calls {
+			t.Errorf("soak window %d answered %d of %d; want all %d", i, sample.Answered, sample.Requests, calls)
+		}
+		if sample.RSSBytes <= 0 || sample.HeapInuseBytes <= 0 || sample.Goroutines <= 0 {
+			t.Errorf("soak sample %d: RSS %d, heap in use %d, goroutines %d; want each read", i, sample.RSSBytes, sample.HeapInuseBytes, sample.Goroutines)
 		}
 	}
 }
@@ -90,8 +109,8 @@ func TestRun(t *testing.T) {
 // TestRunOnClosedLoop runs every shape of call, open-loop and on a closed
 // loop of two connections, against a gateway in memory and one in Redis.
 // It asserts that every shape, load and target was measured, every call
-// answered and every capacity compared with the bare proxy's; never the
-// timings.
+// answered, every capacity compared with the bare proxy's and every
+// process's memory sampled on closed loop; never the timings.
 func TestRunOnClosedLoop(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the gateway binary, a proxy process and a redis-server")
@@ -116,12 +135,21 @@ func TestRunOnClosedLoop(t *testing.T) {
 			t.Errorf("%s %s %s: share of the proxy's %v; want one for each gateway on closed loop only", r.Shape, r.load(), r.Target, r.ProxyShare)
 		}
 	}
-	if want := len(opts.Shapes) * 5; len(rep.Checks) != want {
-		t.Fatalf("%d checks; want %d, five per shape", len(rep.Checks), want)
+	for _, s := range rep.Steps {
+		if sampled := s.Connections > 0 && s.Target != Stub; sampled != (s.IdleRSSBytes > 0 && s.PeakRSSBytes > 0) {
+			t.Errorf("%s %s %s: resident memory %d before, %d at most; want both for each process on closed loop only",
+				s.Shape, s.load(), s.Target, s.IdleRSSBytes, s.PeakRSSBytes)
+		}
+	}
+	if want := len(opts.Shapes) * 7; len(rep.Checks) != want {
+		t.Fatalf("%d checks; want %d, seven per shape", len(rep.Checks), want)
 	}
 	for _, c := range rep.Checks {
-		if !c.Measured {
-			t.Errorf("check %s %q of %s not measured", c.Shape, c.Name, c.Target)
+		// Two connections may fit in memory the process already holds: a
+		// memory check is measured only when its target grew.
+		grew := find(rep.Results, key{c.Shape, c.Rate, c.Connections, c.Target}).MemoryPerCallBytes != nil
+		if c.Measured != (c.Name != checkMemory || grew) {
+			t.Errorf("check %s %q of %s measured %t", c.Shape, c.Name, c.Target, c.Measured)
 		}
 	}
 }

@@ -48,6 +48,38 @@ func parseStat(data []byte) (time.Duration, error) {
 	return time.Duration(ticks) * time.Second / clockTicks, nil
 }
 
+// residentMemory is the memory of process pid resident in RAM, in bytes:
+// VmRSS in /proc/<pid>/status.
+func residentMemory(pid int) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("overhead: resident memory of process %d: %w", pid, err)
+	}
+	return parseRSS(data)
+}
+
+// parseRSS reads VmRSS from the text of /proc/<pid>/status, a line such as
+// "VmRSS:	   23456 kB", in bytes. The kernel writes it in kB, which are
+// KiB.
+func parseRSS(data []byte) (int64, error) {
+	for line := range strings.Lines(string(data)) {
+		value, found := strings.CutPrefix(line, "VmRSS:")
+		if !found {
+			continue
+		}
+		fields := strings.Fields(value)
+		if len(fields) != 2 || fields[1] != "kB" {
+			return 0, fmt.Errorf("overhead: /proc status: VmRSS %q", strings.TrimSpace(value))
+		}
+		kib, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil || kib < 0 {
+			return 0, fmt.Errorf("overhead: /proc status: VmRSS %q", strings.TrimSpace(value))
+		}
+		return kib << 10, nil
+	}
+	return 0, errors.New("overhead: /proc status: no VmRSS")
+}
+
 // loadAverage is the machine's load average over 1, 5 and 15 minutes, as
 // /proc/loadavg gives them; empty if it cannot be read.
 func loadAverage() string {

@@ -66,3 +66,47 @@ func TestFirstFields(t *testing.T) {
 		}
 	}
 }
+
+func TestParseRSS(t *testing.T) {
+	// status is the start of a /proc/<pid>/status, with rss as its VmRSS
+	// line.
+	status := func(rss string) string {
+		return "Name:\tgateway\nUmask:\t0022\nState:\tS (sleeping)\nVmPeak:\t 1300000 kB\nVmHWM:\t   40000 kB\n" + rss + "RssAnon:\t   20000 kB\nThreads:\t8\n"
+	}
+	tests := []struct {
+		name    string
+		status  string
+		want    int64
+		wantErr bool
+	}{
+		{name: "in kB, which are KiB", status: status("VmRSS:\t   23456 kB\n"), want: 23456 << 10},
+		{name: "nothing resident", status: status("VmRSS:\t       0 kB\n"), want: 0},
+		{name: "the last line, unended", status: "Name:\tproxy\nVmRSS:\t12 kB", want: 12 << 10},
+		{name: "no VmRSS, as of a zombie", status: status(""), wantErr: true},
+		{name: "no unit", status: status("VmRSS:\t   23456\n"), wantErr: true},
+		{name: "another unit", status: status("VmRSS:\t   23 MB\n"), wantErr: true},
+		{name: "not a number", status: status("VmRSS:\t   lots kB\n"), wantErr: true},
+		{name: "negative", status: status("VmRSS:\t   -5 kB\n"), wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseRSS([]byte(tc.status))
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Errorf("parseRSS(%q) = %d, %v; want %d, error %t", tc.status, got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestResidentMemoryOfThisProcess(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no /proc")
+	}
+	rss, err := residentMemory(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rss <= 0 {
+		t.Errorf("this process's resident memory = %d bytes; want some", rss)
+	}
+}

@@ -33,6 +33,12 @@ const (
 	// checkCapacity is the calls a CPU-second a target serves on closed
 	// loop, as a share of the bare proxy's in the same round.
 	checkCapacity = "capacity"
+	// checkMemory is the memory a call in flight takes beyond its body,
+	// on closed loop.
+	checkMemory = "memory a call in flight"
+	// checkFlatHeap is the soak's heap in use over its last third against
+	// its second.
+	checkFlatHeap = "flat heap"
 )
 
 // The target the checks hold the gateway to, for two cores.
@@ -43,8 +49,16 @@ const (
 	// cpuFactor bounds the gateway's CPU per request as a multiple of the
 	// bare proxy's.
 	cpuFactor = 1.2
-	// p99Limit bounds the gateway's added p99; it must stay under it.
-	p99Limit = 2 * time.Millisecond
+	// p99Factor bounds the gateway's added p99 as a multiple of the bare
+	// proxy's, unless that is less than p99Floor: a proxy whose added p99
+	// is a few microseconds, or below zero as the stub's own p99 moves,
+	// would otherwise hold the gateway to nothing a scheduler's hiccup
+	// could not exceed.
+	p99Factor = 1.5
+	p99Floor  = 2 * time.Millisecond
+	// maxMemoryPerCall bounds the memory, in bytes, a call in flight in
+	// the gateway takes beyond its body.
+	maxMemoryPerCall = 64 << 10
 	// minCapacity and minCapacityRedis are the least share of the bare
 	// proxy's calls a second, on closed loop, that the gateway must serve
 	// with its limits in memory and in Redis.
@@ -63,8 +77,12 @@ type Report struct {
 	// Results are all rounds of each rate and target together, by rate,
 	// then in the order of the targets.
 	Results []Result `json:"results"`
+	// Soak is the gateway's memory over a long open-loop step after the
+	// rounds; nil when the run had none (Options.Soak).
+	Soak *Soak `json:"soak,omitempty"`
 	// Checks are the gateway's figures, for each shape of call, at the
-	// highest rate and on closed loop, against the target.
+	// highest rate and on closed loop, and over the soak, against the
+	// target.
 	Checks []Check `json:"checks"`
 }
 
@@ -93,6 +111,8 @@ type Settings struct {
 	Connections int `json:"connections,omitempty"`
 	// Stores are where the gateways kept their limits.
 	Stores []string `json:"stores"`
+	// SoakSeconds is the soak's length; zero for none.
+	SoakSeconds float64 `json:"soakSeconds,omitempty"`
 }
 
 // Step is one shape of call at one load against one target for one round.
@@ -121,6 +141,11 @@ type Step struct {
 	CPUSeconds float64 `json:"cpuSeconds"`
 	// Spans counts the spans a traced gateway sent during the step.
 	Spans int64 `json:"spans,omitempty"`
+	// IdleRSSBytes is a closed-loop step's target's resident memory just
+	// before it, and PeakRSSBytes the most of it sampled during the step;
+	// zero for an open-loop step and for the stub.
+	IdleRSSBytes int64 `json:"idleRssBytes,omitempty"`
+	PeakRSSBytes int64 `json:"peakRssBytes,omitempty"`
 
 	// latencies are the answered requests', ascending.
 	latencies []time.Duration
@@ -219,6 +244,13 @@ type Result struct {
 	// CPUBusy is the target's CPU time over the steps' length: the share
 	// of a core it used, near 1 when its core was the bottleneck.
 	CPUBusy float64 `json:"cpuBusy"`
+	// MemoryPerCallBytes is, on closed loop, the memory a call in flight
+	// took beyond its body: the most over the rounds of the target's peak
+	// resident memory during the step less its resident memory just
+	// before it, over the connections, less the call's body. Nil for the
+	// stub, for an open-loop result, and when no step sampled it or saw
+	// the target grow.
+	MemoryPerCallBytes *float64 `json:"memoryPerCallBytes,omitempty"`
 }
 
 // load is how the result's calls were sent, as the table names it.
@@ -250,6 +282,17 @@ type Check struct {
 	// a second as a share of the bare proxy's, and the least it may be.
 	Share    float64 `json:"share,omitempty"`
 	MinShare float64 `json:"minShare,omitempty"`
+	// GatewayBytes, ProxyBytes and LimitBytes are, for the memory check,
+	// the gateway's memory a call in flight beyond its body, the bare
+	// proxy's (nil if not measured) and the bound.
+	GatewayBytes float64  `json:"gatewayBytes,omitempty"`
+	ProxyBytes   *float64 `json:"proxyBytes,omitempty"`
+	LimitBytes   float64  `json:"limitBytes,omitempty"`
+	// Ratio and MaxRatio are, for the flat-heap check, the soak's mean
+	// heap in use over its last third as a multiple of its mean over its
+	// second third, and the most it may be.
+	Ratio    float64 `json:"ratio,omitempty"`
+	MaxRatio float64 `json:"maxRatio,omitempty"`
 	Pass     bool    `json:"pass"`
 }
 
@@ -305,9 +348,13 @@ func merge(steps []Step, k key) Result {
 	var latencies []time.Duration
 	var cpu, seconds float64
 	var perSecond, perCPUSecond []float64
+	var perCall []float64
 	for _, s := range steps {
 		if !k.of(s) {
 			continue
+		}
+		if m, ok := s.memoryPerCall(); ok {
+			perCall = append(perCall, m)
 		}
 		r.Counts = r.Counts.plus(s.Counts)
 		r.Spans += s.Spans
@@ -327,7 +374,34 @@ func merge(steps []Step, k key) Result {
 	if k.target != Stub && r.Answered > 0 {
 		r.CPUSecondsPerRequest = new(cpu / float64(r.Answered))
 	}
+	if len(perCall) > 0 {
+		r.MemoryPerCallBytes = new(slices.Max(perCall))
+	}
 	return r
+}
+
+// memoryPerCall is the memory a call in flight took beyond its body in a
+// closed-loop step: its target's growth in resident memory from just
+// before the step to the most sampled during it, over the connections,
+// less the call's body. It reports false for a step that sampled none,
+// and for one whose target did not grow: a Go process keeps the memory an
+// earlier step grew it by, and served this step's calls from it, so what
+// they took is not known.
+func (s Step) memoryPerCall() (float64, bool) {
+	if s.Connections <= 0 || s.IdleRSSBytes <= 0 || s.PeakRSSBytes <= s.IdleRSSBytes {
+		return 0, false
+	}
+	return float64(s.PeakRSSBytes-s.IdleRSSBytes)/float64(s.Connections) - float64(bodyBytes(s.Shape)), true
+}
+
+// bodyBytes is the length of the body of a call of the shape named; zero
+// for a shape there is none of.
+func bodyBytes(name string) int {
+	shape, err := shapeNamed(name)
+	if err != nil {
+		return 0
+	}
+	return len(shape.body)
 }
 
 // proxyShare is the median over the rounds of the calls a CPU-second of
@@ -376,14 +450,20 @@ func checks(rs []Result, shapes []string, rate, connections int) []Check {
 		out = append(out,
 			relative(checkP50, open.with(Gateway), gw.AddedP50Seconds, px.AddedP50Seconds, p50Factor),
 			relative(checkCPU, open.with(Gateway), gw.CPUSecondsPerRequest, px.CPUSecondsPerRequest, cpuFactor),
-			under(checkP99, open.with(Gateway), gw.AddedP99Seconds, p99Limit))
+			relativeWithFloor(checkP99, open.with(Gateway), gw.AddedP99Seconds, px.AddedP99Seconds, p99Factor, p99Floor))
 		if connections == 0 {
 			continue
 		}
 		closed := key{shape: shape, connections: connections}
-		out = append(out, capacity(closed.with(Gateway), find(rs, closed.with(Gateway)).ProxyShare, minCapacity))
+		proxyMemory := find(rs, closed.with(Proxy)).MemoryPerCallBytes
+		gateway := find(rs, closed.with(Gateway))
+		out = append(out,
+			capacity(closed.with(Gateway), gateway.ProxyShare, minCapacity),
+			memory(closed.with(Gateway), gateway.MemoryPerCallBytes, proxyMemory, maxMemoryPerCall))
 		if redis := find(rs, closed.with(GatewayRedis)); redis.Target != "" {
-			out = append(out, capacity(closed.with(GatewayRedis), redis.ProxyShare, minCapacityRedis))
+			out = append(out,
+				capacity(closed.with(GatewayRedis), redis.ProxyShare, minCapacityRedis),
+				memory(closed.with(GatewayRedis), redis.MemoryPerCallBytes, proxyMemory, maxMemoryPerCall))
 		}
 	}
 	return out
@@ -418,15 +498,31 @@ func relative(name string, gw key, gateway, proxy *float64, factor float64) Chec
 	return c
 }
 
-// under checks that the gateway's figure is under limit.
-func under(name string, gw key, gateway *float64, limit time.Duration) Check {
-	c := checkOf(name, "under "+limit.String(), gw)
-	c.LimitSeconds = limit.Seconds()
+// relativeWithFloor checks that the gateway's figure is at most factor
+// times the bare proxy's or floor, whichever is more.
+func relativeWithFloor(name string, gw key, gateway, proxy *float64, factor float64, floor time.Duration) Check {
+	c := checkOf(name, fmt.Sprintf("at most %.1f × the bare proxy's or %s, whichever is more", factor, floor), gw)
+	if gateway == nil || proxy == nil {
+		return c
+	}
+	c.Measured, c.GatewaySeconds, c.ProxySeconds = true, *gateway, proxy
+	scaled := factor * *proxy
+	c.LimitSeconds = max(scaled, floor.Seconds())
+	c.Pass = c.GatewaySeconds <= c.LimitSeconds
+	return c
+}
+
+// memory checks that the gateway gw names took at most limit bytes a call
+// in flight beyond its body, on closed loop: gateway. The bare proxy's,
+// proxy, is beside it, not part of the rule.
+func memory(gw key, gateway, proxy *float64, limit int) Check {
+	c := checkOf(checkMemory, fmt.Sprintf("at most %d KiB beyond its body", limit>>10), gw)
+	c.LimitBytes, c.ProxyBytes = float64(limit), proxy
 	if gateway == nil {
 		return c
 	}
-	c.Measured, c.GatewaySeconds = true, *gateway
-	c.Pass = c.GatewaySeconds < c.LimitSeconds
+	c.Measured, c.GatewayBytes = true, *gateway
+	c.Pass = c.GatewayBytes <= c.LimitBytes
 	return c
 }
 

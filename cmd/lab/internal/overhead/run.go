@@ -42,9 +42,14 @@ func Run(ctx context.Context, opts Options, progress io.Writer) (Report, error) 
 	defer r.stop()
 	rep := Report{Settings: settingsOf(opts, pinned), LoadAverage: LoadAverage{Start: loadAverage()}}
 	err = r.run(ctx, opts, &rep, progress)
-	rep.LoadAverage.End = loadAverage()
 	rep.Results = results(rep.Steps, opts.Shapes, opts.Rates, opts.Connections, opts.targets())
 	rep.Checks = checks(rep.Results, opts.Shapes, opts.peak(), opts.Connections)
+	if err == nil && opts.Soak > 0 {
+		rate, from := soakRate(rep.Results, opts.Shapes[0], opts.Connections, opts.peak())
+		rep.Soak, err = r.soak(ctx, opts, rate, from, progress)
+		rep.Checks = append(rep.Checks, flatHeap(*rep.Soak))
+	}
+	rep.LoadAverage.End = loadAverage()
 	return rep, err
 }
 
@@ -61,6 +66,7 @@ func settingsOf(o Options, pinned bool) Settings {
 		Shapes:        o.Shapes,
 		Connections:   o.Connections,
 		Stores:        o.Stores,
+		SoakSeconds:   o.Soak.Seconds(),
 	}
 }
 
@@ -161,7 +167,9 @@ func (r *rig) startGateway(ctx context.Context, opts Options, t Target, cfg gate
 		return err
 	}
 	r.procs = append(r.procs, g)
-	r.clients = append(r.clients, newClient(t, g.URL, g, opts.connections()))
+	c := newClient(t, g.URL, g, opts.connections())
+	c.metrics = g.Admin + "/metrics"
+	r.clients = append(r.clients, c)
 	return nil
 }
 
