@@ -317,3 +317,29 @@ func TestALargeCallHoldsBackNoCallTheProvidersMinuteHasRoomFor(t *testing.T) {
 		})
 	}
 }
+
+// TestALargeCallIsPromisedTheWaitForTheProvidersMinute sends a call of 100,000 tokens to a
+// provider of 300,000 a minute, and then one of 250,000: it goes once the first has left the
+// rolling minute, a minute after it, and the door, which turns it away for a maxWait of 30 s, says
+// so. The door told it 52 s, the time the queue drains its tokens in; the pace is full after 21 s.
+func TestALargeCallIsPromisedTheWaitForTheProvidersMinute(t *testing.T) {
+	for store, newStore := range limiterStores {
+		t.Run(store, func(t *testing.T) {
+			acme, globex := tenant("acme", "alice"), tenant("globex", "bob")
+			globex.MaxWait.Duration = 30 * time.Second
+			g, p := newGateOn(t, plan{requestsPerMinute: 6000, tokensPerMinute: 300_000, tenants: []gatewayv1.Tenant{acme, globex}}, newStore(t))
+			first := mustAdmit(t, g, request(t, p, "sk-acme-alice", 100_000))
+			defer first.Settle(estimate.Usage{PromptTokens: 50_000, CompletionTokens: 50_000})
+			_, refusal := g.Admit(t.Context(), request(t, p, "sk-globex-bob", 250_000))
+			if refusal == nil || refusal.Reason != Busy {
+				t.Fatalf("a call of 250,000 tokens after one of 100,000: %+v; want busy", refusal)
+			}
+			if refusal.Estimate < 59*time.Second || refusal.Estimate > 61*time.Second {
+				t.Errorf("its estimate is %v; want the minute the first call counts in the provider's, 59 to 61 s", refusal.Estimate)
+			}
+			if refusal.RetryAfter > refusal.Estimate+time.Second { // in whole seconds, as the header says it
+				t.Errorf("told to come back after %v, past its wait of %v", refusal.RetryAfter, refusal.Estimate)
+			}
+		})
+	}
+}
