@@ -88,6 +88,9 @@ type drain struct {
 	// held is the least each kind of the provider's token limits that queue holds now; -1 for a
 	// kind none of them counts, or that could not be read.
 	held byKind
+	// slots is how many calls the provider's maxInFlight lets go now (-1 for none, see
+	// room.slots), and calls how many calls the queue and the arriving one are.
+	slots, calls int64
 }
 
 // tokensPer is how many tokens of the queue's unit its calls take per token of kind k; zero when
@@ -102,13 +105,22 @@ func (dr *drain) tokensPer(k kind) float64 {
 	return float64(dr.mix[allTokens]) / float64(dr.mix[k])
 }
 
-// rate is the tokens a second the queue drains: as measured, else the slowest of the provider's
-// paces at the queue's mix and its calls in flight; zero when none limits it.
+// rate is the tokens a second the queue drains: as measured, else the slower of the provider's
+// paces and its calls in flight; zero when none limits it.
 func (dr *drain) rate() float64 {
 	if dr.measured > 0 {
 		return dr.measured
 	}
-	slowest := dr.inFlight
+	if dr.inFlightBinds() {
+		return dr.inFlight
+	}
+	return dr.paced()
+}
+
+// paced is the tokens a second the slowest of the provider's paces lets through, at the queue's
+// mix; zero when none limits it.
+func (dr *drain) paced() float64 {
+	var slowest float64
 	for k := range kinds {
 		per := dr.tokensPer(k)
 		if dr.paces[k] <= 0 || per <= 0 {
@@ -121,8 +133,17 @@ func (dr *drain) rate() float64 {
 	return slowest
 }
 
+// inFlightBinds reports whether the provider's calls in flight hold the queue back sooner than
+// its paces.
+func (dr *drain) inFlightBinds() bool {
+	paced := dr.paced()
+	return dr.inFlight > 0 && (paced == 0 || dr.inFlight < paced)
+}
+
 // headroom is the tokens that go at once, before the queue drains at its rate: the least that the
-// provider's token limits hold, each at the queue's mix; zero when none was read.
+// provider's token limits hold, each at the queue's mix, and, when its calls in flight hold the
+// queue back sooner than its paces, no more than its free calls in flight carry, each of the
+// queue's mean cost; zero when none was read.
 func (dr *drain) headroom() int64 {
 	least := int64(-1)
 	for k := range kinds {
@@ -131,6 +152,9 @@ func (dr *drain) headroom() int64 {
 			continue
 		}
 		least = leastOf(least, int64(float64(dr.held[k])*per))
+	}
+	if dr.slots >= 0 && dr.calls > 0 && dr.inFlightBinds() {
+		least = leastOf(least, dr.slots*dr.mix[allTokens]/dr.calls)
 	}
 	return max(least, 0)
 }
@@ -179,18 +203,17 @@ func (m *drainMeter) measured(now time.Time) float64 {
 // drainAt gathers the queue's drain at now for a call of takes arriving, r being what the limits
 // it waits for hold. The caller holds d.mu.
 func (d *dispatcher) drainAt(now time.Time, takes byKind, r room) drain {
-	dr := drain{held: r.held, measured: d.measured(now)}
+	dr := drain{held: r.held, slots: r.slots, measured: d.measured(now), calls: int64(d.q.Len())}
 	for k := range kinds {
 		dr.mix[k] = d.backlog[k] + takes[k]
+	}
+	if takes != (byKind{}) {
+		dr.calls++
 	}
 	if p := d.g.policy().Provider(d.provider); p != nil {
 		share := 1 / float64(max(d.g.policy().Replicas, 1))
 		dr.paces = sharedPaces(p, share)
-		calls := d.q.Len()
-		if takes != (byKind{}) {
-			calls++
-		}
-		dr.inFlight = d.inFlightDrain(p, share, calls, dr.mix[allTokens], now)
+		dr.inFlight = d.inFlightDrain(p, share, int(dr.calls), dr.mix[allTokens], now)
 	}
 	return dr
 }

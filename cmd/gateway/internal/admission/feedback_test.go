@@ -265,3 +265,28 @@ func drainRate(d *dispatcher, now time.Time) float64 {
 	dr := d.drainAt(now, byKind{}, room{})
 	return dr.rate()
 }
+
+// TestWhatGoesAtOnceNeedsAFreeCallInFlight checks the tokens the door counts as going at once:
+// what the provider's token limits hold, but, while its calls in flight hold the queue back
+// sooner than its pace, no more than its free calls in flight carry; all the tokens hold while
+// the calls' time is not known, or the provider has no maxInFlight.
+func TestWhatGoesAtOnceNeedsAFreeCallInFlight(t *testing.T) {
+	held := byKind{10_000, -1, -1}
+	for _, c := range []struct {
+		name     string
+		slots    int64
+		inFlight float64
+		want     int64
+	}{
+		{"one call free of four calls of 1,000 tokens", 1, 100, 1_000},
+		{"none free", 0, 100, 0},
+		{"no call ended yet", 0, 0, 10_000},
+		{"no maxInFlight", -1, 0, 10_000},
+		{"the pace binds sooner", 0, 2_000, 10_000},
+	} {
+		dr := drain{held: held, slots: c.slots, calls: 4, mix: byKind{4_000, 3_000, 1_000}, inFlight: c.inFlight, paces: [kinds]float64{1_000}}
+		if got := dr.headroom(); got != c.want {
+			t.Errorf("%s: %d tokens go at once; want %d", c.name, got, c.want)
+		}
+	}
+}

@@ -20,6 +20,10 @@ type room struct {
 	// one nobody's queue is draining. -1 for a kind the call's provider does not limit, or when
 	// the store could not be read.
 	held byKind
+	// slots is how many calls the provider's maxInFlight lets go at once now: a call that finds
+	// none free waits for one to end, whatever tokens its limits hold. -1 for a provider with no
+	// maxInFlight, or when the store could not be read.
+	slots int64
 	// large reports that the call passes the burst of one of the provider's paces. Such a call
 	// does not go as the queue drains its tokens: the pace lets it through when full, and the
 	// provider's rolling minute once enough of it is past (see ratelimit.NewPace). until is how
@@ -35,13 +39,21 @@ type room struct {
 // such limit): a user's own limit, not the provider, may be what holds its lane back, and one
 // limited to 2 calls a second waits half a second a call, however fast the provider drains. Of
 // the provider's token limits that queue, of each kind, the least they hold, and, for a call
-// past the burst of one of its paces, how long until they would all let it through.
+// past the burst of one of its paces, how long until they would all let it through; and how many
+// calls its maxInFlight lets go now.
 func (g *Gate) room(ctx context.Context, t *Ticket) room {
-	r := room{held: byKind{-1, -1, -1}}
+	r := room{held: byKind{-1, -1, -1}, slots: -1}
 	var buf [ratelimit.MaxChecks]ratelimit.Check
 	checks := buf[:0]
 	for i, c := range t.checks {
-		if !t.queueing.Queues(i) || c.Limit.Rate() <= 0 {
+		if !t.queueing.Queues(i) {
+			continue
+		}
+		if inFlight(c.Limit) {
+			checks = append(checks, ratelimit.Check{Limit: c.Limit, Cost: c.Cost})
+			continue
+		}
+		if c.Limit.Rate() <= 0 {
 			continue
 		}
 		switch _, tokens := kindOf(c.Limit.Dimension); {
@@ -59,11 +71,15 @@ func (g *Gate) room(ctx context.Context, t *Ticket) room {
 	}
 	readings, err := t.limiter.Peek(ctx, checks, g.now())
 	if err != nil {
-		return room{own: r.own, held: r.held}
+		return room{own: r.own, held: r.held, slots: -1}
 	}
 	r.credit = -1
 	for i, c := range checks {
 		l := c.Limit
+		if inFlight(l) {
+			r.slots = max(readings[i].Remaining, 0)
+			continue
+		}
 		if k, tokens := kindOf(l.Dimension); tokens && l.Level == ratelimit.LevelProvider {
 			r.held[k] = leastOf(r.held[k], max(readings[i].Remaining, 0))
 			if r.large {
@@ -75,4 +91,9 @@ func (g *Gate) room(ctx context.Context, t *Ticket) room {
 	}
 	r.credit = max(r.credit, 0)
 	return r
+}
+
+// inFlight reports whether l is the provider's maxInFlight.
+func inFlight(l *ratelimit.Limit) bool {
+	return l.Level == ratelimit.LevelProvider && l.Dimension == ratelimit.InFlight
 }
