@@ -344,8 +344,11 @@ func (d *dispatcher) conclude(wt *waiter, v verdict) time.Duration {
 		}
 		d.finish(wt, v, true)
 		return 0
-	case !v.queues || (req.maxWait() > 0 && v.refusal.RetryAfter > req.maxWait()):
-		d.finish(wt, v, false) // refused: waiting would not help, or would take too long
+	case !v.queues:
+		d.finish(wt, v, false) // refused: waiting would not help
+		return 0
+	case req.maxWait() > 0 && v.refusal.RetryAfter > req.maxWait():
+		d.finish(wt, verdict{refusal: d.door.later(wt, v.refusal, now)}, false)
 		return 0
 	}
 	return d.block(wt, v.refusal, now)

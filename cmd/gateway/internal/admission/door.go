@@ -140,6 +140,18 @@ func (d *door) answer(a arrival) doorOut {
 	return out
 }
 
+// later answers busy a call let in that a limit it waits for holds past its maxWait, refused as
+// limited: it is told to come back when that limit has room, as the door would have told it had it
+// foreseen the wait, rather than refused, since the limit is one it may wait for.
+func (d *door) later(wt *waiter, limited *Refusal, now time.Time) *Refusal {
+	it := wt.item
+	r := &Refusal{Reason: Busy, Estimate: limited.RetryAfter, MaxWait: wt.t.req.maxWait(), Position: 1}
+	r.RetryAfter = RetryAfter(limited.RetryAfter)
+	d.refusals.WithLabelValues(it.Tenant).Inc()
+	d.q.Expect(it, now, now.Add(r.RetryAfter))
+	return r
+}
+
 // atDoor gathers at now all the door decides on for wt's call, r being what the limits it waits
 // for hold. A call coming in (rather than quoted) is no longer expected back by the queue,
 // whatever the door decides. The caller holds d.mu.

@@ -343,3 +343,37 @@ func TestALargeCallIsPromisedTheWaitForTheProvidersMinute(t *testing.T) {
 		})
 	}
 }
+
+// TestACallHeldPastItsMaxWaitIsToldToComeBack lets in a call of 200,000 tokens on a provider of
+// 300,000 a minute, one call at once, behind a call in flight. Another gateway then takes 200,000
+// from the provider's minute; when the slot frees, the minute holds the call for a minute, past
+// its maxWait of 30 s. It is answered busy, told to come back when the minute has room, as the
+// door would have told it, not refused by the limit it was let in to wait for.
+func TestACallHeldPastItsMaxWaitIsToldToComeBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		acme, globex := tenant("acme", "alice"), tenant("globex", "bob")
+		globex.MaxWait.Duration = 30 * time.Second
+		g, limiter, p := newGate(t, plan{requestsPerMinute: 6000, tokensPerMinute: 300_000, maxInFlight: 1, tenants: []gatewayv1.Tenant{acme, globex}})
+		alice := mustAdmit(t, g, request(t, p, "sk-acme-alice", 1_000))
+		bob := request(t, p, "sk-globex-bob", 200_000)
+		answer := make(chan *Refusal, 1)
+		go func() {
+			ticket, refusal := g.Admit(t.Context(), bob)
+			if ticket != nil {
+				ticket.Settle(estimate.Usage{PromptTokens: 100_000, CompletionTokens: 100_000})
+			}
+			answer <- refusal
+		}()
+		synctest.Wait() // bob's call is let in, and waits for the slot
+		var d ratelimit.Decision
+		elsewhere := []ratelimit.Check{{Limit: providerMinute(t, bob), Cost: 200_000}}
+		if err := limiter.Decide(t.Context(), elsewhere, time.Now(), &d); err != nil || !d.Allowed {
+			t.Fatalf("another gateway's call of 200,000 tokens: %+v, %v", d, err)
+		}
+		alice.Settle(estimate.Usage{PromptTokens: 500, CompletionTokens: 500})
+		r := <-answer
+		if r == nil || r.Reason != Busy || r.RetryAfter < 59*time.Second || r.RetryAfter > 61*time.Second {
+			t.Fatalf("bob's call: %+v; want busy, told to come back in about a minute", r)
+		}
+	})
+}
