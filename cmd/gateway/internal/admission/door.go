@@ -40,9 +40,9 @@ type arrival struct {
 	maxWait time.Duration
 	// rate is the tokens a second the door expects the queue to drain, and headroom the tokens
 	// that go at once before it (see drain.go), with, for a call past a pace's burst, its own
-	// (see room.large). wholeRate is what the queue drains together with
-	// the other gateways' lanes, which a call turned away waits behind (see
-	// fairqueue.Queue.SetElsewhere): the whole provider's drain when it knows them, else rate.
+	// (see room.large). wholeRate is what the queue drains together with the other gateways'
+	// lanes, which a call turned away waits behind (see fairqueue.Queue.SetElsewhere): the whole
+	// provider's drain when it knows them, else rate.
 	rate      float64
 	wholeRate float64
 	headroom  int64
