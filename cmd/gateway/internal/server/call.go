@@ -84,6 +84,7 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 		traced := s.startCall(r, arrived)
 		c, apiErr := s.readCall(s.policy.Load(), endpoint, r)
 		c.requestID, c.arrived, c.traced = w.Header().Get(headerRequestID), arrived, traced
+		c.forgetPromptTexts()
 		defer s.endOnPanic(c)
 		if apiErr != nil {
 			setCallHeaders(w.Header(), c, nil, nil)
@@ -95,6 +96,14 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 			c.offers = slices.DeleteFunc(c.offers, func(o offer) bool { return o.route == c.route })
 			c.offer = c.offers[0]
 		}
+	}
+}
+
+// forgetPromptTexts lets go of the texts of the call's prompt, counted already: they are copies
+// of the body's, which a call holding them would keep twice while it queues and goes out.
+func (c *call) forgetPromptTexts() {
+	if c.request != nil {
+		c.request.Prompt.Texts = nil
 	}
 }
 
