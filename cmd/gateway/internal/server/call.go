@@ -99,8 +99,9 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 	}
 }
 
-// forgetPromptTexts lets go of the texts of the call's prompt, counted already: they are copies
-// of the body's, which a call holding them would keep twice while it queues and goes out.
+// forgetPromptTexts lets go of the texts of the call's prompt, counted already: they are the
+// body as it was read, or copies of its texts, which a call that sends a body of its own (with
+// its cap put in, its model renamed) would hold besides it while it queues and goes out.
 func (c *call) forgetPromptTexts() {
 	if c.request != nil {
 		c.request.Prompt.Texts = nil
