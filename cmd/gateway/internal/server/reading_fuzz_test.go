@@ -73,8 +73,8 @@ func FuzzWhatTheProviderReads(f *testing.F) {
 			return
 		}
 		caps := chatCaps(c)
-		checkReading(t, p, c, pythonReading(t, endpoint, c.body, caps))
-		checkFields(t, p, c, goReading(t, endpoint, c.body, caps))
+		checkReading(t, p, c, pythonReading(t, endpoint, c.body.bytes(), caps))
+		checkFields(t, p, c, goReading(t, endpoint, c.body.bytes(), caps))
 	})
 }
 
