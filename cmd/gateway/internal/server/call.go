@@ -460,7 +460,7 @@ func withCap(body []byte, endpoint estimate.Endpoint, req *estimate.Request, m *
 	if err != nil {
 		return nil, requestError(err)
 	}
-	return sentBody(capped), nil
+	return piecesOf(capped), nil
 }
 
 // capField is the field in which the provider of m reads the cap of a call to endpoint.

@@ -5,10 +5,24 @@ import (
 	"io"
 )
 
-// sentBody is a call's body as it goes to its provider: pieces sent one after another. They are
-// the body as read on either side of what the gateway put in (the call's cap), not joined in a
-// copy, which for a long prompt would cost as much as reading it.
+// sentBody is a call's body as it goes to its provider: pieces sent one after another. A long
+// body's are the body as read on either side of what the gateway put in (the call's cap), not
+// joined in a copy, which would cost as much as reading it (see piecesOf).
 type sentBody [][]byte
+
+// joinedBelow is the length under which a body's pieces are joined in one: net/http writes the
+// headers of a body it does not know to be in memory, one in pieces, apart from it, and an
+// extra write costs more than the copy of a short body.
+const joinedBelow = 64 << 10
+
+// piecesOf is the body that pieces make, in one piece when it is shorter than joinedBelow.
+func piecesOf(pieces [][]byte) sentBody {
+	b := sentBody(pieces)
+	if len(b) > 1 && b.size() < joinedBelow {
+		return sentBody{bytes.Join(b, nil)}
+	}
+	return b
+}
 
 // size is the body's length in bytes.
 func (b sentBody) size() int64 {
@@ -20,7 +34,13 @@ func (b sentBody) size() int64 {
 }
 
 // reader reads the body from its start: each reader reads it anew, as a retry sends it again.
-func (b sentBody) reader() io.Reader { return &piecesReader{body: b} }
+// A body in one piece is read as net/http knows a body in memory to be, by a bytes.Reader.
+func (b sentBody) reader() io.Reader {
+	if len(b) == 1 {
+		return bytes.NewReader(b[0])
+	}
+	return &piecesReader{body: b}
+}
 
 // piecesReader reads a body's pieces one after another. It has no WriteTo, as io.MultiReader
 // has, which net/http calls at the end of every body it sends and which takes a buffer of 32 KiB

@@ -10,20 +10,35 @@ import (
 	"testing"
 )
 
-// TestARetrySendsTheSameBody sends a call whose cap the gateway renames, which it sends as the
-// client's bytes on either side of the new name, to a provider that fails the first attempt:
-// both attempts carry the whole body, of the length they announce, with the cap renamed.
+// TestARetrySendsTheSameBody sends calls whose cap the gateway renames to a provider that fails
+// each first attempt: a short body, joined in one piece, and a long one, sent as the client's
+// bytes on either side of the new name. Both attempts of each carry the whole body, of the length
+// they announce, with the cap renamed.
 func TestARetrySendsTheSameBody(t *testing.T) {
+	long := strings.Replace(settleBody, "Say hello.", strings.Repeat("Say hello. ", joinedBelow/10), 1)
+	for name, body := range map[string]string{"short": settleBody, "long": long} {
+		t.Run(name, func(t *testing.T) {
+			want := strings.Replace(body, `"max_tokens"`, `"max_completion_tokens"`, 1)
+			if got := sentTwice(t, body); len(got) != 2 || got[0] != want || got[1] != want {
+				t.Errorf("the provider received bodies of %d bytes; want two of %d, the cap renamed", lengths(got), len(want))
+			}
+		})
+	}
+}
+
+// sentTwice sends a chat of body through a gateway whose provider fails its first attempt, and
+// returns the bodies that the provider received.
+func sentTwice(t *testing.T, body string) []string {
 	var mu sync.Mutex
 	var bodies []string
 	stub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
+		received, _ := io.ReadAll(r.Body)
 		mu.Lock()
-		bodies = append(bodies, string(body))
+		bodies = append(bodies, string(received))
 		attempt := len(bodies)
 		mu.Unlock()
-		if got := r.Header.Get("Content-Length"); got != strconv.Itoa(len(body)) {
-			t.Errorf("attempt %d announces %s bytes and sends %d", attempt, got, len(body))
+		if got := r.Header.Get("Content-Length"); got != strconv.Itoa(len(received)) {
+			t.Errorf("attempt %d announces %s bytes and sends %d", attempt, got, len(received))
 		}
 		if attempt == 1 {
 			http.Error(w, `{"error":{"message":"overloaded"}}`, http.StatusServiceUnavailable)
@@ -34,15 +49,21 @@ func TestARetrySendsTheSameBody(t *testing.T) {
 	t.Cleanup(stub.Close)
 	s, _ := newTracedGateway(t, stub.URL)
 
-	r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/v1/chat/completions", strings.NewReader(settleBody))
+	r := httptest.NewRequestWithContext(t.Context(), http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
 	r.Header.Set("Authorization", "Bearer "+settleKey)
 	w := httptest.NewRecorder()
 	s.Handler().ServeHTTP(w, r)
 	if w.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
 	}
-	want := strings.Replace(settleBody, `"max_tokens"`, `"max_completion_tokens"`, 1)
-	if len(bodies) != 2 || bodies[0] != want || bodies[1] != want {
-		t.Errorf("the provider received %q; want %q twice", bodies, want)
+	return bodies
+}
+
+// lengths are the lengths of bodies.
+func lengths(bodies []string) []int {
+	n := make([]int, len(bodies))
+	for i, b := range bodies {
+		n[i] = len(b)
 	}
+	return n
 }
