@@ -130,15 +130,10 @@ func (s *Server) relay(w http.ResponseWriter, in *http.Request, o *outbound) boo
 // forwardedHeaders allows, through the provider's retrying transport, and reads the answer as far
 // as its end needs (see settleResponse).
 func (s *Server) send(o *outbound, path string, in http.Header) (*http.Response, error) {
-	body := o.body
-	req, err := http.NewRequestWithContext(o.ctx, http.MethodPost, "", body.reader())
+	req, err := o.body.request(o.ctx)
 	if err != nil {
 		return nil, err
 	}
-	// The pieces are read as one body, of a length known, which the retrying transport sends
-	// again from its start.
-	req.ContentLength = body.size()
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(body.reader()), nil }
 	req.URL = o.target(path) // built, not written out to be parsed again
 	req.Host = req.URL.Host
 	req.Header = providerHeaders(in, o.route.Provider)

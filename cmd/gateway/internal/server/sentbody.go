@@ -2,7 +2,9 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"io"
+	"net/http"
 )
 
 // sentBody is a call's body as it goes to its provider: pieces sent one after another. A long
@@ -33,14 +35,24 @@ func (b sentBody) size() int64 {
 	return n
 }
 
-// reader reads the body from its start: each reader reads it anew, as a retry sends it again.
-// A body in one piece is read as net/http knows a body in memory to be, by a bytes.Reader.
-func (b sentBody) reader() io.Reader {
+// request is a POST of the body, whose URL and headers are still to set. net/http knows the
+// length of a body in one piece, read by a bytes.Reader, and reads it again for a retry itself;
+// a body in pieces is given its length, and read again from its start for a retry.
+func (b sentBody) request(ctx context.Context) (*http.Request, error) {
 	if len(b) == 1 {
-		return bytes.NewReader(b[0])
+		return http.NewRequestWithContext(ctx, http.MethodPost, "", bytes.NewReader(b[0]))
 	}
-	return &piecesReader{body: b}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", b.reader())
+	if err != nil {
+		return nil, err
+	}
+	req.ContentLength = b.size()
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(b.reader()), nil }
+	return req, nil
 }
+
+// reader reads the pieces from the start of the first: each reader reads them anew.
+func (b sentBody) reader() io.Reader { return &piecesReader{body: b} }
 
 // piecesReader reads a body's pieces one after another. It has no WriteTo, as io.MultiReader
 // has, which net/http calls at the end of every body it sends and which takes a buffer of 32 KiB
