@@ -42,7 +42,7 @@ type rendered struct {
 
 // chatMessage is what counts in one message.
 type chatMessage struct {
-	Role         string          `json:"role"`
+	Role         json.RawMessage `json:"role"`
 	Name         string          `json:"name"`
 	Content      json.RawMessage `json:"content"`
 	ToolCalls    json.RawMessage `json:"tool_calls"`
@@ -53,8 +53,8 @@ type chatMessage struct {
 // contentPart is what counts in one part of an array content.
 type contentPart struct {
 	Type     string          `json:"type"`
-	Text     string          `json:"text"`
-	Refusal  string          `json:"refusal"`
+	Text     json.RawMessage `json:"text"`
+	Refusal  json.RawMessage `json:"refusal"`
 	ImageURL json.RawMessage `json:"image_url"`
 }
 
@@ -143,7 +143,9 @@ func (p *Prompt) addMessage(raw *json.RawMessage, images imageFormula) error {
 // addChatMessage adds one decoded message with its framing.
 func (p *Prompt) addChatMessage(m *chatMessage, images imageFormula) error {
 	p.addTokens(tokensPerMessage)
-	p.addText(m.Role)
+	if err := within("role", p.addString(m.Role)); err != nil {
+		return err
+	}
 	if m.Name != "" {
 		p.addText(m.Name)
 		p.addTokens(tokensPerName)
@@ -179,8 +181,9 @@ func (p *Prompt) addPart(raw json.RawMessage, images imageFormula) error {
 		return err
 	}
 	p.addTokens(unread)
-	p.addText(part.Text)
-	p.addText(part.Refusal)
+	if err := p.addPartTexts(part.Text, part.Refusal); err != nil {
+		return err
+	}
 	if isSet(part.ImageURL) {
 		tokens, err := imageTokens(images, part.ImageURL)
 		if err != nil {

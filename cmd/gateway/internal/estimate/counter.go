@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"hash/maphash"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -63,14 +64,26 @@ func NewCounter() *Counter {
 // cutPoint). A text of minCachedText bytes or more that was counted lately
 // is not counted again: its count was kept (see textCounts).
 func (c *Counter) Count(encoding string, text string) int64 {
+	return countOf(c, encoding, text, maphash.String)
+}
+
+// countBytes is Count of a text read in place from a request's body: a count kept is found by
+// hashing the body's own bytes, and only a text counted anew is copied, to be counted.
+func (c *Counter) countBytes(encoding string, text []byte) int64 {
+	return countOf(c, encoding, text, maphash.Bytes)
+}
+
+// countOf is Count of a text held as a string or as bytes, hashed with hash to find its count
+// kept.
+func countOf[T string | []byte](c *Counter, encoding string, text T, hash func(maphash.Seed, T) uint64) int64 {
 	e := c.encoder(encoding)
 	switch {
 	case e == nil:
-		return proxyTokens(text)
+		return proxyBytes(len(text))
 	case c.texts != nil && len(text) >= minCachedText:
-		return c.texts.count(e, text, func() int64 { return e.countText(text) })
+		return c.texts.count(e, len(text), hash(c.texts.seed, text), func() int64 { return e.countText(string(text)) })
 	}
-	return e.countText(text)
+	return e.countText(string(text))
 }
 
 // countText returns the number of tokens in text (see Counter.Count).
@@ -126,12 +139,8 @@ func (e *encoder) count(segment string) int64 {
 	return n
 }
 
-// proxyTokens is the documented proxy: ceil(UTF-8 bytes / 4).
-func proxyTokens(text string) int64 {
-	return proxyBytes(len(text))
-}
-
-// proxyBytes is the documented proxy for n bytes of text: ceil(n / 4).
+// proxyBytes is the documented proxy for n bytes of text: ceil(n / 4), a text's UTF-8 bytes
+// over four.
 func proxyBytes(n int) int64 {
 	return (int64(n) + 3) / 4
 }

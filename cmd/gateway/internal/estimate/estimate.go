@@ -59,7 +59,7 @@ func (r *Request) maxPromptTokens() int64 {
 func (p Prompt) count(c *Counter, encoding string) int64 {
 	n := max(p.Tokens, 0)
 	for _, text := range p.Texts {
-		n = addSat(n, c.Count(encoding, text))
+		n = addSat(n, c.countBytes(encoding, text))
 	}
 	return n
 }

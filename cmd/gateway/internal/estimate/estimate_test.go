@@ -125,7 +125,7 @@ func TestEstimate(t *testing.T) {
 }
 
 func TestEstimateNilCounter(t *testing.T) {
-	r := &Request{Endpoint: Chat, N: 1, Prompt: Prompt{Texts: []string{"hello world"}, Tokens: 3}}
+	r := &Request{Endpoint: Chat, N: 1, Prompt: Prompt{Texts: texts("hello world"), Tokens: 3}}
 	got := r.Estimate(nil, "cl100k_base", 7)
 	if diff := cmp.Diff(got, Estimate{PromptTokens: 6, CompletionTokens: 7, CharacterPromptTokens: 6, MaxPromptTokens: 6}); diff != "" {
 		t.Errorf("Estimate (-got +want):\n%s", diff)

@@ -55,8 +55,8 @@ type messagesMessage struct {
 // messageBlock is what counts in one content block, or one block of the system prompt.
 type messageBlock struct {
 	Type     string          `json:"type"`
-	Text     string          `json:"text"`
-	Thinking string          `json:"thinking"`
+	Text     json.RawMessage `json:"text"`
+	Thinking json.RawMessage `json:"thinking"`
 	Data     string          `json:"data"`
 	Name     string          `json:"name"`
 	Input    json.RawMessage `json:"input"`
@@ -167,8 +167,12 @@ func (p *Prompt) addBlock(raw json.RawMessage) error {
 		return err
 	}
 	p.addTokens(unread)
-	p.addText(b.Text)
-	p.addText(b.Thinking)
+	if err := within("text", p.addString(b.Text)); err != nil {
+		return err
+	}
+	if err := within("thinking", p.addString(b.Thinking)); err != nil {
+		return err
+	}
 	p.addTokens(proxyBytes(len(b.Data)))
 	p.addText(b.Name)
 	p.addJSON(b.Input)

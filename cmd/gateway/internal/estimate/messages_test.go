@@ -17,7 +17,7 @@ func TestParseMessages(t *testing.T) {
 		name       string
 		endpoint   Endpoint
 		body       string
-		wantTexts  []string
+		wantTexts  [][]byte
 		wantTokens int64 // Prompt.Tokens
 		wantMax    int64
 		wantStream bool
@@ -25,7 +25,7 @@ func TestParseMessages(t *testing.T) {
 		name:      "a string of content",
 		endpoint:  Messages,
 		body:      `{"model":"claude-sonnet-5-5","max_tokens":64,"messages":[{"role":"user","content":"Hello"}]}`,
-		wantTexts: []string{"Hello"}, wantTokens: tokensPerMessage + tokensPerReply, wantMax: 64,
+		wantTexts: texts("Hello"), wantTokens: tokensPerMessage + tokensPerReply, wantMax: 64,
 	}, {
 		name:     "every block counted, system first",
 		endpoint: Messages,
@@ -36,20 +36,20 @@ func TestParseMessages(t *testing.T) {
 			{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"Sunny"}]},
 				{"type":"document","source":{"type":"text","media_type":"text/plain","data":"A report."}},
 				{"type":"document","source":{"type":"url","url":"https://example.com/a.pdf"}}]}]}`,
-		wantTexts:  []string{"Be brief.", "Weather?", "Look it up.", "get_weather", "Sunny", "A report."},
+		wantTexts:  texts("Be brief.", "Weather?", "Look it up.", "get_weather", "Sunny", "A report."),
 		wantTokens: 3*tokensPerMessage + tokensPerReply + 2 /* redacted data */ + 4 /* {"city":"Paris"} */ + documentTokens,
 		wantMax:    10, wantStream: true,
 	}, {
 		name:       "tools add their JSON and the tool-use system prompt",
 		endpoint:   Messages,
 		body:       `{"model":"m","max_tokens":5,"tools":[{"name":"t","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"x"}]}`,
-		wantTexts:  []string{"x"},
+		wantTexts:  texts("x"),
 		wantTokens: tokensPerMessage + tokensPerReply + 12 /* 45 bytes */ + toolUseTokens, wantMax: 5,
 	}, {
 		name:       "an unknown key counts as its JSON",
 		endpoint:   Messages,
 		body:       `{"model":"m","max_tokens":5,"x-vendor":"abcd","messages":[{"role":"user","content":"x"}]}`,
-		wantTexts:  []string{"x"},
+		wantTexts:  texts("x"),
 		wantTokens: tokensPerMessage + tokensPerReply + 4, wantMax: 5,
 	}, {
 		name:     "count_tokens is free and takes no cap",

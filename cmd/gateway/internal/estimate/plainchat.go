@@ -113,7 +113,7 @@ func (r *plainReader) messageField(m *chatMessage, name string) bool {
 	ok := true
 	switch name {
 	case "role":
-		m.Role, ok = r.text()
+		m.Role, ok = r.quoted()
 	case "name":
 		m.Name, ok = r.text()
 	case "tool_call_id":
@@ -226,18 +226,27 @@ func (r *plainReader) raw() json.RawMessage {
 // text returns the string at r.i when it is printable ASCII without escapes: its bytes are its
 // text. It reports false for any other string, and for null, which encoding/json passes over.
 func (r *plainReader) text() (string, bool) {
-	if r.body[r.i] != '"' {
+	q, ok := r.quoted()
+	if !ok {
 		return "", false
+	}
+	return string(q[1 : len(q)-1]), true
+}
+
+// quoted returns the string at r.i as text does, but as the body spells it, quotes and all: the
+// body's own bytes, which a prompt counts without a copy.
+func (r *plainReader) quoted() (json.RawMessage, bool) {
+	if r.body[r.i] != '"' {
+		return nil, false
 	}
 	start := r.i
 	r.i = stringEnd(r.body, r.i)
-	s := r.body[start+1 : r.i-1]
-	for _, c := range s {
+	for _, c := range r.body[start+1 : r.i-1] {
 		if c < ' ' || c > '~' || c == '\\' {
-			return "", false
+			return nil, false
 		}
 	}
-	return string(s), true
+	return r.body[start:r.i:r.i], true
 }
 
 // boolean returns the boolean at r.i. It reports false for null, which encoding/json passes over.

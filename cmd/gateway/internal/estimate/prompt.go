@@ -137,36 +137,70 @@ func (p *Prompt) addTokenIDs(raw json.RawMessage) error {
 }
 
 // addString adds a JSON string, valid JSON as every value is that the package reads once its
-// body decoded.
+// body decoded; absent or null, it adds nothing.
 func (p *Prompt) addString(raw json.RawMessage) error {
-	if s, ok := plainString(raw); ok {
-		p.addText(s)
-		return nil
-	}
-	var s string
-	if err := decode(raw, &s); err != nil {
+	text, err := stringText(raw)
+	if err != nil {
 		return err
 	}
-	p.addText(s)
+	p.addBytes(text)
 	return nil
 }
 
-// plainString returns the text of raw, a valid JSON string, when it has no escape and is valid
-// UTF-8: encoding/json decodes such a string byte for byte.
+// addPartTexts adds the text and the refusal of a part of a content, strings each.
+func (p *Prompt) addPartTexts(text, refusal json.RawMessage) error {
+	if err := within("text", p.addString(text)); err != nil {
+		return err
+	}
+	return within("refusal", p.addString(refusal))
+}
+
+// stringText returns the text of raw, a JSON string: raw's own bytes when it spells its text
+// byte for byte (see plainBytes), else the text unescaped; nothing when raw is absent or null.
+// It refuses any other value as encoding/json refuses it for a string.
+func stringText(raw json.RawMessage) ([]byte, error) {
+	if !isSet(raw) {
+		return nil, nil
+	}
+	if text, ok := plainBytes(raw); ok {
+		return text, nil
+	}
+	if text, ok := unquote(raw); ok {
+		return text, nil
+	}
+	var s string
+	return nil, decode(raw, &s)
+}
+
+// plainString is plainBytes as a string of its own.
 func plainString(raw []byte) (string, bool) {
+	text, ok := plainBytes(raw)
+	return string(text), ok
+}
+
+// plainBytes returns the text of raw, a valid JSON string, when it has no escape and is valid
+// UTF-8: encoding/json decodes such a string byte for byte. The text is raw's own bytes.
+func plainBytes(raw []byte) ([]byte, bool) {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
-		return "", false
+		return nil, false
 	}
-	text := raw[1 : len(raw)-1]
+	text := raw[1 : len(raw)-1 : len(raw)-1]
 	if bytes.IndexByte(text, '\\') >= 0 || !utf8.Valid(text) {
-		return "", false
+		return nil, false
 	}
-	return string(text), true
+	return text, true
 }
 
 // addText adds text to count; empty text adds nothing.
 func (p *Prompt) addText(text string) {
 	if text != "" {
+		p.addBytes([]byte(text))
+	}
+}
+
+// addBytes adds text, which may be the body's own bytes, to count; empty text adds nothing.
+func (p *Prompt) addBytes(text []byte) {
+	if len(text) > 0 {
 		p.Texts = append(p.Texts, text)
 	}
 }

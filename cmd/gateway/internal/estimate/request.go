@@ -65,8 +65,10 @@ type Request struct {
 // Texts hold the client's prompt: log Prompt only through its String method,
 // which reports sizes.
 type Prompt struct {
-	// Texts are counted with the encoding, each on its own.
-	Texts []string `json:"-"`
+	// Texts are counted with the encoding, each on its own. A text the body spells without
+	// escapes is the body's own bytes, not a copy of them: a long prompt is not held twice.
+	// They are read, never written.
+	Texts [][]byte `json:"-"`
 	// Tokens are counted already: per-message overhead, images, token ids.
 	Tokens int64
 }

@@ -17,7 +17,7 @@ func TestParseChat(t *testing.T) {
 	}{{
 		name: "minimal",
 		body: `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`,
-		want: &Request{Endpoint: Chat, Model: "gpt-4o", N: 1, Prompt: Prompt{Texts: []string{"user", "hi"}, Tokens: 6}},
+		want: &Request{Endpoint: Chat, Model: "gpt-4o", N: 1, Prompt: Prompt{Texts: texts("user", "hi"), Tokens: 6}},
 	}, {
 		name: "stream, max_tokens and n",
 		body: `{"model":"m","stream":true,"max_tokens":100,"n":2,"messages":[{}]}`,
@@ -34,7 +34,7 @@ func TestParseChat(t *testing.T) {
 		name: "name counts one token more",
 		body: `{"model":"m","messages":[{"role":"system","name":"example_user","content":"New synergies."}]}`,
 		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{
-			Texts: []string{"system", "example_user", "New synergies."}, Tokens: 3 + 1 + 3,
+			Texts: texts("system", "example_user", "New synergies."), Tokens: 3 + 1 + 3,
 		}},
 	}, {
 		name: "content parts",
@@ -51,7 +51,7 @@ func TestParseChat(t *testing.T) {
 			// By URL, an image's size is not known: at high detail it counts the largest,
 			// 85 + 8 tiles × 170. Audio and a file count as their JSON: input_audio, 11 + 30
 			// bytes; file, 4 + 20.
-			Texts:  []string{"user", "What is in these images?", "assistant", "I can't."},
+			Texts:  texts("user", "What is in these images?", "assistant", "I can't."),
 			Tokens: 3 + 1445 + 85 + 1445 + 1445 + 11 + 6 + 3 + 3,
 		}},
 	}, {
@@ -64,7 +64,7 @@ func TestParseChat(t *testing.T) {
 		]}`,
 		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{
 			// Tool calls count their compact JSON by the proxy: 105 bytes and 29.
-			Texts:  []string{"assistant", "tool", "call_1", "18C", "assistant"},
+			Texts:  texts("assistant", "tool", "call_1", "18C", "assistant"),
 			Tokens: 3*3 + 3 + 27 + 8,
 		}},
 	}, {
@@ -77,16 +77,16 @@ func TestParseChat(t *testing.T) {
 	}, {
 		name: "space around values",
 		body: " { \"model\" : \"m\" , \"messages\" : [ { \"role\" : \"user\" , \"content\" : [ { \"type\" : \"text\" , \"text\" : \"x\" } ] } ] } \n",
-		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "x"}, Tokens: 6}},
+		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: texts("user", "x"), Tokens: 6}},
 	}, {
 		name: "unknown fields count by the proxy, their name included",
 		body: `{"model":"m","temperature":"not read","x-vendor":{"a":[1,{"b":null}]},"messages":[{"role":"user","content":"hi","extra":5}]}`,
 		// x-vendor: 8 + 20 bytes; a message's extra: 5 + 1 bytes.
-		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "hi"}, Tokens: 6 + 7 + 2}},
+		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: texts("user", "hi"), Tokens: 6 + 7 + 2}},
 	}, {
 		name: "a part counts by what it holds, whatever its type says",
 		body: `{"model":"m","messages":[{"role":"user","content":[{"image_url":{"url":"https://example.com/a.png"}},{"type":"image_url","text":"hi"}]}]}`,
-		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "hi"}, Tokens: 3 + 1445 + 3}},
+		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: texts("user", "hi"), Tokens: 3 + 1445 + 3}},
 	}, {
 		name: "the service tier asked for",
 		body: `{"model":"m","service_tier":"priority","messages":[{}]}`,
@@ -98,7 +98,7 @@ func TestParseChat(t *testing.T) {
 	}, {
 		name: "null messages and empty content",
 		body: `{"model":"m","messages":[{"role":"user","content":""},{"role":"user"}]}`,
-		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "user"}, Tokens: 9}},
+		want: &Request{Endpoint: Chat, Model: "m", N: 1, Prompt: Prompt{Texts: texts("user", "user"), Tokens: 9}},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,11 +122,11 @@ func TestParseCompletions(t *testing.T) {
 		name: "string prompt",
 		body: `{"model":"gpt-3.5-turbo-instruct","prompt":"Say this is a test","max_tokens":7,"stream":true}`,
 		want: &Request{Endpoint: Completions, Model: "gpt-3.5-turbo-instruct", Stream: true, MaxTokens: 7, MaxTokensParam: "max_tokens", N: 1,
-			Prompt: Prompt{Texts: []string{"Say this is a test"}}},
+			Prompt: Prompt{Texts: texts("Say this is a test")}},
 	}, {
 		name: "array of strings is a batch",
 		body: `{"model":"m","prompt":["a","b","c"],"n":2}`,
-		want: &Request{Endpoint: Completions, Model: "m", N: 6, Prompt: Prompt{Texts: []string{"a", "b", "c"}}},
+		want: &Request{Endpoint: Completions, Model: "m", N: 6, Prompt: Prompt{Texts: texts("a", "b", "c")}},
 	}, {
 		name: "token ids count exactly",
 		body: `{"model":"m","prompt":[1212, 318, 257, 1332]}`,
@@ -138,15 +138,15 @@ func TestParseCompletions(t *testing.T) {
 	}, {
 		name: "strings and token arrays in one batch",
 		body: `{"model":"m","prompt":["a",[1,2]]}`,
-		want: &Request{Endpoint: Completions, Model: "m", N: 2, Prompt: Prompt{Texts: []string{"a"}, Tokens: 2}},
+		want: &Request{Endpoint: Completions, Model: "m", N: 2, Prompt: Prompt{Texts: texts("a"), Tokens: 2}},
 	}, {
 		name: "best_of is billed when larger than n",
 		body: `{"model":"m","prompt":"p","n":2,"best_of":5}`,
-		want: &Request{Endpoint: Completions, Model: "m", N: 5, Prompt: Prompt{Texts: []string{"p"}}},
+		want: &Request{Endpoint: Completions, Model: "m", N: 5, Prompt: Prompt{Texts: texts("p")}},
 	}, {
 		name: "suffix counts as prompt",
 		body: `{"model":"m","prompt":"def f(","suffix":"return x"}`,
-		want: &Request{Endpoint: Completions, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"def f(", "return x"}}},
+		want: &Request{Endpoint: Completions, Model: "m", N: 1, Prompt: Prompt{Texts: texts("def f(", "return x")}},
 	}, {
 		name: "absent prompt",
 		body: `{"model":"m"}`,
@@ -178,11 +178,11 @@ func TestParseEmbeddings(t *testing.T) {
 		name: "string input",
 		body: `{"model":"text-embedding-3-small","input":"The food was delicious","encoding_format":"float"}`,
 		want: &Request{Endpoint: Embeddings, Model: "text-embedding-3-small", N: 1,
-			Prompt: Prompt{Texts: []string{"The food was delicious"}}},
+			Prompt: Prompt{Texts: texts("The food was delicious")}},
 	}, {
 		name: "array of strings",
 		body: `{"model":"m","input":["a","b"]}`,
-		want: &Request{Endpoint: Embeddings, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"a", "b"}}},
+		want: &Request{Endpoint: Embeddings, Model: "m", N: 1, Prompt: Prompt{Texts: texts("a", "b")}},
 	}, {
 		name: "token ids",
 		body: `{"model":"m","input":[1,2,3]}`,
@@ -194,7 +194,7 @@ func TestParseEmbeddings(t *testing.T) {
 	}, {
 		name: "completion fields are not read, and count as unknown fields",
 		body: `{"model":"m","input":"x","stream":"not read","n":-1}`,
-		want: &Request{Endpoint: Embeddings, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"x"}, Tokens: 4 + 1}},
+		want: &Request{Endpoint: Embeddings, Model: "m", N: 1, Prompt: Prompt{Texts: texts("x"), Tokens: 4 + 1}},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -381,7 +381,7 @@ func TestRequestErrorMessage(t *testing.T) {
 }
 
 func TestPromptString(t *testing.T) {
-	p := Prompt{Texts: []string{secret, "abc"}, Tokens: 7}
+	p := Prompt{Texts: texts(secret, "abc"), Tokens: 7}
 	got := p.String()
 	if want := "{2 texts, 10 bytes, 7 tokens}"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
@@ -393,4 +393,13 @@ func sized(want *Request, body string) *Request {
 	w := *want
 	w.Size = int64(len(body))
 	return &w
+}
+
+// texts are a prompt's texts, as Parse holds them.
+func texts(s ...string) [][]byte {
+	out := make([][]byte, len(s))
+	for i, t := range s {
+		out[i] = []byte(t)
+	}
+	return out
 }

@@ -88,12 +88,12 @@ type responseItem struct {
 
 // responsePart is what counts in one part of a message's content.
 type responsePart struct {
-	Type     string `json:"type"`
-	Text     string `json:"text"`
-	Refusal  string `json:"refusal"`
-	ImageURL string `json:"image_url"`
-	Detail   string `json:"detail"`
-	FileID   string `json:"file_id"`
+	Type     string          `json:"type"`
+	Text     json.RawMessage `json:"text"`
+	Refusal  json.RawMessage `json:"refusal"`
+	ImageURL string          `json:"image_url"`
+	Detail   string          `json:"detail"`
+	FileID   string          `json:"file_id"`
 }
 
 // storedPrompt is a Responses request's prompt stored at the provider, and the variables that
@@ -212,6 +212,10 @@ func (rd responses) addKept(b *responsesBody) error {
 		}
 		var part responsePart
 		if _, err := read(v, &part); err != nil {
+			return within("prompt", within("variables", err))
+		}
+		// A variable's texts are the provider's to count; they are only checked, as a part's are.
+		if err := new(Prompt).addPartTexts(part.Text, part.Refusal); err != nil {
 			return within("prompt", within("variables", err))
 		}
 		rd.ref(RefFile, part.FileID)
@@ -353,8 +357,9 @@ func (rd responses) addPart(raw json.RawMessage) error {
 	}
 	p := rd.p
 	p.addTokens(unread)
-	p.addText(part.Text)
-	p.addText(part.Refusal)
+	if err := p.addPartTexts(part.Text, part.Refusal); err != nil {
+		return err
+	}
 	p.addText(part.FileID)
 	rd.ref(RefFile, part.FileID)
 	if part.Type == "input_image" || part.ImageURL != "" {

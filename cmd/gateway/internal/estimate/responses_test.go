@@ -15,12 +15,12 @@ func TestParseResponses(t *testing.T) {
 		name: "string input is one user message",
 		body: `{"model":"gpt-4.1","input":"Tell me a story.","max_output_tokens":200,"stream":true}`,
 		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true}, Model: "gpt-4.1", Stream: true, MaxTokens: 200, MaxTokensParam: "max_output_tokens", N: 1,
-			Prompt: Prompt{Texts: []string{"user", "Tell me a story."}, Tokens: tokensPerMessage + tokensPerReply}},
+			Prompt: Prompt{Texts: texts("user", "Tell me a story."), Tokens: tokensPerMessage + tokensPerReply}},
 	}, {
 		name: "instructions are a system message",
 		body: `{"model":"m","instructions":"Be brief.","input":"Hi."}`,
 		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true}, Model: "m", N: 1,
-			Prompt: Prompt{Texts: []string{"Be brief.", "user", "Hi."}, Tokens: 2*tokensPerMessage + tokensPerReply}},
+			Prompt: Prompt{Texts: texts("Be brief.", "user", "Hi."), Tokens: 2*tokensPerMessage + tokensPerReply}},
 	}, {
 		name: "messages with parts, an image at each detail",
 		body: `{"model":"m","input":[
@@ -31,7 +31,7 @@ func TestParseResponses(t *testing.T) {
 				{"type":"input_image","image_url":"data:image/png;base64,AAAA"}]},
 			{"role":"assistant","content":[{"type":"output_text","text":"Un chat."},{"type":"refusal","refusal":"Non."}]}]}`,
 		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true}, Model: "m", N: 1, Prompt: Prompt{
-			Texts: []string{"developer", "Answer in French.", "user", "What is this?", "assistant", "Un chat.", "Non."},
+			Texts: texts("developer", "Answer in French.", "user", "What is this?", "assistant", "Un chat.", "Non."),
 			// gpt-4o's formula: 85 at low detail; an image whose size cannot be read counts the
 			// most, 85 and 8 tiles of 170.
 			Tokens: 3*tokensPerMessage + 85 + (85 + 8*170) + tokensPerReply,
@@ -42,7 +42,7 @@ func TestParseResponses(t *testing.T) {
 			{"type":"function_call","call_id":"call_1","name":"get_weather","arguments":"{\"city\":\"Paris\"}"},
 			{"type":"function_call_output","call_id":"call_1","output":"{\"temp\":21}"}]}`,
 		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true}, Model: "m", N: 1, Prompt: Prompt{
-			Texts:  []string{"call_1", "get_weather", `{"city":"Paris"}`, "call_1", `{"temp":21}`},
+			Texts:  texts("call_1", "get_weather", `{"city":"Paris"}`, "call_1", `{"temp":21}`),
 			Tokens: tokensPerReply,
 		}},
 	}, {
@@ -57,18 +57,18 @@ func TestParseResponses(t *testing.T) {
 	}, {
 		name: "a field the package does not know counts as its JSON",
 		body: `{"model":"m","input":"Hi.","prediction":{"type":"content","content":"Hello"}}`,
-		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true}, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user", "Hi."},
+		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true}, Model: "m", N: 1, Prompt: Prompt{Texts: texts("user", "Hi."),
 			Tokens: tokensPerMessage + tokensPerReply + proxyBytes(len(`prediction{"type":"content","content":"Hello"}`))}},
 	}, {
 		name: "the keys of an item or a part the package does not read count as their JSON",
 		body: `{"model":"m","input":[{"role":"user","id":"msg_1","extra":"abcdefgh","content":[{"type":"input_file","file_data":"AAAA"}]}]}`,
-		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true}, Model: "m", N: 1, Prompt: Prompt{Texts: []string{"user"},
+		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true}, Model: "m", N: 1, Prompt: Prompt{Texts: texts("user"),
 			Tokens: tokensPerMessage + proxyBytes(len(`extra"abcdefgh"`)) + proxyBytes(len(`file_data"AAAA"`)) + tokensPerReply}},
 	}, {
 		name: "the service tier asked for",
 		body: `{"model":"m","input":"Hi.","service_tier":"flex"}`,
 		want: &Request{Endpoint: Responses, Kept: &Kept{Store: true}, Model: "m", N: 1, ServiceTier: "flex",
-			Prompt: Prompt{Texts: []string{"user", "Hi."}, Tokens: tokensPerMessage + tokensPerReply}},
+			Prompt: Prompt{Texts: texts("user", "Hi."), Tokens: tokensPerMessage + tokensPerReply}},
 	}, {
 		name: "no input, as with a previous response",
 		body: `{"model":"m","previous_response_id":"resp_1"}`,

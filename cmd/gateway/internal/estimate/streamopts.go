@@ -107,24 +107,32 @@ const (
 // since providers refuse two. Every other field keeps its value. It refuses a body that is not
 // a JSON object with a [*RequestError].
 //
-// A body whose top level holds no cap, or one cap of value n spelt as the API spells it, keeps
-// its bytes but for the cap's key, renamed in place, or the cap, put first; any other body comes
-// out as WithStreamUsage makes it.
-func WithMaxTokens(body []byte, field string, n int64) ([]byte, error) {
-	if capped, ok := spliceCap(body, field, n, valid(body)); ok {
-		return capped, nil
-	}
-	return recodeCap(body, field, n)
+// The body comes out as pieces that make it one after another. A body whose top level holds no
+// cap, or one cap of value n spelt as the API spells it, keeps its bytes but for the cap's key,
+// renamed in place, or the cap, put first: its pieces are body's own bytes on either side of
+// them, which a long prompt's body is not copied for. Any other body comes out in one piece, as
+// WithStreamUsage makes it.
+func WithMaxTokens(body []byte, field string, n int64) ([][]byte, error) {
+	return withMaxTokens(body, field, n, valid(body))
 }
 
 // WithMaxTokensValid is WithMaxTokens of a body known to be one valid JSON value, such as a body
 // [Parse] read without error: it is not checked again, which for a long prompt is most of what
 // the splice costs.
-func WithMaxTokensValid(body []byte, field string, n int64) ([]byte, error) {
-	if capped, ok := spliceCap(body, field, n, true); ok {
-		return capped, nil
+func WithMaxTokensValid(body []byte, field string, n int64) ([][]byte, error) {
+	return withMaxTokens(body, field, n, true)
+}
+
+// withMaxTokens is WithMaxTokens; isValid is whether body is valid JSON.
+func withMaxTokens(body []byte, field string, n int64, isValid bool) ([][]byte, error) {
+	if pieces, ok := spliceCap(body, field, n, isValid); ok {
+		return pieces, nil
 	}
-	return recodeCap(body, field, n)
+	capped, err := recodeCap(body, field, n)
+	if err != nil {
+		return nil, err
+	}
+	return [][]byte{capped}, nil
 }
 
 // recodeCap is WithMaxTokens by decoding body and encoding it anew: the way that holds for any
@@ -148,12 +156,17 @@ func recodeCap(body []byte, field string, n int64) ([]byte, error) {
 // capFields are the fields that cap a completion.
 var capFields = []string{MaxTokens, MaxCompletionTokens, MaxOutputTokens}
 
+// capNames are the names of capFields, in their order, as the bytes that a splice puts in a body:
+// pieces of a body that its callers read and never write.
+var capNames = [][]byte{[]byte(MaxTokens), []byte(MaxCompletionTokens), []byte(MaxOutputTokens)}
+
 // spliceCap is WithMaxTokens without decoding body, for the bodies where a splice gives what
 // decoding would: a valid JSON object whose top level holds no cap, or one cap of value n.
 // It reports false for any other body, and for a field that is not a cap; isValid is whether
 // body is valid JSON.
-func spliceCap(body []byte, field string, n int64, isValid bool) ([]byte, bool) {
-	if !slices.Contains(capFields, field) || !isValid {
+func spliceCap(body []byte, field string, n int64, isValid bool) ([][]byte, bool) {
+	which := slices.Index(capFields, field)
+	if which < 0 || !isValid {
 		return nil, false
 	}
 	open := skipSpace(body, 0)
@@ -170,7 +183,7 @@ func spliceCap(body []byte, field string, n int64, isValid bool) ([]byte, bool) 
 	case found.key == nil:
 		return insertCap(body, open, field, value), true
 	case bytes.Equal(bytes.TrimSpace(found.value), value):
-		return slices.Concat(body[:found.at+1], []byte(field), body[found.at+1+len(found.key):]), true
+		return [][]byte{body[: found.at+1 : found.at+1], capNames[which], body[found.at+1+len(found.key):]}, true
 	}
 	return nil, false
 }
@@ -208,14 +221,13 @@ func capMatching(key []byte) string {
 	return ""
 }
 
-// insertCap returns body, a JSON object whose brace is at body[open], with field set to value
-// as its first member.
-func insertCap(body []byte, open int, field string, value []byte) []byte {
-	out := make([]byte, 0, len(body)+len(field)+len(value)+4)
-	out = append(out, body[:open+1]...)
-	out = append(append(append(append(out, '"'), field...), '"', ':'), value...)
+// insertCap returns the pieces of body, a JSON object whose brace is at body[open], with field
+// set to value as its first member.
+func insertCap(body []byte, open int, field string, value []byte) [][]byte {
+	member := make([]byte, 0, len(field)+len(value)+4)
+	member = append(append(append(append(member, '"'), field...), '"', ':'), value...)
 	if body[skipSpace(body, open+1)] != '}' {
-		out = append(out, ',')
+		member = append(member, ',')
 	}
-	return append(out, body[open+1:]...)
+	return [][]byte{body[: open+1 : open+1], member, body[open+1:]}
 }

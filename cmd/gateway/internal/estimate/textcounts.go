@@ -39,16 +39,17 @@ func newTextCounts() *textCounts {
 	return &textCounts{seed: maphash.MakeSeed()}
 }
 
-// key is what names text under e, and the slot where its count is kept: the same text's counts
-// under two encodings are kept in two slots.
-func (t *textCounts) key(e *encoder, text string) (textCount, *atomic.Pointer[textCount]) {
-	k := textCount{encoder: e, length: len(text), hash: maphash.String(t.seed, text)}
+// key is what names a text of length bytes and hash under e, and the slot where its count is
+// kept: the same text's counts under two encodings are kept in two slots.
+func (t *textCounts) key(e *encoder, length int, hash uint64) (textCount, *atomic.Pointer[textCount]) {
+	k := textCount{encoder: e, length: length, hash: hash}
 	return k, &t.slots[(k.hash^maphash.Comparable(t.seed, e))%textCountSlots]
 }
 
-// count returns the count of text under e, counting it with count unless it was kept.
-func (t *textCounts) count(e *encoder, text string, count func() int64) int64 {
-	k, slot := t.key(e, text)
+// count returns the count of a text of length bytes and hash under e, counting it with count
+// unless it was kept.
+func (t *textCounts) count(e *encoder, length int, hash uint64, count func() int64) int64 {
+	k, slot := t.key(e, length, hash)
 	if kept := slot.Load(); kept != nil && kept.names(k) {
 		return kept.tokens
 	}

@@ -103,20 +103,24 @@ func benchConfig(stubURL string) *gatewayv1.Config {
 
 // benchServer is a gateway with the memory store and benchConfig in force, tracing its calls
 // with tracer (nil: none).
-func benchServer(b *testing.B, stubURL string, tracer trace.Tracer) http.Handler {
+func benchServer(tb testing.TB, stubURL string, tracer trace.Tracer) http.Handler {
 	p, err := policy.Compile(benchConfig(stubURL), 1)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	s := New(Options{Limiter: ratelimit.NewMemory(), Tracer: tracer}) // no jobs: the benchmark sends none
-	b.Cleanup(s.Close)
+	tb.Cleanup(s.Close)
 	s.SetPolicy(p)
 	return s.Handler()
 }
 
-// serveBench sends b.N chat completions through h, from each user in turn, and checks each
-// answer.
-func serveBench(b *testing.B, h http.Handler) {
+// serveBench sends b.N chat completions of benchBody through h, from each user in turn, and
+// checks each answer.
+func serveBench(b *testing.B, h http.Handler) { serveBodyBench(b, h, benchBody) }
+
+// serveBodyBench sends b.N chat completions of body through h, from each user in turn, and
+// checks each answer.
+func serveBodyBench(b *testing.B, h http.Handler, body string) {
 	headers := make([]string, benchUsers)
 	for u := range headers {
 		headers[u] = "Bearer " + benchKey(u)
@@ -124,7 +128,7 @@ func serveBench(b *testing.B, h http.Handler) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
-		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(benchBody))
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
 		r.Header.Set("Authorization", headers[i%benchUsers])
 		r.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
@@ -157,6 +161,39 @@ func BenchmarkServeCall(b *testing.B) {
 		rp := httputil.NewSingleHostReverseProxy(target)
 		rp.BufferPool = copyBuffers // as a proxy built for load has, and as the gateway's own
 		serveBench(b, rp)
+	})
+}
+
+// longPromptTokens is the length of the long benchmark call's prompt: a transcript of words of
+// one token each.
+const longPromptTokens = 40_000
+
+// longPromptBody is a chat completion whose prompt is a transcript of longPromptTokens tokens,
+// about 156 KiB, with a short answer.
+func longPromptBody() string {
+	words := [...]string{"the ", "lab ", "has ", "one ", "big ", "red ", "cat ", "and "}
+	var prompt strings.Builder
+	for i := range longPromptTokens {
+		prompt.WriteString(words[i%len(words)])
+	}
+	return `{"model":"gpt-4o-mini","max_tokens":16,"messages":[{"role":"user","content":"` + prompt.String() + `"}]}`
+}
+
+// BenchmarkServeLongPrompt measures one chat completion of a long prompt through the gateway, as
+// BenchmarkServeCall does a short one: what the gateway allocates beyond the body the client
+// sends, beside the bare proxy that streams it through.
+func BenchmarkServeLongPrompt(b *testing.B) {
+	body := longPromptBody()
+	b.Run("gateway", func(b *testing.B) {
+		stub := benchStub(b)
+		serveBodyBench(b, benchServer(b, stub.URL, nil), body)
+	})
+	b.Run("proxy", func(b *testing.B) {
+		stub := benchStub(b)
+		target, _ := url.Parse(stub.URL)
+		rp := httputil.NewSingleHostReverseProxy(target)
+		rp.BufferPool = copyBuffers
+		serveBodyBench(b, rp, body)
 	})
 }
 

@@ -71,7 +71,7 @@ type call struct {
 // offer is the call as it goes to one provider: the body it reads and what the call costs there.
 type offer struct {
 	route *policy.Route
-	body  []byte // as sent upstream
+	body  sentBody // as sent upstream
 	cost  policy.Cost
 	// providerTokens is what the provider counts against its own tokens per minute when it
 	// admits the call (see gatewayv1.Provider.AdmissionCount).
@@ -84,6 +84,7 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 		traced := s.startCall(r, arrived)
 		c, apiErr := s.readCall(s.policy.Load(), endpoint, r)
 		c.requestID, c.arrived, c.traced = w.Header().Get(headerRequestID), arrived, traced
+		c.forgetPromptTexts()
 		defer s.endOnPanic(c)
 		if apiErr != nil {
 			setCallHeaders(w.Header(), c, nil, nil)
@@ -95,6 +96,15 @@ func (s *Server) serveCall(endpoint estimate.Endpoint) http.HandlerFunc {
 			c.offers = slices.DeleteFunc(c.offers, func(o offer) bool { return o.route == c.route })
 			c.offer = c.offers[0]
 		}
+	}
+}
+
+// forgetPromptTexts lets go of the texts of the call's prompt, counted already: they are the
+// body as it was read, or copies of its texts, which a call that sends a body of its own (with
+// its cap put in, its model renamed) would hold besides it while it queues and goes out.
+func (c *call) forgetPromptTexts() {
+	if c.request != nil {
+		c.request.Prompt.Texts = nil
 	}
 }
 
@@ -348,8 +358,8 @@ func (s *Server) newCallOf(ctx context.Context, p *policy.Policy, caller *policy
 	if body, apiErr = withUpstreamModel(body, req.Model, c.modelSent); apiErr != nil {
 		return c, apiErr
 	}
-	c.request, c.route, c.body = req, sent[0], body
-	if c.estimate, apiErr = s.estimateSent(c); apiErr != nil {
+	c.request, c.route = req, sent[0]
+	if c.estimate, apiErr = s.estimateSent(c, body); apiErr != nil {
 		return c, apiErr
 	}
 	if body, apiErr = s.readKept(ctx, c, body); apiErr != nil {
@@ -371,14 +381,15 @@ func (s *Server) newCallOf(ctx context.Context, p *policy.Policy, caller *policy
 	return c, nil
 }
 
-// estimateSent estimates the call as it is sent: a call sent to the plan's cheaper fallback is
-// read again, so that its images count by the fallback's family. No call's prompt can hold more
-// than its model's contextWindow, whatever its provider keeps for it.
-func (s *Server) estimateSent(c *call) (estimate.Estimate, *apiError) {
+// estimateSent estimates the call as it is sent, body being what every provider receives before
+// its cap is put in: a call sent to the plan's cheaper fallback is read again, so that its images
+// count by the fallback's family. No call's prompt can hold more than its model's contextWindow,
+// whatever its provider keeps for it.
+func (s *Server) estimateSent(c *call, body []byte) (estimate.Estimate, *apiError) {
 	req, m := c.request, c.route.Model
 	if c.degraded() {
 		var err error
-		if req, err = estimate.Parse(c.endpoint, c.body); err != nil {
+		if req, err = estimate.Parse(c.endpoint, body); err != nil {
 			return estimate.Estimate{}, requestError(err)
 		}
 	}
@@ -429,13 +440,13 @@ func providerTokens(e estimate.Estimate, p *gatewayv1.Provider) int64 {
 // in max_output_tokens for a response, in max_tokens for a completion. An uncapped call would let
 // the provider write past the estimate, and a crowd of them pass every limit by as many times the
 // difference. valid is whether body is known to be valid JSON, which is then not checked again.
-func withCap(body []byte, endpoint estimate.Endpoint, req *estimate.Request, m *gatewayv1.Model, valid bool) ([]byte, *apiError) {
+func withCap(body []byte, endpoint estimate.Endpoint, req *estimate.Request, m *gatewayv1.Model, valid bool) (sentBody, *apiError) {
 	if endpoint == estimate.Embeddings || endpoint == estimate.Moderations || endpoint == estimate.CountTokens {
-		return body, nil
+		return sentBody{body}, nil
 	}
 	field := capField(endpoint, m)
 	if req.MaxTokensParam == field {
-		return body, nil
+		return sentBody{body}, nil
 	}
 	n := req.MaxTokens
 	if req.MaxTokensParam == "" {
@@ -449,7 +460,7 @@ func withCap(body []byte, endpoint estimate.Endpoint, req *estimate.Request, m *
 	if err != nil {
 		return nil, requestError(err)
 	}
-	return capped, nil
+	return piecesOf(capped), nil
 }
 
 // capField is the field in which the provider of m reads the cap of a call to endpoint.

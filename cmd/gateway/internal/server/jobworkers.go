@@ -260,6 +260,7 @@ func (s *Server) jobCall(ctx context.Context, p *policy.Policy, j *jobs.Job) (*c
 	arrived := time.Now()
 	c, apiErr := s.newCall(ctx, p, caller, estimate.Endpoint(j.Endpoint), j.Body)
 	c.requestID, c.arrived = j.ID, arrived
+	c.forgetPromptTexts()
 	if apiErr == nil {
 		c.traced = s.startJobCall(j, arrived)
 	}

@@ -204,7 +204,7 @@ func TestWithCap(t *testing.T) {
 			if apiErr != nil {
 				t.Fatal(apiErr.Message)
 			}
-			if string(got) != tc.want {
+			if string(got.bytes()) != tc.want {
 				t.Errorf("withCap = %s, want %s", got, tc.want)
 			}
 		})

@@ -130,7 +130,7 @@ func (s *Server) relay(w http.ResponseWriter, in *http.Request, o *outbound) boo
 // forwardedHeaders allows, through the provider's retrying transport, and reads the answer as far
 // as its end needs (see settleResponse).
 func (s *Server) send(o *outbound, path string, in http.Header) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(o.ctx, http.MethodPost, "", bytes.NewReader(o.body))
+	req, err := o.body.request(o.ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -214,7 +214,7 @@ func (f *services) input(ctx context.Context, caller *policy.Caller, b *batches.
 	}
 	var out bytes.Buffer
 	for _, l := range lines {
-		line, _ := json.Marshal(inputLine{CustomID: &l.customID, Method: http.MethodPost, URL: b.Endpoint, Body: l.sent.body})
+		line, _ := json.Marshal(inputLine{CustomID: &l.customID, Method: http.MethodPost, URL: b.Endpoint, Body: l.sent.body.bytes()})
 		out.Write(append(line, '\n'))
 	}
 	return out.Bytes(), nil
