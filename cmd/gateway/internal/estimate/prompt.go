@@ -156,8 +156,8 @@ func (p *Prompt) addPartTexts(text, refusal json.RawMessage) error {
 }
 
 // stringText returns the text of raw, a JSON string: raw's own bytes when it spells its text
-// byte for byte (see plainBytes), else the text unescaped; nothing when raw is absent or null.
-// It refuses any other value as encoding/json refuses it for a string.
+// byte for byte (see plainBytes), else the text encoding/json decodes; nothing when raw is absent
+// or null. It refuses any other value as encoding/json refuses it for a string.
 func stringText(raw json.RawMessage) ([]byte, error) {
 	if !isSet(raw) {
 		return nil, nil
@@ -165,11 +165,11 @@ func stringText(raw json.RawMessage) ([]byte, error) {
 	if text, ok := plainBytes(raw); ok {
 		return text, nil
 	}
-	if text, ok := unquote(raw); ok {
-		return text, nil
-	}
 	var s string
-	return nil, decode(raw, &s)
+	if err := decode(raw, &s); err != nil {
+		return nil, err
+	}
+	return []byte(s), nil
 }
 
 // plainString is plainBytes as a string of its own.
