@@ -124,8 +124,7 @@ func (a arrival) turnAway(estimate, bound time.Duration) *Refusal {
 func (d *door) answer(a arrival) doorOut {
 	out, it := a.decide(), a.item
 	if out.busy != nil {
-		d.refusals.WithLabelValues(it.Tenant).Inc()
-		d.q.Expect(it, a.now, a.now.Add(out.busy.RetryAfter))
+		d.turnedAway(it, out.busy, a.now)
 		return out
 	}
 	if a.cameBack {
@@ -144,12 +143,17 @@ func (d *door) answer(a arrival) doorOut {
 // limited: it is told to come back when that limit has room, as the door would have told it had it
 // foreseen the wait, rather than refused, since the limit is one it may wait for.
 func (d *door) later(wt *waiter, limited *Refusal, now time.Time) *Refusal {
-	it := wt.item
 	r := &Refusal{Reason: Busy, Estimate: limited.RetryAfter, MaxWait: wt.t.req.maxWait(), Position: 1}
 	r.RetryAfter = RetryAfter(limited.RetryAfter)
+	d.turnedAway(wt.item, r, now)
+	return r
+}
+
+// turnedAway counts the busy answer r to the call it at now, and has the queue expect the call back
+// when it was told.
+func (d *door) turnedAway(it *fairqueue.Item, r *Refusal, now time.Time) {
 	d.refusals.WithLabelValues(it.Tenant).Inc()
 	d.q.Expect(it, now, now.Add(r.RetryAfter))
-	return r
 }
 
 // atDoor gathers at now all the door decides on for wt's call, r being what the limits it waits
